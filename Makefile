@@ -1,0 +1,80 @@
+# rustfab — build, install, demo and test a libfabric provider written in Rust.
+# `make demo` shows it working; `make test` runs every test (see README).
+
+CARGO    ?= cargo
+CC       ?= cc
+BUILD    := build
+LIB      := $(BUILD)/librustfab-fi.so
+LIBDIR   := $(shell pkg-config --variable=libdir libfabric 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)
+PROVDIR  ?= $(LIBDIR)/libfabric
+CFLAGS   ?= -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter
+TIMEOUT  ?= timeout
+export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
+
+.PHONY: all lib install uninstall demo test unit abi-check exports-check header header-check \
+        c-tests fabtests mpi bench fmt lint clean
+
+all: lib
+
+# Cargo names the cdylib librustfab.so; libfabric loads only files ending in
+# "fi.so" from FI_PROVIDER_PATH, so the build directory gets the conventional
+# name lib<prov>-fi.so.
+lib:
+	$(CARGO) build --release --lib
+	@mkdir -p $(BUILD)
+	cp -f target/release/librustfab.so $(LIB)
+
+install: lib
+	install -d $(DESTDIR)$(PROVDIR)
+	install -m 0755 $(LIB) $(DESTDIR)$(PROVDIR)/librustfab-fi.so
+
+uninstall:
+	rm -f $(DESTDIR)$(PROVDIR)/librustfab-fi.so
+
+demo: lib
+	@echo "== fi_info -p rustfab (FI_PROVIDER_PATH=$(FI_PROVIDER_PATH))"
+	$(TIMEOUT) 30 fi_info -p rustfab
+
+test: unit abi-check exports-check header-check c-tests
+
+unit:
+	$(CARGO) test --release
+
+# The ABI mirror proof: the same table, printed by Rust and by a C program
+# compiled against the installed <rdma/*.h>, must be identical. The perturbed
+# run proves the comparison can fail.
+abi-check:
+	@mkdir -p $(BUILD)
+	$(CARGO) run --release -q --bin abi-dump -- c > $(BUILD)/abi_dump.c
+	$(CC) $(CFLAGS) -o $(BUILD)/abi_dump $(BUILD)/abi_dump.c
+	$(BUILD)/abi_dump > $(BUILD)/abi.c.txt
+	$(CARGO) run --release -q --bin abi-dump -- rust > $(BUILD)/abi.rust.txt
+	diff -u $(BUILD)/abi.c.txt $(BUILD)/abi.rust.txt
+	$(CARGO) run --release -q --bin abi-dump -- rust --perturb > $(BUILD)/abi.perturbed.txt
+	@if diff -q $(BUILD)/abi.c.txt $(BUILD)/abi.perturbed.txt >/dev/null; then \
+	  echo "abi-check: a perturbed mirror was not detected"; exit 1; fi
+	@echo "abi-check: $$(grep -c '^STRUCT' $(BUILD)/abi.c.txt) structs, $$(grep -c 'FIELD' $(BUILD)/abi.c.txt) fields, $$(grep -c '^CONST' $(BUILD)/abi.c.txt) constants match the installed headers"
+
+# Only fi_prov_ini may be exported.
+exports-check: lib
+	@syms=$$(nm -D --defined-only $(LIB) | awk '{print $$3}' | sort -u); \
+	if [ "$$syms" != "fi_prov_ini" ]; then echo "exports-check: unexpected exports:"; echo "$$syms"; exit 1; fi; \
+	echo "exports-check: only fi_prov_ini is exported"
+
+header:
+	cbindgen --config cbindgen.toml src/capi.rs -o include/rustfab.h 2>/dev/null
+
+header-check:
+	@cbindgen --config cbindgen.toml src/capi.rs -o $(BUILD)/rustfab.h.new 2>/dev/null
+	diff -u include/rustfab.h $(BUILD)/rustfab.h.new
+	@echo "header-check: include/rustfab.h is up to date"
+
+fmt:
+	$(CARGO) fmt
+
+lint:
+	$(CARGO) clippy --release --all-targets -- -D warnings
+
+clean:
+	$(CARGO) clean
+	rm -rf $(BUILD)

@@ -1,0 +1,84 @@
+//! Runtime parameters. Each is declared to libfabric with `fi_param_define`
+//! (so `fi_info -e` lists it with its help text) and read from the
+//! environment as `FI_RUSTFAB_<NAME>`, exactly where `fi_param_get` would read
+//! it. The table below is the only list; README "Parameters" mirrors it.
+
+use crate::abi::*;
+use core::ffi::{c_char, c_int};
+use std::ffi::CString;
+
+extern "C" {
+    fn fi_param_define(prov: *const fi_provider, name: *const c_char, ty: u32, help: *const c_char, ...) -> c_int;
+}
+
+pub struct Param {
+    pub name: &'static str,
+    pub ty: u32,
+    pub help: &'static str,
+}
+
+pub const PARAMS: &[Param] = &[Param {
+    name: "transport",
+    ty: FI_PARAM_STRING,
+    help: "Transport(s) fi_getinfo offers: auto (shm then tcp), shm or tcp (default: auto)",
+}];
+
+/// Declares every parameter. Called once from `fi_prov_ini`.
+pub fn define_all(prov: *const fi_provider) {
+    for p in PARAMS {
+        let name = CString::new(p.name).unwrap_or_default();
+        let help = CString::new(p.help).unwrap_or_default();
+        // SAFETY: `prov` is our static provider; the strings are
+        // NUL-terminated and "%s" consumes the one vararg. libfabric copies
+        // both strings.
+        unsafe { fi_param_define(prov, name.as_ptr(), p.ty, c"%s".as_ptr(), help.as_ptr()) };
+    }
+}
+
+fn env_name(name: &str) -> String {
+    format!("FI_RUSTFAB_{}", name.to_ascii_uppercase())
+}
+
+/// The parameter's string value, if set (and not empty).
+pub fn get_str(name: &str) -> Option<String> {
+    std::env::var(env_name(name)).ok().filter(|s| !s.is_empty())
+}
+
+/// Boolean parameter: 1/0, true/false, yes/no, on/off (libfabric's spellings).
+pub fn get_bool(name: &str, default: bool) -> bool {
+    match get_str(name).map(|s| s.to_ascii_lowercase()) {
+        Some(s) if ["1", "true", "yes", "on", "y"].contains(&s.as_str()) => true,
+        Some(s) if ["0", "false", "no", "off", "n"].contains(&s.as_str()) => false,
+        _ => default,
+    }
+}
+
+/// Size parameter (decimal, with optional k/m/g suffix).
+pub fn get_size(name: &str, default: usize) -> usize {
+    get_str(name).and_then(|s| parse_size(&s)).unwrap_or(default)
+}
+
+/// Parses "123", "64k", "4M", "1g".
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last()?.to_ascii_lowercase() {
+        'k' => (&s[..s.len() - 1], 1usize << 10),
+        'm' => (&s[..s.len() - 1], 1 << 20),
+        'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.trim().parse::<usize>().ok()?.checked_mul(mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("64k"), Some(65536));
+        assert_eq!(parse_size("3"), Some(3));
+        assert_eq!(parse_size("2M"), Some(2 << 20));
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_size(""), None);
+    }
+}
