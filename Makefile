@@ -78,3 +78,14 @@ lint:
 clean:
 	$(CARGO) clean
 	rm -rf $(BUILD)
+
+# ---- C tests: every c-tests/test_*.c is one program, linked only to libfabric.
+C_TEST_SRCS := $(wildcard c-tests/test_*.c)
+C_TEST_BINS := $(patsubst c-tests/%.c,$(BUILD)/c-tests/%,$(C_TEST_SRCS))
+
+$(BUILD)/c-tests/%: c-tests/%.c c-tests/harness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric -lpthread
+
+c-tests: lib $(C_TEST_BINS)
+	c-tests/run.sh $(BUILD)/c-tests

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every built C test program (build/c-tests/test_*) under a timeout
+# against the rustfab in $FI_PROVIDER_PATH, and prints a closing
+# "N passed, N failed" line over all of them. A program that crashes or times
+# out counts one failure on top of whatever it printed.
+set -u
+dir=${1:-build/c-tests}
+per_test_timeout=${C_TEST_TIMEOUT:-120}
+: "${FI_PROVIDER_PATH:?FI_PROVIDER_PATH must point at the directory holding librustfab-fi.so}"
+export FI_PROVIDER=${FI_PROVIDER:-rustfab}
+passed=0; failed=0; bad=()
+for t in "$dir"/test_*; do
+	[ -x "$t" ] || continue
+	name=$(basename "$t")
+	echo "== $name"
+	out=$(timeout -k 5 "$per_test_timeout" "$t" 2>&1); rc=$?
+	printf '%s\n' "$out" | grep -v -E '^[0-9]+ passed, [0-9]+ failed$'
+	line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+	p=0; f=0
+	if [ -n "$line" ]; then
+		p=$(echo "$line" | awk '{print $1}'); f=$(echo "$line" | awk '{print $3}')
+	fi
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+		if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "FAIL $name: timed out after ${per_test_timeout}s"
+		else echo "FAIL $name: exited with status $rc"; fi
+		f=$((f + 1))
+	fi
+	passed=$((passed + p)); failed=$((failed + f))
+	[ "$f" -gt 0 ] && bad+=("$name")
+done
+[ ${#bad[@]} -gt 0 ] && echo "failing programs: ${bad[*]}"
+echo "c-tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
