@@ -89,3 +89,8 @@ $(BUILD)/c-tests/%: c-tests/%.c c-tests/harness.h
 
 c-tests: lib $(C_TEST_BINS)
 	c-tests/run.sh $(BUILD)/c-tests
+
+# ---- upstream fabtests (installed separately; see fabtests-integration/run.sh)
+FT_SETS ?= foundation cq
+fabtests: lib
+	fabtests-integration/run.sh shm $(FT_SETS); fabtests-integration/run.sh tcp $(FT_SETS)
