@@ -19,6 +19,7 @@ pub mod params;
 pub mod progress;
 pub mod provider;
 pub mod sys;
+pub mod transport;
 pub mod wait;
 
 pub mod av;

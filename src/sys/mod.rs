@@ -171,3 +171,30 @@ pub fn geteuid() -> u32 {
 pub fn yield_now() {
     std::thread::yield_now();
 }
+
+/// Start time of process `pid` in clock ticks since boot (field 22 of
+/// /proc/<pid>/stat): with the pid it identifies a process incarnation, so
+/// a recycled pid is not mistaken for a live peer.
+pub fn proc_start_time(pid: i32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 1..];
+    // After ") " come fields 3.. ; starttime is field 22 → index 19.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the process incarnation (pid, start time) still exists.
+pub fn process_alive(pid: i32, start: u64) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    match proc_start_time(pid) {
+        Some(t) => t == start,
+        None => {
+            // No /proc entry: the process is gone (or /proc is unavailable,
+            // in which case fall back to signal 0).
+            // SAFETY: kill with signal 0 only checks existence/permission.
+            let r = unsafe { libc::kill(pid, 0) };
+            r == 0 && !std::path::Path::new("/proc/self").exists()
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! The one record header both transports put in front of every message or
+//! control record: in a shared-memory ring cell (shm) and on a TCP stream
+//! (tcp). Versioned, fixed at 64 bytes (one cache line), little-endian on the
+//! wire (both ends of a shm ring are on one host; TCP converts explicitly).
+//!
+//! Nothing read from a peer is trusted: [`WireHdr::check`] validates the magic,
+//! version, opcode, flags and every length against the receiver's limits
+//! before any other code looks at the record. docs/protocol.md describes the
+//! exchanges (eager, rendezvous, acknowledgements).
+//!
+//! ```text
+//!  0      2    3    4         8                16     24     32       40       48      52    56          64
+//!  | magic|ver | op | flags   | len (total)    | tag  | data | msg_id | offset | payload| aux | reserved  |
+//! ```
+
+/// "RF": rustfab.
+pub const MAGIC: u16 = 0x5246;
+/// Bumped on any incompatible change of this header or of an exchange.
+pub const VERSION: u8 = 1;
+pub const HDR_LEN: usize = 64;
+
+/// Record types.
+pub mod op {
+    /// An eager message: `payload` bytes of data follow (`payload == len`).
+    pub const MSG: u8 = 1;
+    /// Rendezvous request: the message (`len` bytes) stays in the sender's
+    /// memory; `aux` iov entries (16 bytes each: address, length) follow.
+    pub const RTS: u8 = 2;
+    /// The receiver is done with message `msg_id` (`aux` = 0 or an FI_E*
+    /// code; `offset` = bytes it took). Completes rendezvous sends and
+    /// delivery-complete eager sends.
+    pub const ACK: u8 = 3;
+    /// The receiver cannot pull `msg_id` by itself (no CMA): please stream it.
+    /// `aux` = the receiver's handle for the transfer, echoed in DATA.
+    pub const CTS: u8 = 4;
+    /// A chunk of a streamed rendezvous message: `payload` bytes at `offset`.
+    pub const DATA: u8 = 5;
+    /// Connection handshake (tcp): the payload is the sender's address.
+    pub const HELLO: u8 = 6;
+    /// Orderly close of a connection / ring slot.
+    pub const BYE: u8 = 7;
+    pub const MAX: u8 = 7;
+}
+
+/// Record flags.
+pub mod flag {
+    pub const TAGGED: u32 = 1 << 0;
+    pub const REMOTE_CQ_DATA: u32 = 1 << 1;
+    /// The sender wants an ACK once the message is placed (delivery complete).
+    pub const ACK_REQ: u32 = 1 << 2;
+    /// RTS: the sender allows cross-memory attach (process_vm_readv).
+    pub const CMA_OK: u32 = 1 << 3;
+    /// DATA: last chunk of the message.
+    pub const LAST: u32 = 1 << 4;
+    pub const ALL: u32 = TAGGED | REMOTE_CQ_DATA | ACK_REQ | CMA_OK | LAST;
+}
+
+/// The header. Plain data: copied out of shared memory / the socket before
+/// it is looked at, never referenced in place.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WireHdr {
+    pub magic: u16,
+    pub version: u8,
+    pub op: u8,
+    pub flags: u32,
+    /// Total message length (MSG, RTS, DATA), or bytes taken (ACK).
+    pub len: u64,
+    pub tag: u64,
+    pub data: u64,
+    /// The sender's identifier of the message (correlates RTS/ACK/CTS/DATA).
+    pub msg_id: u64,
+    /// DATA: byte offset of the chunk in the message.
+    pub offset: u64,
+    /// Bytes following the header in this record.
+    pub payload: u32,
+    /// RTS: iov count; ACK: status; CTS/DATA: receiver handle.
+    pub aux: u32,
+    pub reserved: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<WireHdr>() == HDR_LEN);
+const _: () = assert!(core::mem::align_of::<WireHdr>() == 8);
+
+/// Why a record was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BadRecord {
+    Magic,
+    Version,
+    Op,
+    Flags,
+    Length,
+}
+
+/// Limits the receiver enforces.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest eager payload / DATA chunk.
+    pub max_payload: usize,
+    /// Largest message (`ep_attr.max_msg_size`).
+    pub max_msg: usize,
+    /// Largest RTS iov count.
+    pub max_iov: usize,
+}
+
+/// Size of one RTS iov entry (address, length as two u64).
+pub const IOV_ENTRY: usize = 16;
+
+impl WireHdr {
+    pub fn new(op: u8) -> WireHdr {
+        WireHdr {
+            magic: MAGIC,
+            version: VERSION,
+            op,
+            ..Default::default()
+        }
+    }
+
+    /// Validates everything a peer controls. After `Ok`, `payload` is within
+    /// the limits and consistent with `op`, `len` and `aux`.
+    pub fn check(&self, lim: &Limits) -> Result<(), BadRecord> {
+        if self.magic != MAGIC {
+            return Err(BadRecord::Magic);
+        }
+        if self.version != VERSION {
+            return Err(BadRecord::Version);
+        }
+        if self.op == 0 || self.op > op::MAX {
+            return Err(BadRecord::Op);
+        }
+        if self.flags & !flag::ALL != 0 {
+            return Err(BadRecord::Flags);
+        }
+        let payload = self.payload as usize;
+        let len = usize::try_from(self.len).map_err(|_| BadRecord::Length)?;
+        let ok = match self.op {
+            op::MSG => payload == len && payload <= lim.max_payload,
+            op::RTS => {
+                let n = self.aux as usize;
+                n >= 1 && n <= lim.max_iov && payload == n * IOV_ENTRY && len <= lim.max_msg && len > 0
+            }
+            op::ACK | op::CTS | op::BYE => payload == 0,
+            op::DATA => {
+                payload <= lim.max_payload
+                    && len <= lim.max_msg
+                    && self
+                        .offset
+                        .checked_add(payload as u64)
+                        .is_some_and(|end| end <= self.len)
+            }
+            op::HELLO => payload <= 256,
+            _ => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(BadRecord::Length)
+        }
+    }
+
+    pub fn to_bytes(&self) -> [u8; HDR_LEN] {
+        let mut b = [0u8; HDR_LEN];
+        b[0..2].copy_from_slice(&self.magic.to_le_bytes());
+        b[2] = self.version;
+        b[3] = self.op;
+        b[4..8].copy_from_slice(&self.flags.to_le_bytes());
+        b[8..16].copy_from_slice(&self.len.to_le_bytes());
+        b[16..24].copy_from_slice(&self.tag.to_le_bytes());
+        b[24..32].copy_from_slice(&self.data.to_le_bytes());
+        b[32..40].copy_from_slice(&self.msg_id.to_le_bytes());
+        b[40..48].copy_from_slice(&self.offset.to_le_bytes());
+        b[48..52].copy_from_slice(&self.payload.to_le_bytes());
+        b[52..56].copy_from_slice(&self.aux.to_le_bytes());
+        b[56..64].copy_from_slice(&self.reserved.to_le_bytes());
+        b
+    }
+
+    pub fn from_bytes(b: &[u8; HDR_LEN]) -> WireHdr {
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or([0; 4]));
+        WireHdr {
+            magic: u16::from_le_bytes([b[0], b[1]]),
+            version: b[2],
+            op: b[3],
+            flags: u32_at(4),
+            len: u64_at(8),
+            tag: u64_at(16),
+            data: u64_at(24),
+            msg_id: u64_at(32),
+            offset: u64_at(40),
+            payload: u32_at(48),
+            aux: u32_at(52),
+            reserved: u64_at(56),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIM: Limits = Limits {
+        max_payload: 16384,
+        max_msg: 1 << 30,
+        max_iov: 8,
+    };
+
+    #[test]
+    fn bytes_round_trip() {
+        let mut h = WireHdr::new(op::MSG);
+        h.flags = flag::TAGGED;
+        h.len = 5;
+        h.payload = 5;
+        h.tag = 0xdead_beef_0000_0001;
+        h.data = 7;
+        h.msg_id = 99;
+        assert_eq!(WireHdr::from_bytes(&h.to_bytes()), h);
+        assert_eq!(h.check(&LIM), Ok(()));
+    }
+
+    #[test]
+    fn hostile_headers_rejected() {
+        let good = {
+            let mut h = WireHdr::new(op::MSG);
+            h.len = 10;
+            h.payload = 10;
+            h
+        };
+        let mut h = good;
+        h.magic = 0;
+        assert_eq!(h.check(&LIM), Err(BadRecord::Magic));
+        let mut h = good;
+        h.version = 9;
+        assert_eq!(h.check(&LIM), Err(BadRecord::Version));
+        for bad_op in [0u8, 8, 255] {
+            let mut h = good;
+            h.op = bad_op;
+            assert_eq!(h.check(&LIM), Err(BadRecord::Op));
+        }
+        let mut h = good;
+        h.flags = 1 << 31;
+        assert_eq!(h.check(&LIM), Err(BadRecord::Flags));
+        let mut h = good;
+        h.payload = 11; // payload != len
+        assert_eq!(h.check(&LIM), Err(BadRecord::Length));
+        let mut h = good;
+        h.len = 1 << 20;
+        h.payload = 1 << 20; // above max_payload
+        assert_eq!(h.check(&LIM), Err(BadRecord::Length));
+        // RTS with too many iovs, zero iovs, or iov bytes not matching
+        let mut r = WireHdr::new(op::RTS);
+        r.len = 1 << 20;
+        r.aux = 9;
+        r.payload = 9 * 16;
+        assert!(r.check(&LIM).is_err());
+        r.aux = 0;
+        r.payload = 0;
+        assert!(r.check(&LIM).is_err());
+        r.aux = 2;
+        r.payload = 16;
+        assert!(r.check(&LIM).is_err());
+        r.payload = 32;
+        assert!(r.check(&LIM).is_ok());
+        // DATA beyond the message end, and offset overflow
+        let mut d = WireHdr::new(op::DATA);
+        d.len = 100;
+        d.offset = 90;
+        d.payload = 20;
+        assert!(d.check(&LIM).is_err());
+        d.offset = u64::MAX - 5;
+        assert!(d.check(&LIM).is_err());
+        d.offset = 80;
+        assert!(d.check(&LIM).is_ok());
+        // Control records carry no payload
+        let mut a = WireHdr::new(op::ACK);
+        a.payload = 1;
+        assert!(a.check(&LIM).is_err());
+    }
+}

@@ -1,0 +1,494 @@
+//! The shared-memory segment of one shm endpoint: a header, then one ring per
+//! sender slot. Senders (other endpoints, possibly in other processes, or
+//! this one) claim a slot and produce into its ring; the owner consumes.
+//!
+//! ```text
+//!  0      header (4 KiB): magic, version, geometry, owner pid + start time,
+//!         uid, token; `sleepers` (own cache line): >0 while the owner may
+//!         sleep, so senders must ring its doorbell; `claim_seq` (own line):
+//!         bumped whenever a slot becomes active.
+//!  4096   slot 0: control line (state, sender token/pid/start time), ring
+//!  ...    slot i at 4096 + i * SLOT_STRIDE
+//! ```
+//!
+//! Naming and security: `/dev/shm/rustfab-<uid>-<token>` created with
+//! `O_CREAT|O_EXCL` and mode 0600, so another user can neither open ours nor
+//! have us use theirs (an opener checks the file's owner and mode, then the
+//! header). The owner unlinks the name on close, at `exit()` (atexit
+//! registry) and at provider cleanup; names left by killed processes are
+//! swept when their owner is gone. Everything read from a segment is
+//! validated before use; control words are only accessed atomically.
+
+use super::ring::{ring_bytes, Ring};
+use crate::error::{Error, Result};
+use crate::sys;
+use core::sync::atomic::{AtomicU64, Ordering};
+use parking_lot::Mutex;
+use std::ffi::CString;
+
+pub const SEG_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
+pub const SEG_VERSION: u32 = 1;
+pub const HEADER: usize = 4096;
+pub const SLOT_CTL: usize = 64;
+/// Sender slots per endpoint (peers that may send to it at once).
+pub const NSLOTS: usize = 256;
+/// Cells per ring (64 bytes each): 128 KiB per sender.
+pub const NCELLS: usize = 2048;
+pub const SLOT_STRIDE: usize = (SLOT_CTL + ring_bytes(NCELLS)).next_multiple_of(4096);
+pub const SEG_SIZE: usize = HEADER + NSLOTS * SLOT_STRIDE;
+
+// Header offsets.
+const H_MAGIC: usize = 0;
+const H_VERSION: usize = 8;
+const H_NCELLS: usize = 16;
+const H_START: usize = 24;
+const H_TOKEN: usize = 32;
+const H_UID: usize = 40;
+const H_SLEEPERS: usize = 64;
+const H_CLAIM_SEQ: usize = 128;
+const H_CLOSED: usize = 192;
+
+// Slot control offsets.
+const S_STATE: usize = 0;
+const S_TOKEN: usize = 8;
+const S_PID: usize = 16;
+const S_START: usize = 24;
+
+/// Slot states (low byte of the state word).
+pub const SLOT_FREE: u64 = 0;
+pub const SLOT_CLAIMED: u64 = 1;
+pub const SLOT_ACTIVE: u64 = 2;
+pub const SLOT_CLOSED: u64 = 3;
+
+/// Who is sending in a slot, as the owner reads it (copied, validated).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotSender {
+    pub token: u64,
+    pub pid: i32,
+    pub start: u64,
+}
+
+pub struct Segment {
+    base: *mut u8,
+    name: CString,
+    owner: bool,
+    pub token: u64,
+    /// Owner identity (copied from the header when opened).
+    pub owner_pid: i32,
+    pub owner_start: u64,
+}
+
+// SAFETY: the mapping is process-wide; shared words are accessed atomically
+// and payload only by copying; users serialise producer/consumer roles.
+unsafe impl Send for Segment {}
+// SAFETY: as above.
+unsafe impl Sync for Segment {}
+
+fn seg_name(token: u64) -> CString {
+    CString::new(format!("/rustfab-{}-{token:016x}", sys::geteuid())).unwrap_or_default()
+}
+
+/// Names created by this process, unlinked at exit if still present.
+static CREATED: Mutex<Vec<CString>> = Mutex::new(Vec::new());
+static ATEXIT: std::sync::Once = std::sync::Once::new();
+
+extern "C" fn unlink_all_at_exit() {
+    unlink_all();
+}
+
+/// Unlinks every segment name this process still owns (exit, cleanup).
+pub fn unlink_all() {
+    if let Some(mut v) = CREATED.try_lock() {
+        for n in v.drain(..) {
+            // SAFETY: `n` is a valid C string.
+            unsafe { libc::shm_unlink(n.as_ptr()) };
+        }
+    }
+}
+
+impl Segment {
+    fn word(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: every offset used is inside the mapping, 8-aligned, and
+        // the word is only accessed atomically by all parties.
+        unsafe { AtomicU64::from_ptr(self.base.add(off) as *mut u64) }
+    }
+
+    fn read_u64(&self, off: usize) -> u64 {
+        self.word(off).load(Ordering::Acquire)
+    }
+
+    /// Creates this endpoint's segment (exclusive). A stale segment of the
+    /// same name (owner gone) is removed and creation retried once.
+    pub fn create(token: u64) -> Result<Segment> {
+        ATEXIT.call_once(|| {
+            // SAFETY: registering a plain extern "C" fn with atexit.
+            unsafe { libc::atexit(unlink_all_at_exit) };
+            sweep_stale();
+        });
+        let name = seg_name(token);
+        let mut fd = open_excl(&name);
+        if fd == Err(Error::ADDRINUSE) && remove_if_stale(&name) {
+            fd = open_excl(&name);
+        }
+        let fd = fd?;
+        // SAFETY: `fd` is our fresh shm object; size set before mapping.
+        let r = unsafe { libc::ftruncate(fd, SEG_SIZE as libc::off_t) };
+        if r != 0 {
+            let e = Error::last_os();
+            // SAFETY: closing and unlinking what we just created.
+            unsafe {
+                libc::close(fd);
+                libc::shm_unlink(name.as_ptr());
+            }
+            return Err(e);
+        }
+        let base = map(fd);
+        // SAFETY: fd no longer needed after mmap (or on failure).
+        unsafe { libc::close(fd) };
+        let base = match base {
+            Ok(b) => b,
+            Err(e) => {
+                // SAFETY: removing the name we created.
+                unsafe { libc::shm_unlink(name.as_ptr()) };
+                return Err(e);
+            }
+        };
+        let pid = sys::getpid();
+        let start = sys::proc_start_time(pid).unwrap_or(0);
+        let seg = Segment {
+            base,
+            name: name.clone(),
+            owner: true,
+            token,
+            owner_pid: pid,
+            owner_start: start,
+        };
+        // Geometry and identity first; the magic last (Release), so an opener
+        // that sees the magic sees a complete header.
+        seg.word(H_VERSION)
+            .store(SEG_VERSION as u64 | ((NSLOTS as u64) << 32), Ordering::Relaxed);
+        seg.word(H_NCELLS)
+            .store(NCELLS as u64 | ((pid as u32 as u64) << 32), Ordering::Relaxed);
+        seg.word(H_START).store(start, Ordering::Relaxed);
+        seg.word(H_TOKEN).store(token, Ordering::Relaxed);
+        seg.word(H_UID).store(sys::geteuid() as u64, Ordering::Relaxed);
+        seg.word(H_MAGIC).store(SEG_MAGIC, Ordering::Release);
+        CREATED.lock().push(name);
+        Ok(seg)
+    }
+
+    /// Maps a peer's segment and validates it: same owner uid, private
+    /// mode, expected magic/version/geometry, matching token, live owner.
+    pub fn open(token: u64) -> Result<Segment> {
+        let name = seg_name(token);
+        // SAFETY: valid C string; no O_CREAT, so nothing is created.
+        let fd = unsafe { libc::shm_open(name.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(Error::ADDRNOTAVAIL);
+        }
+        // SAFETY: zeroed stat filled by fstat.
+        let mut st: libc::stat = unsafe { core::mem::zeroed() };
+        // SAFETY: valid fd and stat buffer.
+        let ok = unsafe { libc::fstat(fd, &mut st) } == 0
+            && st.st_uid == sys::geteuid()
+            && st.st_mode & 0o077 == 0
+            && st.st_size as usize == SEG_SIZE;
+        let base = if ok { map(fd) } else { Err(Error::ADDRNOTAVAIL) };
+        // SAFETY: fd no longer needed.
+        unsafe { libc::close(fd) };
+        let base = base?;
+        let mut seg = Segment {
+            base,
+            name,
+            owner: false,
+            token,
+            owner_pid: 0,
+            owner_start: 0,
+        };
+        if seg.read_u64(H_MAGIC) != SEG_MAGIC {
+            return Err(Error::ADDRNOTAVAIL);
+        }
+        let vs = seg.read_u64(H_VERSION);
+        let cp = seg.read_u64(H_NCELLS);
+        let geometry_ok = (vs & 0xffff_ffff) as u32 == SEG_VERSION
+            && (vs >> 32) as usize == NSLOTS
+            && (cp & 0xffff_ffff) as usize == NCELLS
+            && seg.read_u64(H_TOKEN) == token
+            && seg.read_u64(H_UID) == sys::geteuid() as u64;
+        if !geometry_ok {
+            return Err(Error::ADDRNOTAVAIL);
+        }
+        seg.owner_pid = (cp >> 32) as u32 as i32;
+        seg.owner_start = seg.read_u64(H_START);
+        Ok(seg)
+    }
+
+    pub fn is_owner(&self) -> bool {
+        self.owner
+    }
+
+    /// Whether the owning process still exists.
+    pub fn owner_alive(&self) -> bool {
+        self.read_u64(H_CLOSED) == 0 && sys::process_alive(self.owner_pid, self.owner_start)
+    }
+
+    /// Owner: mark the segment closed (senders stop using it).
+    pub fn mark_closed(&self) {
+        self.word(H_CLOSED).store(1, Ordering::Release);
+    }
+
+    pub fn closed(&self) -> bool {
+        self.read_u64(H_CLOSED) != 0
+    }
+
+    pub fn sleepers(&self) -> u64 {
+        self.word(H_SLEEPERS).load(Ordering::SeqCst)
+    }
+
+    pub fn set_sleepers(&self, n: u64) {
+        self.word(H_SLEEPERS).store(n, Ordering::SeqCst);
+    }
+
+    pub fn claim_seq(&self) -> u64 {
+        self.read_u64(H_CLAIM_SEQ)
+    }
+
+    fn slot_base(&self, slot: usize) -> *mut u8 {
+        debug_assert!(slot < NSLOTS);
+        // SAFETY: slot < NSLOTS keeps the offset inside the mapping.
+        unsafe { self.base.add(HEADER + slot * SLOT_STRIDE) }
+    }
+
+    fn slot_word(&self, slot: usize, off: usize) -> &AtomicU64 {
+        // SAFETY: inside the slot's control line, 8-aligned, atomic-only.
+        unsafe { AtomicU64::from_ptr(self.slot_base(slot).add(off) as *mut u64) }
+    }
+
+    pub fn ring(&self, slot: usize) -> Ring {
+        // SAFETY: the ring lies inside the slot, 64-aligned (slot bases are
+        // page-aligned, SLOT_CTL = 64) and lives as long as the mapping; the
+        // Ring is used only while the owning Segment is alive (callers keep
+        // the Segment next to the Ring).
+        unsafe { Ring::new(self.slot_base(slot).add(SLOT_CTL), NCELLS) }
+    }
+
+    pub fn slot_state(&self, slot: usize) -> u64 {
+        self.slot_word(slot, S_STATE).load(Ordering::Acquire) & 0xff
+    }
+
+    /// Sender: claims a free slot and announces itself; returns the slot.
+    pub fn claim_slot(&self, me: SlotSender) -> Result<usize> {
+        for slot in 0..NSLOTS {
+            let w = self.slot_word(slot, S_STATE);
+            let cur = w.load(Ordering::Acquire);
+            if cur & 0xff != SLOT_FREE {
+                continue;
+            }
+            let gen = (cur >> 8).wrapping_add(1);
+            if w.compare_exchange(cur, SLOT_CLAIMED | (gen << 8), Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            self.slot_word(slot, S_TOKEN).store(me.token, Ordering::Relaxed);
+            self.slot_word(slot, S_PID)
+                .store(me.pid as u32 as u64, Ordering::Relaxed);
+            self.slot_word(slot, S_START).store(me.start, Ordering::Relaxed);
+            self.ring(slot).reset();
+            w.store(SLOT_ACTIVE | (gen << 8), Ordering::Release);
+            self.word(H_CLAIM_SEQ).fetch_add(1, Ordering::AcqRel);
+            return Ok(slot);
+        }
+        Err(Error::AGAIN)
+    }
+
+    /// Sender: no more records will come in this slot.
+    pub fn close_slot(&self, slot: usize) {
+        let w = self.slot_word(slot, S_STATE);
+        let cur = w.load(Ordering::Acquire);
+        if cur & 0xff == SLOT_ACTIVE {
+            let _ = w.compare_exchange(cur, SLOT_CLOSED | (cur & !0xff), Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+
+    /// Owner: reads who sends in an active/closed slot.
+    pub fn slot_sender(&self, slot: usize) -> SlotSender {
+        SlotSender {
+            token: self.slot_word(slot, S_TOKEN).load(Ordering::Acquire),
+            pid: self.slot_word(slot, S_PID).load(Ordering::Acquire) as u32 as i32,
+            start: self.slot_word(slot, S_START).load(Ordering::Acquire),
+        }
+    }
+
+    /// Owner: returns a drained slot to the free pool.
+    pub fn free_slot(&self, slot: usize) {
+        let w = self.slot_word(slot, S_STATE);
+        let cur = w.load(Ordering::Acquire);
+        w.store(SLOT_FREE | (cur & !0xff), Ordering::Release);
+    }
+
+    /// The abstract-namespace name of the owner's doorbell socket.
+    pub fn doorbell_name(token: u64) -> Vec<u8> {
+        format!("\0rustfab-{}-{token:016x}", sys::geteuid()).into_bytes()
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        if self.owner {
+            self.mark_closed();
+            // SAFETY: valid C string; unlinking our own name.
+            unsafe { libc::shm_unlink(self.name.as_ptr()) };
+            CREATED.lock().retain(|n| n != &self.name);
+        }
+        // SAFETY: `base` is our mapping of SEG_SIZE bytes; nothing uses it
+        // after drop (Rings are dropped with their owners first).
+        unsafe { libc::munmap(self.base as *mut libc::c_void, SEG_SIZE) };
+    }
+}
+
+fn open_excl(name: &CString) -> Result<i32> {
+    // SAFETY: valid C string.
+    let fd = unsafe {
+        libc::shm_open(
+            name.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC,
+            0o600,
+        )
+    };
+    if fd < 0 {
+        let e = Error::last_os();
+        return Err(if e.0 == libc::EEXIST { Error::ADDRINUSE } else { e });
+    }
+    Ok(fd)
+}
+
+fn map(fd: i32) -> Result<*mut u8> {
+    // SAFETY: mapping a shm fd of SEG_SIZE bytes shared read/write.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            SEG_SIZE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(Error::last_os())
+    } else {
+        Ok(p as *mut u8)
+    }
+}
+
+/// Removes `name` if it is ours (uid) and its owner process is gone.
+fn remove_if_stale(name: &CString) -> bool {
+    // SAFETY: read-only open of an existing name.
+    let fd = unsafe { libc::shm_open(name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
+    if fd < 0 {
+        return false;
+    }
+    let mut hdr = [0u64; 6];
+    // SAFETY: zeroed stat filled by fstat; pread into a local buffer.
+    let (st_ok, n) = unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        let ok = libc::fstat(fd, &mut st) == 0 && st.st_uid == sys::geteuid();
+        let n = libc::pread(fd, hdr.as_mut_ptr() as *mut libc::c_void, 48, 0);
+        libc::close(fd);
+        (ok, n)
+    };
+    if !st_ok {
+        return false;
+    }
+    let stale = if n == 48 && hdr[0] == SEG_MAGIC {
+        let pid = (hdr[2] >> 32) as u32 as i32;
+        !sys::process_alive(pid, hdr[3])
+    } else {
+        // Never initialised: a creator died between create and init.
+        true
+    };
+    if stale {
+        // SAFETY: valid C string.
+        unsafe { libc::shm_unlink(name.as_ptr()) };
+    }
+    stale
+}
+
+/// Removes our stale segments (owners killed before they could unlink).
+fn sweep_stale() {
+    let prefix = format!("rustfab-{}-", sys::geteuid());
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else { return };
+    for e in dir.flatten() {
+        let n = e.file_name();
+        let Some(n) = n.to_str() else { continue };
+        if n.starts_with(&prefix) {
+            if let Ok(c) = CString::new(format!("/{n}")) {
+                remove_if_stale(&c);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn create_open_claim_and_cleanup() {
+        let token = crate::addr::shm_token_random();
+        let owner = Segment::create(token).unwrap();
+        let path = format!("/dev/shm/rustfab-{}-{token:016x}", sys::geteuid());
+        let md = std::fs::metadata(&path).unwrap();
+        assert_eq!(md.mode() & 0o777, 0o600, "segment must be private");
+        assert_eq!(md.uid(), sys::geteuid());
+        // A second exclusive create of the same live name fails.
+        assert!(Segment::create(token).is_err());
+        let peer = Segment::open(token).unwrap();
+        assert_eq!(peer.owner_pid, sys::getpid());
+        assert!(peer.owner_alive());
+        let me = SlotSender {
+            token: 42,
+            pid: sys::getpid(),
+            start: 7,
+        };
+        let s = peer.claim_slot(me).unwrap();
+        assert_eq!(owner.slot_state(s), SLOT_ACTIVE);
+        assert_eq!(owner.slot_sender(s), me);
+        assert!(owner.claim_seq() >= 1);
+        let s2 = peer.claim_slot(me).unwrap();
+        assert_ne!(s, s2);
+        peer.close_slot(s);
+        assert_eq!(owner.slot_state(s), SLOT_CLOSED);
+        owner.free_slot(s);
+        assert_eq!(owner.slot_state(s), SLOT_FREE);
+        drop(owner);
+        assert!(
+            !std::path::Path::new(&path).exists(),
+            "segment must be unlinked on close"
+        );
+        assert!(peer.closed());
+        assert!(!peer.owner_alive());
+        assert!(Segment::open(token).is_err());
+    }
+
+    #[test]
+    fn garbage_and_foreign_segments_rejected() {
+        assert!(Segment::open(0x1234_5678_9abc_def0).is_err());
+        // A same-named object that is not a rustfab segment (wrong size).
+        let token = crate::addr::shm_token_random();
+        let name = seg_name(token);
+        // SAFETY: creating a small scratch shm object for the test.
+        unsafe {
+            let fd = libc::shm_open(name.as_ptr(), libc::O_CREAT | libc::O_RDWR, 0o600);
+            assert!(fd >= 0);
+            libc::ftruncate(fd, 4096);
+            libc::close(fd);
+        }
+        assert!(Segment::open(token).is_err());
+        // Stale (never initialised) names are reclaimed by create.
+        let s = Segment::create(token).unwrap();
+        drop(s);
+    }
+}
