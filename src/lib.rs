@@ -26,6 +26,7 @@ pub mod av;
 pub mod cntr;
 pub mod cq;
 pub mod domain;
+pub mod ep;
 pub mod eq;
 pub mod fabric;
 pub mod info;

@@ -1,4 +1,756 @@
-//! The shared-memory transport (see docs/shm.md).
+//! The shared-memory transport (docs/shm.md): one [`ShmPort`] per endpoint.
+//!
+//! * Inbound: the endpoint's own [`segment::Segment`]; every peer that sends
+//!   to it claims a slot and produces records into that slot's SPSC ring;
+//!   [`ShmPort::poll`] consumes them in per-peer FIFO order.
+//! * Outbound: for each destination, its segment mapped, a slot claimed in
+//!   it, and our producer tail.
+//! * Waking: a sleeping owner publishes `sleepers > 0` in its header; a
+//!   sender that sees it after publishing sends one datagram to the owner's
+//!   doorbell (an abstract unix socket the owner's progress engine watches).
+//!   The busy path makes no system call.
+//! * Large messages: the receiver copies straight from the sender's buffer
+//!   with `process_vm_readv` (CMA) when allowed; otherwise the sender streams
+//!   the message through its ring in DATA records (pipelined copy-through).
+//! * Failure: records are validated before use (`proto::WireHdr::check`); a
+//!   corrupt ring or dead peer (pid + start time) costs only that peer.
 
 pub mod ring;
 pub mod segment;
+
+use crate::addr::Addr;
+use crate::ep::matching::IovList;
+use crate::error::{Error, Result};
+use crate::sys;
+use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
+use ring::{cells_for, Ring};
+use segment::{Segment, SlotSender, NSLOTS, SLOT_ACTIVE, SLOT_CLOSED};
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+/// Largest eager message / DATA chunk carried in a ring record.
+pub const EAGER_MAX: usize = 16384;
+/// How often a peer we wait on is checked for liveness.
+const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
+
+/// Bytes to put after a record header.
+pub enum Payload<'a> {
+    None,
+    Bytes(&'a [u8]),
+    /// `len` bytes starting at logical offset `off` of an application iov.
+    Iov(&'a IovList, usize, usize),
+}
+
+impl Payload<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::None => 0,
+            Payload::Bytes(b) => b.len(),
+            Payload::Iov(_, _, n) => *n,
+        }
+    }
+}
+
+/// A record as the consumer sees it (header copied out and validated).
+pub struct InRecord<'a> {
+    pub src: Addr,
+    pub src_pid: i32,
+    pub hdr: WireHdr,
+    payload: PayloadRef<'a>,
+}
+
+struct PayloadRef<'a> {
+    ring: &'a Ring,
+    at: u64,
+}
+
+impl InRecord<'_> {
+    pub fn payload_len(&self) -> usize {
+        self.hdr.payload as usize
+    }
+
+    /// Copies payload bytes `off .. off + len` into application memory at
+    /// `dst` (logical offset `dst_off` of the iov). Bounds are clipped.
+    ///
+    /// # Safety
+    /// `dst` must describe writable application memory (the fi_recv
+    /// contract: buffers stay valid until the receive completes).
+    pub unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
+        let len = len.min(self.payload_len().saturating_sub(off));
+        let mut copied = 0;
+        dst.for_range(dst_off, len, |p, n, _| {
+            // SAFETY: the record is published and unreleased (we are inside
+            // `poll`'s callback); `p..p+n` is application memory per contract.
+            unsafe {
+                self.payload
+                    .ring
+                    .read_at(self.payload.at, HDR_LEN + off + copied, p as *mut u8, n)
+            };
+            copied += n;
+        });
+        copied
+    }
+
+    /// Copies the whole payload into a new vector.
+    pub fn payload_vec(&self) -> Vec<u8> {
+        let n = self.payload_len();
+        let mut v = vec![0u8; n];
+        // SAFETY: `v` has `n` bytes; the record is published and unreleased.
+        unsafe { self.payload.ring.read_at(self.payload.at, HDR_LEN, v.as_mut_ptr(), n) };
+        v
+    }
+}
+
+/// What the consumer did with a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    /// Done: the ring space may be reused.
+    Consumed,
+    /// Cannot take it now (no buffer budget): leave it, stop this peer's
+    /// ring until the next progress pass (backpressure).
+    Stall,
+}
+
+/// A peer-level failure the endpoint must turn into error completions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerEvent {
+    /// The peer process is gone or its ring is corrupt.
+    Failed(Addr),
+}
+
+struct InSlot {
+    slot: usize,
+    ring: Ring,
+    head: u64,
+    sender: SlotSender,
+    broken: bool,
+}
+
+struct PeerOut {
+    seg: Segment,
+    slot: usize,
+    ring: Ring,
+    tail: u64,
+    failed: bool,
+    last_check: Instant,
+    /// Control records waiting for ring space (bounded by outstanding ops).
+    backlog: VecDeque<WireHdr>,
+}
+
+pub struct ShmPort {
+    seg: Segment,
+    token: u64,
+    me: SlotSender,
+    doorbell: OwnedFd,
+    ring_tx: OwnedFd,
+    inbound: Vec<InSlot>,
+    seen_claims: u64,
+    peers: HashMap<u64, PeerOut>,
+    limits: Limits,
+    pub cma_enabled: bool,
+    events: Vec<PeerEvent>,
+    sleeping: bool,
+}
+
+fn dgram_socket() -> Result<OwnedFd> {
+    // SAFETY: plain socket creation; the fd is checked.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(Error::last_os());
+    }
+    // SAFETY: fresh fd we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn abstract_addr(name: &[u8]) -> (libc::sockaddr_un, libc::socklen_t) {
+    // SAFETY: sockaddr_un is plain data; zeroed is a valid value.
+    let mut sa: libc::sockaddr_un = unsafe { core::mem::zeroed() };
+    sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let n = name.len().min(sa.sun_path.len());
+    for (d, s) in sa.sun_path.iter_mut().zip(&name[..n]) {
+        *d = *s as libc::c_char;
+    }
+    (sa, (core::mem::size_of::<libc::sa_family_t>() + n) as libc::socklen_t)
+}
+
+impl ShmPort {
+    /// Creates the endpoint's segment (named by `token`) and doorbell.
+    pub fn new(token: u64, limits: Limits, cma_enabled: bool) -> Result<ShmPort> {
+        let seg = Segment::create(token)?;
+        let doorbell = dgram_socket()?;
+        let (sa, len) = abstract_addr(&Segment::doorbell_name(token));
+        // SAFETY: binding our own socket to a valid sockaddr_un.
+        let r = unsafe { libc::bind(doorbell.as_raw_fd(), &sa as *const _ as *const libc::sockaddr, len) };
+        if r != 0 {
+            return Err(Error::last_os());
+        }
+        let pid = sys::getpid();
+        Ok(ShmPort {
+            me: SlotSender {
+                token,
+                pid,
+                start: seg.owner_start,
+            },
+            seg,
+            token,
+            doorbell,
+            ring_tx: dgram_socket()?,
+            inbound: Vec::new(),
+            seen_claims: 0,
+            peers: HashMap::new(),
+            limits,
+            cma_enabled,
+            events: Vec::new(),
+            sleeping: false,
+        })
+    }
+
+    pub fn addr(&self) -> Addr {
+        Addr::Shm(self.token)
+    }
+
+    /// The descriptor that turns readable when a peer rings our doorbell.
+    pub fn wait_fd(&self) -> RawFd {
+        self.doorbell.as_raw_fd()
+    }
+
+    /// Progress engine's sleeper count changed.
+    pub fn set_sleepers(&mut self, n: usize) {
+        self.seg.set_sleepers(n as u64);
+        if n > 0 {
+            self.sleeping = true;
+        }
+    }
+
+    /// Whether records are waiting (a waiter must not sleep).
+    pub fn has_pending(&self) -> bool {
+        self.seg.claim_seq() != self.seen_claims
+            || self
+                .inbound
+                .iter()
+                .any(|s| !s.broken && s.ring.available(s.head).is_ok_and(|n| n > 0))
+    }
+
+    fn drain_doorbell(&mut self) {
+        if !self.sleeping {
+            return;
+        }
+        let mut buf = [0u8; 64];
+        loop {
+            // SAFETY: non-blocking recv into a local buffer.
+            let r = unsafe { libc::recv(self.doorbell.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, 64, 0) };
+            if r <= 0 {
+                break;
+            }
+        }
+        if self.seg.sleepers() == 0 {
+            self.sleeping = false;
+        }
+    }
+
+    /// Failures noticed since the last call.
+    pub fn take_events(&mut self) -> Vec<PeerEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    fn peer(&mut self, token: u64) -> Result<&mut PeerOut> {
+        if !self.peers.contains_key(&token) {
+            let seg = Segment::open(token)?;
+            if !seg.owner_alive() {
+                return Err(Error::ADDRNOTAVAIL);
+            }
+            let slot = seg.claim_slot(self.me)?;
+            let ring = seg.ring(slot);
+            self.peers.insert(
+                token,
+                PeerOut {
+                    seg,
+                    slot,
+                    ring,
+                    tail: 0,
+                    failed: false,
+                    last_check: Instant::now(),
+                    backlog: VecDeque::new(),
+                },
+            );
+        }
+        let p = self.peers.get_mut(&token).ok_or(Error::ADDRNOTAVAIL)?;
+        if p.failed {
+            return Err(Error::CONNRESET);
+        }
+        Ok(p)
+    }
+
+    /// Whether the peer is (still) reachable; rate-limited liveness check.
+    pub fn check_peer(&mut self, token: u64) -> bool {
+        let Some(p) = self.peers.get_mut(&token) else {
+            return true;
+        };
+        if p.failed {
+            return false;
+        }
+        if p.last_check.elapsed() >= LIVENESS_PERIOD {
+            p.last_check = Instant::now();
+            if !p.seg.owner_alive() {
+                p.failed = true;
+                self.events.push(PeerEvent::Failed(Addr::Shm(token)));
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether an inbound sender is alive (for transfers we wait on).
+    pub fn sender_alive(&self, src_pid: i32, token: u64) -> bool {
+        self.inbound
+            .iter()
+            .find(|s| s.sender.token == token && s.sender.pid == src_pid)
+            .is_none_or(|s| !s.broken && sys::process_alive(s.sender.pid, s.sender.start))
+    }
+
+    /// Writes one record into `peer`'s ring. `Err(AGAIN)`: no room now.
+    pub fn send(&mut self, peer: &Addr, hdr: &WireHdr, payload: Payload<'_>) -> Result<()> {
+        let Addr::Shm(token) = *peer else {
+            return Err(Error::INVAL);
+        };
+        self.peer(token)?;
+        let (ring_tx, events) = (&self.ring_tx, &mut self.events);
+        let p = self.peers.get_mut(&token).ok_or(Error::ADDRNOTAVAIL)?;
+        if !p.backlog.is_empty() {
+            flush_backlog(p);
+            if !p.backlog.is_empty() {
+                return Err(Error::AGAIN);
+            }
+        }
+        let r = write_record(p, hdr, &payload);
+        match r {
+            Err(ring::Corrupt) => {
+                p.failed = true;
+                events.push(PeerEvent::Failed(*peer));
+                Err(Error::CONNRESET)
+            }
+            Ok(false) => {
+                if !p.seg.owner_alive() {
+                    p.failed = true;
+                    events.push(PeerEvent::Failed(*peer));
+                    return Err(Error::CONNRESET);
+                }
+                Err(Error::AGAIN)
+            }
+            Ok(true) => {
+                ring_doorbell(ring_tx, p);
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends a control record (no payload); queues it if the ring is full.
+    pub fn send_ctl(&mut self, peer: &Addr, hdr: &WireHdr) -> Result<()> {
+        match self.send(peer, hdr, Payload::None) {
+            Err(Error(e)) if e == Error::AGAIN.0 => {
+                let Addr::Shm(token) = *peer else {
+                    return Err(Error::INVAL);
+                };
+                self.peer(token)?.backlog.push_back(*hdr);
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
+    /// Free ring space towards `peer`, in payload bytes of one record.
+    pub fn room(&mut self, peer: &Addr) -> usize {
+        let Addr::Shm(token) = *peer else { return 0 };
+        let Ok(p) = self.peer(token) else { return 0 };
+        match p.ring.free_cells(p.tail) {
+            Ok(c) => (c as usize * ring::CELL).saturating_sub(HDR_LEN),
+            Err(_) => 0,
+        }
+    }
+
+    /// Consumes inbound records in per-peer FIFO order.
+    pub fn poll(&mut self, f: &mut dyn FnMut(InRecord<'_>) -> Disposition) {
+        self.drain_doorbell();
+        let claims = self.seg.claim_seq();
+        if claims != self.seen_claims {
+            self.seen_claims = claims;
+            self.discover_slots();
+        }
+        for p in self.peers.values_mut() {
+            if !p.backlog.is_empty() {
+                flush_backlog(p);
+                ring_doorbell(&self.ring_tx, p);
+            }
+        }
+        let lim = self.limits;
+        let mut i = 0;
+        while i < self.inbound.len() {
+            let s = &mut self.inbound[i];
+            if !s.broken {
+                if let Err(()) = consume_slot(s, &lim, f) {
+                    s.broken = true;
+                    self.events.push(PeerEvent::Failed(Addr::Shm(s.sender.token)));
+                }
+            }
+            // A closed slot that is drained goes back to the free pool.
+            let closed = self.seg.slot_state(s.slot) == SLOT_CLOSED;
+            if closed && (s.broken || s.ring.available(s.head).is_ok_and(|n| n == 0)) {
+                self.seg.free_slot(s.slot);
+                self.inbound.swap_remove(i);
+                continue;
+            }
+            i += 1;
+        }
+    }
+
+    fn discover_slots(&mut self) {
+        for slot in 0..NSLOTS {
+            if self.seg.slot_state(slot) != SLOT_ACTIVE || self.inbound.iter().any(|s| s.slot == slot) {
+                continue;
+            }
+            let sender = self.seg.slot_sender(slot);
+            let ring = self.seg.ring(slot);
+            self.inbound.push(InSlot {
+                slot,
+                ring,
+                head: 0,
+                sender,
+                broken: false,
+            });
+        }
+    }
+
+    /// Pulls `len` bytes of a sender's buffer (`remote` segments, starting at
+    /// logical offset `remote_off`) into `dst` at `dst_off`, with
+    /// `process_vm_readv`. Errors: NOSYS/PERM-like → CMA unavailable
+    /// (`Err(OPNOTSUPP)`), peer gone → `Err(CONNRESET)`, bad remote
+    /// addresses → `Err(IO)`.
+    pub fn pull(&self, pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
+        let mut local: Vec<libc::iovec> = Vec::with_capacity(8);
+        dst.for_range(0, len, |p, n, _| {
+            local.push(libc::iovec {
+                iov_base: p as *mut libc::c_void,
+                iov_len: n,
+            })
+        });
+        let mut rem: Vec<libc::iovec> = Vec::with_capacity(remote.len());
+        let mut left = len;
+        for &(a, l) in remote {
+            if left == 0 {
+                break;
+            }
+            let n = (l as usize).min(left);
+            rem.push(libc::iovec {
+                iov_base: a as usize as *mut libc::c_void,
+                iov_len: n,
+            });
+            left -= n;
+        }
+        let mut done = 0usize;
+        while done < len {
+            let (lv, rv) = (advance(&local, done), advance(&rem, done));
+            // SAFETY: local iovecs describe application memory valid for the
+            // receive; remote ones are addresses in the peer process, which
+            // the kernel checks (EFAULT) — nothing in our process is touched
+            // outside `local`.
+            let r = unsafe {
+                libc::process_vm_readv(
+                    pid,
+                    lv.as_ptr(),
+                    lv.len() as libc::c_ulong,
+                    rv.as_ptr(),
+                    rv.len() as libc::c_ulong,
+                    0,
+                )
+            };
+            if r < 0 {
+                let e = Error::last_os();
+                return Err(match e.0 {
+                    libc::ESRCH => Error::CONNRESET,
+                    libc::EFAULT => Error::IO,
+                    _ => Error::OPNOTSUPP,
+                });
+            }
+            if r == 0 {
+                return Err(Error::IO);
+            }
+            done += r as usize;
+        }
+        Ok(done)
+    }
+
+    /// Orderly close: tell peers, release our slots in their segments.
+    pub fn close(&mut self) {
+        for p in self.peers.values_mut() {
+            if !p.failed {
+                let _ = write_record(p, &WireHdr::new(proto::op::BYE), &Payload::None);
+                p.seg.close_slot(p.slot);
+                ring_doorbell(&self.ring_tx, p);
+            }
+        }
+        self.peers.clear();
+    }
+}
+
+impl Drop for ShmPort {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// iovecs after skipping `skip` bytes.
+fn advance(v: &[libc::iovec], mut skip: usize) -> Vec<libc::iovec> {
+    let mut out = Vec::with_capacity(v.len());
+    for io in v {
+        if skip >= io.iov_len {
+            skip -= io.iov_len;
+            continue;
+        }
+        // SAFETY: pointer arithmetic within the segment described by `io`.
+        let base = unsafe { (io.iov_base as *mut u8).add(skip) };
+        out.push(libc::iovec {
+            iov_base: base as *mut libc::c_void,
+            iov_len: io.iov_len - skip,
+        });
+        skip = 0;
+    }
+    out
+}
+
+fn ring_doorbell(tx: &OwnedFd, p: &PeerOut) {
+    // Dekker with the sleeper: we published (Release) then read `sleepers`
+    // (SeqCst); it set `sleepers` (SeqCst) then re-checked the ring.
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    if p.seg.sleepers() == 0 {
+        return;
+    }
+    let (sa, len) = abstract_addr(&Segment::doorbell_name(p.seg.token));
+    let b = [1u8];
+    // SAFETY: sending one byte from a local buffer to a valid sockaddr_un;
+    // failure (full queue, no listener) needs no handling: a full queue
+    // already means "readable".
+    unsafe {
+        libc::sendto(
+            tx.as_raw_fd(),
+            b.as_ptr() as *const libc::c_void,
+            1,
+            libc::MSG_DONTWAIT,
+            &sa as *const _ as *const libc::sockaddr,
+            len,
+        )
+    };
+}
+
+/// Ok(true) written, Ok(false) no room, Err: ring corrupt.
+fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ring::Corrupt> {
+    let n = payload.len();
+    let cells = cells_for(HDR_LEN + n);
+    if p.ring.free_cells(p.tail)? < cells {
+        return Ok(false);
+    }
+    let mut h = *hdr;
+    h.payload = n as u32;
+    // SAFETY: `cells` cells from `tail` are free and ours (producer).
+    unsafe {
+        p.ring.write_at(p.tail, 0, &h.to_bytes());
+        match payload {
+            Payload::None => {}
+            Payload::Bytes(b) => p.ring.write_at(p.tail, HDR_LEN, b),
+            Payload::Iov(iov, off, len) => {
+                let mut at = HDR_LEN;
+                iov.for_range(*off, *len, |ptr, m, _| {
+                    // SAFETY: application memory named by the send's iov, valid
+                    // until the send completes (fi_msg(3)); copied into owned cells.
+                    let src = core::slice::from_raw_parts(ptr as *const u8, m);
+                    p.ring.write_at(p.tail, at, src);
+                    at += m;
+                });
+            }
+        }
+    }
+    p.tail = p.tail.wrapping_add(cells);
+    p.ring.publish(p.tail);
+    Ok(true)
+}
+
+fn flush_backlog(p: &mut PeerOut) {
+    while let Some(h) = p.backlog.front().copied() {
+        match write_record(p, &h, &Payload::None) {
+            Ok(true) => {
+                p.backlog.pop_front();
+            }
+            Ok(false) => break,
+            Err(_) => {
+                p.failed = true;
+                p.backlog.clear();
+                break;
+            }
+        }
+    }
+}
+
+/// Consumes records of one slot; Err(()) if the ring or a record is corrupt.
+fn consume_slot(
+    s: &mut InSlot,
+    lim: &Limits,
+    f: &mut dyn FnMut(InRecord<'_>) -> Disposition,
+) -> core::result::Result<(), ()> {
+    loop {
+        let avail = s.ring.available(s.head).map_err(|_| ())?;
+        if avail == 0 {
+            return Ok(());
+        }
+        let mut hb = [0u8; HDR_LEN];
+        // SAFETY: at least one published cell (64 bytes) at `head`.
+        unsafe { s.ring.read_at(s.head, 0, hb.as_mut_ptr(), HDR_LEN) };
+        let hdr = WireHdr::from_bytes(&hb);
+        hdr.check(lim).map_err(|_| ())?;
+        let cells = cells_for(HDR_LEN + hdr.payload as usize);
+        if cells > avail {
+            // A producer publishes whole records; a partial one is corruption.
+            return Err(());
+        }
+        let rec = InRecord {
+            src: Addr::Shm(s.sender.token),
+            src_pid: s.sender.pid,
+            hdr,
+            payload: PayloadRef {
+                ring: &s.ring,
+                at: s.head,
+            },
+        };
+        match f(rec) {
+            Disposition::Consumed => {
+                s.head = s.head.wrapping_add(cells);
+                s.ring.release(s.head);
+            }
+            Disposition::Stall => return Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::proto::op;
+
+    const LIM: Limits = Limits {
+        max_payload: EAGER_MAX,
+        max_msg: 1 << 30,
+        max_iov: 8,
+    };
+
+    fn port() -> ShmPort {
+        ShmPort::new(crate::addr::shm_token_random(), LIM, true).unwrap()
+    }
+
+    #[test]
+    fn eager_round_trip_between_ports() {
+        let mut a = port();
+        let mut b = port();
+        let msg: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        let mut h = WireHdr::new(op::MSG);
+        h.len = msg.len() as u64;
+        h.tag = 77;
+        a.send(&b.addr(), &h, Payload::Bytes(&msg)).unwrap();
+        let mut got = Vec::new();
+        b.poll(&mut |r| {
+            assert_eq!(r.src, a.addr());
+            assert_eq!(r.hdr.tag, 77);
+            got = r.payload_vec();
+            Disposition::Consumed
+        });
+        assert_eq!(got, msg);
+        // Stall leaves the record for later.
+        a.send(&b.addr(), &h, Payload::Bytes(&msg)).unwrap();
+        let mut seen = 0;
+        b.poll(&mut |_| {
+            seen += 1;
+            Disposition::Stall
+        });
+        b.poll(&mut |_| {
+            seen += 1;
+            Disposition::Consumed
+        });
+        assert_eq!(seen, 2);
+        b.poll(&mut |_| panic!("record delivered twice"));
+    }
+
+    #[test]
+    fn ring_full_gives_again_then_recovers() {
+        let mut a = port();
+        let mut b = port();
+        let msg = vec![5u8; EAGER_MAX];
+        let mut h = WireHdr::new(op::MSG);
+        h.len = msg.len() as u64;
+        let mut sent = 0;
+        while a.send(&b.addr(), &h, Payload::Bytes(&msg)).is_ok() {
+            sent += 1;
+            assert!(sent < 1000);
+        }
+        assert!(sent >= 7);
+        let mut n = 0;
+        b.poll(&mut |_| {
+            n += 1;
+            Disposition::Consumed
+        });
+        assert_eq!(n, sent);
+        assert!(a.send(&b.addr(), &h, Payload::Bytes(&msg)).is_ok());
+    }
+
+    #[test]
+    fn corrupt_record_breaks_only_that_peer() {
+        let mut a = port();
+        let mut c = port();
+        let mut b = port();
+        // `a` writes a record with a bad magic straight into its ring.
+        let bad = WireHdr {
+            magic: 0xdead,
+            ..WireHdr::new(op::MSG)
+        };
+        a.send(&b.addr(), &bad, Payload::None).unwrap();
+        let mut good = WireHdr::new(op::MSG);
+        good.len = 1;
+        c.send(&b.addr(), &good, Payload::Bytes(&[9])).unwrap();
+        let mut from = vec![];
+        b.poll(&mut |r| {
+            from.push(r.src);
+            Disposition::Consumed
+        });
+        assert_eq!(from, vec![c.addr()]);
+        assert_eq!(b.take_events(), vec![PeerEvent::Failed(a.addr())]);
+    }
+
+    #[test]
+    fn cma_pull_from_self() {
+        let a = port();
+        let src: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
+        let mut dst = vec![0u8; src.len()];
+        let iov = IovList::single(dst.as_mut_ptr() as usize, dst.len());
+        let remote = [
+            (src.as_ptr() as u64, 40_000u64),
+            (src.as_ptr() as u64 + 40_000, 60_000u64),
+        ];
+        match a.pull(sys::getpid(), &remote, &iov, src.len()) {
+            Ok(n) => {
+                assert_eq!(n, src.len());
+                assert_eq!(dst, src);
+            }
+            Err(e) => assert_eq!(e, Error::OPNOTSUPP, "CMA refused for another reason"),
+        }
+    }
+
+    #[test]
+    fn unknown_peer_is_unreachable() {
+        let mut a = port();
+        let h = WireHdr::new(op::ACK);
+        assert!(a.send(&Addr::Shm(0x1111_2222_3333_4444), &h, Payload::None).is_err());
+    }
+}
