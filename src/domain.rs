@@ -283,9 +283,9 @@ unsafe extern "C" fn domain_endpoint(
     // SAFETY: arguments come from the application through fi_endpoint().
     unsafe {
         ffi::call_obj::<Domain, c_int>("fi_endpoint", d as *const c_void, |o| {
-            let _ = (o, info, ep, ctx);
-            // The data path (RDM endpoints over shm and tcp) is not built yet.
-            Err(Error::NOSYS)
+            let p = crate::ep::open(o, info, ctx)?;
+            ffi::write_out(ep, p)?;
+            Ok(0)
         })
     }
 }

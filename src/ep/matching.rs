@@ -67,6 +67,15 @@ impl IovList {
         self.seg.first().map(|s| s.0 + off).unwrap_or(0)
     }
 
+    /// The sub-list covering logical bytes `off .. off + len`.
+    pub fn sub(&self, off: usize, len: usize) -> IovList {
+        let mut l = IovList::new();
+        self.for_range(off, len, |p, n, _| {
+            l.push(p, n);
+        });
+        l
+    }
+
     /// Calls `f(ptr, len, logical_offset)` for each piece of the logical
     /// range `off .. off + len` (clipped to the buffer).
     pub fn for_range(&self, off: usize, len: usize, mut f: impl FnMut(usize, usize, usize)) {
@@ -137,6 +146,10 @@ pub struct RtsInfo {
 #[derive(Debug)]
 pub struct Unexpected {
     pub src: Addr,
+    /// Sender process (shm: for CMA pulls); 0 when not applicable.
+    pub src_pid: i32,
+    /// The sender's message id (for ACKs).
+    pub msg_id: u64,
     pub tagged: bool,
     pub tag: u64,
     pub data: u64,
@@ -252,6 +265,12 @@ impl Matching {
         self.unexpected.push_back(u);
     }
 
+    /// Puts a message back at the head of the queue (it did not fit).
+    pub fn push_unexpected_front(&mut self, u: Unexpected) {
+        self.unexp_bytes += u.charge();
+        self.unexpected.push_front(u);
+    }
+
     /// Index of the first unexpected message a receive would match. Claimed
     /// messages only match their claimer (`claim` = that context).
     pub fn find_unexpected(&self, r: &PostedRecv, claim: Option<usize>) -> Option<usize> {
@@ -320,6 +339,8 @@ mod tests {
     fn unex(src: Addr, tagged: bool, tag: u64, len: usize) -> Unexpected {
         Unexpected {
             src,
+            src_pid: 0,
+            msg_id: 0,
             tagged,
             tag,
             data: 0,

@@ -35,6 +35,7 @@ pub const EAGER_MAX: usize = 16384;
 const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
 
 /// Bytes to put after a record header.
+#[derive(Clone, Copy)]
 pub enum Payload<'a> {
     None,
     Bytes(&'a [u8]),
@@ -427,65 +428,6 @@ impl ShmPort {
         }
     }
 
-    /// Pulls `len` bytes of a sender's buffer (`remote` segments, starting at
-    /// logical offset `remote_off`) into `dst` at `dst_off`, with
-    /// `process_vm_readv`. Errors: NOSYS/PERM-like → CMA unavailable
-    /// (`Err(OPNOTSUPP)`), peer gone → `Err(CONNRESET)`, bad remote
-    /// addresses → `Err(IO)`.
-    pub fn pull(&self, pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
-        let mut local: Vec<libc::iovec> = Vec::with_capacity(8);
-        dst.for_range(0, len, |p, n, _| {
-            local.push(libc::iovec {
-                iov_base: p as *mut libc::c_void,
-                iov_len: n,
-            })
-        });
-        let mut rem: Vec<libc::iovec> = Vec::with_capacity(remote.len());
-        let mut left = len;
-        for &(a, l) in remote {
-            if left == 0 {
-                break;
-            }
-            let n = (l as usize).min(left);
-            rem.push(libc::iovec {
-                iov_base: a as usize as *mut libc::c_void,
-                iov_len: n,
-            });
-            left -= n;
-        }
-        let mut done = 0usize;
-        while done < len {
-            let (lv, rv) = (advance(&local, done), advance(&rem, done));
-            // SAFETY: local iovecs describe application memory valid for the
-            // receive; remote ones are addresses in the peer process, which
-            // the kernel checks (EFAULT) — nothing in our process is touched
-            // outside `local`.
-            let r = unsafe {
-                libc::process_vm_readv(
-                    pid,
-                    lv.as_ptr(),
-                    lv.len() as libc::c_ulong,
-                    rv.as_ptr(),
-                    rv.len() as libc::c_ulong,
-                    0,
-                )
-            };
-            if r < 0 {
-                let e = Error::last_os();
-                return Err(match e.0 {
-                    libc::ESRCH => Error::CONNRESET,
-                    libc::EFAULT => Error::IO,
-                    _ => Error::OPNOTSUPP,
-                });
-            }
-            if r == 0 {
-                return Err(Error::IO);
-            }
-            done += r as usize;
-        }
-        Ok(done)
-    }
-
     /// Orderly close: tell peers, release our slots in their segments.
     pub fn close(&mut self) {
         for p in self.peers.values_mut() {
@@ -503,6 +445,65 @@ impl Drop for ShmPort {
     fn drop(&mut self) {
         self.close();
     }
+}
+
+/// Pulls `len` bytes of a sender's buffer (`remote` segments, starting at
+/// logical offset `remote_off`) into `dst` at `dst_off`, with
+/// `process_vm_readv`. Errors: NOSYS/PERM-like → CMA unavailable
+/// (`Err(OPNOTSUPP)`), peer gone → `Err(CONNRESET)`, bad remote
+/// addresses → `Err(IO)`.
+pub fn pull(pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
+    let mut local: Vec<libc::iovec> = Vec::with_capacity(8);
+    dst.for_range(0, len, |p, n, _| {
+        local.push(libc::iovec {
+            iov_base: p as *mut libc::c_void,
+            iov_len: n,
+        })
+    });
+    let mut rem: Vec<libc::iovec> = Vec::with_capacity(remote.len());
+    let mut left = len;
+    for &(a, l) in remote {
+        if left == 0 {
+            break;
+        }
+        let n = (l as usize).min(left);
+        rem.push(libc::iovec {
+            iov_base: a as usize as *mut libc::c_void,
+            iov_len: n,
+        });
+        left -= n;
+    }
+    let mut done = 0usize;
+    while done < len {
+        let (lv, rv) = (advance(&local, done), advance(&rem, done));
+        // SAFETY: local iovecs describe application memory valid for the
+        // receive; remote ones are addresses in the peer process, which
+        // the kernel checks (EFAULT) — nothing in our process is touched
+        // outside `local`.
+        let r = unsafe {
+            libc::process_vm_readv(
+                pid,
+                lv.as_ptr(),
+                lv.len() as libc::c_ulong,
+                rv.as_ptr(),
+                rv.len() as libc::c_ulong,
+                0,
+            )
+        };
+        if r < 0 {
+            let e = Error::last_os();
+            return Err(match e.0 {
+                libc::ESRCH => Error::CONNRESET,
+                libc::EFAULT => Error::IO,
+                _ => Error::OPNOTSUPP,
+            });
+        }
+        if r == 0 {
+            return Err(Error::IO);
+        }
+        done += r as usize;
+    }
+    Ok(done)
 }
 
 /// iovecs after skipping `skip` bytes.
@@ -730,7 +731,6 @@ mod tests {
 
     #[test]
     fn cma_pull_from_self() {
-        let a = port();
         let src: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
         let mut dst = vec![0u8; src.len()];
         let iov = IovList::single(dst.as_mut_ptr() as usize, dst.len());
@@ -738,7 +738,7 @@ mod tests {
             (src.as_ptr() as u64, 40_000u64),
             (src.as_ptr() as u64 + 40_000, 60_000u64),
         ];
-        match a.pull(sys::getpid(), &remote, &iov, src.len()) {
+        match pull(sys::getpid(), &remote, &iov, src.len()) {
             Ok(n) => {
                 assert_eq!(n, src.len());
                 assert_eq!(dst, src);

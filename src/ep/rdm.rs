@@ -1,0 +1,1067 @@
+//! The reliable-datagram (`FI_EP_RDM`) endpoint core: posting sends and
+//! receives, the message protocols on top of a transport, completion
+//! generation, cancel, peer failure. No C types beyond plain values: the
+//! thunks in `ep/mod.rs` translate the libfabric calls into [`SendArgs`] /
+//! [`RecvArgs`].
+//!
+//! Protocols (docs/protocol.md):
+//! * **eager** (≤ `EAGER_MAX`, and every inject): one MSG record carries the
+//!   data; the receiver copies it straight from the ring into the matched
+//!   buffer (one copy each way), or into the unexpected queue within the
+//!   endpoint's budget — beyond it the ring is left full (backpressure) and
+//!   the sender's posts return -FI_EAGAIN.
+//! * **rendezvous** (larger): an RTS record names the sender's buffer; the
+//!   receiver, once matched, copies it with `process_vm_readv` (single copy)
+//!   and ACKs; without CMA it answers CTS and the sender streams DATA records
+//!   through the ring (pipelined copy-through-segment). The send completes on
+//!   the ACK.
+//! * **delivery complete** on eager sends: the record asks for an ACK, sent
+//!   once the data is in the application's buffer.
+//!
+//! Completion levels: inject-complete and transmit-complete are reached when
+//! the eager record is in the receiver's ring (the target's memory);
+//! delivery-complete waits for the ACK. Every posted operation yields exactly
+//! one completion (success or error), except `fi_inject*` (none) and
+//! selective-completion successes without FI_COMPLETION.
+//!
+//! Locking: one mutex per endpoint around all of its state; completions are
+//! pushed to CQs (their own locks) while it is held — the order is always
+//! endpoint → CQ, never the reverse (CQ reads progress before locking).
+
+use super::matching::{IovList, Matching, PostedRecv, RtsInfo, UnexBody, Unexpected};
+use crate::abi::*;
+use crate::addr::Addr;
+use crate::av::Av;
+use crate::cntr::Cntr;
+use crate::cq::{Cq, CqEntry, CqErrEntry};
+use crate::error::{Error, Result};
+use crate::ffi::Held;
+use crate::transport::proto::{flag, op, Limits, WireHdr, IOV_ENTRY};
+use crate::transport::shm::{self, Disposition, InRecord, Payload, PeerEvent, ShmPort, EAGER_MAX};
+use core::ffi::c_void;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// Endpoint attributes that govern the data path (from `fi_info`, setopt).
+#[derive(Clone, Debug)]
+pub struct EpConfig {
+    pub caps: u64,
+    pub tx_op_flags: u64,
+    pub rx_op_flags: u64,
+    pub tx_size: usize,
+    pub rx_size: usize,
+    pub inject_size: usize,
+    pub max_msg_size: usize,
+    pub iov_limit: usize,
+    pub min_multi_recv: usize,
+    /// Bytes of unexpected data the endpoint may hold.
+    pub unexp_budget: usize,
+    /// Cross-memory attach allowed (FI_RUSTFAB_SHM_CMA).
+    pub cma: bool,
+}
+
+/// What the endpoint is bound to (fixed once enabled).
+#[derive(Default)]
+pub struct Binds {
+    pub av: Option<Held<Av>>,
+    pub tx_cq: Option<Held<Cq>>,
+    pub tx_selective: bool,
+    pub rx_cq: Option<Held<Cq>>,
+    pub rx_selective: bool,
+    pub send_cntr: Option<Held<Cntr>>,
+    pub recv_cntr: Option<Held<Cntr>>,
+    pub eq: Option<Held<crate::eq::Eq>>,
+}
+
+/// A send as the thunks describe it.
+pub struct SendArgs {
+    pub dest: fi_addr_t,
+    pub iov: IovList,
+    pub tagged: bool,
+    pub tag: u64,
+    pub data: u64,
+    /// Effective operation flags.
+    pub flags: u64,
+    pub context: usize,
+    /// `fi_inject`/`fi_injectdata`: buffer reusable on return, no completion.
+    pub inject_call: bool,
+}
+
+/// A receive as the thunks describe it.
+pub struct RecvArgs {
+    pub src: fi_addr_t,
+    pub iov: IovList,
+    pub tagged: bool,
+    pub tag: u64,
+    pub ignore: u64,
+    pub flags: u64,
+    pub context: usize,
+}
+
+enum TxState {
+    /// Waiting for the receiver's ACK.
+    WaitAck,
+    /// Streaming DATA records for receiver handle `handle`.
+    Streaming { handle: u32, off: usize },
+}
+
+struct TxOp {
+    peer: Addr,
+    context: usize,
+    flags: u64,
+    tagged: bool,
+    len: usize,
+    iov: IovList,
+    state: TxState,
+    want_completion: bool,
+}
+
+/// A receive being filled by DATA records (no-CMA rendezvous).
+struct RxStream {
+    recv: PostedRecv,
+    dst: IovList,
+    buf: usize,
+    src: Addr,
+    src_pid: i32,
+    hdr: WireHdr,
+    take: usize,
+    got: usize,
+    extra_flags: u64,
+    last_check: Instant,
+}
+
+struct State {
+    cfg: EpConfig,
+    m: Matching,
+    tx: HashMap<u64, TxOp>,
+    rx: HashMap<u32, RxStream>,
+    next_id: u64,
+    next_handle: u32,
+    /// Control records produced while consuming (sent after the pass).
+    outbox: Vec<(Addr, WireHdr)>,
+    /// Peers whose CMA attempts failed: stream from them instead.
+    no_cma: std::collections::HashSet<Addr>,
+}
+
+pub struct Inner {
+    port: ShmPort,
+    st: State,
+}
+
+/// Error code rustfab reports when a peer dies or breaks protocol
+/// (RELIABILITY F1/F2: one of ECANCELED/ECONNRESET/EIO; documented choice).
+pub const PEER_FAILED: Error = Error::CONNRESET;
+
+const STREAM_LIVENESS: Duration = Duration::from_millis(100);
+
+impl Inner {
+    pub fn new(token: u64, cfg: EpConfig) -> Result<Inner> {
+        let limits = Limits {
+            max_payload: EAGER_MAX,
+            max_msg: cfg.max_msg_size,
+            max_iov: super::matching::IOV_MAX,
+        };
+        let port = ShmPort::new(token, limits, cfg.cma)?;
+        Ok(Inner {
+            port,
+            st: State {
+                m: Matching::new(cfg.unexp_budget),
+                cfg,
+                tx: HashMap::new(),
+                rx: HashMap::new(),
+                next_id: 1,
+                next_handle: 1,
+                outbox: Vec::new(),
+                no_cma: Default::default(),
+            },
+        })
+    }
+
+    pub fn addr(&self) -> Addr {
+        self.port.addr()
+    }
+
+    pub fn wait_fd(&self) -> std::os::fd::RawFd {
+        self.port.wait_fd()
+    }
+
+    pub fn set_sleepers(&mut self, n: usize) {
+        self.port.set_sleepers(n);
+    }
+
+    pub fn has_pending(&self) -> bool {
+        self.port.has_pending()
+    }
+
+    pub fn config(&self) -> &EpConfig {
+        &self.st.cfg
+    }
+
+    pub fn config_mut(&mut self) -> &mut EpConfig {
+        &mut self.st.cfg
+    }
+
+    pub fn tx_outstanding(&self) -> usize {
+        self.st.tx.len()
+    }
+
+    pub fn rx_posted(&self) -> usize {
+        self.st.m.posted_count() + self.st.rx.len()
+    }
+
+    /// One progress pass: consume inbound records, send what they produced,
+    /// stream pending rendezvous data, notice dead peers.
+    pub fn progress(&mut self, b: &Binds) {
+        let (port, st) = (&mut self.port, &mut self.st);
+        port.poll(&mut |rec| st.handle(b, rec));
+        st.flush_outbox(port);
+        st.pump(port, b);
+        st.watch_peers(port, b);
+    }
+
+    pub fn send(&mut self, b: &Binds, a: SendArgs) -> Result<()> {
+        let av = b.av.as_ref().ok_or(Error::NOAV)?;
+        let peer = av.lookup_addr(a.dest).ok_or(Error::INVAL)?;
+        let len = a.iov.total();
+        let cfg = &self.st.cfg;
+        if len > cfg.max_msg_size {
+            return Err(Error::MSGSIZE);
+        }
+        let inject = a.inject_call || a.flags & FI_INJECT != 0;
+        if inject && len > cfg.inject_size {
+            return Err(Error::MSGSIZE);
+        }
+        if self.st.tx.len() >= cfg.tx_size {
+            self.progress(b);
+            if self.st.tx.len() >= self.st.cfg.tx_size {
+                return Err(Error::AGAIN);
+            }
+        }
+        let want_completion = !a.inject_call && (!b.tx_selective || a.flags & FI_COMPLETION != 0);
+        let delivery = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 && !a.inject_call;
+        let id = self.st.next_id;
+        self.st.next_id += 1;
+        let mut h = WireHdr::new(op::MSG);
+        h.tag = a.tag;
+        h.data = a.data;
+        h.msg_id = id;
+        h.len = len as u64;
+        if a.tagged {
+            h.flags |= flag::TAGGED;
+        }
+        if a.flags & FI_REMOTE_CQ_DATA != 0 {
+            h.flags |= flag::REMOTE_CQ_DATA;
+        }
+        let op = TxOp {
+            peer,
+            context: a.context,
+            flags: a.flags,
+            tagged: a.tagged,
+            len,
+            iov: a.iov,
+            state: TxState::WaitAck,
+            want_completion,
+        };
+        if len <= EAGER_MAX || inject {
+            if delivery {
+                h.flags |= flag::ACK_REQ;
+            }
+            self.send_record_retry(b, &peer, &h, Payload::Iov(&a.iov, 0, len))?;
+            if delivery {
+                self.st.tx.insert(id, op);
+            } else {
+                self.st.finish_tx(b, op, Ok(()));
+            }
+        } else {
+            h.op = op::RTS;
+            if self.st.cfg.cma {
+                h.flags |= flag::CMA_OK;
+            }
+            let segs = a.iov.segments();
+            h.aux = segs.len() as u32;
+            let mut table = Vec::with_capacity(segs.len() * IOV_ENTRY);
+            for &(p, l) in segs {
+                table.extend_from_slice(&(p as u64).to_le_bytes());
+                table.extend_from_slice(&(l as u64).to_le_bytes());
+            }
+            self.send_record_retry(b, &peer, &h, Payload::Bytes(&table))?;
+            self.st.tx.insert(id, op);
+        }
+        Ok(())
+    }
+
+    fn send_record_retry(&mut self, b: &Binds, peer: &Addr, h: &WireHdr, p: Payload<'_>) -> Result<()> {
+        match self.port.send(peer, h, p) {
+            Err(e) if e == Error::AGAIN => {
+                // Our own backlog or unconsumed records may be in the way:
+                // one progress pass, then one more try.
+                self.progress(b);
+                self.port.send(peer, h, p)
+            }
+            r => r,
+        }
+    }
+
+    pub fn recv(&mut self, b: &Binds, a: RecvArgs) -> Result<()> {
+        let src = if a.src != FI_ADDR_UNSPEC && self.st.cfg.caps & FI_DIRECTED_RECV != 0 {
+            let av = b.av.as_ref().ok_or(Error::NOAV)?;
+            Some(av.lookup_addr(a.src).ok_or(Error::INVAL)?)
+        } else {
+            None
+        };
+        let r = PostedRecv {
+            context: a.context,
+            iov: a.iov,
+            src,
+            tagged: a.tagged,
+            tag: a.tag,
+            ignore: a.ignore,
+            flags: a.flags,
+            used: 0,
+        };
+        if a.flags & FI_PEEK != 0 {
+            self.progress(b);
+            self.st.peek(b, &r);
+            return Ok(());
+        }
+        if a.flags & FI_CLAIM != 0 {
+            return self.st.claim(b, r);
+        }
+        if self.rx_posted() >= self.st.cfg.rx_size {
+            self.progress(b);
+            if self.rx_posted() >= self.st.cfg.rx_size {
+                return Err(Error::AGAIN);
+            }
+        }
+        if a.flags & FI_MULTI_RECV != 0 && (a.tagged || self.st.cfg.caps & FI_MULTI_RECV == 0) {
+            return Err(Error::BADFLAGS);
+        }
+        self.st.post_recv(b, r);
+        self.st.flush_outbox(&mut self.port);
+        Ok(())
+    }
+
+    /// `fi_cancel`: a posted receive with this context completes with
+    /// FI_ECANCELED (exactly one completion). Sends cannot be cancelled.
+    pub fn cancel(&mut self, b: &Binds, context: usize) -> Result<()> {
+        let r = self.st.m.cancel(context).ok_or(Error::NOENT)?;
+        self.st.complete_rx_err(b, &r, Error::CANCELED, 0, 0, 0, 0);
+        Ok(())
+    }
+
+    /// Endpoint close: orderly goodbye to peers; nothing more completes.
+    pub fn close(&mut self) {
+        self.port.close();
+    }
+}
+
+impl State {
+    fn alloc_handle(&mut self) -> u32 {
+        loop {
+            let h = self.next_handle;
+            self.next_handle = self.next_handle.wrapping_add(1).max(1);
+            if !self.rx.contains_key(&h) {
+                return h;
+            }
+        }
+    }
+
+    fn ack(&mut self, to: Addr, msg_id: u64, status: Option<Error>, taken: usize) {
+        let mut h = WireHdr::new(op::ACK);
+        h.msg_id = msg_id;
+        h.len = taken as u64;
+        h.aux = status.map(|e| e.0 as u32).unwrap_or(0);
+        self.outbox.push((to, h));
+    }
+
+    fn flush_outbox(&mut self, port: &mut ShmPort) {
+        for (to, h) in self.outbox.drain(..) {
+            // A dead peer's control records are dropped: its failure is
+            // reported through the peer events instead.
+            let _ = port.send_ctl(&to, &h);
+        }
+    }
+
+    // ------------------------------------------------------------ inbound
+
+    fn handle(&mut self, b: &Binds, rec: InRecord<'_>) -> Disposition {
+        match rec.hdr.op {
+            op::MSG => self.on_msg(b, rec),
+            op::RTS => self.on_rts(b, rec),
+            op::ACK => {
+                self.on_ack(b, &rec);
+                Disposition::Consumed
+            }
+            op::CTS => {
+                if let Some(t) = self.tx.get_mut(&rec.hdr.msg_id) {
+                    if t.peer == rec.src && matches!(t.state, TxState::WaitAck) && t.len > EAGER_MAX {
+                        t.state = TxState::Streaming {
+                            handle: rec.hdr.aux,
+                            off: 0,
+                        };
+                    }
+                }
+                Disposition::Consumed
+            }
+            op::DATA => self.on_data(b, rec),
+            _ => Disposition::Consumed,
+        }
+    }
+
+    fn on_ack(&mut self, b: &Binds, rec: &InRecord<'_>) {
+        let Some(t) = self.tx.get(&rec.hdr.msg_id) else { return };
+        if t.peer != rec.src {
+            return; // not ours to complete: a confused or hostile peer
+        }
+        let Some(t) = self.tx.remove(&rec.hdr.msg_id) else {
+            return;
+        };
+        let status = match rec.hdr.aux {
+            0 => Ok(()),
+            e => Err(Error(e as i32)),
+        };
+        self.finish_tx(b, t, status);
+    }
+
+    fn on_msg(&mut self, b: &Binds, rec: InRecord<'_>) -> Disposition {
+        let h = rec.hdr;
+        let tagged = h.flags & flag::TAGGED != 0;
+        let len = h.len as usize;
+        loop {
+            let Some(idx) = self.m.find_posted(tagged, &rec.src, h.tag) else {
+                break;
+            };
+            let multi = self
+                .m
+                .posted_mut(tagged, idx)
+                .is_some_and(|r| r.flags & FI_MULTI_RECV != 0);
+            if !multi {
+                let Some(r) = self.m.take_posted(tagged, idx) else {
+                    break;
+                };
+                // SAFETY: the receive's buffers are application memory that
+                // stays valid until this completion (fi_msg(3)).
+                let n = unsafe { rec.copy_to_iov(0, len, &r.iov, 0) };
+                self.complete_rx(b, &r, Some(rec.src), &h, r.iov.addr_at(0), n, len - n, 0);
+                if h.flags & flag::ACK_REQ != 0 {
+                    self.ack(rec.src, h.msg_id, None, n);
+                }
+                return Disposition::Consumed;
+            }
+            if !b.rx_cq.as_ref().is_none_or(|c| c.has_room()) {
+                return Disposition::Stall;
+            }
+            let min = self.cfg.min_multi_recv;
+            let Some(r) = self.m.posted_mut(tagged, idx) else { break };
+            let room = r.iov.total() - r.used;
+            if len > room {
+                // Does not fit what is left: release this buffer and match
+                // the message against the next receive.
+                let r = self.m.take_posted(tagged, idx).expect("index just found");
+                self.release_multi(b, &r);
+                continue;
+            }
+            let dst = r.iov.sub(r.used, len);
+            // SAFETY: as above; `dst` lies inside the multi-recv buffer.
+            let n = unsafe { rec.copy_to_iov(0, len, &dst, 0) };
+            let buf = r.iov.addr_at(r.used);
+            r.used += n;
+            let done = r.iov.total() - r.used < min.max(1);
+            let snapshot = r.clone();
+            if done {
+                self.m.take_posted(tagged, idx);
+            }
+            self.complete_rx(
+                b,
+                &snapshot,
+                Some(rec.src),
+                &h,
+                buf,
+                n,
+                0,
+                if done { FI_MULTI_RECV } else { 0 },
+            );
+            if h.flags & flag::ACK_REQ != 0 {
+                self.ack(rec.src, h.msg_id, None, n);
+            }
+            return Disposition::Consumed;
+        }
+        if !self.m.can_buffer(len) {
+            return Disposition::Stall;
+        }
+        self.m.push_unexpected(Unexpected {
+            src: rec.src,
+            src_pid: rec.src_pid,
+            msg_id: h.msg_id,
+            tagged,
+            tag: h.tag,
+            data: h.data,
+            wire_flags: h.flags,
+            len,
+            body: UnexBody::Eager(rec.payload_vec()),
+            claimed_by: None,
+        });
+        Disposition::Consumed
+    }
+
+    /// A multi-recv buffer with too little room left is handed back with an
+    /// (empty) FI_MULTI_RECV completion.
+    fn release_multi(&mut self, b: &Binds, r: &PostedRecv) {
+        let h = WireHdr::default();
+        self.complete_rx(b, r, None, &h, r.iov.addr_at(r.used), 0, 0, FI_MULTI_RECV);
+    }
+
+    fn parse_rts(rec: &InRecord<'_>) -> Option<RtsInfo> {
+        let table = rec.payload_vec();
+        let mut remote = Vec::with_capacity(table.len() / IOV_ENTRY);
+        let mut total: u64 = 0;
+        for e in table.chunks_exact(IOV_ENTRY) {
+            let a = u64::from_le_bytes(e[..8].try_into().ok()?);
+            let l = u64::from_le_bytes(e[8..].try_into().ok()?);
+            total = total.checked_add(l)?;
+            remote.push((a, l));
+        }
+        if total < rec.hdr.len {
+            return None;
+        }
+        Some(RtsInfo {
+            msg_id: rec.hdr.msg_id,
+            remote,
+            cma_ok: rec.hdr.flags & flag::CMA_OK != 0,
+        })
+    }
+
+    fn on_rts(&mut self, b: &Binds, rec: InRecord<'_>) -> Disposition {
+        let h = rec.hdr;
+        let Some(rts) = Self::parse_rts(&rec) else {
+            self.ack(rec.src, h.msg_id, Some(Error::IO), 0);
+            return Disposition::Consumed;
+        };
+        let tagged = h.flags & flag::TAGGED != 0;
+        if let Some(idx) = self.m.find_posted(tagged, &rec.src, h.tag) {
+            let multi = self
+                .m
+                .posted_mut(tagged, idx)
+                .is_some_and(|r| r.flags & FI_MULTI_RECV != 0);
+            if !multi {
+                let r = self.m.take_posted(tagged, idx).expect("index just found");
+                let dst = r.iov;
+                self.start_pull(b, r, dst, rec.src, rec.src_pid, h, rts, 0);
+                return Disposition::Consumed;
+            }
+            let min = self.cfg.min_multi_recv;
+            let r = self.m.posted_mut(tagged, idx).expect("index just found");
+            let len = h.len as usize;
+            if len <= r.iov.total() - r.used {
+                let dst = r.iov.sub(r.used, len);
+                r.used += len;
+                let done = r.iov.total() - r.used < min.max(1);
+                let snapshot = r.clone();
+                if done {
+                    self.m.take_posted(tagged, idx);
+                }
+                self.start_pull(
+                    b,
+                    snapshot,
+                    dst,
+                    rec.src,
+                    rec.src_pid,
+                    h,
+                    rts,
+                    if done { FI_MULTI_RECV } else { 0 },
+                );
+                return Disposition::Consumed;
+            }
+            let r = self.m.take_posted(tagged, idx).expect("index just found");
+            self.release_multi(b, &r);
+            return self.on_rts(b, rec);
+        }
+        if !self.m.can_buffer(rts.remote.len() * IOV_ENTRY) {
+            return Disposition::Stall;
+        }
+        self.m.push_unexpected(Unexpected {
+            src: rec.src,
+            src_pid: rec.src_pid,
+            msg_id: h.msg_id,
+            tagged,
+            tag: h.tag,
+            data: h.data,
+            wire_flags: h.flags,
+            len: h.len as usize,
+            body: UnexBody::Rendezvous(rts),
+            claimed_by: None,
+        });
+        Disposition::Consumed
+    }
+
+    /// Moves a matched rendezvous message into `dst` (CMA, else streaming).
+    #[allow(clippy::too_many_arguments)]
+    fn start_pull(
+        &mut self,
+        b: &Binds,
+        r: PostedRecv,
+        dst: IovList,
+        src: Addr,
+        src_pid: i32,
+        h: WireHdr,
+        rts: RtsInfo,
+        extra_flags: u64,
+    ) {
+        let len = h.len as usize;
+        let take = len.min(dst.total());
+        let buf = dst.addr_at(0);
+        if self.cfg.cma && rts.cma_ok && !self.no_cma.contains(&src) && src_pid > 0 {
+            match pull(src_pid, &rts.remote, &dst, take) {
+                Ok(_) => {
+                    self.ack(src, h.msg_id, None, take);
+                    self.complete_rx(b, &r, Some(src), &h, buf, take, len - take, extra_flags);
+                    return;
+                }
+                Err(e) if e == Error::OPNOTSUPP => {
+                    self.no_cma.insert(src);
+                }
+                Err(e) => {
+                    self.ack(src, h.msg_id, Some(e), 0);
+                    let err = if e == Error::CONNRESET { PEER_FAILED } else { e };
+                    self.complete_rx_err(b, &r, err, h.tag, h.data, len, extra_flags);
+                    return;
+                }
+            }
+        }
+        let handle = self.alloc_handle();
+        let mut cts = WireHdr::new(op::CTS);
+        cts.msg_id = h.msg_id;
+        cts.aux = handle;
+        self.outbox.push((src, cts));
+        self.rx.insert(
+            handle,
+            RxStream {
+                recv: r,
+                dst,
+                buf,
+                src,
+                src_pid,
+                hdr: h,
+                take,
+                got: 0,
+                extra_flags,
+                last_check: Instant::now(),
+            },
+        );
+    }
+
+    fn on_data(&mut self, b: &Binds, rec: InRecord<'_>) -> Disposition {
+        let h = rec.hdr;
+        let Some(s) = self.rx.get_mut(&h.aux) else {
+            return Disposition::Consumed;
+        };
+        if s.src != rec.src || s.hdr.msg_id != h.msg_id || h.len != s.hdr.len || h.offset as usize != s.got {
+            return Disposition::Consumed; // stray or hostile record: ignore
+        }
+        let off = h.offset as usize;
+        let n = rec.payload_len();
+        if off < s.take {
+            let m = n.min(s.take - off);
+            // SAFETY: the stream's destination is the matched receive's
+            // application buffer, valid until the receive completes.
+            unsafe { rec.copy_to_iov(0, m, &s.dst, off) };
+        }
+        s.got += n;
+        s.last_check = Instant::now();
+        if s.got >= s.hdr.len as usize {
+            let s = self.rx.remove(&h.aux).expect("stream just found");
+            self.ack(s.src, s.hdr.msg_id, None, s.take);
+            let len = s.hdr.len as usize;
+            self.complete_rx(
+                b,
+                &s.recv,
+                Some(s.src),
+                &s.hdr,
+                s.buf,
+                s.take,
+                len - s.take,
+                s.extra_flags,
+            );
+        }
+        Disposition::Consumed
+    }
+
+    // ------------------------------------------------------------ posting
+
+    fn post_recv(&mut self, b: &Binds, mut r: PostedRecv) {
+        loop {
+            let Some(idx) = self.m.find_unexpected(&r, None) else {
+                break;
+            };
+            let u = self.m.take_unexpected(idx).expect("index just found");
+            if r.flags & FI_MULTI_RECV == 0 {
+                let dst = r.iov;
+                self.deliver_unexpected(b, r, dst, u, 0);
+                return;
+            }
+            if u.len > r.iov.total() - r.used {
+                // Put the message back where it was; release the buffer.
+                self.m.push_unexpected_front(u);
+                self.release_multi(b, &r);
+                return;
+            }
+            let dst = r.iov.sub(r.used, u.len);
+            r.used += u.len;
+            let done = r.iov.total() - r.used < self.cfg.min_multi_recv.max(1);
+            self.deliver_unexpected(b, r.clone(), dst, u, if done { FI_MULTI_RECV } else { 0 });
+            if done {
+                return;
+            }
+        }
+        self.m.post(r);
+    }
+
+    fn deliver_unexpected(&mut self, b: &Binds, r: PostedRecv, dst: IovList, u: Unexpected, extra: u64) {
+        let h = WireHdr {
+            op: op::MSG,
+            flags: u.wire_flags,
+            len: u.len as u64,
+            tag: u.tag,
+            data: u.data,
+            msg_id: u.msg_id,
+            ..WireHdr::new(op::MSG)
+        };
+        match u.body {
+            UnexBody::Eager(data) => {
+                let n = copy_bytes_to_iov(&data, &dst);
+                let buf = dst.addr_at(0);
+                self.complete_rx(b, &r, Some(u.src), &h, buf, n, u.len - n, extra);
+                if u.wire_flags & flag::ACK_REQ != 0 {
+                    self.ack(u.src, u.msg_id, None, n);
+                }
+            }
+            UnexBody::Rendezvous(rts) => self.start_pull(b, r, dst, u.src, u.src_pid, h, rts, extra),
+        }
+    }
+
+    /// FI_PEEK (fi_tagged(3)): report a matching unexpected message without
+    /// receiving it; FI_CLAIM reserves it for a later FI_CLAIM receive;
+    /// FI_DISCARD drops it. No match: an FI_ENOMSG error completion.
+    fn peek(&mut self, b: &Binds, r: &PostedRecv) {
+        let Some(idx) = self.m.find_unexpected(r, None) else {
+            self.complete_rx_err(b, r, Error::NOMSG, r.tag, 0, 0, 0);
+            return;
+        };
+        let u = self.m.unexpected_at(idx).expect("index just found");
+        let h = WireHdr {
+            flags: u.wire_flags,
+            len: u.len as u64,
+            tag: u.tag,
+            data: u.data,
+            ..WireHdr::new(op::MSG)
+        };
+        let (src, len, msg_id) = (u.src, u.len, u.msg_id);
+        if r.flags & FI_DISCARD != 0 {
+            let u = self.m.take_unexpected(idx).expect("index just found");
+            if matches!(u.body, UnexBody::Rendezvous(_)) || u.wire_flags & flag::ACK_REQ != 0 {
+                self.ack(src, msg_id, None, 0);
+            }
+        } else if r.flags & FI_CLAIM != 0 {
+            if let Some(u) = self.m.unexpected_mut(idx) {
+                u.claimed_by = Some(r.context);
+            }
+        }
+        // The peek completion reports the message's length; no data moved.
+        let mut rr = r.clone();
+        rr.flags |= FI_COMPLETION;
+        self.complete_rx(b, &rr, Some(src), &h, 0, len, 0, r.flags & (FI_CLAIM | FI_DISCARD));
+    }
+
+    /// FI_CLAIM receive: takes the message an earlier FI_PEEK|FI_CLAIM with
+    /// the same context reserved (FI_DISCARD: drop it instead).
+    fn claim(&mut self, b: &Binds, r: PostedRecv) -> Result<()> {
+        let idx = self
+            .m
+            .find_unexpected(
+                &PostedRecv {
+                    src: None,
+                    ignore: !0,
+                    ..r.clone()
+                },
+                Some(r.context),
+            )
+            .ok_or(Error::INVAL)?;
+        let u = self.m.take_unexpected(idx).expect("index just found");
+        if r.flags & FI_DISCARD != 0 {
+            if matches!(u.body, UnexBody::Rendezvous(_)) || u.wire_flags & flag::ACK_REQ != 0 {
+                self.ack(u.src, u.msg_id, None, 0);
+            }
+            let h = WireHdr {
+                flags: u.wire_flags,
+                len: u.len as u64,
+                tag: u.tag,
+                data: u.data,
+                ..WireHdr::new(op::MSG)
+            };
+            self.complete_rx(b, &r, Some(u.src), &h, 0, 0, 0, FI_CLAIM | FI_DISCARD);
+            return Ok(());
+        }
+        let dst = r.iov;
+        self.deliver_unexpected(b, r, dst, u, FI_CLAIM);
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ sending
+
+    fn pump(&mut self, port: &mut ShmPort, b: &Binds) {
+        let mut failed = Vec::new();
+        for (id, t) in self.tx.iter_mut() {
+            let TxState::Streaming { handle, off } = &mut t.state else {
+                continue;
+            };
+            while *off < t.len {
+                let room = port.room(&t.peer);
+                let n = (t.len - *off).min(EAGER_MAX).min(room);
+                if n == 0 || (n < 4096 && n < t.len - *off) {
+                    break;
+                }
+                let mut h = WireHdr::new(op::DATA);
+                h.msg_id = *id;
+                h.len = t.len as u64;
+                h.offset = *off as u64;
+                h.aux = *handle;
+                if *off + n == t.len {
+                    h.flags |= flag::LAST;
+                }
+                match port.send(&t.peer, &h, Payload::Iov(&t.iov, *off, n)) {
+                    Ok(()) => *off += n,
+                    Err(e) if e == Error::AGAIN => break,
+                    Err(_) => {
+                        failed.push(*id);
+                        break;
+                    }
+                }
+            }
+            if let TxState::Streaming { off, .. } = t.state {
+                if off >= t.len {
+                    t.state = TxState::WaitAck;
+                }
+            }
+        }
+        for id in failed {
+            if let Some(t) = self.tx.remove(&id) {
+                self.finish_tx(b, t, Err(PEER_FAILED));
+            }
+        }
+    }
+
+    fn watch_peers(&mut self, port: &mut ShmPort, b: &Binds) {
+        let mut peers: Vec<Addr> = self.tx.values().map(|t| t.peer).collect();
+        peers.sort_by_key(|a| match a {
+            Addr::Shm(t) => *t,
+            _ => 0,
+        });
+        peers.dedup();
+        for p in peers {
+            if let Addr::Shm(tok) = p {
+                port.check_peer(tok);
+            }
+        }
+        let now = Instant::now();
+        let mut dead = Vec::new();
+        for (h, s) in self.rx.iter_mut() {
+            if now.duration_since(s.last_check) >= STREAM_LIVENESS {
+                s.last_check = now;
+                if let Addr::Shm(tok) = s.src {
+                    if !port.sender_alive(s.src_pid, tok) {
+                        dead.push(*h);
+                    }
+                }
+            }
+        }
+        for h in dead {
+            if let Some(s) = self.rx.remove(&h) {
+                let len = s.hdr.len as usize;
+                self.complete_rx_err(b, &s.recv, PEER_FAILED, s.hdr.tag, s.hdr.data, len, s.extra_flags);
+            }
+        }
+        for ev in port.take_events() {
+            let PeerEvent::Failed(peer) = ev;
+            let ids: Vec<u64> = self
+                .tx
+                .iter()
+                .filter(|(_, t)| t.peer == peer)
+                .map(|(id, _)| *id)
+                .collect();
+            for id in ids {
+                if let Some(t) = self.tx.remove(&id) {
+                    self.finish_tx(b, t, Err(PEER_FAILED));
+                }
+            }
+            let hs: Vec<u32> = self.rx.iter().filter(|(_, s)| s.src == peer).map(|(h, _)| *h).collect();
+            for h in hs {
+                if let Some(s) = self.rx.remove(&h) {
+                    let len = s.hdr.len as usize;
+                    self.complete_rx_err(b, &s.recv, PEER_FAILED, s.hdr.tag, s.hdr.data, len, s.extra_flags);
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ completions
+
+    fn finish_tx(&mut self, b: &Binds, t: TxOp, status: Result<()>) {
+        let flags = FI_SEND | if t.tagged { FI_TAGGED } else { FI_MSG };
+        match status {
+            Ok(()) => {
+                if let Some(c) = &b.send_cntr {
+                    c.inc();
+                }
+                if t.want_completion {
+                    if let Some(cq) = &b.tx_cq {
+                        cq.push(CqEntry {
+                            op_context: t.context as *mut c_void,
+                            flags,
+                            len: 0,
+                            buf: core::ptr::null_mut(),
+                            data: 0,
+                            tag: 0,
+                            src: FI_ADDR_NOTAVAIL,
+                        });
+                    }
+                }
+            }
+            Err(e) => {
+                if let Some(c) = &b.send_cntr {
+                    c.inc_err();
+                }
+                if let Some(cq) = &b.tx_cq {
+                    cq.push_err(CqErrEntry {
+                        entry: CqEntry {
+                            op_context: t.context as *mut c_void,
+                            flags,
+                            len: t.len,
+                            buf: core::ptr::null_mut(),
+                            data: 0,
+                            tag: 0,
+                            src: FI_ADDR_NOTAVAIL,
+                        },
+                        olen: 0,
+                        err: e.0,
+                        prov_errno: e.0,
+                        err_data: Vec::new(),
+                    });
+                }
+            }
+        }
+        let _ = t.flags;
+    }
+
+    fn src_fi_addr(&self, b: &Binds, src: &Addr) -> Option<fi_addr_t> {
+        b.av.as_ref().and_then(|av| av.reverse_lookup(src))
+    }
+
+    /// A receive completed with `n` bytes placed at `buf` (`olen` > 0:
+    /// truncated, reported as FI_ETRUNC with `len = n`, `olen` = the rest).
+    #[allow(clippy::too_many_arguments)]
+    fn complete_rx(
+        &mut self,
+        b: &Binds,
+        r: &PostedRecv,
+        src: Option<Addr>,
+        h: &WireHdr,
+        buf: usize,
+        n: usize,
+        olen: usize,
+        extra: u64,
+    ) {
+        let cq_data = h.flags & flag::REMOTE_CQ_DATA != 0;
+        let flags =
+            FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG } | if cq_data { FI_REMOTE_CQ_DATA } else { 0 } | extra;
+        let src_fi = match &src {
+            Some(a) if self.cfg.caps & (FI_SOURCE | FI_SOURCE_ERR) != 0 => self.src_fi_addr(b, a),
+            _ => None,
+        };
+        let entry = CqEntry {
+            op_context: r.context as *mut c_void,
+            flags,
+            len: n,
+            buf: buf as *mut c_void,
+            data: if cq_data { h.data } else { 0 },
+            tag: if r.tagged { h.tag } else { 0 },
+            src: src_fi.unwrap_or(FI_ADDR_NOTAVAIL),
+        };
+        let err = if olen > 0 {
+            Some((Error::TRUNC, Vec::new()))
+        } else if let (None, Some(a)) = (src_fi, src.filter(|_| self.cfg.caps & FI_SOURCE_ERR != 0)) {
+            // fi_cq(3) FI_SOURCE_ERR: the source is not in the AV; report it
+            // as an error whose err_data is the raw address (insertable).
+            Some((Error::ADDRNOTAVAIL, a.to_bytes()))
+        } else {
+            None
+        };
+        match err {
+            None => {
+                if let Some(c) = &b.recv_cntr {
+                    c.inc();
+                }
+                if !b.rx_selective || r.flags & FI_COMPLETION != 0 {
+                    if let Some(cq) = &b.rx_cq {
+                        cq.push(entry);
+                    }
+                }
+            }
+            Some((e, err_data)) => {
+                if let Some(c) = &b.recv_cntr {
+                    c.inc_err();
+                }
+                if let Some(cq) = &b.rx_cq {
+                    cq.push_err(CqErrEntry {
+                        entry,
+                        olen,
+                        err: e.0,
+                        prov_errno: e.0,
+                        err_data,
+                    });
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn complete_rx_err(&mut self, b: &Binds, r: &PostedRecv, e: Error, tag: u64, data: u64, olen: usize, extra: u64) {
+        if let Some(c) = &b.recv_cntr {
+            c.inc_err();
+        }
+        if let Some(cq) = &b.rx_cq {
+            cq.push_err(CqErrEntry {
+                entry: CqEntry {
+                    op_context: r.context as *mut c_void,
+                    flags: FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG } | extra,
+                    len: 0,
+                    buf: core::ptr::null_mut(),
+                    data,
+                    tag,
+                    src: FI_ADDR_NOTAVAIL,
+                },
+                olen,
+                err: e.0,
+                prov_errno: e.0,
+                err_data: Vec::new(),
+            });
+        }
+    }
+}
+
+fn copy_bytes_to_iov(data: &[u8], dst: &IovList) -> usize {
+    let mut done = 0;
+    dst.for_range(0, data.len(), |p, n, off| {
+        // SAFETY: `p..p+n` is application memory of the matched receive
+        // (valid until its completion); `data[off..off+n]` is in bounds.
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr().add(off), p as *mut u8, n) };
+        done += n;
+    });
+    done
+}
+
+fn pull(pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
+    if len == 0 {
+        return Ok(0);
+    }
+    shm::pull(pid, remote, dst, len)
+}
