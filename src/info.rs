@@ -810,6 +810,12 @@ fn with_directions(caps: u64) -> u64 {
     }
 }
 
+/// Whether `caps` allow one direction (`FI_SEND` or `FI_RECV`): named, or no
+/// direction named at all.
+fn allows(caps: u64, direction: u64) -> bool {
+    caps & direction != 0 || caps & MSG_DIRECTION_CAPS == 0
+}
+
 /// The caps of the returned entry: everything offered when the application
 /// asked for nothing, else what it asked for (already a subset of `offered`)
 /// plus what that request implies: the offered primary caps when it named
@@ -889,7 +895,7 @@ pub fn alter(t: &Template, mut info: Info, hints: Option<&Info>, version: u32) -
         } else {
             ep_caps
         };
-        x.caps = if caps & FI_SEND != 0 { caps & TX_CAPS } else { 0 };
+        x.caps = if allows(caps, FI_SEND) { caps & TX_CAPS } else { 0 };
         if let Some(h) = htx {
             x.op_flags = h.op_flags;
             if h.inject_size != 0 {
@@ -918,7 +924,7 @@ pub fn alter(t: &Template, mut info: Info, hints: Option<&Info>, version: u32) -
         } else {
             ep_caps
         };
-        r.caps = if caps & FI_RECV != 0 { caps & RX_CAPS } else { 0 };
+        r.caps = if allows(caps, FI_RECV) { caps & RX_CAPS } else { 0 };
         r.mode = info.mode & FI_BUFFERED_RECV;
         if let Some(h) = hrx {
             r.op_flags = h.op_flags;
@@ -1387,6 +1393,13 @@ mod tests {
         let l = run(&h).unwrap();
         assert_eq!(l[0].tx.as_ref().unwrap().caps, 0);
         assert_eq!(l[0].rx.as_ref().unwrap().caps, FI_MSG | FI_RECV);
+
+        // A primary rx cap alone lands in rx_attr (fabtests' caps check).
+        h.caps = FI_DIRECTED_RECV;
+        let l = run(&h).unwrap();
+        assert_eq!(l[0].caps, FI_DIRECTED_RECV | FI_LOCAL_COMM);
+        assert_eq!(l[0].rx.as_ref().unwrap().caps, FI_DIRECTED_RECV);
+        assert_eq!(l[0].tx.as_ref().unwrap().caps, 0);
 
         // FI_SOURCE_ERR brings FI_SOURCE.
         h.caps = FI_MSG | FI_SOURCE_ERR;
