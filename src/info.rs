@@ -2,10 +2,10 @@
 //!
 //! Flow: [`getinfo_c`] turns the C arguments into Rust ([`Info::from_c`] for
 //! the hints) and calls [`getinfo`], which walks [`TEMPLATES`] in order. For
-//! each template: transport selection ([`transport_filter`]), hint checks
+//! each template: transport selection (`transport_filter`), hint checks
 //! ([`check_hints`], libfabric util's `ofi_check_info`), alteration
 //! ([`alter`], util's `ofi_alter_info`) and address resolution
-//! ([`shm_addresses`] / [`tcp_addresses`]). Only name resolution
+//! (`shm_addresses` / `tcp_addresses`). Only name resolution
 //! (`getaddrinfo`, a UDP probe socket) touches the system; everything else is
 //! pure and unit-tested below. The survivors are converted with
 //! [`Info::to_c`] (libc allocations) and chained through `next`.
