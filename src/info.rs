@@ -38,7 +38,17 @@
 //!   it is a wildcard: the shm address with token [`SHM_ANY_TOKEN`] (0, which
 //!   `shm_token_for`/`shm_token_random` never produce) or `0.0.0.0:0` /
 //!   `[::]:0` for tcp. An endpoint opened with a wildcard picks a fresh
-//!   random token / any interface and an ephemeral port.
+//!   random token / any interface and an ephemeral port. This includes
+//!   FI_SOURCE with a node but no service, where the issue asked for no
+//!   `src_addr` at all: fabtests' `getinfo_src2`/`no_hints2` require one.
+//! * The locality rule applies to destination nodes only; an FI_SOURCE node
+//!   names this host by definition.
+//! * Requested caps (`effective_caps`): a request naming only secondary
+//!   caps gets the offered primary ones, a bare `FI_MSG`/`FI_TAGGED` both
+//!   directions, one naming neither `FI_LOCAL_COMM` nor `FI_REMOTE_COMM` the
+//!   offered locality (`fi_getinfo(3)`), `FI_SOURCE_ERR` brings `FI_SOURCE`.
+//!   Non-requested secondary caps are not added. A direction the request
+//!   excludes (`FI_MSG | FI_RECV`) leaves the other attr's caps empty.
 //! * Without FI_SOURCE, tcp's `src_addr` is the local address the kernel
 //!   would route to `dest_addr` from, port 0 (util's `ofi_get_src_addr`);
 //!   shm's is the wildcard.
