@@ -1,0 +1,658 @@
+/* fi_getinfo through the public API: both transports in order, hint matching
+ * and refusal (-FI_ENODATA), node/service/FI_SOURCE resolution for shm and
+ * tcp (IPv4 and IPv6), core-filled prov_name, fi_dupinfo/fi_freeinfo of the
+ * results, and results that fi_fabric/fi_domain accept. */
+#include "harness.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#define V FI_VERSION(1, 17)
+#define SHM_PREFIX "fi_rustfab_shm://"
+#define SHM_ADDR_LEN 34 /* prefix + 16 hex digits + NUL */
+
+static int n_entries(const struct fi_info *i)
+{
+	int n = 0;
+	for (; i; i = i->next)
+		n++;
+	return n;
+}
+
+/* rf_hints() plus fi_getinfo; hints are freed. */
+static int rf_get(struct fi_info *h, const char *node, const char *service, uint64_t flags, struct fi_info **out)
+{
+	int ret = fi_getinfo(V, node, service, flags, h, out);
+	fi_freeinfo(h);
+	return ret;
+}
+
+static int is_shm_addr(const void *addr, size_t len)
+{
+	return addr && len == SHM_ADDR_LEN && !strncmp(addr, SHM_PREFIX, strlen(SHM_PREFIX)) &&
+	       ((const char *)addr)[len - 1] == '\0';
+}
+
+static int is_sin(const void *addr, size_t len, const char *ip, int port)
+{
+	const struct sockaddr_in *s = addr;
+	struct in_addr want;
+	if (!addr || len != sizeof(*s) || s->sin_family != AF_INET)
+		return 0;
+	if (port >= 0 && ntohs(s->sin_port) != port)
+		return 0;
+	if (!ip)
+		return 1;
+	inet_pton(AF_INET, ip, &want);
+	return s->sin_addr.s_addr == want.s_addr;
+}
+
+static int is_sin6(const void *addr, size_t len, const char *ip, int port)
+{
+	const struct sockaddr_in6 *s = addr;
+	struct in6_addr want;
+	if (!addr || len != sizeof(*s) || s->sin6_family != AF_INET6)
+		return 0;
+	if (port >= 0 && ntohs(s->sin6_port) != port)
+		return 0;
+	if (!ip)
+		return 1;
+	inet_pton(AF_INET6, ip, &want);
+	return !memcmp(&s->sin6_addr, &want, sizeof(want));
+}
+
+static const char *dom(const struct fi_info *i)
+{
+	return i->domain_attr->name;
+}
+
+TEST(null_hints_shm_then_tcp)
+{
+	struct fi_info *info = NULL, *i;
+	const char *want[] = {"shm", "tcp"};
+	int k = 0;
+	CHECK_OK(fi_getinfo(V, NULL, NULL, 0, NULL, &info));
+	for (i = info; i; i = i->next) {
+		if (strcasecmp(i->fabric_attr->prov_name, "rustfab"))
+			continue;
+		if (k >= 2 || strcmp(dom(i), want[k])) {
+			fi_freeinfo(info);
+			FAIL_AT("rustfab entry %d has domain %s", k, dom(i));
+		}
+		k++;
+	}
+	fi_freeinfo(info);
+	CHECK_EQ(k, 2);
+}
+
+TEST(entries_are_complete)
+{
+	struct fi_info *info = NULL, *i;
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_UNSPEC), NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 2);
+	for (i = info; i; i = i->next) {
+		CHECK(i->tx_attr && i->rx_attr && i->ep_attr && i->domain_attr && i->fabric_attr);
+		CHECK(!strcmp(i->fabric_attr->name, "rustfab"));
+		/* Filled by the core, exactly once: no "rustfab;rustfab". */
+		CHECK(!strcmp(i->fabric_attr->prov_name, "rustfab"));
+		CHECK_EQ(i->fabric_attr->prov_version, FI_VERSION(0, 1));
+		CHECK_EQ(i->fabric_attr->api_version, V);
+		CHECK_EQ(i->ep_attr->type, FI_EP_RDM);
+		CHECK(i->ep_attr->protocol & (1U << 31));
+		CHECK_EQ(i->ep_attr->protocol_version, 1);
+		CHECK(i->ep_attr->mem_tag_format >> 63);
+		CHECK(i->ep_attr->max_msg_size >= (1 << 24));
+		CHECK_EQ(i->mode, 0);
+		CHECK(i->caps & FI_TAGGED);
+		CHECK(i->caps & FI_MSG);
+		CHECK(i->caps & FI_DIRECTED_RECV);
+		CHECK(i->caps & FI_LOCAL_COMM);
+		CHECK_EQ(i->tx_attr->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM), 0);
+		CHECK_EQ(i->rx_attr->caps & ~i->caps, 0);
+		CHECK_EQ(i->tx_attr->msg_order, FI_ORDER_SAS);
+		CHECK_EQ(i->rx_attr->msg_order, FI_ORDER_SAS);
+		CHECK(i->tx_attr->inject_size > 0);
+		CHECK(i->domain_attr->cq_data_size >= 4);
+		CHECK_EQ(i->domain_attr->mr_mode, 0);
+		CHECK_EQ(i->domain_attr->threading, FI_THREAD_SAFE);
+		CHECK_EQ(i->domain_attr->resource_mgmt, FI_RM_ENABLED);
+		CHECK(i->src_addr != NULL);
+		CHECK(i->dest_addr == NULL);
+		CHECK(i->nic == NULL);
+	}
+	/* shm is host-local, tcp is not. */
+	CHECK(!strcmp(dom(info), "shm"));
+	CHECK_EQ(info->caps & FI_REMOTE_COMM, 0);
+	CHECK_EQ(info->addr_format, FI_ADDR_STR);
+	CHECK(is_shm_addr(info->src_addr, info->src_addrlen));
+	CHECK(!strcmp(dom(info->next), "tcp"));
+	CHECK(info->next->caps & FI_REMOTE_COMM);
+	CHECK_EQ(info->next->addr_format, FI_SOCKADDR_IN);
+	CHECK(is_sin(info->next->src_addr, info->next->src_addrlen, "0.0.0.0", 0));
+	fi_freeinfo(info);
+}
+
+/* provider.rs pre-sets disable_layering: ofi_rxm never wraps rustfab. */
+TEST(no_layered_entries)
+{
+	struct fi_info *info = NULL, *i;
+	int found = 0;
+	CHECK_OK(fi_getinfo(V, NULL, NULL, 0, NULL, &info));
+	for (i = info; i; i = i->next) {
+		const char *p = i->fabric_attr->prov_name;
+		if (strstr(p, "rustfab") && strcmp(p, "rustfab")) {
+			fi_freeinfo(info);
+			FAIL_AT("layered entry %s", p);
+		}
+		found += !strcmp(p, "rustfab");
+	}
+	fi_freeinfo(info);
+	CHECK_EQ(found, 2);
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_UNSPEC), NULL, NULL, 0, &info));
+	for (i = info; i; i = i->next)
+		CHECK(!strcmp(i->fabric_attr->prov_name, "rustfab"));
+	fi_freeinfo(info);
+}
+
+TEST(matching_hints_narrow_caps)
+{
+	struct fi_info *h = rf_hints(NULL, FI_EP_RDM), *info = NULL, *i;
+	CHECK(h);
+	h->caps = FI_TAGGED;
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	CHECK_OK(rf_get(h, NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 2);
+	for (i = info; i; i = i->next) {
+		CHECK(i->caps & FI_TAGGED);
+		CHECK_EQ(i->caps & (FI_MSG | FI_DIRECTED_RECV | FI_MULTI_RECV), 0);
+		CHECK_EQ(i->tx_attr->caps, FI_TAGGED | FI_SEND);
+		CHECK_EQ(i->rx_attr->caps, FI_TAGGED | FI_RECV);
+		CHECK_EQ(i->mode, 0); /* nothing required */
+	}
+	fi_freeinfo(info);
+}
+
+typedef void (*mutate_fn)(struct fi_info *);
+static void m_caps_rma(struct fi_info *h) { h->caps = FI_RMA; }
+static void m_caps_atomic(struct fi_info *h) { h->caps = FI_TAGGED | FI_ATOMIC; }
+static void m_caps_hmem(struct fi_info *h) { h->caps = FI_MSG | FI_HMEM; }
+static void m_tx_size(struct fi_info *h) { h->tx_attr->size = 1 << 20; }
+static void m_rx_size(struct fi_info *h) { h->rx_attr->size = 1 << 20; }
+static void m_inject(struct fi_info *h) { h->tx_attr->inject_size = 1 << 20; }
+static void m_tx_iov(struct fi_info *h) { h->tx_attr->iov_limit = 1024; }
+static void m_rx_iov(struct fi_info *h) { h->rx_attr->iov_limit = 1024; }
+static void m_rma_iov(struct fi_info *h) { h->tx_attr->rma_iov_limit = 1; }
+static void m_msg_size(struct fi_info *h) { h->ep_attr->max_msg_size = (size_t)1 << 40; }
+static void m_cq_data(struct fi_info *h) { h->domain_attr->cq_data_size = 16; }
+static void m_ep_cnt(struct fi_info *h) { h->domain_attr->ep_cnt = 1 << 20; }
+static void m_mr_cnt(struct fi_info *h) { h->domain_attr->mr_cnt = (size_t)1 << 40; }
+static void m_fmt_ib(struct fi_info *h) { h->addr_format = FI_SOCKADDR_IB; }
+static void m_fmt_psmx(struct fi_info *h) { h->addr_format = FI_ADDR_PSMX; }
+static void m_dom_name(struct fi_info *h) { h->domain_attr->name = strdup("eth0"); }
+static void m_fab_name(struct fi_info *h) { h->fabric_attr->name = strdup("192.0.2.0/24"); }
+static void m_ep_msg(struct fi_info *h) { h->ep_attr->type = FI_EP_MSG; }
+static void m_ep_dgram(struct fi_info *h) { h->ep_attr->type = FI_EP_DGRAM; }
+static void m_tx_order(struct fi_info *h) { h->tx_attr->msg_order = FI_ORDER_STRICT; }
+static void m_comp_order(struct fi_info *h) { h->rx_attr->comp_order = FI_ORDER_STRICT; }
+static void m_op_commit(struct fi_info *h) { h->tx_attr->op_flags = FI_COMMIT_COMPLETE; }
+static void m_tx_ctx(struct fi_info *h) { h->ep_attr->tx_ctx_cnt = 4; }
+static void m_stx(struct fi_info *h) { h->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT; }
+static void m_mr_basic_plus(struct fi_info *h) { h->domain_attr->mr_mode = FI_MR_BASIC | FI_MR_LOCAL; }
+static void m_threading(struct fi_info *h) { h->domain_attr->threading = (enum fi_threading)42; }
+static void m_shared_av(struct fi_info *h) { h->domain_attr->caps = FI_SHARED_AV; }
+static void m_auth_key(struct fi_info *h)
+{
+	h->domain_attr->auth_key = malloc(4);
+	memcpy(h->domain_attr->auth_key, "key", 4);
+	h->domain_attr->auth_key_size = 4;
+}
+
+TEST(nonmatching_hints_enodata)
+{
+	static const struct {
+		const char *what;
+		mutate_fn f;
+	} cases[] = {
+		{"caps FI_RMA", m_caps_rma},
+		{"caps FI_ATOMIC", m_caps_atomic},
+		{"caps FI_HMEM", m_caps_hmem},
+		{"tx size", m_tx_size},
+		{"rx size", m_rx_size},
+		{"inject_size", m_inject},
+		{"tx iov_limit", m_tx_iov},
+		{"rx iov_limit", m_rx_iov},
+		{"rma_iov_limit", m_rma_iov},
+		{"max_msg_size", m_msg_size},
+		{"cq_data_size", m_cq_data},
+		{"ep_cnt", m_ep_cnt},
+		{"mr_cnt", m_mr_cnt},
+		{"addr_format IB", m_fmt_ib},
+		{"addr_format PSMX", m_fmt_psmx},
+		{"domain name", m_dom_name},
+		{"fabric name", m_fab_name},
+		{"FI_EP_MSG", m_ep_msg},
+		{"FI_EP_DGRAM", m_ep_dgram},
+		{"tx msg_order", m_tx_order},
+		{"rx comp_order", m_comp_order},
+		{"FI_COMMIT_COMPLETE", m_op_commit},
+		{"tx_ctx_cnt", m_tx_ctx},
+		{"shared tx context", m_stx},
+		{"mr_mode BASIC|LOCAL", m_mr_basic_plus},
+		{"threading", m_threading},
+		{"FI_SHARED_AV", m_shared_av},
+		{"auth_key", m_auth_key},
+	};
+	size_t k;
+	for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct fi_info *h = rf_hints(NULL, FI_EP_UNSPEC), *info = NULL;
+		int ret;
+		CHECK(h);
+		cases[k].f(h);
+		ret = rf_get(h, NULL, NULL, 0, &info);
+		if (ret != -FI_ENODATA || info) {
+			fi_freeinfo(info);
+			FAIL_AT("%s: fi_getinfo returned %d, info %p", cases[k].what, ret, (void *)info);
+		}
+	}
+}
+
+TEST(limits_exactly_met)
+{
+	struct fi_info *first = NULL, *h = rf_hints(NULL, FI_EP_RDM), *info = NULL;
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), NULL, NULL, 0, &first));
+	CHECK(h);
+	h->tx_attr->size = first->tx_attr->size;
+	h->tx_attr->inject_size = first->tx_attr->inject_size;
+	h->tx_attr->iov_limit = first->tx_attr->iov_limit;
+	h->rx_attr->size = first->rx_attr->size;
+	h->ep_attr->max_msg_size = first->ep_attr->max_msg_size;
+	h->domain_attr->cq_data_size = first->domain_attr->cq_data_size;
+	fi_freeinfo(first);
+	CHECK_OK(rf_get(h, NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 2);
+	fi_freeinfo(info);
+}
+
+TEST(domain_name_selects_transport)
+{
+	struct fi_info *info = NULL;
+	CHECK_OK(rf_get(rf_hints("shm", FI_EP_RDM), NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 1);
+	CHECK(!strcmp(dom(info), "shm"));
+	fi_freeinfo(info);
+	CHECK_OK(rf_get(rf_hints("tcp", FI_EP_RDM), NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 1);
+	CHECK(!strcmp(dom(info), "tcp"));
+	fi_freeinfo(info);
+}
+
+TEST(addr_format_selects_transport)
+{
+	struct fi_info *h, *info = NULL;
+	h = rf_hints(NULL, FI_EP_RDM);
+	h->addr_format = FI_ADDR_STR;
+	CHECK_OK(rf_get(h, NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 1);
+	CHECK(!strcmp(dom(info), "shm"));
+	CHECK_EQ(info->addr_format, FI_ADDR_STR);
+	CHECK(is_shm_addr(info->src_addr, info->src_addrlen));
+	fi_freeinfo(info);
+
+	h = rf_hints(NULL, FI_EP_RDM);
+	h->addr_format = FI_SOCKADDR_IN;
+	CHECK_OK(rf_get(h, NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 1);
+	CHECK(!strcmp(dom(info), "tcp"));
+	CHECK_EQ(info->addr_format, FI_SOCKADDR_IN);
+	CHECK(is_sin(info->src_addr, info->src_addrlen, NULL, -1));
+	fi_freeinfo(info);
+
+	h = rf_hints(NULL, FI_EP_RDM);
+	h->addr_format = FI_SOCKADDR_IN6;
+	CHECK_OK(rf_get(h, NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 1);
+	CHECK(!strcmp(dom(info), "tcp"));
+	CHECK_EQ(info->addr_format, FI_SOCKADDR_IN6);
+	CHECK(is_sin6(info->src_addr, info->src_addrlen, "::", 0));
+	fi_freeinfo(info);
+}
+
+TEST(node_service_ipv4)
+{
+	struct fi_info *info = NULL, *tcp;
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), "127.0.0.1", "9228", 0, &info));
+	CHECK_EQ(n_entries(info), 2);
+	CHECK(!strcmp(dom(info), "shm"));
+	CHECK(is_shm_addr(info->dest_addr, info->dest_addrlen));
+	CHECK(is_shm_addr(info->src_addr, info->src_addrlen));
+	tcp = info->next;
+	CHECK(!strcmp(dom(tcp), "tcp"));
+	CHECK_EQ(tcp->addr_format, FI_SOCKADDR_IN);
+	CHECK(is_sin(tcp->dest_addr, tcp->dest_addrlen, "127.0.0.1", 9228));
+	CHECK(is_sin(tcp->src_addr, tcp->src_addrlen, "127.0.0.1", 0));
+	fi_freeinfo(info);
+
+	/* localhost resolves too; FI_NUMERICHOST refuses the name. */
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), "localhost", "9228", 0, &info));
+	CHECK_EQ(n_entries(info), 2);
+	fi_freeinfo(info);
+	CHECK_EQ(rf_get(rf_hints(NULL, FI_EP_RDM), "localhost", "9228", FI_NUMERICHOST, &info), -FI_ENODATA);
+}
+
+TEST(node_service_ipv6)
+{
+	struct fi_info *h = rf_hints(NULL, FI_EP_RDM), *info = NULL;
+	CHECK(h);
+	h->addr_format = FI_SOCKADDR_IN6;
+	CHECK_OK(rf_get(h, "::1", "9228", 0, &info));
+	CHECK_EQ(n_entries(info), 1);
+	CHECK(!strcmp(dom(info), "tcp"));
+	CHECK_EQ(info->addr_format, FI_SOCKADDR_IN6);
+	CHECK(is_sin6(info->dest_addr, info->dest_addrlen, "::1", 9228));
+	CHECK(is_sin6(info->src_addr, info->src_addrlen, "::1", 0));
+	fi_freeinfo(info);
+
+	/* No format asked for: ::1 still works, and is local (shm too). */
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), "::1", "9228", 0, &info));
+	CHECK_EQ(n_entries(info), 2);
+	CHECK_EQ(info->next->addr_format, FI_SOCKADDR_IN6);
+	fi_freeinfo(info);
+
+	/* An IPv4 format cannot carry it. */
+	h = rf_hints(NULL, FI_EP_RDM);
+	h->addr_format = FI_SOCKADDR_IN;
+	CHECK_EQ(rf_get(h, "::1", "9228", 0, &info), -FI_ENODATA);
+}
+
+TEST(fi_source)
+{
+	struct fi_info *info = NULL, *tcp;
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), "127.0.0.1", "9228", FI_SOURCE, &info));
+	CHECK_EQ(n_entries(info), 2);
+	CHECK(is_shm_addr(info->src_addr, info->src_addrlen));
+	CHECK(info->dest_addr == NULL);
+	tcp = info->next;
+	CHECK(is_sin(tcp->src_addr, tcp->src_addrlen, "127.0.0.1", 9228));
+	CHECK(tcp->dest_addr == NULL);
+	fi_freeinfo(info);
+
+	/* Service only: tcp listens on every interface. */
+	CHECK_OK(rf_get(rf_hints("tcp", FI_EP_RDM), NULL, "9228", FI_SOURCE, &info));
+	CHECK(is_sin(info->src_addr, info->src_addrlen, "0.0.0.0", 9228));
+	fi_freeinfo(info);
+
+	/* FI_SOURCE needs a node or a service. */
+	CHECK_EQ(rf_get(rf_hints(NULL, FI_EP_RDM), NULL, NULL, FI_SOURCE, &info), -FI_ENODATA);
+}
+
+/* The fabtests pattern: the server's named source is the client's
+ * destination, for both transports. */
+TEST(server_source_is_client_destination)
+{
+	struct fi_info *srv = NULL, *cli = NULL, *s, *c;
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), "127.0.0.1", "9228", FI_SOURCE, &srv));
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), "127.0.0.1", "9228", 0, &cli));
+	for (s = srv, c = cli; s && c; s = s->next, c = c->next) {
+		CHECK(!strcmp(dom(s), dom(c)));
+		CHECK_EQ(s->src_addrlen, c->dest_addrlen);
+		CHECK(!memcmp(s->src_addr, c->dest_addr, s->src_addrlen));
+	}
+	CHECK(!s && !c);
+	fi_freeinfo(srv);
+	fi_freeinfo(cli);
+
+	/* Different services name different shm endpoints. */
+	CHECK_OK(rf_get(rf_hints("shm", FI_EP_RDM), "127.0.0.1", "9228", 0, &srv));
+	CHECK_OK(rf_get(rf_hints("shm", FI_EP_RDM), "127.0.0.1", "9229", 0, &cli));
+	CHECK(memcmp(srv->dest_addr, cli->dest_addr, SHM_ADDR_LEN));
+	fi_freeinfo(srv);
+	fi_freeinfo(cli);
+}
+
+/* fabtests' client: addresses from one fi_getinfo become the next hints. */
+TEST(hint_addresses_are_used)
+{
+	struct fi_info *src = NULL, *h, *info = NULL;
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), "127.0.0.1", "7000", FI_SOURCE, &src));
+	h = rf_hints(NULL, FI_EP_RDM);
+	h->addr_format = src->addr_format; /* the first entry: shm */
+	h->src_addr = malloc(src->src_addrlen);
+	memcpy(h->src_addr, src->src_addr, src->src_addrlen);
+	h->src_addrlen = src->src_addrlen;
+	CHECK_OK(rf_get(h, "127.0.0.1", "9228", 0, &info));
+	CHECK_EQ(n_entries(info), 1);
+	CHECK(!strcmp(dom(info), "shm"));
+	CHECK_EQ(info->src_addrlen, src->src_addrlen);
+	CHECK(!memcmp(info->src_addr, src->src_addr, src->src_addrlen));
+	CHECK(is_shm_addr(info->dest_addr, info->dest_addrlen));
+	fi_freeinfo(info);
+
+	/* A tcp destination in the hints selects tcp and is copied. */
+	h = rf_hints(NULL, FI_EP_RDM);
+	h->addr_format = FI_SOCKADDR_IN;
+	h->dest_addr = malloc(src->next->src_addrlen);
+	memcpy(h->dest_addr, src->next->src_addr, src->next->src_addrlen);
+	h->dest_addrlen = src->next->src_addrlen;
+	fi_freeinfo(src);
+	CHECK_OK(rf_get(h, NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 1);
+	CHECK(!strcmp(dom(info), "tcp"));
+	CHECK(is_sin(info->dest_addr, info->dest_addrlen, "127.0.0.1", 7000));
+	fi_freeinfo(info);
+}
+
+TEST(remote_node_selects_tcp)
+{
+	struct fi_info *info = NULL;
+	/* TEST-NET-3: never an address of this host. */
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), "203.0.113.5", "9228", 0, &info));
+	CHECK_EQ(n_entries(info), 1);
+	CHECK(!strcmp(dom(info), "tcp"));
+	CHECK(is_sin(info->dest_addr, info->dest_addrlen, "203.0.113.5", 9228));
+	CHECK(info->src_addr != NULL);
+	fi_freeinfo(info);
+	CHECK_EQ(rf_get(rf_hints("shm", FI_EP_RDM), "203.0.113.5", "9228", 0, &info), -FI_ENODATA);
+}
+
+TEST(transport_parameter)
+{
+	struct fi_info *info = NULL;
+	setenv("FI_RUSTFAB_TRANSPORT", "shm", 1);
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 1);
+	CHECK(!strcmp(dom(info), "shm"));
+	fi_freeinfo(info);
+	setenv("FI_RUSTFAB_TRANSPORT", "tcp", 1);
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 1);
+	CHECK(!strcmp(dom(info), "tcp"));
+	fi_freeinfo(info);
+	setenv("FI_RUSTFAB_TRANSPORT", "auto", 1);
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 2);
+	fi_freeinfo(info);
+	unsetenv("FI_RUSTFAB_TRANSPORT");
+}
+
+static int same_str(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+TEST(dupinfo_and_freeinfo)
+{
+	struct fi_info *info = NULL, *i, *d;
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), "127.0.0.1", "9228", 0, &info));
+	for (i = info; i; i = i->next) {
+		d = fi_dupinfo(i);
+		CHECK(d);
+		CHECK(d->next == NULL);
+		CHECK_EQ(d->caps, i->caps);
+		CHECK_EQ(d->mode, i->mode);
+		CHECK_EQ(d->addr_format, i->addr_format);
+		CHECK_EQ(d->src_addrlen, i->src_addrlen);
+		CHECK_EQ(d->dest_addrlen, i->dest_addrlen);
+		CHECK(!memcmp(d->src_addr, i->src_addr, i->src_addrlen));
+		CHECK(!memcmp(d->dest_addr, i->dest_addr, i->dest_addrlen));
+		CHECK(!memcmp(d->tx_attr, i->tx_attr, sizeof(*i->tx_attr)));
+		CHECK(!memcmp(d->rx_attr, i->rx_attr, sizeof(*i->rx_attr)));
+		CHECK(!memcmp(d->ep_attr, i->ep_attr, sizeof(*i->ep_attr)));
+		CHECK(same_str(d->domain_attr->name, i->domain_attr->name));
+		CHECK_EQ(d->domain_attr->mr_mode, i->domain_attr->mr_mode);
+		CHECK(same_str(d->fabric_attr->name, i->fabric_attr->name));
+		CHECK(same_str(d->fabric_attr->prov_name, i->fabric_attr->prov_name));
+		fi_freeinfo(d);
+	}
+	/* Duplicate the whole list by hand and free both. */
+	d = fi_dupinfo(info);
+	CHECK(d);
+	d->next = fi_dupinfo(info->next);
+	CHECK(d->next);
+	fi_freeinfo(d);
+	fi_freeinfo(info);
+}
+
+TEST(results_open_fabric_and_domain)
+{
+	struct fi_info *info = NULL, *i;
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), NULL, NULL, 0, &info));
+	for (i = info; i; i = i->next) {
+		struct fid_fabric *fab = NULL;
+		struct fid_domain *domain = NULL;
+		CHECK_OK(fi_fabric(i->fabric_attr, &fab, NULL));
+		CHECK_EQ(fab->api_version, V);
+		CHECK_OK(fi_domain(fab, i, &domain, NULL));
+		CHECK_OK(fi_close(&domain->fid));
+		CHECK_OK(fi_close(&fab->fid));
+	}
+	fi_freeinfo(info);
+}
+
+TEST(open_mpi_hints)
+{
+	/* Open MPI 4.1 mtl/ofi (MPI.md §2). */
+	struct fi_info *h = rf_hints(NULL, FI_EP_RDM), *info = NULL;
+	CHECK(h);
+	h->caps = FI_TAGGED | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_DIRECTED_RECV;
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	h->tx_attr->op_flags = FI_COMPLETION;
+	h->rx_attr->op_flags = FI_COMPLETION;
+	h->tx_attr->msg_order = FI_ORDER_SAS;
+	h->rx_attr->msg_order = FI_ORDER_SAS;
+	h->domain_attr->threading = FI_THREAD_DOMAIN;
+	h->domain_attr->av_type = FI_AV_MAP;
+	h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+	h->domain_attr->cq_data_size = 4;
+	CHECK_EQ(fi_getinfo(FI_VERSION(1, 5), NULL, NULL, 0, h, &info), 0);
+	fi_freeinfo(h);
+	/* shm is host-local (no FI_REMOTE_COMM): tcp only. */
+	CHECK_EQ(n_entries(info), 1);
+	CHECK(!strcmp(dom(info), "tcp"));
+	CHECK_EQ(info->tx_attr->op_flags, FI_COMPLETION);
+	CHECK_EQ(info->rx_attr->op_flags, FI_COMPLETION);
+	CHECK_EQ(info->domain_attr->threading, FI_THREAD_DOMAIN);
+	CHECK_EQ(info->domain_attr->av_type, FI_AV_MAP);
+	CHECK_EQ(info->domain_attr->mr_mode, 0);
+	CHECK(info->domain_attr->cq_data_size >= 4);
+	CHECK(info->ep_attr->mem_tag_format >> 63);
+	CHECK_EQ(info->fabric_attr->api_version, FI_VERSION(1, 5));
+	fi_freeinfo(info);
+}
+
+TEST(fi_info_verbose_hints)
+{
+	/* What `fi_info -p rustfab -v` passes. */
+	struct fi_info *h = rf_hints(NULL, FI_EP_UNSPEC), *info = NULL, *i;
+	CHECK(h);
+	h->mode = ~0ULL;
+	h->domain_attr->mode = ~0ULL;
+	h->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
+	CHECK_OK(rf_get(h, NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 2);
+	for (i = info; i; i = i->next) {
+		CHECK_EQ(i->domain_attr->mr_mode, 0);
+		CHECK_EQ(i->domain_attr->mode, 0);
+		CHECK_EQ(i->mode & ~FI_BUFFERED_RECV, 0);
+	}
+	fi_freeinfo(info);
+}
+
+TEST(old_api_mr_mode)
+{
+	struct fi_info *h, *info = NULL;
+	/* v1.0-1.4: mr_mode is the old enum, never 0 in the answer. */
+	h = rf_hints(NULL, FI_EP_RDM);
+	CHECK_OK(fi_getinfo(FI_VERSION(1, 4), NULL, NULL, 0, h, &info));
+	CHECK_EQ(info->domain_attr->mr_mode, FI_MR_SCALABLE);
+	CHECK_EQ(info->fabric_attr->api_version, FI_VERSION(1, 4));
+	fi_freeinfo(info);
+	h->domain_attr->mr_mode = FI_MR_BASIC;
+	CHECK_OK(fi_getinfo(FI_VERSION(1, 0), NULL, NULL, 0, h, &info));
+	CHECK_EQ(info->domain_attr->mr_mode, FI_MR_BASIC);
+	fi_freeinfo(info);
+	h->domain_attr->mr_mode = FI_MR_LOCAL; /* not an old-enum value */
+	CHECK_EQ(fi_getinfo(FI_VERSION(1, 4), NULL, NULL, 0, h, &info), -FI_ENODATA);
+	/* 1.17: BASIC asked for is kept. */
+	h->domain_attr->mr_mode = FI_MR_BASIC;
+	CHECK_OK(fi_getinfo(V, NULL, NULL, 0, h, &info));
+	CHECK_EQ(info->domain_attr->mr_mode, FI_MR_BASIC);
+	fi_freeinfo(info);
+	fi_freeinfo(h);
+}
+
+TEST(echoed_values)
+{
+	struct fi_info *h = rf_hints(NULL, FI_EP_RDM), *info = NULL, *i;
+	CHECK(h);
+	h->domain_attr->control_progress = FI_PROGRESS_AUTO;
+	h->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	h->domain_attr->av_type = FI_AV_TABLE;
+	h->domain_attr->threading = FI_THREAD_COMPLETION;
+	h->tx_attr->size = 64;
+	h->tx_attr->inject_size = 32;
+	h->rx_attr->size = 128;
+	h->rx_attr->op_flags = FI_MULTI_RECV;
+	h->mode = FI_BUFFERED_RECV;
+	CHECK_OK(rf_get(h, NULL, NULL, 0, &info));
+	for (i = info; i; i = i->next) {
+		CHECK_EQ(i->domain_attr->control_progress, FI_PROGRESS_AUTO);
+		CHECK_EQ(i->domain_attr->data_progress, FI_PROGRESS_AUTO);
+		CHECK_EQ(i->domain_attr->av_type, FI_AV_TABLE);
+		CHECK_EQ(i->domain_attr->threading, FI_THREAD_COMPLETION);
+		CHECK_EQ(i->tx_attr->size, 64);
+		CHECK_EQ(i->tx_attr->inject_size, 32);
+		CHECK_EQ(i->rx_attr->size, 128);
+		CHECK_EQ(i->rx_attr->op_flags, FI_MULTI_RECV);
+		CHECK_EQ(i->mode, FI_BUFFERED_RECV);
+	}
+	fi_freeinfo(info);
+}
+
+int main(int argc, char **argv)
+{
+	harness_init(argc, argv);
+	unsetenv("FI_RUSTFAB_TRANSPORT");
+	RUN(null_hints_shm_then_tcp);
+	RUN(entries_are_complete);
+	RUN(no_layered_entries);
+	RUN(matching_hints_narrow_caps);
+	RUN(nonmatching_hints_enodata);
+	RUN(limits_exactly_met);
+	RUN(domain_name_selects_transport);
+	RUN(addr_format_selects_transport);
+	RUN(node_service_ipv4);
+	RUN(node_service_ipv6);
+	RUN(fi_source);
+	RUN(server_source_is_client_destination);
+	RUN(hint_addresses_are_used);
+	RUN(remote_node_selects_tcp);
+	RUN(transport_parameter);
+	RUN(dupinfo_and_freeinfo);
+	RUN(results_open_fabric_and_domain);
+	RUN(open_mpi_hints);
+	RUN(fi_info_verbose_hints);
+	RUN(old_api_mr_mode);
+	RUN(echoed_values);
+	return harness_done();
+}
