@@ -98,7 +98,7 @@ pub const TCP_PROTOCOL: u32 = FI_PROV_SPECIFIC | 2;
 pub const PROTOCOL_VERSION: u32 = 1;
 pub const SHM_MAX_MSG_SIZE: usize = 1 << 30;
 pub const TCP_MAX_MSG_SIZE: usize = 1 << 30;
-pub const INJECT_SIZE: usize = 256;
+pub const INJECT_SIZE: usize = 4096;
 /// tx and rx queue depth (`tx_attr->size`, `rx_attr->size`).
 pub const QUEUE_SIZE: usize = 1024;
 pub const IOV_LIMIT: usize = 8;
@@ -185,7 +185,7 @@ pub const REQUIRED_MODE: u64 = 0;
 /// Mode bits rustfab uses when the application allows them. Buffered
 /// receives (`fi_recv_context`) are planned for the data path; set to 0 to
 /// stop offering them.
-pub const OPTIONAL_MODE: u64 = FI_BUFFERED_RECV;
+pub const OPTIONAL_MODE: u64 = 0;
 
 /// `FI_TC_BEST_EFFORT` (`fabric.h`: `FI_TC_LABEL`).
 const FI_TC_BEST_EFFORT: u32 = 0x200;
@@ -1260,7 +1260,7 @@ mod tests {
             assert_eq!((tx.msg_order, tx.comp_order), (FI_ORDER_SAS, FI_ORDER_NONE));
             assert_eq!(
                 (tx.inject_size, tx.size, tx.iov_limit, tx.rma_iov_limit),
-                (256, 1024, 8, 0)
+                (INJECT_SIZE, 1024, 8, 0)
             );
             let rx = i.rx.as_ref().unwrap();
             assert_eq!(rx.caps, RX_CAPS);
@@ -1332,8 +1332,8 @@ mod tests {
         let l = run(&h).unwrap();
         assert_eq!(names(&l), ["shm", "tcp"]);
         for i in &l {
-            assert_eq!(i.mode, FI_BUFFERED_RECV);
-            assert_eq!(i.rx.as_ref().unwrap().mode, FI_BUFFERED_RECV);
+            assert_eq!(i.mode, OPTIONAL_MODE);
+            assert_eq!(i.rx.as_ref().unwrap().mode, OPTIONAL_MODE);
             assert_eq!(i.domain.as_ref().unwrap().mr_mode, 0);
             assert_eq!(i.domain.as_ref().unwrap().mode, 0);
         }
@@ -1459,7 +1459,7 @@ mod tests {
         h.mode = FI_CONTEXT | FI_CONTEXT2;
         assert_eq!(run(&h).unwrap()[0].mode, 0);
         h.mode = FI_CONTEXT | FI_BUFFERED_RECV;
-        assert_eq!(run(&h).unwrap()[0].mode, FI_BUFFERED_RECV);
+        assert_eq!(run(&h).unwrap()[0].mode, OPTIONAL_MODE & FI_BUFFERED_RECV);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::sync::{Arc, OnceLock};
 /// Defaults when the application's info leaves a size at 0.
 pub const DEFAULT_TX_SIZE: usize = 1024;
 pub const DEFAULT_RX_SIZE: usize = 1024;
-pub const DEFAULT_INJECT_SIZE: usize = 4096;
+pub const DEFAULT_INJECT_SIZE: usize = crate::info::INJECT_SIZE;
 pub const DEFAULT_MAX_MSG_SIZE: usize = 1 << 30;
 /// Unexpected-message budget per endpoint (FI_RUSTFAB_UNEXP_BUDGET).
 pub const DEFAULT_UNEXP_BUDGET: usize = 8 << 20;
@@ -133,6 +133,8 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
     };
     let token = match &info.src_addr {
         Some(b) => match Addr::parse(FI_ADDR_STR, b) {
+            // Token 0 is fi_getinfo's wildcard source: pick a fresh one.
+            Ok((Addr::Shm(0), _)) => crate::addr::shm_token_random(),
             Ok((Addr::Shm(t), _)) => t,
             _ => return Err(Error::INVAL),
         },
