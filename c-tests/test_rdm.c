@@ -1,0 +1,635 @@
+/*
+ * RDM messaging through the public API (fi_msg(3), fi_tagged(3), fi_cq(3)):
+ * every send/recv call and flag, over the transport named by RF_TRANSPORT
+ * (shm by default; the Makefile also runs it with RF_TRANSPORT=tcp).
+ */
+#include "rdm_common.h"
+#include <rdma/fi_tagged.h>
+
+static struct end A, B;
+
+static int pair(const struct end_opts *oa, const struct end_opts *ob)
+{
+	int r;
+	if ((r = end_open(&A, oa)) || (r = end_open(&B, ob ? ob : oa)))
+		return r;
+	return ends_connect(&A, &B);
+}
+
+static void unpair(void)
+{
+	end_close(&A);
+	end_close(&B);
+}
+
+static const struct end_opts DEF = {0};
+
+#define SETUP(oa, ob)                            \
+	do {                                     \
+		int _r = pair((oa), (ob));       \
+		if (_r) {                        \
+			unpair();                \
+			FAIL_AT("setup: %s", fi_strerror(-_r)); \
+		}                                \
+	} while (0)
+
+#define EXPECT_COMP(e, other, ent)                                              \
+	do {                                                                    \
+		struct fi_cq_err_entry _err;                                    \
+		memset(&_err, 0, sizeof(_err));                                 \
+		int _w = wait_comp((e), (other), (ent), &_err, NULL, 10);       \
+		if (_w != 1) {                                                  \
+			unpair();                                               \
+			FAIL_AT("no completion (%d, err %d %s)", _w, _err.err, fi_strerror(_err.err)); \
+		}                                                               \
+	} while (0)
+
+TEST(send_recv_basic)
+{
+	char tx[100], rx[100];
+	struct fi_cq_tagged_entry c;
+	SETUP(&DEF, NULL);
+	fill(tx, sizeof tx, 1);
+	memset(rx, 0, sizeof rx);
+	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, (void *)0xb1));
+	CHECK_OK(POST(fi_send(A.ep, tx, sizeof tx, NULL, A.peer, (void *)0xa1), &A, &B));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.op_context == (void *)0xb1);
+	CHECK_EQ(c.len, sizeof tx);
+	CHECK(c.flags & FI_RECV);
+	CHECK(c.flags & FI_MSG);
+	CHECK(c.buf == rx);
+	CHECK(check_fill(rx, sizeof rx, 1));
+	EXPECT_COMP(&A, &B, &c);
+	CHECK(c.op_context == (void *)0xa1);
+	CHECK(c.flags & FI_SEND);
+	unpair();
+}
+
+TEST(unexpected_then_recv)
+{
+	char tx[3000], rx[3000];
+	struct fi_cq_tagged_entry c;
+	SETUP(&DEF, NULL);
+	fill(tx, sizeof tx, 2);
+	CHECK_OK(POST(fi_send(A.ep, tx, sizeof tx, NULL, A.peer, NULL), &A, &B));
+	for (int i = 0; i < 20; i++)
+		poke(&A, &B);
+	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, (void *)0xb2));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.op_context == (void *)0xb2);
+	CHECK_EQ(c.len, sizeof tx);
+	CHECK(check_fill(rx, sizeof rx, 2));
+	unpair();
+}
+
+TEST(sendv_recvv)
+{
+	char a[10], b2[20], c3[30], r1[25], r2[35];
+	struct iovec tiov[3] = {{a, sizeof a}, {b2, sizeof b2}, {c3, sizeof c3}};
+	struct iovec riov[2] = {{r1, sizeof r1}, {r2, sizeof r2}};
+	char all[60], got[60];
+	struct fi_cq_tagged_entry c;
+	SETUP(&DEF, NULL);
+	fill(all, sizeof all, 3);
+	memcpy(a, all, 10);
+	memcpy(b2, all + 10, 20);
+	memcpy(c3, all + 30, 30);
+	CHECK_OK(fi_recvv(B.ep, riov, NULL, 2, FI_ADDR_UNSPEC, (void *)1));
+	CHECK_OK(POST(fi_sendv(A.ep, tiov, NULL, 3, A.peer, (void *)2), &A, &B));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK_EQ(c.len, 60);
+	memcpy(got, r1, 25);
+	memcpy(got + 25, r2, 35);
+	CHECK(memcmp(got, all, 60) == 0);
+	/* iov_limit is enforced */
+	struct iovec many[64];
+	for (int i = 0; i < 64; i++)
+		many[i] = (struct iovec){a, 1};
+	CHECK_EQ(fi_sendv(A.ep, many, NULL, 64, A.peer, NULL), -FI_EINVAL);
+	unpair();
+}
+
+TEST(sendmsg_recvmsg_and_cq_data)
+{
+	char tx[64], rx[64];
+	struct iovec t = {tx, sizeof tx}, r = {rx, sizeof rx};
+	struct fi_msg sm = {0}, rm = {0};
+	struct fi_cq_tagged_entry c;
+	SETUP(&DEF, NULL);
+	fill(tx, sizeof tx, 4);
+	rm.msg_iov = &r;
+	rm.iov_count = 1;
+	rm.addr = FI_ADDR_UNSPEC;
+	rm.context = (void *)0x77;
+	CHECK_OK(fi_recvmsg(B.ep, &rm, FI_COMPLETION));
+	sm.msg_iov = &t;
+	sm.iov_count = 1;
+	sm.addr = A.peer;
+	sm.context = (void *)0x78;
+	sm.data = 0xabcdef;
+	CHECK_OK(POST(fi_sendmsg(A.ep, &sm, FI_COMPLETION | FI_REMOTE_CQ_DATA), &A, &B));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.op_context == (void *)0x77);
+	CHECK(c.flags & FI_REMOTE_CQ_DATA);
+	CHECK_EQ(c.data, 0xabcdef);
+	CHECK(check_fill(rx, sizeof rx, 4));
+	/* senddata */
+	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, NULL));
+	CHECK_OK(POST(fi_senddata(A.ep, tx, 8, NULL, 42, A.peer, NULL), &A, &B));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.flags & FI_REMOTE_CQ_DATA);
+	CHECK_EQ(c.data, 42);
+	CHECK_EQ(c.len, 8);
+	/* Bad flags rejected */
+	CHECK_EQ(fi_sendmsg(A.ep, &sm, 1ULL << 63), -FI_EBADFLAGS);
+	CHECK_EQ(fi_sendmsg(A.ep, NULL, 0), -FI_EINVAL);
+	unpair();
+}
+
+TEST(inject_has_no_completion)
+{
+	char tx[16], rx[16];
+	struct fi_cq_tagged_entry c;
+	SETUP(&DEF, NULL);
+	fill(tx, sizeof tx, 5);
+	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, NULL));
+	CHECK_OK(POST(fi_inject(A.ep, tx, sizeof tx, A.peer), &A, &B));
+	memset(tx, 0, sizeof tx); /* buffer reusable at once */
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(check_fill(rx, sizeof rx, 5));
+	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, NULL));
+	CHECK_OK(POST(fi_injectdata(A.ep, tx, 4, 99, A.peer), &A, &B));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK_EQ(c.data, 99);
+	/* no send completion at all */
+	CHECK_EQ(wait_comp(&A, &B, &c, NULL, NULL, 0.2), 0);
+	/* above inject_size: -FI_EMSGSIZE */
+	size_t big = A.info->tx_attr->inject_size + 1;
+	char *bb = calloc(1, big);
+	CHECK_EQ(fi_inject(A.ep, bb, big, A.peer), -FI_EMSGSIZE);
+	free(bb);
+	unpair();
+}
+
+TEST(zero_length)
+{
+	struct fi_cq_tagged_entry c;
+	SETUP(&DEF, NULL);
+	CHECK_OK(fi_recv(B.ep, NULL, 0, NULL, FI_ADDR_UNSPEC, (void *)5));
+	CHECK_OK(POST(fi_send(A.ep, NULL, 0, NULL, A.peer, (void *)6), &A, &B));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.op_context == (void *)5);
+	CHECK_EQ(c.len, 0);
+	EXPECT_COMP(&A, &B, &c);
+	CHECK(c.op_context == (void *)6);
+	unpair();
+}
+
+TEST(truncation_reports_olen_and_next_intact)
+{
+	static char tx[200000], rx[200000];
+	struct fi_cq_tagged_entry c;
+	struct fi_cq_err_entry err;
+	size_t sizes[] = {100, 8192, 131072};
+	SETUP(&DEF, NULL);
+	for (unsigned k = 0; k < 3; k++) {
+		size_t n = sizes[k];
+		fill(tx, n, 10 + k);
+		memset(&err, 0, sizeof err);
+		CHECK_OK(fi_recv(B.ep, rx, n / 2, NULL, FI_ADDR_UNSPEC, (void *)0x51));
+		CHECK_OK(POST(fi_send(A.ep, tx, n, NULL, A.peer, NULL), &A, &B));
+		CHECK_EQ(wait_comp(&B, &A, &c, &err, NULL, 10), -FI_EAVAIL);
+		CHECK_EQ(err.err, FI_ETRUNC);
+		CHECK(err.op_context == (void *)0x51);
+		CHECK_EQ(err.len, n / 2);
+		CHECK_EQ(err.olen, n - n / 2);
+		CHECK(check_fill(rx, n / 2, 10 + k));
+		/* the send itself succeeds */
+		EXPECT_COMP(&A, &B, &c);
+		/* next message intact */
+		fill(tx, n, 20 + k);
+		CHECK_OK(fi_recv(B.ep, rx, n, NULL, FI_ADDR_UNSPEC, (void *)0x52));
+		CHECK_OK(POST(fi_send(A.ep, tx, n, NULL, A.peer, NULL), &A, &B));
+		EXPECT_COMP(&B, &A, &c);
+		CHECK(c.op_context == (void *)0x52);
+		CHECK_EQ(c.len, n);
+		CHECK(check_fill(rx, n, 20 + k));
+		EXPECT_COMP(&A, &B, &c);
+	}
+	unpair();
+}
+
+static void large_transfer(size_t n)
+{
+	char *tx = malloc(n), *rx = malloc(n);
+	struct fi_cq_tagged_entry c;
+	CHECK(tx && rx);
+	fill(tx, n, 7);
+	memset(rx, 0, n);
+	CHECK_OK(fi_trecv(B.ep, rx, n, NULL, FI_ADDR_UNSPEC, 9, 0, (void *)0x99));
+	CHECK_OK(POST(fi_tsend(A.ep, tx, n, NULL, A.peer, 9, (void *)0x98), &A, &B));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK_EQ(c.len, n);
+	CHECK_EQ(c.tag, 9);
+	CHECK(check_fill(rx, n, 7));
+	EXPECT_COMP(&A, &B, &c);
+	CHECK(c.op_context == (void *)0x98);
+	/* unexpected large message */
+	fill(tx, n, 8);
+	CHECK_OK(POST(fi_tsend(A.ep, tx, n, NULL, A.peer, 10, NULL), &A, &B));
+	for (int i = 0; i < 10; i++)
+		poke(&A, &B);
+	CHECK_OK(fi_trecv(B.ep, rx, n, NULL, FI_ADDR_UNSPEC, 10, 0, NULL));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(check_fill(rx, n, 8));
+	EXPECT_COMP(&A, &B, &c);
+	free(tx);
+	free(rx);
+}
+
+TEST(large_messages)
+{
+	SETUP(&DEF, NULL);
+	large_transfer(1 << 20);
+	large_transfer((16 << 20) + 3);
+	unpair();
+}
+
+TEST(large_messages_without_cma)
+{
+	setenv("FI_RUSTFAB_SHM_CMA", "0", 1);
+	SETUP(&DEF, NULL);
+	unsetenv("FI_RUSTFAB_SHM_CMA");
+	large_transfer(1 << 20);
+	large_transfer((4 << 20) + 5);
+	unpair();
+}
+
+TEST(tagged_matching_and_ignore)
+{
+	uint64_t v[4] = {0}, one;
+	struct fi_cq_tagged_entry c;
+	SETUP(&DEF, NULL);
+	CHECK_OK(fi_trecv(B.ep, &v[0], 8, NULL, FI_ADDR_UNSPEC, 0x100, 0xff, (void *)0));
+	CHECK_OK(fi_trecv(B.ep, &v[1], 8, NULL, FI_ADDR_UNSPEC, 0x200, 0, (void *)1));
+	one = 2;
+	CHECK_OK(POST(fi_tsend(A.ep, &one, 8, NULL, A.peer, 0x200, NULL), &A, &B));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.op_context == (void *)1);
+	CHECK_EQ(c.tag, 0x200);
+	CHECK(c.flags & FI_TAGGED);
+	one = 1;
+	CHECK_OK(POST(fi_tsend(A.ep, &one, 8, NULL, A.peer, 0x1ab, NULL), &A, &B));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.op_context == (void *)0);
+	CHECK_EQ(c.tag, 0x1ab); /* the sender's full tag */
+	CHECK_EQ(v[0], 1);
+	/* bit 63 is usable */
+	CHECK_OK(fi_trecv(B.ep, &v[2], 8, NULL, FI_ADDR_UNSPEC, 1ULL << 63, 0, (void *)2));
+	CHECK_OK(POST(fi_tsend(A.ep, &one, 8, NULL, A.peer, 1ULL << 63, NULL), &A, &B));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.op_context == (void *)2);
+	CHECK_EQ(c.tag, 1ULL << 63);
+	unpair();
+}
+
+TEST(send_after_send_ordering)
+{
+	uint32_t rx[64], v;
+	struct fi_cq_tagged_entry c;
+	SETUP(&DEF, NULL);
+	for (uint32_t i = 0; i < 64; i++) {
+		v = i;
+		CHECK_OK(POST(fi_tsend(A.ep, &v, 4, NULL, A.peer, 7, NULL), &A, &B));
+	}
+	for (uint32_t i = 0; i < 64; i++)
+		CHECK_OK(fi_trecv(B.ep, &rx[i], 4, NULL, FI_ADDR_UNSPEC, 7, 0, (void *)(uintptr_t)i));
+	for (uint32_t i = 0; i < 64; i++) {
+		EXPECT_COMP(&B, &A, &c);
+		CHECK_EQ((uintptr_t)c.op_context, i);
+		CHECK_EQ(rx[i], i);
+	}
+	unpair();
+}
+
+TEST(directed_receive)
+{
+	struct end C;
+	uint64_t x = 0, y = 0, v;
+	fi_addr_t c_in_b, b_in_c;
+	struct fi_cq_tagged_entry c;
+	struct end_opts o = {.caps = FI_MSG | FI_TAGGED | FI_DIRECTED_RECV};
+	SETUP(&o, NULL);
+	CHECK_OK(end_open(&C, &o));
+	CHECK_EQ(fi_av_insert(B.av, C.addr, 1, &c_in_b, 0, NULL), 1);
+	CHECK_EQ(fi_av_insert(C.av, B.addr, 1, &b_in_c, 0, NULL), 1);
+	/* B only accepts from C */
+	CHECK_OK(fi_trecv(B.ep, &x, 8, NULL, c_in_b, 1, 0, (void *)0xc));
+	v = 111;
+	CHECK_OK(POST(fi_tsend(A.ep, &v, 8, NULL, A.peer, 1, NULL), &A, &B));
+	for (int i = 0; i < 20; i++)
+		poke(&A, &B);
+	CHECK_EQ(wait_comp(&B, &A, &c, NULL, NULL, 0.2), 0); /* A's message is unexpected */
+	v = 222;
+	CHECK_OK(POST(fi_tsend(C.ep, &v, 8, NULL, b_in_c, 1, NULL), &C, &B));
+	EXPECT_COMP(&B, &C, &c);
+	CHECK(c.op_context == (void *)0xc);
+	CHECK_EQ(x, 222);
+	/* FI_ADDR_UNSPEC takes A's queued message */
+	CHECK_OK(fi_trecv(B.ep, &y, 8, NULL, FI_ADDR_UNSPEC, 1, 0, (void *)0xa));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK_EQ(y, 111);
+	end_close(&C);
+	unpair();
+}
+
+TEST(multi_recv)
+{
+	static char buf[4096];
+	char tx[1000];
+	struct fi_msg m = {0};
+	struct iovec io = {buf, sizeof buf};
+	struct fi_cq_tagged_entry c;
+	size_t min = 1024, len = sizeof min;
+	struct end_opts o = {.caps = FI_MSG | FI_MULTI_RECV};
+	SETUP(&o, NULL);
+	CHECK_OK(fi_setopt(&B.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof min));
+	min = 0;
+	CHECK_OK(fi_getopt(&B.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, &len));
+	CHECK_EQ(min, 1024);
+	m.msg_iov = &io;
+	m.iov_count = 1;
+	m.addr = FI_ADDR_UNSPEC;
+	m.context = (void *)0x3;
+	CHECK_OK(fi_recvmsg(B.ep, &m, FI_MULTI_RECV | FI_COMPLETION));
+	for (int i = 0; i < 4; i++) {
+		fill(tx, sizeof tx, 30 + i);
+		CHECK_OK(POST(fi_send(A.ep, tx, sizeof tx, NULL, A.peer, NULL), &A, &B));
+	}
+	int released = 0;
+	size_t off = 0;
+	for (int i = 0; i < 3; i++) {
+		EXPECT_COMP(&B, &A, &c);
+		CHECK(c.op_context == (void *)0x3);
+		CHECK_EQ(c.len, 1000);
+		CHECK(c.buf == buf + off);
+		CHECK(check_fill(c.buf, 1000, 30 + i));
+		off += 1000;
+		if (c.flags & FI_MULTI_RECV)
+			released = i + 1;
+	}
+	/* 3000 used, 1096 left >= 1024: still posted; 4th message does not fit */
+	CHECK_EQ(released, 0);
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.flags & FI_MULTI_RECV); /* buffer released */
+	/* The 4th message stays queued for the next receive. */
+	char rx[1000];
+	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, (void *)0x4));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.op_context == (void *)0x4);
+	CHECK(check_fill(rx, 1000, 33));
+	unpair();
+}
+
+TEST(cancel_gives_ecanceled)
+{
+	char rx[8];
+	struct fi_cq_tagged_entry c;
+	struct fi_cq_err_entry err = {0};
+	SETUP(&DEF, NULL);
+	CHECK_OK(fi_trecv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, 5, 0, (void *)0xcc));
+	CHECK_OK(fi_cancel(&B.ep->fid, (void *)0xcc));
+	CHECK_EQ(wait_comp(&B, &A, &c, &err, NULL, 5), -FI_EAVAIL);
+	CHECK_EQ(err.err, FI_ECANCELED);
+	CHECK(err.op_context == (void *)0xcc);
+	CHECK_EQ(fi_cancel(&B.ep->fid, (void *)0xcc), -FI_ENOENT);
+	/* exactly one completion */
+	CHECK_EQ(wait_comp(&B, &A, &c, &err, NULL, 0.2), 0);
+	unpair();
+}
+
+TEST(selective_completion)
+{
+	char tx[8] = "abcdefg", rx[8];
+	struct fi_cq_tagged_entry c;
+	struct fi_msg m = {0};
+	struct iovec io = {tx, sizeof tx};
+	struct end_opts o = {.selective = 1};
+	SETUP(&o, NULL);
+	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, (void *)1));
+	CHECK_OK(POST(fi_send(A.ep, tx, sizeof tx, NULL, A.peer, (void *)2), &A, &B));
+	for (int i = 0; i < 20; i++)
+		poke(&A, &B);
+	CHECK_EQ(A.nstash + B.nstash, 0); /* neither side asked for completions */
+	CHECK(memcmp(rx, tx, 8) == 0);
+	m.msg_iov = &io;
+	m.iov_count = 1;
+	m.addr = A.peer;
+	m.context = (void *)3;
+	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, (void *)4));
+	CHECK_OK(POST(fi_sendmsg(A.ep, &m, FI_COMPLETION), &A, &B));
+	EXPECT_COMP(&A, &B, &c);
+	CHECK(c.op_context == (void *)3);
+	CHECK_EQ(wait_comp(&B, &A, &c, NULL, NULL, 0.2), 0);
+	unpair();
+}
+
+TEST(delivery_complete)
+{
+	static char tx[50000], rx[50000];
+	struct fi_cq_tagged_entry c;
+	struct end_opts o = {.tx_op_flags = FI_DELIVERY_COMPLETE};
+	SETUP(&o, NULL);
+	CHECK(A.info->tx_attr->op_flags & FI_DELIVERY_COMPLETE);
+	fill(tx, 100, 40);
+	CHECK_OK(POST(fi_send(A.ep, tx, 100, NULL, A.peer, (void *)0xd), &A, &B));
+	/* Not delivered yet (no receive posted): no send completion. */
+	for (int i = 0; i < 20; i++)
+		poke(&A, NULL);
+	CHECK_EQ(A.nstash, 0);
+	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, NULL));
+	EXPECT_COMP(&B, &A, &c);
+	EXPECT_COMP(&A, &B, &c);
+	CHECK(c.op_context == (void *)0xd);
+	unpair();
+}
+
+TEST(source_address_and_source_err)
+{
+	char rx[8], tx[8] = "1234567";
+	struct fi_cq_tagged_entry c;
+	struct fi_cq_err_entry err;
+	fi_addr_t src = 12345;
+	char ed[128];
+	struct end_opts o = {.caps = FI_MSG | FI_TAGGED | FI_SOURCE};
+	struct end_opts oe = {.caps = FI_MSG | FI_TAGGED | FI_SOURCE | FI_SOURCE_ERR};
+	SETUP(&o, NULL);
+	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, NULL));
+	CHECK_OK(POST(fi_send(A.ep, tx, 8, NULL, A.peer, NULL), &A, &B));
+	CHECK_EQ(wait_comp(&B, &A, &c, NULL, &src, 10), 1);
+	CHECK_EQ(src, B.peer); /* A as B's AV knows it */
+	unpair();
+
+	/* Sender not in the receiver's AV: FI_ADDR_NOTAVAIL with FI_SOURCE. */
+	CHECK_OK(end_open(&A, &o));
+	CHECK_OK(end_open(&B, &o));
+	CHECK_EQ(fi_av_insert(A.av, B.addr, 1, &A.peer, 0, NULL), 1);
+	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, NULL));
+	CHECK_OK(POST(fi_send(A.ep, tx, 8, NULL, A.peer, NULL), &A, &B));
+	CHECK_EQ(wait_comp(&B, &A, &c, NULL, &src, 10), 1);
+	CHECK_EQ(src, FI_ADDR_NOTAVAIL);
+	unpair();
+
+	/* With FI_SOURCE_ERR: an error entry carrying the raw address. */
+	CHECK_OK(end_open(&A, &oe));
+	CHECK_OK(end_open(&B, &oe));
+	CHECK_EQ(fi_av_insert(A.av, B.addr, 1, &A.peer, 0, NULL), 1);
+	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, (void *)0xe));
+	CHECK_OK(POST(fi_send(A.ep, tx, 8, NULL, A.peer, NULL), &A, &B));
+	memset(&err, 0, sizeof err);
+	err.err_data = ed;
+	err.err_data_size = sizeof ed;
+	CHECK_EQ(wait_comp(&B, &A, &c, &err, NULL, 10), -FI_EAVAIL);
+	CHECK_EQ(err.err, FI_EADDRNOTAVAIL);
+	CHECK(err.op_context == (void *)0xe);
+	CHECK_EQ(err.len, 8);
+	CHECK(memcmp(rx, tx, 8) == 0);
+	CHECK_EQ(err.err_data_size, A.addrlen);
+	CHECK(memcmp(ed, A.addr, A.addrlen) == 0);
+	/* The address from err_data is insertable and can be replied to. */
+	fi_addr_t back;
+	CHECK_EQ(fi_av_insert(B.av, ed, 1, &back, 0, NULL), 1);
+	CHECK_OK(fi_recv(A.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, (void *)0xf));
+	CHECK_OK(POST(fi_send(B.ep, tx, 8, NULL, back, NULL), &B, &A));
+	EXPECT_COMP(&A, &B, &c);
+	unpair();
+}
+
+TEST(peek_claim_discard)
+{
+	uint64_t v = 5, r = 0;
+	struct fi_msg_tagged m = {0};
+	struct iovec io = {&r, 8};
+	struct fi_context2 ctx;
+	struct fi_cq_tagged_entry c;
+	struct fi_cq_err_entry err = {0};
+	SETUP(&DEF, NULL);
+	/* no message: FI_ENOMSG error completion */
+	m.addr = FI_ADDR_UNSPEC;
+	m.tag = 77;
+	m.context = &ctx;
+	CHECK_OK(fi_trecvmsg(B.ep, &m, FI_PEEK | FI_COMPLETION));
+	CHECK_EQ(wait_comp(&B, &A, &c, &err, NULL, 5), -FI_EAVAIL);
+	CHECK_EQ(err.err, FI_ENOMSG);
+	/* message present: peek reports length and tag, message stays */
+	CHECK_OK(POST(fi_tsend(A.ep, &v, 8, NULL, A.peer, 77, NULL), &A, &B));
+	int found = 0;
+	for (int i = 0; i < 200 && !found; i++) {
+		poke(&A, NULL);
+		CHECK_OK(fi_trecvmsg(B.ep, &m, FI_PEEK | FI_COMPLETION));
+		int w = wait_comp(&B, &A, &c, &err, NULL, 5);
+		found = w == 1;
+		CHECK(w == 1 || (w == -FI_EAVAIL && err.err == FI_ENOMSG));
+	}
+	CHECK(found);
+	CHECK_EQ(c.len, 8);
+	CHECK_EQ(c.tag, 77);
+	/* peek + claim, then claim-receive with the same context */
+	CHECK_OK(fi_trecvmsg(B.ep, &m, FI_PEEK | FI_CLAIM | FI_COMPLETION));
+	EXPECT_COMP(&B, &A, &c);
+	/* a plain receive no longer sees the claimed message */
+	m.msg_iov = &io;
+	m.iov_count = 1;
+	CHECK_OK(fi_trecvmsg(B.ep, &m, FI_CLAIM | FI_COMPLETION));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.op_context == &ctx);
+	CHECK_EQ(r, 5);
+	CHECK(c.flags & FI_CLAIM);
+	/* peek + discard drops the message */
+	CHECK_OK(POST(fi_tsend(A.ep, &v, 8, NULL, A.peer, 78, NULL), &A, &B));
+	for (int i = 0; i < 20; i++)
+		poke(&A, NULL);
+	m.msg_iov = NULL;
+	m.iov_count = 0;
+	m.tag = 78;
+	CHECK_OK(fi_trecvmsg(B.ep, &m, FI_PEEK | FI_DISCARD | FI_COMPLETION));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK_OK(fi_trecvmsg(B.ep, &m, FI_PEEK | FI_COMPLETION));
+	CHECK_EQ(wait_comp(&B, &A, &c, &err, NULL, 5), -FI_EAVAIL);
+	CHECK_EQ(err.err, FI_ENOMSG);
+	unpair();
+}
+
+TEST(unexpected_flood_backpressure)
+{
+	/* More unexpected data than the receiver's budget: the sender is held
+	 * back with -FI_EAGAIN, nothing is lost, and all arrives in order once
+	 * receives are posted. */
+	setenv("FI_RUSTFAB_UNEXP_BUDGET", "65536", 1);
+	SETUP(&DEF, NULL);
+	unsetenv("FI_RUSTFAB_UNEXP_BUDGET");
+	enum { N = 400, SZ = 4000 };
+	static char tx[SZ], rx[SZ];
+	int sent = 0, eagain = 0;
+	double deadline = now_sec() + 5;
+	while (sent < N && now_sec() < deadline) {
+		fill(tx, SZ, sent);
+		ssize_t r = fi_send(A.ep, tx, SZ, NULL, A.peer, NULL);
+		if (r == -FI_EAGAIN) {
+			eagain++;
+			poke(&A, &B);
+			if (eagain > 1000)
+				break;
+			continue;
+		}
+		CHECK_OK(r);
+		sent++;
+	}
+	CHECK(eagain > 0);
+	CHECK(sent < N);
+	struct fi_cq_tagged_entry c;
+	int got = 0;
+	while (got < N) {
+		CHECK_OK(fi_recv(B.ep, rx, SZ, NULL, FI_ADDR_UNSPEC, NULL));
+		while (sent < N) {
+			fill(tx, SZ, sent);
+			ssize_t r = fi_send(A.ep, tx, SZ, NULL, A.peer, NULL);
+			if (r == -FI_EAGAIN)
+				break;
+			CHECK_OK(r);
+			sent++;
+		}
+		EXPECT_COMP(&B, &A, &c);
+		CHECK(check_fill(rx, SZ, got));
+		got++;
+	}
+	unpair();
+}
+
+int main(int argc, char **argv)
+{
+	harness_init(argc, argv);
+	printf("# transport: %s\n", rf_transport());
+	RUN(send_recv_basic);
+	RUN(unexpected_then_recv);
+	RUN(sendv_recvv);
+	RUN(sendmsg_recvmsg_and_cq_data);
+	RUN(inject_has_no_completion);
+	RUN(zero_length);
+	RUN(truncation_reports_olen_and_next_intact);
+	RUN(large_messages);
+	if (!strcmp(rf_transport(), "shm"))
+		RUN(large_messages_without_cma);
+	RUN(tagged_matching_and_ignore);
+	RUN(send_after_send_ordering);
+	RUN(directed_receive);
+	RUN(multi_recv);
+	RUN(cancel_gives_ecanceled);
+	RUN(selective_completion);
+	RUN(delivery_complete);
+	RUN(source_address_and_source_err);
+	RUN(peek_claim_discard);
+	RUN(unexpected_flood_backpressure);
+	return harness_done();
+}
