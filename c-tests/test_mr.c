@@ -257,6 +257,11 @@ TEST(mr_raw_keys)
 	CHECK_EQ(size, 8);
 	CHECK_EQ(base, 0); /* 0-based offsets without FI_MR_VIRT_ADDR */
 	CHECK_EQ(fi_mr_raw_attr(mr, &base, raw, &size, 1), -FI_EBADFLAGS);
+	size = 0; /* size query */
+	CHECK_EQ(fi_mr_raw_attr(mr, &base, NULL, &size, 0), -FI_ETOOSMALL);
+	CHECK_EQ(size, 8);
+	CHECK_EQ(fi_mr_raw_attr(mr, &base, NULL, &size, 0), -FI_EINVAL);
+	CHECK_EQ(fi_mr_raw_attr(mr, &base, raw, NULL, 0), -FI_EINVAL);
 	CHECK_OK(fi_mr_map_raw(dom, base, raw, 8, &key, 0));
 	CHECK_EQ(key, fi_mr_key(mr));
 	CHECK_OK(fi_mr_unmap_key(dom, key));

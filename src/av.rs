@@ -1112,7 +1112,10 @@ unsafe extern "C" fn av_lookup(av: *mut fid_av, fi_addr: fi_addr_t, addr: *mut c
             let format = o.core.state.format;
             let stored = format.encode(&a);
             let out = lookup_bytes(&stored, format == AvFormat::Str, cap);
-            core::ptr::copy_nonoverlapping(out.as_ptr(), addr as *mut u8, out.len());
+            if !out.is_empty() {
+                // `addr` is non-NULL here (cap > 0) and holds `cap` ≥ out.len() bytes.
+                core::ptr::copy_nonoverlapping(out.as_ptr(), addr as *mut u8, out.len());
+            }
             // "On output, addrlen is set to the size of the buffer needed".
             addrlen.write(stored.len());
             Ok(0)

@@ -661,8 +661,13 @@ unsafe fn get_raw(mr: &Mr, a: *mut fi_mr_raw_attr) -> Result<c_int> {
         let cap = *a.key_size;
         a.key_size.write(MR_KEY_SIZE);
         a.base_addr.write(mr.region.base_addr());
-        if cap < MR_KEY_SIZE || a.raw_key.is_null() {
+        if cap < MR_KEY_SIZE {
+            // "If the actual key is larger than what can fit into the
+            // buffer, it will return -FI_ETOOSMALL."
             return Err(Error::TOOSMALL);
+        }
+        if a.raw_key.is_null() {
+            return Err(Error::INVAL);
         }
         core::ptr::copy_nonoverlapping(mr.key.to_le_bytes().as_ptr(), a.raw_key, MR_KEY_SIZE);
     }
