@@ -448,6 +448,8 @@ unsafe fn register(d: &Obj<Domain>, req: RegRequest, out: *mut *mut fid_mr) -> R
             // SAFETY: `p` came from Obj::create above and the failed call
             // means the application must not use it.
             if let Ok(o) = unsafe { Obj::<Mr>::from_ptr(p as *const c_void) } {
+                // SAFETY: nothing else uses the object: the failed call
+                // tells the application `*mr` is not valid.
                 unsafe { Obj::destroy(o) };
             }
             return Err(e);
