@@ -77,7 +77,7 @@ static DOMAIN_FI_OPS: fi_ops = fi_ops {
     size: core::mem::size_of::<fi_ops>(),
     close: Some(domain_close),
     bind: Some(domain_bind),
-    control: Some(noops::no_control),
+    control: Some(domain_control),
     ops_open: Some(noops::no_ops_open),
     tostr: Some(noops::no_tostr),
     ops_set: Some(noops::no_ops_set),
@@ -187,6 +187,17 @@ unsafe extern "C" fn domain_close(f: *mut fid) -> c_int {
     }
 }
 
+/// `fi_control` on a domain: the raw MR key commands (`fi_mr_map_raw`,
+/// `fi_mr_unmap_key`) are handled by `mr`; others are -FI_ENOSYS.
+unsafe extern "C" fn domain_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
+    // SAFETY: arguments come from the application through fi_control().
+    unsafe {
+        ffi::call_obj::<Domain, c_int>("domain control", f as *const c_void, |o| {
+            crate::mr::domain_control(o, command, arg)
+        })
+    }
+}
+
 /// `fi_domain_bind`: an EQ for asynchronous events (`FI_REG_MR`: memory
 /// registrations report `FI_MR_COMPLETE` there).
 unsafe extern "C" fn domain_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
@@ -216,8 +227,13 @@ unsafe extern "C" fn domain_av_open(
     // SAFETY: arguments come from the application through fi_av_open().
     unsafe {
         ffi::call_obj::<Domain, c_int>("fi_av_open", d as *const c_void, |o| {
-            let attr = ffi::read_in(attr)?;
-            let p = crate::av::open(o, attr, ctx)?;
+            if av.is_null() {
+                return Err(Error::INVAL);
+            }
+            let p = crate::av::open(o, ffi::read_in(attr)?, ctx)?;
+            // fi_av(3): with FI_AV_UNSPEC "The AV type used will be returned
+            // through the type field in fi_av_attr."
+            (*attr).r#type = crate::av::effective_type((*attr).r#type);
             ffi::write_out(av, p)?;
             Ok(0)
         })
