@@ -140,7 +140,13 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
         },
         None => crate::addr::shm_token_random(),
     };
-    let inner = rdm::Inner::new(token, cfg)?;
+    let limits = crate::transport::proto::Limits {
+        max_payload: crate::transport::shm::EAGER_MAX,
+        max_msg: cfg.max_msg_size,
+        max_iov: IOV_MAX,
+    };
+    let port = crate::transport::shm::ShmPort::new(token, limits, cfg.cma)?;
+    let inner = rdm::Inner::new(Box::new(port), cfg);
     let wait_fd = inner.wait_fd();
     let addr = inner.addr();
     let core = Arc::new(Ep {

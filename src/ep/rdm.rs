@@ -36,8 +36,8 @@ use crate::cntr::Cntr;
 use crate::cq::{Cq, CqEntry, CqErrEntry};
 use crate::error::{Error, Result};
 use crate::ffi::Held;
-use crate::transport::proto::{flag, op, Limits, WireHdr, IOV_ENTRY};
-use crate::transport::shm::{self, Disposition, InRecord, Payload, PeerEvent, ShmPort, EAGER_MAX};
+use crate::transport::proto::{flag, op, WireHdr, IOV_ENTRY};
+use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
 use core::ffi::c_void;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -99,6 +99,8 @@ pub struct RecvArgs {
 }
 
 enum TxState {
+    /// Queued in the transport; then done, or waiting for an ACK (`ack`).
+    WaitSent { ack: bool },
     /// Waiting for the receiver's ACK.
     WaitAck,
     /// Streaming DATA records for receiver handle `handle`.
@@ -130,8 +132,32 @@ struct RxStream {
     last_check: Instant,
 }
 
+/// A payload being placed into a matched receive (two-phase delivery).
+struct Inflight {
+    recv: PostedRecv,
+    src: Addr,
+    hdr: WireHdr,
+    buf: usize,
+    take: usize,
+    extra_flags: u64,
+}
+
+/// A matched rendezvous message whose data is still to be fetched.
+struct PendingPull {
+    recv: PostedRecv,
+    dst: IovList,
+    src: Addr,
+    src_pid: i32,
+    hdr: WireHdr,
+    rts: RtsInfo,
+    extra_flags: u64,
+}
+
 struct State {
     cfg: EpConfig,
+    eager_limit: usize,
+    inflight: HashMap<u32, Inflight>,
+    pulls: Vec<PendingPull>,
     m: Matching,
     tx: HashMap<u64, TxOp>,
     rx: HashMap<u32, RxStream>,
@@ -144,7 +170,7 @@ struct State {
 }
 
 pub struct Inner {
-    port: ShmPort,
+    port: Box<dyn Port>,
     st: State,
 }
 
@@ -155,18 +181,16 @@ pub const PEER_FAILED: Error = Error::CONNRESET;
 const STREAM_LIVENESS: Duration = Duration::from_millis(100);
 
 impl Inner {
-    pub fn new(token: u64, cfg: EpConfig) -> Result<Inner> {
-        let limits = Limits {
-            max_payload: EAGER_MAX,
-            max_msg: cfg.max_msg_size,
-            max_iov: super::matching::IOV_MAX,
-        };
-        let port = ShmPort::new(token, limits, cfg.cma)?;
-        Ok(Inner {
+    pub fn new(port: Box<dyn Port>, cfg: EpConfig) -> Inner {
+        let eager_limit = port.eager_limit();
+        Inner {
             port,
             st: State {
                 m: Matching::new(cfg.unexp_budget),
                 cfg,
+                eager_limit,
+                inflight: HashMap::new(),
+                pulls: Vec::new(),
                 tx: HashMap::new(),
                 rx: HashMap::new(),
                 next_id: 1,
@@ -174,7 +198,7 @@ impl Inner {
                 outbox: Vec::new(),
                 no_cma: Default::default(),
             },
-        })
+        }
     }
 
     pub fn addr(&self) -> Addr {
@@ -206,17 +230,16 @@ impl Inner {
     }
 
     pub fn rx_posted(&self) -> usize {
-        self.st.m.posted_count() + self.st.rx.len()
+        self.st.m.posted_count() + self.st.rx.len() + self.st.inflight.len() + self.st.pulls.len()
     }
 
-    /// One progress pass: consume inbound records, send what they produced,
-    /// stream pending rendezvous data, notice dead peers.
+    /// One progress pass: consume inbound records, fetch matched rendezvous
+    /// data, send what that produced, stream pending rendezvous data, notice
+    /// dead peers.
     pub fn progress(&mut self, b: &Binds) {
         let (port, st) = (&mut self.port, &mut self.st);
-        port.poll(&mut |rec| st.handle(b, rec));
-        st.flush_outbox(port);
-        st.pump(port, b);
-        st.watch_peers(port, b);
+        port.poll(&mut Dlv { st, b });
+        st.after_poll(port.as_mut(), b);
     }
 
     pub fn send(&mut self, b: &Binds, a: SendArgs) -> Result<()> {
@@ -240,7 +263,6 @@ impl Inner {
         let want_completion = !a.inject_call && (!b.tx_selective || a.flags & FI_COMPLETION != 0);
         let delivery = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 && !a.inject_call;
         let id = self.st.next_id;
-        self.st.next_id += 1;
         let mut h = WireHdr::new(op::MSG);
         h.tag = a.tag;
         h.data = a.data;
@@ -252,7 +274,7 @@ impl Inner {
         if a.flags & FI_REMOTE_CQ_DATA != 0 {
             h.flags |= flag::REMOTE_CQ_DATA;
         }
-        let op = TxOp {
+        let mut op = TxOp {
             peer,
             context: a.context,
             flags: a.flags,
@@ -262,15 +284,21 @@ impl Inner {
             state: TxState::WaitAck,
             want_completion,
         };
-        if len <= EAGER_MAX || inject {
+        if len <= self.st.eager_limit || inject {
             if delivery {
                 h.flags |= flag::ACK_REQ;
             }
-            self.send_record_retry(b, &peer, &h, Payload::Iov(&a.iov, 0, len))?;
-            if delivery {
-                self.st.tx.insert(id, op);
-            } else {
-                self.st.finish_tx(b, op, Ok(()));
+            let sent = self.send_retry(b, &peer, &h, Payload::Iov(&a.iov, 0, len), inject)?;
+            self.st.next_id += 1;
+            match (sent, delivery) {
+                (Sent::Done, false) => self.st.finish_tx(b, op, Ok(())),
+                (Sent::Done, true) => {
+                    self.st.tx.insert(id, op);
+                }
+                (Sent::Queued, ack) => {
+                    op.state = TxState::WaitSent { ack };
+                    self.st.tx.insert(id, op);
+                }
             }
         } else {
             h.op = op::RTS;
@@ -284,19 +312,20 @@ impl Inner {
                 table.extend_from_slice(&(p as u64).to_le_bytes());
                 table.extend_from_slice(&(l as u64).to_le_bytes());
             }
-            self.send_record_retry(b, &peer, &h, Payload::Bytes(&table))?;
+            self.send_retry(b, &peer, &h, Payload::Bytes(&table), true)?;
+            self.st.next_id += 1;
             self.st.tx.insert(id, op);
         }
         Ok(())
     }
 
-    fn send_record_retry(&mut self, b: &Binds, peer: &Addr, h: &WireHdr, p: Payload<'_>) -> Result<()> {
-        match self.port.send(peer, h, p) {
+    fn send_retry(&mut self, b: &Binds, peer: &Addr, h: &WireHdr, p: Payload<'_>, copy: bool) -> Result<Sent> {
+        match self.port.send(peer, h, p, copy) {
             Err(e) if e == Error::AGAIN => {
                 // Our own backlog or unconsumed records may be in the way:
                 // one progress pass, then one more try.
                 self.progress(b);
-                self.port.send(peer, h, p)
+                self.port.send(peer, h, p, copy)
             }
             r => r,
         }
@@ -322,10 +351,16 @@ impl Inner {
         if a.flags & FI_PEEK != 0 {
             self.progress(b);
             self.st.peek(b, &r);
+            self.st.after_poll(self.port.as_mut(), b);
             return Ok(());
         }
         if a.flags & FI_CLAIM != 0 {
-            return self.st.claim(b, r);
+            self.st.claim(b, r)?;
+            self.st.after_poll(self.port.as_mut(), b);
+            return Ok(());
+        }
+        if a.flags & FI_MULTI_RECV != 0 && (a.tagged || self.st.cfg.caps & FI_MULTI_RECV == 0) {
+            return Err(Error::BADFLAGS);
         }
         if self.rx_posted() >= self.st.cfg.rx_size {
             self.progress(b);
@@ -333,11 +368,8 @@ impl Inner {
                 return Err(Error::AGAIN);
             }
         }
-        if a.flags & FI_MULTI_RECV != 0 && (a.tagged || self.st.cfg.caps & FI_MULTI_RECV == 0) {
-            return Err(Error::BADFLAGS);
-        }
         self.st.post_recv(b, r);
-        self.st.flush_outbox(&mut self.port);
+        self.st.after_poll(self.port.as_mut(), b);
         Ok(())
     }
 
@@ -355,12 +387,36 @@ impl Inner {
     }
 }
 
+/// The endpoint core as the transport calls it during `poll`.
+struct Dlv<'a> {
+    st: &'a mut State,
+    b: &'a Binds,
+}
+
+impl Delivery for Dlv<'_> {
+    fn place(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr) -> Place {
+        self.st.place(self.b, src, src_pid, hdr)
+    }
+    fn placed(&mut self, handle: u32, result: Result<()>) {
+        self.st.placed(self.b, handle, result)
+    }
+    fn buffered(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, data: Vec<u8>) {
+        self.st.buffered(src, src_pid, hdr, data)
+    }
+    fn control(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition {
+        self.st.control(self.b, src, src_pid, hdr, payload)
+    }
+    fn sent(&mut self, msg_id: u64, result: Result<()>) {
+        self.st.sent(self.b, msg_id, result)
+    }
+}
+
 impl State {
     fn alloc_handle(&mut self) -> u32 {
         loop {
             let h = self.next_handle;
             self.next_handle = self.next_handle.wrapping_add(1).max(1);
-            if !self.rx.contains_key(&h) {
+            if !self.rx.contains_key(&h) && !self.inflight.contains_key(&h) {
                 return h;
             }
         }
@@ -374,61 +430,72 @@ impl State {
         self.outbox.push((to, h));
     }
 
-    fn flush_outbox(&mut self, port: &mut ShmPort) {
+    /// Work that needs the port, after it handed us records: rendezvous
+    /// pulls, control records, DATA streaming, peer liveness.
+    fn after_poll(&mut self, port: &mut dyn Port, b: &Binds) {
+        self.run_pulls(port, b);
         for (to, h) in self.outbox.drain(..) {
             // A dead peer's control records are dropped: its failure is
             // reported through the peer events instead.
             let _ = port.send_ctl(&to, &h);
         }
+        self.pump(port, b);
+        self.watch_peers(port, b);
     }
 
     // ------------------------------------------------------------ inbound
 
-    fn handle(&mut self, b: &Binds, rec: InRecord<'_>) -> Disposition {
-        match rec.hdr.op {
-            op::MSG => self.on_msg(b, rec),
-            op::RTS => self.on_rts(b, rec),
+    fn control(&mut self, b: &Binds, src: &Addr, src_pid: i32, h: &WireHdr, p: &dyn PayloadIn) -> Disposition {
+        match h.op {
+            op::RTS => self.on_rts(b, src, src_pid, h, p),
             op::ACK => {
-                self.on_ack(b, &rec);
+                self.on_ack(b, src, h);
                 Disposition::Consumed
             }
             op::CTS => {
-                if let Some(t) = self.tx.get_mut(&rec.hdr.msg_id) {
-                    if t.peer == rec.src && matches!(t.state, TxState::WaitAck) && t.len > EAGER_MAX {
-                        t.state = TxState::Streaming {
-                            handle: rec.hdr.aux,
-                            off: 0,
-                        };
+                if let Some(t) = self.tx.get_mut(&h.msg_id) {
+                    if t.peer == *src && matches!(t.state, TxState::WaitAck) && t.len > self.eager_limit {
+                        t.state = TxState::Streaming { handle: h.aux, off: 0 };
                     }
                 }
                 Disposition::Consumed
             }
-            op::DATA => self.on_data(b, rec),
+            op::DATA => self.on_data(b, src, h, p),
             _ => Disposition::Consumed,
         }
     }
 
-    fn on_ack(&mut self, b: &Binds, rec: &InRecord<'_>) {
-        let Some(t) = self.tx.get(&rec.hdr.msg_id) else { return };
-        if t.peer != rec.src {
+    fn on_ack(&mut self, b: &Binds, src: &Addr, h: &WireHdr) {
+        let Some(t) = self.tx.get(&h.msg_id) else { return };
+        if t.peer != *src || matches!(t.state, TxState::WaitSent { .. }) {
             return; // not ours to complete: a confused or hostile peer
         }
-        let Some(t) = self.tx.remove(&rec.hdr.msg_id) else {
-            return;
-        };
-        let status = match rec.hdr.aux {
+        let Some(t) = self.tx.remove(&h.msg_id) else { return };
+        let status = match h.aux {
             0 => Ok(()),
             e => Err(Error(e as i32)),
         };
         self.finish_tx(b, t, status);
     }
 
-    fn on_msg(&mut self, b: &Binds, rec: InRecord<'_>) -> Disposition {
-        let h = rec.hdr;
+    fn sent(&mut self, b: &Binds, msg_id: u64, result: Result<()>) {
+        let Some(t) = self.tx.get_mut(&msg_id) else { return };
+        let TxState::WaitSent { ack } = t.state else { return };
+        if result.is_ok() && ack {
+            t.state = TxState::WaitAck;
+            return;
+        }
+        let t = self.tx.remove(&msg_id).expect("op just found");
+        self.finish_tx(b, t, result);
+    }
+
+    /// Where the payload of an arriving MSG goes (fi_msg(3)/fi_tagged(3)
+    /// matching; multi-recv buffers take messages at their fill offset).
+    fn place(&mut self, b: &Binds, src: &Addr, src_pid: i32, h: &WireHdr) -> Place {
         let tagged = h.flags & flag::TAGGED != 0;
         let len = h.len as usize;
         loop {
-            let Some(idx) = self.m.find_posted(tagged, &rec.src, h.tag) else {
+            let Some(idx) = self.m.find_posted(tagged, src, h.tag) else {
                 break;
             };
             let multi = self
@@ -436,25 +503,29 @@ impl State {
                 .posted_mut(tagged, idx)
                 .is_some_and(|r| r.flags & FI_MULTI_RECV != 0);
             if !multi {
-                let Some(r) = self.m.take_posted(tagged, idx) else {
-                    break;
-                };
-                // SAFETY: the receive's buffers are application memory that
-                // stays valid until this completion (fi_msg(3)).
-                let n = unsafe { rec.copy_to_iov(0, len, &r.iov, 0) };
-                self.complete_rx(b, &r, Some(rec.src), &h, r.iov.addr_at(0), n, len - n, 0);
-                if h.flags & flag::ACK_REQ != 0 {
-                    self.ack(rec.src, h.msg_id, None, n);
-                }
-                return Disposition::Consumed;
+                let r = self.m.take_posted(tagged, idx).expect("index just found");
+                let take = len.min(r.iov.total());
+                let handle = self.alloc_handle();
+                let (dst, buf) = (r.iov, r.iov.addr_at(0));
+                self.inflight.insert(
+                    handle,
+                    Inflight {
+                        recv: r,
+                        src: *src,
+                        hdr: *h,
+                        buf,
+                        take,
+                        extra_flags: 0,
+                    },
+                );
+                return Place::Into { handle, dst, take };
             }
             if !b.rx_cq.as_ref().is_none_or(|c| c.has_room()) {
-                return Disposition::Stall;
+                return Place::Stall;
             }
-            let min = self.cfg.min_multi_recv;
-            let Some(r) = self.m.posted_mut(tagged, idx) else { break };
-            let room = r.iov.total() - r.used;
-            if len > room {
+            let min = self.cfg.min_multi_recv.max(1);
+            let r = self.m.posted_mut(tagged, idx).expect("index just found");
+            if len > r.iov.total() - r.used {
                 // Does not fit what is left: release this buffer and match
                 // the message against the next receive.
                 let r = self.m.take_posted(tagged, idx).expect("index just found");
@@ -462,46 +533,72 @@ impl State {
                 continue;
             }
             let dst = r.iov.sub(r.used, len);
-            // SAFETY: as above; `dst` lies inside the multi-recv buffer.
-            let n = unsafe { rec.copy_to_iov(0, len, &dst, 0) };
             let buf = r.iov.addr_at(r.used);
-            r.used += n;
-            let done = r.iov.total() - r.used < min.max(1);
+            r.used += len;
+            let done = r.iov.total() - r.used < min;
             let snapshot = r.clone();
             if done {
                 self.m.take_posted(tagged, idx);
             }
-            self.complete_rx(
-                b,
-                &snapshot,
-                Some(rec.src),
-                &h,
-                buf,
-                n,
-                0,
-                if done { FI_MULTI_RECV } else { 0 },
+            let handle = self.alloc_handle();
+            let extra_flags = if done { FI_MULTI_RECV } else { 0 };
+            self.inflight.insert(
+                handle,
+                Inflight {
+                    recv: snapshot,
+                    src: *src,
+                    hdr: *h,
+                    buf,
+                    take: len,
+                    extra_flags,
+                },
             );
-            if h.flags & flag::ACK_REQ != 0 {
-                self.ack(rec.src, h.msg_id, None, n);
+            return Place::Into { handle, dst, take: len };
+        }
+        let _ = src_pid;
+        if self.m.can_buffer(len) {
+            Place::Buffer
+        } else {
+            Place::Stall
+        }
+    }
+
+    fn placed(&mut self, b: &Binds, handle: u32, result: Result<()>) {
+        let Some(f) = self.inflight.remove(&handle) else { return };
+        let len = f.hdr.len as usize;
+        match result {
+            Ok(()) => {
+                self.complete_rx(
+                    b,
+                    &f.recv,
+                    Some(f.src),
+                    &f.hdr,
+                    f.buf,
+                    f.take,
+                    len - f.take,
+                    f.extra_flags,
+                );
+                if f.hdr.flags & flag::ACK_REQ != 0 {
+                    self.ack(f.src, f.hdr.msg_id, None, f.take);
+                }
             }
-            return Disposition::Consumed;
+            Err(e) => self.complete_rx_err(b, &f.recv, e, f.hdr.tag, f.hdr.data, len, f.extra_flags),
         }
-        if !self.m.can_buffer(len) {
-            return Disposition::Stall;
-        }
+    }
+
+    fn buffered(&mut self, src: &Addr, src_pid: i32, h: &WireHdr, data: Vec<u8>) {
         self.m.push_unexpected(Unexpected {
-            src: rec.src,
-            src_pid: rec.src_pid,
+            src: *src,
+            src_pid,
             msg_id: h.msg_id,
-            tagged,
+            tagged: h.flags & flag::TAGGED != 0,
             tag: h.tag,
             data: h.data,
             wire_flags: h.flags,
-            len,
-            body: UnexBody::Eager(rec.payload_vec()),
+            len: h.len as usize,
+            body: UnexBody::Eager(data),
             claimed_by: None,
         });
-        Disposition::Consumed
     }
 
     /// A multi-recv buffer with too little room left is handed back with an
@@ -511,8 +608,8 @@ impl State {
         self.complete_rx(b, r, None, &h, r.iov.addr_at(r.used), 0, 0, FI_MULTI_RECV);
     }
 
-    fn parse_rts(rec: &InRecord<'_>) -> Option<RtsInfo> {
-        let table = rec.payload_vec();
+    fn parse_rts(h: &WireHdr, p: &dyn PayloadIn) -> Option<RtsInfo> {
+        let table = p.to_vec();
         let mut remote = Vec::with_capacity(table.len() / IOV_ENTRY);
         let mut total: u64 = 0;
         for e in table.chunks_exact(IOV_ENTRY) {
@@ -521,24 +618,27 @@ impl State {
             total = total.checked_add(l)?;
             remote.push((a, l));
         }
-        if total < rec.hdr.len {
+        if total < h.len {
             return None;
         }
         Some(RtsInfo {
-            msg_id: rec.hdr.msg_id,
+            msg_id: h.msg_id,
             remote,
-            cma_ok: rec.hdr.flags & flag::CMA_OK != 0,
+            cma_ok: h.flags & flag::CMA_OK != 0,
         })
     }
 
-    fn on_rts(&mut self, b: &Binds, rec: InRecord<'_>) -> Disposition {
-        let h = rec.hdr;
-        let Some(rts) = Self::parse_rts(&rec) else {
-            self.ack(rec.src, h.msg_id, Some(Error::IO), 0);
+    fn on_rts(&mut self, b: &Binds, src: &Addr, src_pid: i32, h: &WireHdr, p: &dyn PayloadIn) -> Disposition {
+        let Some(rts) = Self::parse_rts(h, p) else {
+            self.ack(*src, h.msg_id, Some(Error::IO), 0);
             return Disposition::Consumed;
         };
         let tagged = h.flags & flag::TAGGED != 0;
-        if let Some(idx) = self.m.find_posted(tagged, &rec.src, h.tag) {
+        let len = h.len as usize;
+        loop {
+            let Some(idx) = self.m.find_posted(tagged, src, h.tag) else {
+                break;
+            };
             let multi = self
                 .m
                 .posted_mut(tagged, idx)
@@ -546,125 +646,123 @@ impl State {
             if !multi {
                 let r = self.m.take_posted(tagged, idx).expect("index just found");
                 let dst = r.iov;
-                self.start_pull(b, r, dst, rec.src, rec.src_pid, h, rts, 0);
-                return Disposition::Consumed;
-            }
-            let min = self.cfg.min_multi_recv;
-            let r = self.m.posted_mut(tagged, idx).expect("index just found");
-            let len = h.len as usize;
-            if len <= r.iov.total() - r.used {
-                let dst = r.iov.sub(r.used, len);
-                r.used += len;
-                let done = r.iov.total() - r.used < min.max(1);
-                let snapshot = r.clone();
-                if done {
-                    self.m.take_posted(tagged, idx);
-                }
-                self.start_pull(
-                    b,
-                    snapshot,
+                self.pulls.push(PendingPull {
+                    recv: r,
                     dst,
-                    rec.src,
-                    rec.src_pid,
-                    h,
+                    src: *src,
+                    src_pid,
+                    hdr: *h,
                     rts,
-                    if done { FI_MULTI_RECV } else { 0 },
-                );
+                    extra_flags: 0,
+                });
                 return Disposition::Consumed;
             }
-            let r = self.m.take_posted(tagged, idx).expect("index just found");
-            self.release_multi(b, &r);
-            return self.on_rts(b, rec);
+            let min = self.cfg.min_multi_recv.max(1);
+            let r = self.m.posted_mut(tagged, idx).expect("index just found");
+            if len > r.iov.total() - r.used {
+                let r = self.m.take_posted(tagged, idx).expect("index just found");
+                self.release_multi(b, &r);
+                continue;
+            }
+            let dst = r.iov.sub(r.used, len);
+            r.used += len;
+            let done = r.iov.total() - r.used < min;
+            let snapshot = r.clone();
+            if done {
+                self.m.take_posted(tagged, idx);
+            }
+            let extra_flags = if done { FI_MULTI_RECV } else { 0 };
+            self.pulls.push(PendingPull {
+                recv: snapshot,
+                dst,
+                src: *src,
+                src_pid,
+                hdr: *h,
+                rts,
+                extra_flags,
+            });
+            return Disposition::Consumed;
         }
         if !self.m.can_buffer(rts.remote.len() * IOV_ENTRY) {
             return Disposition::Stall;
         }
         self.m.push_unexpected(Unexpected {
-            src: rec.src,
-            src_pid: rec.src_pid,
+            src: *src,
+            src_pid,
             msg_id: h.msg_id,
             tagged,
             tag: h.tag,
             data: h.data,
             wire_flags: h.flags,
-            len: h.len as usize,
+            len,
             body: UnexBody::Rendezvous(rts),
             claimed_by: None,
         });
         Disposition::Consumed
     }
 
-    /// Moves a matched rendezvous message into `dst` (CMA, else streaming).
-    #[allow(clippy::too_many_arguments)]
-    fn start_pull(
-        &mut self,
-        b: &Binds,
-        r: PostedRecv,
-        dst: IovList,
-        src: Addr,
-        src_pid: i32,
-        h: WireHdr,
-        rts: RtsInfo,
-        extra_flags: u64,
-    ) {
-        let len = h.len as usize;
-        let take = len.min(dst.total());
-        let buf = dst.addr_at(0);
-        if self.cfg.cma && rts.cma_ok && !self.no_cma.contains(&src) && src_pid > 0 {
-            match pull(src_pid, &rts.remote, &dst, take) {
-                Ok(_) => {
-                    self.ack(src, h.msg_id, None, take);
-                    self.complete_rx(b, &r, Some(src), &h, buf, take, len - take, extra_flags);
-                    return;
-                }
-                Err(e) if e == Error::OPNOTSUPP => {
-                    self.no_cma.insert(src);
-                }
-                Err(e) => {
-                    self.ack(src, h.msg_id, Some(e), 0);
-                    let err = if e == Error::CONNRESET { PEER_FAILED } else { e };
-                    self.complete_rx_err(b, &r, err, h.tag, h.data, len, extra_flags);
-                    return;
+    /// Moves matched rendezvous messages into place: CMA when the transport
+    /// can, else asks the sender to stream (CTS).
+    fn run_pulls(&mut self, port: &mut dyn Port, b: &Binds) {
+        for p in std::mem::take(&mut self.pulls) {
+            let len = p.hdr.len as usize;
+            let take = len.min(p.dst.total());
+            let buf = p.dst.addr_at(0);
+            if self.cfg.cma && p.rts.cma_ok && !self.no_cma.contains(&p.src) && p.src_pid > 0 {
+                match port.pull(p.src_pid, &p.rts.remote, &p.dst, take) {
+                    Ok(_) => {
+                        self.ack(p.src, p.hdr.msg_id, None, take);
+                        self.complete_rx(b, &p.recv, Some(p.src), &p.hdr, buf, take, len - take, p.extra_flags);
+                        continue;
+                    }
+                    Err(e) if e == Error::OPNOTSUPP => {
+                        self.no_cma.insert(p.src);
+                    }
+                    Err(e) => {
+                        self.ack(p.src, p.hdr.msg_id, Some(e), 0);
+                        let err = if e == Error::CONNRESET { PEER_FAILED } else { e };
+                        self.complete_rx_err(b, &p.recv, err, p.hdr.tag, p.hdr.data, len, p.extra_flags);
+                        continue;
+                    }
                 }
             }
+            let handle = self.alloc_handle();
+            let mut cts = WireHdr::new(op::CTS);
+            cts.msg_id = p.hdr.msg_id;
+            cts.aux = handle;
+            self.outbox.push((p.src, cts));
+            self.rx.insert(
+                handle,
+                RxStream {
+                    recv: p.recv,
+                    dst: p.dst,
+                    buf,
+                    src: p.src,
+                    src_pid: p.src_pid,
+                    hdr: p.hdr,
+                    take,
+                    got: 0,
+                    extra_flags: p.extra_flags,
+                    last_check: Instant::now(),
+                },
+            );
         }
-        let handle = self.alloc_handle();
-        let mut cts = WireHdr::new(op::CTS);
-        cts.msg_id = h.msg_id;
-        cts.aux = handle;
-        self.outbox.push((src, cts));
-        self.rx.insert(
-            handle,
-            RxStream {
-                recv: r,
-                dst,
-                buf,
-                src,
-                src_pid,
-                hdr: h,
-                take,
-                got: 0,
-                extra_flags,
-                last_check: Instant::now(),
-            },
-        );
     }
 
-    fn on_data(&mut self, b: &Binds, rec: InRecord<'_>) -> Disposition {
-        let h = rec.hdr;
+    fn on_data(&mut self, b: &Binds, src: &Addr, h: &WireHdr, p: &dyn PayloadIn) -> Disposition {
         let Some(s) = self.rx.get_mut(&h.aux) else {
             return Disposition::Consumed;
         };
-        if s.src != rec.src || s.hdr.msg_id != h.msg_id || h.len != s.hdr.len || h.offset as usize != s.got {
+        if s.src != *src || s.hdr.msg_id != h.msg_id || h.len != s.hdr.len || h.offset as usize != s.got {
             return Disposition::Consumed; // stray or hostile record: ignore
         }
         let off = h.offset as usize;
-        let n = rec.payload_len();
+        let n = p.len();
         if off < s.take {
             let m = n.min(s.take - off);
             // SAFETY: the stream's destination is the matched receive's
             // application buffer, valid until the receive completes.
-            unsafe { rec.copy_to_iov(0, m, &s.dst, off) };
+            unsafe { p.copy_to_iov(0, m, &s.dst, off) };
         }
         s.got += n;
         s.last_check = Instant::now();
@@ -718,7 +816,6 @@ impl State {
 
     fn deliver_unexpected(&mut self, b: &Binds, r: PostedRecv, dst: IovList, u: Unexpected, extra: u64) {
         let h = WireHdr {
-            op: op::MSG,
             flags: u.wire_flags,
             len: u.len as u64,
             tag: u.tag,
@@ -735,7 +832,15 @@ impl State {
                     self.ack(u.src, u.msg_id, None, n);
                 }
             }
-            UnexBody::Rendezvous(rts) => self.start_pull(b, r, dst, u.src, u.src_pid, h, rts, extra),
+            UnexBody::Rendezvous(rts) => self.pulls.push(PendingPull {
+                recv: r,
+                dst,
+                src: u.src,
+                src_pid: u.src_pid,
+                hdr: h,
+                rts,
+                extra_flags: extra,
+            }),
         }
     }
 
@@ -808,15 +913,16 @@ impl State {
 
     // ------------------------------------------------------------ sending
 
-    fn pump(&mut self, port: &mut ShmPort, b: &Binds) {
+    fn pump(&mut self, port: &mut dyn Port, b: &Binds) {
         let mut failed = Vec::new();
+        let chunk = self.eager_limit;
         for (id, t) in self.tx.iter_mut() {
             let TxState::Streaming { handle, off } = &mut t.state else {
                 continue;
             };
             while *off < t.len {
                 let room = port.room(&t.peer);
-                let n = (t.len - *off).min(EAGER_MAX).min(room);
+                let n = (t.len - *off).min(chunk).min(room);
                 if n == 0 || (n < 4096 && n < t.len - *off) {
                     break;
                 }
@@ -828,8 +934,8 @@ impl State {
                 if *off + n == t.len {
                     h.flags |= flag::LAST;
                 }
-                match port.send(&t.peer, &h, Payload::Iov(&t.iov, *off, n)) {
-                    Ok(()) => *off += n,
+                match port.send(&t.peer, &h, Payload::Iov(&t.iov, *off, n), false) {
+                    Ok(_) => *off += n,
                     Err(e) if e == Error::AGAIN => break,
                     Err(_) => {
                         failed.push(*id);
@@ -850,27 +956,20 @@ impl State {
         }
     }
 
-    fn watch_peers(&mut self, port: &mut ShmPort, b: &Binds) {
+    fn watch_peers(&mut self, port: &mut dyn Port, b: &Binds) {
         let mut peers: Vec<Addr> = self.tx.values().map(|t| t.peer).collect();
-        peers.sort_by_key(|a| match a {
-            Addr::Shm(t) => *t,
-            _ => 0,
-        });
+        peers.sort_by_key(|a| a.to_bytes());
         peers.dedup();
         for p in peers {
-            if let Addr::Shm(tok) = p {
-                port.check_peer(tok);
-            }
+            port.check_peer(&p);
         }
         let now = Instant::now();
         let mut dead = Vec::new();
         for (h, s) in self.rx.iter_mut() {
             if now.duration_since(s.last_check) >= STREAM_LIVENESS {
                 s.last_check = now;
-                if let Addr::Shm(tok) = s.src {
-                    if !port.sender_alive(s.src_pid, tok) {
-                        dead.push(*h);
-                    }
+                if !port.sender_alive(s.src_pid, &s.src) {
+                    dead.push(*h);
                 }
             }
         }
@@ -1057,11 +1156,4 @@ fn copy_bytes_to_iov(data: &[u8], dst: &IovList) -> usize {
         done += n;
     });
     done
-}
-
-fn pull(pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
-    if len == 0 {
-        return Ok(0);
-    }
-    shm::pull(pid, remote, dst, len)
 }

@@ -1,5 +1,174 @@
-//! rustfab's transports. `proto` is the record header both share; `shm`
-//! moves data between processes on one host; `tcp` between hosts.
+//! rustfab's transports and the one interface the endpoint core uses for
+//! them. `proto` is the record header both share; `shm` moves data between
+//! processes on one host; `tcp` between hosts.
+//!
+//! Delivery is two-phase so that a stream transport can read a payload
+//! straight into the matched receive buffer: when a message header arrives
+//! the transport asks the endpoint core where the payload goes
+//! ([`Delivery::place`]), moves it there (in one go for shm, as bytes arrive
+//! for TCP), then reports completion ([`Delivery::placed`]).
 
 pub mod proto;
 pub mod shm;
+
+use crate::addr::Addr;
+use crate::ep::matching::IovList;
+use crate::error::Result;
+use proto::WireHdr;
+use std::os::fd::RawFd;
+
+/// Bytes to put after a record header.
+#[derive(Clone, Copy)]
+pub enum Payload<'a> {
+    None,
+    Bytes(&'a [u8]),
+    /// `len` bytes starting at logical offset `off` of an application iov.
+    Iov(&'a IovList, usize, usize),
+}
+
+impl Payload<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::None => 0,
+            Payload::Bytes(b) => b.len(),
+            Payload::Iov(_, _, n) => *n,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Calls `f` with each contiguous piece of the payload.
+    pub fn for_each(&self, mut f: impl FnMut(&[u8])) {
+        match self {
+            Payload::None => {}
+            Payload::Bytes(b) => f(b),
+            Payload::Iov(iov, off, len) => iov.for_range(*off, *len, |p, n, _| {
+                // SAFETY: application memory named by the operation's iov,
+                // valid until the operation completes (fi_msg(3)).
+                f(unsafe { core::slice::from_raw_parts(p as *const u8, n) })
+            }),
+        }
+    }
+}
+
+/// Outcome of handing a record to the transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sent {
+    /// The record is at the target (shm ring) or fully handed to the kernel.
+    Done,
+    /// Queued; [`Delivery::sent`] reports when it is out (payload buffers
+    /// must stay valid until then, unless the send asked for a copy).
+    Queued,
+}
+
+/// Where a message payload goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// `take` bytes into `dst`, the rest discarded; then `placed(handle, ..)`.
+    Into { handle: u32, dst: IovList, take: usize },
+    /// Unexpected: hand the whole payload over (`buffered`); the core has
+    /// checked its budget.
+    Buffer,
+    /// Drop the payload.
+    Discard,
+    /// Not now (no budget, no CQ room): leave it; ask again later.
+    Stall,
+}
+
+/// What the consumer did with a control record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    Consumed,
+    /// Leave it (backpressure); the transport stops reading that peer.
+    Stall,
+}
+
+/// A received payload the core can copy from.
+pub trait PayloadIn {
+    fn len(&self) -> usize;
+    /// Copies payload bytes `off .. off + len` (clipped) into application
+    /// memory `dst` at logical offset `dst_off`; returns bytes copied.
+    ///
+    /// # Safety
+    /// `dst` must describe writable application memory.
+    unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize;
+    fn to_vec(&self) -> Vec<u8>;
+}
+
+impl PayloadIn for [u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+    unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
+        let len = len.min(<[u8]>::len(self).saturating_sub(off));
+        let mut done = 0;
+        dst.for_range(dst_off, len, |p, n, _| {
+            // SAFETY: `p..p+n` is application memory per the contract; the
+            // source range is inside `self`.
+            unsafe { core::ptr::copy_nonoverlapping(self.as_ptr().add(off + done), p as *mut u8, n) };
+            done += n;
+        });
+        done
+    }
+    fn to_vec(&self) -> Vec<u8> {
+        <[u8]>::to_vec(self)
+    }
+}
+
+/// The endpoint core, as a transport sees it.
+pub trait Delivery {
+    /// A MSG header arrived from `src`: where does its payload go?
+    fn place(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr) -> Place;
+    /// The payload of an `Into` placement is in place (Err: the peer was
+    /// lost before all of it arrived).
+    fn placed(&mut self, handle: u32, result: Result<()>);
+    /// The whole payload of a `Buffer` placement.
+    fn buffered(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, data: Vec<u8>);
+    /// Any other record (ACK, RTS, CTS, DATA, ...).
+    fn control(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition;
+    /// A `Sent::Queued` record went out (or could not).
+    fn sent(&mut self, msg_id: u64, result: Result<()>);
+}
+
+/// A peer-level failure the endpoint turns into error completions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerEvent {
+    /// The peer is gone, reset, or broke the protocol.
+    Failed(Addr),
+}
+
+/// One endpoint's attachment to a transport.
+pub trait Port: Send {
+    fn addr(&self) -> Addr;
+    /// Readable when the port has something to progress (sleepers wait on it).
+    fn wait_fd(&self) -> RawFd;
+    /// Number of threads about to sleep on this port's engine (0: none).
+    fn set_sleepers(&mut self, n: usize);
+    /// Work is waiting that a progress pass would handle: do not sleep.
+    fn has_pending(&self) -> bool;
+    /// Messages above this many bytes go by rendezvous (RTS).
+    fn eager_limit(&self) -> usize;
+    /// Sends one record. `copy`: the payload must be copied before return
+    /// (inject). `Err(AGAIN)`: no room now.
+    fn send(&mut self, peer: &Addr, hdr: &WireHdr, payload: Payload<'_>, copy: bool) -> Result<Sent>;
+    /// Sends a control record without payload, queuing it if there is no
+    /// room (bounded by the endpoint's outstanding operations).
+    fn send_ctl(&mut self, peer: &Addr, hdr: &WireHdr) -> Result<()>;
+    /// Payload bytes one more record to `peer` could carry right now.
+    fn room(&mut self, peer: &Addr) -> usize;
+    /// Consumes whatever arrived, calling into the core.
+    fn poll(&mut self, d: &mut dyn Delivery);
+    /// Rate-limited check that a peer we wait on is still there.
+    fn check_peer(&mut self, peer: &Addr) -> bool;
+    /// Whether the sender of a transfer we wait on is still there.
+    fn sender_alive(&self, src_pid: i32, peer: &Addr) -> bool;
+    /// Failures noticed since the last call.
+    fn take_events(&mut self) -> Vec<PeerEvent>;
+    /// Pulls a rendezvous payload from the sender's memory (shm CMA).
+    /// `Err(OPNOTSUPP)`: not possible here; the core asks for streaming.
+    fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize>;
+    /// Orderly goodbye to peers.
+    fn close(&mut self);
+}

@@ -23,6 +23,7 @@ use crate::ep::matching::IovList;
 use crate::error::{Error, Result};
 use crate::sys;
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
+use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
 use ring::{cells_for, Ring};
 use segment::{Segment, SlotSender, NSLOTS, SLOT_ACTIVE, SLOT_CLOSED};
 use std::collections::{HashMap, VecDeque};
@@ -33,25 +34,6 @@ use std::time::{Duration, Instant};
 pub const EAGER_MAX: usize = 16384;
 /// How often a peer we wait on is checked for liveness.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
-
-/// Bytes to put after a record header.
-#[derive(Clone, Copy)]
-pub enum Payload<'a> {
-    None,
-    Bytes(&'a [u8]),
-    /// `len` bytes starting at logical offset `off` of an application iov.
-    Iov(&'a IovList, usize, usize),
-}
-
-impl Payload<'_> {
-    pub fn len(&self) -> usize {
-        match self {
-            Payload::None => 0,
-            Payload::Bytes(b) => b.len(),
-            Payload::Iov(_, _, n) => *n,
-        }
-    }
-}
 
 /// A record as the consumer sees it (header copied out and validated).
 pub struct InRecord<'a> {
@@ -101,23 +83,6 @@ impl InRecord<'_> {
         unsafe { self.payload.ring.read_at(self.payload.at, HDR_LEN, v.as_mut_ptr(), n) };
         v
     }
-}
-
-/// What the consumer did with a record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Disposition {
-    /// Done: the ring space may be reused.
-    Consumed,
-    /// Cannot take it now (no buffer budget): leave it, stop this peer's
-    /// ring until the next progress pass (backpressure).
-    Stall,
-}
-
-/// A peer-level failure the endpoint must turn into error completions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PeerEvent {
-    /// The peer process is gone or its ring is corrupt.
-    Failed(Addr),
 }
 
 struct InSlot {
@@ -317,7 +282,7 @@ impl ShmPort {
     }
 
     /// Writes one record into `peer`'s ring. `Err(AGAIN)`: no room now.
-    pub fn send(&mut self, peer: &Addr, hdr: &WireHdr, payload: Payload<'_>) -> Result<()> {
+    pub fn send_record(&mut self, peer: &Addr, hdr: &WireHdr, payload: Payload<'_>) -> Result<()> {
         let Addr::Shm(token) = *peer else {
             return Err(Error::INVAL);
         };
@@ -354,7 +319,7 @@ impl ShmPort {
 
     /// Sends a control record (no payload); queues it if the ring is full.
     pub fn send_ctl(&mut self, peer: &Addr, hdr: &WireHdr) -> Result<()> {
-        match self.send(peer, hdr, Payload::None) {
+        match self.send_record(peer, hdr, Payload::None) {
             Err(Error(e)) if e == Error::AGAIN.0 => {
                 let Addr::Shm(token) = *peer else {
                     return Err(Error::INVAL);
@@ -377,7 +342,7 @@ impl ShmPort {
     }
 
     /// Consumes inbound records in per-peer FIFO order.
-    pub fn poll(&mut self, f: &mut dyn FnMut(InRecord<'_>) -> Disposition) {
+    pub fn poll_records(&mut self, f: &mut dyn FnMut(InRecord<'_>) -> Disposition) {
         self.drain_doorbell();
         let claims = self.seg.claim_seq();
         if claims != self.seen_claims {
@@ -444,6 +409,96 @@ impl ShmPort {
 impl Drop for ShmPort {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+impl PayloadIn for InRecord<'_> {
+    fn len(&self) -> usize {
+        self.payload_len()
+    }
+    unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
+        // SAFETY: forwarded contract.
+        unsafe { InRecord::copy_to_iov(self, off, len, dst, dst_off) }
+    }
+    fn to_vec(&self) -> Vec<u8> {
+        self.payload_vec()
+    }
+}
+
+/// Hands one ring record to the endpoint core.
+fn dispatch(d: &mut dyn Delivery, rec: InRecord<'_>) -> Disposition {
+    if rec.hdr.op != proto::op::MSG {
+        return d.control(&rec.src, rec.src_pid, &rec.hdr, &rec);
+    }
+    match d.place(&rec.src, rec.src_pid, &rec.hdr) {
+        Place::Into { handle, dst, take } => {
+            // SAFETY: `dst` is the matched receive's application buffer (the
+            // core's placement), valid until that receive completes.
+            unsafe { rec.copy_to_iov(0, take, &dst, 0) };
+            d.placed(handle, Ok(()));
+            Disposition::Consumed
+        }
+        Place::Buffer => {
+            d.buffered(&rec.src, rec.src_pid, &rec.hdr, rec.payload_vec());
+            Disposition::Consumed
+        }
+        Place::Discard => Disposition::Consumed,
+        Place::Stall => Disposition::Stall,
+    }
+}
+
+impl Port for ShmPort {
+    fn addr(&self) -> Addr {
+        ShmPort::addr(self)
+    }
+    fn wait_fd(&self) -> RawFd {
+        ShmPort::wait_fd(self)
+    }
+    fn set_sleepers(&mut self, n: usize) {
+        ShmPort::set_sleepers(self, n)
+    }
+    fn has_pending(&self) -> bool {
+        ShmPort::has_pending(self)
+    }
+    fn eager_limit(&self) -> usize {
+        EAGER_MAX
+    }
+    fn send(&mut self, peer: &Addr, hdr: &WireHdr, payload: Payload<'_>, _copy: bool) -> Result<Sent> {
+        // A ring record is a copy already: the buffer is reusable at once.
+        self.send_record(peer, hdr, payload).map(|_| Sent::Done)
+    }
+    fn send_ctl(&mut self, peer: &Addr, hdr: &WireHdr) -> Result<()> {
+        ShmPort::send_ctl(self, peer, hdr)
+    }
+    fn room(&mut self, peer: &Addr) -> usize {
+        ShmPort::room(self, peer)
+    }
+    fn poll(&mut self, d: &mut dyn Delivery) {
+        self.poll_records(&mut |rec| dispatch(d, rec));
+    }
+    fn check_peer(&mut self, peer: &Addr) -> bool {
+        match peer {
+            Addr::Shm(t) => ShmPort::check_peer(self, *t),
+            _ => false,
+        }
+    }
+    fn sender_alive(&self, src_pid: i32, peer: &Addr) -> bool {
+        match peer {
+            Addr::Shm(t) => ShmPort::sender_alive(self, src_pid, *t),
+            _ => false,
+        }
+    }
+    fn take_events(&mut self) -> Vec<PeerEvent> {
+        ShmPort::take_events(self)
+    }
+    fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
+        if len == 0 {
+            return Ok(0);
+        }
+        pull(src_pid, remote, dst, len)
+    }
+    fn close(&mut self) {
+        ShmPort::close(self)
     }
 }
 
@@ -561,20 +616,11 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
     // SAFETY: `cells` cells from `tail` are free and ours (producer).
     unsafe {
         p.ring.write_at(p.tail, 0, &h.to_bytes());
-        match payload {
-            Payload::None => {}
-            Payload::Bytes(b) => p.ring.write_at(p.tail, HDR_LEN, b),
-            Payload::Iov(iov, off, len) => {
-                let mut at = HDR_LEN;
-                iov.for_range(*off, *len, |ptr, m, _| {
-                    // SAFETY: application memory named by the send's iov, valid
-                    // until the send completes (fi_msg(3)); copied into owned cells.
-                    let src = core::slice::from_raw_parts(ptr as *const u8, m);
-                    p.ring.write_at(p.tail, at, src);
-                    at += m;
-                });
-            }
-        }
+        let mut at = HDR_LEN;
+        payload.for_each(|chunk| {
+            p.ring.write_at(p.tail, at, chunk);
+            at += chunk.len();
+        });
     }
     p.tail = p.tail.wrapping_add(cells);
     p.ring.publish(p.tail);
@@ -660,9 +706,9 @@ mod tests {
         let mut h = WireHdr::new(op::MSG);
         h.len = msg.len() as u64;
         h.tag = 77;
-        a.send(&b.addr(), &h, Payload::Bytes(&msg)).unwrap();
+        a.send_record(&b.addr(), &h, Payload::Bytes(&msg)).unwrap();
         let mut got = Vec::new();
-        b.poll(&mut |r| {
+        b.poll_records(&mut |r| {
             assert_eq!(r.src, a.addr());
             assert_eq!(r.hdr.tag, 77);
             got = r.payload_vec();
@@ -670,18 +716,18 @@ mod tests {
         });
         assert_eq!(got, msg);
         // Stall leaves the record for later.
-        a.send(&b.addr(), &h, Payload::Bytes(&msg)).unwrap();
+        a.send_record(&b.addr(), &h, Payload::Bytes(&msg)).unwrap();
         let mut seen = 0;
-        b.poll(&mut |_| {
+        b.poll_records(&mut |_| {
             seen += 1;
             Disposition::Stall
         });
-        b.poll(&mut |_| {
+        b.poll_records(&mut |_| {
             seen += 1;
             Disposition::Consumed
         });
         assert_eq!(seen, 2);
-        b.poll(&mut |_| panic!("record delivered twice"));
+        b.poll_records(&mut |_| panic!("record delivered twice"));
     }
 
     #[test]
@@ -692,18 +738,18 @@ mod tests {
         let mut h = WireHdr::new(op::MSG);
         h.len = msg.len() as u64;
         let mut sent = 0;
-        while a.send(&b.addr(), &h, Payload::Bytes(&msg)).is_ok() {
+        while a.send_record(&b.addr(), &h, Payload::Bytes(&msg)).is_ok() {
             sent += 1;
             assert!(sent < 1000);
         }
         assert!(sent >= 7);
         let mut n = 0;
-        b.poll(&mut |_| {
+        b.poll_records(&mut |_| {
             n += 1;
             Disposition::Consumed
         });
         assert_eq!(n, sent);
-        assert!(a.send(&b.addr(), &h, Payload::Bytes(&msg)).is_ok());
+        assert!(a.send_record(&b.addr(), &h, Payload::Bytes(&msg)).is_ok());
     }
 
     #[test]
@@ -716,12 +762,12 @@ mod tests {
             magic: 0xdead,
             ..WireHdr::new(op::MSG)
         };
-        a.send(&b.addr(), &bad, Payload::None).unwrap();
+        a.send_record(&b.addr(), &bad, Payload::None).unwrap();
         let mut good = WireHdr::new(op::MSG);
         good.len = 1;
-        c.send(&b.addr(), &good, Payload::Bytes(&[9])).unwrap();
+        c.send_record(&b.addr(), &good, Payload::Bytes(&[9])).unwrap();
         let mut from = vec![];
-        b.poll(&mut |r| {
+        b.poll_records(&mut |r| {
             from.push(r.src);
             Disposition::Consumed
         });
@@ -751,6 +797,8 @@ mod tests {
     fn unknown_peer_is_unreachable() {
         let mut a = port();
         let h = WireHdr::new(op::ACK);
-        assert!(a.send(&Addr::Shm(0x1111_2222_3333_4444), &h, Payload::None).is_err());
+        assert!(a
+            .send_record(&Addr::Shm(0x1111_2222_3333_4444), &h, Payload::None)
+            .is_err());
     }
 }
