@@ -400,3 +400,132 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn attr(wait_obj: u32) -> fi_cntr_attr {
+        fi_cntr_attr {
+            events: FI_CNTR_EVENTS_COMP,
+            wait_obj,
+            wait_set: core::ptr::null_mut(),
+            flags: 0,
+        }
+    }
+
+    fn cntr(wait_obj: u32) -> Arc<Cntr> {
+        Cntr::new(&attr(wait_obj), None, None, core::ptr::null_mut()).unwrap()
+    }
+
+    /// fabtests cntr_loop: set/seterr/add/adderr/read/readerr.
+    #[test]
+    fn values() {
+        let c = cntr(FI_WAIT_NONE);
+        c.set(5);
+        c.set_err(10);
+        c.add(5);
+        c.add_err(5);
+        c.inc();
+        c.inc_err();
+        assert_eq!((c.read(), c.read_err()), (11, 16));
+    }
+
+    #[test]
+    fn wait_threshold_timeout_and_errors() {
+        for kind in [FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD] {
+            let c = cntr(kind);
+            let t = Instant::now();
+            assert_eq!(c.wait_for(1, 50), Err(Error::TIMEDOUT), "kind {kind}");
+            assert!(t.elapsed() >= Duration::from_millis(50));
+            let c2 = c.clone();
+            let h = std::thread::spawn(move || {
+                for _ in 0..5 {
+                    std::thread::sleep(Duration::from_millis(5));
+                    c2.inc();
+                }
+            });
+            assert_eq!(c.wait_for(5, 10_000), Ok(()), "kind {kind}");
+            assert!(c.read() >= 5);
+            h.join().unwrap();
+            assert_eq!(c.wait_for(3, 0), Ok(()), "already reached");
+            // "Any change in a counter's error value will unblock any thread
+            // inside fi_cntr_wait."
+            let c2 = c.clone();
+            let h = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                c2.inc_err();
+            });
+            assert_eq!(c.wait_for(100, 10_000), Err(Error::AVAIL), "kind {kind}");
+            h.join().unwrap();
+        }
+        assert_eq!(cntr(FI_WAIT_NONE).wait_for(1, 10), Err(Error::NOSYS));
+    }
+
+    #[test]
+    fn no_lost_wakeups() {
+        for kind in [FI_WAIT_FD, FI_WAIT_UNSPEC, FI_WAIT_MUTEX_COND] {
+            let c = cntr(kind);
+            let total = 5000u64;
+            let c2 = c.clone();
+            let h = std::thread::spawn(move || {
+                for i in 0..total {
+                    c2.inc();
+                    if i % 13 == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+            });
+            for n in 1..=total {
+                assert_eq!(c.wait_for(n, 10_000), Ok(()), "kind {kind} stuck at {n}");
+            }
+            h.join().unwrap();
+        }
+    }
+
+    /// Ready for fi_trywait = changed since the application last read it.
+    #[test]
+    fn trywait_and_fd() {
+        let c = cntr(FI_WAIT_FD);
+        let mut fd = -1;
+        // SAFETY: FD kind takes an int*.
+        unsafe { c.control(FI_GETWAIT, &mut fd as *mut i32 as *mut c_void) }.unwrap();
+        assert_eq!(c.trywait(), Ok(()));
+        assert!(!crate::sys::poll_readable(fd, Some(Duration::ZERO)));
+        c.add(2);
+        assert!(crate::sys::poll_readable(fd, Some(Duration::ZERO)));
+        assert_eq!(c.trywait(), Err(Error::AGAIN));
+        assert_eq!(c.read(), 2);
+        assert_eq!(c.trywait(), Ok(()));
+        c.inc_err();
+        assert_eq!(c.trywait(), Err(Error::AGAIN));
+        assert_eq!(c.read_err(), 1);
+        assert_eq!(c.trywait(), Ok(()));
+        assert_eq!(cntr(FI_WAIT_NONE).trywait(), Err(Error::INVAL));
+    }
+
+    #[test]
+    fn bad_attributes_and_control() {
+        let mut a = attr(FI_WAIT_NONE);
+        a.flags = 1;
+        assert!(Cntr::new(&a, None, None, core::ptr::null_mut()).is_err());
+        let mut a = attr(FI_WAIT_NONE);
+        a.events = 1;
+        assert!(Cntr::new(&a, None, None, core::ptr::null_mut()).is_err());
+        assert!(Cntr::new(&attr(77), None, None, core::ptr::null_mut()).is_err());
+        assert!(Cntr::new(&attr(FI_WAIT_SET), None, None, core::ptr::null_mut()).is_err());
+        let c = cntr(FI_WAIT_UNSPEC);
+        let mut f = 5u64;
+        let fp = &mut f as *mut u64 as *mut c_void;
+        // SAFETY (the control calls below): `fp` is a u64*; the UNSPEC kind
+        // has no object to write through it.
+        unsafe { c.control(FI_GETOPSFLAG, fp) }.unwrap();
+        assert_eq!(f, 0);
+        // SAFETY: as above.
+        assert_eq!(unsafe { c.control(FI_GETWAIT, fp) }, Err(Error::NODATA));
+        f = 1;
+        // SAFETY: as above.
+        assert_eq!(unsafe { c.control(FI_SETOPSFLAG, fp) }, Err(Error::BADFLAGS));
+    }
+}

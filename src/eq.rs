@@ -559,3 +559,360 @@ unsafe extern "C" fn eq_strerror(
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn attr(size: usize, flags: u64, wait_obj: u32) -> fi_eq_attr {
+        fi_eq_attr {
+            size,
+            flags,
+            wait_obj,
+            signaling_vector: 0,
+            wait_set: core::ptr::null_mut(),
+        }
+    }
+
+    fn eq_v(size: usize, flags: u64, wait_obj: u32, api: u32) -> Arc<Eq> {
+        Eq::new(&attr(size, flags, wait_obj), api, None, None, core::ptr::null_mut()).unwrap()
+    }
+
+    fn eq(size: usize, flags: u64, wait_obj: u32) -> Arc<Eq> {
+        eq_v(size, flags, wait_obj, fi_version(1, 17))
+    }
+
+    fn entry(ctx: usize) -> fi_eq_entry {
+        fi_eq_entry {
+            fid: core::ptr::null_mut(),
+            context: ctx as *mut c_void,
+            data: 7,
+        }
+    }
+
+    fn bytes_of<T>(t: &T) -> &[u8] {
+        // SAFETY: the EQ structs are plain old data.
+        unsafe { core::slice::from_raw_parts(t as *const T as *const u8, core::mem::size_of::<T>()) }
+    }
+
+    fn write(q: &Eq, ev: u32, e: &fi_eq_entry) -> Result<usize> {
+        // SAFETY: `e` is a readable fi_eq_entry.
+        unsafe {
+            q.write_raw(
+                ev,
+                e as *const fi_eq_entry as *const c_void,
+                core::mem::size_of::<fi_eq_entry>(),
+            )
+        }
+    }
+
+    fn read(q: &Eq, flags: u64) -> Result<(u32, fi_eq_entry)> {
+        let mut ev = u32::MAX;
+        let mut e = entry(0);
+        // SAFETY: `e` is a writable fi_eq_entry of the length passed.
+        let n = unsafe {
+            q.read_raw(
+                &mut ev,
+                &mut e as *mut fi_eq_entry as *mut c_void,
+                core::mem::size_of::<fi_eq_entry>(),
+                flags,
+            )
+        }?;
+        assert_eq!(n, core::mem::size_of::<fi_eq_entry>());
+        Ok((ev, e))
+    }
+
+    fn read_err(q: &Eq, e: &mut fi_eq_err_entry, flags: u64) -> Result<usize> {
+        // SAFETY: a whole fi_eq_err_entry whose err_data matches its size.
+        unsafe { q.read_err_raw(e, flags) }
+    }
+
+    fn err_entry() -> fi_eq_err_entry {
+        // SAFETY: plain old data.
+        unsafe { core::mem::zeroed() }
+    }
+
+    /// fabtests eq_write_read_self / eq_wait_read_peek.
+    #[test]
+    fn write_read_and_peek() {
+        let q = eq(32, FI_WRITE, FI_WAIT_NONE);
+        for i in 0..5 {
+            assert_eq!(write(&q, FI_NOTIFY, &entry(i)), Ok(24));
+        }
+        for i in 0..10 {
+            let (ev, e) = read(&q, if i & 1 == 1 { 0 } else { FI_PEEK }).unwrap();
+            assert_eq!(ev, FI_NOTIFY);
+            assert_eq!(e.context as usize, i / 2);
+            assert_eq!(e.data, 7);
+        }
+        assert_eq!(read(&q, 0).err(), Some(Error::AGAIN));
+        let mut e = err_entry();
+        assert_eq!(read_err(&q, &mut e, 0), Err(Error::AGAIN));
+    }
+
+    /// fabtests eq_size_verify: `size` writes fit; rustfab then pushes back.
+    #[test]
+    fn size_bounds_the_queue() {
+        let q = eq(32, FI_WRITE, FI_WAIT_NONE);
+        for i in 0..32 {
+            write(&q, FI_NOTIFY, &entry(i)).unwrap();
+        }
+        assert_eq!(write(&q, FI_NOTIFY, &entry(33)), Err(Error::AGAIN));
+        assert_eq!(
+            q.push_error(EqError {
+                fid: core::ptr::null_mut(),
+                context: core::ptr::null_mut(),
+                data: 0,
+                err: FI_EIO,
+                prov_errno: 0,
+                err_data: vec![],
+            }),
+            Err(Error::AGAIN)
+        );
+        read(&q, 0).unwrap();
+        write(&q, FI_NOTIFY, &entry(33)).unwrap();
+    }
+
+    #[test]
+    fn write_rules() {
+        let q = eq(4, 0, FI_WAIT_NONE);
+        assert_eq!(write(&q, FI_NOTIFY, &entry(1)), Err(Error::INVAL), "needs FI_WRITE");
+        let q = eq(4, FI_WRITE, FI_WAIT_NONE);
+        let e = entry(1);
+        // SAFETY: 8 readable bytes (a too-short event is what is under test).
+        let r = unsafe { q.write_raw(FI_NOTIFY, &e as *const fi_eq_entry as *const c_void, 8) };
+        assert_eq!(r, Err(Error::INVAL));
+        // SAFETY: NULL is rejected before any read.
+        assert_eq!(
+            unsafe { q.write_raw(FI_NOTIFY, core::ptr::null(), 24) },
+            Err(Error::INVAL)
+        );
+        // Longer events (CM data) are kept whole.
+        let big = [3u8; 100];
+        // SAFETY: 100 readable bytes.
+        assert_eq!(
+            unsafe { q.write_raw(FI_CONNECTED, big.as_ptr() as *const c_void, 100) },
+            Ok(100)
+        );
+        let mut out = [0u8; 200];
+        let mut ev = 0;
+        // SAFETY: 200 writable bytes.
+        let n = unsafe { q.read_raw(&mut ev, out.as_mut_ptr() as *mut c_void, 200, 0) };
+        assert_eq!((n, ev), (Ok(100), FI_CONNECTED));
+        assert_eq!(&out[..100], &big[..]);
+    }
+
+    #[test]
+    fn short_reads_cut_data_never_the_header() {
+        let q = eq(4, FI_WRITE, FI_WAIT_NONE);
+        let mut cm = vec![0u8; 16 + 40];
+        cm[16..].fill(9);
+        q.push_event(FI_SHUTDOWN, &cm).unwrap();
+        let mut out = [0u8; 64];
+        let mut ev = 0;
+        // SAFETY (these raw reads): `out` holds 64 bytes, every len is <= 64.
+        let r = unsafe { q.read_raw(&mut ev, out.as_mut_ptr() as *mut c_void, 15, 0) };
+        assert_eq!(r, Err(Error::TOOSMALL));
+        // SAFETY: as above.
+        let r = unsafe { q.read_raw(&mut ev, out.as_mut_ptr() as *mut c_void, 20, 0) };
+        assert_eq!(r, Ok(20), "CM data may be cut to the buffer");
+        q.push_event(FI_NOTIFY, bytes_of(&entry(5))).unwrap();
+        // SAFETY: as above.
+        let r = unsafe { q.read_raw(&mut ev, out.as_mut_ptr() as *mut c_void, 16, 0) };
+        assert_eq!(r, Err(Error::TOOSMALL));
+        // SAFETY: NULL is rejected first.
+        let r = unsafe { q.read_raw(&mut ev, core::ptr::null_mut(), 24, 0) };
+        assert_eq!(r, Err(Error::INVAL));
+        assert_eq!(read(&q, 0).unwrap().1.context as usize, 5);
+    }
+
+    #[test]
+    fn errors_first_and_err_data_both_ways() {
+        let q = eq(8, FI_WRITE, FI_WAIT_NONE);
+        write(&q, FI_NOTIFY, &entry(1)).unwrap();
+        let mk = |n: u8| EqError {
+            fid: 0x10 as *mut fid,
+            context: 0x20 as *mut c_void,
+            data: 3,
+            err: FI_ECONNREFUSED,
+            prov_errno: 111,
+            err_data: vec![n; 6],
+        };
+        q.push_error(mk(1)).unwrap();
+        q.push_error(mk(2)).unwrap();
+        q.push_error(mk(3)).unwrap();
+        assert_eq!(read(&q, 0).err(), Some(Error::AVAIL));
+        // Caller's buffer, with FI_PEEK first.
+        let mut buf = [0u8; 4];
+        let mut e = err_entry();
+        e.err_data = buf.as_mut_ptr() as *mut c_void;
+        e.err_data_size = 4;
+        assert_eq!(read_err(&q, &mut e, FI_PEEK), Ok(48));
+        assert_eq!(
+            (e.err, e.prov_errno, e.data, e.err_data_size),
+            (FI_ECONNREFUSED, 111, 3, 4)
+        );
+        assert_eq!(buf, [1; 4]);
+        e.err_data_size = 4;
+        assert_eq!(read_err(&q, &mut e, 0), Ok(48));
+        assert_eq!((e.fid as usize, e.context as usize), (0x10, 0x20));
+        // Provider buffer (size 0), peek then read.
+        let mut e = err_entry();
+        assert_eq!(read_err(&q, &mut e, FI_PEEK), Ok(48));
+        assert_eq!(e.err_data_size, 6);
+        // SAFETY: the EQ's buffer holds err_data_size bytes.
+        assert_eq!(unsafe { *(e.err_data as *const [u8; 6]) }, [2; 6]);
+        let mut e = err_entry();
+        assert_eq!(read_err(&q, &mut e, 0), Ok(48));
+        // SAFETY: valid until the next read.
+        assert_eq!(unsafe { *(e.err_data as *const [u8; 6]) }, [2; 6]);
+        // API 1.4 ignores the caller's buffer.
+        let old = eq_v(8, 0, FI_WAIT_NONE, fi_version(1, 4));
+        old.push_error(mk(4)).unwrap();
+        let mut buf = [0u8; 8];
+        let mut e = err_entry();
+        e.err_data = buf.as_mut_ptr() as *mut c_void;
+        e.err_data_size = 8;
+        assert_eq!(read_err(&old, &mut e, 0), Ok(48));
+        assert_ne!(e.err_data, buf.as_mut_ptr() as *mut c_void);
+        assert_eq!(buf, [0; 8]);
+        // Remaining: one error, then the event.
+        let mut e = err_entry();
+        assert_eq!(read_err(&q, &mut e, 0), Ok(48));
+        assert_eq!(read(&q, 0).unwrap().1.context as usize, 1);
+    }
+
+    /// fabtests eq_wait_fd_sread / eq_wait_sread_peek.
+    #[test]
+    fn sread_timeout_and_peek() {
+        let q = eq(32, FI_WRITE, FI_WAIT_FD);
+        let mut ev = 0;
+        let mut e = entry(0);
+        let ep = &mut e as *mut fi_eq_entry as *mut c_void;
+        let t = Instant::now();
+        // SAFETY (the sread calls here): `ep` is a writable 24-byte entry.
+        let r = unsafe { q.sread_raw(&mut ev, ep, 24, 100, 0) };
+        assert_eq!(r, Err(Error::AGAIN));
+        assert!(t.elapsed() >= Duration::from_millis(100));
+        write(&q, FI_NOTIFY, &entry(4)).unwrap();
+        let t = Instant::now();
+        // SAFETY: as above.
+        assert_eq!(unsafe { q.sread_raw(&mut ev, ep, 24, 2000, FI_PEEK) }, Ok(24));
+        // SAFETY: as above.
+        assert_eq!(unsafe { q.sread_raw(&mut ev, ep, 24, 2000, 0) }, Ok(24));
+        assert!(t.elapsed() < Duration::from_millis(500));
+        assert_eq!(e.context as usize, 4);
+        let none = eq(4, FI_WRITE, FI_WAIT_NONE);
+        // SAFETY: as above.
+        assert_eq!(unsafe { none.sread_raw(&mut ev, ep, 24, 10, 0) }, Err(Error::NOSYS));
+        // A producer thread wakes a blocked reader.
+        let q2 = q.clone();
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            write(&q2, FI_NOTIFY, &entry(9)).unwrap();
+        });
+        // SAFETY: as above.
+        assert_eq!(unsafe { q.sread_raw(&mut ev, ep, 24, -1, 0) }, Ok(24));
+        h.join().unwrap();
+        assert_eq!(e.context as usize, 9);
+    }
+
+    /// fabtests eq_wait_fd_poll: trywait, fd quiet, write, fd readable.
+    #[test]
+    fn fd_trywait_and_poll() {
+        let q = eq(32, FI_WRITE, FI_WAIT_FD);
+        let mut fd = -1;
+        // SAFETY: FD kind takes an int*.
+        unsafe { q.control(FI_GETWAIT, &mut fd as *mut i32 as *mut c_void) }.unwrap();
+        assert_eq!(q.trywait(), Ok(()));
+        assert!(!crate::sys::poll_readable(fd, Some(Duration::ZERO)));
+        write(&q, FI_NOTIFY, &entry(1)).unwrap();
+        assert!(crate::sys::poll_readable(fd, Some(Duration::ZERO)));
+        assert_eq!(q.trywait(), Err(Error::AGAIN));
+        read(&q, 0).unwrap();
+        assert_eq!(q.trywait(), Ok(()));
+        assert!(!crate::sys::poll_readable(fd, Some(Duration::ZERO)));
+    }
+
+    #[test]
+    fn bad_attributes() {
+        let mk = |a: fi_eq_attr| Eq::new(&a, fi_version(1, 17), None, None, core::ptr::null_mut()).err();
+        assert_eq!(mk(attr(0, FI_SEND, FI_WAIT_NONE)), Some(Error::INVAL));
+        assert_eq!(mk(attr(0, 0, 42)), Some(Error::INVAL));
+        assert_eq!(mk(attr(0, 0, FI_WAIT_SET)), Some(Error::INVAL));
+        assert_eq!(mk(attr(0, FI_WRITE | FI_AFFINITY, FI_WAIT_MUTEX_COND)), None);
+        assert_eq!(q_size(&eq(0, 0, FI_WAIT_NONE)), DEFAULT_EQ_SIZE);
+    }
+
+    fn q_size(q: &Eq) -> usize {
+        q.q.lock().size
+    }
+
+    /// A queued FI_CONNREQ owns its info; the EQ frees it if never read.
+    #[test]
+    fn unread_connreq_info_is_freed() {
+        let info = crate::attr::Info::default().to_c().unwrap();
+        let cm = fi_eq_cm_entry {
+            fid: core::ptr::null_mut(),
+            info,
+        };
+        let q = eq(4, 0, FI_WAIT_NONE);
+        q.push_event(FI_CONNREQ, bytes_of(&cm)).unwrap();
+        drop(q); // frees `info` (valgrind/ASan would flag a leak or double free)
+    }
+
+    /// A wait set with two CQs and one EQ: wakes for the EQ's event, times
+    /// out otherwise, and stays busy while it has members.
+    #[test]
+    fn wait_set_with_cqs_and_an_eq() {
+        for kind in [FI_WAIT_FD, FI_WAIT_MUTEX_COND, FI_WAIT_UNSPEC, FI_WAIT_YIELD] {
+            let set = WaitSet::new(kind).unwrap();
+            let cq_attr = fi_cq_attr {
+                size: 4,
+                flags: 0,
+                format: FI_CQ_FORMAT_CONTEXT,
+                wait_obj: FI_WAIT_SET,
+                signaling_vector: 0,
+                wait_cond: 0,
+                wait_set: core::ptr::null_mut(),
+            };
+            let mk_cq = || {
+                crate::cq::Cq::new(
+                    &cq_attr,
+                    fi_version(1, 17),
+                    Some(Held::new(set.clone())),
+                    None,
+                    core::ptr::null_mut(),
+                )
+                .unwrap()
+            };
+            let (c1, c2) = (mk_cq(), mk_cq());
+            let q = Eq::new(
+                &attr(8, FI_WRITE, FI_WAIT_SET),
+                fi_version(1, 17),
+                Some(Held::new(set.clone())),
+                None,
+                core::ptr::null_mut(),
+            )
+            .unwrap();
+            assert_eq!(set.users().count(), 3);
+            let t = Instant::now();
+            assert_eq!(set.wait(50), Err(Error::AGAIN), "kind {kind}");
+            assert!(t.elapsed() >= Duration::from_millis(50));
+            let q2 = q.clone();
+            let h = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(30));
+                write(&q2, FI_NOTIFY, &entry(1)).unwrap();
+            });
+            assert_eq!(set.wait(10_000), Ok(()), "kind {kind}");
+            h.join().unwrap();
+            assert_eq!(read(&q, 0).unwrap().1.context as usize, 1);
+            assert_eq!(set.trywait(), Ok(()));
+            c2.push(crate::cq::CqEntry::default()).unwrap();
+            assert_eq!(set.trywait(), Err(Error::AGAIN));
+            drop((c1, c2, q));
+            assert_eq!(set.users().count(), 0);
+        }
+    }
+}

@@ -242,3 +242,61 @@ unsafe extern "C" fn poll_poll(p: *mut fid_poll, context: *mut *mut c_void, coun
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cq::CqEntry;
+
+    fn cq(ctx: usize) -> Arc<Cq> {
+        let a = fi_cq_attr {
+            size: 8,
+            flags: 0,
+            format: FI_CQ_FORMAT_CONTEXT,
+            wait_obj: FI_WAIT_NONE,
+            signaling_vector: 0,
+            wait_cond: 0,
+            wait_set: core::ptr::null_mut(),
+        };
+        Cq::new(&a, fi_version(1, 17), None, None, ctx as *mut c_void).unwrap()
+    }
+
+    fn cntr(ctx: usize) -> Arc<Cntr> {
+        let a = fi_cntr_attr {
+            events: FI_CNTR_EVENTS_COMP,
+            wait_obj: FI_WAIT_NONE,
+            wait_set: core::ptr::null_mut(),
+            flags: 0,
+        };
+        Cntr::new(&a, None, None, ctx as *mut c_void).unwrap()
+    }
+
+    #[test]
+    fn reports_the_members_with_events() {
+        let p = PollSet::new(None);
+        let (a, b, c) = (cq(1), cq(2), cntr(3));
+        p.add_cq(&a);
+        p.add_cq(&b);
+        p.add_cq(&b);
+        p.add_cntr(&c);
+        assert!(p.poll(8).is_empty());
+        b.push(CqEntry::new(core::ptr::null_mut(), FI_SEND)).unwrap();
+        assert_eq!(p.poll(8), vec![2 as *mut c_void]);
+        assert_eq!(p.poll(8), vec![2 as *mut c_void], "a CQ stays reported until empty");
+        c.add(1);
+        assert_eq!(p.poll(8), vec![2 as *mut c_void, 3 as *mut c_void]);
+        assert_eq!(
+            p.poll(8),
+            vec![2 as *mut c_void],
+            "a counter is reported once per change"
+        );
+        c.inc_err();
+        a.push(CqEntry::new(core::ptr::null_mut(), FI_SEND)).unwrap();
+        assert_eq!(p.poll(1).len(), 1, "bounded by count");
+        assert_eq!(p.poll(8), vec![1 as *mut c_void, 2 as *mut c_void, 3 as *mut c_void]);
+        assert_eq!(p.remove(Arc::as_ptr(&b) as *const ()), Ok(()));
+        assert_eq!(p.remove(Arc::as_ptr(&b) as *const ()), Err(Error::INVAL));
+        drop(a); // a closed member just disappears
+        assert!(p.poll(8).is_empty());
+    }
+}
