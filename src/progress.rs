@@ -186,6 +186,10 @@ impl Engine {
             self.kick();
             if h.thread().id() != std::thread::current().id() {
                 let _ = h.join();
+                // The stop kick was for the thread, which is gone: left
+                // signalled it would keep `epoll` (nested into every FD wait
+                // object fed by this engine) readable forever.
+                self.kick.drain();
             }
         }
     }
@@ -236,5 +240,21 @@ pub fn stop_all_threads() {
     let deadline = sys::Deadline::after(Duration::from_secs(2));
     while !THREADS.lock().is_empty() && !deadline.expired() {
         std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stopping the progress thread must not leave the engine's epoll set
+    /// readable (it is nested into every FD wait object it feeds).
+    #[test]
+    fn stopped_thread_leaves_the_engine_quiet() {
+        let e = Engine::new().unwrap();
+        assert!(!sys::poll_readable(e.fd(), Some(Duration::ZERO)));
+        e.require_thread();
+        e.release_thread();
+        assert!(!sys::poll_readable(e.fd(), Some(Duration::ZERO)));
     }
 }
