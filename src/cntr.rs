@@ -524,8 +524,9 @@ mod tests {
         assert_eq!(f, 0);
         // SAFETY: as above.
         assert_eq!(unsafe { c.control(FI_GETWAIT, fp) }, Err(Error::NODATA));
-        f = 1;
-        // SAFETY: as above.
-        assert_eq!(unsafe { c.control(FI_SETOPSFLAG, fp) }, Err(Error::BADFLAGS));
+        let mut one = 1u64;
+        // SAFETY: a u64*.
+        let r = unsafe { c.control(FI_SETOPSFLAG, &mut one as *mut u64 as *mut c_void) };
+        assert_eq!(r, Err(Error::BADFLAGS));
     }
 }

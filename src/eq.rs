@@ -261,7 +261,7 @@ impl Eq {
         if self.flags & FI_WRITE == 0 {
             return Err(Error::INVAL);
         }
-        if buf.is_null() || len < EQ_ENTRY_LEN || len > MAX_EVENT_LEN {
+        if buf.is_null() || !(EQ_ENTRY_LEN..=MAX_EVENT_LEN).contains(&len) {
             return Err(Error::INVAL);
         }
         // SAFETY: `buf` holds `len` bytes per the contract; copied at once.

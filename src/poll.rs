@@ -274,26 +274,26 @@ mod tests {
     #[test]
     fn reports_the_members_with_events() {
         let p = PollSet::new(None);
-        let (a, b, c) = (cq(1), cq(2), cntr(3));
+        let (a, b, c) = (cq(0x10), cq(0x20), cntr(0x30));
         p.add_cq(&a);
         p.add_cq(&b);
         p.add_cq(&b);
         p.add_cntr(&c);
         assert!(p.poll(8).is_empty());
         b.push(CqEntry::new(core::ptr::null_mut(), FI_SEND)).unwrap();
-        assert_eq!(p.poll(8), vec![2 as *mut c_void]);
-        assert_eq!(p.poll(8), vec![2 as *mut c_void], "a CQ stays reported until empty");
+        assert_eq!(p.poll(8), vec![0x20 as *mut c_void]);
+        assert_eq!(p.poll(8), vec![0x20 as *mut c_void], "a CQ stays reported until empty");
         c.add(1);
-        assert_eq!(p.poll(8), vec![2 as *mut c_void, 3 as *mut c_void]);
+        assert_eq!(p.poll(8), vec![0x20 as *mut c_void, 0x30 as *mut c_void]);
         assert_eq!(
             p.poll(8),
-            vec![2 as *mut c_void],
+            vec![0x20 as *mut c_void],
             "a counter is reported once per change"
         );
         c.inc_err();
         a.push(CqEntry::new(core::ptr::null_mut(), FI_SEND)).unwrap();
         assert_eq!(p.poll(1).len(), 1, "bounded by count");
-        assert_eq!(p.poll(8), vec![1 as *mut c_void, 2 as *mut c_void, 3 as *mut c_void]);
+        assert_eq!(p.poll(8), vec![0x10 as *mut c_void, 0x20 as *mut c_void, 0x30 as *mut c_void]);
         assert_eq!(p.remove(Arc::as_ptr(&b) as *const ()), Ok(()));
         assert_eq!(p.remove(Arc::as_ptr(&b) as *const ()), Err(Error::INVAL));
         drop(a); // a closed member just disappears

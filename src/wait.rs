@@ -393,6 +393,8 @@ impl WaitSet {
 }
 
 #[cfg(test)]
+// The C face of wait sets follows this module by design (see below).
+#[allow(clippy::items_after_test_module)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
