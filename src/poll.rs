@@ -293,7 +293,10 @@ mod tests {
         c.inc_err();
         a.push(CqEntry::new(core::ptr::null_mut(), FI_SEND)).unwrap();
         assert_eq!(p.poll(1).len(), 1, "bounded by count");
-        assert_eq!(p.poll(8), vec![0x10 as *mut c_void, 0x20 as *mut c_void, 0x30 as *mut c_void]);
+        assert_eq!(
+            p.poll(8),
+            vec![0x10 as *mut c_void, 0x20 as *mut c_void, 0x30 as *mut c_void]
+        );
         assert_eq!(p.remove(Arc::as_ptr(&b) as *const ()), Ok(()));
         assert_eq!(p.remove(Arc::as_ptr(&b) as *const ()), Err(Error::INVAL));
         drop(a); // a closed member just disappears
