@@ -90,6 +90,9 @@ impl PollSet {
     /// Removes a member (by core identity); `Err(INVAL)` if it is not one.
     fn remove(&self, p: *const ()) -> Result<()> {
         let mut m = self.members.lock();
+        // Drop closed members first: a new object may reuse a dead one's
+        // address.
+        m.retain(Member::alive);
         let before = m.len();
         m.retain(|x| !x.is(p));
         if m.len() == before {
