@@ -43,7 +43,9 @@ pub struct Engine {
     epoll: Epoll,
     /// Wakes a progress thread (and anyone nesting `epoll`) on demand.
     kick: EventFd,
-    sources: Mutex<Vec<Weak<dyn Source>>>,
+    /// Copy-on-write snapshot, so that a progress pass (run on every CQ,
+    /// counter and EQ read) clones an `Arc` instead of allocating a vector.
+    sources: Mutex<Arc<Vec<Weak<dyn Source>>>>,
     /// Serialises progress passes; a pass that finds it taken is skipped
     /// (the thread holding it produces the completions).
     pass: Mutex<()>,
@@ -61,7 +63,7 @@ impl Engine {
         Ok(Arc::new(Engine {
             epoll,
             kick,
-            sources: Mutex::new(Vec::new()),
+            sources: Mutex::new(Arc::new(Vec::new())),
             pass: Mutex::new(()),
             sleepers: AtomicUsize::new(0),
             auto_users: AtomicUsize::new(0),
@@ -88,15 +90,22 @@ impl Engine {
             src.set_sleepers(self.sleepers.load(Ordering::Acquire));
         }
         let mut v = self.sources.lock();
-        v.retain(|w| w.strong_count() > 0);
-        v.push(s);
+        let mut next: Vec<Weak<dyn Source>> = v.iter().filter(|w| w.strong_count() > 0).cloned().collect();
+        next.push(s);
+        *v = Arc::new(next);
     }
 
     pub fn remove_source(&self, s: &Arc<dyn Source>) {
-        self.sources.lock().retain(|w| match w.upgrade() {
-            Some(x) => !Arc::ptr_eq(&x, s),
-            None => false,
-        });
+        let mut v = self.sources.lock();
+        let next: Vec<Weak<dyn Source>> = v
+            .iter()
+            .filter(|w| match w.upgrade() {
+                Some(x) => !Arc::ptr_eq(&x, s),
+                None => false,
+            })
+            .cloned()
+            .collect();
+        *v = Arc::new(next);
     }
 
     fn live_sources(&self) -> Vec<Arc<dyn Source>> {
@@ -106,14 +115,17 @@ impl Engine {
     /// One non-blocking progress pass over every source.
     pub fn progress(&self) {
         let Some(_g) = self.pass.try_lock() else { return };
-        for s in self.live_sources() {
+        let snapshot = self.sources.lock().clone();
+        for s in snapshot.iter().filter_map(Weak::upgrade) {
             s.progress();
         }
     }
 
     /// Whether any source has work waiting (do not sleep).
     pub fn has_pending(&self) -> bool {
-        self.live_sources().iter().any(|s| s.has_pending())
+        let snapshot = self.sources.lock().clone();
+        let pending = snapshot.iter().filter_map(Weak::upgrade).any(|s| s.has_pending());
+        pending
     }
 
     /// Registers a sleeper: sources switch to "wake me" mode.
@@ -174,6 +186,10 @@ impl Engine {
             self.kick();
             if h.thread().id() != std::thread::current().id() {
                 let _ = h.join();
+                // The stop kick was for the thread, which is gone: left
+                // signalled it would keep `epoll` (nested into every FD wait
+                // object fed by this engine) readable forever.
+                self.kick.drain();
             }
         }
     }
@@ -224,5 +240,21 @@ pub fn stop_all_threads() {
     let deadline = sys::Deadline::after(Duration::from_secs(2));
     while !THREADS.lock().is_empty() && !deadline.expired() {
         std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stopping the progress thread must not leave the engine's epoll set
+    /// readable (it is nested into every FD wait object it feeds).
+    #[test]
+    fn stopped_thread_leaves_the_engine_quiet() {
+        let e = Engine::new().unwrap();
+        assert!(!sys::poll_readable(e.fd(), Some(Duration::ZERO)));
+        e.require_thread();
+        e.release_thread();
+        assert!(!sys::poll_readable(e.fd(), Some(Duration::ZERO)));
     }
 }

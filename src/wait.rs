@@ -53,7 +53,10 @@ pub struct WaitObj {
     fd_armed: AtomicBool,
     /// `fi_cq_signal`: the next (or current) blocking call returns EAGAIN.
     signaled: AtomicBool,
-    engines: Mutex<Vec<Arc<Engine>>>,
+    /// Copy-on-write snapshot: readers clone the `Arc` (no allocation on
+    /// the read path, which progresses on every call); `add_engine` swaps in
+    /// a new vector.
+    engines: Mutex<Arc<Vec<Arc<Engine>>>>,
 }
 
 impl WaitObj {
@@ -65,7 +68,9 @@ impl WaitObj {
         if kind == FI_WAIT_SET && set.is_none() {
             return Err(Error::INVAL);
         }
-        let (efd, epoll) = if kind == FI_WAIT_NONE {
+        // Only kinds that sleep in the kernel need the doorbell: NONE never
+        // blocks, YIELD spins, and a SET member notifies its set instead.
+        let (efd, epoll) = if matches!(kind, FI_WAIT_NONE | FI_WAIT_YIELD | FI_WAIT_SET) {
             (None, None)
         } else {
             let efd = EventFd::new()?;
@@ -87,7 +92,7 @@ impl WaitObj {
             armed: AtomicUsize::new(0),
             fd_armed: AtomicBool::new(false),
             signaled: AtomicBool::new(false),
-            engines: Mutex::new(Vec::new()),
+            engines: Mutex::new(Arc::new(Vec::new())),
         })
     }
 
@@ -111,6 +116,7 @@ impl WaitObj {
         if v.iter().any(|e| Arc::ptr_eq(e, engine)) {
             return Ok(());
         }
+        let mut next: Vec<Arc<Engine>> = (**v).clone();
         if let Some(ep) = &self.epoll {
             ep.add(engine.fd(), sys::IN, 1)?;
         }
@@ -120,17 +126,19 @@ impl WaitObj {
         if let Some(set) = &self.set {
             set.obj.add_engine(engine)?;
         }
-        v.push(engine.clone());
+        next.push(engine.clone());
+        *v = Arc::new(next);
         Ok(())
     }
 
-    pub fn engines(&self) -> Vec<Arc<Engine>> {
+    /// The engines feeding this object (a shared snapshot, no allocation).
+    pub fn engines(&self) -> Arc<Vec<Arc<Engine>>> {
         self.engines.lock().clone()
     }
 
     /// Runs a progress pass on every engine that feeds this object.
     pub fn progress(&self) {
-        for e in self.engines() {
+        for e in self.engines().iter() {
             e.progress();
         }
     }
@@ -168,13 +176,13 @@ impl WaitObj {
     fn arm(&self) {
         self.armed.fetch_add(1, Ordering::AcqRel);
         fence(Ordering::SeqCst);
-        for e in self.engines() {
+        for e in self.engines().iter() {
             e.arm();
         }
     }
 
     fn disarm(&self) {
-        for e in self.engines() {
+        for e in self.engines().iter() {
             e.disarm();
         }
         self.armed.fetch_sub(1, Ordering::AcqRel);
@@ -203,15 +211,19 @@ impl WaitObj {
             }
             self.arm();
             self.progress();
+            let mut slept = Ok(0);
             if !ready() && !self.engines_pending() && !self.signaled.load(Ordering::Acquire) {
                 if let Some(ep) = &self.epoll {
-                    ep.wait(&mut scratch, 8, deadline.remaining())?;
+                    slept = ep.wait(&mut scratch, 8, deadline.remaining());
                 }
             }
             if let Some(efd) = &self.efd {
                 efd.drain();
             }
+            // Disarm before reporting an epoll failure: a leaked arm would
+            // make every later notify pay a system call.
             self.disarm();
+            slept?;
         }
     }
 
@@ -381,6 +393,8 @@ impl WaitSet {
 }
 
 #[cfg(test)]
+// The C face of wait sets follows this module by design (see below).
+#[allow(clippy::items_after_test_module)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
@@ -517,15 +531,128 @@ mod tests {
 
 // ---- the C face of wait sets (fi_wait_open / fi_wait / fi_trywait) ----
 
-/// `fi_wait_open`. [C wrapper: being written]
-pub fn open_set(_f: &crate::ffi::Obj<crate::fabric::Fabric>, _attr: &fi_wait_attr) -> Result<*mut fid_wait> {
-    Err(Error::NOSYS)
+/// What a `fid_wait` owns: the shared [`WaitSet`] (members hold it with
+/// `Held<WaitSet>`, so closing it returns -FI_EBUSY while any exists) and a
+/// hold on the fabric it was opened from.
+pub struct WaitSetObject {
+    pub set: Arc<WaitSet>,
+    fabric: crate::ffi::Held<crate::fabric::Fabric>,
 }
 
-/// `fi_trywait` on a wait set fid. [C wrapper: being written]
+impl crate::ffi::FiObject for WaitSetObject {
+    type Header = fid_wait;
+    const CLASS: usize = FI_CLASS_WAIT;
+}
+
+static WAIT_FI_OPS: fi_ops = fi_ops {
+    size: core::mem::size_of::<fi_ops>(),
+    close: Some(wait_close),
+    bind: Some(crate::ffi::noops::no_bind),
+    control: Some(wait_control),
+    ops_open: Some(crate::ffi::noops::no_ops_open),
+    tostr: Some(crate::ffi::noops::no_tostr),
+    ops_set: Some(crate::ffi::noops::no_ops_set),
+};
+
+static WAIT_OPS: fi_ops_wait = fi_ops_wait {
+    size: core::mem::size_of::<fi_ops_wait>(),
+    wait: Some(wait_wait),
+};
+
+/// `fi_wait_open`: FD, POLLFD, MUTEX_COND, YIELD or UNSPEC (an FD set).
+/// fi_poll(3): flags "is reserved and must be set to 0 by the caller".
+pub fn open_set(f: &crate::ffi::Obj<crate::fabric::Fabric>, attr: &fi_wait_attr) -> Result<*mut fid_wait> {
+    if attr.flags != 0 {
+        return Err(Error::INVAL);
+    }
+    let set = WaitSet::new(attr.wait_obj)?;
+    // A set's waits progress the fabric's engine; members add their own
+    // (domain) engines when they join.
+    set.obj.add_engine(&f.core.engine)?;
+    let core = Arc::new(WaitSetObject {
+        set,
+        fabric: crate::ffi::Held::new(f.core.clone()),
+    });
+    let hdr = fid_wait {
+        fid: fid {
+            fclass: FI_CLASS_WAIT,
+            context: core::ptr::null_mut(),
+            ops: &WAIT_FI_OPS,
+        },
+        ops: &WAIT_OPS,
+    };
+    Ok(crate::ffi::Obj::create(hdr, core))
+}
+
+/// The wait set behind `attr->wait_set` of a CQ/EQ/counter being opened;
+/// it must belong to `fabric`.
+///
+/// # Safety
+/// `p` must be NULL or readable as a `struct fid`.
+pub unsafe fn set_for_fabric(p: *mut fid, fabric: &Arc<crate::fabric::Fabric>) -> Result<Arc<WaitSet>> {
+    // SAFETY: per the contract.
+    let o = unsafe { crate::ffi::Obj::<WaitSetObject>::from_ptr(p as *const c_void) }?;
+    if !Arc::ptr_eq(o.core.fabric.arc(), fabric) {
+        return Err(Error::INVAL);
+    }
+    Ok(o.core.set.clone())
+}
+
+/// `fi_trywait` on a wait set fid.
 ///
 /// # Safety
 /// `p` must be readable as a `struct fid`.
-pub unsafe fn trywait_set_fid(_p: *mut fid) -> Result<()> {
-    Err(Error::NOSYS)
+pub unsafe fn trywait_set_fid(p: *mut fid) -> Result<()> {
+    // SAFETY: per the contract.
+    unsafe { crate::ffi::Obj::<WaitSetObject>::from_ptr(p as *const c_void) }?
+        .core
+        .set
+        .trywait()
+}
+
+unsafe extern "C" fn wait_close(f: *mut fid) -> core::ffi::c_int {
+    // SAFETY: `f` comes from the application as this object's fid.
+    unsafe {
+        crate::ffi::call_obj::<WaitSetObject, core::ffi::c_int>("wait set close", f as *const c_void, |o| {
+            // fi_poll(3): "The wait set must not be bound to any other opened
+            // resources prior to being closed, otherwise the call will return
+            // -FI_EBUSY."
+            o.core.set.users().check_idle()?;
+            crate::ffi::Obj::destroy(o);
+            Ok(0)
+        })
+    }
+}
+
+unsafe extern "C" fn wait_control(f: *mut fid, cmd: core::ffi::c_int, arg: *mut c_void) -> core::ffi::c_int {
+    // SAFETY: arguments come from the application through fi_control().
+    unsafe {
+        crate::ffi::call_obj::<WaitSetObject, core::ffi::c_int>("wait set control", f as *const c_void, |o| {
+            match cmd {
+                FI_GETWAIT => o.core.set.obj.get_wait(arg)?,
+                FI_GETWAITOBJ => crate::ffi::write_out(arg as *mut u32, o.core.set.obj.kind_for_getwaitobj())?,
+                _ => return Err(Error::NOSYS),
+            }
+            Ok(0)
+        })
+    }
+}
+
+/// `fi_wait`: 0 once a member has something (or a member's `fi_cq_signal`
+/// woke the set); -FI_ETIMEDOUT when the timeout passes first, as libfabric's
+/// util and sockets wait sets return.
+unsafe extern "C" fn wait_wait(w: *mut fid_wait, timeout: core::ffi::c_int) -> core::ffi::c_int {
+    // SAFETY: arguments come from the application through fi_wait().
+    unsafe {
+        crate::ffi::call_obj::<WaitSetObject, core::ffi::c_int>("fi_wait", w as *const c_void, |o| {
+            let set = &o.core.set;
+            let deadline = Deadline::from_ms(timeout);
+            match set.obj.block_until(&|| set.any_ready(), deadline) {
+                Ok(()) => Ok(0),
+                Err(Error::AGAIN) if deadline.expired() && !set.any_ready() => Err(Error::TIMEDOUT),
+                Err(Error::AGAIN) => Ok(0),
+                Err(e) => Err(e),
+            }
+        })
+    }
 }

@@ -114,6 +114,9 @@ pub struct PostedRecv {
     pub flags: u64,
     /// Multi-receive: bytes of the buffer already used.
     pub used: usize,
+    /// The receive holds a CQ slot for its completion (FI_RM_ENABLED
+    /// admission control; a multi-recv buffer's claim is for its release).
+    pub claimed: bool,
 }
 
 impl PostedRecv {
@@ -333,6 +336,7 @@ mod tests {
             ignore,
             flags: 0,
             used: 0,
+            claimed: false,
         }
     }
 

@@ -368,15 +368,23 @@ unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -
                         *ep.pending.lock() = b;
                         return Err(Error::NOAV);
                     }
-                    let g = ep.inner.lock();
-                    let cfg = g.config();
-                    if let Some(c) = &b.tx_cq {
-                        c.reserve_capacity(cfg.tx_size);
+                    let (tx_size, rx_size) = {
+                        let g = ep.inner.lock();
+                        (g.config().tx_size, g.config().rx_size)
+                    };
+                    // A CQ keeps room for every operation its endpoints may
+                    // have outstanding (cq.rs: capacity and overrun).
+                    let reserved = b.tx_cq.as_ref().map(|c| c.reserve_capacity(tx_size)).transpose().and_then(|_| {
+                        b.rx_cq.as_ref().map(|c| c.reserve_capacity(rx_size)).transpose().inspect_err(|_| {
+                            if let Some(c) = &b.tx_cq {
+                                c.release_capacity(tx_size);
+                            }
+                        })
+                    });
+                    if let Err(e) = reserved {
+                        *ep.pending.lock() = b;
+                        return Err(e);
                     }
-                    if let Some(c) = &b.rx_cq {
-                        c.reserve_capacity(cfg.rx_size);
-                    }
-                    drop(g);
                     let _ = ep.bound.set(b);
                     ep.enabled.store(true, Ordering::Release);
                     Ok(0)

@@ -116,6 +116,8 @@ struct TxOp {
     iov: IovList,
     state: TxState,
     want_completion: bool,
+    /// Holds a CQ slot (admission control at post time).
+    claimed: bool,
 }
 
 /// A receive being filled by DATA records (no-CMA rendezvous).
@@ -261,6 +263,30 @@ impl Inner {
             }
         }
         let want_completion = !a.inject_call && (!b.tx_selective || a.flags & FI_COMPLETION != 0);
+        // FI_RM_ENABLED: an operation that could overrun the CQ is refused
+        // with -FI_EAGAIN at post time; the slot is ours until completion.
+        let claimed = match &b.tx_cq {
+            Some(cq) if !a.inject_call => {
+                if cq.claim_slot().is_err() {
+                    self.progress(b);
+                    cq.claim_slot()?;
+                }
+                true
+            }
+            _ => false,
+        };
+        let r = self.send_claimed(b, a, peer, want_completion, claimed);
+        if r.is_err() && claimed {
+            if let Some(cq) = &b.tx_cq {
+                cq.unclaim_slot();
+            }
+        }
+        r
+    }
+
+    fn send_claimed(&mut self, b: &Binds, a: SendArgs, peer: Addr, want_completion: bool, claimed: bool) -> Result<()> {
+        let len = a.iov.total();
+        let inject = a.inject_call || a.flags & FI_INJECT != 0;
         let delivery = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 && !a.inject_call;
         let id = self.st.next_id;
         let mut h = WireHdr::new(op::MSG);
@@ -283,6 +309,7 @@ impl Inner {
             iov: a.iov,
             state: TxState::WaitAck,
             want_completion,
+            claimed,
         };
         if len <= self.st.eager_limit || inject {
             if delivery {
@@ -338,6 +365,25 @@ impl Inner {
         } else {
             None
         };
+        if a.flags & FI_MULTI_RECV != 0 && (a.tagged || self.st.cfg.caps & FI_MULTI_RECV == 0) {
+            return Err(Error::BADFLAGS);
+        }
+        if a.flags & (FI_PEEK | FI_CLAIM) == 0 && self.rx_posted() >= self.st.cfg.rx_size {
+            self.progress(b);
+            if self.rx_posted() >= self.st.cfg.rx_size {
+                return Err(Error::AGAIN);
+            }
+        }
+        let claimed = match &b.rx_cq {
+            Some(cq) => {
+                if cq.claim_slot().is_err() {
+                    self.progress(b);
+                    cq.claim_slot()?;
+                }
+                true
+            }
+            None => false,
+        };
         let r = PostedRecv {
             context: a.context,
             iov: a.iov,
@@ -347,26 +393,29 @@ impl Inner {
             ignore: a.ignore,
             flags: a.flags,
             used: 0,
+            claimed,
         };
-        if a.flags & FI_PEEK != 0 {
+        let res = self.recv_claimed(b, r);
+        if res.is_err() && claimed {
+            if let Some(cq) = &b.rx_cq {
+                cq.unclaim_slot();
+            }
+        }
+        res
+    }
+
+    fn recv_claimed(&mut self, b: &Binds, r: PostedRecv) -> Result<()> {
+        let a_flags = r.flags;
+        if a_flags & FI_PEEK != 0 {
             self.progress(b);
             self.st.peek(b, &r);
             self.st.after_poll(self.port.as_mut(), b);
             return Ok(());
         }
-        if a.flags & FI_CLAIM != 0 {
+        if a_flags & FI_CLAIM != 0 {
             self.st.claim(b, r)?;
             self.st.after_poll(self.port.as_mut(), b);
             return Ok(());
-        }
-        if a.flags & FI_MULTI_RECV != 0 && (a.tagged || self.st.cfg.caps & FI_MULTI_RECV == 0) {
-            return Err(Error::BADFLAGS);
-        }
-        if self.rx_posted() >= self.st.cfg.rx_size {
-            self.progress(b);
-            if self.rx_posted() >= self.st.cfg.rx_size {
-                return Err(Error::AGAIN);
-            }
         }
         self.st.post_recv(b, r);
         self.st.after_poll(self.port.as_mut(), b);
@@ -536,7 +585,8 @@ impl State {
             let buf = r.iov.addr_at(r.used);
             r.used += len;
             let done = r.iov.total() - r.used < min;
-            let snapshot = r.clone();
+            let mut snapshot = r.clone();
+            snapshot.claimed &= done; // the buffer's claim pays for its final completion
             if done {
                 self.m.take_posted(tagged, idx);
             }
@@ -667,7 +717,8 @@ impl State {
             let dst = r.iov.sub(r.used, len);
             r.used += len;
             let done = r.iov.total() - r.used < min;
-            let snapshot = r.clone();
+            let mut snapshot = r.clone();
+            snapshot.claimed &= done;
             if done {
                 self.m.take_posted(tagged, idx);
             }
@@ -806,7 +857,9 @@ impl State {
             let dst = r.iov.sub(r.used, u.len);
             r.used += u.len;
             let done = r.iov.total() - r.used < self.cfg.min_multi_recv.max(1);
-            self.deliver_unexpected(b, r.clone(), dst, u, if done { FI_MULTI_RECV } else { 0 });
+            let mut snapshot = r.clone();
+            snapshot.claimed &= done;
+            self.deliver_unexpected(b, snapshot, dst, u, if done { FI_MULTI_RECV } else { 0 });
             if done {
                 return;
             }
@@ -1006,46 +1059,20 @@ impl State {
 
     fn finish_tx(&mut self, b: &Binds, t: TxOp, status: Result<()>) {
         let flags = FI_SEND | if t.tagged { FI_TAGGED } else { FI_MSG };
+        let entry = CqEntry { len: 0, ..CqEntry::new(t.context as *mut c_void, flags) };
         match status {
             Ok(()) => {
                 if let Some(c) = &b.send_cntr {
                     c.inc();
                 }
-                if t.want_completion {
-                    if let Some(cq) = &b.tx_cq {
-                        cq.push(CqEntry {
-                            op_context: t.context as *mut c_void,
-                            flags,
-                            len: 0,
-                            buf: core::ptr::null_mut(),
-                            data: 0,
-                            tag: 0,
-                            src: FI_ADDR_NOTAVAIL,
-                        });
-                    }
-                }
+                cq_success(b.tx_cq.as_deref(), t.claimed, t.want_completion, entry);
             }
             Err(e) => {
                 if let Some(c) = &b.send_cntr {
                     c.inc_err();
                 }
-                if let Some(cq) = &b.tx_cq {
-                    cq.push_err(CqErrEntry {
-                        entry: CqEntry {
-                            op_context: t.context as *mut c_void,
-                            flags,
-                            len: t.len,
-                            buf: core::ptr::null_mut(),
-                            data: 0,
-                            tag: 0,
-                            src: FI_ADDR_NOTAVAIL,
-                        },
-                        olen: 0,
-                        err: e.0,
-                        prov_errno: e.0,
-                        err_data: Vec::new(),
-                    });
-                }
+                let entry = CqEntry { len: t.len, ..entry };
+                cq_error(b.tx_cq.as_deref(), t.claimed, CqErrEntry::new(entry, e.0));
             }
         }
         let _ = t.flags;
@@ -1099,25 +1126,14 @@ impl State {
                 if let Some(c) = &b.recv_cntr {
                     c.inc();
                 }
-                if !b.rx_selective || r.flags & FI_COMPLETION != 0 {
-                    if let Some(cq) = &b.rx_cq {
-                        cq.push(entry);
-                    }
-                }
+                let want = !b.rx_selective || r.flags & FI_COMPLETION != 0;
+                cq_success(b.rx_cq.as_deref(), r.claimed, want, entry);
             }
             Some((e, err_data)) => {
                 if let Some(c) = &b.recv_cntr {
                     c.inc_err();
                 }
-                if let Some(cq) = &b.rx_cq {
-                    cq.push_err(CqErrEntry {
-                        entry,
-                        olen,
-                        err: e.0,
-                        prov_errno: e.0,
-                        err_data,
-                    });
-                }
+                cq_error(b.rx_cq.as_deref(), r.claimed, CqErrEntry { entry, olen, err: e.0, prov_errno: e.0, err_data });
             }
         }
     }
@@ -1127,24 +1143,29 @@ impl State {
         if let Some(c) = &b.recv_cntr {
             c.inc_err();
         }
-        if let Some(cq) = &b.rx_cq {
-            cq.push_err(CqErrEntry {
-                entry: CqEntry {
-                    op_context: r.context as *mut c_void,
-                    flags: FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG } | extra,
-                    len: 0,
-                    buf: core::ptr::null_mut(),
-                    data,
-                    tag,
-                    src: FI_ADDR_NOTAVAIL,
-                },
-                olen,
-                err: e.0,
-                prov_errno: e.0,
-                err_data: Vec::new(),
-            });
-        }
+        let flags = FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG } | extra;
+        let entry = CqEntry { data, tag, ..CqEntry::new(r.context as *mut c_void, flags) };
+        cq_error(b.rx_cq.as_deref(), r.claimed, CqErrEntry { olen, ..CqErrEntry::new(entry, e.0) });
     }
+}
+
+/// Queues a success completion (or, for a silent one, gives back the
+/// slot the operation claimed). A refused push means the CQ is in its
+/// overrun state, which the application learns from the CQ itself.
+fn cq_success(cq: Option<&Cq>, claimed: bool, wanted: bool, e: CqEntry) {
+    let Some(cq) = cq else { return };
+    match (wanted, claimed) {
+        (true, true) => drop(cq.push_claimed(e)),
+        (true, false) => drop(cq.push(e)),
+        (false, true) => cq.unclaim_slot(),
+        (false, false) => {}
+    }
+}
+
+/// Queues an error completion (always reported, fi_cq(3)).
+fn cq_error(cq: Option<&Cq>, claimed: bool, e: CqErrEntry) {
+    let Some(cq) = cq else { return };
+    let _ = if claimed { cq.push_err_claimed(e) } else { cq.push_err(e) };
 }
 
 fn copy_bytes_to_iov(data: &[u8], dst: &IovList) -> usize {
