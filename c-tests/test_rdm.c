@@ -363,32 +363,50 @@ TEST(multi_recv)
 	m.addr = FI_ADDR_UNSPEC;
 	m.context = (void *)0x3;
 	CHECK_OK(fi_recvmsg(B.ep, &m, FI_MULTI_RECV | FI_COMPLETION));
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		fill(tx, sizeof tx, 30 + i);
 		CHECK_OK(POST(fi_send(A.ep, tx, sizeof tx, NULL, A.peer, NULL), &A, &B));
 	}
-	int released = 0;
 	size_t off = 0;
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		EXPECT_COMP(&B, &A, &c);
 		CHECK(c.op_context == (void *)0x3);
 		CHECK_EQ(c.len, 1000);
 		CHECK(c.buf == buf + off);
 		CHECK(check_fill(c.buf, 1000, 30 + i));
 		off += 1000;
-		if (c.flags & FI_MULTI_RECV)
-			released = i + 1;
+		/* After the 4th message 96 bytes are left (< 1024): the buffer is
+		 * released, flagged on that completion only. */
+		CHECK_EQ(!!(c.flags & FI_MULTI_RECV), i == 3);
 	}
-	/* 3000 used, 1096 left >= 1024: still posted; 4th message does not fit */
-	CHECK_EQ(released, 0);
-	EXPECT_COMP(&B, &A, &c);
-	CHECK(c.flags & FI_MULTI_RECV); /* buffer released */
-	/* The 4th message stays queued for the next receive. */
+	/* The 5th message waits for the next receive. */
 	char rx[1000];
 	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, (void *)0x4));
 	EXPECT_COMP(&B, &A, &c);
 	CHECK(c.op_context == (void *)0x4);
-	CHECK(check_fill(rx, 1000, 33));
+	CHECK(check_fill(rx, 1000, 34));
+	/* A message that does not fit the space left releases the buffer
+	 * (an empty FI_MULTI_RECV completion) and goes to the next receive. */
+	min = 16;
+	CHECK_OK(fi_setopt(&B.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof min));
+	io.iov_len = 1500;
+	CHECK_OK(fi_recvmsg(B.ep, &m, FI_MULTI_RECV | FI_COMPLETION));
+	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, (void *)0x5));
+	for (int i = 0; i < 2; i++) {
+		fill(tx, sizeof tx, 40 + i);
+		CHECK_OK(POST(fi_send(A.ep, tx, sizeof tx, NULL, A.peer, NULL), &A, &B));
+	}
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.op_context == (void *)0x3);
+	CHECK_EQ(c.len, 1000);
+	CHECK(!(c.flags & FI_MULTI_RECV));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.op_context == (void *)0x3);
+	CHECK_EQ(c.len, 0);
+	CHECK(c.flags & FI_MULTI_RECV);
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.op_context == (void *)0x5);
+	CHECK(check_fill(rx, 1000, 41));
 	unpair();
 }
 
