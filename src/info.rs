@@ -71,8 +71,10 @@
 //! * op_flags accepted: tx `FI_COMPLETION | FI_INJECT_COMPLETE |
 //!   FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE`, rx `FI_COMPLETION |
 //!   FI_MULTI_RECV`.
-//! * tclass: `FI_TC_UNSPEC` and `FI_TC_BEST_EFFORT` (what rustfab does
-//!   anyway) are accepted and echoed; other classes are refused.
+//! * tclass: a quality-of-service hint. Every valid value (unspecified, a
+//!   DSCP value `FI_TC_DSCP | 0..63`, or one of the six labels) is accepted
+//!   and echoed, as util does (it does not check tclass at all; fabtests'
+//!   pingpong asks for `FI_TC_LOW_LATENCY`); invalid encodings are refused.
 //! * An unknown `FI_RUSTFAB_TRANSPORT` value is reported (FI_LOG_WARN) and
 //!   treated as `auto`.
 
@@ -602,7 +604,11 @@ fn subset(hint: u64, ours: u64, why: &'static str) -> Check {
 }
 
 fn tclass_ok(tclass: u32) -> bool {
-    tclass == FI_TC_UNSPEC || tclass == FI_TC_BEST_EFFORT
+    const FI_TC_DSCP: u32 = 0x100;
+    const FI_TC_NETWORK_CTRL: u32 = FI_TC_BEST_EFFORT + 5;
+    tclass == FI_TC_UNSPEC
+        || (tclass & !0xff == FI_TC_DSCP && tclass & 0xff <= 63)
+        || (FI_TC_BEST_EFFORT..=FI_TC_NETWORK_CTRL).contains(&tclass)
 }
 
 /// util's `ofi_max_tag`: the largest tag a `mem_tag_format` can hold.
@@ -1522,7 +1528,7 @@ mod tests {
             ("tx op", |h| h.tx.as_mut().unwrap().op_flags = FI_COMMIT_COMPLETE),
             ("tx op inject", |h| h.tx.as_mut().unwrap().op_flags = FI_INJECT),
             ("tx caps", |h| h.tx.as_mut().unwrap().caps = FI_RMA),
-            ("tx tclass", |h| h.tx.as_mut().unwrap().tclass = 0x100 | 46),
+            ("tx tclass", |h| h.tx.as_mut().unwrap().tclass = 0x100 | 64),
             ("rx size", |h| h.rx.as_mut().unwrap().size = QUEUE_SIZE + 1),
             ("rx iov", |h| h.rx.as_mut().unwrap().iov_limit = IOV_LIMIT + 1),
             ("rx buffered", |h| h.rx.as_mut().unwrap().total_buffered_recv = 1),
@@ -1559,7 +1565,7 @@ mod tests {
             }),
             ("dom caps", |h| h.domain.as_mut().unwrap().caps = FI_SHARED_AV),
             ("dom key", |h| h.domain.as_mut().unwrap().auth_key = Some(vec![0])),
-            ("dom tclass", |h| h.domain.as_mut().unwrap().tclass = 0x201),
+            ("dom tclass", |h| h.domain.as_mut().unwrap().tclass = 0x206),
             ("threading", |h| h.domain.as_mut().unwrap().threading = 6),
             ("ctrl prog", |h| h.domain.as_mut().unwrap().control_progress = 3),
             ("data prog", |h| h.domain.as_mut().unwrap().data_progress = 3),
