@@ -250,6 +250,10 @@ unsafe extern "C" fn domain_cq_open(
     unsafe {
         ffi::call_obj::<Domain, c_int>("fi_cq_open", d as *const c_void, |o| {
             let attr = ffi::read_in(attr)?;
+            // Refuse a NULL out-pointer before creating anything (no leak).
+            if cq.is_null() {
+                return Err(Error::INVAL);
+            }
             let p = crate::cq::open(o, attr, ctx)?;
             ffi::write_out(cq, p)?;
             Ok(0)
@@ -267,6 +271,10 @@ unsafe extern "C" fn domain_cntr_open(
     unsafe {
         ffi::call_obj::<Domain, c_int>("fi_cntr_open", d as *const c_void, |o| {
             let attr = ffi::read_in(attr)?;
+            // Refuse a NULL out-pointer before creating anything (no leak).
+            if cntr.is_null() {
+                return Err(Error::INVAL);
+            }
             let p = crate::cntr::open(o, attr, ctx)?;
             ffi::write_out(cntr, p)?;
             Ok(0)
@@ -283,6 +291,10 @@ unsafe extern "C" fn domain_poll_open(
     unsafe {
         ffi::call_obj::<Domain, c_int>("fi_poll_open", d as *const c_void, |o| {
             let attr = ffi::read_in(attr)?;
+            // Refuse a NULL out-pointer before creating anything (no leak).
+            if pollset.is_null() {
+                return Err(Error::INVAL);
+            }
             let p = crate::poll::open(o, attr)?;
             ffi::write_out(pollset, p)?;
             Ok(0)
@@ -299,6 +311,10 @@ unsafe extern "C" fn domain_endpoint(
     // SAFETY: arguments come from the application through fi_endpoint().
     unsafe {
         ffi::call_obj::<Domain, c_int>("fi_endpoint", d as *const c_void, |o| {
+            // Refuse a NULL out-pointer before creating anything (no leak).
+            if ep.is_null() {
+                return Err(Error::INVAL);
+            }
             let p = crate::ep::open(o, info, ctx)?;
             ffi::write_out(ep, p)?;
             Ok(0)

@@ -105,6 +105,10 @@ unsafe extern "C" fn fabric_domain(
     // SAFETY: arguments come from the application through fi_domain().
     unsafe {
         ffi::call_obj::<Fabric, c_int>("fi_domain", f as *const c_void, |o| {
+            // Refuse a NULL out-pointer before creating anything (no leak).
+            if dom.is_null() {
+                return Err(Error::INVAL);
+            }
             let d = crate::domain::open(o, info, context)?;
             if let Err(e) = ffi::write_out(dom, d) {
                 crate::domain::destroy_unreturned(d);
@@ -156,6 +160,10 @@ unsafe extern "C" fn fabric_eq_open(
     unsafe {
         ffi::call_obj::<Fabric, c_int>("fi_eq_open", f as *const c_void, |o| {
             let attr = ffi::read_in(attr)?;
+            // Refuse a NULL out-pointer before creating anything (no leak).
+            if eq.is_null() {
+                return Err(Error::INVAL);
+            }
             let e = crate::eq::open(o, attr, context)?;
             ffi::write_out(eq, e)?;
             Ok(0)
@@ -172,6 +180,10 @@ unsafe extern "C" fn fabric_wait_open(
     unsafe {
         ffi::call_obj::<Fabric, c_int>("fi_wait_open", f as *const c_void, |o| {
             let attr = ffi::read_in(attr)?;
+            // Refuse a NULL out-pointer before creating anything (no leak).
+            if waitset.is_null() {
+                return Err(Error::INVAL);
+            }
             let w = crate::wait::open_set(o, attr)?;
             ffi::write_out(waitset, w)?;
             Ok(0)

@@ -4,7 +4,6 @@
 //! objects at stable addresses (boxed), signalled under the mutex.
 
 use crate::error::{Error, Result};
-use std::time::Duration;
 
 pub struct MutexCond {
     mutex: Box<libc::pthread_mutex_t>,
@@ -25,7 +24,16 @@ impl MutexCond {
         // SAFETY: attr is initialised before use and destroyed after; the
         // mutex/cond pointers are valid boxes.
         unsafe {
-            let r = libc::pthread_mutex_init(&mut *mutex, core::ptr::null());
+            // Error-checking mutex: an application may call into rustfab
+            // (fi_cq_read, fi_cntr_add, ...) while holding this mutex — the
+            // usual "lock; while (read == EAGAIN) cond_wait" pattern — and
+            // the entries that call queues broadcast under the same mutex.
+            // EDEADLK tells `broadcast` that the caller already holds it.
+            let mut attr: libc::pthread_mutexattr_t = core::mem::zeroed();
+            libc::pthread_mutexattr_init(&mut attr);
+            libc::pthread_mutexattr_settype(&mut attr, libc::PTHREAD_MUTEX_ERRORCHECK);
+            let r = libc::pthread_mutex_init(&mut *mutex, &attr);
+            libc::pthread_mutexattr_destroy(&mut attr);
             if r != 0 {
                 return Err(Error::from_errno(r));
             }
@@ -53,39 +61,13 @@ impl MutexCond {
     pub fn broadcast(&self) {
         // SAFETY: initialised pthread objects at stable addresses.
         unsafe {
-            libc::pthread_mutex_lock(self.mutex_ptr());
+            let r = libc::pthread_mutex_lock(self.mutex_ptr());
             libc::pthread_cond_broadcast(self.cond_ptr());
-            libc::pthread_mutex_unlock(self.mutex_ptr());
-        }
-    }
-
-    /// Locks the mutex, runs `ready`; if it is false, waits on the condition
-    /// (up to `timeout`) and returns after one wake-up or the timeout.
-    pub fn wait_unless(&self, ready: impl Fn() -> bool, timeout: Option<Duration>) -> bool {
-        // SAFETY: initialised pthread objects; the mutex is held around the
-        // predicate check and released by pthread_cond_(timed)wait.
-        unsafe {
-            libc::pthread_mutex_lock(self.mutex_ptr());
-            if ready() {
+            // EDEADLK: this thread already holds the mutex (it called into
+            // rustfab from inside its own critical section): leave it held.
+            if r == 0 {
                 libc::pthread_mutex_unlock(self.mutex_ptr());
-                return true;
             }
-            match timeout {
-                None => {
-                    libc::pthread_cond_wait(self.cond_ptr(), self.mutex_ptr());
-                }
-                Some(d) => {
-                    let mut ts: libc::timespec = core::mem::zeroed();
-                    libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts);
-                    let total = ts.tv_nsec as u128 + d.as_nanos();
-                    ts.tv_sec += (total / 1_000_000_000).min(i32::MAX as u128) as libc::time_t;
-                    ts.tv_nsec = (total % 1_000_000_000) as libc::c_long;
-                    libc::pthread_cond_timedwait(self.cond_ptr(), self.mutex_ptr(), &ts);
-                }
-            }
-            let r = ready();
-            libc::pthread_mutex_unlock(self.mutex_ptr());
-            r
         }
     }
 }
@@ -97,5 +79,27 @@ impl Drop for MutexCond {
             libc::pthread_cond_destroy(&mut *self.cond);
             libc::pthread_mutex_destroy(&mut *self.mutex);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A caller that holds the mutex (the application's own critical
+    /// section) can still trigger a broadcast without deadlocking.
+    #[test]
+    fn broadcast_while_caller_holds_mutex() {
+        let mc = MutexCond::new().unwrap();
+        // SAFETY: initialised mutex; locked and unlocked by this thread.
+        unsafe { assert_eq!(libc::pthread_mutex_lock(mc.mutex_ptr()), 0) };
+        mc.broadcast();
+        // Still held by us: unlocking succeeds exactly once.
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(libc::pthread_mutex_unlock(mc.mutex_ptr()), 0);
+            assert_ne!(libc::pthread_mutex_unlock(mc.mutex_ptr()), 0);
+        }
+        mc.broadcast();
     }
 }
