@@ -59,7 +59,7 @@ for set in "$@"; do
 	unit|functional|short|standard|complex)
 		"$bin/runfabtests.sh" -T "$T" -p "$bin" -t "$set" -v -R \
 			-e "$(grep -v '^#' "$here/exclude.$transport" 2>/dev/null | cut -d'#' -f1 | xargs | tr ' ' ',')" \
-			rustfab $host $host
+			rustfab
 		;;
 	*)
 		echo "unknown set: $set"; exit 2 ;;
