@@ -184,9 +184,16 @@ fn guess_format(b: &[u8]) -> Result<u32> {
 }
 
 /// Deterministic token for an shm endpoint named by `node`/`service`
-/// (FNV-1a 64 of "node:service"; 0 is avoided).
+/// (FNV-1a 64; 0 is avoided). Shared memory is host-local and fi_getinfo
+/// only picks shm for local nodes, so a service names the endpoint whatever
+/// the node is spelled as (`127.0.0.1`, `localhost`, none): a server started
+/// without `-s` and a client that names 127.0.0.1 meet. A node alone (no
+/// service) names an endpoint by the node string.
 pub fn shm_token_for(node: Option<&str>, service: Option<&str>) -> u64 {
-    let s = format!("{}:{}", node.unwrap_or(""), service.unwrap_or(""));
+    let s = match service {
+        Some(svc) => format!(":{svc}"),
+        None => format!("{}:", node.unwrap_or("")),
+    };
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in s.bytes() {
         h ^= b as u64;
@@ -267,6 +274,9 @@ mod tests {
             shm_token_for(Some("127.0.0.1"), Some("9228")),
             shm_token_for(Some("127.0.0.1"), Some("9228"))
         );
+        assert_eq!(shm_token_for(Some("127.0.0.1"), Some("9228")), shm_token_for(None, Some("9228")));
+        assert_eq!(shm_token_for(Some("localhost"), Some("9228")), shm_token_for(None, Some("9228")));
+        assert_ne!(shm_token_for(Some("a"), None), shm_token_for(Some("b"), None));
         assert_ne!(
             shm_token_for(Some("127.0.0.1"), Some("9228")),
             shm_token_for(Some("127.0.0.1"), Some("9229"))
