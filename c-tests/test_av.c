@@ -63,7 +63,11 @@ static uint64_t shm_token_for(const char *node, const char *svc)
 {
 	char s[256];
 	uint64_t h = 0xcbf29ce484222325ULL;
-	snprintf(s, sizeof s, "%s:%s", node ? node : "", svc ? svc : "");
+	/* Shared memory is host-local: a service alone names the endpoint. */
+	if (svc)
+		snprintf(s, sizeof s, ":%s", svc);
+	else
+		snprintf(s, sizeof s, "%s:", node ? node : "");
 	for (const char *p = s; *p; p++) {
 		h ^= (uint8_t)*p;
 		h *= 0x100000001b3ULL;

@@ -274,8 +274,14 @@ mod tests {
             shm_token_for(Some("127.0.0.1"), Some("9228")),
             shm_token_for(Some("127.0.0.1"), Some("9228"))
         );
-        assert_eq!(shm_token_for(Some("127.0.0.1"), Some("9228")), shm_token_for(None, Some("9228")));
-        assert_eq!(shm_token_for(Some("localhost"), Some("9228")), shm_token_for(None, Some("9228")));
+        assert_eq!(
+            shm_token_for(Some("127.0.0.1"), Some("9228")),
+            shm_token_for(None, Some("9228"))
+        );
+        assert_eq!(
+            shm_token_for(Some("localhost"), Some("9228")),
+            shm_token_for(None, Some("9228"))
+        );
         assert_ne!(shm_token_for(Some("a"), None), shm_token_for(Some("b"), None));
         assert_ne!(
             shm_token_for(Some("127.0.0.1"), Some("9228")),

@@ -37,7 +37,16 @@ pub trait Source: Send + Sync {
     fn has_pending(&self) -> bool {
         false
     }
+    /// Whether the source waits on peers and must be progressed now and
+    /// then even without any event (liveness checks): sleepers then wake at
+    /// least every [`TIMER_PERIOD`].
+    fn wants_timer(&self) -> bool {
+        false
+    }
 }
+
+/// Longest sleep while a source wants its timer.
+pub const TIMER_PERIOD: Duration = Duration::from_millis(100);
 
 pub struct Engine {
     epoll: Epoll,
@@ -119,6 +128,13 @@ impl Engine {
         for s in snapshot.iter().filter_map(Weak::upgrade) {
             s.progress();
         }
+    }
+
+    /// Whether a source needs periodic progress even without events.
+    pub fn wants_timer(&self) -> bool {
+        let snapshot = self.sources.lock().clone();
+        let wants = snapshot.iter().filter_map(Weak::upgrade).any(|s| s.wants_timer());
+        wants
     }
 
     /// Whether any source has work waiting (do not sleep).

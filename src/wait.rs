@@ -41,6 +41,9 @@ pub fn valid_object_kind(kind: u32) -> bool {
     )
 }
 
+/// How long a blocking wait polls before it sleeps.
+pub const SPIN_FOR: std::time::Duration = std::time::Duration::from_micros(50);
+
 pub struct WaitObj {
     kind: u32,
     /// Internal doorbell + sleeping set (absent for FI_WAIT_NONE).
@@ -197,6 +200,11 @@ impl WaitObj {
     /// check. Callers check `can_block` first.
     pub fn block_until(&self, ready: &dyn Fn() -> bool, deadline: Deadline) -> Result<()> {
         let mut scratch = Vec::new();
+        // Before sleeping, poll for a short while: a peer that answers within
+        // microseconds (a ping-pong) is then seen without the cost of a
+        // sleep and a wake-up. Idle waits still sleep after SPIN_FOR.
+        let spin_until = std::time::Instant::now() + SPIN_FOR;
+        let mut spins = 0u32;
         loop {
             self.progress();
             if ready() {
@@ -209,12 +217,24 @@ impl WaitObj {
                 sys::yield_now();
                 continue;
             }
+            spins += 1;
+            if spins % 16 != 0 || std::time::Instant::now() < spin_until {
+                std::hint::spin_loop();
+                continue;
+            }
             self.arm();
             self.progress();
             let mut slept = Ok(0);
             if !ready() && !self.engines_pending() && !self.signaled.load(Ordering::Acquire) {
                 if let Some(ep) = &self.epoll {
-                    slept = ep.wait(&mut scratch, 8, deadline.remaining());
+                    // Sources that wait on peers need a pass now and then to
+                    // notice a dead one: cap the sleep.
+                    let mut limit = deadline.remaining();
+                    if self.engines().iter().any(|e| e.wants_timer()) {
+                        let t = crate::progress::TIMER_PERIOD;
+                        limit = Some(limit.map_or(t, |l| l.min(t)));
+                    }
+                    slept = ep.wait(&mut scratch, 8, limit);
                 }
             }
             if let Some(efd) = &self.efd {
@@ -232,6 +252,21 @@ impl WaitObj {
     pub fn trywait(&self, ready: &dyn Fn() -> bool) -> Result<()> {
         if self.kind == FI_WAIT_NONE {
             return Err(Error::INVAL);
+        }
+        // Poll briefly first (as block_until does): if something arrives
+        // within SPIN_FOR the application reads it without sleeping.
+        let spin_until = std::time::Instant::now() + SPIN_FOR;
+        let mut spins = 0u32;
+        loop {
+            self.progress();
+            if ready() {
+                return Err(Error::AGAIN);
+            }
+            spins += 1;
+            if spins % 16 == 0 && std::time::Instant::now() >= spin_until {
+                break;
+            }
+            std::hint::spin_loop();
         }
         if let Some(efd) = &self.efd {
             efd.drain();

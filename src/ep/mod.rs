@@ -69,6 +69,9 @@ impl Source for Ep {
             None => true,
         }
     }
+    fn wants_timer(&self) -> bool {
+        self.inner.try_lock().is_none_or(|g| g.waits_on_peers())
+    }
 }
 
 impl Ep {
@@ -374,13 +377,22 @@ unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -
                     };
                     // A CQ keeps room for every operation its endpoints may
                     // have outstanding (cq.rs: capacity and overrun).
-                    let reserved = b.tx_cq.as_ref().map(|c| c.reserve_capacity(tx_size)).transpose().and_then(|_| {
-                        b.rx_cq.as_ref().map(|c| c.reserve_capacity(rx_size)).transpose().inspect_err(|_| {
-                            if let Some(c) = &b.tx_cq {
-                                c.release_capacity(tx_size);
-                            }
-                        })
-                    });
+                    let reserved = b
+                        .tx_cq
+                        .as_ref()
+                        .map(|c| c.reserve_capacity(tx_size))
+                        .transpose()
+                        .and_then(|_| {
+                            b.rx_cq
+                                .as_ref()
+                                .map(|c| c.reserve_capacity(rx_size))
+                                .transpose()
+                                .inspect_err(|_| {
+                                    if let Some(c) = &b.tx_cq {
+                                        c.release_capacity(tx_size);
+                                    }
+                                })
+                        });
                     if let Err(e) = reserved {
                         *ep.pending.lock() = b;
                         return Err(e);

@@ -169,6 +169,7 @@ struct State {
     outbox: Vec<(Addr, WireHdr)>,
     /// Peers whose CMA attempts failed: stream from them instead.
     no_cma: std::collections::HashSet<Addr>,
+    watch_tick: u32,
 }
 
 pub struct Inner {
@@ -199,6 +200,7 @@ impl Inner {
                 next_handle: 1,
                 outbox: Vec::new(),
                 no_cma: Default::default(),
+                watch_tick: 0,
             },
         }
     }
@@ -225,6 +227,11 @@ impl Inner {
 
     pub fn config_mut(&mut self) -> &mut EpConfig {
         &mut self.st.cfg
+    }
+
+    /// Whether operations wait on peers (see `State::waits_on_peers`).
+    pub fn waits_on_peers(&self) -> bool {
+        self.st.waits_on_peers()
     }
 
     pub fn tx_outstanding(&self) -> usize {
@@ -1009,12 +1016,32 @@ impl State {
         }
     }
 
+    /// Whether operations wait on peers (liveness checks and a bounded
+    /// sleep are needed so a dead peer is noticed).
+    pub fn waits_on_peers(&self) -> bool {
+        !self.tx.is_empty() || !self.rx.is_empty()
+    }
+
     fn watch_peers(&mut self, port: &mut dyn Port, b: &Binds) {
-        let mut peers: Vec<Addr> = self.tx.values().map(|t| t.peer).collect();
-        peers.sort_by_key(|a| a.to_bytes());
-        peers.dedup();
-        for p in peers {
-            port.check_peer(&p);
+        // Liveness checks cost a clock read and possibly a /proc read: do
+        // them only while something waits on a peer, every 64th pass.
+        self.watch_tick = self.watch_tick.wrapping_add(1);
+        if self.waits_on_peers() && self.watch_tick % 64 == 0 {
+            self.check_liveness(port, b);
+        }
+        self.handle_events(port, b);
+    }
+
+    fn check_liveness(&mut self, port: &mut dyn Port, b: &Binds) {
+        let mut last: Option<Addr> = None;
+        for t in self.tx.values() {
+            if last != Some(t.peer) {
+                port.check_peer(&t.peer);
+                last = Some(t.peer);
+            }
+        }
+        if self.rx.is_empty() {
+            return;
         }
         let now = Instant::now();
         let mut dead = Vec::new();
@@ -1032,6 +1059,9 @@ impl State {
                 self.complete_rx_err(b, &s.recv, PEER_FAILED, s.hdr.tag, s.hdr.data, len, s.extra_flags);
             }
         }
+    }
+
+    fn handle_events(&mut self, port: &mut dyn Port, b: &Binds) {
         for ev in port.take_events() {
             let PeerEvent::Failed(peer) = ev;
             let ids: Vec<u64> = self
@@ -1059,7 +1089,10 @@ impl State {
 
     fn finish_tx(&mut self, b: &Binds, t: TxOp, status: Result<()>) {
         let flags = FI_SEND | if t.tagged { FI_TAGGED } else { FI_MSG };
-        let entry = CqEntry { len: 0, ..CqEntry::new(t.context as *mut c_void, flags) };
+        let entry = CqEntry {
+            len: 0,
+            ..CqEntry::new(t.context as *mut c_void, flags)
+        };
         match status {
             Ok(()) => {
                 if let Some(c) = &b.send_cntr {
@@ -1133,7 +1166,17 @@ impl State {
                 if let Some(c) = &b.recv_cntr {
                     c.inc_err();
                 }
-                cq_error(b.rx_cq.as_deref(), r.claimed, CqErrEntry { entry, olen, err: e.0, prov_errno: e.0, err_data });
+                cq_error(
+                    b.rx_cq.as_deref(),
+                    r.claimed,
+                    CqErrEntry {
+                        entry,
+                        olen,
+                        err: e.0,
+                        prov_errno: e.0,
+                        err_data,
+                    },
+                );
             }
         }
     }
@@ -1144,8 +1187,19 @@ impl State {
             c.inc_err();
         }
         let flags = FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG } | extra;
-        let entry = CqEntry { data, tag, ..CqEntry::new(r.context as *mut c_void, flags) };
-        cq_error(b.rx_cq.as_deref(), r.claimed, CqErrEntry { olen, ..CqErrEntry::new(entry, e.0) });
+        let entry = CqEntry {
+            data,
+            tag,
+            ..CqEntry::new(r.context as *mut c_void, flags)
+        };
+        cq_error(
+            b.rx_cq.as_deref(),
+            r.claimed,
+            CqErrEntry {
+                olen,
+                ..CqErrEntry::new(entry, e.0)
+            },
+        );
     }
 }
 
@@ -1165,7 +1219,11 @@ fn cq_success(cq: Option<&Cq>, claimed: bool, wanted: bool, e: CqEntry) {
 /// Queues an error completion (always reported, fi_cq(3)).
 fn cq_error(cq: Option<&Cq>, claimed: bool, e: CqErrEntry) {
     let Some(cq) = cq else { return };
-    let _ = if claimed { cq.push_err_claimed(e) } else { cq.push_err(e) };
+    let _ = if claimed {
+        cq.push_err_claimed(e)
+    } else {
+        cq.push_err(e)
+    };
 }
 
 fn copy_bytes_to_iov(data: &[u8], dst: &IovList) -> usize {

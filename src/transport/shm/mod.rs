@@ -117,6 +117,8 @@ pub struct ShmPort {
     pub cma_enabled: bool,
     events: Vec<PeerEvent>,
     sleeping: bool,
+    /// Some peer has control records waiting for ring space.
+    backlogged: bool,
 }
 
 fn dgram_socket() -> Result<OwnedFd> {
@@ -175,6 +177,7 @@ impl ShmPort {
             cma_enabled,
             events: Vec::new(),
             sleeping: false,
+            backlogged: false,
         })
     }
 
@@ -325,6 +328,7 @@ impl ShmPort {
                     return Err(Error::INVAL);
                 };
                 self.peer(token)?.backlog.push_back(*hdr);
+                self.backlogged = true;
                 Ok(())
             }
             r => r,
@@ -349,10 +353,14 @@ impl ShmPort {
             self.seen_claims = claims;
             self.discover_slots();
         }
-        for p in self.peers.values_mut() {
-            if !p.backlog.is_empty() {
-                flush_backlog(p);
-                ring_doorbell(&self.ring_tx, p);
+        if self.backlogged {
+            self.backlogged = false;
+            for p in self.peers.values_mut() {
+                if !p.backlog.is_empty() {
+                    flush_backlog(p);
+                    ring_doorbell(&self.ring_tx, p);
+                    self.backlogged |= !p.backlog.is_empty();
+                }
             }
         }
         let lim = self.limits;
