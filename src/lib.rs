@@ -12,6 +12,7 @@ pub mod abi;
 pub mod addr;
 pub mod attr;
 pub mod capi;
+pub mod collections;
 pub mod error;
 pub mod ffi;
 pub mod log;

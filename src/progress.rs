@@ -52,12 +52,13 @@ pub struct Engine {
     epoll: Epoll,
     /// Wakes a progress thread (and anyone nesting `epoll`) on demand.
     kick: EventFd,
-    /// Copy-on-write snapshot, so that a progress pass (run on every CQ,
-    /// counter and EQ read) clones an `Arc` instead of allocating a vector.
-    sources: Mutex<Arc<Vec<Weak<dyn Source>>>>,
-    /// Serialises progress passes; a pass that finds it taken is skipped
-    /// (the thread holding it produces the completions).
-    pass: Mutex<()>,
+    /// The sources, behind the lock that also serialises progress passes:
+    /// a pass (run on every CQ, counter and EQ read) is one uncontended
+    /// `try_lock` and a walk over the vector — no reference counting, no
+    /// allocation. A pass that finds the lock taken is skipped (the thread
+    /// holding it produces the completions). Sources hold strong references
+    /// and must be removed explicitly (endpoint close does).
+    sources: Mutex<Vec<Arc<dyn Source>>>,
     sleepers: AtomicUsize,
     /// Reasons to run a progress thread (AUTO progress, MUTEX_COND objects).
     auto_users: AtomicUsize,
@@ -72,8 +73,7 @@ impl Engine {
         Ok(Arc::new(Engine {
             epoll,
             kick,
-            sources: Mutex::new(Arc::new(Vec::new())),
-            pass: Mutex::new(()),
+            sources: Mutex::new(Vec::new()),
             sleepers: AtomicUsize::new(0),
             auto_users: AtomicUsize::new(0),
             thread: Mutex::new(None),
@@ -94,70 +94,50 @@ impl Engine {
         self.epoll.delete(fd);
     }
 
-    pub fn add_source(&self, s: Weak<dyn Source>) {
-        if let Some(src) = s.upgrade() {
-            src.set_sleepers(self.sleepers.load(Ordering::Acquire));
-        }
+    pub fn add_source(&self, s: Arc<dyn Source>) {
         let mut v = self.sources.lock();
-        let mut next: Vec<Weak<dyn Source>> = v.iter().filter(|w| w.strong_count() > 0).cloned().collect();
-        next.push(s);
-        *v = Arc::new(next);
+        s.set_sleepers(self.sleepers.load(Ordering::Acquire));
+        v.push(s);
     }
 
     pub fn remove_source(&self, s: &Arc<dyn Source>) {
-        let mut v = self.sources.lock();
-        let next: Vec<Weak<dyn Source>> = v
-            .iter()
-            .filter(|w| match w.upgrade() {
-                Some(x) => !Arc::ptr_eq(&x, s),
-                None => false,
-            })
-            .cloned()
-            .collect();
-        *v = Arc::new(next);
-    }
-
-    fn live_sources(&self) -> Vec<Arc<dyn Source>> {
-        self.sources.lock().iter().filter_map(Weak::upgrade).collect()
+        self.sources.lock().retain(|x| !Arc::ptr_eq(x, s));
     }
 
     /// One non-blocking progress pass over every source.
     pub fn progress(&self) {
-        let Some(_g) = self.pass.try_lock() else { return };
-        let snapshot = self.sources.lock().clone();
-        for s in snapshot.iter().filter_map(Weak::upgrade) {
+        let Some(v) = self.sources.try_lock() else { return };
+        for s in v.iter() {
             s.progress();
         }
     }
 
     /// Whether a source needs periodic progress even without events.
     pub fn wants_timer(&self) -> bool {
-        let snapshot = self.sources.lock().clone();
-        let wants = snapshot.iter().filter_map(Weak::upgrade).any(|s| s.wants_timer());
-        wants
+        self.sources.lock().iter().any(|s| s.wants_timer())
     }
 
     /// Whether any source has work waiting (do not sleep).
     pub fn has_pending(&self) -> bool {
-        let snapshot = self.sources.lock().clone();
-        let pending = snapshot.iter().filter_map(Weak::upgrade).any(|s| s.has_pending());
-        pending
+        self.sources.lock().iter().any(|s| s.has_pending())
     }
 
     /// Registers a sleeper: sources switch to "wake me" mode.
     pub fn arm(&self) {
+        let v = self.sources.lock();
         let n = self.sleepers.fetch_add(1, Ordering::AcqRel) + 1;
         if n == 1 {
-            for s in self.live_sources() {
+            for s in v.iter() {
                 s.set_sleepers(n);
             }
         }
     }
 
     pub fn disarm(&self) {
+        let v = self.sources.lock();
         let n = self.sleepers.fetch_sub(1, Ordering::AcqRel) - 1;
         if n == 0 {
-            for s in self.live_sources() {
+            for s in v.iter() {
                 s.set_sleepers(0);
             }
         }

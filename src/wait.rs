@@ -60,6 +60,11 @@ pub struct WaitObj {
     /// the read path, which progresses on every call); `add_engine` swaps in
     /// a new vector.
     engines: Mutex<Arc<Vec<Arc<Engine>>>>,
+    /// The first engine (a CQ's or counter's domain), readable without a
+    /// lock: the progress pass every read runs starts here.
+    first: std::sync::OnceLock<Arc<Engine>>,
+    /// More than one engine feeds this object (EQs bound across domains).
+    several: std::sync::atomic::AtomicBool,
 }
 
 impl WaitObj {
@@ -96,6 +101,8 @@ impl WaitObj {
             fd_armed: AtomicBool::new(false),
             signaled: AtomicBool::new(false),
             engines: Mutex::new(Arc::new(Vec::new())),
+            first: std::sync::OnceLock::new(),
+            several: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -130,6 +137,9 @@ impl WaitObj {
             set.obj.add_engine(engine)?;
         }
         next.push(engine.clone());
+        if self.first.set(engine.clone()).is_err() {
+            self.several.store(true, Ordering::Release);
+        }
         *v = Arc::new(next);
         Ok(())
     }
@@ -140,8 +150,13 @@ impl WaitObj {
     }
 
     /// Runs a progress pass on every engine that feeds this object.
+    #[inline]
     pub fn progress(&self) {
-        for e in self.engines().iter() {
+        if self.several.load(Ordering::Acquire) {
+            for e in self.engines().iter() {
+                e.progress();
+            }
+        } else if let Some(e) = self.first.get() {
             e.progress();
         }
     }

@@ -166,8 +166,7 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
     });
     let engine = &d.core.engine;
     engine.watch_fd(wait_fd, crate::sys::IN)?;
-    let src: Arc<dyn Source> = core.clone();
-    engine.add_source(Arc::downgrade(&src));
+    engine.add_source(core.clone());
     let hdr = fid_ep {
         fid: fid {
             fclass: FI_CLASS_EP,

@@ -33,13 +33,13 @@ use crate::abi::*;
 use crate::addr::Addr;
 use crate::av::Av;
 use crate::cntr::Cntr;
+use crate::collections::{FastMap, FastSet, Slab};
 use crate::cq::{Cq, CqEntry, CqErrEntry};
 use crate::error::{Error, Result};
 use crate::ffi::Held;
 use crate::transport::proto::{flag, op, WireHdr, IOV_ENTRY};
 use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
 use core::ffi::c_void;
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// Endpoint attributes that govern the data path (from `fi_info`, setopt).
@@ -158,17 +158,16 @@ struct PendingPull {
 struct State {
     cfg: EpConfig,
     eager_limit: usize,
-    inflight: HashMap<u32, Inflight>,
+    inflight: Slab<Inflight>,
     pulls: Vec<PendingPull>,
     m: Matching,
-    tx: HashMap<u64, TxOp>,
-    rx: HashMap<u32, RxStream>,
+    tx: FastMap<u64, TxOp>,
+    rx: Slab<RxStream>,
     next_id: u64,
-    next_handle: u32,
     /// Control records produced while consuming (sent after the pass).
     outbox: Vec<(Addr, WireHdr)>,
     /// Peers whose CMA attempts failed: stream from them instead.
-    no_cma: std::collections::HashSet<Addr>,
+    no_cma: FastSet<Addr>,
     watch_tick: u32,
 }
 
@@ -192,12 +191,11 @@ impl Inner {
                 m: Matching::new(cfg.unexp_budget),
                 cfg,
                 eager_limit,
-                inflight: HashMap::new(),
+                inflight: Slab::default(),
                 pulls: Vec::new(),
-                tx: HashMap::new(),
-                rx: HashMap::new(),
+                tx: FastMap::default(),
+                rx: Slab::default(),
                 next_id: 1,
-                next_handle: 1,
                 outbox: Vec::new(),
                 no_cma: Default::default(),
                 watch_tick: 0,
@@ -468,16 +466,6 @@ impl Delivery for Dlv<'_> {
 }
 
 impl State {
-    fn alloc_handle(&mut self) -> u32 {
-        loop {
-            let h = self.next_handle;
-            self.next_handle = self.next_handle.wrapping_add(1).max(1);
-            if !self.rx.contains_key(&h) && !self.inflight.contains_key(&h) {
-                return h;
-            }
-        }
-    }
-
     fn ack(&mut self, to: Addr, msg_id: u64, status: Option<Error>, taken: usize) {
         let mut h = WireHdr::new(op::ACK);
         h.msg_id = msg_id;
@@ -561,19 +549,15 @@ impl State {
             if !multi {
                 let r = self.m.take_posted(tagged, idx).expect("index just found");
                 let take = len.min(r.iov.total());
-                let handle = self.alloc_handle();
                 let (dst, buf) = (r.iov, r.iov.addr_at(0));
-                self.inflight.insert(
-                    handle,
-                    Inflight {
-                        recv: r,
-                        src: *src,
-                        hdr: *h,
-                        buf,
-                        take,
-                        extra_flags: 0,
-                    },
-                );
+                let handle = self.inflight.insert(Inflight {
+                    recv: r,
+                    src: *src,
+                    hdr: *h,
+                    buf,
+                    take,
+                    extra_flags: 0,
+                });
                 return Place::Into { handle, dst, take };
             }
             if !b.rx_cq.as_ref().is_none_or(|c| c.has_room()) {
@@ -597,19 +581,15 @@ impl State {
             if done {
                 self.m.take_posted(tagged, idx);
             }
-            let handle = self.alloc_handle();
             let extra_flags = if done { FI_MULTI_RECV } else { 0 };
-            self.inflight.insert(
-                handle,
-                Inflight {
-                    recv: snapshot,
-                    src: *src,
-                    hdr: *h,
-                    buf,
-                    take: len,
-                    extra_flags,
-                },
-            );
+            let handle = self.inflight.insert(Inflight {
+                recv: snapshot,
+                src: *src,
+                hdr: *h,
+                buf,
+                take: len,
+                extra_flags,
+            });
             return Place::Into { handle, dst, take: len };
         }
         let _ = src_pid;
@@ -621,7 +601,7 @@ impl State {
     }
 
     fn placed(&mut self, b: &Binds, handle: u32, result: Result<()>) {
-        let Some(f) = self.inflight.remove(&handle) else { return };
+        let Some(f) = self.inflight.remove(handle) else { return };
         let len = f.hdr.len as usize;
         match result {
             Ok(()) => {
@@ -784,31 +764,29 @@ impl State {
                     }
                 }
             }
-            let handle = self.alloc_handle();
+            let msg_id = p.hdr.msg_id;
+            let src = p.src;
+            let handle = self.rx.insert(RxStream {
+                recv: p.recv,
+                dst: p.dst,
+                buf,
+                src: p.src,
+                src_pid: p.src_pid,
+                hdr: p.hdr,
+                take,
+                got: 0,
+                extra_flags: p.extra_flags,
+                last_check: Instant::now(),
+            });
             let mut cts = WireHdr::new(op::CTS);
-            cts.msg_id = p.hdr.msg_id;
+            cts.msg_id = msg_id;
             cts.aux = handle;
-            self.outbox.push((p.src, cts));
-            self.rx.insert(
-                handle,
-                RxStream {
-                    recv: p.recv,
-                    dst: p.dst,
-                    buf,
-                    src: p.src,
-                    src_pid: p.src_pid,
-                    hdr: p.hdr,
-                    take,
-                    got: 0,
-                    extra_flags: p.extra_flags,
-                    last_check: Instant::now(),
-                },
-            );
+            self.outbox.push((src, cts));
         }
     }
 
     fn on_data(&mut self, b: &Binds, src: &Addr, h: &WireHdr, p: &dyn PayloadIn) -> Disposition {
-        let Some(s) = self.rx.get_mut(&h.aux) else {
+        let Some(s) = self.rx.get_mut(h.aux) else {
             return Disposition::Consumed;
         };
         if s.src != *src || s.hdr.msg_id != h.msg_id || h.len != s.hdr.len || h.offset as usize != s.got {
@@ -825,7 +803,7 @@ impl State {
         s.got += n;
         s.last_check = Instant::now();
         if s.got >= s.hdr.len as usize {
-            let s = self.rx.remove(&h.aux).expect("stream just found");
+            let s = self.rx.remove(h.aux).expect("stream just found");
             self.ack(s.src, s.hdr.msg_id, None, s.take);
             let len = s.hdr.len as usize;
             self.complete_rx(
@@ -1049,12 +1027,12 @@ impl State {
             if now.duration_since(s.last_check) >= STREAM_LIVENESS {
                 s.last_check = now;
                 if !port.sender_alive(s.src_pid, &s.src) {
-                    dead.push(*h);
+                    dead.push(h);
                 }
             }
         }
         for h in dead {
-            if let Some(s) = self.rx.remove(&h) {
+            if let Some(s) = self.rx.remove(h) {
                 let len = s.hdr.len as usize;
                 self.complete_rx_err(b, &s.recv, PEER_FAILED, s.hdr.tag, s.hdr.data, len, s.extra_flags);
             }
@@ -1075,9 +1053,14 @@ impl State {
                     self.finish_tx(b, t, Err(PEER_FAILED));
                 }
             }
-            let hs: Vec<u32> = self.rx.iter().filter(|(_, s)| s.src == peer).map(|(h, _)| *h).collect();
+            let hs: Vec<u32> = self
+                .rx
+                .iter_mut()
+                .filter(|(_, s)| s.src == peer)
+                .map(|(h, _)| h)
+                .collect();
             for h in hs {
-                if let Some(s) = self.rx.remove(&h) {
+                if let Some(s) = self.rx.remove(h) {
                     let len = s.hdr.len as usize;
                     self.complete_rx_err(b, &s.recv, PEER_FAILED, s.hdr.tag, s.hdr.data, len, s.extra_flags);
                 }

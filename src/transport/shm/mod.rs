@@ -19,6 +19,7 @@ pub mod ring;
 pub mod segment;
 
 use crate::addr::Addr;
+use crate::collections::FastMap;
 use crate::ep::matching::IovList;
 use crate::error::{Error, Result};
 use crate::sys;
@@ -26,7 +27,7 @@ use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
 use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
 use ring::{cells_for, Ring};
 use segment::{Segment, SlotSender, NSLOTS, SLOT_ACTIVE, SLOT_CLOSED};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
@@ -98,6 +99,9 @@ struct PeerOut {
     slot: usize,
     ring: Ring,
     tail: u64,
+    /// Free cells known without reading the consumer's `head` (which lives
+    /// on a cache line the consumer writes): re-read only when short.
+    free: u64,
     failed: bool,
     last_check: Instant,
     /// Control records waiting for ring space (bounded by outstanding ops).
@@ -112,7 +116,7 @@ pub struct ShmPort {
     ring_tx: OwnedFd,
     inbound: Vec<InSlot>,
     seen_claims: u64,
-    peers: HashMap<u64, PeerOut>,
+    peers: FastMap<u64, PeerOut>,
     limits: Limits,
     pub cma_enabled: bool,
     events: Vec<PeerEvent>,
@@ -172,7 +176,7 @@ impl ShmPort {
             ring_tx: dgram_socket()?,
             inbound: Vec::new(),
             seen_claims: 0,
-            peers: HashMap::new(),
+            peers: FastMap::default(),
             limits,
             cma_enabled,
             events: Vec::new(),
@@ -244,6 +248,7 @@ impl ShmPort {
                     slot,
                     ring,
                     tail: 0,
+                    free: 0,
                     failed: false,
                     last_check: Instant::now(),
                     backlog: VecDeque::new(),
@@ -340,7 +345,10 @@ impl ShmPort {
         let Addr::Shm(token) = *peer else { return 0 };
         let Ok(p) = self.peer(token) else { return 0 };
         match p.ring.free_cells(p.tail) {
-            Ok(c) => (c as usize * ring::CELL).saturating_sub(HDR_LEN),
+            Ok(c) => {
+                p.free = c;
+                (c as usize * ring::CELL).saturating_sub(HDR_LEN)
+            }
             Err(_) => 0,
         }
     }
@@ -616,9 +624,13 @@ fn ring_doorbell(tx: &OwnedFd, p: &PeerOut) {
 fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ring::Corrupt> {
     let n = payload.len();
     let cells = cells_for(HDR_LEN + n);
-    if p.ring.free_cells(p.tail)? < cells {
-        return Ok(false);
+    if p.free < cells {
+        p.free = p.ring.free_cells(p.tail)?;
+        if p.free < cells {
+            return Ok(false);
+        }
     }
+    p.free -= cells;
     let mut h = *hdr;
     h.payload = n as u32;
     // SAFETY: `cells` cells from `tail` are free and ours (producer).

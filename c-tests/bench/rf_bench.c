@@ -1,0 +1,309 @@
+/*
+ * rf_bench: ping-pong latency and streaming bandwidth between two processes
+ * over any libfabric RDM provider, so that rustfab and the built-in providers
+ * are measured by the same code in the same run (bench/run.sh drives it).
+ *
+ *   rf_bench -p <prov> [-d <domain>] [-s sizes] [-i iters] [-w window] [-m lat|bw|both]
+ *            [-B]   (buffered receives, when the provider offers them)
+ *
+ * The parent is the server (CPU 0), a forked child the client (CPU 1);
+ * addresses are exchanged over a pipe. Prints one line per measurement:
+ *   lat <prov> <bytes> <one-way usec>
+ *   bw  <prov> <bytes> <MB/s>
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#define DIE(...)                                        \
+	do {                                            \
+		fprintf(stderr, "rf_bench: " __VA_ARGS__); \
+		fprintf(stderr, "\n");                  \
+		exit(2);                                \
+	} while (0)
+#define CK(call)                                                                          \
+	do {                                                                              \
+		long _r = (long)(call);                                                   \
+		if (_r)                                                                   \
+			DIE("%s:%d %s = %ld (%s)", __FILE__, __LINE__, #call, _r, fi_strerror((int)-_r)); \
+	} while (0)
+
+static const char *prov = "rustfab", *domain_name;
+static size_t iters = 10000, window = 64;
+static const char *mode = "both";
+static size_t sizes[64];
+static int nsizes;
+
+struct res {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	fi_addr_t peer;
+	char *buf;
+	size_t buflen;
+	uint64_t pending_tx;
+};
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	CPU_ZERO(&set);
+	CPU_SET(n > 1 ? cpu % n : 0, &set);
+	sched_setaffinity(0, sizeof set, &set);
+}
+
+static void setup(struct res *r, size_t maxsize)
+{
+	struct fi_info *hints = fi_allocinfo();
+	hints->fabric_attr->prov_name = strdup(prov);
+	if (domain_name)
+		hints->domain_attr->name = strdup(domain_name);
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	CK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &r->info));
+	fi_freeinfo(hints);
+	CK(fi_fabric(r->info->fabric_attr, &r->fabric, NULL));
+	CK(fi_domain(r->fabric, r->info, &r->domain, NULL));
+	struct fi_av_attr aa = {.type = FI_AV_MAP};
+	CK(fi_av_open(r->domain, &aa, &r->av, NULL));
+	struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_CONTEXT, .size = 1024};
+	CK(fi_cq_open(r->domain, &ca, &r->cq, NULL));
+	CK(fi_endpoint(r->domain, r->info, &r->ep, NULL));
+	CK(fi_ep_bind(r->ep, &r->av->fid, 0));
+	CK(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV));
+	CK(fi_enable(r->ep));
+	r->buflen = maxsize * 2 + 4096;
+	if (posix_memalign((void **)&r->buf, 4096, r->buflen))
+		DIE("no memory");
+	memset(r->buf, 0xa5, r->buflen);
+}
+
+static void teardown(struct res *r)
+{
+	fi_close(&r->ep->fid);
+	fi_close(&r->cq->fid);
+	fi_close(&r->av->fid);
+	fi_close(&r->domain->fid);
+	fi_close(&r->fabric->fid);
+	fi_freeinfo(r->info);
+	free(r->buf);
+}
+
+/* Completions consumed while retrying a post (counted against later waits). */
+static size_t banked;
+
+static void progress_once(struct res *r)
+{
+	struct fi_cq_entry e;
+	ssize_t k = fi_cq_read(r->cq, &e, 1);
+	if (k == 1)
+		banked++;
+	else if (k == -FI_EAVAIL)
+		DIE("completion error while retrying a post");
+}
+
+/* Waits for `n` completions, spinning on fi_cq_read. */
+static void wait_n(struct res *r, size_t n)
+{
+	struct fi_cq_entry e[64];
+	while (n && banked) {
+		banked--;
+		n--;
+	}
+	while (n) {
+		ssize_t k = fi_cq_read(r->cq, e, n < 64 ? n : 64);
+		if (k > 0) {
+			n -= (size_t)k;
+		} else if (k == -FI_EAVAIL) {
+			struct fi_cq_err_entry err = {0};
+			fi_cq_readerr(r->cq, &err, 0);
+			DIE("completion error %d (%s)", err.err, fi_strerror(err.err));
+		} else if (k != -FI_EAGAIN) {
+			DIE("fi_cq_read %zd", k);
+		}
+	}
+}
+
+static void post_recv(struct res *r, void *buf, size_t len)
+{
+	ssize_t k;
+	while ((k = fi_recv(r->ep, buf, len, NULL, FI_ADDR_UNSPEC, NULL)) == -FI_EAGAIN)
+		progress_once(r);
+	if (k)
+		DIE("fi_recv %zd", k);
+}
+
+static void post_send(struct res *r, void *buf, size_t len)
+{
+	ssize_t k;
+	for (;;) {
+		k = fi_send(r->ep, buf, len, NULL, r->peer, NULL);
+		if (k != -FI_EAGAIN)
+			break;
+		progress_once(r);
+	}
+	if (k)
+		DIE("fi_send %zd", k);
+}
+
+static void latency(struct res *r, int server, size_t size)
+{
+	size_t n = size >= (1 << 20) ? iters / 20 + 10 : iters;
+	size_t warm = n / 10 + 1;
+	double t0 = 0;
+	for (size_t i = 0; i < n + warm; i++) {
+		if (i == warm)
+			t0 = now();
+		if (server) {
+			post_recv(r, r->buf, size);
+			wait_n(r, 1);
+			post_send(r, r->buf + size, size);
+			wait_n(r, 1);
+		} else {
+			post_recv(r, r->buf, size);
+			post_send(r, r->buf + size, size);
+			wait_n(r, 2);
+		}
+	}
+	double t = now() - t0;
+	if (!server)
+		printf("lat %s %zu %.3f\n", prov, size, t / n / 2 * 1e6);
+}
+
+static void bandwidth(struct res *r, int server, size_t size)
+{
+	size_t w = window, rounds = size >= (1 << 20) ? 20 : (size >= 65536 ? 100 : iters / w + 10);
+	size_t warm = rounds / 10 + 1;
+	double t0 = 0;
+	for (size_t i = 0; i < rounds + warm; i++) {
+		if (i == warm)
+			t0 = now();
+		if (server) {
+			for (size_t j = 0; j < w; j++)
+				post_recv(r, r->buf + (j % 2) * size, size);
+			post_send(r, r->buf, 0); /* ready */
+			wait_n(r, w + 1);
+			post_recv(r, r->buf, 4);
+			wait_n(r, 1);
+		} else {
+			post_recv(r, r->buf, 4);
+			wait_n(r, 1); /* server ready */
+			for (size_t j = 0; j < w; j++)
+				post_send(r, r->buf + size, size);
+			wait_n(r, w);
+			post_send(r, r->buf, 4); /* done */
+			wait_n(r, 1);
+		}
+	}
+	double t = now() - t0;
+	if (!server)
+		printf("bw %s %zu %.1f\n", prov, size, (double)size * w * rounds / t / 1e6);
+}
+
+static void run(int server, int rfd, int wfd)
+{
+	struct res r;
+	size_t maxsize = 0;
+	for (int i = 0; i < nsizes; i++)
+		if (sizes[i] > maxsize)
+			maxsize = sizes[i];
+	setup(&r, maxsize);
+	char addr[256], peer[256];
+	size_t alen = sizeof addr;
+	CK(fi_getname(&r.ep->fid, addr, &alen));
+	if (write(wfd, &alen, sizeof alen) != sizeof alen || write(wfd, addr, alen) != (ssize_t)alen)
+		DIE("pipe write");
+	size_t plen;
+	if (read(rfd, &plen, sizeof plen) != sizeof plen || plen > sizeof peer || read(rfd, peer, plen) != (ssize_t)plen)
+		DIE("pipe read");
+	if (fi_av_insert(r.av, peer, 1, &r.peer, 0, NULL) != 1)
+		DIE("fi_av_insert");
+	for (int i = 0; i < nsizes; i++) {
+		if (strcmp(mode, "bw"))
+			latency(&r, server, sizes[i]);
+		if (strcmp(mode, "lat"))
+			bandwidth(&r, server, sizes[i]);
+		fflush(stdout);
+	}
+	/* final handshake so neither side closes while the other still sends */
+	post_recv(&r, r.buf, 4);
+	post_send(&r, r.buf + 8, 4);
+	wait_n(&r, 2);
+	teardown(&r);
+}
+
+static void parse_sizes(char *s)
+{
+	nsizes = 0;
+	for (char *t = strtok(s, ","); t && nsizes < 64; t = strtok(NULL, ",")) {
+		char *end;
+		size_t v = strtoull(t, &end, 10);
+		if (*end == 'k' || *end == 'K')
+			v <<= 10;
+		else if (*end == 'm' || *end == 'M')
+			v <<= 20;
+		sizes[nsizes++] = v;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	char def[] = "1,64,1k,4k,64k,1m,4m";
+	int c;
+	parse_sizes(def);
+	while ((c = getopt(argc, argv, "p:d:s:i:w:m:")) != -1) {
+		switch (c) {
+		case 'p': prov = optarg; break;
+		case 'd': domain_name = optarg; break;
+		case 's': parse_sizes(optarg); break;
+		case 'i': iters = strtoull(optarg, NULL, 10); break;
+		case 'w': window = strtoull(optarg, NULL, 10); break;
+		case 'm': mode = optarg; break;
+		default: DIE("usage: rf_bench -p prov [-d domain] [-s sizes] [-i iters] [-w window] [-m lat|bw|both]");
+		}
+	}
+	int p2c[2], c2p[2];
+	if (pipe(p2c) || pipe(c2p))
+		DIE("pipe");
+	pid_t pid = fork();
+	if (pid < 0)
+		DIE("fork");
+	if (pid == 0) {
+		pin(1);
+		run(0, p2c[0], c2p[1]);
+		_exit(0);
+	}
+	pin(0);
+	run(1, c2p[0], p2c[1]);
+	int st;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
