@@ -94,3 +94,11 @@ c-tests: lib $(C_TEST_BINS)
 FT_SETS ?= foundation cq
 fabtests: lib
 	fabtests-integration/run.sh shm $(FT_SETS); fabtests-integration/run.sh tcp $(FT_SETS)
+
+# ---- benchmarks: rustfab vs the built-in providers in one run (not part of `test`)
+$(BUILD)/bench/rf_bench: c-tests/bench/rf_bench.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric
+
+bench: lib $(BUILD)/bench/rf_bench
+	c-tests/bench/run.sh $(BUILD)/bench/rf_bench

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# make bench: rustfab against libfabric's built-in providers, same program
+# (rf_bench), same machine, same run. Each pair is measured REPEAT times,
+# interleaved, and the median is printed with the ratio rustfab/built-in
+# (latency: < 1 is better; bandwidth: > 1 is better). Processes are pinned
+# to CPUs 0 and 1 by rf_bench itself.
+set -u
+bin=${1:-build/bench/rf_bench}
+REPEAT=${REPEAT:-3}
+SIZES=${SIZES:-1,64,1k,4k,64k,1m,4m}
+ITERS=${ITERS:-10000}
+: "${FI_PROVIDER_PATH:?FI_PROVIDER_PATH must point at the directory holding librustfab-fi.so}"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+# pairs: label | rustfab args | built-in args
+pairs=(
+	"shm|-p rustfab -d shm|-p shm"
+)
+if [ -n "${BENCH_TCP:-}" ]; then
+	pairs+=("tcp|-p rustfab -d tcp|-p tcp;ofi_rxm")
+fi
+
+for pair in "${pairs[@]}"; do
+	IFS='|' read -r label ours theirs <<<"$pair"
+	for r in $(seq "$REPEAT"); do
+		for who in ours theirs; do
+			args=$ours; [ $who = theirs ] && args=$theirs
+			# shellcheck disable=SC2086
+			if ! FI_RUSTFAB_TRANSPORT=$label timeout 300 "$bin" $args -s "$SIZES" -i "$ITERS" \
+				| sed "s/^/$label $who /" >>"$out"; then
+				echo "bench: $who ($args) failed" >&2
+			fi
+		done
+	done
+done
+
+printf "%-5s %-4s %10s %14s %14s %8s\n" "tport" "test" "bytes" "rustfab" "built-in" "ratio"
+awk '
+function median(list,   n, a, i, j, t) {
+	n = split(list, a, " ")
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{ key = $1 " " $3 " " $5; vals[$2 " " key] = vals[$2 " " key] " " $6; keys[key] = 1 }
+END {
+	for (k in keys) {
+		split(k, f, " ")
+		o = median(vals["ours " k]); t = median(vals["theirs " k])
+		unit = f[2] == "lat" ? "us" : "MB/s"
+		printf "%s %s %012d|%-5s %-4s %10s %11.3f %-2s %11.3f %-4s %6.2f\n", f[1], f[2], f[3], f[1], f[2], f[3], o, unit, t, unit, (t > 0 ? o / t : 0)
+	}
+}' "$out" | sort | cut -d'|' -f2
