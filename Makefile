@@ -102,3 +102,11 @@ $(BUILD)/bench/rf_bench: c-tests/bench/rf_bench.c
 
 bench: lib $(BUILD)/bench/rf_bench
 	c-tests/bench/run.sh $(BUILD)/bench/rf_bench
+
+# ---- Open MPI over rustfab (pml cm, mtl ofi)
+$(BUILD)/mpi/mpi_test: c-tests/mpi/mpi_test.c
+	@mkdir -p $(dir $@)
+	mpicc -O2 -Wall -o $@ $<
+
+mpi: lib $(BUILD)/mpi/mpi_test
+	c-tests/mpi/run.sh $(BUILD)/mpi/mpi_test
