@@ -130,6 +130,7 @@ impl Info {
     ///
     /// # Safety
     /// `p` must point to a valid `fi_info` whose non-NULL pointers are valid.
+    #[allow(clippy::manual_map)] // the matches keep each unsafe read visible
     pub unsafe fn from_c(p: *const fi_info) -> Result<Info> {
         // SAFETY: per the contract.
         let i = unsafe { p.as_ref() }.ok_or(Error::INVAL)?;

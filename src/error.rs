@@ -58,11 +58,6 @@ impl Error {
             Error(e)
         }
     }
-
-    /// `-code` as libfabric returns it from an `int` function.
-    pub fn neg(self) -> i32 {
-        -self.0
-    }
 }
 
 impl From<std::io::Error> for Error {

@@ -24,7 +24,10 @@ pub const PARAMS: &[Param] = &[Param {
 }];
 
 /// Declares every parameter. Called once from `fi_prov_ini`.
-pub fn define_all(prov: *const fi_provider) {
+///
+/// # Safety
+/// `prov` must be rustfab's registered provider descriptor.
+pub unsafe fn define_all(prov: *const fi_provider) {
     for p in PARAMS {
         let name = CString::new(p.name).unwrap_or_default();
         let help = CString::new(p.help).unwrap_or_default();

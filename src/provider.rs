@@ -69,7 +69,8 @@ pub fn init() -> *mut fi_provider {
                 *ctx.add(DISABLE_LAYERING_OFFSET) = 1;
             }
         }
-        crate::params::define_all(prov);
+        // SAFETY: `prov` is our static provider descriptor.
+        unsafe { crate::params::define_all(prov) };
         REGISTERED.store(true, Ordering::Release);
         prov
     });

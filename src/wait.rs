@@ -233,7 +233,7 @@ impl WaitObj {
                 continue;
             }
             spins += 1;
-            if spins % 16 != 0 || std::time::Instant::now() < spin_until {
+            if !spins.is_multiple_of(16) || std::time::Instant::now() < spin_until {
                 std::hint::spin_loop();
                 continue;
             }
@@ -278,7 +278,7 @@ impl WaitObj {
                 return Err(Error::AGAIN);
             }
             spins += 1;
-            if spins % 16 == 0 && std::time::Instant::now() >= spin_until {
+            if spins.is_multiple_of(16) && std::time::Instant::now() >= spin_until {
                 break;
             }
             std::hint::spin_loop();

@@ -538,10 +538,7 @@ impl State {
     fn place(&mut self, b: &Binds, src: &Addr, src_pid: i32, h: &WireHdr) -> Place {
         let tagged = h.flags & flag::TAGGED != 0;
         let len = h.len as usize;
-        loop {
-            let Some(idx) = self.m.find_posted(tagged, src, h.tag) else {
-                break;
-            };
+        while let Some(idx) = self.m.find_posted(tagged, src, h.tag) {
             let multi = self
                 .m
                 .posted_mut(tagged, idx)
@@ -672,10 +669,7 @@ impl State {
         };
         let tagged = h.flags & flag::TAGGED != 0;
         let len = h.len as usize;
-        loop {
-            let Some(idx) = self.m.find_posted(tagged, src, h.tag) else {
-                break;
-            };
+        while let Some(idx) = self.m.find_posted(tagged, src, h.tag) {
             let multi = self
                 .m
                 .posted_mut(tagged, idx)
@@ -823,10 +817,7 @@ impl State {
     // ------------------------------------------------------------ posting
 
     fn post_recv(&mut self, b: &Binds, mut r: PostedRecv) {
-        loop {
-            let Some(idx) = self.m.find_unexpected(&r, None) else {
-                break;
-            };
+        while let Some(idx) = self.m.find_unexpected(&r, None) {
             let u = self.m.take_unexpected(idx).expect("index just found");
             if r.flags & FI_MULTI_RECV == 0 {
                 let dst = r.iov;
@@ -1004,7 +995,7 @@ impl State {
         // Liveness checks cost a clock read and possibly a /proc read: do
         // them only while something waits on a peer, every 64th pass.
         self.watch_tick = self.watch_tick.wrapping_add(1);
-        if self.waits_on_peers() && self.watch_tick % 64 == 0 {
+        if self.waits_on_peers() && self.watch_tick.is_multiple_of(64) {
             self.check_liveness(port, b);
         }
         self.handle_events(port, b);

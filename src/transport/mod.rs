@@ -88,6 +88,9 @@ pub enum Disposition {
 /// A received payload the core can copy from.
 pub trait PayloadIn {
     fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Copies payload bytes `off .. off + len` (clipped) into application
     /// memory `dst` at logical offset `dst_off`; returns bytes copied.
     ///
