@@ -31,11 +31,13 @@ install: lib
 uninstall:
 	rm -f $(DESTDIR)$(PROVDIR)/librustfab-fi.so
 
-demo: lib
+demo: lib $(BUILD)/bench/rf_bench
 	@echo "== fi_info -p rustfab (FI_PROVIDER_PATH=$(FI_PROVIDER_PATH))"
 	$(TIMEOUT) 30 fi_info -p rustfab
+	@echo "== ping-pong between two processes over rustfab shm (one-way latency, bandwidth)"
+	$(TIMEOUT) 120 $(BUILD)/bench/rf_bench -p rustfab -d shm -s 64,4k,1m -i 2000
 
-test: unit abi-check exports-check header-check c-tests
+test: lint unit abi-check exports-check header-check c-tests
 
 unit:
 	$(CARGO) test --release
@@ -73,6 +75,7 @@ fmt:
 	$(CARGO) fmt
 
 lint:
+	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
 clean:
