@@ -177,6 +177,24 @@ TEST(peer_killed_mid_transfer)
 	}
 	free(buf);
 	end_close(&a);
+	/* The killed peer could not unlink its segment; the next rustfab
+	 * process of this user sweeps it (owner pid + start time are gone). */
+	struct end dead = {0};
+	memcpy(dead.addr, peer, plen);
+	char path[256];
+	struct stat sb;
+	CHECK_EQ(seg_path(&dead, path, sizeof path), 0);
+	CHECK_EQ(stat(path, &sb), 0);
+	pid = fork();
+	if (pid == 0) {
+		/* a fresh process (exec), as a later application run would be */
+		execl("/proc/self/exe", "test_shm", "--open-one-end", (char *)NULL);
+		_exit(2);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(stat(path, &sb) != 0 && errno == ENOENT);
 }
 
 /*
@@ -237,6 +255,13 @@ TEST(hostile_segment_contents)
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "--open-one-end")) {
+		struct end e;
+		struct end_opts o = {0};
+		int r = end_open(&e, &o);
+		end_close(&e);
+		return r ? 1 : 0;
+	}
 	harness_init(argc, argv);
 	setenv("RF_TRANSPORT", "shm", 1);
 	RUN(segment_private_and_removed_on_close);

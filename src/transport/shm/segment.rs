@@ -382,6 +382,9 @@ fn map(fd: i32) -> Result<*mut u8> {
     }
 }
 
+/// A segment without a header is only taken for abandoned after this long.
+const UNINIT_GRACE_SECS: i64 = 10;
+
 /// Removes `name` if it is ours (uid) and its owner process is gone.
 fn remove_if_stale(name: &CString) -> bool {
     // SAFETY: read-only open of an existing name.
@@ -391,12 +394,12 @@ fn remove_if_stale(name: &CString) -> bool {
     }
     let mut hdr = [0u64; 6];
     // SAFETY: zeroed stat filled by fstat; pread into a local buffer.
-    let (st_ok, n) = unsafe {
+    let (st_ok, n, ctime) = unsafe {
         let mut st: libc::stat = core::mem::zeroed();
         let ok = libc::fstat(fd, &mut st) == 0 && st.st_uid == sys::geteuid();
         let n = libc::pread(fd, hdr.as_mut_ptr() as *mut libc::c_void, 48, 0);
         libc::close(fd);
-        (ok, n)
+        (ok, n, st.st_ctime)
     };
     if !st_ok {
         return false;
@@ -405,8 +408,11 @@ fn remove_if_stale(name: &CString) -> bool {
         let pid = (hdr[2] >> 32) as u32 as i32;
         !sys::process_alive(pid, hdr[3])
     } else {
-        // Never initialised: a creator died between create and init.
-        true
+        // No header yet: either a creator that died between create and
+        // init, or one that is initialising right now. Only the first can
+        // be old.
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64);
+        now.is_ok_and(|t| t - ctime as i64 > UNINIT_GRACE_SECS)
     };
     if stale {
         // SAFETY: valid C string.
@@ -487,7 +493,12 @@ mod tests {
             libc::close(fd);
         }
         assert!(Segment::open(token).is_err());
-        // Stale (never initialised) names are reclaimed by create.
+        // A name without a header may be a creator still initialising: it
+        // is not taken over while young (only after UNINIT_GRACE_SECS).
+        assert_eq!(Segment::create(token).err(), Some(Error::ADDRINUSE));
+        assert!(!remove_if_stale(&name));
+        // SAFETY: removing the scratch object.
+        unsafe { libc::shm_unlink(name.as_ptr()) };
         let s = Segment::create(token).unwrap();
         drop(s);
     }
