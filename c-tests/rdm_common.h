@@ -44,7 +44,7 @@ struct end_opts {
 	enum fi_wait_obj wait_obj;
 };
 
-static const char *rf_transport(void)
+static inline const char *rf_transport(void)
 {
 	const char *t = getenv("RF_TRANSPORT");
 	return t && *t ? t : "shm";
@@ -57,7 +57,7 @@ static inline double now_sec(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int end_open(struct end *e, const struct end_opts *o)
+static inline int end_open(struct end *e, const struct end_opts *o)
 {
 	struct fi_info *hints = fi_allocinfo();
 	int ret;
@@ -118,7 +118,7 @@ static int end_open(struct end *e, const struct end_opts *o)
 	return 0;
 }
 
-static void end_close(struct end *e)
+static inline void end_close(struct end *e)
 {
 	if (e->ep)
 		fi_close(&e->ep->fid);
@@ -140,7 +140,7 @@ static void end_close(struct end *e)
 }
 
 /* Make each end know the other. */
-static int ends_connect(struct end *a, struct end *b)
+static inline int ends_connect(struct end *a, struct end *b)
 {
 	if (fi_av_insert(a->av, b->addr, 1, &a->peer, 0, NULL) != 1)
 		return -FI_EINVAL;
@@ -150,7 +150,7 @@ static int ends_connect(struct end *a, struct end *b)
 }
 
 /* Progress one end: completions that arrive meanwhile are kept, in order. */
-static void poke1(struct end *e)
+static inline void poke1(struct end *e)
 {
 	if (!e || !e->cq)
 		return;
@@ -163,7 +163,7 @@ static void poke1(struct end *e)
 }
 
 /* Progress both ends so queued transfers move. */
-static void poke(struct end *a, struct end *b)
+static inline void poke(struct end *a, struct end *b)
 {
 	poke1(a);
 	poke1(b);
@@ -174,7 +174,7 @@ static void poke(struct end *a, struct end *b)
  * moving). Returns 1 on success, -FI_EAVAIL after storing the error entry in
  * *err, 0 on timeout.
  */
-static int wait_comp(struct end *e, struct end *other, struct fi_cq_tagged_entry *out,
+static inline int wait_comp(struct end *e, struct end *other, struct fi_cq_tagged_entry *out,
 		     struct fi_cq_err_entry *err, fi_addr_t *src, double timeout)
 {
 	double deadline = now_sec() + timeout;
@@ -218,14 +218,14 @@ static int wait_comp(struct end *e, struct end *other, struct fi_cq_tagged_entry
 		_r;                                            \
 	})
 
-static void fill(void *buf, size_t len, unsigned seed)
+static inline void fill(void *buf, size_t len, unsigned seed)
 {
 	unsigned char *p = buf;
 	for (size_t i = 0; i < len; i++)
 		p[i] = (unsigned char)(seed * 31 + i * 7 + (i >> 8));
 }
 
-static int check_fill(const void *buf, size_t len, unsigned seed)
+static inline int check_fill(const void *buf, size_t len, unsigned seed)
 {
 	const unsigned char *p = buf;
 	for (size_t i = 0; i < len; i++)

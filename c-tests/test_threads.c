@@ -1,0 +1,126 @@
+/*
+ * FI_THREAD_SAFE: several application threads post sends and receives on
+ * the same endpoints and read the same CQs at once. Every message must
+ * arrive exactly once, intact, with its tag; nothing may hang or crash.
+ */
+#include "rdm_common.h"
+#include <pthread.h>
+
+enum { THREADS = 4, PER_THREAD = 3000, SZ = 200 };
+
+static struct end A, B;
+static volatile int failures;
+static int sent_done[THREADS], got[THREADS][PER_THREAD];
+static int done_by_owner[THREADS], total_done;
+
+struct arg {
+	int id;
+};
+
+static void *sender(void *p)
+{
+	int id = ((struct arg *)p)->id;
+	char buf[SZ];
+	struct fi_cq_tagged_entry c[16];
+	for (int i = 0; i < PER_THREAD; i++) {
+		memset(buf, 0, sizeof buf);
+		*(int *)buf = id;
+		*(int *)(buf + 4) = i;
+		fill(buf + 8, SZ - 8, (unsigned)(id * PER_THREAD + i));
+		ssize_t r;
+		double deadline = now_sec() + 20;
+		while ((r = fi_tsend(A.ep, buf, SZ, NULL, A.peer, (uint64_t)id << 32 | (uint64_t)i, NULL)) == -FI_EAGAIN) {
+			fi_cq_read(A.cq, c, 16); /* send completions: just drain */
+			if (now_sec() > deadline)
+				break;
+		}
+		if (r) {
+			__sync_fetch_and_add(&failures, 1);
+			return NULL;
+		}
+		fi_cq_read(A.cq, c, 16);
+	}
+	sent_done[id] = 1;
+	return NULL;
+}
+
+static void *receiver(void *p)
+{
+	int id = ((struct arg *)p)->id;
+	static char bufs[THREADS][64][SZ];
+	int posted = 0;
+	double deadline = now_sec() + 60;
+	/* Each receiver posts for the messages of one sender (tag high word);
+	 * completions land on the shared CQ and any thread may read them. */
+	while (__atomic_load_n(&total_done, __ATOMIC_ACQUIRE) < THREADS * PER_THREAD && now_sec() < deadline) {
+		while (posted - __atomic_load_n(&done_by_owner[id], __ATOMIC_ACQUIRE) < 64 && posted < PER_THREAD) {
+			ssize_t r = fi_trecv(B.ep, bufs[id][posted % 64], SZ, NULL, FI_ADDR_UNSPEC, (uint64_t)id << 32,
+					     0xffffffffULL, (void *)(uintptr_t)(id * 100000 + posted));
+			if (r == -FI_EAGAIN)
+				break;
+			if (r) {
+				__sync_fetch_and_add(&failures, 1);
+				return NULL;
+			}
+			posted++;
+		}
+		struct fi_cq_tagged_entry c;
+		ssize_t n = fi_cq_read(B.cq, &c, 1);
+		if (n == 1) {
+			uintptr_t ctx = (uintptr_t)c.op_context;
+			int owner = (int)(ctx / 100000), slot = (int)(ctx % 100000);
+			const char *b = bufs[owner][slot % 64];
+			int from = *(const int *)b, idx = *(const int *)(b + 4);
+			if (from != (int)(c.tag >> 32) || (uint32_t)c.tag != (uint32_t)idx || c.len != SZ ||
+			    !check_fill(b + 8, SZ - 8, (unsigned)(from * PER_THREAD + idx)) || idx < 0 || idx >= PER_THREAD) {
+				__sync_fetch_and_add(&failures, 1);
+			} else if (__sync_fetch_and_add(&got[from][idx], 1) != 0) {
+				__sync_fetch_and_add(&failures, 1); /* duplicate */
+			}
+			__atomic_fetch_add(&done_by_owner[owner], 1, __ATOMIC_RELEASE);
+			__atomic_fetch_add(&total_done, 1, __ATOMIC_RELEASE);
+		} else if (n == -FI_EAVAIL) {
+			__sync_fetch_and_add(&failures, 1);
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
+TEST(many_threads_one_endpoint)
+{
+	struct end_opts o = {0};
+	CHECK_OK(end_open(&A, &o));
+	CHECK_OK(end_open(&B, &o));
+	CHECK_OK(ends_connect(&A, &B));
+	CHECK_EQ(A.info->domain_attr->threading, FI_THREAD_SAFE);
+	pthread_t s[THREADS], r[THREADS];
+	struct arg args[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		args[i].id = i;
+		pthread_create(&r[i], NULL, receiver, &args[i]);
+		pthread_create(&s[i], NULL, sender, &args[i]);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(s[i], NULL);
+		pthread_join(r[i], NULL);
+	}
+	CHECK_EQ(failures, 0);
+	int missing = 0;
+	for (int t = 0; t < THREADS; t++) {
+		CHECK(sent_done[t]);
+		for (int i = 0; i < PER_THREAD; i++)
+			missing += got[t][i] != 1;
+	}
+	CHECK_EQ(missing, 0);
+	end_close(&A);
+	end_close(&B);
+}
+
+int main(int argc, char **argv)
+{
+	harness_init(argc, argv);
+	printf("# transport: %s\n", rf_transport());
+	RUN(many_threads_one_endpoint);
+	return harness_done();
+}
