@@ -11,7 +11,10 @@ enum { THREADS = 4, PER_THREAD = 3000, SZ = 200 };
 static struct end A, B;
 static volatile int failures;
 static int sent_done[THREADS], got[THREADS][PER_THREAD];
-static int done_by_owner[THREADS], total_done;
+static int total_done;
+/* a receive buffer may be reposted once the thread that read its
+ * completion has finished checking it */
+static int slot_free[THREADS][64];
 
 struct arg {
 	int id;
@@ -53,11 +56,16 @@ static void *receiver(void *p)
 	/* Each receiver posts for the messages of one sender (tag high word);
 	 * completions land on the shared CQ and any thread may read them. */
 	while (__atomic_load_n(&total_done, __ATOMIC_ACQUIRE) < THREADS * PER_THREAD && now_sec() < deadline) {
-		while (posted - __atomic_load_n(&done_by_owner[id], __ATOMIC_ACQUIRE) < 64 && posted < PER_THREAD) {
+		while (posted < PER_THREAD && (posted < 64 || __atomic_load_n(&slot_free[id][posted % 64], __ATOMIC_ACQUIRE))) {
+			if (posted >= 64)
+				__atomic_store_n(&slot_free[id][posted % 64], 0, __ATOMIC_RELAXED);
 			ssize_t r = fi_trecv(B.ep, bufs[id][posted % 64], SZ, NULL, FI_ADDR_UNSPEC, (uint64_t)id << 32,
 					     0xffffffffULL, (void *)(uintptr_t)(id * 100000 + posted));
-			if (r == -FI_EAGAIN)
+			if (r == -FI_EAGAIN) {
+				if (posted >= 64)
+					__atomic_store_n(&slot_free[id][posted % 64], 1, __ATOMIC_RELAXED);
 				break;
+			}
 			if (r) {
 				__sync_fetch_and_add(&failures, 1);
 				return NULL;
@@ -77,7 +85,7 @@ static void *receiver(void *p)
 			} else if (__sync_fetch_and_add(&got[from][idx], 1) != 0) {
 				__sync_fetch_and_add(&failures, 1); /* duplicate */
 			}
-			__atomic_fetch_add(&done_by_owner[owner], 1, __ATOMIC_RELEASE);
+			__atomic_store_n(&slot_free[owner][slot % 64], 1, __ATOMIC_RELEASE);
 			__atomic_fetch_add(&total_done, 1, __ATOMIC_RELEASE);
 		} else if (n == -FI_EAVAIL) {
 			__sync_fetch_and_add(&failures, 1);
