@@ -12,7 +12,7 @@ TIMEOUT  ?= timeout
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall demo test unit abi-check exports-check header header-check \
-        c-tests fabtests mpi bench fmt lint clean
+        c-tests fabtests mpi bench fmt lint clean panic-test
 
 all: lib
 
@@ -37,7 +37,7 @@ demo: lib $(BUILD)/bench/rf_bench
 	@echo "== ping-pong between two processes over rustfab shm (one-way latency, bandwidth)"
 	$(TIMEOUT) 120 $(BUILD)/bench/rf_bench -p rustfab -d shm -s 64,4k,1m -i 2000
 
-test: lint unit abi-check exports-check header-check c-tests
+test: lint unit abi-check exports-check header-check c-tests panic-test
 
 unit:
 	$(CARGO) test --release
@@ -113,3 +113,12 @@ $(BUILD)/mpi/mpi_test: c-tests/mpi/mpi_test.c
 
 mpi: lib $(BUILD)/mpi/mpi_test
 	c-tests/mpi/run.sh $(BUILD)/mpi/mpi_test
+
+# ---- the panic boundary, proven with a test build (cargo feature panic-test)
+panic-test:
+	$(CARGO) build --release --lib --features panic-test --target-dir target/panic
+	@mkdir -p $(BUILD)/panic
+	cp -f target/panic/release/librustfab.so $(BUILD)/panic/librustfab-fi.so
+	$(CC) $(CFLAGS) -o $(BUILD)/panic/test_panic c-tests/panic/test_panic.c -lfabric
+	FI_PROVIDER_PATH=$(CURDIR)/$(BUILD)/panic FI_PROVIDER=rustfab FI_RUSTFAB_TEST_PANIC=fi_cq_read \
+		$(TIMEOUT) 60 $(BUILD)/panic/test_panic

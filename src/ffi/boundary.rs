@@ -53,9 +53,26 @@ fn report_panic(what: &str, payload: &(dyn std::any::Any + Send)) {
     crate::log::warn(crate::abi::FI_LOG_CORE, &format!("internal error in {what}: {msg}"));
 }
 
+/// Test builds only: panics when `FI_RUSTFAB_TEST_PANIC` names `what`.
+#[cfg(feature = "panic-test")]
+fn injected_panic(what: &str) {
+    static TARGET: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let t = TARGET.get_or_init(|| std::env::var("FI_RUSTFAB_TEST_PANIC").ok());
+    if t.as_deref() == Some(what) {
+        panic!("injected panic in {what}");
+    }
+}
+
+#[cfg(not(feature = "panic-test"))]
+#[inline(always)]
+fn injected_panic(_: &str) {}
+
 /// Runs a thunk body: `Ok(v)` → `v`, `Err(e)` → `-e`, panic → `-FI_EOTHER`.
 pub fn call<R: FfiRet>(what: &'static str, f: impl FnOnce() -> Result<R>) -> R {
-    match catch_unwind(AssertUnwindSafe(f)) {
+    match catch_unwind(AssertUnwindSafe(|| {
+        injected_panic(what);
+        f()
+    })) {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => R::from_err(e),
         Err(p) => {
@@ -85,7 +102,10 @@ pub unsafe fn call_obj<T: FiObject, R: FfiRet>(
     if obj.is_poisoned() {
         return R::from_err(Error::OTHER);
     }
-    match catch_unwind(AssertUnwindSafe(|| f(obj))) {
+    match catch_unwind(AssertUnwindSafe(|| {
+        injected_panic(what);
+        f(obj)
+    })) {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => R::from_err(e),
         Err(p) => {
