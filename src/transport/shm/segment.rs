@@ -412,7 +412,7 @@ fn remove_if_stale(name: &CString) -> bool {
         // init, or one that is initialising right now. Only the first can
         // be old.
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64);
-        now.is_ok_and(|t| t - ctime as i64 > UNINIT_GRACE_SECS)
+        now.is_ok_and(|t| t - ctime > UNINIT_GRACE_SECS)
     };
     if stale {
         // SAFETY: valid C string.
