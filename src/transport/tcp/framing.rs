@@ -167,6 +167,15 @@ impl Reader {
         !matches!(self.state, State::Header) || self.hdr_got > 0
     }
 
+    /// Bytes held for an unexpected message not yet handed to the core.
+    pub fn staged_bytes(&self) -> usize {
+        match &self.state {
+            State::Buffer { hdr, .. } => hdr.len as usize,
+            State::Staged { buf, .. } => buf.len(),
+            _ => 0,
+        }
+    }
+
     /// Whether the reader waits for the core (`Stall`).
     pub fn waiting_for_core(&self) -> bool {
         matches!(

@@ -69,6 +69,9 @@ pub const QUEUE_HIGH_WATER: usize = 64 << 10;
 /// behaviour on both transports); larger ones are sent from the
 /// application's buffer.
 pub const COPY_MAX: usize = crate::transport::shm::EAGER_MAX;
+/// Unexpected payloads being received at once, in bytes, across all
+/// connections (the endpoint's default unexpected budget).
+const STAGING_MAX: usize = crate::ep::DEFAULT_UNEXP_BUDGET;
 /// Accepted connections still in their handshake, at most.
 const MAX_HANDSHAKES: usize = 256;
 /// Reads per connection per progress pass (fairness between sockets).
@@ -194,11 +197,23 @@ impl ByteSink for Fd {
 struct CoreSink<'a> {
     d: &'a mut dyn Delivery,
     src: Addr,
+    /// Bytes other connections hold for unexpected messages still arriving
+    /// (the core counts them against its budget only once handed over).
+    staged_elsewhere: usize,
 }
 
 impl Sink for CoreSink<'_> {
     fn place(&mut self, hdr: &WireHdr) -> Place {
-        self.d.place(&self.src, 0, hdr)
+        match self.d.place(&self.src, 0, hdr) {
+            // The core checked its budget for this message alone; with
+            // several connections filling vectors at once, the port keeps
+            // their sum within one budget's worth (one message at a time
+            // always may go, whatever its size).
+            Place::Buffer if self.staged_elsewhere > 0 && self.staged_elsewhere + hdr.len as usize > STAGING_MAX => {
+                Place::Stall
+            }
+            p => p,
+        }
     }
     fn placed(&mut self, handle: u32, result: Result<()>) {
         self.d.placed(handle, result)
@@ -286,6 +301,8 @@ pub struct TcpPort {
     /// `Delivery::sent` reports waiting for the next pass.
     sent: Vec<(u64, Result<()>)>,
     scratch: Vec<u8>,
+    /// epoll_wait's output, kept between passes.
+    ready: Vec<(u64, u32)>,
     /// `poll` ran since the last `take_events` (see there).
     polled: bool,
     closed: bool,
@@ -319,6 +336,7 @@ impl TcpPort {
             fenced: Vec::new(),
             sent: Vec::new(),
             scratch: vec![0u8; SCRATCH],
+            ready: Vec::with_capacity(64),
             polled: false,
             closed: false,
         })
@@ -452,6 +470,38 @@ impl TcpPort {
             self.fail_peer(a, e, d);
         }
         // Stalled connections first: the core may take their record now.
+        self.retry_stalled(d);
+        let mut ready = std::mem::take(&mut self.ready);
+        let _ = self.epoll.wait(&mut ready, 64, Some(Duration::ZERO));
+        let mut timer = false;
+        let mut delivered = false;
+        for &(token, ev) in &ready {
+            match token {
+                TOKEN_LISTENER => self.accept_all(),
+                TOKEN_TIMER => {
+                    self.timer.drain();
+                    timer = true;
+                }
+                id => {
+                    delivered = true;
+                    self.conn_event(id, ev, d)
+                }
+            }
+        }
+        self.ready = ready;
+        // What arrived may have freed room for a stalled one (a staged
+        // message handed over): retry now rather than after a sleep.
+        if delivered {
+            self.retry_stalled(d);
+        }
+        if timer || self.timer_at.is_some_and(|t| t <= Instant::now()) {
+            self.timer_at = None;
+            self.check_deadlines(d);
+        }
+        self.arm_timer();
+    }
+
+    fn retry_stalled(&mut self, d: &mut dyn Delivery) {
         let stalled: Vec<u64> = self
             .conns
             .iter()
@@ -461,24 +511,6 @@ impl TcpPort {
         for id in stalled {
             self.read_conn(id, d);
         }
-        let mut ready = Vec::new();
-        let _ = self.epoll.wait(&mut ready, 64, Some(Duration::ZERO));
-        let mut timer = false;
-        for (token, ev) in ready {
-            match token {
-                TOKEN_LISTENER => self.accept_all(),
-                TOKEN_TIMER => {
-                    self.timer.drain();
-                    timer = true;
-                }
-                id => self.conn_event(id, ev, d),
-            }
-        }
-        if timer || self.timer_at.is_some_and(|t| t <= Instant::now()) {
-            self.timer_at = None;
-            self.check_deadlines(d);
-        }
-        self.arm_timer();
     }
 
     fn conn_event(&mut self, id: u64, ev: u32, d: &mut dyn Delivery) {
@@ -564,7 +596,18 @@ impl TcpPort {
             }
             let established = c.state == ConnState::Up;
             let src = Addr::Inet(c.peer.unwrap_or(self.me));
-            let mut sink = CoreSink { d: &mut *d, src };
+            let staged_elsewhere: usize = self
+                .conns
+                .iter()
+                .filter(|(cid, _)| **cid != id)
+                .map(|(_, c)| c.reader.staged_bytes())
+                .sum();
+            let Some(c) = self.conns.get_mut(&id) else { return };
+            let mut sink = CoreSink {
+                d: &mut *d,
+                src,
+                staged_elsewhere,
+            };
             let fd = c.sock.as_raw_fd();
             let out = c.reader.pump(
                 &mut Fd(fd),
@@ -825,8 +868,14 @@ impl TcpPort {
         let Some(mut c) = self.conns.remove(&id) else { return };
         self.epoll.delete(c.sock.as_raw_fd());
         let src = Addr::Inet(c.peer.unwrap_or(self.me));
-        c.reader
-            .abort(&mut CoreSink { d: &mut *d, src }, crate::ep::rdm::PEER_FAILED);
+        c.reader.abort(
+            &mut CoreSink {
+                d: &mut *d,
+                src,
+                staged_elsewhere: 0,
+            },
+            crate::ep::rdm::PEER_FAILED,
+        );
         let Some(addr) = c.peer else { return };
         let linked = match c.state {
             ConnState::Up => true,
@@ -868,6 +917,7 @@ impl TcpPort {
                     &mut CoreSink {
                         d: &mut *d,
                         src: Addr::Inet(addr),
+                        staged_elsewhere: 0,
                     },
                     crate::ep::rdm::PEER_FAILED,
                 );

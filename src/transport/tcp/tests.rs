@@ -462,3 +462,24 @@ fn ipv6_loopback_works() {
         Err(Error::INVAL)
     );
 }
+
+#[test]
+fn unexpected_payloads_arriving_at_once_stay_within_one_budget() {
+    let (mut a, mut c, mut b) = (port(), port(), port());
+    let (mut ca, mut cc, mut cb) = (Core::default(), Core::default(), Core::default());
+    let big = pattern(6 << 20, 5);
+    send_bytes(&mut a, &b.addr(), 1, &big, 1).unwrap();
+    send_bytes(&mut c, &b.addr(), 2, &big, 1).unwrap();
+    let t = Instant::now();
+    let mut peak = 0;
+    while cb.got.len() < 2 {
+        assert!(t.elapsed() < Duration::from_secs(10), "timed out");
+        a.poll(&mut ca);
+        c.poll(&mut cc);
+        b.poll(&mut cb);
+        let staged: usize = b.conns.values().map(|x| x.reader.staged_bytes()).sum();
+        peak = peak.max(staged);
+    }
+    assert!(peak <= STAGING_MAX, "{peak} bytes staged at once");
+    assert!(cb.got.iter().all(|(_, _, d)| d == &big));
+}
