@@ -306,6 +306,8 @@ pub struct TcpPort {
     /// `poll` ran since the last `take_events` (see there).
     polled: bool,
     closed: bool,
+    /// [`CONNECT_TIMEOUT`] (shorter in tests).
+    connect_timeout: Duration,
 }
 
 impl TcpPort {
@@ -339,6 +341,7 @@ impl TcpPort {
             ready: Vec::with_capacity(64),
             polled: false,
             closed: false,
+            connect_timeout: CONNECT_TIMEOUT,
         })
     }
 
@@ -392,9 +395,12 @@ impl TcpPort {
         let sock = sys::stream_socket(&to)?;
         sys::tune_connection(sock.as_raw_fd(), SNDBUF, KEEPALIVE_IDLE, USER_TIMEOUT);
         sys::connect(sock.as_raw_fd(), &to)?;
-        let mut c = Conn::new(sock, ConnState::Connecting, true, Instant::now() + CONNECT_TIMEOUT);
+        let mut c = Conn::new(sock, ConnState::Connecting, true, Instant::now() + self.connect_timeout);
         c.peer = Some(to);
-        self.add_conn(c)
+        let id = self.add_conn(c)?;
+        // A sleeper must wake for the deadline even before the next pass.
+        self.arm_timer();
+        Ok(id)
     }
 
     /// The peer entry for a send, dialing if there is none. A dial that
@@ -543,14 +549,14 @@ impl TcpPort {
 
     /// The connect finished: say HELLO.
     fn connected(&mut self, id: u64, d: &mut dyn Delivery) {
-        let (me, nonce) = (self.me, self.nonce);
+        let (me, nonce, connect_timeout) = (self.me, self.nonce, self.connect_timeout);
         let Some(c) = self.conns.get_mut(&id) else { return };
         let (h, p) = hello::encode(Kind::Request, &me, nonce);
         c.hs_out = h.to_vec();
         c.hs_out.extend_from_slice(&p);
         c.hs_done = 0;
         c.state = ConnState::HelloSent;
-        c.deadline = Some(Instant::now() + CONNECT_TIMEOUT);
+        c.deadline = Some(Instant::now() + connect_timeout);
         if let Err(e) = c.write_hs() {
             self.fail_conn(id, e, d);
             return;

@@ -483,3 +483,36 @@ fn unexpected_payloads_arriving_at_once_stay_within_one_budget() {
     assert!(peak <= STAGING_MAX, "{peak} bytes staged at once");
     assert!(cb.got.iter().all(|(_, _, d)| d == &big));
 }
+
+#[test]
+fn silent_peer_fails_at_the_connect_deadline_without_blocking() {
+    // A listener whose accept queue is full drops SYNs: the dial hangs.
+    let fd = sys::listen(&"127.0.0.1:0".parse().unwrap(), 0).unwrap();
+    let silent = sys::local_addr(fd.as_raw_fd()).unwrap();
+    let _filler: Vec<_> = (0..3)
+        .filter_map(|_| {
+            let s = sys::stream_socket(&silent).ok()?;
+            let _ = sys::connect(s.as_raw_fd(), &silent);
+            Some(s)
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(50));
+    let mut a = port();
+    a.connect_timeout = Duration::from_millis(300);
+    let mut ca = Core::default();
+    let t = Instant::now();
+    assert_eq!(send_bytes(&mut a, &Addr::Inet(silent), 1, b"x", 7), Ok(Sent::Queued));
+    assert!(t.elapsed() < Duration::from_millis(50), "send blocked");
+    let mut events = vec![];
+    while events.is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(5), "no failure");
+        // Sleep on the wait fd as a blocked reader would: the deadline wakes it.
+        crate::sys::poll_readable(a.wait_fd(), Some(Duration::from_secs(2)));
+        a.poll(&mut ca);
+        events.extend(a.take_events());
+    }
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    assert!(t.elapsed() < Duration::from_secs(2));
+    assert_eq!(ca.sent, vec![(7, Err(Error::TIMEDOUT))]);
+    assert_eq!(events, vec![PeerEvent::Failed(Addr::Inet(silent))]);
+}
