@@ -12,7 +12,7 @@ TIMEOUT  ?= timeout
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall demo test unit abi-check exports-check header header-check \
-        c-tests fabtests mpi bench fmt lint clean panic-test
+        c-tests c-tests-tcp fabtests mpi bench fmt lint clean panic-test
 
 all: lib
 
@@ -86,12 +86,22 @@ clean:
 C_TEST_SRCS := $(wildcard c-tests/test_*.c)
 C_TEST_BINS := $(patsubst c-tests/%.c,$(BUILD)/c-tests/%,$(C_TEST_SRCS))
 
-$(BUILD)/c-tests/%: c-tests/%.c c-tests/harness.h
+$(BUILD)/c-tests/%: c-tests/%.c c-tests/harness.h c-tests/rdm_common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lfabric -lpthread
 
 c-tests: lib $(C_TEST_BINS)
 	c-tests/run.sh $(BUILD)/c-tests
+	$(MAKE) --no-print-directory c-tests-tcp
+
+# The transport-parametrized RDM suite again, over tcp (test_tcp always runs
+# over tcp). Endpoints bound to a wildcard advertise loopback here, so the
+# tests' traffic stays on 127.0.0.1 whatever interfaces the host has.
+c-tests-tcp: lib $(BUILD)/c-tests/test_rdm $(BUILD)/c-tests/test_threads
+	@mkdir -p $(BUILD)/c-tests-tcp
+	ln -sf ../c-tests/test_rdm $(BUILD)/c-tests-tcp/test_rdm
+	ln -sf ../c-tests/test_threads $(BUILD)/c-tests-tcp/test_threads
+	RF_TRANSPORT=tcp FI_RUSTFAB_IFACE=lo c-tests/run.sh $(BUILD)/c-tests-tcp
 
 # ---- upstream fabtests (installed separately; see fabtests-integration/run.sh)
 FT_SETS ?= foundation cq

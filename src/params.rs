@@ -17,11 +17,18 @@ pub struct Param {
     pub help: &'static str,
 }
 
-pub const PARAMS: &[Param] = &[Param {
-    name: "transport",
-    ty: FI_PARAM_STRING,
-    help: "Transport(s) fi_getinfo offers: auto (shm then tcp), shm or tcp (default: auto)",
-}];
+pub const PARAMS: &[Param] = &[
+    Param {
+        name: "transport",
+        ty: FI_PARAM_STRING,
+        help: "Transport(s) fi_getinfo offers: auto (shm then tcp), shm or tcp (default: auto)",
+    },
+    Param {
+        name: "iface",
+        ty: FI_PARAM_STRING,
+        help: "tcp: network interface whose address an endpoint bound to a wildcard address advertises (default: the first non-loopback interface that is up, else loopback)",
+    },
+];
 
 /// Declares every parameter. Called once from `fi_prov_ini`.
 ///

@@ -108,10 +108,6 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
     if ep_type != FI_EP_RDM && ep_type != FI_EP_UNSPEC {
         return Err(Error::INVAL);
     }
-    if d.core.transport != TransportKind::Shm {
-        // The TCP data path arrives with the TCP transport.
-        return Err(Error::NOSYS);
-    }
     let tx = info.tx.clone().unwrap_or_default();
     let rx = info.rx.clone().unwrap_or_default();
     let epa = info.ep.clone().unwrap_or_default();
@@ -134,22 +130,47 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
         unexp_budget: env_size("unexp_budget", DEFAULT_UNEXP_BUDGET),
         cma: crate::params::get_bool("shm_cma", true),
     };
-    let token = match &info.src_addr {
-        Some(b) => match Addr::parse(FI_ADDR_STR, b) {
-            // Token 0 is fi_getinfo's wildcard source: pick a fresh one.
-            Ok((Addr::Shm(0), _)) => crate::addr::shm_token_random(),
-            Ok((Addr::Shm(t), _)) => t,
-            _ => return Err(Error::INVAL),
-        },
-        None => crate::addr::shm_token_random(),
+    let port: Box<dyn crate::transport::Port> = match d.core.transport {
+        TransportKind::Shm => {
+            let token = match &info.src_addr {
+                Some(b) => match Addr::parse(FI_ADDR_STR, b) {
+                    // Token 0 is fi_getinfo's wildcard source: pick a fresh one.
+                    Ok((Addr::Shm(0), _)) => crate::addr::shm_token_random(),
+                    Ok((Addr::Shm(t), _)) => t,
+                    _ => return Err(Error::INVAL),
+                },
+                None => crate::addr::shm_token_random(),
+            };
+            let limits = crate::transport::proto::Limits {
+                max_payload: crate::transport::shm::EAGER_MAX,
+                max_msg: cfg.max_msg_size,
+                max_iov: IOV_MAX,
+            };
+            Box::new(crate::transport::shm::ShmPort::new(token, limits, cfg.cma)?)
+        }
+        TransportKind::Tcp => {
+            // The listening address: fi_getinfo's src_addr (a wildcard IP or
+            // port 0 means "choose"), else any IPv4 (IPv6 for FI_SOCKADDR_IN6).
+            let src = match &info.src_addr {
+                Some(b) => match Addr::parse(info.addr_format, b) {
+                    Ok((Addr::Inet(a), _)) => a,
+                    _ => return Err(Error::INVAL),
+                },
+                None if info.addr_format == FI_SOCKADDR_IN6 => "[::]:0".parse().map_err(|_| Error::INVAL)?,
+                None => "0.0.0.0:0".parse().map_err(|_| Error::INVAL)?,
+            };
+            // One record carries a whole message: the payload limit is the
+            // message limit (and the header's 32-bit payload field).
+            let max = cfg.max_msg_size.min(u32::MAX as usize);
+            let limits = crate::transport::proto::Limits {
+                max_payload: max,
+                max_msg: max,
+                max_iov: IOV_MAX,
+            };
+            Box::new(crate::transport::tcp::TcpPort::new(src, limits)?)
+        }
     };
-    let limits = crate::transport::proto::Limits {
-        max_payload: crate::transport::shm::EAGER_MAX,
-        max_msg: cfg.max_msg_size,
-        max_iov: IOV_MAX,
-    };
-    let port = crate::transport::shm::ShmPort::new(token, limits, cfg.cma)?;
-    let inner = rdm::Inner::new(Box::new(port), cfg);
+    let inner = rdm::Inner::new(port, cfg);
     let wait_fd = inner.wait_fd();
     let addr = inner.addr();
     let core = Arc::new(Ep {

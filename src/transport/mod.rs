@@ -10,6 +10,7 @@
 
 pub mod proto;
 pub mod shm;
+pub mod tcp;
 
 use crate::addr::Addr;
 use crate::ep::matching::IovList;

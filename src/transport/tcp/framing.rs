@@ -1,0 +1,1238 @@
+//! Record framing on a TCP stream: the receive state machine ([`Reader`])
+//! and the per-peer send queue ([`WriteQueue`]). Both are pure: they move
+//! bytes through the [`ByteSource`] / [`ByteSink`] traits, which the port
+//! implements with `readv` / `sendmsg` and the tests with scripted streams
+//! cut into arbitrary pieces.
+//!
+//! Receiving a record (docs/protocol.md):
+//! 1. read the 64-byte header into the reader's own buffer, decode it and
+//!    validate everything with `WireHdr::check` against the endpoint's
+//!    limits, then the ops a TCP stream may carry;
+//! 2. MSG: ask the endpoint core where the payload goes (`place`) and read
+//!    it **straight into the matched receive buffer** (scatter read over the
+//!    application's iov; the bytes beyond a truncated receive go to a
+//!    scratch buffer and are dropped), or into a vector sized exactly to the
+//!    message for an unexpected one (the core checked its budget first), or
+//!    nowhere (`Stall`: the header stays, the socket is not read again until
+//!    a later pass accepts it);
+//! 3. control records (ACK) are at most `CTL_MAX` bytes, read into the
+//!    reader's fixed buffer; handshake records go back to the port.
+//!
+//! The read that finishes a payload also asks for the next header in the
+//! same system call, so a small message costs one `readv` for its header
+//! and one for payload plus the next header — and no copy.
+//!
+//! Memory per connection: the 64-byte header and `CTL_MAX` control bytes;
+//! nothing a peer says can make the reader allocate beyond what the core's
+//! placement allows.
+
+use crate::ep::matching::IovList;
+use crate::error::{Error, Result};
+use crate::transport::proto::{op, BadRecord, Limits, WireHdr, HDR_LEN};
+use crate::transport::tcp::sys::Io;
+use crate::transport::{Disposition, PayloadIn, Place};
+use std::collections::VecDeque;
+
+/// Largest control payload (HELLO: an address; `WireHdr::check` caps it).
+pub const CTL_MAX: usize = 256;
+/// Most iovecs one read or write uses.
+const IOV_BATCH: usize = 64;
+
+/// Where stream bytes come from.
+pub trait ByteSource {
+    /// Scatters available bytes into `iov` in order.
+    ///
+    /// # Safety
+    /// Every iovec must describe writable memory.
+    unsafe fn read(&mut self, iov: &[libc::iovec]) -> Io;
+}
+
+/// Where stream bytes go.
+pub trait ByteSink {
+    /// Gathers bytes from `iov` onto the stream.
+    ///
+    /// # Safety
+    /// Every iovec must describe readable memory.
+    unsafe fn write(&mut self, iov: &[libc::iovec]) -> Io;
+}
+
+/// The endpoint core as the reader sees it (the port adds the source).
+pub trait Sink {
+    fn place(&mut self, hdr: &WireHdr) -> Place;
+    fn placed(&mut self, handle: u32, result: Result<()>);
+    fn buffered(&mut self, hdr: &WireHdr, data: Vec<u8>);
+    fn control(&mut self, hdr: &WireHdr, payload: &[u8]) -> Disposition;
+}
+
+/// Why a stream cannot go on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Broken {
+    /// The socket failed (reset, timeout, ...).
+    Io(Error),
+    /// End of stream in the middle of a record.
+    Truncated,
+    /// A header that fails validation.
+    Bad(BadRecord),
+    /// A valid record that this stream may not carry now (data before the
+    /// handshake, a second handshake, rendezvous records).
+    Protocol,
+}
+
+/// How a [`Reader::pump`] call ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing more to read now.
+    Drained,
+    /// The per-call read budget is used up; more may be waiting.
+    Budget,
+    /// The core cannot take the current record now (backpressure).
+    Stalled,
+    /// A HELLO or BYE for the connection layer; a HELLO's payload is
+    /// [`Reader::link_payload`].
+    Link(WireHdr),
+    /// Orderly end of stream at a record boundary.
+    Eof,
+    Broken(Broken),
+}
+
+enum State {
+    /// Filling the header buffer (`hdr_got` bytes so far).
+    Header,
+    /// Filling the control buffer.
+    Ctl { hdr: WireHdr, got: usize },
+    /// A complete control record waiting for the core.
+    CtlReady { hdr: WireHdr },
+    /// A MSG header waiting for a placement.
+    Place { hdr: WireHdr },
+    /// Payload into a matched receive: bytes `< take` to `dst`, the rest
+    /// dropped; `got` payload bytes consumed so far.
+    Into {
+        hdr: WireHdr,
+        handle: u32,
+        dst: IovList,
+        take: usize,
+        got: usize,
+    },
+    /// Unexpected payload into an exactly sized vector.
+    Buffer { hdr: WireHdr, buf: Vec<u8> },
+    /// A whole unexpected payload, handed to the core only now: the core
+    /// is asked again (`place`), so that a receive posted while the bytes
+    /// were arriving takes this message (copied from the vector) and the
+    /// order of arrival is kept.
+    Staged { hdr: WireHdr, buf: Vec<u8> },
+    /// Payload nobody wants.
+    Discard { hdr: WireHdr, got: usize },
+}
+
+/// One connection's receive side.
+pub struct Reader {
+    hdr_buf: [u8; HDR_LEN],
+    hdr_got: usize,
+    ctl: [u8; CTL_MAX],
+    link_len: usize,
+    state: State,
+}
+
+impl Default for Reader {
+    fn default() -> Self {
+        Reader::new()
+    }
+}
+
+fn iov(p: *const u8, n: usize) -> libc::iovec {
+    libc::iovec {
+        iov_base: p as *mut libc::c_void,
+        iov_len: n,
+    }
+}
+
+impl Reader {
+    pub fn new() -> Reader {
+        Reader {
+            hdr_buf: [0; HDR_LEN],
+            hdr_got: 0,
+            ctl: [0; CTL_MAX],
+            link_len: 0,
+            state: State::Header,
+        }
+    }
+
+    /// The payload of the last [`Outcome::Link`] record.
+    pub fn link_payload(&self) -> &[u8] {
+        &self.ctl[..self.link_len]
+    }
+
+    /// Whether a record is partly read (end of stream now would cut it).
+    pub fn mid_record(&self) -> bool {
+        !matches!(self.state, State::Header) || self.hdr_got > 0
+    }
+
+    /// Bytes held for an unexpected message not yet handed to the core.
+    pub fn staged_bytes(&self) -> usize {
+        match &self.state {
+            State::Buffer { hdr, .. } => hdr.len as usize,
+            State::Staged { buf, .. } => buf.len(),
+            _ => 0,
+        }
+    }
+
+    /// Whether the reader waits for the core (`Stall`).
+    pub fn waiting_for_core(&self) -> bool {
+        matches!(
+            self.state,
+            State::Place { .. } | State::CtlReady { .. } | State::Staged { .. }
+        )
+    }
+
+    /// The stream is gone: a payload being placed into a receive buffer
+    /// completes in error (exactly once); everything else is dropped.
+    pub fn abort(&mut self, sink: &mut dyn Sink, err: Error) {
+        if let State::Into { handle, .. } = std::mem::replace(&mut self.state, State::Header) {
+            sink.placed(handle, Err(err));
+        }
+        self.hdr_got = 0;
+    }
+
+    /// Reads and dispatches records until the socket is drained, the core
+    /// stalls, a link record arrives, or `max_reads` reads were made.
+    /// `established`: the handshake is done (data records allowed).
+    /// `scratch` receives dropped payload bytes.
+    pub fn pump(
+        &mut self,
+        src: &mut dyn ByteSource,
+        sink: &mut dyn Sink,
+        lim: &Limits,
+        established: bool,
+        scratch: &mut [u8],
+        max_reads: usize,
+    ) -> Outcome {
+        let mut local = [0u8; 64];
+        let scratch: &mut [u8] = if scratch.is_empty() { &mut local } else { scratch };
+        let mut reads = 0usize;
+        loop {
+            match &mut self.state {
+                State::Header => {
+                    if self.hdr_got < HDR_LEN {
+                        if reads == max_reads {
+                            return Outcome::Budget;
+                        }
+                        reads += 1;
+                        let want = HDR_LEN - self.hdr_got;
+                        let v = [iov(self.hdr_buf[self.hdr_got..].as_ptr(), want)];
+                        // SAFETY: the iovec covers the unfilled tail of our
+                        // own header buffer.
+                        match unsafe { src.read(&v) } {
+                            Io::Done(n) => {
+                                self.hdr_got += n.min(want);
+                                if self.hdr_got < HDR_LEN {
+                                    return Outcome::Drained;
+                                }
+                            }
+                            Io::Blocked => return Outcome::Drained,
+                            Io::Eof => {
+                                return if self.hdr_got == 0 {
+                                    Outcome::Eof
+                                } else {
+                                    Outcome::Broken(Broken::Truncated)
+                                }
+                            }
+                            Io::Failed(e) => return Outcome::Broken(Broken::Io(e)),
+                        }
+                    }
+                    self.hdr_got = 0;
+                    let hdr = WireHdr::from_bytes(&self.hdr_buf);
+                    if let Err(b) = hdr.check(lim) {
+                        return Outcome::Broken(Broken::Bad(b));
+                    }
+                    let allowed = match hdr.op {
+                        op::HELLO => !established,
+                        op::BYE => true,
+                        op::MSG | op::ACK => established,
+                        _ => false,
+                    };
+                    if !allowed {
+                        return Outcome::Broken(Broken::Protocol);
+                    }
+                    let n = hdr.payload as usize;
+                    self.state = match hdr.op {
+                        op::MSG => State::Place { hdr },
+                        _ if n > CTL_MAX => return Outcome::Broken(Broken::Bad(BadRecord::Length)),
+                        _ if n > 0 => State::Ctl { hdr, got: 0 },
+                        op::HELLO | op::BYE => {
+                            self.link_len = 0;
+                            return Outcome::Link(hdr);
+                        }
+                        _ => State::CtlReady { hdr },
+                    };
+                }
+                State::Ctl { hdr, got } => {
+                    let n = hdr.payload as usize;
+                    if *got < n {
+                        if reads == max_reads {
+                            return Outcome::Budget;
+                        }
+                        reads += 1;
+                        let v = [iov(self.ctl[*got..].as_ptr(), n - *got)];
+                        // SAFETY: the iovec covers part of our control buffer
+                        // (`n <= CTL_MAX`, checked with the header).
+                        match unsafe { src.read(&v) } {
+                            Io::Done(k) => {
+                                *got += k.min(n - *got);
+                                if *got < n {
+                                    return Outcome::Drained;
+                                }
+                            }
+                            Io::Blocked => return Outcome::Drained,
+                            Io::Eof => return Outcome::Broken(Broken::Truncated),
+                            Io::Failed(e) => return Outcome::Broken(Broken::Io(e)),
+                        }
+                    }
+                    let hdr = *hdr;
+                    if hdr.op == op::HELLO || hdr.op == op::BYE {
+                        self.link_len = n;
+                        self.state = State::Header;
+                        return Outcome::Link(hdr);
+                    }
+                    self.state = State::CtlReady { hdr };
+                }
+                State::CtlReady { hdr } => {
+                    let hdr = *hdr;
+                    let n = hdr.payload as usize;
+                    match sink.control(&hdr, &self.ctl[..n]) {
+                        Disposition::Consumed => self.state = State::Header,
+                        Disposition::Stall => return Outcome::Stalled,
+                    }
+                }
+                State::Place { hdr } => {
+                    let hdr = *hdr;
+                    let len = hdr.len as usize;
+                    self.state = match sink.place(&hdr) {
+                        Place::Into { handle, dst, take } => State::Into {
+                            hdr,
+                            handle,
+                            dst,
+                            take: take.min(len).min(dst.total()),
+                            got: 0,
+                        },
+                        Place::Buffer => State::Buffer {
+                            hdr,
+                            buf: Vec::with_capacity(len),
+                        },
+                        Place::Discard => State::Discard { hdr, got: 0 },
+                        Place::Stall => return Outcome::Stalled,
+                    };
+                }
+                State::Into {
+                    hdr,
+                    handle,
+                    dst,
+                    take,
+                    got,
+                } => {
+                    let (len, handle, dst, take, got0) = (hdr.len as usize, *handle, *dst, *take, *got);
+                    if got0 == len {
+                        self.state = State::Header;
+                        sink.placed(handle, Ok(()));
+                        continue;
+                    }
+                    if reads == max_reads {
+                        return Outcome::Budget;
+                    }
+                    reads += 1;
+                    let mut v = [iov(core::ptr::null(), 0); IOV_BATCH];
+                    let mut nv = 0;
+                    let mut want = 0;
+                    if got0 < take {
+                        dst.for_range(got0, take - got0, |p, n, _| {
+                            if nv < IOV_BATCH - 2 {
+                                v[nv] = iov(p as *const u8, n);
+                                nv += 1;
+                                want += n;
+                            }
+                        });
+                    }
+                    if got0 + want >= take && got0 + want < len {
+                        let d = (len - (got0 + want)).min(scratch.len());
+                        v[nv] = iov(scratch.as_ptr(), d);
+                        nv += 1;
+                        want += d;
+                    }
+                    match self.read_payload(src, &mut v, nv, want, len - got0) {
+                        Ok((p, drained)) => {
+                            if got0 + p == len {
+                                self.state = State::Header;
+                                sink.placed(handle, Ok(()));
+                            } else if let State::Into { got, .. } = &mut self.state {
+                                *got = got0 + p;
+                            }
+                            if drained {
+                                return Outcome::Drained;
+                            }
+                        }
+                        Err(o) => return o,
+                    }
+                }
+                State::Buffer { hdr, buf } => {
+                    let len = hdr.len as usize;
+                    if buf.len() == len {
+                        let (hdr, buf) = (*hdr, std::mem::take(buf));
+                        self.state = State::Staged { hdr, buf };
+                        continue;
+                    }
+                    if reads == max_reads {
+                        return Outcome::Budget;
+                    }
+                    reads += 1;
+                    let want = len - buf.len();
+                    let spare = buf.spare_capacity_mut().as_ptr() as *const u8;
+                    let mut v = [iov(spare, want), iov(core::ptr::null(), 0)];
+                    match self.read_payload(src, &mut v, 1, want, want) {
+                        Ok((p, drained)) => {
+                            if let State::Buffer { hdr, buf } = &mut self.state {
+                                // SAFETY: `read_payload` wrote `p <= want`
+                                // initialised bytes at the start of the spare
+                                // capacity (`want` bytes of it were reserved).
+                                unsafe { buf.set_len(buf.len() + p) };
+                                if buf.len() == len {
+                                    let (hdr, buf) = (*hdr, std::mem::take(buf));
+                                    self.state = State::Staged { hdr, buf };
+                                    if drained {
+                                        // Hand it over now; a stall is
+                                        // reported as such.
+                                        continue;
+                                    }
+                                }
+                            }
+                            if drained {
+                                return Outcome::Drained;
+                            }
+                        }
+                        Err(o) => return o,
+                    }
+                }
+                State::Staged { hdr, buf } => {
+                    // Ask again: a receive posted while the payload was
+                    // arriving must get this message, not the next one.
+                    let hdr = *hdr;
+                    match sink.place(&hdr) {
+                        Place::Stall => return Outcome::Stalled,
+                        p => {
+                            let buf = std::mem::take(buf);
+                            self.state = State::Header;
+                            match p {
+                                Place::Into { handle, dst, take } => {
+                                    let n = take.min(buf.len());
+                                    // SAFETY: `dst` is the matched receive's
+                                    // buffer (the core's placement contract).
+                                    unsafe { PayloadIn::copy_to_iov(&buf[..], 0, n, &dst, 0) };
+                                    sink.placed(handle, Ok(()));
+                                }
+                                Place::Buffer => sink.buffered(&hdr, buf),
+                                _ => {}
+                            }
+                        }
+                    }
+                }
+                State::Discard { hdr, got } => {
+                    let (len, got0) = (hdr.len as usize, *got);
+                    if got0 == len {
+                        self.state = State::Header;
+                        continue;
+                    }
+                    if reads == max_reads {
+                        return Outcome::Budget;
+                    }
+                    reads += 1;
+                    let want = (len - got0).min(scratch.len());
+                    let mut v = [iov(scratch.as_ptr(), want), iov(core::ptr::null(), 0)];
+                    match self.read_payload(src, &mut v, 1, want, len - got0) {
+                        Ok((p, drained)) => {
+                            if got0 + p == len {
+                                self.state = State::Header;
+                            } else if let State::Discard { got, .. } = &mut self.state {
+                                *got = got0 + p;
+                            }
+                            if drained {
+                                return Outcome::Drained;
+                            }
+                        }
+                        Err(o) => return o,
+                    }
+                }
+            }
+        }
+    }
+
+    /// One read of payload bytes (`want` of them described by `v[..nv]`);
+    /// when that is all the payload left (`want == rest`), the next header
+    /// is asked for in the same call. Returns (payload bytes read, whether
+    /// the socket is drained); header bytes read land in `hdr_buf`.
+    fn read_payload(
+        &mut self,
+        src: &mut dyn ByteSource,
+        v: &mut [libc::iovec],
+        mut nv: usize,
+        want: usize,
+        rest: usize,
+    ) -> core::result::Result<(usize, bool), Outcome> {
+        let mut total = want;
+        if want == rest && nv < v.len() {
+            v[nv] = iov(self.hdr_buf.as_ptr(), HDR_LEN);
+            nv += 1;
+            total += HDR_LEN;
+        }
+        // SAFETY: the iovecs describe the matched receive buffer (valid and
+        // ours to write until the receive completes — the core's placement
+        // contract), the reader's scratch/header buffers, or a vector's
+        // spare capacity, all writable.
+        match unsafe { src.read(&v[..nv]) } {
+            Io::Done(n) => {
+                let n = n.min(total);
+                let p = n.min(want);
+                self.hdr_got = n - p;
+                Ok((p, n < total))
+            }
+            Io::Blocked => Ok((0, true)),
+            Io::Eof => Err(Outcome::Broken(Broken::Truncated)),
+            Io::Failed(e) => Err(Outcome::Broken(Broken::Io(e))),
+        }
+    }
+}
+
+/// The payload of a queued record.
+pub enum Body {
+    None,
+    /// Copied (inject, or a copy requested).
+    Owned(Vec<u8>),
+    /// The application's buffer, sent in place (valid until the send's
+    /// completion, fi_msg(3)).
+    Iov(IovList),
+}
+
+/// A record waiting to go out.
+pub struct OutRecord {
+    hdr: [u8; HDR_LEN],
+    body: Body,
+    len: usize,
+    /// Bytes of header + payload already written.
+    done: usize,
+    /// The message to report through `Delivery::sent` once written.
+    pub notify: Option<u64>,
+}
+
+impl OutRecord {
+    pub fn new(hdr: [u8; HDR_LEN], body: Body) -> OutRecord {
+        let len = match &body {
+            Body::None => 0,
+            Body::Owned(v) => v.len(),
+            Body::Iov(l) => l.total(),
+        };
+        OutRecord {
+            hdr,
+            body,
+            len,
+            done: 0,
+            notify: None,
+        }
+    }
+
+    fn total(&self) -> usize {
+        HDR_LEN + self.len
+    }
+
+    /// Replaces an application buffer by a copy (the caller may reuse it).
+    pub fn make_owned(&mut self) {
+        if let Body::Iov(l) = &self.body {
+            let mut v = Vec::with_capacity(self.len);
+            l.for_range(0, self.len, |p, n, _| {
+                // SAFETY: application memory named by the send's iov, valid
+                // during the send call that asks for the copy.
+                v.extend_from_slice(unsafe { core::slice::from_raw_parts(p as *const u8, n) })
+            });
+            self.body = Body::Owned(v);
+        }
+    }
+
+    /// Appends iovecs for the unwritten bytes; false if `v` ran out of room.
+    fn gather(&self, v: &mut Vec<libc::iovec>, cap: usize) -> bool {
+        let mut skip = self.done;
+        if skip < HDR_LEN {
+            if v.len() == cap {
+                return false;
+            }
+            v.push(iov(self.hdr[skip..].as_ptr(), HDR_LEN - skip));
+            skip = 0;
+        } else {
+            skip -= HDR_LEN;
+        }
+        match &self.body {
+            Body::None => true,
+            Body::Owned(b) => {
+                if skip < b.len() {
+                    if v.len() == cap {
+                        return false;
+                    }
+                    v.push(iov(b[skip..].as_ptr(), b.len() - skip));
+                }
+                true
+            }
+            Body::Iov(l) => {
+                let mut fit = true;
+                l.for_range(skip, self.len - skip.min(self.len), |p, n, _| {
+                    if v.len() == cap {
+                        fit = false;
+                    } else {
+                        v.push(iov(p as *const u8, n));
+                    }
+                });
+                fit
+            }
+        }
+    }
+}
+
+/// A peer's queue of records (FIFO: FI_ORDER_SAS).
+#[derive(Default)]
+pub struct WriteQueue {
+    q: VecDeque<OutRecord>,
+    unsent: usize,
+}
+
+impl WriteQueue {
+    pub fn is_empty(&self) -> bool {
+        self.q.is_empty()
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn unsent(&self) -> usize {
+        self.unsent
+    }
+
+    pub fn push(&mut self, r: OutRecord) {
+        self.unsent += r.total() - r.done;
+        self.q.push_back(r);
+    }
+
+    pub fn back_mut(&mut self) -> Option<&mut OutRecord> {
+        self.q.back_mut()
+    }
+
+    /// Writes as much as the stream takes. Records finished meanwhile
+    /// that asked for it are appended to `sent`. `Ok(true)`: queue empty.
+    pub fn flush(&mut self, out: &mut dyn ByteSink, sent: &mut Vec<u64>) -> Result<bool> {
+        let mut v: Vec<libc::iovec> = Vec::with_capacity(IOV_BATCH);
+        while !self.q.is_empty() {
+            v.clear();
+            let mut want = 0;
+            for r in &self.q {
+                let before = v.len();
+                let fit = r.gather(&mut v, IOV_BATCH);
+                want += v[before..].iter().map(|i| i.iov_len).sum::<usize>();
+                if !fit {
+                    break;
+                }
+            }
+            // SAFETY: the iovecs describe our records' headers and owned
+            // payloads, or application buffers that stay valid until the
+            // send completes (reported below, after they are written).
+            let n = match unsafe { out.write(&v) } {
+                Io::Done(n) => n.min(want),
+                Io::Blocked => return Ok(false),
+                Io::Eof => return Err(Error::CONNRESET),
+                Io::Failed(e) => return Err(e),
+            };
+            self.advance(n, sent);
+            if n < want {
+                return Ok(self.q.is_empty());
+            }
+        }
+        Ok(true)
+    }
+
+    fn advance(&mut self, mut n: usize, sent: &mut Vec<u64>) {
+        self.unsent -= n.min(self.unsent);
+        while n > 0 {
+            let Some(r) = self.q.front_mut() else { break };
+            let left = r.total() - r.done;
+            if n < left {
+                r.done += n;
+                return;
+            }
+            n -= left;
+            if let Some(id) = r.notify {
+                sent.push(id);
+            }
+            self.q.pop_front();
+        }
+        // Zero-length leftovers (never produced: every record has a header).
+    }
+
+    /// Empties the queue; returns the messages that wanted a report.
+    pub fn take_notifications(&mut self) -> Vec<u64> {
+        self.unsent = 0;
+        self.q.drain(..).filter_map(|r| r.notify).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::proto::flag;
+
+    const LIM: Limits = Limits {
+        max_payload: 1 << 20,
+        max_msg: 1 << 20,
+        max_iov: 8,
+    };
+
+    /// A stream that hands out its bytes in pieces of the given sizes
+    /// (cycled), then Blocked (or Eof when `eof`).
+    struct Script {
+        data: Vec<u8>,
+        pos: usize,
+        cuts: Vec<usize>,
+        k: usize,
+        eof: bool,
+        /// Only this many bytes are "in the socket" so far.
+        avail: usize,
+    }
+
+    impl Script {
+        fn new(data: Vec<u8>, cuts: &[usize]) -> Script {
+            let avail = data.len();
+            Script {
+                data,
+                pos: 0,
+                cuts: cuts.to_vec(),
+                k: 0,
+                eof: false,
+                avail,
+            }
+        }
+    }
+
+    impl ByteSource for Script {
+        unsafe fn read(&mut self, iov: &[libc::iovec]) -> Io {
+            let left = self.avail - self.pos;
+            if left == 0 {
+                return if self.eof && self.avail == self.data.len() {
+                    Io::Eof
+                } else {
+                    Io::Blocked
+                };
+            }
+            let mut n = left.min(self.cuts[self.k % self.cuts.len()].max(1));
+            self.k += 1;
+            let mut done = 0;
+            for v in iov {
+                if n == 0 {
+                    break;
+                }
+                let m = n.min(v.iov_len);
+                // SAFETY: test iovecs describe writable memory.
+                unsafe { core::ptr::copy_nonoverlapping(self.data.as_ptr().add(self.pos), v.iov_base as *mut u8, m) };
+                self.pos += m;
+                done += m;
+                n -= m;
+            }
+            Io::Done(done)
+        }
+    }
+
+    #[derive(Debug, PartialEq)]
+    enum Ev {
+        Placed(u32, Result<()>),
+        Buffered(u64, Vec<u8>),
+        Ctl(u8, u64),
+    }
+
+    /// A core: receives posted as (buffer, capacity); no receive → buffer
+    /// while `budget` lasts, else stall.
+    struct Core {
+        recvs: VecDeque<(u32, Vec<u8>)>,
+        done: Vec<(u32, Vec<u8>)>,
+        inflight: Option<(u32, Vec<u8>)>,
+        budget: usize,
+        discard_tag: Option<u64>,
+        evs: Vec<Ev>,
+    }
+
+    impl Core {
+        fn new() -> Core {
+            Core {
+                recvs: VecDeque::new(),
+                done: Vec::new(),
+                inflight: None,
+                budget: usize::MAX,
+                discard_tag: None,
+                evs: Vec::new(),
+            }
+        }
+    }
+
+    impl Sink for Core {
+        fn place(&mut self, hdr: &WireHdr) -> Place {
+            if Some(hdr.tag) == self.discard_tag {
+                return Place::Discard;
+            }
+            if let Some((h, mut buf)) = self.recvs.pop_front() {
+                let dst = IovList::single(buf.as_mut_ptr() as usize, buf.len());
+                let take = (hdr.len as usize).min(buf.len());
+                self.inflight = Some((h, buf));
+                return Place::Into { handle: h, dst, take };
+            }
+            if (hdr.len as usize) <= self.budget {
+                Place::Buffer
+            } else {
+                Place::Stall
+            }
+        }
+        fn placed(&mut self, handle: u32, result: Result<()>) {
+            let (h, buf) = self.inflight.take().expect("a placement in flight");
+            assert_eq!(h, handle);
+            self.done.push((h, buf));
+            self.evs.push(Ev::Placed(handle, result));
+        }
+        fn buffered(&mut self, hdr: &WireHdr, data: Vec<u8>) {
+            self.budget -= data.len();
+            self.evs.push(Ev::Buffered(hdr.tag, data));
+        }
+        fn control(&mut self, hdr: &WireHdr, _payload: &[u8]) -> Disposition {
+            self.evs.push(Ev::Ctl(hdr.op, hdr.msg_id));
+            Disposition::Consumed
+        }
+    }
+
+    fn msg(tag: u64, payload: &[u8]) -> Vec<u8> {
+        let mut h = WireHdr::new(op::MSG);
+        h.flags = flag::TAGGED;
+        h.tag = tag;
+        h.len = payload.len() as u64;
+        h.payload = payload.len() as u32;
+        let mut v = h.to_bytes().to_vec();
+        v.extend_from_slice(payload);
+        v
+    }
+
+    fn ack(id: u64) -> Vec<u8> {
+        let mut h = WireHdr::new(op::ACK);
+        h.msg_id = id;
+        h.to_bytes().to_vec()
+    }
+
+    fn pattern(n: usize, seed: u8) -> Vec<u8> {
+        (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    }
+
+    /// Pumps until the script is drained (bounded).
+    fn run(r: &mut Reader, s: &mut Script, c: &mut Core, scratch_len: usize) -> Outcome {
+        let mut scratch = vec![0u8; scratch_len];
+        for _ in 0..100_000 {
+            let o = r.pump(s, c, &LIM, true, &mut scratch, 7);
+            match o {
+                Outcome::Budget => continue,
+                Outcome::Drained if s.pos < s.avail => continue,
+                o => return o,
+            }
+        }
+        panic!("reader did not finish")
+    }
+
+    #[test]
+    fn any_chunking_gives_the_same_records() {
+        let a = pattern(1000, 1);
+        let b = pattern(5, 2);
+        let c = pattern(70_000, 3);
+        let mut stream = msg(1, &a);
+        stream.extend(ack(42));
+        stream.extend(msg(2, &b));
+        stream.extend(msg(3, &[]));
+        stream.extend(msg(4, &c));
+        for cuts in [
+            vec![1],
+            vec![2, 3],
+            vec![63, 1, 65],
+            vec![64],
+            vec![7000],
+            vec![1 << 20],
+            vec![13, 999, 1],
+        ] {
+            let mut s = Script::new(stream.clone(), &cuts);
+            let mut core = Core::new();
+            // Receives for 1 (exact) and 4 (truncated to 100); 2 and 3 unexpected.
+            core.recvs.push_back((11, vec![0; 1000]));
+            let mut r = Reader::new();
+            let mut scratch = vec![0u8; 4096];
+            // #2 and #3 fit the budget; #4 stalls until its receive is posted.
+            core.budget = 5;
+            let mut rounds = 0;
+            loop {
+                rounds += 1;
+                assert!(rounds < 200_000, "cuts {cuts:?}");
+                match r.pump(&mut s, &mut core, &LIM, true, &mut scratch, 5) {
+                    Outcome::Stalled => {
+                        assert_eq!(core.evs.len(), 4, "cuts {cuts:?}");
+                        assert!(core.recvs.is_empty());
+                        core.recvs.push_back((14, vec![0; 100]));
+                    }
+                    Outcome::Budget => {}
+                    Outcome::Drained if s.pos < s.avail || r.mid_record() => {}
+                    Outcome::Drained => break,
+                    o => panic!("unexpected {o:?} with cuts {cuts:?}"),
+                }
+            }
+            assert_eq!(
+                core.evs,
+                vec![
+                    Ev::Placed(11, Ok(())),
+                    Ev::Ctl(op::ACK, 42),
+                    Ev::Buffered(2, b.clone()),
+                    Ev::Buffered(3, vec![]),
+                    Ev::Placed(14, Ok(())),
+                ],
+                "cuts {cuts:?}"
+            );
+            assert_eq!(core.done[0].1, a);
+            assert_eq!(core.done[1].1, c[..100].to_vec(), "truncated prefix");
+        }
+    }
+
+    #[test]
+    fn truncation_drains_exactly_the_rest() {
+        // A 10 000-byte message into a 10-byte receive, then a message that
+        // must arrive intact (the stream stays in step). Tiny scratch.
+        let big = pattern(10_000, 9);
+        let next = pattern(300, 4);
+        let mut stream = msg(1, &big);
+        stream.extend(msg(2, &next));
+        for cuts in [vec![1], vec![17, 64], vec![100_000]] {
+            let mut s = Script::new(stream.clone(), &cuts);
+            let mut core = Core::new();
+            core.recvs.push_back((1, vec![0; 10]));
+            core.recvs.push_back((2, vec![0; 300]));
+            let mut r = Reader::new();
+            assert_eq!(run(&mut r, &mut s, &mut core, 33), Outcome::Drained);
+            assert_eq!(core.done[0].1, big[..10].to_vec());
+            assert_eq!(core.done[1].1, next);
+            assert!(!r.mid_record());
+        }
+    }
+
+    /// A receive posted while an unexpected payload is still arriving takes
+    /// that message (not the one after it): arrival order is kept.
+    #[test]
+    fn receive_posted_during_an_unexpected_payload_gets_it() {
+        let first = pattern(3000, 1);
+        let second = pattern(10, 2);
+        let mut stream = msg(1, &first);
+        stream.extend(msg(2, &second));
+        let mut s = Script::new(stream, &[1000]);
+        s.avail = 64 + 1000; // header and part of the payload so far
+        let mut core = Core::new();
+        let mut r = Reader::new();
+        let mut scratch = vec![0u8; 64];
+        assert_eq!(r.pump(&mut s, &mut core, &LIM, true, &mut scratch, 9), Outcome::Drained);
+        assert!(core.evs.is_empty());
+        core.recvs.push_back((3, vec![0; 3000]));
+        s.avail = s.data.len();
+        assert_eq!(run(&mut r, &mut s, &mut core, 64), Outcome::Drained);
+        assert_eq!(core.evs, vec![Ev::Placed(3, Ok(())), Ev::Buffered(2, second.clone())]);
+        assert_eq!(core.done[0].1, first);
+        // No room at all: the message waits (header read, payload not).
+        let mut s = Script::new(msg(5, &first), &[100_000]);
+        let mut core = Core::new();
+        core.budget = 2000;
+        assert_eq!(run(&mut r, &mut s, &mut core, 64), Outcome::Stalled);
+        core.budget = 3000;
+        assert_eq!(run(&mut r, &mut s, &mut core, 64), Outcome::Drained);
+        assert_eq!(core.evs, vec![Ev::Buffered(5, first)]);
+    }
+
+    #[test]
+    fn discard_placement_skips_payload() {
+        let mut stream = msg(5, &pattern(5000, 1));
+        stream.extend(msg(6, &pattern(10, 2)));
+        let mut s = Script::new(stream, &[999]);
+        let mut core = Core::new();
+        core.discard_tag = Some(5);
+        let mut r = Reader::new();
+        assert_eq!(run(&mut r, &mut s, &mut core, 64), Outcome::Drained);
+        assert_eq!(core.evs, vec![Ev::Buffered(6, pattern(10, 2))]);
+    }
+
+    #[test]
+    fn stall_then_resume_keeps_order() {
+        let mut stream = msg(1, &pattern(100, 1));
+        stream.extend(msg(2, &pattern(100, 2)));
+        stream.extend(msg(3, &pattern(100, 3)));
+        let mut s = Script::new(stream, &[50]);
+        let mut core = Core::new();
+        core.budget = 150; // room for one unexpected message
+        let mut r = Reader::new();
+        let mut scratch = vec![0u8; 64];
+        let mut o;
+        loop {
+            o = r.pump(&mut s, &mut core, &LIM, true, &mut scratch, 3);
+            if o != Outcome::Budget && !(o == Outcome::Drained && s.pos < s.avail) {
+                break;
+            }
+        }
+        assert_eq!(o, Outcome::Stalled);
+        assert_eq!(core.evs, vec![Ev::Buffered(1, pattern(100, 1))]);
+        assert!(r.waiting_for_core());
+        // Still no room: stays stalled without reading.
+        let pos = s.pos;
+        assert_eq!(r.pump(&mut s, &mut core, &LIM, true, &mut scratch, 3), Outcome::Stalled);
+        assert_eq!(s.pos, pos);
+        // A receive is posted: #2 goes there, #3 is buffered.
+        core.recvs.push_back((7, vec![0; 100]));
+        core.budget = 1000;
+        assert_eq!(run(&mut r, &mut s, &mut core, 64), Outcome::Drained);
+        assert_eq!(
+            core.evs,
+            vec![
+                Ev::Buffered(1, pattern(100, 1)),
+                Ev::Placed(7, Ok(())),
+                Ev::Buffered(3, pattern(100, 3))
+            ]
+        );
+        assert_eq!(core.done[0].1, pattern(100, 2));
+    }
+
+    #[test]
+    fn malformed_headers_break_the_stream() {
+        let good = msg(1, b"abc");
+        let cases: Vec<(Vec<u8>, Broken)> = vec![
+            (
+                {
+                    let mut v = good.clone();
+                    v[0] = 0;
+                    v
+                },
+                Broken::Bad(BadRecord::Magic),
+            ),
+            (
+                {
+                    let mut v = good.clone();
+                    v[2] = 9;
+                    v
+                },
+                Broken::Bad(BadRecord::Version),
+            ),
+            (
+                {
+                    let mut v = good.clone();
+                    v[3] = 200;
+                    v
+                },
+                Broken::Bad(BadRecord::Op),
+            ),
+            (
+                {
+                    // A garbage length far above max_msg: refused before any
+                    // allocation.
+                    let mut h = WireHdr::new(op::MSG);
+                    h.len = u32::MAX as u64;
+                    h.payload = u32::MAX;
+                    h.to_bytes().to_vec()
+                },
+                Broken::Bad(BadRecord::Length),
+            ),
+            (
+                {
+                    // Rendezvous records have no business on a stream.
+                    let mut h = WireHdr::new(op::CTS);
+                    h.msg_id = 1;
+                    h.to_bytes().to_vec()
+                },
+                Broken::Protocol,
+            ),
+            (
+                {
+                    // A HELLO after the handshake.
+                    let mut h = WireHdr::new(op::HELLO);
+                    h.payload = 0;
+                    h.to_bytes().to_vec()
+                },
+                Broken::Protocol,
+            ),
+        ];
+        for (bytes, want) in cases {
+            for cuts in [vec![1], vec![1000]] {
+                let mut s = Script::new(bytes.clone(), &cuts);
+                let mut core = Core::new();
+                let mut r = Reader::new();
+                assert_eq!(run(&mut r, &mut s, &mut core, 64), Outcome::Broken(want));
+                assert!(core.evs.is_empty());
+            }
+        }
+        // Data before the handshake is a protocol error too.
+        let mut s = Script::new(good, &[64]);
+        let mut r = Reader::new();
+        let mut scratch = [0u8; 8];
+        assert_eq!(
+            r.pump(&mut s, &mut Core::new(), &LIM, false, &mut scratch, 9),
+            Outcome::Broken(Broken::Protocol)
+        );
+    }
+
+    #[test]
+    fn end_of_stream_mid_record_fails_the_placement_once() {
+        let payload = pattern(1000, 5);
+        let stream = msg(1, &payload);
+        for cut_at in [0usize, 1, 63, 64, 65, 500, 1063] {
+            let mut s = Script::new(stream[..cut_at].to_vec(), &[7]);
+            s.eof = true;
+            let mut core = Core::new();
+            core.recvs.push_back((9, vec![0; 1000]));
+            let mut r = Reader::new();
+            let mut o = Outcome::Drained;
+            for _ in 0..10_000 {
+                o = run(&mut r, &mut s, &mut core, 64);
+                if o != Outcome::Drained {
+                    break;
+                }
+            }
+            if cut_at == 0 {
+                assert_eq!(o, Outcome::Eof);
+            } else {
+                assert_eq!(o, Outcome::Broken(Broken::Truncated), "cut at {cut_at}");
+            }
+            r.abort(&mut core, Error::CONNRESET);
+            r.abort(&mut core, Error::CONNRESET);
+            let fails = core.evs.iter().filter(|e| matches!(e, Ev::Placed(_, Err(_)))).count();
+            assert_eq!(fails, usize::from(cut_at >= 64), "cut at {cut_at}");
+        }
+    }
+
+    #[test]
+    fn link_records_go_to_the_port() {
+        let (h, p) = crate::transport::tcp::hello::encode(
+            crate::transport::tcp::hello::Kind::Request,
+            &"127.0.0.1:7".parse().unwrap(),
+            5,
+        );
+        let mut stream = h.to_vec();
+        stream.extend(&p);
+        stream.extend(WireHdr::new(op::BYE).to_bytes());
+        let mut s = Script::new(stream, &[1]);
+        let mut r = Reader::new();
+        let mut core = Core::new();
+        let mut scratch = [0u8; 8];
+        let mut got = vec![];
+        for _ in 0..1000 {
+            match r.pump(&mut s, &mut core, &LIM, !got.is_empty(), &mut scratch, 4) {
+                Outcome::Link(h) => got.push((h.op, r.link_payload().to_vec())),
+                Outcome::Drained if s.pos == s.avail => break,
+                _ => {}
+            }
+        }
+        assert_eq!(got, vec![(op::HELLO, p), (op::BYE, vec![])]);
+    }
+
+    /// A sink that takes at most `cap` bytes per call (then Blocked once).
+    struct Trickle {
+        out: Vec<u8>,
+        cap: usize,
+        block_next: bool,
+    }
+
+    impl ByteSink for Trickle {
+        unsafe fn write(&mut self, iov: &[libc::iovec]) -> Io {
+            if self.block_next {
+                self.block_next = false;
+                return Io::Blocked;
+            }
+            self.block_next = true;
+            let mut n = 0;
+            for v in iov {
+                let m = (self.cap - n).min(v.iov_len);
+                // SAFETY: test iovecs describe readable memory.
+                self.out
+                    .extend_from_slice(unsafe { core::slice::from_raw_parts(v.iov_base as *const u8, m) });
+                n += m;
+                if n == self.cap {
+                    break;
+                }
+            }
+            Io::Done(n)
+        }
+    }
+
+    #[test]
+    fn write_queue_survives_partial_writes_and_reports_in_order() {
+        let mut app = pattern(5000, 7);
+        let split = IovList::single(app.as_mut_ptr() as usize, 2000);
+        let mut two = split;
+        two.push(app.as_mut_ptr() as usize + 2000, 3000);
+        let recs: Vec<(WireHdr, Body, Option<u64>)> = vec![
+            (WireHdr::new(op::MSG), Body::Iov(two), Some(1)),
+            (WireHdr::new(op::ACK), Body::None, None),
+            (WireHdr::new(op::MSG), Body::Owned(vec![1, 2, 3]), Some(3)),
+        ];
+        let mut expect = Vec::new();
+        let mut q = WriteQueue::default();
+        for (h, b, n) in recs {
+            expect.extend_from_slice(&h.to_bytes());
+            match &b {
+                Body::Owned(v) => expect.extend_from_slice(v),
+                Body::Iov(_) => expect.extend_from_slice(&app),
+                Body::None => {}
+            }
+            let mut r = OutRecord::new(h.to_bytes(), b);
+            r.notify = n;
+            q.push(r);
+        }
+        assert_eq!(q.unsent(), expect.len());
+        for cap in [1usize, 7, 64, 100_000] {
+            let mut q2 = WriteQueue::default();
+            let mut r = OutRecord::new(WireHdr::new(op::MSG).to_bytes(), Body::Iov(two));
+            r.notify = Some(9);
+            q2.push(r);
+            let mut t = Trickle {
+                out: vec![],
+                cap,
+                block_next: false,
+            };
+            let mut sent = vec![];
+            let mut rounds = 0;
+            while !q2.flush(&mut t, &mut sent).unwrap() {
+                rounds += 1;
+                assert!(rounds < 100_000);
+            }
+            assert_eq!(sent, vec![9]);
+            assert_eq!(&t.out[64..], &app[..]);
+        }
+        let mut t = Trickle {
+            out: vec![],
+            cap: 10,
+            block_next: false,
+        };
+        let mut sent = vec![];
+        while !q.flush(&mut t, &mut sent).unwrap() {}
+        assert_eq!(t.out, expect);
+        assert_eq!(sent, vec![1, 3]);
+        assert_eq!(q.unsent(), 0);
+    }
+
+    #[test]
+    fn make_owned_copies_the_application_buffer() {
+        let mut app = pattern(100, 1);
+        let mut r = OutRecord::new(
+            WireHdr::new(op::MSG).to_bytes(),
+            Body::Iov(IovList::single(app.as_mut_ptr() as usize, 100)),
+        );
+        r.make_owned();
+        let copy = app.clone();
+        app.iter_mut().for_each(|b| *b = 0);
+        let mut q = WriteQueue::default();
+        q.push(r);
+        let mut t = Trickle {
+            out: vec![],
+            cap: 1 << 20,
+            block_next: false,
+        };
+        assert!(q.flush(&mut t, &mut vec![]).unwrap());
+        assert_eq!(&t.out[64..], &copy[..]);
+    }
+}

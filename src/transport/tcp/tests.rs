@@ -1,0 +1,518 @@
+//! Ports talking over real loopback sockets, driven by a scripted core.
+
+use super::*;
+use crate::transport::proto::{flag, op};
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+
+const LIM: Limits = Limits {
+    max_payload: 1 << 30,
+    max_msg: 1 << 30,
+    max_iov: 8,
+};
+
+fn port() -> TcpPort {
+    TcpPort::new("127.0.0.1:0".parse().unwrap(), LIM).unwrap()
+}
+
+/// A core: posted receives (owned buffers), else buffer everything unless
+/// told to stall.
+#[derive(Default)]
+struct Core {
+    recvs: VecDeque<Vec<u8>>,
+    inflight: HashMap<u32, (Addr, u64, Vec<u8>)>,
+    next: u32,
+    /// (source, tag, data) in arrival order.
+    got: Vec<(Addr, u64, Vec<u8>)>,
+    failed_recvs: Vec<u32>,
+    acks: Vec<u64>,
+    sent: Vec<(u64, Result<()>)>,
+    stall: bool,
+}
+
+impl Delivery for Core {
+    fn place(&mut self, src: &Addr, _pid: i32, hdr: &WireHdr) -> Place {
+        if self.stall {
+            return Place::Stall;
+        }
+        match self.recvs.pop_front() {
+            Some(mut buf) => {
+                self.next += 1;
+                let dst = IovList::single(buf.as_mut_ptr() as usize, buf.len());
+                let take = (hdr.len as usize).min(buf.len());
+                self.inflight.insert(self.next, (*src, hdr.tag, buf));
+                Place::Into {
+                    handle: self.next,
+                    dst,
+                    take,
+                }
+            }
+            None => Place::Buffer,
+        }
+    }
+    fn placed(&mut self, handle: u32, result: Result<()>) {
+        let (src, tag, buf) = self.inflight.remove(&handle).expect("known handle");
+        match result {
+            Ok(()) => self.got.push((src, tag, buf)),
+            Err(_) => self.failed_recvs.push(handle),
+        }
+    }
+    fn buffered(&mut self, src: &Addr, _pid: i32, hdr: &WireHdr, data: Vec<u8>) {
+        self.got.push((*src, hdr.tag, data));
+    }
+    fn control(&mut self, _src: &Addr, _pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition {
+        assert_eq!(payload.len(), 0);
+        if hdr.op == op::ACK {
+            self.acks.push(hdr.msg_id);
+        }
+        Disposition::Consumed
+    }
+    fn sent(&mut self, msg_id: u64, result: Result<()>) {
+        self.sent.push((msg_id, result));
+    }
+}
+
+fn msg_hdr(tag: u64, len: usize, id: u64) -> WireHdr {
+    let mut h = WireHdr::new(op::MSG);
+    h.flags = flag::TAGGED;
+    h.tag = tag;
+    h.len = len as u64;
+    h.msg_id = id;
+    h
+}
+
+fn send_bytes(p: &mut TcpPort, to: &Addr, tag: u64, data: &[u8], id: u64) -> Result<Sent> {
+    let iov = IovList::single(data.as_ptr() as usize, data.len());
+    p.send(
+        to,
+        &msg_hdr(tag, data.len(), id),
+        Payload::Iov(&iov, 0, data.len()),
+        false,
+    )
+}
+
+/// Polls the ports until `done` or 5 s.
+fn pump(ports: &mut [(&mut TcpPort, &mut Core)], mut done: impl FnMut(&[(&mut TcpPort, &mut Core)]) -> bool) {
+    let t = Instant::now();
+    while !done(ports) {
+        assert!(t.elapsed() < Duration::from_secs(5), "timed out");
+        for (p, c) in ports.iter_mut() {
+            p.poll(*c);
+            p.take_events();
+        }
+    }
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed)).collect()
+}
+
+#[test]
+fn messages_flow_and_carry_the_sender_identity() {
+    let (mut a, mut b) = (port(), port());
+    let (mut ca, mut cb) = (Core::default(), Core::default());
+    let big = pattern(3 << 20, 1);
+    let small = pattern(100, 2);
+    cb.recvs.push_back(vec![0; big.len()]);
+    // The big one is queued (in place) and reported once written.
+    let r = send_bytes(&mut a, &b.addr(), 1, &big, 10).unwrap();
+    assert!(r == Sent::Queued);
+    // The queue holds more than its high-water mark: no more for now.
+    assert_eq!(send_bytes(&mut a, &b.addr(), 2, &small, 11), Err(Error::AGAIN));
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[0].1.sent.len() == 1);
+    let r2 = send_bytes(&mut a, &b.addr(), 2, &small, 11).unwrap();
+    if r2 == Sent::Done {
+        ca.sent.push((11, Ok(())));
+    }
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| {
+        p[1].1.got.len() == 2 && p[0].1.sent.len() == 2
+    });
+    assert_eq!(cb.got[0], (a.addr(), 1, big.clone()));
+    assert_eq!(cb.got[1], (a.addr(), 2, small.clone()));
+    assert_eq!(ca.sent, vec![(10, Ok(())), (11, Ok(()))]);
+    // b answers on the same connection (one connection for the pair).
+    send_bytes(&mut b, &a.addr(), 3, &small, 1).unwrap();
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[0].1.got.len() == 1);
+    assert_eq!(ca.got[0].0, b.addr());
+    assert_eq!(a.conns.len(), 1);
+    assert_eq!(b.conns.len(), 1);
+}
+
+#[test]
+fn simultaneous_first_sends_leave_one_connection_and_keep_order() {
+    for _ in 0..5 {
+        let (mut a, mut b) = (port(), port());
+        let (mut ca, mut cb) = (Core::default(), Core::default());
+        let n = 50u64;
+        let data: Vec<Vec<u8>> = (0..n).map(|i| pattern(1000 + i as usize, i as u8)).collect();
+        // Both send before either polls: both dial.
+        for (i, dta) in data.iter().enumerate() {
+            assert!(send_bytes(&mut a, &b.addr(), i as u64, dta, i as u64 + 1).is_ok());
+            assert!(send_bytes(&mut b, &a.addr(), i as u64, dta, i as u64 + 1).is_ok());
+        }
+        assert_eq!(a.conns.len(), 1);
+        assert_eq!(b.conns.len(), 1);
+        pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| {
+            p[0].1.got.len() == n as usize
+                && p[1].1.got.len() == n as usize
+                && p[0].0.conns.len() == 1
+                && p[1].0.conns.len() == 1
+        });
+        for c in [&ca, &cb] {
+            for (i, (_, tag, d)) in c.got.iter().enumerate() {
+                assert_eq!(*tag, i as u64);
+                assert_eq!(d, &data[i]);
+            }
+        }
+        assert!(ca.sent.iter().all(|(_, r)| r.is_ok()));
+        assert!(cb.sent.iter().all(|(_, r)| r.is_ok()));
+        // The survivor is the lower address's dial.
+        let low_is_a = hello::keep_own_dial(&a.local(), &b.local());
+        let a_dialed = a.conns.values().next().unwrap().dialed;
+        assert_eq!(a_dialed, low_is_a);
+        assert_eq!(b.conns.values().next().unwrap().dialed, !low_is_a);
+    }
+}
+
+#[test]
+fn sending_to_self_works() {
+    let mut a = port();
+    let mut ca = Core::default();
+    let me = a.addr();
+    // Sent in place: the buffers stay valid until the sends complete.
+    let bufs: Vec<Vec<u8>> = (0..3).map(|i| pattern(500, i as u8)).collect();
+    for (i, b) in bufs.iter().enumerate() {
+        send_bytes(&mut a, &me, i as u64, b, i as u64 + 1).unwrap();
+    }
+    let mut t = Instant::now();
+    while ca.got.len() < 3 {
+        assert!(t.elapsed() < Duration::from_secs(5));
+        a.poll(&mut ca);
+        a.take_events();
+    }
+    for (i, (src, tag, d)) in ca.got.iter().enumerate() {
+        assert_eq!(*src, me);
+        assert_eq!(*tag, i as u64);
+        assert_eq!(d, &pattern(500, i as u8));
+    }
+    // Control records to ourselves too (delivery-complete ACKs).
+    let mut h = WireHdr::new(op::ACK);
+    h.msg_id = 77;
+    a.send_ctl(&me, &h).unwrap();
+    t = Instant::now();
+    while ca.acks.is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(5));
+        a.poll(&mut ca);
+    }
+    assert_eq!(ca.acks, vec![77]);
+}
+
+#[test]
+fn closed_port_gives_an_error_completion() {
+    let mut a = port();
+    let mut ca = Core::default();
+    // A port that was bound and closed: nobody listens there.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    assert_eq!(send_bytes(&mut a, &Addr::Inet(dead), 1, b"hi", 5), Ok(Sent::Queued));
+    let t = Instant::now();
+    let mut events = vec![];
+    while ca.sent.is_empty() || events.is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(5));
+        a.poll(&mut ca);
+        events.extend(a.take_events());
+    }
+    assert_eq!(ca.sent, vec![(5, Err(Error::CONNREFUSED))]);
+    assert_eq!(events, vec![PeerEvent::Failed(Addr::Inet(dead))]);
+    assert!(a.conns.is_empty() && a.peers.is_empty());
+}
+
+#[test]
+fn malformed_frame_cuts_off_only_that_connection() {
+    let (mut a, mut b) = (port(), port());
+    let (mut ca, mut cb) = (Core::default(), Core::default());
+    send_bytes(&mut a, &b.addr(), 1, b"before", 1).unwrap();
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[1].1.got.len() == 1);
+    // An evil peer: valid HELLO, then a MSG header with a garbage length.
+    let Addr::Inet(bl) = b.addr() else { unreachable!() };
+    let mut evil = std::net::TcpStream::connect(bl).unwrap();
+    let fake: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let (h, p) = hello::encode(Kind::Request, &fake, 1234);
+    evil.write_all(&h).unwrap();
+    evil.write_all(&p).unwrap();
+    let mut ans = [0u8; 64 + 16];
+    evil.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // b must poll to answer.
+    let t = Instant::now();
+    let mut got = 0;
+    evil.set_nonblocking(true).unwrap();
+    while got < ans.len() {
+        assert!(t.elapsed() < Duration::from_secs(5));
+        b.poll(&mut cb);
+        b.take_events();
+        if let Ok(n) = evil.read(&mut ans[got..]) {
+            got += n;
+        }
+    }
+    let hh = WireHdr::from_bytes(ans[..64].try_into().unwrap());
+    assert_eq!(hh.op, op::HELLO);
+    assert_eq!(hello::parse(&hh, &ans[64..], false).unwrap().kind, Kind::Accept);
+    let mut bad = WireHdr::new(op::MSG);
+    bad.len = 1 << 40;
+    bad.payload = u32::MAX;
+    evil.write_all(&bad.to_bytes()).unwrap();
+    let t = Instant::now();
+    let mut events = vec![];
+    while events.is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(5));
+        b.poll(&mut cb);
+        events.extend(b.take_events());
+    }
+    assert_eq!(events, vec![PeerEvent::Failed(Addr::Inet(fake))]);
+    // The evil socket is closed by b.
+    evil.set_nonblocking(false).unwrap();
+    let mut sink = [0u8; 16];
+    assert!(matches!(evil.read(&mut sink), Ok(0) | Err(_)));
+    // a's connection still works.
+    send_bytes(&mut a, &b.addr(), 2, b"after", 2).unwrap();
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[1].1.got.len() == 2);
+    assert_eq!(cb.got[1].2, b"after".to_vec());
+}
+
+#[test]
+fn stalled_receiver_pushes_back_then_resumes_in_order() {
+    let (mut a, mut b) = (port(), port());
+    let (mut ca, mut cb) = (Core::default(), Core::default());
+    cb.stall = true;
+    let chunk = pattern(4000, 3);
+    let mut sent = 0u64;
+    let mut again = false;
+    let t = Instant::now();
+    // Keep sending until the sender is refused (kernel buffers + queue full).
+    while t.elapsed() < Duration::from_secs(5) {
+        match send_bytes(&mut a, &b.addr(), sent, &chunk, sent + 1) {
+            Ok(_) => sent += 1,
+            Err(e) => {
+                assert_eq!(e, Error::AGAIN);
+                again = true;
+                break;
+            }
+        }
+        a.poll(&mut ca);
+        b.poll(&mut cb);
+    }
+    assert!(again, "sender never pushed back after {sent} messages");
+    assert!(sent < 1000, "{sent} messages buffered without a receiver");
+    // The stalled socket is out of b's read interest: b's wait fd is quiet.
+    b.poll(&mut cb);
+    assert!(cb.got.is_empty());
+    assert!(!crate::sys::poll_readable(b.wait_fd(), Some(Duration::from_millis(50))));
+    cb.stall = false;
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| {
+        p[1].1.got.len() == sent as usize
+    });
+    for (i, (_, tag, d)) in cb.got.iter().enumerate() {
+        assert_eq!(*tag, i as u64);
+        assert_eq!(d, &chunk);
+    }
+}
+
+#[test]
+fn peer_death_fails_a_half_read_payload_and_queued_sends() {
+    let mut b = port();
+    let mut cb = Core::default();
+    cb.recvs.push_back(vec![0; 1 << 20]);
+    // A raw peer that says HELLO, starts a 1 MiB message, then resets.
+    let Addr::Inet(bl) = b.addr() else { unreachable!() };
+    let mut peer = std::net::TcpStream::connect(bl).unwrap();
+    let me: SocketAddr = "127.0.0.1:2".parse().unwrap();
+    let (h, p) = hello::encode(Kind::Request, &me, 1);
+    peer.write_all(&h).unwrap();
+    peer.write_all(&p).unwrap();
+    let mut m = msg_hdr(1, 1 << 20, 1);
+    m.payload = 1 << 20;
+    peer.write_all(&m.to_bytes()).unwrap();
+    peer.write_all(&[7u8; 1000]).unwrap();
+    let t = Instant::now();
+    while cb.inflight.is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(5));
+        b.poll(&mut cb);
+        b.take_events();
+    }
+    // b queues a send to the peer (it will never be answered).
+    let _ = send_bytes(&mut b, &Addr::Inet(me), 9, &[1u8; 10], 42);
+    // Unread data on close: the kernel sends RST.
+    drop(peer);
+    let mut events = vec![];
+    let t = Instant::now();
+    while events.is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(5));
+        b.poll(&mut cb);
+        events.extend(b.take_events());
+    }
+    assert_eq!(events, vec![PeerEvent::Failed(Addr::Inet(me))]);
+    assert_eq!(cb.failed_recvs, vec![1]);
+    assert!(cb.inflight.is_empty());
+    assert!(b.conns.is_empty());
+}
+
+#[test]
+fn restarted_peer_at_the_same_address_gets_a_fresh_connection() {
+    let mut b = port();
+    let mut cb = Core::default();
+    let mut a = port();
+    let mut ca = Core::default();
+    let a_addr = a.addr();
+    let Addr::Inet(a_sock) = a_addr else { unreachable!() };
+    send_bytes(&mut a, &b.addr(), 1, b"one", 1).unwrap();
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[1].1.got.len() == 1);
+    // a goes away and a new incarnation listens on the same address.
+    drop(a);
+    let mut a2 = TcpPort::new(a_sock, LIM).unwrap();
+    let mut ca2 = Core::default();
+    assert_eq!(a2.addr(), a_addr);
+    let mut events = vec![];
+    let t = Instant::now();
+    while events.is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(5));
+        b.poll(&mut cb);
+        events.extend(b.take_events());
+    }
+    assert_eq!(events, vec![PeerEvent::Failed(a_addr)]);
+    // b's next send dials the new incarnation.
+    send_bytes(&mut b, &a_addr, 2, b"two", 2).unwrap();
+    pump(&mut [(&mut a2, &mut ca2), (&mut b, &mut cb)], |p| p[0].1.got.len() == 1);
+    assert_eq!(ca2.got[0].2, b"two".to_vec());
+}
+
+#[test]
+fn advertised_address_is_never_a_wildcard() {
+    let ifs = vec![
+        IfAddr {
+            name: "lo".into(),
+            up: true,
+            loopback: true,
+            ip: "127.0.0.1".parse().unwrap(),
+        },
+        IfAddr {
+            name: "lo".into(),
+            up: true,
+            loopback: true,
+            ip: "::1".parse().unwrap(),
+        },
+        IfAddr {
+            name: "eth1".into(),
+            up: false,
+            loopback: false,
+            ip: "10.9.9.9".parse().unwrap(),
+        },
+        IfAddr {
+            name: "eth0".into(),
+            up: true,
+            loopback: false,
+            ip: "169.254.1.1".parse().unwrap(),
+        },
+        IfAddr {
+            name: "eth0".into(),
+            up: true,
+            loopback: false,
+            ip: "fe80::1".parse().unwrap(),
+        },
+        IfAddr {
+            name: "eth0".into(),
+            up: true,
+            loopback: false,
+            ip: "192.0.2.7".parse().unwrap(),
+        },
+        IfAddr {
+            name: "eth0".into(),
+            up: true,
+            loopback: false,
+            ip: "fd00::7".parse().unwrap(),
+        },
+    ];
+    let sa = |s: &str| -> SocketAddr { s.parse().unwrap() };
+    assert_eq!(advertised_addr(sa("10.0.0.1:5"), None, &ifs), sa("10.0.0.1:5"));
+    assert_eq!(advertised_addr(sa("0.0.0.0:5"), None, &ifs), sa("192.0.2.7:5"));
+    assert_eq!(advertised_addr(sa("[::]:5"), None, &ifs), sa("[fd00::7]:5"));
+    assert_eq!(advertised_addr(sa("0.0.0.0:5"), Some("lo"), &ifs), sa("127.0.0.1:5"));
+    assert_eq!(advertised_addr(sa("[::]:5"), Some("lo"), &ifs), sa("[::1]:5"));
+    // An unknown interface falls back to the first usable one.
+    assert_eq!(advertised_addr(sa("0.0.0.0:5"), Some("nope"), &ifs), sa("192.0.2.7:5"));
+    // Only loopback (or link-local) available: loopback.
+    assert_eq!(advertised_addr(sa("0.0.0.0:5"), None, &ifs[..5]), sa("127.0.0.1:5"));
+    assert_eq!(advertised_addr(sa("[::]:5"), None, &[]), sa("[::1]:5"));
+}
+
+#[test]
+fn ipv6_loopback_works() {
+    let Ok(mut a) = TcpPort::new("[::1]:0".parse().unwrap(), LIM) else {
+        return; // no IPv6 on this host
+    };
+    let mut b = TcpPort::new("[::1]:0".parse().unwrap(), LIM).unwrap();
+    let (mut ca, mut cb) = (Core::default(), Core::default());
+    send_bytes(&mut a, &b.addr(), 1, b"v6", 1).unwrap();
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[1].1.got.len() == 1);
+    assert_eq!(cb.got[0].0, a.addr());
+    // A v4 address cannot be reached from a v6 endpoint.
+    assert_eq!(
+        send_bytes(&mut a, &Addr::Inet("127.0.0.1:9".parse().unwrap()), 1, b"x", 2),
+        Err(Error::INVAL)
+    );
+}
+
+#[test]
+fn unexpected_payloads_arriving_at_once_stay_within_one_budget() {
+    let (mut a, mut c, mut b) = (port(), port(), port());
+    let (mut ca, mut cc, mut cb) = (Core::default(), Core::default(), Core::default());
+    let big = pattern(6 << 20, 5);
+    send_bytes(&mut a, &b.addr(), 1, &big, 1).unwrap();
+    send_bytes(&mut c, &b.addr(), 2, &big, 1).unwrap();
+    let t = Instant::now();
+    let mut peak = 0;
+    while cb.got.len() < 2 {
+        assert!(t.elapsed() < Duration::from_secs(10), "timed out");
+        a.poll(&mut ca);
+        c.poll(&mut cc);
+        b.poll(&mut cb);
+        let staged: usize = b.conns.values().map(|x| x.reader.staged_bytes()).sum();
+        peak = peak.max(staged);
+    }
+    assert!(peak <= STAGING_MAX, "{peak} bytes staged at once");
+    assert!(cb.got.iter().all(|(_, _, d)| d == &big));
+}
+
+#[test]
+fn silent_peer_fails_at_the_connect_deadline_without_blocking() {
+    // A listener whose accept queue is full drops SYNs: the dial hangs.
+    let fd = sys::listen(&"127.0.0.1:0".parse().unwrap(), 0).unwrap();
+    let silent = sys::local_addr(fd.as_raw_fd()).unwrap();
+    let _filler: Vec<_> = (0..3)
+        .filter_map(|_| {
+            let s = sys::stream_socket(&silent).ok()?;
+            let _ = sys::connect(s.as_raw_fd(), &silent);
+            Some(s)
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(50));
+    let mut a = port();
+    a.connect_timeout = Duration::from_millis(300);
+    let mut ca = Core::default();
+    let t = Instant::now();
+    assert_eq!(send_bytes(&mut a, &Addr::Inet(silent), 1, b"x", 7), Ok(Sent::Queued));
+    assert!(t.elapsed() < Duration::from_millis(50), "send blocked");
+    let mut events = vec![];
+    while events.is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(5), "no failure");
+        // Sleep on the wait fd as a blocked reader would: the deadline wakes it.
+        crate::sys::poll_readable(a.wait_fd(), Some(Duration::from_secs(2)));
+        a.poll(&mut ca);
+        events.extend(a.take_events());
+    }
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    assert!(t.elapsed() < Duration::from_secs(2));
+    assert_eq!(ca.sent, vec![(7, Err(Error::TIMEDOUT))]);
+    assert_eq!(events, vec![PeerEvent::Failed(Addr::Inet(silent))]);
+}
