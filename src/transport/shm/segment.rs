@@ -411,7 +411,9 @@ fn remove_if_stale(name: &CString) -> bool {
         // No header yet: either a creator that died between create and
         // init, or one that is initialising right now. Only the first can
         // be old.
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64);
         now.is_ok_and(|t| t - ctime > UNINIT_GRACE_SECS)
     };
     if stale {
