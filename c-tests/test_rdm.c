@@ -625,6 +625,42 @@ TEST(unexpected_flood_backpressure)
 	unpair();
 }
 
+TEST(large_unexpected_does_not_block_later_messages)
+{
+	/* MPI's progress rule: a matched pair must complete even while an
+	 * earlier, larger-than-any-buffer message from the same peer waits for
+	 * its receive. Large messages therefore go by rendezvous on both
+	 * transports (only a descriptor waits). */
+	setenv("FI_RUSTFAB_UNEXP_BUDGET", "1048576", 1);
+	SETUP(&DEF, NULL);
+	unsetenv("FI_RUSTFAB_UNEXP_BUDGET");
+	size_t n = 32u << 20;
+	char *big = malloc(n), *bigr = malloc(n);
+	uint64_t small = 0x5a5a, got = 0;
+	struct fi_cq_tagged_entry c;
+	fill(big, n, 77);
+	CHECK_OK(POST(fi_tsend(A.ep, big, n, NULL, A.peer, 1, (void *)0xb1), &A, &B));
+	CHECK_OK(POST(fi_tsend(A.ep, &small, 8, NULL, A.peer, 2, (void *)0xb2), &A, &B));
+	CHECK_OK(fi_trecv(B.ep, &got, 8, NULL, FI_ADDR_UNSPEC, 2, 0, (void *)0xc2));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.op_context == (void *)0xc2);
+	CHECK_EQ(got, 0x5a5a);
+	CHECK_OK(fi_trecv(B.ep, bigr, n, NULL, FI_ADDR_UNSPEC, 1, 0, (void *)0xc1));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.op_context == (void *)0xc1);
+	CHECK(check_fill(bigr, n, 77));
+	/* both sends complete */
+	int sends = 0;
+	for (int i = 0; i < 2; i++) {
+		EXPECT_COMP(&A, &B, &c);
+		sends++;
+	}
+	CHECK_EQ(sends, 2);
+	free(big);
+	free(bigr);
+	unpair();
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -649,5 +685,6 @@ int main(int argc, char **argv)
 	RUN(source_address_and_source_err);
 	RUN(peek_claim_discard);
 	RUN(unexpected_flood_backpressure);
+	RUN(large_unexpected_does_not_block_later_messages);
 	return harness_done();
 }

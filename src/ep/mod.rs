@@ -117,7 +117,7 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
     } else {
         info.caps
     };
-    let cfg = EpConfig {
+    let mut cfg = EpConfig {
         caps,
         tx_op_flags: tx.op_flags,
         rx_op_flags: rx.op_flags,
@@ -159,12 +159,12 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
                 None if info.addr_format == FI_SOCKADDR_IN6 => "[::]:0".parse().map_err(|_| Error::INVAL)?,
                 None => "0.0.0.0:0".parse().map_err(|_| Error::INVAL)?,
             };
-            // One record carries a whole message: the payload limit is the
-            // message limit (and the header's 32-bit payload field).
-            let max = cfg.max_msg_size.min(u32::MAX as usize);
+            // Eager records and DATA chunks are at most EAGER_MAX; larger
+            // messages go by rendezvous (no cross-memory attach over TCP).
+            cfg.cma = false;
             let limits = crate::transport::proto::Limits {
-                max_payload: max,
-                max_msg: max,
+                max_payload: crate::transport::tcp::EAGER_MAX,
+                max_msg: cfg.max_msg_size,
                 max_iov: IOV_MAX,
             };
             Box::new(crate::transport::tcp::TcpPort::new(src, limits)?)

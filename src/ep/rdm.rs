@@ -132,7 +132,13 @@ struct RxStream {
     got: usize,
     extra_flags: u64,
     last_check: Instant,
+    /// Bytes of the DATA record being placed (0: none in flight).
+    chunk: usize,
 }
+
+/// Placement handles of streamed receives have this bit set (in-flight
+/// eager placements use slab handles below it).
+const STREAM_HANDLE: u32 = 1 << 31;
 
 /// A payload being placed into a matched receive (two-phase delivery).
 struct Inflight {
@@ -504,7 +510,6 @@ impl State {
                 }
                 Disposition::Consumed
             }
-            op::DATA => self.on_data(b, src, h, p),
             _ => Disposition::Consumed,
         }
     }
@@ -536,6 +541,9 @@ impl State {
     /// Where the payload of an arriving MSG goes (fi_msg(3)/fi_tagged(3)
     /// matching; multi-recv buffers take messages at their fill offset).
     fn place(&mut self, b: &Binds, src: &Addr, src_pid: i32, h: &WireHdr) -> Place {
+        if h.op == op::DATA {
+            return self.place_data(src, h);
+        }
         let tagged = h.flags & flag::TAGGED != 0;
         let len = h.len as usize;
         while let Some(idx) = self.m.find_posted(tagged, src, h.tag) {
@@ -598,6 +606,9 @@ impl State {
     }
 
     fn placed(&mut self, b: &Binds, handle: u32, result: Result<()>) {
+        if handle & STREAM_HANDLE != 0 {
+            return self.stream_placed(b, handle & !STREAM_HANDLE, result);
+        }
         let Some(f) = self.inflight.remove(handle) else { return };
         let len = f.hdr.len as usize;
         match result {
@@ -771,6 +782,7 @@ impl State {
                 got: 0,
                 extra_flags: p.extra_flags,
                 last_check: Instant::now(),
+                chunk: 0,
             });
             let mut cts = WireHdr::new(op::CTS);
             cts.msg_id = msg_id;
@@ -779,25 +791,42 @@ impl State {
         }
     }
 
-    fn on_data(&mut self, b: &Binds, src: &Addr, h: &WireHdr, p: &dyn PayloadIn) -> Disposition {
+    /// Where a DATA chunk of a streamed rendezvous message goes: straight
+    /// into the matched receive at the chunk's offset (the part beyond a
+    /// truncated receive is discarded). Stray or out-of-order chunks are
+    /// dropped whole.
+    fn place_data(&mut self, src: &Addr, h: &WireHdr) -> Place {
         let Some(s) = self.rx.get_mut(h.aux) else {
-            return Disposition::Consumed;
+            return Place::Discard;
         };
-        if s.src != *src || s.hdr.msg_id != h.msg_id || h.len != s.hdr.len || h.offset as usize != s.got {
-            return Disposition::Consumed; // stray or hostile record: ignore
+        if s.src != *src || s.hdr.msg_id != h.msg_id || h.len != s.hdr.len || h.offset as usize != s.got || s.chunk != 0
+        {
+            return Place::Discard;
         }
         let off = h.offset as usize;
-        let n = p.len();
-        if off < s.take {
-            let m = n.min(s.take - off);
-            // SAFETY: the stream's destination is the matched receive's
-            // application buffer, valid until the receive completes.
-            unsafe { p.copy_to_iov(0, m, &s.dst, off) };
+        let n = h.payload as usize;
+        let take = if off < s.take { n.min(s.take - off) } else { 0 };
+        s.chunk = n;
+        Place::Into {
+            handle: STREAM_HANDLE | h.aux,
+            dst: s.dst.sub(off, take),
+            take,
         }
-        s.got += n;
+    }
+
+    fn stream_placed(&mut self, b: &Binds, handle: u32, result: Result<()>) {
+        let Some(s) = self.rx.get_mut(handle) else { return };
+        if let Err(e) = result {
+            let s = self.rx.remove(handle).expect("stream just found");
+            let len = s.hdr.len as usize;
+            self.complete_rx_err(b, &s.recv, e, s.hdr.tag, s.hdr.data, len, s.extra_flags);
+            return;
+        }
+        s.got += s.chunk;
+        s.chunk = 0;
         s.last_check = Instant::now();
         if s.got >= s.hdr.len as usize {
-            let s = self.rx.remove(h.aux).expect("stream just found");
+            let s = self.rx.remove(handle).expect("stream just found");
             self.ack(s.src, s.hdr.msg_id, None, s.take);
             let len = s.hdr.len as usize;
             self.complete_rx(
@@ -811,7 +840,6 @@ impl State {
                 s.extra_flags,
             );
         }
-        Disposition::Consumed
     }
 
     // ------------------------------------------------------------ posting

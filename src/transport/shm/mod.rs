@@ -443,7 +443,7 @@ impl PayloadIn for InRecord<'_> {
 
 /// Hands one ring record to the endpoint core.
 fn dispatch(d: &mut dyn Delivery, rec: InRecord<'_>) -> Disposition {
-    if rec.hdr.op != proto::op::MSG {
+    if rec.hdr.op != proto::op::MSG && rec.hdr.op != proto::op::DATA {
         return d.control(&rec.src, rec.src_pid, &rec.hdr, &rec);
     }
     match d.place(&rec.src, rec.src_pid, &rec.hdr) {

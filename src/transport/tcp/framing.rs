@@ -170,7 +170,7 @@ impl Reader {
     /// Bytes held for an unexpected message not yet handed to the core.
     pub fn staged_bytes(&self) -> usize {
         match &self.state {
-            State::Buffer { hdr, .. } => hdr.len as usize,
+            State::Buffer { hdr, .. } => hdr.payload as usize,
             State::Staged { buf, .. } => buf.len(),
             _ => 0,
         }
@@ -247,7 +247,7 @@ impl Reader {
                     let allowed = match hdr.op {
                         op::HELLO => !established,
                         op::BYE => true,
-                        op::MSG | op::ACK => established,
+                        op::MSG | op::ACK | op::RTS | op::CTS | op::DATA => established,
                         _ => false,
                     };
                     if !allowed {
@@ -255,7 +255,9 @@ impl Reader {
                     }
                     let n = hdr.payload as usize;
                     self.state = match hdr.op {
-                        op::MSG => State::Place { hdr },
+                        // Payload-carrying data records are placed by the core
+                        // (straight into the matched buffer).
+                        op::MSG | op::DATA => State::Place { hdr },
                         _ if n > CTL_MAX => return Outcome::Broken(Broken::Bad(BadRecord::Length)),
                         _ if n > 0 => State::Ctl { hdr, got: 0 },
                         op::HELLO | op::BYE => {
@@ -305,7 +307,7 @@ impl Reader {
                 }
                 State::Place { hdr } => {
                     let hdr = *hdr;
-                    let len = hdr.len as usize;
+                    let len = hdr.payload as usize;
                     self.state = match sink.place(&hdr) {
                         Place::Into { handle, dst, take } => State::Into {
                             hdr,
@@ -329,7 +331,7 @@ impl Reader {
                     take,
                     got,
                 } => {
-                    let (len, handle, dst, take, got0) = (hdr.len as usize, *handle, *dst, *take, *got);
+                    let (len, handle, dst, take, got0) = (hdr.payload as usize, *handle, *dst, *take, *got);
                     if got0 == len {
                         self.state = State::Header;
                         sink.placed(handle, Ok(()));
@@ -373,7 +375,7 @@ impl Reader {
                     }
                 }
                 State::Buffer { hdr, buf } => {
-                    let len = hdr.len as usize;
+                    let len = hdr.payload as usize;
                     if buf.len() == len {
                         let (hdr, buf) = (*hdr, std::mem::take(buf));
                         self.state = State::Staged { hdr, buf };
@@ -434,7 +436,7 @@ impl Reader {
                     }
                 }
                 State::Discard { hdr, got } => {
-                    let (len, got0) = (hdr.len as usize, *got);
+                    let (len, got0) = (hdr.payload as usize, *got);
                     if got0 == len {
                         self.state = State::Header;
                         continue;
@@ -1040,12 +1042,13 @@ mod tests {
             ),
             (
                 {
-                    // Rendezvous records have no business on a stream.
+                    // A control record may not carry a payload (CTS).
                     let mut h = WireHdr::new(op::CTS);
                     h.msg_id = 1;
+                    h.payload = 8;
                     h.to_bytes().to_vec()
                 },
-                Broken::Protocol,
+                Broken::Bad(BadRecord::Length),
             ),
             (
                 {

@@ -281,6 +281,9 @@ fn random_nonce() -> u64 {
     n
 }
 
+/// Largest eager message and DATA chunk on a TCP stream.
+pub const EAGER_MAX: usize = 64 << 10;
+
 pub struct TcpPort {
     me: SocketAddr,
     nonce: u64,
@@ -1010,9 +1013,12 @@ impl Port for TcpPort {
             || self.conns.values().any(|c| c.doomed.is_some())
     }
 
-    /// A stream needs no rendezvous: every message is one MSG record.
+    /// Larger messages go by rendezvous (RTS, then DATA once the receiver
+    /// matched them): an unexpected large message then costs the receiver a
+    /// descriptor, not its whole payload, and cannot hold up the messages
+    /// behind it on the stream (which a receiver may be waiting for).
     fn eager_limit(&self) -> usize {
-        usize::MAX
+        EAGER_MAX
     }
 
     fn send(&mut self, peer: &Addr, hdr: &WireHdr, payload: Payload<'_>, copy: bool) -> Result<Sent> {
