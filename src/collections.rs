@@ -83,6 +83,10 @@ impl<T> Slab<T> {
         self.slots.len() as u32
     }
 
+    pub fn get(&self, h: u32) -> Option<&T> {
+        self.slots.get((h as usize).checked_sub(1)?)?.as_ref()
+    }
+
     pub fn get_mut(&mut self, h: u32) -> Option<&mut T> {
         self.slots.get_mut((h as usize).checked_sub(1)?)?.as_mut()
     }

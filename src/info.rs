@@ -184,10 +184,10 @@ pub const RX_OP_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV;
 
 /// Mode bits rustfab requires of every application: none.
 pub const REQUIRED_MODE: u64 = 0;
-/// Mode bits rustfab uses when the application allows them. Buffered
-/// receives (`fi_recv_context`) are planned for the data path; set to 0 to
-/// stop offering them.
-pub const OPTIONAL_MODE: u64 = 0;
+/// Mode bits rustfab uses when the application allows them: buffered
+/// receives (`fi_recv_context`, `src/ep/buffered.rs`). Set to 0 to stop
+/// offering them.
+pub const OPTIONAL_MODE: u64 = FI_BUFFERED_RECV;
 
 /// `FI_TC_BEST_EFFORT` (`fabric.h`: `FI_TC_LABEL`).
 const FI_TC_BEST_EFFORT: u32 = 0x200;

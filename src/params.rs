@@ -28,6 +28,11 @@ pub const PARAMS: &[Param] = &[
         ty: FI_PARAM_STRING,
         help: "tcp: network interface whose address an endpoint bound to a wildcard address advertises (default: the first non-loopback interface that is up, else loopback)",
     },
+    Param {
+        name: "buffered_pool",
+        ty: FI_PARAM_SIZE_T,
+        help: "Bytes of provider buffers per endpoint with FI_BUFFERED_RECV; when the application holds that much unclaimed data, senders stall until it claims or discards (default: 8M, at least 256k)",
+    },
 ];
 
 /// Declares every parameter. Called once from `fi_prov_ini`.

@@ -2,6 +2,7 @@
 //! the translation of each libfabric call into the endpoint core
 //! ([`rdm::Inner`]). Matching is in [`matching`], protocols in [`rdm`].
 
+pub mod buffered;
 pub mod matching;
 pub mod rdm;
 
@@ -170,7 +171,10 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
             Box::new(crate::transport::tcp::TcpPort::new(src, limits)?)
         }
     };
-    let inner = rdm::Inner::new(port, cfg);
+    let mut inner = rdm::Inner::new(port, cfg);
+    if buffered::requested(&info) {
+        inner.enable_buffered(env_size("buffered_pool", buffered::DEFAULT_POOL));
+    }
     let wait_fd = inner.wait_fd();
     let addr = inner.addr();
     let core = Arc::new(Ep {
@@ -202,7 +206,9 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
         atomic: &stubs::ATOMIC_OPS,
         collective: &stubs::COLLECTIVE_OPS,
     };
-    Ok(Obj::create(hdr, core))
+    let ep = Obj::create(hdr, core.clone());
+    core.inner.lock().set_ep_fid(ep as usize);
+    Ok(ep)
 }
 
 static EP_FI_OPS: fi_ops = fi_ops {
@@ -391,6 +397,11 @@ unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -
                         *ep.pending.lock() = b;
                         return Err(Error::NOAV);
                     }
+                    if b.rx_cq.is_none() && ep.inner.lock().buffered_opts().is_some() {
+                        // Buffered messages are announced on the receive CQ.
+                        *ep.pending.lock() = b;
+                        return Err(Error::NOCQ);
+                    }
                     let (tx_size, rx_size) = {
                         let g = ep.inner.lock();
                         (g.config().tx_size, g.config().rx_size)
@@ -478,6 +489,15 @@ unsafe extern "C" fn ep_getopt(f: *mut fid, level: c_int, name: c_int, val: *mut
                     *len = core::mem::size_of::<usize>();
                     Ok(0)
                 }
+                FI_OPT_BUFFERED_LIMIT | FI_OPT_BUFFERED_MIN => {
+                    if *len < core::mem::size_of::<usize>() {
+                        *len = core::mem::size_of::<usize>();
+                        return Err(Error::TOOSMALL);
+                    }
+                    *(val as *mut usize) = buffered::getopt(&mut o.core.inner.lock(), name)?;
+                    *len = core::mem::size_of::<usize>();
+                    Ok(0)
+                }
                 _ => Err(Error::NOPROTOOPT),
             }
         })
@@ -501,6 +521,18 @@ unsafe extern "C" fn ep_setopt(f: *mut fid, level: c_int, name: c_int, val: *con
                     }
                     let v = *(val as *const usize);
                     o.core.inner.lock().config_mut().min_multi_recv = v;
+                    Ok(0)
+                }
+                FI_OPT_BUFFERED_LIMIT | FI_OPT_BUFFERED_MIN => {
+                    if len != core::mem::size_of::<usize>() {
+                        return Err(Error::INVAL);
+                    }
+                    // "Any adjustments must be made prior to enabling the endpoint."
+                    if o.core.enabled.load(Ordering::Acquire) {
+                        return Err(Error::OPBADSTATE);
+                    }
+                    let v = *(val as *const usize);
+                    buffered::setopt(&mut o.core.inner.lock(), name, v)?;
                     Ok(0)
                 }
                 _ => Err(Error::NOPROTOOPT),
@@ -627,6 +659,20 @@ unsafe fn iov_from_c(iov: *const libc::iovec, count: usize) -> Result<IovList> {
     Ok(l)
 }
 
+/// The buffers of a `fi_recvmsg`/`fi_trecvmsg`: none with FI_DISCARD
+/// (fi_msg(3): "the receive input buffer(s) and length parameters are
+/// ignored").
+///
+/// # Safety
+/// As [`iov_from_c`] when `flags` has no FI_DISCARD.
+unsafe fn recv_iov(iov: *const libc::iovec, count: usize, flags: u64) -> Result<IovList> {
+    if flags & FI_DISCARD != 0 {
+        return Ok(IovList::new());
+    }
+    // SAFETY: forwarded contract.
+    unsafe { iov_from_c(iov, count) }
+}
+
 fn iov_single(buf: *const c_void, len: usize) -> Result<IovList> {
     if buf.is_null() && len > 0 {
         return Err(Error::INVAL);
@@ -670,7 +716,15 @@ fn rx_flags(o: &EpObj, explicit: Option<u64>, tagged: bool) -> Result<u64> {
     match explicit {
         None => Ok(o.core.inner.lock().config().rx_op_flags),
         Some(f) => {
-            let valid = if tagged { TAGGED_RECV_FLAGS } else { RECV_FLAGS };
+            let valid = if tagged {
+                TAGGED_RECV_FLAGS
+            } else if f & (FI_CLAIM | FI_DISCARD) != 0 && o.core.inner.lock().buffered_opts().is_some() {
+                // fi_msg(3): FI_CLAIM/FI_DISCARD apply to endpoints with
+                // FI_BUFFERED_RECV.
+                RECV_FLAGS | FI_CLAIM | FI_DISCARD
+            } else {
+                RECV_FLAGS
+            };
             if f & !valid != 0 {
                 return Err(Error::BADFLAGS);
             }
@@ -775,7 +829,7 @@ unsafe extern "C" fn msg_recvmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64)
             let m = ffi::read_in(msg)?;
             do_recv(
                 o,
-                iov_from_c(m.msg_iov, m.iov_count)?,
+                recv_iov(m.msg_iov, m.iov_count, flags)?,
                 m.addr,
                 false,
                 0,
@@ -946,7 +1000,7 @@ unsafe extern "C" fn tag_recvmsg(e: *mut fid_ep, msg: *const fi_msg_tagged, flag
             let m = ffi::read_in(msg)?;
             do_recv(
                 o,
-                iov_from_c(m.msg_iov, m.iov_count)?,
+                recv_iov(m.msg_iov, m.iov_count, flags)?,
                 m.addr,
                 true,
                 m.tag,

@@ -28,6 +28,7 @@
 //! pushed to CQs (their own locks) while it is held — the order is always
 //! endpoint → CQ, never the reverse (CQ reads progress before locking).
 
+use super::buffered::{BufOpts, Buffered, PrefixStream, Stage, BUF_HANDLE, PREFIX_AUX};
 use super::matching::{IovList, Matching, PostedRecv, RtsInfo, UnexBody, Unexpected};
 use crate::abi::*;
 use crate::addr::Addr;
@@ -103,8 +104,9 @@ enum TxState {
     WaitSent { ack: bool },
     /// Waiting for the receiver's ACK.
     WaitAck,
-    /// Streaming DATA records for receiver handle `handle`.
-    Streaming { handle: u32, off: usize },
+    /// Streaming DATA records for receiver handle `handle`, bytes
+    /// `off .. end` (a ranged CTS asks for part of the message).
+    Streaming { handle: u32, off: usize, end: usize },
 }
 
 struct TxOp {
@@ -175,6 +177,8 @@ struct State {
     /// Peers whose CMA attempts failed: stream from them instead.
     no_cma: FastSet<Addr>,
     watch_tick: u32,
+    /// Buffered receives (FI_BUFFERED_RECV): None on endpoints without.
+    buf: Option<Box<Buffered>>,
 }
 
 pub struct Inner {
@@ -205,6 +209,7 @@ impl Inner {
                 outbox: Vec::new(),
                 no_cma: Default::default(),
                 watch_tick: 0,
+                buf: None,
             },
         }
     }
@@ -350,7 +355,31 @@ impl Inner {
                 table.extend_from_slice(&(p as u64).to_le_bytes());
                 table.extend_from_slice(&(l as u64).to_le_bytes());
             }
+            // A receiver with buffered receives asked for the message's
+            // start right behind the RTS (`Port::rts_prefix`): both records
+            // go out back to back, or neither does.
+            let push = self.port.rts_prefix(&peer).min(len).min(self.st.eager_limit);
+            if push > 0 {
+                h.flags |= flag::PUSH;
+                h.offset = push as u64;
+                let need = table.len() + push + 4 * crate::transport::proto::HDR_LEN;
+                if self.port.room(&peer) < need {
+                    self.progress(b);
+                    if self.port.room(&peer) < need {
+                        return Err(Error::AGAIN);
+                    }
+                }
+            }
             self.send_retry(b, &peer, &h, Payload::Bytes(&table), true)?;
+            if push > 0 {
+                let mut d = WireHdr::new(op::DATA);
+                d.flags = flag::PUSH;
+                d.msg_id = id;
+                d.len = len as u64;
+                // Cannot fail for room (checked above); a failing peer ends
+                // the send through its failure event.
+                let _ = self.port.send(&peer, &d, Payload::Iov(&a.iov, 0, push), false);
+            }
             self.st.next_id += 1;
             self.st.tx.insert(id, op);
         }
@@ -370,6 +399,9 @@ impl Inner {
     }
 
     pub fn recv(&mut self, b: &Binds, a: RecvArgs) -> Result<()> {
+        if self.st.buf.is_some() && a.flags & (FI_CLAIM | FI_DISCARD) != 0 && a.flags & FI_PEEK == 0 {
+            return self.buf_claim(b, a);
+        }
         let src = if a.src != FI_ADDR_UNSPEC && self.st.cfg.caps & FI_DIRECTED_RECV != 0 {
             let av = b.av.as_ref().ok_or(Error::NOAV)?;
             Some(av.lookup_addr(a.src).ok_or(Error::INVAL)?)
@@ -443,6 +475,7 @@ impl Inner {
 
     /// Endpoint close: orderly goodbye to peers; nothing more completes.
     pub fn close(&mut self) {
+        self.st.buf_close(self.port.as_mut());
         self.port.close();
     }
 }
@@ -484,6 +517,7 @@ impl State {
     /// pulls, control records, DATA streaming, peer liveness.
     fn after_poll(&mut self, port: &mut dyn Port, b: &Binds) {
         self.run_pulls(port, b);
+        self.buf_run_pulls(port, b);
         for (to, h) in self.outbox.drain(..) {
             // A dead peer's control records are dropped: its failure is
             // reported through the peer events instead.
@@ -505,7 +539,20 @@ impl State {
             op::CTS => {
                 if let Some(t) = self.tx.get_mut(&h.msg_id) {
                     if t.peer == *src && matches!(t.state, TxState::WaitAck) && t.len > self.eager_limit {
-                        t.state = TxState::Streaming { handle: h.aux, off: 0 };
+                        // RANGE: only bytes `offset .. len` (a buffered
+                        // receiver fetching a message's prefix).
+                        let (off, end) = if h.flags & flag::RANGE != 0 {
+                            (h.offset as usize, h.len as usize)
+                        } else {
+                            (0, t.len)
+                        };
+                        if off < end && end <= t.len {
+                            t.state = TxState::Streaming {
+                                handle: h.aux,
+                                off,
+                                end,
+                            };
+                        }
                     }
                 }
                 Disposition::Consumed
@@ -597,7 +644,9 @@ impl State {
             });
             return Place::Into { handle, dst, take: len };
         }
-        let _ = src_pid;
+        if self.buf.is_some() {
+            return self.buf_place(b, src, src_pid, h);
+        }
         if self.m.can_buffer(len) {
             Place::Buffer
         } else {
@@ -608,6 +657,9 @@ impl State {
     fn placed(&mut self, b: &Binds, handle: u32, result: Result<()>) {
         if handle & STREAM_HANDLE != 0 {
             return self.stream_placed(b, handle & !STREAM_HANDLE, result);
+        }
+        if handle & BUF_HANDLE != 0 {
+            return self.buf_placed(b, handle & !BUF_HANDLE, result);
         }
         let Some(f) = self.inflight.remove(handle) else { return };
         let len = f.hdr.len as usize;
@@ -726,6 +778,9 @@ impl State {
             });
             return Disposition::Consumed;
         }
+        if self.buf.is_some() {
+            return self.buf_rts(b, src, src_pid, h, rts);
+        }
         if !self.m.can_buffer(rts.remote.len() * IOV_ENTRY) {
             return Disposition::Stall;
         }
@@ -796,6 +851,12 @@ impl State {
     /// truncated receive is discarded). Stray or out-of-order chunks are
     /// dropped whole.
     fn place_data(&mut self, src: &Addr, h: &WireHdr) -> Place {
+        if h.flags & flag::PUSH != 0 {
+            return self.buf_place_pushed(src, h);
+        }
+        if h.aux & PREFIX_AUX != 0 {
+            return self.buf_place_prefix(src, h);
+        }
         let Some(s) = self.rx.get_mut(h.aux) else {
             return Place::Discard;
         };
@@ -974,13 +1035,13 @@ impl State {
         let mut failed = Vec::new();
         let chunk = self.eager_limit;
         for (id, t) in self.tx.iter_mut() {
-            let TxState::Streaming { handle, off } = &mut t.state else {
+            let TxState::Streaming { handle, off, end } = &mut t.state else {
                 continue;
             };
-            while *off < t.len {
+            while *off < *end {
                 let room = port.room(&t.peer);
-                let n = (t.len - *off).min(chunk).min(room);
-                if n == 0 || (n < 4096 && n < t.len - *off) {
+                let n = (*end - *off).min(chunk).min(room);
+                if n == 0 || (n < 4096 && n < *end - *off) {
                     break;
                 }
                 let mut h = WireHdr::new(op::DATA);
@@ -988,7 +1049,7 @@ impl State {
                 h.len = t.len as u64;
                 h.offset = *off as u64;
                 h.aux = *handle;
-                if *off + n == t.len {
+                if *off + n == *end {
                     h.flags |= flag::LAST;
                 }
                 match port.send(&t.peer, &h, Payload::Iov(&t.iov, *off, n), false) {
@@ -1000,8 +1061,8 @@ impl State {
                     }
                 }
             }
-            if let TxState::Streaming { off, .. } = t.state {
-                if off >= t.len {
+            if let TxState::Streaming { off, end, .. } = t.state {
+                if off >= end {
                     t.state = TxState::WaitAck;
                 }
             }
@@ -1016,7 +1077,7 @@ impl State {
     /// Whether operations wait on peers (liveness checks and a bounded
     /// sleep are needed so a dead peer is noticed).
     pub fn waits_on_peers(&self) -> bool {
-        !self.tx.is_empty() || !self.rx.is_empty()
+        !self.tx.is_empty() || !self.rx.is_empty() || self.buf.as_ref().is_some_and(|x| x.streaming())
     }
 
     fn watch_peers(&mut self, port: &mut dyn Port, b: &Binds) {
@@ -1037,6 +1098,7 @@ impl State {
                 last = Some(t.peer);
             }
         }
+        self.buf_liveness(port, b);
         if self.rx.is_empty() {
             return;
         }
@@ -1084,6 +1146,7 @@ impl State {
                     self.complete_rx_err(b, &s.recv, PEER_FAILED, s.hdr.tag, s.hdr.data, len, s.extra_flags);
                 }
             }
+            self.buf_peer_failed(b, &peer);
         }
     }
 
@@ -1202,6 +1265,491 @@ impl State {
                 ..CqErrEntry::new(entry, e.0)
             },
         );
+    }
+}
+
+// ------------------------------------------------------------ buffered receives
+//
+// fi_msg(3) "Buffered Receives" on top of the protocols above (bookkeeping in
+// `buffered.rs`). A message no posted receive takes is admitted to the pool
+// instead of the unexpected queue: an eager payload is placed straight into a
+// pool buffer (`Place::Into` with a BUF_HANDLE handle); a rendezvous message
+// gets its first `want` bytes fetched — by CMA on shm, else by a ranged CTS
+// whose DATA records carry PREFIX_AUX — and keeps the rest at the sender.
+// Admission takes a CQ slot for the report (FI_RM_ENABLED admission) and pool
+// room; either missing stalls the sender. FI_CLAIM turns the message into a
+// normal receive (copy from the pool, or a rendezvous pull into the claim's
+// buffers); FI_DISCARD releases it and acknowledges a rendezvous sender
+// without moving its data.
+
+impl Inner {
+    /// Turns buffered receives on (`FI_BUFFERED_RECV` in the endpoint's
+    /// mode): `pool` bytes of provider buffers.
+    pub fn enable_buffered(&mut self, pool: usize) {
+        let pool = pool.max(super::buffered::MIN_POOL);
+        let opts = BufOpts::new(self.st.eager_limit, pool);
+        self.st.buf = Some(Box::new(Buffered::new(opts, pool)));
+        self.advertise_rts_prefix();
+    }
+
+    /// Tells peers (through the transport) how much of each rendezvous
+    /// message to push behind its RTS: `FI_OPT_BUFFERED_MIN`, the prefix a
+    /// report with FI_MORE carries. Called again when the option changes.
+    pub fn advertise_rts_prefix(&mut self) {
+        if let Some(bf) = self.st.buf.as_ref() {
+            let n = bf.opts.min;
+            self.port.set_rts_prefix(n);
+        }
+    }
+
+    /// The endpoint's `fid_ep*`, for `fi_recv_context.ep`.
+    pub fn set_ep_fid(&mut self, fid: usize) {
+        if let Some(bf) = self.st.buf.as_mut() {
+            bf.ep_fid = fid;
+        }
+    }
+
+    /// `FI_OPT_BUFFERED_LIMIT`/`_MIN`; None without buffered receives.
+    pub fn buffered_opts(&mut self) -> Option<&mut BufOpts> {
+        self.st.buf.as_mut().map(|bf| &mut bf.opts)
+    }
+
+    /// Messages the pool holds (tests, diagnostics).
+    pub fn buffered_count(&self) -> usize {
+        self.st.buf.as_ref().map_or(0, |bf| bf.count())
+    }
+
+    /// A receive posted with FI_CLAIM or FI_DISCARD whose context is the
+    /// `fi_recv_context` of a reported message. Anything else: -FI_EINVAL
+    /// (the pointer is only looked up, never followed).
+    fn buf_claim(&mut self, b: &Binds, a: RecvArgs) -> Result<()> {
+        let Some(bf) = self.st.buf.as_mut() else {
+            return Err(Error::INVAL);
+        };
+        let h = bf.lookup(a.context).ok_or(Error::INVAL)?;
+        if a.flags & FI_DISCARD != 0 {
+            // "the receive input buffer(s) and length parameters are
+            // ignored"; no completion (the buffer is simply released).
+            let m = bf.remove(h).ok_or(Error::INVAL)?;
+            bf.release(m.buf);
+            if m.remote.is_some() && !m.sender_gone {
+                self.st.ack(m.src, m.hdr.msg_id, None, 0);
+            }
+            self.st.after_poll(self.port.as_mut(), b);
+            return Ok(());
+        }
+        // A claim completes like any receive: CQ admission first.
+        let claimed = match &b.rx_cq {
+            Some(cq) => {
+                if cq.claim_slot().is_err() {
+                    self.progress(b);
+                    cq.claim_slot()?;
+                }
+                true
+            }
+            None => false,
+        };
+        let m = self
+            .st
+            .buf
+            .as_mut()
+            .and_then(|bf| bf.lookup(a.context).and_then(|h| bf.remove(h)));
+        let Some(m) = m else {
+            if claimed {
+                if let Some(cq) = &b.rx_cq {
+                    cq.unclaim_slot();
+                }
+            }
+            return Err(Error::INVAL);
+        };
+        let len = m.len();
+        // "The 'context' of the associated CQ entry will be set to the
+        // 'context' value passed in through the fi_recv_context structure,
+        // and the CQ entry flags will have the FI_CLAIM bit set."
+        let r = PostedRecv {
+            context: m.buf.recv_context_value(),
+            iov: a.iov,
+            src: None,
+            tagged: m.hdr.flags & flag::TAGGED != 0,
+            tag: m.hdr.tag,
+            ignore: 0,
+            flags: a.flags,
+            used: 0,
+            claimed,
+        };
+        let take = len.min(a.iov.total());
+        let buf = a.iov.addr_at(0);
+        if m.remote.is_none() || take <= m.want {
+            // Everything the claim takes is here.
+            // SAFETY: `a.iov` is the claim's buffer (valid for the call,
+            // fi_msg(3)); the pool buffer holds `want >= take` bytes.
+            let n = unsafe { m.buf.copy_out(take.min(m.want), &a.iov) };
+            if m.remote.is_some() && !m.sender_gone {
+                self.st.ack(m.src, m.hdr.msg_id, None, n);
+            }
+            let (src, hdr) = (m.src, m.hdr);
+            self.st.buf_release(m.buf);
+            self.st.complete_rx(b, &r, Some(src), &hdr, buf, n, len - n, FI_CLAIM);
+        } else if m.sender_gone || !self.port.sender_alive(m.src_pid, &m.src) {
+            // The rest died with its sender: the claim completes in error
+            // (exactly once), nothing is fetched.
+            let hdr = m.hdr;
+            self.st.buf_release(m.buf);
+            self.st
+                .complete_rx_err(b, &r, PEER_FAILED, hdr.tag, hdr.data, len, FI_CLAIM);
+        } else if let Some(rts) = m.remote {
+            // The rest is at the sender: a matched rendezvous from here on
+            // (single CMA copy on shm, else the sender streams it).
+            let (src, src_pid, hdr) = (m.src, m.src_pid, m.hdr);
+            self.st.buf_release(m.buf);
+            self.st.pulls.push(PendingPull {
+                recv: r,
+                dst: a.iov,
+                src,
+                src_pid,
+                hdr,
+                rts,
+                extra_flags: FI_CLAIM,
+            });
+        }
+        self.st.after_poll(self.port.as_mut(), b);
+        Ok(())
+    }
+}
+
+impl State {
+    fn buf_release(&mut self, buf: super::buffered::PoolBuf) {
+        if let Some(bf) = self.buf.as_mut() {
+            bf.release(buf);
+        }
+    }
+
+    /// An eager message nobody posted for: into a pool buffer.
+    fn buf_place(&mut self, b: &Binds, src: &Addr, src_pid: i32, h: &WireHdr) -> Place {
+        let len = h.len as usize;
+        let Some(cq) = b.rx_cq.as_deref() else {
+            return Place::Stall;
+        };
+        if cq.claim_slot().is_err() {
+            return Place::Stall;
+        }
+        let Some(bf) = self.buf.as_mut() else {
+            cq.unclaim_slot();
+            return Place::Stall;
+        };
+        let Some(hd) = bf.admit(*src, src_pid, *h, len, None) else {
+            cq.unclaim_slot();
+            return Place::Stall;
+        };
+        let Some(m) = bf.get_mut(hd) else {
+            return Place::Stall;
+        };
+        m.placing = true;
+        Place::Into {
+            handle: BUF_HANDLE | hd,
+            dst: m.buf.data_iov(0, len),
+            take: len,
+        }
+    }
+
+    /// A rendezvous message nobody posted for: admitted, its prefix (or all
+    /// of it, up to the limit) fetched after this pass.
+    fn buf_rts(&mut self, b: &Binds, src: &Addr, src_pid: i32, h: &WireHdr, rts: RtsInfo) -> Disposition {
+        let len = h.len as usize;
+        let Some(cq) = b.rx_cq.as_deref() else {
+            return Disposition::Stall;
+        };
+        if cq.claim_slot().is_err() {
+            return Disposition::Stall;
+        }
+        let Some(bf) = self.buf.as_mut() else {
+            cq.unclaim_slot();
+            return Disposition::Stall;
+        };
+        let want = bf.opts.want(len);
+        let pushed = if h.flags & flag::PUSH != 0 {
+            h.offset as usize
+        } else {
+            0
+        };
+        let Some(hd) = bf.admit(*src, src_pid, *h, want, Some(rts)) else {
+            cq.unclaim_slot();
+            return Disposition::Stall;
+        };
+        let Some(m) = bf.get_mut(hd) else {
+            return Disposition::Consumed;
+        };
+        if want == 0 {
+            m.stage = Stage::Ready;
+            self.buf_report(b);
+        } else if pushed >= want {
+            // The prefix follows in this sender's next records.
+            m.stream = Some(PrefixStream {
+                got: 0,
+                chunk: 0,
+                last_check: Instant::now(),
+                pushed: true,
+            });
+        } else {
+            // Not pushed (a sender that did not know what we want yet):
+            // fetched after this pass.
+            bf.pulls.push(hd);
+        }
+        Disposition::Consumed
+    }
+
+    /// A payload (eager, or a prefix chunk) is in its pool buffer.
+    fn buf_placed(&mut self, b: &Binds, hd: u32, result: Result<()>) {
+        let Some(bf) = self.buf.as_mut() else { return };
+        let Some(m) = bf.get_mut(hd) else { return };
+        m.placing = false;
+        if m.doomed {
+            if let Some(m) = bf.remove(hd) {
+                bf.release(m.buf);
+            }
+            if let Some(cq) = &b.rx_cq {
+                cq.unclaim_slot();
+            }
+            return;
+        }
+        if result.is_err() {
+            // The sender was lost mid-payload: the message never existed for
+            // the application.
+            return self.buf_drop(b, hd, None);
+        }
+        if let Some(s) = m.stream.as_mut() {
+            s.got += s.chunk;
+            s.chunk = 0;
+            s.last_check = Instant::now();
+            if s.got < m.want {
+                return;
+            }
+            m.stream = None;
+        }
+        m.stage = Stage::Ready;
+        let (src, msg_id, len) = (m.src, m.hdr.msg_id, m.len());
+        if m.remote.is_some() && m.want == len {
+            // All of it is here: the sender's buffer is free.
+            m.remote = None;
+            self.ack(src, msg_id, None, len);
+        } else if m.remote.is_none() && m.hdr.flags & flag::ACK_REQ != 0 {
+            // Delivery complete: the data is in the provider's buffer and
+            // about to be reported.
+            self.ack(src, msg_id, None, len);
+        }
+        self.buf_report(b);
+    }
+
+    /// A message that was never reported goes away (its sender failed, or
+    /// its bytes could not be fetched: `ack` tells the sender why).
+    fn buf_drop(&mut self, b: &Binds, hd: u32, ack: Option<Error>) {
+        let Some(bf) = self.buf.as_mut() else { return };
+        let Some(m) = bf.drop_unreported(hd) else { return };
+        bf.release(m.buf);
+        if let Some(cq) = &b.rx_cq {
+            cq.unclaim_slot();
+        }
+        if let (Some(e), Some(_)) = (ack, m.remote) {
+            self.ack(m.src, m.hdr.msg_id, Some(e), 0);
+        }
+        // Later messages of that sender may now be reported.
+        self.buf_report(b);
+    }
+
+    /// Starts the prefix fetches admitted during the pass.
+    fn buf_run_pulls(&mut self, port: &mut dyn Port, b: &Binds) {
+        let Some(bf) = self.buf.as_mut() else { return };
+        if bf.pulls.is_empty() {
+            return;
+        }
+        let pulls = std::mem::take(&mut bf.pulls);
+        for hd in pulls {
+            let Some(m) = self.buf.as_mut().and_then(|bf| bf.get_mut(hd)) else {
+                continue;
+            };
+            let Some(rts) = m.remote.as_ref() else { continue };
+            let (src, src_pid, want, len, msg_id) = (m.src, m.src_pid, m.want, m.len(), m.hdr.msg_id);
+            if self.cfg.cma && rts.cma_ok && !self.no_cma.contains(&src) && src_pid > 0 {
+                let dst = m.buf.data_iov(0, want);
+                match port.pull(src_pid, &rts.remote, &dst, want) {
+                    Ok(_) => {
+                        m.stage = Stage::Ready;
+                        if want == len {
+                            m.remote = None;
+                            self.ack(src, msg_id, None, len);
+                        }
+                        continue;
+                    }
+                    Err(e) if e == Error::OPNOTSUPP => {
+                        self.no_cma.insert(src);
+                    }
+                    Err(e) => {
+                        self.buf_drop(b, hd, Some(e));
+                        continue;
+                    }
+                }
+            }
+            let Some(m) = self.buf.as_mut().and_then(|bf| bf.get_mut(hd)) else {
+                continue;
+            };
+            m.stream = Some(PrefixStream {
+                got: 0,
+                chunk: 0,
+                last_check: Instant::now(),
+                pushed: false,
+            });
+            let mut cts = WireHdr::new(op::CTS);
+            cts.flags = flag::RANGE;
+            cts.msg_id = msg_id;
+            cts.offset = 0;
+            cts.len = want as u64;
+            cts.aux = PREFIX_AUX | hd;
+            self.outbox.push((src, cts));
+        }
+        self.buf_report(b);
+    }
+
+    /// A DATA record of a prefix fetch: into the message's pool buffer at
+    /// its offset (checked like any streamed chunk; strays are dropped).
+    fn buf_place_prefix(&mut self, src: &Addr, h: &WireHdr) -> Place {
+        let hd = h.aux & !PREFIX_AUX;
+        let Some(m) = self.buf.as_mut().and_then(|bf| bf.get_mut(hd)) else {
+            return Place::Discard;
+        };
+        let Some(s) = m.stream.as_mut().filter(|s| !s.pushed) else {
+            return Place::Discard;
+        };
+        if m.src != *src || m.hdr.msg_id != h.msg_id || h.len != m.hdr.len || h.offset as usize != s.got || s.chunk != 0
+        {
+            return Place::Discard;
+        }
+        let off = h.offset as usize;
+        let n = h.payload as usize;
+        let take = if off < m.want { n.min(m.want - off) } else { 0 };
+        s.chunk = n;
+        m.placing = true;
+        Place::Into {
+            handle: BUF_HANDLE | hd,
+            dst: m.buf.data_iov(off, take),
+            take,
+        }
+    }
+
+    /// A DATA record a sender pushed behind its RTS: into the pool buffer
+    /// of that message if it waits for it, else dropped (an endpoint
+    /// without buffered receives, a message a posted receive took, a push
+    /// too short for what we want).
+    fn buf_place_pushed(&mut self, src: &Addr, h: &WireHdr) -> Place {
+        let Some(bf) = self.buf.as_mut() else {
+            return Place::Discard;
+        };
+        let Some(hd) = bf.find_pushed(src, h.msg_id) else {
+            return Place::Discard;
+        };
+        let Some(m) = bf.get_mut(hd) else {
+            return Place::Discard;
+        };
+        let Some(s) = m.stream.as_mut() else {
+            return Place::Discard;
+        };
+        if h.len != m.hdr.len || h.offset as usize != s.got || s.chunk != 0 {
+            return Place::Discard;
+        }
+        let off = h.offset as usize;
+        let n = h.payload as usize;
+        let take = if off < m.want { n.min(m.want - off) } else { 0 };
+        s.chunk = n;
+        m.placing = true;
+        Place::Into {
+            handle: BUF_HANDLE | hd,
+            dst: m.buf.data_iov(off, take),
+            take,
+        }
+    }
+
+    /// Reports every message whose turn it is.
+    fn buf_report(&mut self, b: &Binds) {
+        loop {
+            let Some(bf) = self.buf.as_mut() else { return };
+            let Some(hd) = bf.next_report() else { return };
+            let (ep, more_than) = (bf.ep_fid, bf.opts.limit);
+            let Some(m) = bf.get(hd) else { continue };
+            m.buf.write_recv_context(ep);
+            let len = m.len();
+            // The report is a receive of the message itself: op_context is
+            // the fi_recv_context, buf the provider's copy, len the total.
+            let r = PostedRecv {
+                context: m.buf.ctx_addr(),
+                iov: IovList::new(),
+                src: None,
+                tagged: m.hdr.flags & flag::TAGGED != 0,
+                tag: m.hdr.tag,
+                ignore: 0,
+                flags: FI_COMPLETION,
+                used: 0,
+                claimed: true,
+            };
+            let (src, hdr, data) = (m.src, m.hdr, m.buf.data_addr());
+            let more = if len > more_than { FI_MORE } else { 0 };
+            self.complete_rx(b, &r, Some(src), &hdr, data, len, 0, more);
+        }
+    }
+
+    /// Prefix fetches from senders that died are dropped.
+    fn buf_liveness(&mut self, port: &mut dyn Port, b: &Binds) {
+        let Some(bf) = self.buf.as_mut() else { return };
+        if !bf.streaming() {
+            return;
+        }
+        let now = Instant::now();
+        let mut dead = Vec::new();
+        for hd in bf.handles() {
+            let Some(m) = bf.get_mut(hd) else { continue };
+            let Some(s) = m.stream.as_mut() else { continue };
+            if now.duration_since(s.last_check) >= STREAM_LIVENESS {
+                s.last_check = now;
+                if !port.sender_alive(m.src_pid, &m.src) {
+                    dead.push(hd);
+                }
+            }
+        }
+        for hd in dead {
+            self.buf_drop(b, hd, None);
+        }
+    }
+
+    /// A peer failed: its messages still arriving are dropped; reported ones
+    /// stay (the application claims or discards them) but what of them is
+    /// still at the sender is gone.
+    fn buf_peer_failed(&mut self, b: &Binds, peer: &Addr) {
+        let Some(bf) = self.buf.as_mut() else { return };
+        let mut drop = Vec::new();
+        for hd in bf.from_peer(peer) {
+            let Some(m) = bf.get_mut(hd) else { continue };
+            if m.stage == Stage::Reported {
+                m.sender_gone = true;
+            } else {
+                drop.push(hd);
+            }
+        }
+        for hd in drop {
+            self.buf_drop(b, hd, None);
+        }
+    }
+
+    /// Endpoint close: senders still waiting on messages we held learn that
+    /// they will not be taken (FI_ECANCELED).
+    fn buf_close(&mut self, port: &mut dyn Port) {
+        let Some(bf) = self.buf.as_mut() else { return };
+        for hd in bf.handles() {
+            let Some(m) = bf.get(hd) else { continue };
+            if m.remote.is_some() && !m.sender_gone {
+                let mut h = WireHdr::new(op::ACK);
+                h.msg_id = m.hdr.msg_id;
+                h.aux = Error::CANCELED.0 as u32;
+                let _ = port.send_ctl(&m.src, &h);
+            }
+        }
     }
 }
 

@@ -175,4 +175,14 @@ pub trait Port: Send {
     fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize>;
     /// Orderly goodbye to peers.
     fn close(&mut self);
+    /// Bytes of every rendezvous message this endpoint wants pushed right
+    /// behind its RTS (buffered receives report a message only with its
+    /// first `FI_OPT_BUFFERED_MIN` bytes; fetching them later would put them
+    /// behind the sender's next messages). 0: none. Peers learn it through
+    /// the transport (shm segment header, TCP HELLO).
+    fn set_rts_prefix(&mut self, _n: usize) {}
+    /// Bytes `peer` asked to have pushed behind an RTS (0: none, unknown).
+    fn rts_prefix(&mut self, _peer: &Addr) -> usize {
+        0
+    }
 }

@@ -50,9 +50,16 @@ pub mod flag {
     pub const ACK_REQ: u32 = 1 << 2;
     /// RTS: the sender allows cross-memory attach (process_vm_readv).
     pub const CMA_OK: u32 = 1 << 3;
-    /// DATA: last chunk of the message.
+    /// DATA: last chunk of the message (of the requested range).
     pub const LAST: u32 = 1 << 4;
-    pub const ALL: u32 = TAGGED | REMOTE_CQ_DATA | ACK_REQ | CMA_OK | LAST;
+    /// CTS: stream only bytes `offset .. len` of the message (a buffered
+    /// receiver fetching a prefix); without it, the whole message.
+    pub const RANGE: u32 = 1 << 5;
+    /// RTS: the message's first `offset` bytes follow at once in DATA
+    /// records with this flag (and `aux` 0), as the receiver asked
+    /// (`Port::rts_prefix`); DATA: such a pushed chunk.
+    pub const PUSH: u32 = 1 << 6;
+    pub const ALL: u32 = TAGGED | REMOTE_CQ_DATA | ACK_REQ | CMA_OK | LAST | RANGE | PUSH;
 }
 
 /// The header. Plain data: copied out of shared memory / the socket before
@@ -137,7 +144,12 @@ impl WireHdr {
             op::MSG => payload == len && payload <= lim.max_payload,
             op::RTS => {
                 let n = self.aux as usize;
-                n >= 1 && n <= lim.max_iov && payload == n * IOV_ENTRY && len <= lim.max_msg && len > 0
+                n >= 1
+                    && n <= lim.max_iov
+                    && payload == n * IOV_ENTRY
+                    && len <= lim.max_msg
+                    && len > 0
+                    && self.offset <= self.len
             }
             op::ACK | op::CTS | op::BYE => payload == 0,
             op::DATA => {

@@ -516,6 +516,16 @@ impl Port for ShmPort {
     fn close(&mut self) {
         ShmPort::close(self)
     }
+    fn set_rts_prefix(&mut self, n: usize) {
+        self.seg.set_rts_prefix(n.min(EAGER_MAX) as u64);
+    }
+    fn rts_prefix(&mut self, peer: &Addr) -> usize {
+        let Addr::Shm(token) = *peer else { return 0 };
+        match self.peer(token) {
+            Ok(p) => p.seg.rts_prefix().min(EAGER_MAX as u64) as usize,
+            Err(_) => 0,
+        }
+    }
 }
 
 /// Pulls `len` bytes of a sender's buffer (`remote` segments, starting at

@@ -47,6 +47,9 @@ const H_UID: usize = 40;
 const H_SLEEPERS: usize = 64;
 const H_CLAIM_SEQ: usize = 128;
 const H_CLOSED: usize = 192;
+/// Bytes the owner wants pushed behind every RTS (`Port::rts_prefix`);
+/// 0 (and so in segments of builds without it): none.
+const H_RTS_PREFIX: usize = 256;
 
 // Slot control offsets.
 const S_STATE: usize = 0;
@@ -247,6 +250,17 @@ impl Segment {
 
     pub fn set_sleepers(&self, n: u64) {
         self.word(H_SLEEPERS).store(n, Ordering::SeqCst);
+    }
+
+    /// Owner: the RTS prefix it wants (buffered receives).
+    pub fn set_rts_prefix(&self, n: u64) {
+        self.word(H_RTS_PREFIX).store(n, Ordering::Release);
+    }
+
+    /// The RTS prefix the owner wants (a peer-written value: the caller
+    /// clamps it).
+    pub fn rts_prefix(&self) -> u64 {
+        self.read_u64(H_RTS_PREFIX)
     }
 
     pub fn claim_seq(&self) -> u64 {

@@ -10,7 +10,9 @@
 //! ```text
 //! WireHdr: op = HELLO, aux = kind (0 request, 1 accept, 2 reject),
 //!          data = HELLO_VERSION, tag = the sender's incarnation nonce,
-//!          len = payload = size of the address
+//!          len = payload = size of the address,
+//!          msg_id = the RTS prefix the sender wants pushed to it
+//!          (`Port::rts_prefix`; 0: none — what older peers send)
 //! payload: the sender's listening address as fi_getname returns it
 //!          (struct sockaddr_in or sockaddr_in6, 16 or 28 bytes)
 //! ```
@@ -64,6 +66,17 @@ pub enum BadHello {
 
 /// The header and payload of a HELLO.
 pub fn encode(kind: Kind, me: &SocketAddr, nonce: u64) -> ([u8; crate::transport::proto::HDR_LEN], Vec<u8>) {
+    encode_with_prefix(kind, me, nonce, 0)
+}
+
+/// A HELLO that also asks the peer to push `rts_prefix` bytes behind every
+/// RTS it sends us.
+pub fn encode_with_prefix(
+    kind: Kind,
+    me: &SocketAddr,
+    nonce: u64,
+    rts_prefix: u64,
+) -> ([u8; crate::transport::proto::HDR_LEN], Vec<u8>) {
     let payload = Addr::Inet(*me).to_bytes();
     let mut h = WireHdr::new(op::HELLO);
     h.aux = kind.code();
@@ -71,7 +84,14 @@ pub fn encode(kind: Kind, me: &SocketAddr, nonce: u64) -> ([u8; crate::transport
     h.tag = nonce;
     h.len = payload.len() as u64;
     h.payload = payload.len() as u32;
+    h.msg_id = rts_prefix;
     (h.to_bytes(), payload)
+}
+
+/// The RTS prefix a (parsed) HELLO asks for, clamped to what one DATA
+/// record carries.
+pub fn rts_prefix(h: &WireHdr) -> usize {
+    h.msg_id.min(super::EAGER_MAX as u64) as usize
 }
 
 /// Validates a HELLO whose header already passed `WireHdr::check`.

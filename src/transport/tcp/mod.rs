@@ -121,6 +121,8 @@ struct Conn {
     stalled: bool,
     /// An error seen outside `poll` (while writing from a send call).
     doomed: Option<Error>,
+    /// The RTS prefix the peer asked for in its HELLO.
+    rts_prefix: usize,
 }
 
 impl Conn {
@@ -139,6 +141,7 @@ impl Conn {
             interest: 0,
             stalled: false,
             doomed: None,
+            rts_prefix: 0,
         }
     }
 
@@ -311,6 +314,8 @@ pub struct TcpPort {
     closed: bool,
     /// [`CONNECT_TIMEOUT`] (shorter in tests).
     connect_timeout: Duration,
+    /// The RTS prefix we ask peers for in our HELLOs.
+    rts_prefix: usize,
 }
 
 impl TcpPort {
@@ -345,6 +350,7 @@ impl TcpPort {
             polled: false,
             closed: false,
             connect_timeout: CONNECT_TIMEOUT,
+            rts_prefix: 0,
         })
     }
 
@@ -553,8 +559,9 @@ impl TcpPort {
     /// The connect finished: say HELLO.
     fn connected(&mut self, id: u64, d: &mut dyn Delivery) {
         let (me, nonce, connect_timeout) = (self.me, self.nonce, self.connect_timeout);
+        let prefix = self.rts_prefix as u64;
         let Some(c) = self.conns.get_mut(&id) else { return };
-        let (h, p) = hello::encode(Kind::Request, &me, nonce);
+        let (h, p) = hello::encode_with_prefix(Kind::Request, &me, nonce, prefix);
         c.hs_out = h.to_vec();
         c.hs_out.extend_from_slice(&p);
         c.hs_done = 0;
@@ -682,6 +689,9 @@ impl TcpPort {
                 return false;
             }
         };
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.rts_prefix = hello::rts_prefix(h);
+        }
         match (state, hello.kind) {
             (ConnState::AwaitHello, Kind::Request) => self.on_request(id, hello, d),
             (ConnState::HelloSent, Kind::Accept) => {
@@ -736,8 +746,9 @@ impl TcpPort {
 
     fn reply(&mut self, id: u64, kind: Kind) -> bool {
         let (me, nonce) = (self.me, self.nonce);
+        let prefix = self.rts_prefix as u64;
         let Some(c) = self.conns.get_mut(&id) else { return false };
-        let (h, p) = hello::encode(kind, &me, nonce);
+        let (h, p) = hello::encode_with_prefix(kind, &me, nonce, prefix);
         c.hs_out = h.to_vec();
         c.hs_out.extend_from_slice(&p);
         c.hs_done = 0;
@@ -1124,6 +1135,22 @@ impl Port for TcpPort {
 
     fn close(&mut self) {
         self.shutdown_all();
+    }
+
+    fn set_rts_prefix(&mut self, n: usize) {
+        self.rts_prefix = n.min(EAGER_MAX);
+    }
+
+    /// From the peer's HELLO on the connection records to it use; 0 while
+    /// that connection is not established.
+    fn rts_prefix(&mut self, peer: &Addr) -> usize {
+        let Ok(to) = self.inet(peer) else { return 0 };
+        self.peers
+            .get(&to)
+            .and_then(|p| p.conn)
+            .and_then(|id| self.conns.get(&id))
+            .filter(|c| c.state == ConnState::Up)
+            .map_or(0, |c| c.rts_prefix)
     }
 }
 
