@@ -776,6 +776,67 @@ TEST(peer_killed_before_claim)
 	close(c2p[1]);
 }
 
+TEST(sender_closed_before_claim)
+{
+	/* The sender closes its endpoint while B holds its large message: the
+	 * claim completes in error, a small message it sent is still claimable. */
+	struct fi_cq_tagged_entry c, big, small;
+	struct fi_cq_err_entry err;
+	size_t len = 1u << 20;
+	SETUP(&PLAIN, &BUF);
+	char *tx = malloc(len), *rx = malloc(len);
+	char stx[100], srx[100];
+	fill(tx, len, 12);
+	fill(stx, sizeof stx, 13);
+	CHECK_OK(POST(fi_send(A.ep, tx, len, NULL, A.peer, NULL), &A, &B));
+	CHECK_OK(POST(fi_send(A.ep, stx, sizeof stx, NULL, A.peer, NULL), &A, &B));
+	EXPECT_COMP(&B, &A, &big);
+	EXPECT_COMP(&B, &A, &small);
+	CHECK(big.flags & FI_MORE);
+	CHECK_EQ(small.len, sizeof stx);
+	end_close(&A);
+	spin(&B, 200);
+	struct iovec iov = {rx, len};
+	CHECK_OK(claim(&B, big.op_context, &iov, 1, 0));
+	memset(&err, 0, sizeof err);
+	CHECK_EQ(wait_comp(&B, NULL, &c, &err, NULL, 10), -FI_EAVAIL);
+	CHECK_EQ(err.err, FI_ECONNRESET);
+	CHECK(err.flags & FI_CLAIM);
+	struct iovec siov = {srx, sizeof srx};
+	CHECK_OK(claim(&B, small.op_context, &siov, 1, 0));
+	CHECK_EQ(wait_comp(&B, NULL, &c, NULL, NULL, 10), 1);
+	CHECK(c.flags & FI_CLAIM);
+	CHECK(check_fill(srx, sizeof srx, 13));
+	free(tx);
+	free(rx);
+	unpair();
+}
+
+TEST(receiver_closed_while_holding)
+{
+	/* B closes while holding a large message: its sender does not wait
+	 * forever, the send completes in error. */
+	struct fi_cq_tagged_entry c;
+	struct fi_cq_err_entry err;
+	size_t len = 1u << 20;
+	SETUP(&PLAIN, &BUF);
+	char *tx = malloc(len);
+	fill(tx, len, 14);
+	CHECK_OK(POST(fi_send(A.ep, tx, len, NULL, A.peer, (void *)0xa9), &A, &B));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.flags & FI_MORE);
+	end_close(&B);
+	memset(&err, 0, sizeof err);
+	CHECK_EQ(wait_comp(&A, NULL, &c, &err, NULL, 10), -FI_EAVAIL);
+	CHECK(err.op_context == (void *)0xa9);
+	/* FI_ECANCELED from our goodbye; over shm a receiver that never sent to
+	 * A before may close its new ring slot before A adopts it, and A then
+	 * learns of the closed endpoint instead (FI_ECONNRESET). */
+	CHECK(err.err == FI_ECANCELED || err.err == FI_ECONNRESET);
+	free(tx);
+	unpair();
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -795,5 +856,7 @@ int main(int argc, char **argv)
 	RUN(pool_exhaustion_stalls_then_resumes);
 	RUN(cq_admission_no_overrun);
 	RUN(peer_killed_before_claim);
+	RUN(sender_closed_before_claim);
+	RUN(receiver_closed_while_holding);
 	return harness_done();
 }

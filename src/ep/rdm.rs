@@ -536,6 +536,12 @@ impl State {
                 self.on_ack(b, src, h);
                 Disposition::Consumed
             }
+            op::BYE => {
+                // shm: the sender closed its endpoint (its ring is done);
+                // what of its messages is still in its memory is gone.
+                self.buf_peer_failed(b, src);
+                Disposition::Consumed
+            }
             op::CTS => {
                 if let Some(t) = self.tx.get_mut(&h.msg_id) {
                     if t.peer == *src && matches!(t.state, TxState::WaitAck) && t.len > self.eager_limit {
