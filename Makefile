@@ -12,7 +12,7 @@ TIMEOUT  ?= timeout
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall demo test unit abi-check exports-check header header-check \
-        c-tests c-tests-tcp fabtests mpi bench fmt lint clean panic-test
+        c-tests c-tests-tcp examples fabtests mpi bench fmt lint clean panic-test
 
 all: lib
 
@@ -93,6 +93,7 @@ $(BUILD)/c-tests/%: c-tests/%.c c-tests/harness.h c-tests/rdm_common.h
 c-tests: lib $(C_TEST_BINS)
 	c-tests/run.sh $(BUILD)/c-tests
 	$(MAKE) --no-print-directory c-tests-tcp
+	$(MAKE) --no-print-directory examples
 
 # The transport-parametrized RDM suite again, over tcp (test_tcp always runs
 # over tcp). Endpoints bound to a wildcard advertise loopback here, so the
@@ -103,6 +104,21 @@ c-tests-tcp: lib $(BUILD)/c-tests/test_rdm $(BUILD)/c-tests/test_threads $(BUILD
 	ln -sf ../c-tests/test_threads $(BUILD)/c-tests-tcp/test_threads
 	ln -sf ../c-tests/test_buffered $(BUILD)/c-tests-tcp/test_buffered
 	RF_TRANSPORT=tcp FI_RUSTFAB_IFACE=lo c-tests/run.sh $(BUILD)/c-tests-tcp
+
+# ---- examples shown in the README (c-tests/examples/*.c): built and run
+# over both transports by `make c-tests`; each exits 0 on success.
+EXAMPLE_SRCS := $(wildcard c-tests/examples/*.c)
+EXAMPLE_BINS := $(patsubst c-tests/examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRCS))
+
+$(BUILD)/examples/%: c-tests/examples/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric
+
+examples: lib $(EXAMPLE_BINS)
+	@for e in $(EXAMPLE_BINS); do for t in shm tcp; do \
+	  echo "== $$(basename $$e) ($$t)"; \
+	  RF_TRANSPORT=$$t FI_RUSTFAB_IFACE=lo FI_PROVIDER=rustfab $(TIMEOUT) 60 $$e || exit 1; \
+	done; done
 
 # ---- upstream fabtests (installed separately; see fabtests-integration/run.sh)
 FT_SETS ?= foundation cq
