@@ -6,6 +6,13 @@
  *   rf_bench -p <prov> [-d <domain>] [-s sizes] [-i iters] [-w window] [-m lat|bw|both]
  *            [-B]   (buffered receives, when the provider offers them)
  *
+ * -B: the endpoints are opened with FI_BUFFERED_RECV and post no receives;
+ * each message arrives as a completion (FI_CQ_FORMAT_DATA: op_context is a
+ * struct fi_recv_context, buf the provider's copy), is read in place (its
+ * first byte) and released with FI_DISCARD; one reported with FI_MORE is
+ * claimed (FI_CLAIM) into the receive buffer, and its FI_CLAIM completion is
+ * what counts. Without -B: posted receives, FI_CQ_FORMAT_CONTEXT.
+ *
  * The parent is the server (CPU 0), a forked child the client (CPU 1);
  * addresses are exchanged over a pipe. Prints one line per measurement:
  *   lat <prov> <bytes> <one-way usec>
@@ -45,6 +52,8 @@
 static const char *prov = "rustfab", *domain_name;
 static size_t iters = 10000, window = 64;
 static const char *mode = "both";
+static int buffered; /* -B */
+static volatile unsigned char sink; /* bytes read in place (-B) */
 static size_t sizes[64];
 static int nsizes;
 
@@ -85,16 +94,18 @@ static void setup(struct res *r, size_t maxsize)
 		hints->domain_attr->name = strdup(domain_name);
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = FI_MSG;
-	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2 | (buffered ? FI_BUFFERED_RECV : 0);
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
 	CK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &r->info));
 	fi_freeinfo(hints);
+	if (buffered && !(r->info->mode & FI_BUFFERED_RECV))
+		DIE("%s does not offer buffered receives (FI_BUFFERED_RECV)", prov);
 	CK(fi_fabric(r->info->fabric_attr, &r->fabric, NULL));
 	CK(fi_domain(r->fabric, r->info, &r->domain, NULL));
 	struct fi_av_attr aa = {.type = FI_AV_MAP};
 	CK(fi_av_open(r->domain, &aa, &r->av, NULL));
-	struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_CONTEXT, .size = 1024};
+	struct fi_cq_attr ca = {.format = buffered ? FI_CQ_FORMAT_DATA : FI_CQ_FORMAT_CONTEXT, .size = 1024};
 	CK(fi_cq_open(r->domain, &ca, &r->cq, NULL));
 	CK(fi_endpoint(r->domain, r->info, &r->ep, NULL));
 	CK(fi_ep_bind(r->ep, &r->av->fid, 0));
@@ -120,12 +131,40 @@ static void teardown(struct res *r)
 /* Completions consumed while retrying a post (counted against later waits). */
 static size_t banked;
 
+/*
+ * -B: what one completion means. An arrival is read in place and released
+ * (counts as the receive), or, with FI_MORE, claimed into the receive buffer
+ * (its FI_CLAIM completion counts). Returns the completions it counts for.
+ */
+static size_t buffered_entry(struct res *r, const struct fi_cq_data_entry *c)
+{
+	if (!(c->flags & FI_RECV) || (c->flags & FI_CLAIM))
+		return 1;
+	struct fi_recv_context *rc = c->op_context;
+	ssize_t k;
+	if (c->flags & FI_MORE) {
+		struct iovec iov = {r->buf, c->len};
+		struct fi_msg m = {.msg_iov = &iov, .iov_count = 1, .context = rc};
+		while ((k = fi_recvmsg(r->ep, &m, FI_CLAIM)) == -FI_EAGAIN)
+			;
+		if (k)
+			DIE("FI_CLAIM %zd", k);
+		return 0;
+	}
+	if (c->len)
+		sink = *(const unsigned char *)c->buf;
+	struct fi_msg m = {.context = rc};
+	if ((k = fi_recvmsg(r->ep, &m, FI_DISCARD)))
+		DIE("FI_DISCARD %zd", k);
+	return 1;
+}
+
 static void progress_once(struct res *r)
 {
-	struct fi_cq_entry e;
+	struct fi_cq_data_entry e;
 	ssize_t k = fi_cq_read(r->cq, &e, 1);
 	if (k == 1)
-		banked++;
+		banked += buffered ? buffered_entry(r, &e) : 1;
 	else if (k == -FI_EAVAIL)
 		DIE("completion error while retrying a post");
 }
@@ -133,14 +172,21 @@ static void progress_once(struct res *r)
 /* Waits for `n` completions, spinning on fi_cq_read. */
 static void wait_n(struct res *r, size_t n)
 {
-	struct fi_cq_entry e[64];
+	struct fi_cq_data_entry e[64];
 	while (n && banked) {
 		banked--;
 		n--;
 	}
 	while (n) {
 		ssize_t k = fi_cq_read(r->cq, e, n < 64 ? n : 64);
-		if (k > 0) {
+		if (k > 0 && buffered) {
+			for (ssize_t i = 0; i < k; i++) {
+				size_t c = buffered_entry(r, &e[i]);
+				if (c > n)
+					banked += c - n, c = n;
+				n -= c;
+			}
+		} else if (k > 0) {
 			n -= (size_t)k;
 		} else if (k == -FI_EAVAIL) {
 			struct fi_cq_err_entry err = {0};
@@ -155,6 +201,8 @@ static void wait_n(struct res *r, size_t n)
 static void post_recv(struct res *r, void *buf, size_t len)
 {
 	ssize_t k;
+	if (buffered)
+		return; /* the provider's buffers take every message */
 	while ((k = fi_recv(r->ep, buf, len, NULL, FI_ADDR_UNSPEC, NULL)) == -FI_EAGAIN)
 		progress_once(r);
 	if (k)
@@ -279,7 +327,7 @@ int main(int argc, char **argv)
 	char def[] = "1,64,1k,4k,64k,1m,4m";
 	int c;
 	parse_sizes(def);
-	while ((c = getopt(argc, argv, "p:d:s:i:w:m:")) != -1) {
+	while ((c = getopt(argc, argv, "p:d:s:i:w:m:B")) != -1) {
 		switch (c) {
 		case 'p': prov = optarg; break;
 		case 'd': domain_name = optarg; break;
@@ -287,7 +335,8 @@ int main(int argc, char **argv)
 		case 'i': iters = strtoull(optarg, NULL, 10); break;
 		case 'w': window = strtoull(optarg, NULL, 10); break;
 		case 'm': mode = optarg; break;
-		default: DIE("usage: rf_bench -p prov [-d domain] [-s sizes] [-i iters] [-w window] [-m lat|bw|both]");
+		case 'B': buffered = 1; break;
+		default: DIE("usage: rf_bench -p prov [-d domain] [-s sizes] [-i iters] [-w window] [-m lat|bw|both] [-B]");
 		}
 	}
 	int p2c[2], c2p[2];

@@ -13,21 +13,30 @@ ITERS=${ITERS:-10000}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-# pairs: label | rustfab args | built-in args
+# Buffered receives (-B: FI_BUFFERED_RECV, messages used in place and
+# discarded) against posted receives, both rustfab, small messages.
+BUF_SIZES=${BUF_SIZES:-1,64,1k,4k}
+
+# pairs: label | transport | rustfab args | reference args [| sizes]
+# (reference: the built-in provider; for the "-B" rows, rustfab with posted
+# receives)
 pairs=(
-	"shm|-p rustfab -d shm|-p shm"
+	"shm|shm|-p rustfab -d shm|-p shm"
+	"shm-B|shm|-p rustfab -d shm -B|-p rustfab -d shm|$BUF_SIZES"
 )
 if [ -n "${BENCH_TCP:-}" ]; then
-	pairs+=("tcp|-p rustfab -d tcp|-p tcp;ofi_rxm")
+	pairs+=("tcp|tcp|-p rustfab -d tcp|-p tcp;ofi_rxm")
+	pairs+=("tcp-B|tcp|-p rustfab -d tcp -B|-p rustfab -d tcp|$BUF_SIZES")
 fi
 
 for pair in "${pairs[@]}"; do
-	IFS='|' read -r label ours theirs <<<"$pair"
+	IFS='|' read -r label transport ours theirs sizes <<<"$pair"
+	sizes=${sizes:-$SIZES}
 	for r in $(seq "$REPEAT"); do
 		for who in ours theirs; do
 			args=$ours; [ $who = theirs ] && args=$theirs
 			# shellcheck disable=SC2086
-			if ! FI_RUSTFAB_TRANSPORT=$label timeout 300 "$bin" $args -s "$SIZES" -i "$ITERS" \
+			if ! FI_RUSTFAB_TRANSPORT=$transport timeout 300 "$bin" $args -s "$sizes" -i "$ITERS" \
 				| sed "s/^/$label $who /" >>"$out"; then
 				echo "bench: $who ($args) failed" >&2
 			fi
@@ -35,7 +44,8 @@ for pair in "${pairs[@]}"; do
 	done
 done
 
-printf "%-5s %-4s %10s %14s %14s %8s\n" "tport" "test" "bytes" "rustfab" "built-in" "ratio"
+echo "rows *-B: rustfab buffered receives (FI_BUFFERED_RECV) in the rustfab column, rustfab posted receives in the built-in column"
+printf "%-6s %-4s %10s %14s %14s %8s\n" "tport" "test" "bytes" "rustfab" "built-in" "ratio"
 awk '
 function median(list,   n, a, i, j, t) {
 	n = split(list, a, " ")
@@ -48,6 +58,6 @@ END {
 		split(k, f, " ")
 		o = median(vals["ours " k]); t = median(vals["theirs " k])
 		unit = f[2] == "lat" ? "us" : "MB/s"
-		printf "%s %s %012d|%-5s %-4s %10s %11.3f %-2s %11.3f %-4s %6.2f\n", f[1], f[2], f[3], f[1], f[2], f[3], o, unit, t, unit, (t > 0 ? o / t : 0)
+		printf "%s %s %012d|%-6s %-4s %10s %11.3f %-2s %11.3f %-4s %6.2f\n", f[1], f[2], f[3], f[1], f[2], f[3], o, unit, t, unit, (t > 0 ? o / t : 0)
 	}
 }' "$out" | sort | cut -d'|' -f2
