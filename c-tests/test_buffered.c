@@ -18,6 +18,8 @@ struct bopts {
 	int buffered;      /* FI_BUFFERED_RECV in hints->mode */
 	size_t limit, min; /* FI_OPT_BUFFERED_LIMIT / MIN before enable (0: default) */
 	size_t rx_size, tx_size, cq_size;
+	uint64_t caps;       /* 0: FI_MSG | FI_TAGGED */
+	size_t max_msg_size; /* set in the info before fi_endpoint (0: as returned) */
 };
 
 /* end_open (rdm_common.h) with the mode bit and options set before enable. */
@@ -31,7 +33,7 @@ static int bopen(struct end *e, const struct bopts *o)
 	hints->fabric_attr->prov_name = strdup("rustfab");
 	hints->domain_attr->name = strdup(rf_transport());
 	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | FI_TAGGED;
+	hints->caps = o->caps ? o->caps : FI_MSG | FI_TAGGED;
 	hints->mode = o->buffered ? FI_BUFFERED_RECV : 0;
 	hints->domain_attr->av_type = FI_AV_MAP;
 	hints->rx_attr->size = o->rx_size;
@@ -44,6 +46,8 @@ static int bopen(struct end *e, const struct bopts *o)
 		return ret;
 	if ((ret = fi_domain(e->fabric, e->info, &e->domain, NULL)))
 		return ret;
+	if (o->max_msg_size)
+		e->info->ep_attr->max_msg_size = o->max_msg_size;
 	struct fi_av_attr av_attr = {.type = FI_AV_MAP};
 	if ((ret = fi_av_open(e->domain, &av_attr, &e->av, NULL)))
 		return ret;
@@ -837,6 +841,78 @@ TEST(receiver_closed_while_holding)
 	unpair();
 }
 
+TEST(variable_messages_beyond_max_msg_size)
+{
+	/* FI_VARIABLE_MSG: the same mechanics without the mode bit, and no
+	 * max_msg_size limit (fi_msg(3) "Variable Length Messages"). */
+	struct fi_cq_tagged_entry c;
+	struct bopts ov = {.caps = FI_MSG | FI_VARIABLE_MSG, .max_msg_size = 65536};
+	size_t len = (1u << 20) + 5;
+	SETUP(&ov, &ov);
+	CHECK(B.info->caps & FI_VARIABLE_MSG);
+	CHECK(!(B.info->mode & FI_BUFFERED_RECV));
+	char *tx = malloc(len), *rx = malloc(len);
+	fill(tx, len, 15);
+	CHECK_OK(POST(fi_send(A.ep, tx, len, NULL, A.peer, (void *)0xa7), &A, &B));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.flags & FI_MORE);
+	CHECK_EQ(c.len, len);
+	CHECK(check_fill(c.buf, 4096, 15));
+	struct iovec iov = {rx, len};
+	CHECK_OK(claim(&B, c.op_context, &iov, 1, 0));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.flags & FI_CLAIM);
+	CHECK_EQ(c.len, len);
+	CHECK(check_fill(rx, len, 15));
+	EXPECT_COMP(&A, &B, &c);
+	CHECK(c.op_context == (void *)0xa7);
+	free(tx);
+	free(rx);
+	unpair();
+}
+
+TEST(too_large_for_the_receiver_fails_only_that_send)
+{
+	/* A variable-message sender, a receiver with a 64 KiB maximum: the
+	 * send completes with FI_EMSGSIZE, the next message still arrives. */
+	struct fi_cq_tagged_entry c;
+	struct fi_cq_err_entry err;
+	struct bopts ov = {.caps = FI_MSG | FI_VARIABLE_MSG};
+	struct bopts small = {.buffered = 1, .max_msg_size = 65536};
+	size_t len = 1u << 20;
+	SETUP(&ov, &small);
+	char *tx = malloc(len);
+	fill(tx, len, 16);
+	CHECK_OK(POST(fi_send(A.ep, tx, len, NULL, A.peer, (void *)0xa6), &A, &B));
+	memset(&err, 0, sizeof err);
+	CHECK_EQ(wait_comp(&A, &B, &c, &err, NULL, 10), -FI_EAVAIL);
+	CHECK_EQ(err.err, FI_EMSGSIZE);
+	CHECK(err.op_context == (void *)0xa6);
+	CHECK_OK(POST(fi_send(A.ep, tx, 100, NULL, A.peer, NULL), &A, &B));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK_EQ(c.len, 100);
+	CHECK(check_fill(c.buf, 100, 16));
+	CHECK_OK(discard(&B, c.op_context, 0));
+	/* Without FI_VARIABLE_MSG the limit is checked at post time. */
+	CHECK_EQ(fi_send(B.ep, tx, len, NULL, B.peer, NULL), -FI_EMSGSIZE);
+	free(tx);
+	unpair();
+}
+
+TEST(variable_msg_only_when_asked)
+{
+	struct fi_info *h = rf_hints(rf_transport(), FI_EP_RDM), *info = NULL;
+	CHECK_OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info));
+	CHECK(!(info->caps & FI_VARIABLE_MSG)); /* never implied */
+	fi_freeinfo(info);
+	h->caps = FI_TAGGED | FI_VARIABLE_MSG;
+	CHECK_OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info));
+	CHECK(info->caps & FI_VARIABLE_MSG);
+	CHECK(info->rx_attr->caps & FI_VARIABLE_MSG);
+	fi_freeinfo(info);
+	fi_freeinfo(h);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -858,5 +934,8 @@ int main(int argc, char **argv)
 	RUN(peer_killed_before_claim);
 	RUN(sender_closed_before_claim);
 	RUN(receiver_closed_while_holding);
+	RUN(variable_messages_beyond_max_msg_size);
+	RUN(too_large_for_the_receiver_fails_only_that_send);
+	RUN(variable_msg_only_when_asked);
 	return harness_done();
 }

@@ -129,6 +129,7 @@ pub const SHM_CAPS: u64 = FI_MSG
     | FI_SOURCE
     | FI_SOURCE_ERR
     | FI_DIRECTED_RECV
+    | FI_VARIABLE_MSG
     | FI_LOCAL_COMM;
 /// Capabilities the tcp data path delivers.
 pub const TCP_CAPS: u64 = FI_MSG
@@ -139,13 +140,15 @@ pub const TCP_CAPS: u64 = FI_MSG
     | FI_SOURCE
     | FI_SOURCE_ERR
     | FI_DIRECTED_RECV
+    | FI_VARIABLE_MSG
     | FI_LOCAL_COMM
     | FI_REMOTE_COMM;
 
 /// Caps that may appear in `tx_attr->caps` (masked with the entry's caps).
 pub const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND;
 /// Caps that may appear in `rx_attr->caps` (masked with the entry's caps).
-pub const RX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_DIRECTED_RECV;
+pub const RX_CAPS: u64 =
+    FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_DIRECTED_RECV | FI_VARIABLE_MSG;
 /// Domain-level capabilities (`fi_domain(3)`).
 pub const DOMAIN_LEVEL_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
 
@@ -838,13 +841,18 @@ fn allows(caps: u64, direction: u64) -> bool {
 /// only secondary ones, both directions for a bare `FI_MSG`/`FI_TAGGED`,
 /// the offered locality when it named neither `FI_LOCAL_COMM` nor
 /// `FI_REMOTE_COMM` (`fi_getinfo(3)`), and `FI_SOURCE` with `FI_SOURCE_ERR`.
+///
+/// `FI_VARIABLE_MSG` is never implied (by an empty request or one naming
+/// only secondary caps): it turns the receive side into buffered receives
+/// (fi_msg(3) "Variable Length Messages"), so only an application that names
+/// it gets it.
 pub fn effective_caps(offered: u64, requested: u64) -> u64 {
     if requested == 0 {
-        return offered;
+        return offered & !FI_VARIABLE_MSG;
     }
     let mut c = requested;
     if c & PRIMARY_CAPS == 0 {
-        c |= offered & PRIMARY_CAPS;
+        c |= offered & PRIMARY_CAPS & !FI_VARIABLE_MSG;
     }
     c = with_directions(c) & (offered | requested);
     if c & COMM_CAPS == 0 {
@@ -1236,7 +1244,7 @@ mod tests {
         let l = getinfo(&query(None)).unwrap();
         assert_eq!(names(&l), ["shm", "tcp"]);
         for (i, t) in l.iter().zip(TEMPLATES) {
-            assert_eq!(i.caps, t.caps);
+            assert_eq!(i.caps, t.caps & !FI_VARIABLE_MSG);
             assert_eq!(i.mode, 0);
             let e = i.ep.as_ref().unwrap();
             assert_eq!(e.ep_type, FI_EP_RDM);
@@ -1269,7 +1277,7 @@ mod tests {
                 (INJECT_SIZE, 1024, 8, 0)
             );
             let rx = i.rx.as_ref().unwrap();
-            assert_eq!(rx.caps, RX_CAPS);
+            assert_eq!(rx.caps, RX_CAPS & !FI_VARIABLE_MSG);
             assert_eq!((rx.size, rx.iov_limit, rx.total_buffered_recv), (1024, 8, 0));
             // Every entry has a source address (the wildcard) and no dest.
             assert!(i.src_addr.is_some());
@@ -1361,7 +1369,7 @@ mod tests {
             FI_ATOMIC,
             FI_MSG | FI_RMA,
             FI_HMEM,
-            FI_VARIABLE_MSG,
+            FI_VARIABLE_MSG | FI_RMA,
             FI_SHARED_AV,
             FI_TRIGGER,
         ] {
@@ -1432,7 +1440,11 @@ mod tests {
 
     #[test]
     fn effective_caps_rules() {
-        assert_eq!(effective_caps(TCP_CAPS, 0), TCP_CAPS);
+        assert_eq!(effective_caps(TCP_CAPS, 0), TCP_CAPS & !FI_VARIABLE_MSG);
+        assert_eq!(
+            effective_caps(TCP_CAPS, FI_MSG | FI_VARIABLE_MSG),
+            FI_MSG | FI_VARIABLE_MSG | FI_SEND | FI_RECV | COMM_CAPS
+        );
         assert_eq!(effective_caps(TCP_CAPS, FI_MSG), FI_MSG | FI_SEND | FI_RECV | COMM_CAPS);
         assert_eq!(effective_caps(TCP_CAPS, FI_MSG | FI_SEND), FI_MSG | FI_SEND | COMM_CAPS);
         assert_eq!(

@@ -131,6 +131,12 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
         unexp_budget: env_size("unexp_budget", DEFAULT_UNEXP_BUDGET),
         cma: crate::params::get_bool("shm_cma", true),
     };
+    // fi_msg(3): "Variable messages are not subject to max message length
+    // restrictions (i.e. struct fi_ep_attr::max_msg_size limits)".
+    let variable = caps & FI_VARIABLE_MSG != 0;
+    if variable {
+        cfg.max_msg_size = usize::MAX;
+    }
     let port: Box<dyn crate::transport::Port> = match d.core.transport {
         TransportKind::Shm => {
             let token = match &info.src_addr {
@@ -172,7 +178,7 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
         }
     };
     let mut inner = rdm::Inner::new(port, cfg);
-    if buffered::requested(&info) {
+    if buffered::requested(&info) || variable {
         inner.enable_buffered(env_size("buffered_pool", buffered::DEFAULT_POOL));
     }
     let wait_fd = inner.wait_fd();

@@ -736,6 +736,13 @@ impl State {
             self.ack(*src, h.msg_id, Some(Error::IO), 0);
             return Disposition::Consumed;
         };
+        if h.len > self.cfg.max_msg_size as u64 {
+            // Larger than this endpoint takes (a sender with
+            // FI_VARIABLE_MSG, or a different max_msg_size): the send
+            // fails, the connection stays.
+            self.ack(*src, h.msg_id, Some(Error::MSGSIZE), 0);
+            return Disposition::Consumed;
+        }
         let tagged = h.flags & flag::TAGGED != 0;
         let len = h.len as usize;
         while let Some(idx) = self.m.find_posted(tagged, src, h.tag) {

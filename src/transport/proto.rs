@@ -104,7 +104,10 @@ pub enum BadRecord {
 pub struct Limits {
     /// Largest eager payload / DATA chunk.
     pub max_payload: usize,
-    /// Largest message (`ep_attr.max_msg_size`).
+    /// Largest message (`ep_attr.max_msg_size`). Not a record check: an
+    /// RTS above it is refused by the endpoint core with an error ACK
+    /// (rendezvous data stays at the sender, so nothing is reserved), eager
+    /// records are bounded by `max_payload`.
     pub max_msg: usize,
     /// Largest RTS iov count.
     pub max_iov: usize,
@@ -144,17 +147,18 @@ impl WireHdr {
             op::MSG => payload == len && payload <= lim.max_payload,
             op::RTS => {
                 let n = self.aux as usize;
-                n >= 1
-                    && n <= lim.max_iov
-                    && payload == n * IOV_ENTRY
-                    && len <= lim.max_msg
-                    && len > 0
-                    && self.offset <= self.len
+                // A length above the receiver's maximum is the receiver's
+                // to refuse (an error ACK), not a broken record: the data
+                // stays at the sender, and a sender with FI_VARIABLE_MSG
+                // knows no maximum.
+                n >= 1 && n <= lim.max_iov && payload == n * IOV_ENTRY && len > 0 && self.offset <= self.len
             }
             op::ACK | op::CTS | op::BYE => payload == 0,
+            // A chunk only lands in a transfer the receiver accepted, whose
+            // length it compares (a chunk pushed behind a refused RTS is
+            // dropped, not a broken record).
             op::DATA => {
                 payload <= lim.max_payload
-                    && len <= lim.max_msg
                     && self
                         .offset
                         .checked_add(payload as u64)
@@ -216,6 +220,28 @@ mod tests {
         max_msg: 1 << 30,
         max_iov: 8,
     };
+
+    #[test]
+    fn lengths_above_max_msg_are_the_cores_to_refuse() {
+        // An RTS (FI_VARIABLE_MSG senders know no maximum) and the chunks
+        // pushed behind it pass the record check: the endpoint refuses the
+        // message with an error ACK and drops the chunks.
+        let mut r = WireHdr::new(op::RTS);
+        r.len = (LIM.max_msg as u64) * 4;
+        r.aux = 1;
+        r.payload = 16;
+        assert_eq!(r.check(&LIM), Ok(()));
+        let mut d = WireHdr::new(op::DATA);
+        d.flags = flag::PUSH;
+        d.len = r.len;
+        d.payload = 4096;
+        assert_eq!(d.check(&LIM), Ok(()));
+        // Eager records stay bounded by the payload limit.
+        let mut m = WireHdr::new(op::MSG);
+        m.len = LIM.max_payload as u64 + 1;
+        m.payload = m.len as u32;
+        assert_eq!(m.check(&LIM), Err(BadRecord::Length));
+    }
 
     #[test]
     fn bytes_round_trip() {
@@ -283,6 +309,12 @@ mod tests {
         assert!(d.check(&LIM).is_err());
         d.offset = 80;
         assert!(d.check(&LIM).is_ok());
+        // RTS: a pushed prefix cannot claim more than the message
+        r.flags = flag::PUSH;
+        r.offset = r.len + 1;
+        assert!(r.check(&LIM).is_err());
+        r.offset = 4096;
+        assert!(r.check(&LIM).is_ok());
         // Control records carry no payload
         let mut a = WireHdr::new(op::ACK);
         a.payload = 1;
