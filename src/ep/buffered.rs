@@ -28,16 +28,25 @@
 //! A message above `FI_OPT_BUFFERED_LIMIT` is reported with `FI_MORE` once
 //! its first `FI_OPT_BUFFERED_MIN` bytes are here; the rest stays at the
 //! sender (rendezvous) until it is claimed (or discarded: the sender is
-//! acknowledged without a copy).
+//! acknowledged without a copy). fi_endpoint(3) describes the minimum as what
+//! "a provider [sends] along with" its rendezvous request, and so it is: the
+//! endpoint advertises it through its transport (`Port::set_rts_prefix`: a
+//! word in the shm segment header, a field of the TCP HELLO) and every
+//! rustfab sender pushes that many bytes in a DATA record right behind each
+//! RTS to it. Both options are therefore at most the eager limit (one
+//! record).
 //!
 //! # Order
 //! Reports keep each sender's order (`FI_ORDER_SAS`): a message whose prefix
-//! is still being fetched holds back the later messages of the same sender,
-//! and only of that sender. Those later messages may use an *ordering
-//! reserve* of one more pool's worth of bytes: over a stream (TCP, or shm
-//! without CMA) the prefix arrives behind whatever the sender wrote before it
-//! saw our request, and the application cannot free messages it has not been
-//! shown. Beyond the reserve that sender stalls too.
+//! is still arriving holds back the later messages of the same sender, and
+//! only of that sender. With the push, the prefix is the sender's very next
+//! record. Only an RTS sent before the sender knew our wish (TCP: queued
+//! before the HELLO exchange ended) has its prefix fetched by a request —
+//! CMA on shm, a ranged CTS otherwise — whose answer queues behind what the
+//! sender wrote meanwhile; the application cannot free messages it has not
+//! been shown, so the messages held back behind such a fetch may use an
+//! *ordering reserve* of one more pool's worth of bytes. Beyond it that
+//! sender stalls too.
 
 use crate::abi::{fi_recv_context, fid_ep};
 use crate::addr::Addr;

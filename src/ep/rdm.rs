@@ -1287,13 +1287,16 @@ impl State {
 // `buffered.rs`). A message no posted receive takes is admitted to the pool
 // instead of the unexpected queue: an eager payload is placed straight into a
 // pool buffer (`Place::Into` with a BUF_HANDLE handle); a rendezvous message
-// gets its first `want` bytes fetched — by CMA on shm, else by a ranged CTS
-// whose DATA records carry PREFIX_AUX — and keeps the rest at the sender.
-// Admission takes a CQ slot for the report (FI_RM_ENABLED admission) and pool
-// room; either missing stalls the sender. FI_CLAIM turns the message into a
-// normal receive (copy from the pool, or a rendezvous pull into the claim's
-// buffers); FI_DISCARD releases it and acknowledges a rendezvous sender
-// without moving its data.
+// keeps all but its first `want` bytes (FI_OPT_BUFFERED_MIN) at the sender.
+// Those arrive in the DATA record the sender pushed right behind its RTS
+// (flag::PUSH, because we advertised the size through the transport); a
+// sender that did not push (it did not know yet) is asked for them — CMA on
+// shm, else a ranged CTS whose DATA records carry PREFIX_AUX. Admission takes
+// a CQ slot for the report (FI_RM_ENABLED admission) and pool room; either
+// missing stalls the sender. FI_CLAIM turns the message into a normal receive
+// (copy from the pool, or a rendezvous pull into the claim's buffers);
+// FI_DISCARD releases it and acknowledges a rendezvous sender without moving
+// its data.
 
 impl Inner {
     /// Turns buffered receives on (`FI_BUFFERED_RECV` in the endpoint's
