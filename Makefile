@@ -37,7 +37,7 @@ demo: lib $(BUILD)/bench/rf_bench
 	@echo "== ping-pong between two processes over rustfab shm (one-way latency, bandwidth)"
 	$(TIMEOUT) 120 $(BUILD)/bench/rf_bench -p rustfab -d shm -s 64,4k,1m -i 2000
 
-test: lint unit abi-check exports-check header-check c-tests panic-test
+test: lint unit abi-check exports-check header-check c-tests panic-test mpi
 
 unit:
 	$(CARGO) test --release
@@ -102,6 +102,7 @@ c-tests-tcp: lib $(BUILD)/c-tests/test_rdm $(BUILD)/c-tests/test_threads
 	ln -sf ../c-tests/test_rdm $(BUILD)/c-tests-tcp/test_rdm
 	ln -sf ../c-tests/test_threads $(BUILD)/c-tests-tcp/test_threads
 	RF_TRANSPORT=tcp FI_RUSTFAB_IFACE=lo c-tests/run.sh $(BUILD)/c-tests-tcp
+	RF_TRANSPORT=auto FI_RUSTFAB_IFACE=lo c-tests/run.sh $(BUILD)/c-tests-tcp
 
 # ---- upstream fabtests (installed separately; see fabtests-integration/run.sh)
 FT_SETS ?= foundation cq
@@ -121,8 +122,10 @@ $(BUILD)/mpi/mpi_test: c-tests/mpi/mpi_test.c
 	@mkdir -p $(dir $@)
 	mpicc -O2 -Wall -o $@ $<
 
+# The default entry (auto: shm between the ranks of this host) and tcp.
 mpi: lib $(BUILD)/mpi/mpi_test
 	c-tests/mpi/run.sh $(BUILD)/mpi/mpi_test
+	RF_TRANSPORT=tcp c-tests/mpi/run.sh $(BUILD)/mpi/mpi_test
 
 # ---- the panic boundary, proven with a test build (cargo feature panic-test)
 panic-test:

@@ -118,6 +118,8 @@ struct TxOp {
     want_completion: bool,
     /// Holds a CQ slot (admission control at post time).
     claimed: bool,
+    /// The eager limit towards this peer (DATA chunk size when streaming).
+    eager_limit: usize,
 }
 
 /// A receive being filled by DATA records (no-CMA rendezvous).
@@ -163,7 +165,6 @@ struct PendingPull {
 
 struct State {
     cfg: EpConfig,
-    eager_limit: usize,
     inflight: Slab<Inflight>,
     pulls: Vec<PendingPull>,
     m: Matching,
@@ -190,13 +191,11 @@ const STREAM_LIVENESS: Duration = Duration::from_millis(100);
 
 impl Inner {
     pub fn new(port: Box<dyn Port>, cfg: EpConfig) -> Inner {
-        let eager_limit = port.eager_limit();
         Inner {
             port,
             st: State {
                 m: Matching::new(cfg.unexp_budget),
                 cfg,
-                eager_limit,
                 inflight: Slab::default(),
                 pulls: Vec::new(),
                 tx: FastMap::default(),
@@ -257,7 +256,7 @@ impl Inner {
 
     pub fn send(&mut self, b: &Binds, a: SendArgs) -> Result<()> {
         let av = b.av.as_ref().ok_or(Error::NOAV)?;
-        let peer = av.lookup_addr(a.dest).ok_or(Error::INVAL)?;
+        let peer = self.port.canonical(&av.lookup_addr(a.dest).ok_or(Error::INVAL)?);
         let len = a.iov.total();
         let cfg = &self.st.cfg;
         if len > cfg.max_msg_size {
@@ -321,8 +320,9 @@ impl Inner {
             state: TxState::WaitAck,
             want_completion,
             claimed,
+            eager_limit: self.port.eager_limit_for(&peer),
         };
-        if len <= self.st.eager_limit || inject {
+        if len <= op.eager_limit || inject {
             if delivery {
                 h.flags |= flag::ACK_REQ;
             }
@@ -372,7 +372,7 @@ impl Inner {
     pub fn recv(&mut self, b: &Binds, a: RecvArgs) -> Result<()> {
         let src = if a.src != FI_ADDR_UNSPEC && self.st.cfg.caps & FI_DIRECTED_RECV != 0 {
             let av = b.av.as_ref().ok_or(Error::NOAV)?;
-            Some(av.lookup_addr(a.src).ok_or(Error::INVAL)?)
+            Some(self.port.canonical(&av.lookup_addr(a.src).ok_or(Error::INVAL)?))
         } else {
             None
         };
@@ -504,7 +504,7 @@ impl State {
             }
             op::CTS => {
                 if let Some(t) = self.tx.get_mut(&h.msg_id) {
-                    if t.peer == *src && matches!(t.state, TxState::WaitAck) && t.len > self.eager_limit {
+                    if t.peer == *src && matches!(t.state, TxState::WaitAck) && t.len > t.eager_limit {
                         t.state = TxState::Streaming { handle: h.aux, off: 0 };
                     }
                 }
@@ -972,14 +972,13 @@ impl State {
 
     fn pump(&mut self, port: &mut dyn Port, b: &Binds) {
         let mut failed = Vec::new();
-        let chunk = self.eager_limit;
         for (id, t) in self.tx.iter_mut() {
             let TxState::Streaming { handle, off } = &mut t.state else {
                 continue;
             };
             while *off < t.len {
                 let room = port.room(&t.peer);
-                let n = (t.len - *off).min(chunk).min(room);
+                let n = (t.len - *off).min(t.eager_limit).min(room);
                 if n == 0 || (n < 4096 && n < t.len - *off) {
                     break;
                 }
