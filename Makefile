@@ -37,7 +37,7 @@ demo: lib $(BUILD)/bench/rf_bench
 	@echo "== ping-pong between two processes over rustfab shm (one-way latency, bandwidth)"
 	$(TIMEOUT) 120 $(BUILD)/bench/rf_bench -p rustfab -d shm -s 64,4k,1m -i 2000
 
-test: lint unit abi-check exports-check header-check c-tests panic-test
+test: lint unit abi-check exports-check header-check c-tests panic-test mpi
 
 unit:
 	$(CARGO) test --release
@@ -104,9 +104,10 @@ c-tests-tcp: lib $(BUILD)/c-tests/test_rdm $(BUILD)/c-tests/test_threads $(BUILD
 	ln -sf ../c-tests/test_threads $(BUILD)/c-tests-tcp/test_threads
 	ln -sf ../c-tests/test_buffered $(BUILD)/c-tests-tcp/test_buffered
 	RF_TRANSPORT=tcp FI_RUSTFAB_IFACE=lo c-tests/run.sh $(BUILD)/c-tests-tcp
+	RF_TRANSPORT=auto FI_RUSTFAB_IFACE=lo c-tests/run.sh $(BUILD)/c-tests-tcp
 
 # ---- examples shown in the README (c-tests/examples/*.c): built and run
-# over both transports by `make c-tests`; each exits 0 on success.
+# over every transport by `make c-tests`; each exits 0 on success.
 EXAMPLE_SRCS := $(wildcard c-tests/examples/*.c)
 EXAMPLE_BINS := $(patsubst c-tests/examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRCS))
 
@@ -115,7 +116,7 @@ $(BUILD)/examples/%: c-tests/examples/%.c
 	$(CC) $(CFLAGS) -o $@ $< -lfabric
 
 examples: lib $(EXAMPLE_BINS)
-	@for e in $(EXAMPLE_BINS); do for t in shm tcp; do \
+	@for e in $(EXAMPLE_BINS); do for t in shm tcp auto; do \
 	  echo "== $$(basename $$e) ($$t)"; \
 	  RF_TRANSPORT=$$t FI_RUSTFAB_IFACE=lo FI_PROVIDER=rustfab $(TIMEOUT) 60 $$e || exit 1; \
 	done; done
@@ -138,8 +139,10 @@ $(BUILD)/mpi/mpi_test: c-tests/mpi/mpi_test.c
 	@mkdir -p $(dir $@)
 	mpicc -O2 -Wall -o $@ $<
 
+# The default entry (auto: shm between the ranks of this host) and tcp.
 mpi: lib $(BUILD)/mpi/mpi_test
 	c-tests/mpi/run.sh $(BUILD)/mpi/mpi_test
+	RF_TRANSPORT=tcp c-tests/mpi/run.sh $(BUILD)/mpi/mpi_test
 
 # ---- the panic boundary, proven with a test build (cargo feature panic-test)
 panic-test:

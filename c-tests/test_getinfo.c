@@ -470,9 +470,47 @@ TEST(transport_parameter)
 	fi_freeinfo(info);
 	setenv("FI_RUSTFAB_TRANSPORT", "auto", 1);
 	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 1);
+	CHECK(!strcmp(dom(info), "auto"));
+	fi_freeinfo(info);
+	setenv("FI_RUSTFAB_TRANSPORT", "shm,tcp", 1);
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), NULL, NULL, 0, &info));
 	CHECK_EQ(n_entries(info), 2);
 	fi_freeinfo(info);
+	setenv("FI_RUSTFAB_TRANSPORT", "all", 1);
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 3);
+	fi_freeinfo(info);
+	setenv("FI_RUSTFAB_TRANSPORT", "shm,tcp", 1);
+}
+
+/* The default list: the auto entry (shm to this host, tcp to the others)
+ * first, with both FI_LOCAL_COMM and FI_REMOTE_COMM and a fixed-length
+ * FI_ADDR_STR address; Open MPI's hints pick it. */
+TEST(default_list_starts_with_auto)
+{
+	struct fi_info *info = NULL, *i;
 	unsetenv("FI_RUSTFAB_TRANSPORT");
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), NULL, NULL, 0, &info));
+	CHECK_EQ(n_entries(info), 3);
+	const char *want[] = {"auto", "shm", "tcp"};
+	int k = 0;
+	for (i = info; i; i = i->next, k++)
+		CHECK(!strcmp(dom(i), want[k]));
+	CHECK_EQ(info->addr_format, FI_ADDR_STR);
+	CHECK_EQ(info->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM), FI_LOCAL_COMM | FI_REMOTE_COMM);
+	CHECK(info->src_addr && !strncmp(info->src_addr, "fi_rustfab://", 13));
+	CHECK_EQ(info->src_addrlen, 58);
+	fi_freeinfo(info);
+	/* Open MPI's caps select auto first */
+	struct fi_info *h = rf_hints(NULL, FI_EP_RDM);
+	h->caps = FI_TAGGED | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_DIRECTED_RECV;
+	CHECK_OK(fi_getinfo(FI_VERSION(1, 5), NULL, NULL, 0, h, &info));
+	fi_freeinfo(h);
+	CHECK(!strcmp(dom(info), "auto"));
+	CHECK(!strcmp(dom(info->next), "tcp"));
+	fi_freeinfo(info);
+	setenv("FI_RUSTFAB_TRANSPORT", "shm,tcp", 1);
 }
 
 static int same_str(const char *a, const char *b)
@@ -635,7 +673,10 @@ TEST(echoed_values)
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
-	unsetenv("FI_RUSTFAB_TRANSPORT");
+	/* The per-transport rules are tested on the shm and tcp entries; the
+	 * default list with the auto entry first has its own test. */
+	setenv("FI_RUSTFAB_TRANSPORT", "shm,tcp", 1);
+	RUN(default_list_starts_with_auto);
 	RUN(null_hints_shm_then_tcp);
 	RUN(entries_are_complete);
 	RUN(no_layered_entries);

@@ -513,8 +513,14 @@ TEST(source_address_and_source_err)
 	CHECK(err.op_context == (void *)0xe);
 	CHECK_EQ(err.len, 8);
 	CHECK(memcmp(rx, tx, 8) == 0);
-	CHECK_EQ(err.err_data_size, A.addrlen);
-	CHECK(memcmp(ed, A.addr, A.addrlen) == 0);
+	if (strcmp(rf_transport(), "auto")) {
+		CHECK_EQ(err.err_data_size, A.addrlen);
+		CHECK(memcmp(ed, A.addr, A.addrlen) == 0);
+	} else {
+		/* auto: the address of the path the message came by (the
+		 * sender's shm address on this host) — also the sender's */
+		CHECK(err.err_data_size > 0 && err.err_data_size <= sizeof ed);
+	}
 	/* The address from err_data is insertable and can be replied to. */
 	fi_addr_t back;
 	CHECK_EQ(fi_av_insert(B.av, ed, 1, &back, 0, NULL), 1);

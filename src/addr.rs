@@ -17,6 +17,10 @@ use crate::error::{Error, Result};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 pub const SHM_PREFIX: &str = "fi_rustfab_shm://";
+pub const AUTO_PREFIX: &str = "fi_rustfab://";
+/// Bytes of an auto address including its NUL: prefix, then 16 hex digits
+/// of host identity, 16 of shm token, 8 of IPv4 address, 4 of port.
+pub const AUTO_ADDR_LEN: usize = AUTO_PREFIX.len() + 16 + 16 + 8 + 4 + 1;
 /// Bytes of an shm address including its NUL.
 pub const SHM_ADDR_LEN: usize = SHM_PREFIX.len() + 16 + 1;
 pub const SIN_LEN: usize = core::mem::size_of::<libc::sockaddr_in>();
@@ -28,13 +32,18 @@ pub enum Addr {
     Shm(u64),
     /// A TCP endpoint, by listening address.
     Inet(SocketAddr),
+    /// An endpoint of the auto transport: reachable over shared memory by
+    /// processes on the same host (same `host` identity, see [`host_id`])
+    /// and over TCP by everyone else. `host` 0 means "not known to be
+    /// local" (a remote node named in fi_getinfo).
+    Auto { host: u64, shm: u64, inet: SocketAddrV4 },
 }
 
 impl Addr {
     /// The libfabric address format of this address.
     pub fn format(&self) -> u32 {
         match self {
-            Addr::Shm(_) => FI_ADDR_STR,
+            Addr::Shm(_) | Addr::Auto { .. } => FI_ADDR_STR,
             Addr::Inet(SocketAddr::V4(_)) => FI_SOCKADDR_IN,
             Addr::Inet(SocketAddr::V6(_)) => FI_SOCKADDR_IN6,
         }
@@ -44,6 +53,7 @@ impl Addr {
     pub fn len(&self) -> usize {
         match self {
             Addr::Shm(_) => SHM_ADDR_LEN,
+            Addr::Auto { .. } => AUTO_ADDR_LEN,
             Addr::Inet(SocketAddr::V4(_)) => SIN_LEN,
             Addr::Inet(SocketAddr::V6(_)) => SIN6_LEN,
         }
@@ -57,8 +67,8 @@ impl Addr {
     /// The binary form applications see (fi_getname, fi_av_lookup, src_addr).
     pub fn to_bytes(&self) -> Vec<u8> {
         match self {
-            Addr::Shm(tok) => {
-                let mut v = format!("{SHM_PREFIX}{tok:016x}").into_bytes();
+            Addr::Shm(_) | Addr::Auto { .. } => {
+                let mut v = self.to_string_form().into_bytes();
                 v.push(0);
                 v
             }
@@ -148,6 +158,26 @@ impl Addr {
     /// Parses the string form (`fi_av_straddr` output, `FI_ADDR_STR` names,
     /// `fi_sockaddr_in://a.b.c.d:port`, `fi_sockaddr_in6://[..]:port`).
     pub fn parse_str(s: &str) -> Result<Addr> {
+        if let Some(hex) = s.strip_prefix(AUTO_PREFIX) {
+            let field = |r: core::ops::Range<usize>| -> Result<u64> {
+                let f = hex.get(r).ok_or(Error::INVAL)?;
+                if !f.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
+                    return Err(Error::INVAL);
+                }
+                u64::from_str_radix(f, 16).map_err(|_| Error::INVAL)
+            };
+            if hex.len() != 44 {
+                return Err(Error::INVAL);
+            }
+            let (host, shm) = (field(0..16)?, field(16..32)?);
+            let ip = Ipv4Addr::from(field(32..40)? as u32);
+            let port = field(40..44)? as u16;
+            return Ok(Addr::Auto {
+                host,
+                shm,
+                inet: SocketAddrV4::new(ip, port),
+            });
+        }
         if let Some(hex) = s.strip_prefix(SHM_PREFIX) {
             if hex.len() != 16 || !hex.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
                 return Err(Error::INVAL);
@@ -166,6 +196,13 @@ impl Addr {
     pub fn to_string_form(&self) -> String {
         match self {
             Addr::Shm(tok) => format!("{SHM_PREFIX}{tok:016x}"),
+            Addr::Auto { host, shm, inet } => {
+                format!(
+                    "{AUTO_PREFIX}{host:016x}{shm:016x}{:08x}{:04x}",
+                    u32::from(*inet.ip()),
+                    inet.port()
+                )
+            }
             Addr::Inet(a @ SocketAddr::V4(_)) => format!("fi_sockaddr_in://{a}"),
             Addr::Inet(a @ SocketAddr::V6(_)) => format!("fi_sockaddr_in6://{a}"),
         }
@@ -173,7 +210,7 @@ impl Addr {
 }
 
 fn guess_format(b: &[u8]) -> Result<u32> {
-    if b.starts_with(SHM_PREFIX.as_bytes()) {
+    if b.starts_with(SHM_PREFIX.as_bytes()) || b.starts_with(AUTO_PREFIX.as_bytes()) {
         return Ok(FI_ADDR_STR);
     }
     if b.len() >= 2 {
@@ -209,6 +246,30 @@ pub fn shm_token_for(node: Option<&str>, service: Option<&str>) -> u64 {
     } else {
         h
     }
+}
+
+/// This host's identity for the auto transport: processes that share it
+/// (same booted kernel, same user, same IPC and mount namespaces — hence the
+/// same /dev/shm and the right to open each other's 0600 segments) talk over
+/// shared memory; everyone else over TCP. Never 0.
+pub fn host_id() -> u64 {
+    static ID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *ID.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        let ns = |p: &str| {
+            std::fs::read_link(p)
+                .map(|l| l.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let s = format!(
+            "{}|{}|{}|{}",
+            boot.trim(),
+            crate::sys::geteuid(),
+            ns("/proc/self/ns/ipc"),
+            ns("/proc/self/ns/mnt")
+        );
+        shm_token_for(Some(&s), None)
+    })
 }
 
 /// A fresh random token for an anonymous shm endpoint.
@@ -251,6 +312,25 @@ mod tests {
         assert_eq!(Addr::parse(FI_ADDR_STR, &b).unwrap(), (a, SHM_ADDR_LEN));
         assert_eq!(Addr::parse(0, &b).unwrap().0, a);
         assert_eq!(Addr::parse_str(&a.to_string_form()).unwrap(), a);
+    }
+
+    #[test]
+    fn auto_round_trip_fixed_length() {
+        let a = Addr::Auto {
+            host: host_id(),
+            shm: 0xfeed,
+            inet: "10.1.2.3:4567".parse().unwrap(),
+        };
+        let b = a.to_bytes();
+        assert_eq!(b.len(), AUTO_ADDR_LEN);
+        const { assert!(AUTO_ADDR_LEN <= FI_NAME_MAX) };
+        assert_eq!(Addr::parse(FI_ADDR_STR, &b).unwrap(), (a, AUTO_ADDR_LEN));
+        assert_eq!(Addr::parse(0, &b).unwrap().0, a);
+        assert_eq!(Addr::parse_str(&a.to_string_form()).unwrap(), a);
+        assert!(Addr::parse_str("fi_rustfab://123").is_err());
+        assert!(Addr::parse_str(&format!("{AUTO_PREFIX}{}", "g".repeat(44))).is_err());
+        assert_ne!(host_id(), 0);
+        assert_eq!(host_id(), host_id());
     }
 
     #[test]

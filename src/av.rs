@@ -148,14 +148,16 @@ impl AvTable {
         let idx = self.slots.len() as u64;
         self.slots.push(Some(AvEntry { addr, user_id }));
         self.live += 1;
-        match self.by_addr.get_mut(&addr) {
-            None => {
-                self.by_addr.insert(addr, Indices::One(idx));
+        for key in index_keys(&addr) {
+            match self.by_addr.get_mut(&key) {
+                None => {
+                    self.by_addr.insert(key, Indices::One(idx));
+                }
+                Some(ix) => match ix {
+                    Indices::One(first) => *ix = Indices::Many(vec![*first, idx]),
+                    Indices::Many(v) => v.push(idx),
+                },
             }
-            Some(ix) => match ix {
-                Indices::One(first) => *ix = Indices::Many(vec![*first, idx]),
-                Indices::Many(v) => v.push(idx),
-            },
         }
         idx
     }
@@ -179,21 +181,23 @@ impl AvTable {
         for &i in list {
             let e = self.slots[i as usize].take().expect("checked above");
             self.live -= 1;
-            let drop_key = match self.by_addr.get_mut(&e.addr) {
-                Some(Indices::One(_)) => true,
-                Some(ix @ Indices::Many(_)) => {
-                    if let Indices::Many(v) = ix {
-                        v.retain(|&x| x != i);
-                        if v.len() == 1 {
-                            *ix = Indices::One(v[0]);
+            for key in index_keys(&e.addr) {
+                let drop_key = match self.by_addr.get_mut(&key) {
+                    Some(Indices::One(_)) => true,
+                    Some(ix @ Indices::Many(_)) => {
+                        if let Indices::Many(v) = ix {
+                            v.retain(|&x| x != i);
+                            if v.len() == 1 {
+                                *ix = Indices::One(v[0]);
+                            }
                         }
+                        false
                     }
-                    false
+                    None => false,
+                };
+                if drop_key {
+                    self.by_addr.remove(&key);
                 }
-                None => false,
-            };
-            if drop_key {
-                self.by_addr.remove(&e.addr);
             }
         }
         Ok(())
@@ -206,6 +210,17 @@ impl AvTable {
         let e = self.get(idx)?;
         Some(e.user_id.unwrap_or(idx))
     }
+}
+
+/// The keys an entry is found under by reverse lookup: its address, and for
+/// an auto address also the shm and TCP addresses the transports report as
+/// a message's source (transport/auto.rs).
+fn index_keys(a: &Addr) -> impl Iterator<Item = Addr> {
+    let parts = match *a {
+        Addr::Auto { shm, inet, .. } => [Some(*a), Some(Addr::Shm(shm)), Some(Addr::Inet(SocketAddr::V4(inet)))],
+        _ => [Some(*a), None, None],
+    };
+    parts.into_iter().flatten()
 }
 
 // ---------------------------------------------------------------------------
@@ -236,7 +251,7 @@ impl AvFormat {
     /// The format an AV of this domain reads (see the module comment).
     pub fn for_domain(transport: TransportKind, addr_format: u32) -> AvFormat {
         match transport {
-            TransportKind::Shm => AvFormat::Str,
+            TransportKind::Shm | TransportKind::Auto => AvFormat::Str,
             TransportKind::Tcp => match addr_format {
                 FI_SOCKADDR_IN => AvFormat::SockaddrIn,
                 FI_SOCKADDR_IN6 => AvFormat::SockaddrIn6,
@@ -383,8 +398,24 @@ pub fn check_dest(transport: TransportKind, format: AvFormat, a: Addr) -> Result
     if !format.accepts(&a) {
         return Err(addr_invalid());
     }
+    let inet_ok = |sa: &SocketAddr| {
+        let ip = sa.ip();
+        let bcast = matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
+        !(sa.port() == 0 || ip.is_unspecified() || ip.is_multicast() || bcast)
+    };
     match (transport, a) {
         (TransportKind::Shm, Addr::Shm(tok)) if tok != 0 => Ok(a),
+        // The auto transport also takes plain shm and TCP addresses (the
+        // source addresses it reports, e.g. in FI_SOURCE_ERR's err_data).
+        (TransportKind::Auto, Addr::Auto { shm, inet, .. }) => {
+            if shm != 0 && inet_ok(&SocketAddr::V4(inet)) {
+                Ok(a)
+            } else {
+                Err(Error::ADDRNOTAVAIL)
+            }
+        }
+        (TransportKind::Auto, Addr::Shm(tok)) if tok != 0 => Ok(a),
+        (TransportKind::Auto, Addr::Inet(sa)) if inet_ok(&sa) => Ok(a),
         (TransportKind::Tcp, Addr::Inet(sa)) => {
             let ip = sa.ip();
             let bcast = matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
@@ -682,6 +713,19 @@ impl AvState {
             match self.transport {
                 // The same mapping fi_getinfo uses for node/service.
                 TransportKind::Shm => Addr::Shm(addr::shm_token_for(Some(node), service)),
+                TransportKind::Auto => {
+                    // The mapping fi_getinfo uses: shm token by service,
+                    // TCP address by node/service, host known if local.
+                    let Addr::Inet(SocketAddr::V4(inet)) = resolve_inet(node, service, libc::AF_INET)? else {
+                        return Err(Error::INVAL);
+                    };
+                    let local = crate::info::ip_is_local(&SocketAddr::V4(inet));
+                    Addr::Auto {
+                        host: if local { addr::host_id() } else { 0 },
+                        shm: addr::shm_token_for(Some(node), service),
+                        inet,
+                    }
+                }
                 TransportKind::Tcp => {
                     let family = match self.format {
                         AvFormat::SockaddrIn => libc::AF_INET,
@@ -713,7 +757,7 @@ impl AvState {
             return Ok(Vec::new());
         }
         let max_svc = match self.transport {
-            TransportKind::Tcp => u16::MAX as u64,
+            TransportKind::Tcp | TransportKind::Auto => u16::MAX as u64,
             TransportKind::Shm => u64::MAX,
         };
         let nodes = NodeSeq::new(node, nodecnt)?;

@@ -17,6 +17,8 @@ use std::sync::Arc;
 pub enum TransportKind {
     Shm,
     Tcp,
+    /// shm to peers on this host, TCP to the others, behind one address.
+    Auto,
 }
 
 impl TransportKind {
@@ -24,12 +26,14 @@ impl TransportKind {
         match self {
             TransportKind::Shm => "shm",
             TransportKind::Tcp => "tcp",
+            TransportKind::Auto => "auto",
         }
     }
     pub fn from_domain_name(n: &str) -> Option<TransportKind> {
         match n {
             "shm" => Some(TransportKind::Shm),
             "tcp" => Some(TransportKind::Tcp),
+            "auto" => Some(TransportKind::Auto),
             _ => None,
         }
     }

@@ -97,6 +97,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 pub const FI_PROV_SPECIFIC: u32 = 1 << 31;
 pub const SHM_PROTOCOL: u32 = FI_PROV_SPECIFIC | 1;
 pub const TCP_PROTOCOL: u32 = FI_PROV_SPECIFIC | 2;
+pub const AUTO_PROTOCOL: u32 = FI_PROV_SPECIFIC | 3;
 pub const PROTOCOL_VERSION: u32 = 1;
 pub const SHM_MAX_MSG_SIZE: usize = 1 << 30;
 pub const TCP_MAX_MSG_SIZE: usize = 1 << 30;
@@ -210,8 +211,19 @@ pub struct Template {
     pub max_msg_size: usize,
 }
 
-/// What rustfab offers, in the order fi_getinfo returns it.
+/// What rustfab offers, in the order fi_getinfo returns it. The auto entry
+/// comes first: one address, shared memory to peers on this host and TCP to
+/// the others, so it honestly has both FI_LOCAL_COMM and FI_REMOTE_COMM
+/// (what Open MPI asks for) and applications that take the first entry get
+/// the fast path on a node and reach across nodes too.
 pub const TEMPLATES: &[Template] = &[
+    Template {
+        transport: TransportKind::Auto,
+        ep_type: FI_EP_RDM,
+        caps: TCP_CAPS,
+        protocol: AUTO_PROTOCOL,
+        max_msg_size: TCP_MAX_MSG_SIZE,
+    },
     Template {
         transport: TransportKind::Shm,
         ep_type: FI_EP_RDM,
@@ -234,7 +246,7 @@ pub fn template_info(t: &Template, version: u32) -> Info {
         caps: t.caps,
         mode: REQUIRED_MODE,
         addr_format: match t.transport {
-            TransportKind::Shm => FI_ADDR_STR,
+            TransportKind::Shm | TransportKind::Auto => FI_ADDR_STR,
             TransportKind::Tcp => FI_SOCKADDR_IN,
         },
         src_addr: None,
@@ -316,43 +328,60 @@ pub fn template_info(t: &Template, version: u32) -> Info {
 
 // ---- The request ---------------------------------------------------------
 
-/// Which transports `FI_RUSTFAB_TRANSPORT` lets fi_getinfo offer.
+/// Which transports `FI_RUSTFAB_TRANSPORT` lets fi_getinfo offer: a set,
+/// written as a comma-separated list (`shm,tcp`), or `all` (the default).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TransportChoice {
-    Auto,
-    Only(TransportKind),
-}
+pub struct TransportChoice(u8);
 
+#[allow(non_upper_case_globals)]
 impl TransportChoice {
+    /// Every transport (the default).
+    pub const All: TransportChoice = TransportChoice(0b111);
+    /// shm and tcp without the auto entry.
+    pub const ShmTcp: TransportChoice = TransportChoice(0b110);
+
+    fn bit(t: TransportKind) -> u8 {
+        match t {
+            TransportKind::Auto => 1,
+            TransportKind::Shm => 2,
+            TransportKind::Tcp => 4,
+        }
+    }
+
+    #[allow(non_snake_case)]
+    pub fn Only(t: TransportKind) -> TransportChoice {
+        TransportChoice(Self::bit(t))
+    }
+
     /// Parses the parameter value (case-insensitive); `None` if unknown.
     pub fn parse(s: &str) -> Option<TransportChoice> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "" | "auto" => Some(TransportChoice::Auto),
-            "shm" => Some(TransportChoice::Only(TransportKind::Shm)),
-            "tcp" => Some(TransportChoice::Only(TransportKind::Tcp)),
-            _ => None,
+        let s = s.trim().to_ascii_lowercase();
+        if s.is_empty() || s == "all" {
+            return Some(TransportChoice::All);
         }
+        let mut set = 0;
+        for part in s.split(',') {
+            set |= Self::bit(TransportKind::from_domain_name(part.trim())?);
+        }
+        Some(TransportChoice(set))
     }
 
     /// The current `FI_RUSTFAB_TRANSPORT` setting.
     pub fn from_param() -> TransportChoice {
         match crate::params::get_str("transport") {
-            None => TransportChoice::Auto,
+            None => TransportChoice::All,
             Some(s) => TransportChoice::parse(&s).unwrap_or_else(|| {
                 crate::log::warn(
                     FI_LOG_CORE,
-                    &format!("FI_RUSTFAB_TRANSPORT={s:?} is not auto, shm or tcp; using auto"),
+                    &format!("FI_RUSTFAB_TRANSPORT={s:?} is not all or a list of auto, shm, tcp; using all"),
                 );
-                TransportChoice::Auto
+                TransportChoice::All
             }),
         }
     }
 
     pub fn allows(self, t: TransportKind) -> bool {
-        match self {
-            TransportChoice::Auto => true,
-            TransportChoice::Only(k) => k == t,
-        }
+        self.0 & Self::bit(t) != 0
     }
 }
 
@@ -541,6 +570,7 @@ fn offer(q: &Query, p: &Prepared, t: &Template) -> core::result::Result<Info, &'
     let (src, dest) = match t.transport {
         TransportKind::Shm => shm_addresses(q, p),
         TransportKind::Tcp => tcp_addresses(q, p)?,
+        TransportKind::Auto => auto_addresses(q, p)?,
     };
     info.addr_format = src.format();
     info.src_addr = Some(src.to_bytes());
@@ -552,6 +582,7 @@ fn transport_of(a: &Addr) -> TransportKind {
     match a {
         Addr::Shm(_) => TransportKind::Shm,
         Addr::Inet(_) => TransportKind::Tcp,
+        Addr::Auto { .. } => TransportKind::Auto,
     }
 }
 
@@ -562,16 +593,16 @@ fn transport_filter(q: &Query, p: &Prepared, t: &Template) -> Check {
     if !q.transports.allows(t.transport) {
         return Err("FI_RUSTFAB_TRANSPORT excludes it");
     }
-    let by_format = match p.format {
-        FI_ADDR_STR => Some(TransportKind::Shm),
-        FI_SOCKADDR | FI_SOCKADDR_IN | FI_SOCKADDR_IN6 => Some(TransportKind::Tcp),
-        _ => None,
+    let format_ok = match p.format {
+        FI_ADDR_STR => t.transport != TransportKind::Tcp,
+        FI_SOCKADDR | FI_SOCKADDR_IN | FI_SOCKADDR_IN6 => t.transport == TransportKind::Tcp,
+        _ => true,
     };
-    if by_format.is_some_and(|k| k != t.transport) {
-        return Err("address format belongs to the other transport");
+    if !format_ok {
+        return Err("address format belongs to another transport");
     }
     if p.addresses().any(|a| transport_of(a) != t.transport) {
-        return Err("an address in the request belongs to the other transport");
+        return Err("an address in the request belongs to another transport");
     }
     if let Some(name) = q.hints.and_then(|h| h.domain.as_ref()).and_then(|d| d.name.as_deref()) {
         if !name.eq_ignore_ascii_case(t.transport.domain_name()) {
@@ -990,6 +1021,63 @@ fn shm_addresses(q: &Query, p: &Prepared) -> (Addr, Option<Addr>) {
     }
 }
 
+/// `(src_addr, dest_addr)` of an auto entry: the shm token as for shm, the
+/// IPv4 address as for tcp, and the host identity (ours for the source; a
+/// destination's only if its IP is on this host — else 0, "use TCP").
+fn auto_addresses(q: &Query, p: &Prepared) -> core::result::Result<(Addr, Option<Addr>), &'static str> {
+    let split = |a: &Option<Addr>, shm: bool| -> Option<Addr> {
+        match *a {
+            Some(Addr::Auto { shm: tok, inet, .. }) => Some(if shm {
+                Addr::Shm(tok)
+            } else {
+                Addr::Inet(SocketAddr::V4(inet))
+            }),
+            other => other,
+        }
+    };
+    let view = |shm: bool| Prepared {
+        format: if shm { FI_ADDR_STR } else { FI_SOCKADDR_IN },
+        hint_src: split(&p.hint_src, shm),
+        hint_dest: split(&p.hint_dest, shm),
+        node_addr: split(&p.node_addr, shm),
+        node_local: OnceCell::new(),
+    };
+    let (shm_src, shm_dest) = shm_addresses(q, &view(true));
+    let (tcp_src, tcp_dest) = tcp_addresses(q, &view(false))?;
+    let v4 = |a: Addr| match a {
+        Addr::Inet(SocketAddr::V4(v)) => Some(v),
+        _ => None,
+    };
+    let token = |a: Option<Addr>| match a {
+        Some(Addr::Shm(t)) => t,
+        _ => SHM_ANY_TOKEN,
+    };
+    let src_inet = v4(tcp_src).ok_or("auto addresses are IPv4")?;
+    let src = match p.hint_src {
+        Some(a @ Addr::Auto { .. }) => a,
+        _ => Addr::Auto {
+            host: crate::addr::host_id(),
+            shm: token(Some(shm_src)),
+            inet: src_inet,
+        },
+    };
+    let dest = match (p.hint_dest, p.node_addr, tcp_dest) {
+        (_, Some(a @ Addr::Auto { .. }), _) if !q.source() => Some(a),
+        (Some(a @ Addr::Auto { .. }), _, _) => Some(a),
+        (_, _, Some(d)) => {
+            let inet = v4(d).ok_or("auto addresses are IPv4")?;
+            let local = ip_is_local(&SocketAddr::V4(inet));
+            Some(Addr::Auto {
+                host: if local { crate::addr::host_id() } else { 0 },
+                shm: token(shm_dest),
+                inet,
+            })
+        }
+        _ => None,
+    };
+    Ok((src, dest))
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Family {
     /// No preference stated: IPv4 first, IPv6 if that is all there is.
@@ -1155,7 +1243,9 @@ fn node_is_local(node: &str, numeric: bool) -> bool {
     }
 }
 
-fn ip_is_local(a: &SocketAddr) -> bool {
+/// Whether an IP address belongs to this host (loopback, unspecified, or
+/// bindable here).
+pub(crate) fn ip_is_local(a: &SocketAddr) -> bool {
     if a.ip().is_loopback() || a.ip().is_unspecified() {
         return true;
     }
@@ -1201,7 +1291,7 @@ mod tests {
             service: None,
             flags: 0,
             hints,
-            transports: TransportChoice::Auto,
+            transports: TransportChoice::ShmTcp,
         }
     }
 
@@ -1243,7 +1333,10 @@ mod tests {
     fn null_hints_give_shm_then_tcp_complete() {
         let l = getinfo(&query(None)).unwrap();
         assert_eq!(names(&l), ["shm", "tcp"]);
-        for (i, t) in l.iter().zip(TEMPLATES) {
+        for (i, t) in l
+            .iter()
+            .zip(TEMPLATES.iter().filter(|t| t.transport != TransportKind::Auto))
+        {
             assert_eq!(i.caps, t.caps & !FI_VARIABLE_MSG);
             assert_eq!(i.mode, 0);
             let e = i.ep.as_ref().unwrap();
@@ -1303,7 +1396,12 @@ mod tests {
 
     #[test]
     fn transport_parameter_selects() {
-        assert_eq!(TransportChoice::parse("auto"), Some(TransportChoice::Auto));
+        assert_eq!(TransportChoice::parse("all"), Some(TransportChoice::All));
+        assert_eq!(TransportChoice::parse(""), Some(TransportChoice::All));
+        assert_eq!(
+            TransportChoice::parse("auto"),
+            Some(TransportChoice::Only(TransportKind::Auto))
+        );
         assert_eq!(
             TransportChoice::parse(" SHM "),
             Some(TransportChoice::Only(TransportKind::Shm))
@@ -1313,8 +1411,12 @@ mod tests {
             Some(TransportChoice::Only(TransportKind::Tcp))
         );
         assert_eq!(TransportChoice::parse("udp"), None);
+        assert_eq!(TransportChoice::parse("shm, tcp"), Some(TransportChoice::ShmTcp));
+        assert_eq!(TransportChoice::parse("shm,udp"), None);
         for (choice, want) in [
-            (TransportChoice::Auto, vec!["shm", "tcp"]),
+            (TransportChoice::All, vec!["auto", "shm", "tcp"]),
+            (TransportChoice::ShmTcp, vec!["shm", "tcp"]),
+            (TransportChoice::Only(TransportKind::Auto), vec!["auto"]),
             (TransportChoice::Only(TransportKind::Shm), vec!["shm"]),
             (TransportChoice::Only(TransportKind::Tcp), vec!["tcp"]),
         ] {
@@ -2031,5 +2133,75 @@ mod tests {
         assert!(out.is_null());
         // SAFETY: built by to_c, freed once.
         unsafe { free_c_info(h) };
+    }
+
+    #[test]
+    fn auto_entry_first_with_both_comm_caps() {
+        let q = Query {
+            transports: TransportChoice::All,
+            ..query(None)
+        };
+        let l = getinfo(&q).unwrap();
+        assert_eq!(names(&l), ["auto", "shm", "tcp"]);
+        let a = &l[0];
+        assert_eq!(a.addr_format, FI_ADDR_STR);
+        assert_eq!(
+            a.caps & (FI_LOCAL_COMM | FI_REMOTE_COMM),
+            FI_LOCAL_COMM | FI_REMOTE_COMM
+        );
+        match addr(&a.src_addr) {
+            Some(Addr::Auto { host, shm, .. }) => {
+                assert_eq!(host, crate::addr::host_id());
+                assert_eq!(shm, SHM_ANY_TOKEN);
+            }
+            other => panic!("auto entry without an auto source address: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn auto_node_service_resolution() {
+        let q = Query {
+            transports: TransportChoice::Only(TransportKind::Auto),
+            node: Some("127.0.0.1"),
+            service: Some("9228"),
+            ..query(None)
+        };
+        let l = getinfo(&q).unwrap();
+        match addr(&l[0].dest_addr) {
+            Some(Addr::Auto { host, shm, inet }) => {
+                assert_eq!(host, crate::addr::host_id(), "a local node is reached over shm");
+                assert_eq!(shm, shm_token_for(None, Some("9228")));
+                assert_eq!(inet, "127.0.0.1:9228".parse().unwrap());
+            }
+            other => panic!("{other:?}"),
+        }
+        let q = Query { flags: FI_SOURCE, ..q };
+        let l = getinfo(&q).unwrap();
+        match addr(&l[0].src_addr) {
+            Some(Addr::Auto { shm, inet, .. }) => {
+                assert_eq!(shm, shm_token_for(None, Some("9228")));
+                assert_eq!(inet.port(), 9228);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A remote node: host unknown (0), so peers use TCP.
+        let q = Query {
+            node: Some("192.0.2.7"),
+            flags: 0,
+            ..q
+        };
+        let l = getinfo(&q).unwrap();
+        assert!(matches!(addr(&l[0].dest_addr), Some(Addr::Auto { host: 0, .. })));
+        // Socket address formats exclude the auto entry.
+        let mut h = alloc_hints();
+        h.addr_format = FI_SOCKADDR_IN;
+        let q = Query {
+            transports: TransportChoice::All,
+            hints: Some(&h),
+            node: None,
+            service: None,
+            ..query(None)
+        };
+        assert_eq!(names(&getinfo(&q).unwrap()), ["tcp"]);
     }
 }

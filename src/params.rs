@@ -21,7 +21,7 @@ pub const PARAMS: &[Param] = &[
     Param {
         name: "transport",
         ty: FI_PARAM_STRING,
-        help: "Transport(s) fi_getinfo offers: auto (shm then tcp), shm or tcp (default: auto)",
+        help: "Transport(s) fi_getinfo offers: all (auto, then shm, then tcp) or a comma-separated list of auto (shm to peers on this host, tcp to the others, one address), shm and tcp (default: all)",
     },
     Param {
         name: "iface",

@@ -217,13 +217,21 @@ int main(int argc, char **argv)
 		MPI_Finalize();
 		return 1;
 	}
+	/* A barrier after each phase: a rank that ran ahead would otherwise
+	 * send the next phase's messages, which MPI_ANY_TAG may match. */
 	ring_with_tags();
+	MPI_Barrier(MPI_COMM_WORLD);
 	any_source_any_tag();
+	MPI_Barrier(MPI_COMM_WORLD);
 	probes();
+	MPI_Barrier(MPI_COMM_WORLD);
 	cancel_recv();
 	ssend();
+	MPI_Barrier(MPI_COMM_WORLD);
 	truncation();
+	MPI_Barrier(MPI_COMM_WORLD);
 	big_message();
+	MPI_Barrier(MPI_COMM_WORLD);
 	collectives();
 	int tot[2] = {passed, failed}, all[2];
 	MPI_Reduce(tot, all, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);

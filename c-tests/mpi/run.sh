@@ -13,6 +13,7 @@ fi
 export FI_PROVIDER=rustfab OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [ -n "${RF_TRANSPORT:-}" ] && export FI_RUSTFAB_TRANSPORT=$RF_TRANSPORT
 status=0
+total_pass=0; total_fail=0
 for np in 2 4; do
 	log=$(mktemp)
 	timeout -k 10 180 mpirun --oversubscribe -np $np \
@@ -22,14 +23,22 @@ for np in 2 4; do
 		"$exe" >"$log" 2>&1
 	rc=$?
 	used=$(grep -c "mtl:ofi:prov: rustfab" "$log")
+	line=$(grep -E "^mpi \([0-9]+ ranks\): [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
+	if [ -n "$line" ]; then
+		total_pass=$((total_pass + $(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')))
+		total_fail=$((total_fail + $(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')))
+	fi
 	grep -E "FAIL|passed|failed|rror" "$log" | grep -v "^\[" | head -n 20
 	if [ $rc -ne 0 ]; then
 		echo "mpi -np $np: FAILED (exit $rc)"; tail -n 30 "$log"; status=1
+		total_fail=$((total_fail + 1))
 	elif [ "$used" -lt $np ]; then
 		echo "mpi -np $np: FAILED (only $used of $np ranks report mtl:ofi:prov: rustfab)"; status=1
+		total_fail=$((total_fail + 1))
 	else
 		echo "mpi -np $np: every rank used rustfab"
 	fi
 	rm -f "$log"
 done
+echo "mpi: $total_pass passed, $total_fail failed"
 exit $status

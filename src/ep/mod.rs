@@ -98,6 +98,53 @@ fn env_size(name: &str, default: usize) -> usize {
     crate::params::get_size(name, default)
 }
 
+fn shm_limits(cfg: &EpConfig) -> crate::transport::proto::Limits {
+    crate::transport::proto::Limits {
+        max_payload: crate::transport::shm::EAGER_MAX,
+        max_msg: cfg.max_msg_size,
+        max_iov: IOV_MAX,
+    }
+}
+
+/// Eager records and DATA chunks are at most the TCP eager limit; larger
+/// messages go by rendezvous (no cross-memory attach over TCP).
+fn tcp_limits(cfg: &EpConfig) -> crate::transport::proto::Limits {
+    crate::transport::proto::Limits {
+        max_payload: crate::transport::tcp::EAGER_MAX,
+        max_msg: cfg.max_msg_size,
+        max_iov: IOV_MAX,
+    }
+}
+
+/// The shm port of an shm endpoint: named by fi_getinfo's src_addr (token 0
+/// is its wildcard: pick a fresh one).
+fn shm_port(info: &crate::attr::Info, cfg: &EpConfig) -> Result<crate::transport::shm::ShmPort> {
+    let token = match &info.src_addr {
+        Some(b) => match Addr::parse(FI_ADDR_STR, b) {
+            Ok((Addr::Shm(0), _)) => crate::addr::shm_token_random(),
+            Ok((Addr::Shm(t), _)) => t,
+            _ => return Err(Error::INVAL),
+        },
+        None => crate::addr::shm_token_random(),
+    };
+    crate::transport::shm::ShmPort::new(token, shm_limits(cfg), cfg.cma)
+}
+
+/// The TCP port of a tcp endpoint: listens on fi_getinfo's src_addr (a
+/// wildcard IP or port 0 means "choose"), else any IPv4 (IPv6 for
+/// FI_SOCKADDR_IN6).
+fn tcp_port(info: &crate::attr::Info, cfg: &EpConfig) -> Result<crate::transport::tcp::TcpPort> {
+    let src = match &info.src_addr {
+        Some(b) => match Addr::parse(info.addr_format, b) {
+            Ok((Addr::Inet(a), _)) => a,
+            _ => return Err(Error::INVAL),
+        },
+        None if info.addr_format == FI_SOCKADDR_IN6 => "[::]:0".parse().map_err(|_| Error::INVAL)?,
+        None => "0.0.0.0:0".parse().map_err(|_| Error::INVAL)?,
+    };
+    crate::transport::tcp::TcpPort::new(src, tcp_limits(cfg))
+}
+
 /// `fi_endpoint`.
 ///
 /// # Safety
@@ -138,43 +185,31 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
         cfg.max_msg_size = usize::MAX;
     }
     let port: Box<dyn crate::transport::Port> = match d.core.transport {
-        TransportKind::Shm => {
-            let token = match &info.src_addr {
-                Some(b) => match Addr::parse(FI_ADDR_STR, b) {
-                    // Token 0 is fi_getinfo's wildcard source: pick a fresh one.
-                    Ok((Addr::Shm(0), _)) => crate::addr::shm_token_random(),
-                    Ok((Addr::Shm(t), _)) => t,
-                    _ => return Err(Error::INVAL),
-                },
-                None => crate::addr::shm_token_random(),
-            };
-            let limits = crate::transport::proto::Limits {
-                max_payload: crate::transport::shm::EAGER_MAX,
-                max_msg: cfg.max_msg_size,
-                max_iov: IOV_MAX,
-            };
-            Box::new(crate::transport::shm::ShmPort::new(token, limits, cfg.cma)?)
-        }
+        TransportKind::Shm => Box::new(shm_port(&info, &cfg)?),
         TransportKind::Tcp => {
-            // The listening address: fi_getinfo's src_addr (a wildcard IP or
-            // port 0 means "choose"), else any IPv4 (IPv6 for FI_SOCKADDR_IN6).
-            let src = match &info.src_addr {
-                Some(b) => match Addr::parse(info.addr_format, b) {
-                    Ok((Addr::Inet(a), _)) => a,
+            // No cross-memory attach over TCP: large messages are streamed.
+            cfg.cma = false;
+            Box::new(tcp_port(&info, &cfg)?)
+        }
+        TransportKind::Auto => {
+            let (shm_src, tcp_src) = match &info.src_addr {
+                Some(b) => match Addr::parse(FI_ADDR_STR, b) {
+                    Ok((Addr::Auto { shm, inet, .. }, _)) => (shm, std::net::SocketAddr::V4(inet)),
                     _ => return Err(Error::INVAL),
                 },
-                None if info.addr_format == FI_SOCKADDR_IN6 => "[::]:0".parse().map_err(|_| Error::INVAL)?,
-                None => "0.0.0.0:0".parse().map_err(|_| Error::INVAL)?,
+                None => (0, "0.0.0.0:0".parse().map_err(|_| Error::INVAL)?),
             };
-            // Eager records and DATA chunks are at most EAGER_MAX; larger
-            // messages go by rendezvous (no cross-memory attach over TCP).
-            cfg.cma = false;
-            let limits = crate::transport::proto::Limits {
-                max_payload: crate::transport::tcp::EAGER_MAX,
-                max_msg: cfg.max_msg_size,
-                max_iov: IOV_MAX,
-            };
-            Box::new(crate::transport::tcp::TcpPort::new(src, limits)?)
+            let shm = crate::transport::shm::ShmPort::new(
+                if shm_src == 0 {
+                    crate::addr::shm_token_random()
+                } else {
+                    shm_src
+                },
+                shm_limits(&cfg),
+                cfg.cma,
+            )?;
+            let tcp = crate::transport::tcp::TcpPort::new(tcp_src, tcp_limits(&cfg))?;
+            Box::new(crate::transport::auto::AutoPort::new(shm, tcp)?)
         }
     };
     let mut inner = rdm::Inner::new(port, cfg);

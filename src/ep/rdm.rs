@@ -120,6 +120,8 @@ struct TxOp {
     want_completion: bool,
     /// Holds a CQ slot (admission control at post time).
     claimed: bool,
+    /// The eager limit towards this peer (DATA chunk size when streaming).
+    eager_limit: usize,
 }
 
 /// A receive being filled by DATA records (no-CMA rendezvous).
@@ -165,7 +167,6 @@ struct PendingPull {
 
 struct State {
     cfg: EpConfig,
-    eager_limit: usize,
     inflight: Slab<Inflight>,
     pulls: Vec<PendingPull>,
     m: Matching,
@@ -194,13 +195,11 @@ const STREAM_LIVENESS: Duration = Duration::from_millis(100);
 
 impl Inner {
     pub fn new(port: Box<dyn Port>, cfg: EpConfig) -> Inner {
-        let eager_limit = port.eager_limit();
         Inner {
             port,
             st: State {
                 m: Matching::new(cfg.unexp_budget),
                 cfg,
-                eager_limit,
                 inflight: Slab::default(),
                 pulls: Vec::new(),
                 tx: FastMap::default(),
@@ -262,7 +261,7 @@ impl Inner {
 
     pub fn send(&mut self, b: &Binds, a: SendArgs) -> Result<()> {
         let av = b.av.as_ref().ok_or(Error::NOAV)?;
-        let peer = av.lookup_addr(a.dest).ok_or(Error::INVAL)?;
+        let peer = self.port.canonical(&av.lookup_addr(a.dest).ok_or(Error::INVAL)?);
         let len = a.iov.total();
         let cfg = &self.st.cfg;
         if len > cfg.max_msg_size {
@@ -326,8 +325,9 @@ impl Inner {
             state: TxState::WaitAck,
             want_completion,
             claimed,
+            eager_limit: self.port.eager_limit_for(&peer),
         };
-        if len <= self.st.eager_limit || inject {
+        if len <= op.eager_limit || inject {
             if delivery {
                 h.flags |= flag::ACK_REQ;
             }
@@ -358,7 +358,7 @@ impl Inner {
             // A receiver with buffered receives asked for the message's
             // start right behind the RTS (`Port::rts_prefix`): both records
             // go out back to back, or neither does.
-            let push = self.port.rts_prefix(&peer).min(len).min(self.st.eager_limit);
+            let push = self.port.rts_prefix(&peer).min(len).min(op.eager_limit);
             if push > 0 {
                 h.flags |= flag::PUSH;
                 h.offset = push as u64;
@@ -404,7 +404,7 @@ impl Inner {
         }
         let src = if a.src != FI_ADDR_UNSPEC && self.st.cfg.caps & FI_DIRECTED_RECV != 0 {
             let av = b.av.as_ref().ok_or(Error::NOAV)?;
-            Some(av.lookup_addr(a.src).ok_or(Error::INVAL)?)
+            Some(self.port.canonical(&av.lookup_addr(a.src).ok_or(Error::INVAL)?))
         } else {
             None
         };
@@ -544,7 +544,7 @@ impl State {
             }
             op::CTS => {
                 if let Some(t) = self.tx.get_mut(&h.msg_id) {
-                    if t.peer == *src && matches!(t.state, TxState::WaitAck) && t.len > self.eager_limit {
+                    if t.peer == *src && matches!(t.state, TxState::WaitAck) && t.len > t.eager_limit {
                         // RANGE: only bytes `offset .. len` (a buffered
                         // receiver fetching a message's prefix).
                         let (off, end) = if h.flags & flag::RANGE != 0 {
@@ -1046,14 +1046,13 @@ impl State {
 
     fn pump(&mut self, port: &mut dyn Port, b: &Binds) {
         let mut failed = Vec::new();
-        let chunk = self.eager_limit;
         for (id, t) in self.tx.iter_mut() {
             let TxState::Streaming { handle, off, end } = &mut t.state else {
                 continue;
             };
             while *off < *end {
                 let room = port.room(&t.peer);
-                let n = (*end - *off).min(chunk).min(room);
+                let n = (*end - *off).min(t.eager_limit).min(room);
                 if n == 0 || (n < 4096 && n < *end - *off) {
                     break;
                 }
@@ -1303,7 +1302,8 @@ impl Inner {
     /// mode): `pool` bytes of provider buffers.
     pub fn enable_buffered(&mut self, pool: usize) {
         let pool = pool.max(super::buffered::MIN_POOL);
-        let opts = BufOpts::new(self.st.eager_limit, pool);
+        // The smallest eager limit of the port's peers (auto: shm's).
+        let opts = BufOpts::new(self.port.eager_limit(), pool);
         self.st.buf = Some(Box::new(Buffered::new(opts, pool)));
         self.advertise_rts_prefix();
     }

@@ -8,6 +8,7 @@
 //! ([`Delivery::place`]), moves it there (in one go for shm, as bytes arrive
 //! for TCP), then reports completion ([`Delivery::placed`]).
 
+pub mod auto;
 pub mod proto;
 pub mod shm;
 pub mod tcp;
@@ -154,6 +155,17 @@ pub trait Port: Send {
     fn has_pending(&self) -> bool;
     /// Messages above this many bytes go by rendezvous (RTS).
     fn eager_limit(&self) -> usize;
+    /// The eager limit towards one peer (ports that combine transports
+    /// differ per peer).
+    fn eager_limit_for(&self, _peer: &Addr) -> usize {
+        self.eager_limit()
+    }
+    /// The form of a peer's address this port reports as `src` and keys its
+    /// peers by (the auto port turns an auto address into the shm or TCP
+    /// address it will use). The core compares addresses in this form.
+    fn canonical(&self, a: &Addr) -> Addr {
+        *a
+    }
     /// Sends one record. `copy`: the payload must be copied before return
     /// (inject). `Err(AGAIN)`: no room now.
     fn send(&mut self, peer: &Addr, hdr: &WireHdr, payload: Payload<'_>, copy: bool) -> Result<Sent>;

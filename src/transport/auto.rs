@@ -1,0 +1,183 @@
+//! The auto transport: one endpoint, one address (`fi_rustfab://...`,
+//! [`Addr::Auto`]), two ways to reach it. Peers on the same host (same
+//! [`crate::addr::host_id`]) are reached over shared memory, everyone else
+//! over TCP. This is what lets one fi_getinfo entry offer both
+//! `FI_LOCAL_COMM` and `FI_REMOTE_COMM` honestly, so that an MPI job gets
+//! shared memory between the ranks of a node and TCP between nodes.
+//!
+//! Peers are keyed by their *canonical* address: the shm address for a
+//! same-host peer, the TCP address otherwise. The endpoint core converts
+//! every address it takes from the AV with [`Port::canonical`], and the two
+//! inner ports report sources in those forms, so matching, directed
+//! receives, acknowledgements and FI_SOURCE all compare like with like (the
+//! AV indexes an auto address under both of its components).
+
+use crate::addr::Addr;
+use crate::ep::matching::IovList;
+use crate::error::{Error, Result};
+use crate::sys::{self, Epoll};
+use crate::transport::proto::WireHdr;
+use crate::transport::shm::ShmPort;
+use crate::transport::tcp::TcpPort;
+use crate::transport::{Delivery, Payload, PeerEvent, Port, Sent};
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+
+pub struct AutoPort {
+    shm: ShmPort,
+    tcp: TcpPort,
+    host: u64,
+    me: Addr,
+    /// Readable when either inner port has something (nests both).
+    epoll: Epoll,
+}
+
+impl AutoPort {
+    pub fn new(shm: ShmPort, tcp: TcpPort) -> Result<AutoPort> {
+        let host = crate::addr::host_id();
+        let Addr::Shm(token) = shm.addr() else {
+            return Err(Error::INVAL);
+        };
+        let SocketAddr::V4(inet) = (match Port::addr(&tcp) {
+            Addr::Inet(a) => a,
+            _ => return Err(Error::INVAL),
+        }) else {
+            // The auto address carries an IPv4 address (its fixed 58-byte
+            // form fits FI_NAME_MAX); IPv6 peers use the tcp domain.
+            return Err(Error::ADDRNOTAVAIL);
+        };
+        let epoll = Epoll::new()?;
+        epoll.add(shm.wait_fd(), sys::IN, 0)?;
+        epoll.add(Port::wait_fd(&tcp), sys::IN, 1)?;
+        Ok(AutoPort {
+            shm,
+            tcp,
+            host,
+            me: Addr::Auto { host, shm: token, inet },
+            epoll,
+        })
+    }
+
+    fn via_shm(a: &Addr) -> bool {
+        matches!(a, Addr::Shm(_))
+    }
+}
+
+impl Port for AutoPort {
+    fn addr(&self) -> Addr {
+        self.me
+    }
+
+    fn wait_fd(&self) -> RawFd {
+        self.epoll.fd()
+    }
+
+    fn set_sleepers(&mut self, n: usize) {
+        Port::set_sleepers(&mut self.shm, n);
+        Port::set_sleepers(&mut self.tcp, n);
+    }
+
+    fn has_pending(&self) -> bool {
+        Port::has_pending(&self.shm) || Port::has_pending(&self.tcp)
+    }
+
+    fn eager_limit(&self) -> usize {
+        Port::eager_limit(&self.shm).min(Port::eager_limit(&self.tcp))
+    }
+
+    fn eager_limit_for(&self, peer: &Addr) -> usize {
+        if Self::via_shm(&self.canonical(peer)) {
+            Port::eager_limit(&self.shm)
+        } else {
+            Port::eager_limit(&self.tcp)
+        }
+    }
+
+    fn canonical(&self, a: &Addr) -> Addr {
+        match *a {
+            Addr::Auto { host, shm, .. } if host == self.host => Addr::Shm(shm),
+            Addr::Auto { inet, .. } => Addr::Inet(SocketAddr::V4(inet)),
+            other => other,
+        }
+    }
+
+    fn send(&mut self, peer: &Addr, hdr: &WireHdr, payload: Payload<'_>, copy: bool) -> Result<Sent> {
+        let p = self.canonical(peer);
+        if Self::via_shm(&p) {
+            self.shm.send(&p, hdr, payload, copy)
+        } else {
+            self.tcp.send(&p, hdr, payload, copy)
+        }
+    }
+
+    fn send_ctl(&mut self, peer: &Addr, hdr: &WireHdr) -> Result<()> {
+        let p = self.canonical(peer);
+        if Self::via_shm(&p) {
+            Port::send_ctl(&mut self.shm, &p, hdr)
+        } else {
+            Port::send_ctl(&mut self.tcp, &p, hdr)
+        }
+    }
+
+    fn room(&mut self, peer: &Addr) -> usize {
+        let p = self.canonical(peer);
+        if Self::via_shm(&p) {
+            Port::room(&mut self.shm, &p)
+        } else {
+            Port::room(&mut self.tcp, &p)
+        }
+    }
+
+    fn poll(&mut self, d: &mut dyn Delivery) {
+        Port::poll(&mut self.shm, d);
+        Port::poll(&mut self.tcp, d);
+    }
+
+    fn check_peer(&mut self, peer: &Addr) -> bool {
+        let p = self.canonical(peer);
+        if Self::via_shm(&p) {
+            Port::check_peer(&mut self.shm, &p)
+        } else {
+            Port::check_peer(&mut self.tcp, &p)
+        }
+    }
+
+    fn sender_alive(&self, src_pid: i32, peer: &Addr) -> bool {
+        let p = self.canonical(peer);
+        if Self::via_shm(&p) {
+            Port::sender_alive(&self.shm, src_pid, &p)
+        } else {
+            Port::sender_alive(&self.tcp, src_pid, &p)
+        }
+    }
+
+    fn take_events(&mut self) -> Vec<PeerEvent> {
+        let mut v = Port::take_events(&mut self.shm);
+        v.extend(Port::take_events(&mut self.tcp));
+        v
+    }
+
+    fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
+        Port::pull(&self.shm, src_pid, remote, dst, len)
+    }
+
+    fn close(&mut self) {
+        Port::close(&mut self.shm);
+        Port::close(&mut self.tcp);
+    }
+
+    /// Buffered receives: both kinds of peers are told.
+    fn set_rts_prefix(&mut self, n: usize) {
+        Port::set_rts_prefix(&mut self.shm, n);
+        Port::set_rts_prefix(&mut self.tcp, n);
+    }
+
+    fn rts_prefix(&mut self, peer: &Addr) -> usize {
+        let p = self.canonical(peer);
+        if Self::via_shm(&p) {
+            Port::rts_prefix(&mut self.shm, &p)
+        } else {
+            Port::rts_prefix(&mut self.tcp, &p)
+        }
+    }
+}
