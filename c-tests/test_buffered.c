@@ -17,6 +17,7 @@ static struct end A, B;
 struct bopts {
 	int buffered;      /* FI_BUFFERED_RECV in hints->mode */
 	size_t limit, min; /* FI_OPT_BUFFERED_LIMIT / MIN before enable (0: default) */
+	int set_min;       /* set MIN even when it is 0 */
 	size_t rx_size, tx_size, cq_size;
 	uint64_t caps;       /* 0: FI_MSG | FI_TAGGED */
 	size_t max_msg_size; /* set in the info before fi_endpoint (0: as returned) */
@@ -62,7 +63,8 @@ static int bopen(struct end *e, const struct bopts *o)
 		return ret;
 	if (o->limit && (ret = fi_setopt(&e->ep->fid, FI_OPT_ENDPOINT, FI_OPT_BUFFERED_LIMIT, &o->limit, sizeof(size_t))))
 		return ret;
-	if (o->min && (ret = fi_setopt(&e->ep->fid, FI_OPT_ENDPOINT, FI_OPT_BUFFERED_MIN, &o->min, sizeof(size_t))))
+	if ((o->min || o->set_min) &&
+	    (ret = fi_setopt(&e->ep->fid, FI_OPT_ENDPOINT, FI_OPT_BUFFERED_MIN, &o->min, sizeof(size_t))))
 		return ret;
 	if ((ret = fi_enable(e->ep)))
 		return ret;
@@ -841,6 +843,85 @@ TEST(receiver_closed_while_holding)
 	unpair();
 }
 
+TEST(unclaimed_large_message_blocks_nobody)
+{
+	/* A's large message stays unclaimed (only its prefix is held): A's
+	 * later messages and another peer's keep arriving meanwhile. */
+	static struct end C;
+	struct fi_cq_tagged_entry c, big;
+	size_t len = 2u << 20;
+	SETUP(&PLAIN, &BUF);
+	CHECK_OK(bopen(&C, &PLAIN));
+	CHECK_OK(ends_connect(&C, &B)); /* C.peer = B; B.peer now names C */
+	char *tx = malloc(len), *rx = malloc(len), small[8][64];
+	fill(tx, len, 30);
+	CHECK_OK(POST(fi_tsend(A.ep, tx, len, NULL, A.peer, 1000, (void *)0xab), &A, &B));
+	EXPECT_COMP(&B, &A, &big);
+	CHECK(big.flags & FI_MORE);
+	for (int i = 0; i < 8; i++) {
+		fill(small[i], 64, 40 + i);
+		struct end *from = i % 2 ? &C : &A;
+		CHECK_OK(POST(fi_tsend(from->ep, small[i], 64, NULL, from->peer, (uint64_t)i, NULL), from, &B));
+	}
+	int seen = 0, last_a = -1, last_c = -1;
+	for (int i = 0; i < 8; i++) {
+		c.tag = 99;
+		double d = now_sec() + 10;
+		while (fi_cq_read(B.cq, &c, 1) != 1 && now_sec() < d) {
+			poke1(&A);
+			poke1(&C);
+		}
+		CHECK(c.tag < 8);
+		CHECK(check_fill(c.buf, 64, 40 + (unsigned)c.tag));
+		/* each sender's messages in the order it sent them */
+		if (c.tag % 2) {
+			CHECK((int)c.tag > last_c);
+			last_c = (int)c.tag;
+		} else {
+			CHECK((int)c.tag > last_a);
+			last_a = (int)c.tag;
+		}
+		CHECK_OK(discard(&B, c.op_context, 1));
+		seen++;
+	}
+	CHECK_EQ(seen, 8);
+	/* The held one is still claimable, intact. */
+	struct iovec iov = {rx, len};
+	CHECK_OK(claim(&B, big.op_context, &iov, 1, 1));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.flags & FI_CLAIM);
+	CHECK_EQ(c.tag, 1000);
+	CHECK(check_fill(rx, len, 30));
+	free(tx);
+	free(rx);
+	end_close(&C);
+	unpair();
+}
+
+TEST(zero_min_reports_at_once)
+{
+	/* FI_OPT_BUFFERED_MIN = 0: a large message is reported with FI_MORE as
+	 * soon as its request arrives, no data held; the claim gets it all. */
+	struct fi_cq_tagged_entry c;
+	struct bopts ob = {.buffered = 1, .set_min = 1, .min = 0};
+	size_t len = 300000;
+	SETUP(&PLAIN, &ob);
+	char *tx = malloc(len), *rx = malloc(len);
+	fill(tx, len, 50);
+	CHECK_OK(POST(fi_send(A.ep, tx, len, NULL, A.peer, NULL), &A, &B));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.flags & FI_MORE);
+	CHECK_EQ(c.len, len);
+	struct iovec iov = {rx, len};
+	CHECK_OK(claim(&B, c.op_context, &iov, 1, 0));
+	EXPECT_COMP(&B, &A, &c);
+	CHECK(c.flags & FI_CLAIM);
+	CHECK(check_fill(rx, len, 50));
+	free(tx);
+	free(rx);
+	unpair();
+}
+
 TEST(variable_messages_beyond_max_msg_size)
 {
 	/* FI_VARIABLE_MSG: the same mechanics without the mode bit, and no
@@ -934,6 +1015,8 @@ int main(int argc, char **argv)
 	RUN(peer_killed_before_claim);
 	RUN(sender_closed_before_claim);
 	RUN(receiver_closed_while_holding);
+	RUN(unclaimed_large_message_blocks_nobody);
+	RUN(zero_min_reports_at_once);
 	RUN(variable_messages_beyond_max_msg_size);
 	RUN(too_large_for_the_receiver_fails_only_that_send);
 	RUN(variable_msg_only_when_asked);
