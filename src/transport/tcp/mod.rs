@@ -1141,16 +1141,22 @@ impl Port for TcpPort {
         self.rts_prefix = n.min(EAGER_MAX);
     }
 
-    /// From the peer's HELLO on the connection records to it use; 0 while
-    /// that connection is not established.
+    /// From the peer's HELLO on the connection records to it use. Before
+    /// that answer (records queue while the connection is made) the default
+    /// `FI_OPT_BUFFERED_MIN`: a buffered receiver with the default then
+    /// never has to ask for a prefix, and any other receiver drops at most
+    /// that much of the first large messages sent to it.
     fn rts_prefix(&mut self, peer: &Addr) -> usize {
         let Ok(to) = self.inet(peer) else { return 0 };
-        self.peers
+        match self
+            .peers
             .get(&to)
             .and_then(|p| p.conn)
             .and_then(|id| self.conns.get(&id))
-            .filter(|c| c.state == ConnState::Up)
-            .map_or(0, |c| c.rts_prefix)
+        {
+            Some(c) if c.state == ConnState::Up => c.rts_prefix,
+            _ => crate::ep::buffered::DEFAULT_MIN,
+        }
     }
 }
 
