@@ -516,14 +516,20 @@ impl State {
     /// Work that needs the port, after it handed us records: rendezvous
     /// pulls, control records, DATA streaming, peer liveness.
     fn after_poll(&mut self, port: &mut dyn Port, b: &Binds) {
-        self.run_pulls(port, b);
+        // Every branch is skipped cheaply when idle: this runs on every
+        // progress pass (every CQ read of a polling application).
+        if !self.pulls.is_empty() {
+            self.run_pulls(port, b);
+        }
         self.buf_run_pulls(port, b);
         for (to, h) in self.outbox.drain(..) {
             // A dead peer's control records are dropped: its failure is
             // reported through the peer events instead.
             let _ = port.send_ctl(&to, &h);
         }
-        self.pump(port, b);
+        if !self.tx.is_empty() {
+            self.pump(port, b);
+        }
         self.watch_peers(port, b);
     }
 

@@ -30,6 +30,53 @@ pub struct AutoPort {
     me: Addr,
     /// Readable when either inner port has something (nests both).
     epoll: Epoll,
+    /// Progress passes so far, and how many more TCP is polled on every
+    /// pass since it last delivered something (see `poll`).
+    tick: u32,
+    tcp_hot: u32,
+}
+
+/// Polling TCP costs a system call (epoll_wait); a polling loop that talks
+/// to same-host peers over shared memory would pay it on every pass. TCP is
+/// therefore polled on every pass only while it is busy, and on every
+/// TCP_IDLE_PERIOD-th pass otherwise (a sleeping waiter is woken by the
+/// sockets themselves, so blocking waits lose nothing).
+const TCP_IDLE_PERIOD: u32 = 16;
+const TCP_HOT_PASSES: u32 = 256;
+
+/// Forwards to the core and notes whether anything was delivered.
+struct Noting<'a> {
+    d: &'a mut dyn Delivery,
+    seen: bool,
+}
+
+impl Delivery for Noting<'_> {
+    fn place(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr) -> crate::transport::Place {
+        self.seen = true;
+        self.d.place(src, src_pid, hdr)
+    }
+    fn placed(&mut self, handle: u32, result: Result<()>) {
+        self.seen = true;
+        self.d.placed(handle, result)
+    }
+    fn buffered(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, data: Vec<u8>) {
+        self.seen = true;
+        self.d.buffered(src, src_pid, hdr, data)
+    }
+    fn control(
+        &mut self,
+        src: &Addr,
+        src_pid: i32,
+        hdr: &WireHdr,
+        payload: &dyn crate::transport::PayloadIn,
+    ) -> crate::transport::Disposition {
+        self.seen = true;
+        self.d.control(src, src_pid, hdr, payload)
+    }
+    fn sent(&mut self, msg_id: u64, result: Result<()>) {
+        self.seen = true;
+        self.d.sent(msg_id, result)
+    }
 }
 
 impl AutoPort {
@@ -55,6 +102,8 @@ impl AutoPort {
             host,
             me: Addr::Auto { host, shm: token, inet },
             epoll,
+            tick: 0,
+            tcp_hot: 0,
         })
     }
 
@@ -130,7 +179,16 @@ impl Port for AutoPort {
 
     fn poll(&mut self, d: &mut dyn Delivery) {
         Port::poll(&mut self.shm, d);
-        Port::poll(&mut self.tcp, d);
+        self.tick = self.tick.wrapping_add(1);
+        if self.tcp_hot > 0 || self.tick.is_multiple_of(TCP_IDLE_PERIOD) || Port::has_pending(&self.tcp) {
+            let mut n = Noting { d, seen: false };
+            Port::poll(&mut self.tcp, &mut n);
+            if n.seen {
+                self.tcp_hot = TCP_HOT_PASSES;
+            } else {
+                self.tcp_hot = self.tcp_hot.saturating_sub(1);
+            }
+        }
     }
 
     fn check_peer(&mut self, peer: &Addr) -> bool {
