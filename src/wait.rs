@@ -163,9 +163,12 @@ impl WaitObj {
 
     /// Called by a producer after it queued something (or changed a counter).
     pub fn notify(&self) {
-        fence(Ordering::SeqCst);
-        if self.armed.load(Ordering::Relaxed) > 0 {
-            if let Some(efd) = &self.efd {
+        // Only objects with a doorbell can have an armed sleeper; the fence
+        // (Dekker with `arm`) is skipped for the others (FI_WAIT_NONE CQs of
+        // polling applications: the common fast path).
+        if let Some(efd) = &self.efd {
+            fence(Ordering::SeqCst);
+            if self.armed.load(Ordering::Relaxed) > 0 {
                 efd.signal();
             }
         }

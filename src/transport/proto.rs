@@ -18,6 +18,8 @@ pub const MAGIC: u16 = 0x5246;
 /// Bumped on any incompatible change of this header or of an exchange.
 pub const VERSION: u8 = 1;
 pub const HDR_LEN: usize = 64;
+/// Largest payload a MSG header carries inline (flag `INLINE`).
+pub const INLINE_MAX: usize = 16;
 
 /// Record types.
 pub mod op {
@@ -59,7 +61,10 @@ pub mod flag {
     /// records with this flag (and `aux` 0), as the receiver asked
     /// (`Port::rts_prefix`); DATA: such a pushed chunk.
     pub const PUSH: u32 = 1 << 6;
-    pub const ALL: u32 = TAGGED | REMOTE_CQ_DATA | ACK_REQ | CMA_OK | LAST | RANGE | PUSH;
+    /// MSG over shm: the payload (at most `INLINE_MAX` bytes) sits in the
+    /// header's `offset` and `reserved` fields; the record is one cell.
+    pub const INLINE: u32 = 1 << 7;
+    pub const ALL: u32 = TAGGED | REMOTE_CQ_DATA | ACK_REQ | CMA_OK | LAST | RANGE | PUSH | INLINE;
 }
 
 /// The header. Plain data: copied out of shared memory / the socket before
@@ -141,9 +146,13 @@ impl WireHdr {
         if self.flags & !flag::ALL != 0 {
             return Err(BadRecord::Flags);
         }
+        if self.flags & flag::INLINE != 0 && self.op != op::MSG {
+            return Err(BadRecord::Flags);
+        }
         let payload = self.payload as usize;
         let len = usize::try_from(self.len).map_err(|_| BadRecord::Length)?;
         let ok = match self.op {
+            op::MSG if self.flags & flag::INLINE != 0 => payload == len && payload <= INLINE_MAX,
             op::MSG => payload == len && payload <= lim.max_payload,
             op::RTS => {
                 let n = self.aux as usize;
@@ -189,6 +198,23 @@ impl WireHdr {
         b[52..56].copy_from_slice(&self.aux.to_le_bytes());
         b[56..64].copy_from_slice(&self.reserved.to_le_bytes());
         b
+    }
+
+    /// The inline payload area (`offset` and `reserved`, 16 bytes).
+    pub fn inline_bytes(&self) -> [u8; INLINE_MAX] {
+        let mut b = [0u8; INLINE_MAX];
+        b[..8].copy_from_slice(&self.offset.to_le_bytes());
+        b[8..].copy_from_slice(&self.reserved.to_le_bytes());
+        b
+    }
+
+    /// Stores up to `INLINE_MAX` bytes inline and sets the flag.
+    pub fn set_inline(&mut self, data: &[u8]) {
+        let mut b = [0u8; INLINE_MAX];
+        b[..data.len()].copy_from_slice(data);
+        self.offset = u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]));
+        self.reserved = u64::from_le_bytes(b[8..].try_into().unwrap_or([0; 8]));
+        self.flags |= flag::INLINE;
     }
 
     pub fn from_bytes(b: &[u8; HDR_LEN]) -> WireHdr {
@@ -254,6 +280,25 @@ mod tests {
         h.msg_id = 99;
         assert_eq!(WireHdr::from_bytes(&h.to_bytes()), h);
         assert_eq!(h.check(&LIM), Ok(()));
+    }
+
+    #[test]
+    fn inline_payloads() {
+        let mut h = WireHdr::new(op::MSG);
+        h.len = 5;
+        h.payload = 5;
+        h.set_inline(b"hello");
+        assert_eq!(&h.inline_bytes()[..5], b"hello");
+        assert_eq!(h.check(&LIM), Ok(()));
+        let h2 = WireHdr::from_bytes(&h.to_bytes());
+        assert_eq!(&h2.inline_bytes()[..5], b"hello");
+        let mut big = h;
+        big.len = 17;
+        big.payload = 17;
+        assert_eq!(big.check(&LIM), Err(BadRecord::Length));
+        let mut ack = WireHdr::new(op::ACK);
+        ack.flags = flag::INLINE;
+        assert_eq!(ack.check(&LIM), Err(BadRecord::Flags));
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub struct InRecord<'a> {
     pub src_pid: i32,
     pub hdr: WireHdr,
     payload: PayloadRef<'a>,
+    /// A payload carried in the header (flag INLINE).
+    inline: Option<[u8; proto::INLINE_MAX]>,
 }
 
 struct PayloadRef<'a> {
@@ -62,6 +64,10 @@ impl InRecord<'_> {
     /// contract: buffers stay valid until the receive completes).
     pub unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
         let len = len.min(self.payload_len().saturating_sub(off));
+        if let Some(b) = &self.inline {
+            // SAFETY: forwarded contract; the source is our local copy.
+            return unsafe { PayloadIn::copy_to_iov(&b[..self.payload_len()], off, len, dst, dst_off) };
+        }
         let mut copied = 0;
         dst.for_range(dst_off, len, |p, n, _| {
             // SAFETY: the record is published and unreleased (we are inside
@@ -79,6 +85,9 @@ impl InRecord<'_> {
     /// Copies the whole payload into a new vector.
     pub fn payload_vec(&self) -> Vec<u8> {
         let n = self.payload_len();
+        if let Some(b) = &self.inline {
+            return b[..n].to_vec();
+        }
         let mut v = vec![0u8; n];
         // SAFETY: `v` has `n` bytes; the record is published and unreleased.
         unsafe { self.payload.ring.read_at(self.payload.at, HDR_LEN, v.as_mut_ptr(), n) };
@@ -607,9 +616,10 @@ fn advance(v: &[libc::iovec], mut skip: usize) -> Vec<libc::iovec> {
 }
 
 fn ring_doorbell(tx: &OwnedFd, p: &PeerOut) {
-    // Dekker with the sleeper: we published (Release) then read `sleepers`
-    // (SeqCst); it set `sleepers` (SeqCst) then re-checked the ring.
-    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    // Dekker with the sleeper: we published the tail (a SeqCst swap,
+    // Ring::publish) then read `sleepers` (SeqCst); it stored `sleepers`
+    // (SeqCst) then re-read the tail (SeqCst). In the single order of SeqCst
+    // operations one of the two sees the other.
     if p.seg.sleepers() == 0 {
         return;
     }
@@ -633,7 +643,8 @@ fn ring_doorbell(tx: &OwnedFd, p: &PeerOut) {
 /// Ok(true) written, Ok(false) no room, Err: ring corrupt.
 fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ring::Corrupt> {
     let n = payload.len();
-    let cells = cells_for(HDR_LEN + n);
+    let inline = hdr.op == proto::op::MSG && n <= proto::INLINE_MAX;
+    let cells = if inline { 1 } else { cells_for(HDR_LEN + n) };
     if p.free < cells {
         p.free = p.ring.free_cells(p.tail)?;
         if p.free < cells {
@@ -643,6 +654,20 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
     p.free -= cells;
     let mut h = *hdr;
     h.payload = n as u32;
+    if inline {
+        let mut buf = [0u8; proto::INLINE_MAX];
+        let mut at = 0;
+        payload.for_each(|chunk| {
+            buf[at..at + chunk.len()].copy_from_slice(chunk);
+            at += chunk.len();
+        });
+        h.set_inline(&buf[..n]);
+        // SAFETY: one free cell at `tail`, ours (producer).
+        unsafe { p.ring.write_at(p.tail, 0, &h.to_bytes()) };
+        p.tail = p.tail.wrapping_add(1);
+        p.ring.publish(p.tail);
+        return Ok(true);
+    }
     // SAFETY: `cells` cells from `tail` are free and ours (producer).
     unsafe {
         p.ring.write_at(p.tail, 0, &h.to_bytes());
@@ -689,7 +714,12 @@ fn consume_slot(
         unsafe { s.ring.read_at(s.head, 0, hb.as_mut_ptr(), HDR_LEN) };
         let hdr = WireHdr::from_bytes(&hb);
         hdr.check(lim).map_err(|_| ())?;
-        let cells = cells_for(HDR_LEN + hdr.payload as usize);
+        let inline = (hdr.flags & proto::flag::INLINE != 0).then(|| hdr.inline_bytes());
+        let cells = if inline.is_some() {
+            1
+        } else {
+            cells_for(HDR_LEN + hdr.payload as usize)
+        };
         if cells > avail {
             // A producer publishes whole records; a partial one is corruption.
             return Err(());
@@ -702,6 +732,7 @@ fn consume_slot(
                 ring: &s.ring,
                 at: s.head,
             },
+            inline,
         };
         match f(rec) {
             Disposition::Consumed => {

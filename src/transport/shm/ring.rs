@@ -135,8 +135,13 @@ impl Ring {
     }
 
     /// Makes everything written before `new_tail` visible to the consumer.
+    ///
+    /// A SeqCst swap rather than a Release store: it is also the producer's
+    /// half of the wake-up handshake (it must be ordered before the
+    /// producer's read of the consumer's `sleepers` word; on x86 the locked
+    /// exchange is that barrier, cheaper than a store plus a fence).
     pub fn publish(&self, new_tail: u64) {
-        self.tail_word().store(new_tail, Ordering::Release);
+        self.tail_word().swap(new_tail, Ordering::SeqCst);
     }
 
     /// The consumer's position, for a producer re-attaching to a ring.
@@ -148,7 +153,9 @@ impl Ring {
 
     /// Cells published beyond the consumer's own `head`.
     pub fn available(&self, head: u64) -> Result<u64, Corrupt> {
-        let tail = self.tail_word().load(Ordering::Acquire);
+        // SeqCst (a plain load on x86): the consumer's half of the wake-up
+        // handshake re-checks the ring after publishing `sleepers`.
+        let tail = self.tail_word().load(Ordering::SeqCst);
         let n = tail.wrapping_sub(head);
         if n > self.ncells {
             return Err(Corrupt);
