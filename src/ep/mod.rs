@@ -3,6 +3,8 @@
 //! ([`rdm::Inner`]). Matching is in [`matching`], protocols in [`rdm`].
 
 pub mod matching;
+pub mod msg;
+pub mod pep;
 pub mod rdm;
 
 use crate::abi::*;
@@ -39,6 +41,8 @@ pub struct Ep {
     inner: Mutex<rdm::Inner>,
     /// Wait fd registered with the domain's engine.
     wait_fd: std::os::fd::RawFd,
+    /// Connection state of a connection-oriented (`FI_EP_MSG`) endpoint.
+    msg: Option<Arc<msg::MsgLink>>,
 }
 
 impl FiObject for Ep {
@@ -56,7 +60,11 @@ impl Source for Ep {
     fn progress(&self) {
         if let Some(b) = self.bound.get() {
             if !self.closed.load(Ordering::Acquire) {
-                self.inner.lock().progress(b);
+                let mut g = self.inner.lock();
+                g.progress(b);
+                if let Some(m) = &self.msg {
+                    m.after_progress(&mut g, b);
+                }
             }
         }
     }
@@ -84,12 +92,20 @@ impl Ep {
 
     pub fn send(&self, a: SendArgs) -> Result<()> {
         let b = self.bound()?;
-        self.inner.lock().send(b, a)
+        let mut g = self.inner.lock();
+        if let Some(m) = &self.msg {
+            m.check_send()?;
+        }
+        g.send(b, a)
     }
 
     pub fn recv(&self, a: RecvArgs) -> Result<()> {
         let b = self.bound()?;
-        self.inner.lock().recv(b, a)
+        let mut g = self.inner.lock();
+        if let Some(m) = &self.msg {
+            m.check_recv()?;
+        }
+        g.recv(b, a)
     }
 }
 
@@ -105,6 +121,9 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
     // SAFETY: per the contract.
     let info = unsafe { crate::attr::Info::from_c(info) }?;
     let ep_type = info.ep.as_ref().map(|e| e.ep_type).unwrap_or(FI_EP_RDM);
+    if ep_type == FI_EP_MSG {
+        return msg::open(d, &info, context);
+    }
     if ep_type != FI_EP_RDM && ep_type != FI_EP_UNSPEC {
         return Err(Error::INVAL);
     }
@@ -129,6 +148,7 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
         min_multi_recv: 64,
         unexp_budget: env_size("unexp_budget", DEFAULT_UNEXP_BUDGET),
         cma: crate::params::get_bool("shm_cma", true),
+        fixed_peer: None,
     };
     let port: Box<dyn crate::transport::Port> = match d.core.transport {
         TransportKind::Shm => {
@@ -184,6 +204,7 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
         closed: AtomicBool::new(false),
         inner: Mutex::new(inner),
         wait_fd,
+        msg: None,
     });
     let engine = &d.core.engine;
     engine.watch_fd(wait_fd, crate::sys::IN)?;
@@ -387,9 +408,14 @@ unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -
                         return Ok(0);
                     }
                     let b = std::mem::take(&mut *ep.pending.lock());
-                    if b.av.is_none() {
+                    let needs = match &ep.msg {
+                        Some(m) => m.check_binds(&b, &ep.domain),
+                        None if b.av.is_none() => Err(Error::NOAV),
+                        None => Ok(()),
+                    };
+                    if let Err(e) = needs {
                         *ep.pending.lock() = b;
-                        return Err(Error::NOAV);
+                        return Err(e);
                     }
                     let (tx_size, rx_size) = {
                         let g = ep.inner.lock();

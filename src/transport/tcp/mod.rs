@@ -29,8 +29,10 @@
 //!   are in the port's own epoll set, whose descriptor the domain's engine
 //!   nests ([`Port::wait_fd`]); `poll` is one zero-timeout `epoll_wait`.
 
+pub mod cm;
 pub mod framing;
 pub mod hello;
+pub mod msg;
 pub mod sys;
 
 use crate::addr::Addr;
