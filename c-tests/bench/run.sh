@@ -4,6 +4,10 @@
 # interleaved, and the median is printed with the ratio rustfab/built-in
 # (latency: < 1 is better; bandwidth: > 1 is better). Processes are pinned
 # to CPUs 0 and 1 by rf_bench itself.
+#
+# Rows: shm (rustfab shm vs shm), tcp (rustfab tcp RDM vs tcp;ofi_rxm) and
+# msg (rustfab tcp FI_EP_MSG vs the built-in tcp's FI_EP_MSG). BENCH_TCP=0
+# leaves the two tcp rows out.
 set -u
 bin=${1:-build/bench/rf_bench}
 REPEAT=${REPEAT:-3}
@@ -13,21 +17,22 @@ ITERS=${ITERS:-10000}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-# pairs: label | rustfab args | built-in args
+# pairs: label | rustfab transport | rustfab args | built-in args
 pairs=(
-	"shm|-p rustfab -d shm|-p shm"
+	"shm|shm|-p rustfab -d shm|-p shm"
 )
-if [ -n "${BENCH_TCP:-}" ]; then
-	pairs+=("tcp|-p rustfab -d tcp|-p tcp;ofi_rxm")
+if [ "${BENCH_TCP:-1}" != 0 ]; then
+	pairs+=("tcp|tcp|-p rustfab -d tcp|-p tcp;ofi_rxm")
+	pairs+=("msg|tcp|-p rustfab -d tcp -e msg|-p tcp -e msg")
 fi
 
 for pair in "${pairs[@]}"; do
-	IFS='|' read -r label ours theirs <<<"$pair"
+	IFS='|' read -r label transport ours theirs <<<"$pair"
 	for r in $(seq "$REPEAT"); do
 		for who in ours theirs; do
 			args=$ours; [ $who = theirs ] && args=$theirs
 			# shellcheck disable=SC2086
-			if ! FI_RUSTFAB_TRANSPORT=$label timeout 300 "$bin" $args -s "$SIZES" -i "$ITERS" \
+			if ! FI_RUSTFAB_TRANSPORT=$transport timeout 300 "$bin" $args -s "$SIZES" -i "$ITERS" \
 				| sed "s/^/$label $who /" >>"$out"; then
 				echo "bench: $who ($args) failed" >&2
 			fi
