@@ -304,6 +304,9 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
             o.core.users.check_idle()?;
             let ep = &o.core;
             ep.closed.store(true, Ordering::Release);
+            if let Some(m) = &ep.msg {
+                m.on_close(ep);
+            }
             let engine = &ep.domain.engine;
             engine.unwatch_fd(ep.wait_fd);
             let src: Arc<dyn Source> = o.core.clone();
@@ -409,7 +412,7 @@ unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -
                     }
                     let b = std::mem::take(&mut *ep.pending.lock());
                     let needs = match &ep.msg {
-                        Some(m) => m.check_binds(&b, &ep.domain),
+                        Some(m) => m.on_enable(ep, &b),
                         None if b.av.is_none() => Err(Error::NOAV),
                         None => Ok(()),
                     };

@@ -19,8 +19,9 @@
 //!   (fabtests `fi_cm_data` expects it), rather than the silent truncation
 //!   fi_cm(3) allows.
 //! * Setup is non-blocking: `fi_connect`/`fi_accept` start it and run one
-//!   progress pass; EQ reads (the EQ's wait object gains the domain's
-//!   engine when the endpoint is enabled) and CQ reads finish it. A
+//!   progress pass; EQ reads (the enabled endpoint is a source of the
+//!   EQ's engine too, and its socket wakes EQ waits) and CQ reads finish
+//!   it. A
 //!   connect that fails — even at once, like a refused loopback port —
 //!   is an EQ error event, never a `fi_connect` error.
 //! * When the connection ends, every outstanding operation completes in
@@ -41,6 +42,7 @@ use crate::domain::{Domain, TransportKind};
 use crate::eq::EqError;
 use crate::error::{Error, Result};
 use crate::ffi::{self, Held, Obj, Users};
+use crate::progress::{Engine, Source};
 use crate::transport::proto::Limits;
 use crate::transport::tcp::cm::CM_DATA_MAX;
 use crate::transport::tcp::msg::{CmEvent, LinkState, MsgShared, MSG_PEER};
@@ -65,6 +67,8 @@ pub struct MsgLink {
     addr_format: u32,
     /// Events the EQ had no room for, oldest first (retried every pass).
     backlog: Mutex<VecDeque<Pending>>,
+    /// The bound EQ's engine, which this endpoint joined at `fi_enable`.
+    eq_engine: Mutex<Option<Arc<Engine>>>,
 }
 
 enum Pending {
@@ -105,11 +109,32 @@ impl MsgLink {
         }
     }
 
-    /// Binding checks at `fi_enable`: an EQ is required (connection events
-    /// go there), and its waits must progress this endpoint's domain.
-    pub fn check_binds(&self, b: &Binds, d: &Domain) -> Result<()> {
+    /// At `fi_enable`: an EQ is required (connection events go there), and
+    /// its reads and waits must progress this endpoint: the endpoint joins
+    /// the EQ's own engine (its fabric's) as a second source, with its wait
+    /// fd, until it closes ([`MsgLink::on_close`]). CQ reads progress it
+    /// through the domain's engine as any endpoint.
+    pub fn on_enable(&self, ep: &Arc<Ep>, b: &Binds) -> Result<()> {
         let eq = b.eq.as_ref().ok_or(Error::NOEQ)?;
-        eq.wait().add_engine(&d.engine)
+        let mut slot = self.eq_engine.lock();
+        if slot.is_some() {
+            return Ok(());
+        }
+        if let Some(engine) = eq.wait().engines().first().cloned() {
+            engine.watch_fd(ep.wait_fd, crate::sys::IN)?;
+            engine.add_source(ep.clone());
+            *slot = Some(engine);
+        }
+        Ok(())
+    }
+
+    /// At endpoint close: leaves the EQ's engine.
+    pub fn on_close(&self, ep: &Arc<Ep>) {
+        if let Some(engine) = self.eq_engine.lock().take() {
+            engine.unwatch_fd(ep.wait_fd);
+            let src: Arc<dyn Source> = ep.clone();
+            engine.remove_source(&src);
+        }
     }
 
     /// After a progress pass (endpoint lock held): turns connection changes
@@ -247,6 +272,7 @@ pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut f
             FI_SOCKADDR_IN
         },
         backlog: Mutex::new(VecDeque::new()),
+        eq_engine: Mutex::new(None),
     });
     let inner = rdm::Inner::new(Box::new(shared.port()), cfg);
     let wait_fd = inner.wait_fd();
