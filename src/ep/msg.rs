@@ -67,6 +67,8 @@ pub struct MsgLink {
     addr_format: u32,
     /// Events the EQ had no room for, oldest first (retried every pass).
     backlog: Mutex<VecDeque<Pending>>,
+    /// `backlog` is not empty.
+    backlogged: AtomicBool,
     /// The bound EQ's engine, which this endpoint joined at `fi_enable`.
     eq_engine: Mutex<Option<Arc<Engine>>>,
 }
@@ -141,7 +143,7 @@ impl MsgLink {
     /// into completions and EQ events.
     pub fn after_progress(&self, inner: &mut rdm::Inner, b: &Binds) {
         let evs = self.conn.take_cm_events();
-        if evs.is_empty() && self.backlog.lock().is_empty() {
+        if evs.is_empty() && !self.backlogged.load(Ordering::Acquire) {
             return;
         }
         let fid = self.fid();
@@ -170,6 +172,7 @@ impl MsgLink {
         q.extend(out);
         let Some(eq) = b.eq.as_ref() else {
             q.clear();
+            self.backlogged.store(false, Ordering::Release);
             return;
         };
         while let Some(p) = q.pop_front() {
@@ -186,6 +189,7 @@ impl MsgLink {
                 break;
             }
         }
+        self.backlogged.store(!q.is_empty(), Ordering::Release);
     }
 }
 
@@ -272,6 +276,7 @@ pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut f
             FI_SOCKADDR_IN
         },
         backlog: Mutex::new(VecDeque::new()),
+        backlogged: AtomicBool::new(false),
         eq_engine: Mutex::new(None),
     });
     let inner = rdm::Inner::new(Box::new(shared.port()), cfg);

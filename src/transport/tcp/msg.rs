@@ -43,7 +43,7 @@ use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -194,8 +194,6 @@ pub struct MsgConn {
     doomed: Option<Error>,
     scratch: Vec<u8>,
     ready: Vec<(u64, u32)>,
-    /// `poll` ran since the last `take_events`.
-    polled: bool,
     connect_timeout: Duration,
 }
 
@@ -204,6 +202,8 @@ pub struct MsgShared {
     conn: Mutex<MsgConn>,
     /// The current [`LinkState`], readable without the lock (post checks).
     state: AtomicU8,
+    /// `events` is not empty (checked without the lock after every pass).
+    has_events: AtomicBool,
     wait_fd: RawFd,
 }
 
@@ -214,6 +214,7 @@ impl MsgShared {
         Arc::new(MsgShared {
             conn: Mutex::new(c),
             state,
+            has_events: AtomicBool::new(false),
             wait_fd,
         })
     }
@@ -254,7 +255,11 @@ impl MsgShared {
 
     /// The port the endpoint core drives.
     pub fn port(self: &Arc<Self>) -> MsgPort {
-        MsgPort { shared: self.clone() }
+        MsgPort {
+            shared: self.clone(),
+            polled: false,
+            stalled: false,
+        }
     }
 
     pub fn state(&self) -> LinkState {
@@ -265,6 +270,9 @@ impl MsgShared {
         let mut c = self.conn.lock();
         let r = f(&mut c);
         self.state.store(c.phase.link() as u8, Ordering::Release);
+        if !c.events.is_empty() {
+            self.has_events.store(true, Ordering::Release);
+        }
         r
     }
 
@@ -306,8 +314,12 @@ impl MsgShared {
         self.conn.lock().v6
     }
 
-    /// Connection-management changes since the last call.
+    /// Connection-management changes since the last call (cheap when
+    /// there are none: called after every progress pass).
     pub fn take_cm_events(&self) -> Vec<CmEvent> {
+        if !self.has_events.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
         self.conn.lock().events.drain(..).collect()
     }
 }
@@ -338,7 +350,6 @@ impl MsgConn {
             doomed: None,
             scratch: vec![0u8; SCRATCH],
             ready: Vec::with_capacity(8),
-            polled: false,
             connect_timeout: CONNECT_TIMEOUT,
         })
     }
@@ -560,7 +571,6 @@ impl MsgConn {
     // ------------------------------------------------------------ progress
 
     fn poll(&mut self, d: &mut dyn Delivery) {
-        self.polled = true;
         for (id, r) in std::mem::take(&mut self.sent) {
             d.sent(id, r);
         }
@@ -824,6 +834,10 @@ impl MsgConn {
 /// The endpoint core's view of the connection.
 pub struct MsgPort {
     shared: Arc<MsgShared>,
+    /// `poll` ran since the last `take_events`.
+    polled: bool,
+    /// The connection's `stalled` as of the last pass.
+    stalled: bool,
 }
 
 impl Port for MsgPort {
@@ -865,7 +879,11 @@ impl Port for MsgPort {
     }
 
     fn poll(&mut self, d: &mut dyn Delivery) {
-        self.shared.with(|c| c.poll(d))
+        self.polled = true;
+        self.stalled = self.shared.with(|c| {
+            c.poll(d);
+            c.stalled
+        });
     }
 
     fn check_peer(&mut self, _peer: &Addr) -> bool {
@@ -881,13 +899,15 @@ impl Port for MsgPort {
     /// without a pass before it means a receive may have been posted: a
     /// stalled stream gets EPOLLIN back so that a sleeper wakes and retries.
     fn take_events(&mut self) -> Vec<PeerEvent> {
-        let mut c = self.shared.conn.lock();
-        if !c.polled && c.stalled {
-            c.stalled = false;
-            c.update_interest();
-            c.stalled = true;
+        if !self.polled && self.stalled {
+            let mut c = self.shared.conn.lock();
+            if c.stalled {
+                c.stalled = false;
+                c.update_interest();
+                c.stalled = true;
+            }
         }
-        c.polled = false;
+        self.polled = false;
         Vec::new()
     }
 
