@@ -574,6 +574,7 @@ TEST(shutdown_cancels_outstanding)
 	int canceled = 0, other = 0;
 	for (int k = 0; k < 5; k++) {
 		ssize_t r = fi_cq_read(c.cq, &e, 1);
+		memset(&ce, 0, sizeof(ce));
 		if (r == -FI_EAVAIL && fi_cq_readerr(c.cq, &ce, 0) == 1 && ce.err == FI_ECANCELED)
 			canceled++;
 		else
