@@ -109,7 +109,11 @@ $(BUILD)/netns/rdm_pair: c-tests/netns/rdm_pair.c c-tests/harness.h c-tests/rdm_
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lfabric
 
-netns: lib $(BUILD)/netns/rdm_pair
+$(BUILD)/netns/msg_pair: c-tests/netns/msg_pair.c c-tests/harness.h c-tests/rdm_common.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric
+
+netns: lib $(BUILD)/netns/rdm_pair $(BUILD)/netns/msg_pair
 	c-tests/netns/run.sh $(BUILD)
 
 # ---- upstream fabtests (installed separately; see fabtests-integration/run.sh)

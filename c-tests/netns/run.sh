@@ -7,7 +7,11 @@
 #      of 2000 x 64 KiB, a peer killed mid-transfer);
 #   2. fi_pingpong (libfabric-bin) over rustfab: RDM and MSG endpoints;
 #   3. the fabtests ping-pongs (fi_rdm_pingpong, fi_msg_pingpong, fi_cm_data)
-#      when an installed fabtests is found (FABTESTS_PREFIX, or /opt/fabtests).
+#      when an installed fabtests is found (FABTESTS_PREFIX, or /opt/fabtests);
+#   4. msg_pair: connected endpoints (connection data, data both ways,
+#      shutdown), then a partition after connect (B's link goes down): both
+#      sides must see FI_SHUTDOWN and error completions within the keepalive
+#      and user timeouts (about 20 s).
 # Needs root (or CAP_NET_ADMIN + CAP_SYS_ADMIN): without the permission to
 # create namespaces it prints "SKIP" and exits 0. Only namespaces this
 # script creates are touched; they are deleted on exit.
@@ -17,6 +21,7 @@ set -u
 build=${1:-build}
 : "${FI_PROVIDER_PATH:?FI_PROVIDER_PATH must point at the directory holding librustfab-fi.so}"
 pair=$build/netns/rdm_pair
+mpair=$build/netns/msg_pair
 T=${NETNS_TIMEOUT:-300}
 ns_a=rustfab-a-$$
 ns_b=rustfab-b-$$
@@ -58,6 +63,8 @@ for _ in $(seq 50); do
 done
 
 passed=0; failed=0
+# NETNS_ONLY=name runs one group (rdm_pair, fi_pingpong, fabtests, msg_pair).
+want() { [ -z "${NETNS_ONLY:-}" ] || [ "$NETNS_ONLY" = "$1" ]; }
 result() { # name, rc
 	if [ "$2" -eq 0 ]; then echo "ok   netns $1"; passed=$((passed + 1))
 	else echo "FAIL netns $1 (rc=$2)"; failed=$((failed + 1)); fi
@@ -88,7 +95,9 @@ export FI_PROVIDER=${FI_PROVIDER:-rustfab}
 echo "== netns: $ns_a ($ip_a, rfa) <-> $ns_b ($ip_b, rfb)"
 
 # 1. The RDM scenarios, one end per namespace (control channel: FIFOs).
-if [ -x "$pair" ]; then
+if ! want rdm_pair; then
+	:
+elif [ -x "$pair" ]; then
 	mkfifo "$tmp/a2b" "$tmp/b2a"
 	cs "rdm_pair" "$pair server $tmp/a2b $tmp/b2a" "$pair client $tmp/b2a $tmp/a2b"
 	grep -h -E '^(ok|FAIL) ' "$tmp/s.log" | sed 's/^/  [A] /'
@@ -97,7 +106,9 @@ else
 fi
 
 # 2. fi_pingpong (libfabric-bin), data integrity checked.
-if command -v fi_pingpong >/dev/null; then
+if ! want fi_pingpong; then
+	:
+elif command -v fi_pingpong >/dev/null; then
 	for e in rdm msg; do
 		cs "fi_pingpong -e $e" "fi_pingpong -p rustfab -e $e -c -I 200" \
 			"fi_pingpong -p rustfab -e $e -c -I 200 $ip_a"
@@ -109,12 +120,27 @@ fi
 
 # 3. fabtests, when installed.
 ft=${FABTESTS_PREFIX:-/opt/fabtests}/bin
-if [ -x "$ft/fi_msg_pingpong" ]; then
+if ! want fabtests; then
+	:
+elif [ -x "$ft/fi_msg_pingpong" ]; then
 	for t in "fi_rdm_pingpong -I 100" "fi_msg_pingpong -I 100 -v" "fi_msg_bw -I 100" "fi_cm_data"; do
 		cs "$t" "$ft/$t -p rustfab -s $ip_a" "$ft/$t -p rustfab -s $ip_b $ip_a"
 	done
 else
 	echo "note: fabtests not found at $ft; skipped"
+fi
+
+# 4. Connected endpoints, then a partition (last: it takes B's link down).
+if ! want msg_pair; then
+	:
+elif [ -x "$mpair" ]; then
+	mkfifo "$tmp/ma2b" "$tmp/mb2a"
+	cs "msg_pair" "$mpair server $tmp/ma2b $tmp/mb2a rfa" "$mpair client $tmp/mb2a $tmp/ma2b rfb"
+	grep -h -E '^(ok|FAIL) |FI_SHUTDOWN after' "$tmp/s.log" | sed 's/^/  [A] /'
+	grep -h -E 'FI_SHUTDOWN after' "$tmp/c.log" | sed 's/^/  [B] /'
+	ip -n "$ns_b" link set rfb up
+else
+	echo "FAIL netns msg_pair: $mpair not built"; failed=$((failed + 1))
 fi
 
 echo "netns: $passed passed, $failed failed"

@@ -773,6 +773,14 @@ impl MsgConn {
         if self.phase == Phase::Down {
             return;
         }
+        // An established connection that breaks (reset, end of stream,
+        // keepalive or user timeout) is a peer failure, reported as on RDM
+        // endpoints (ep::rdm::PEER_FAILED); our own fi_shutdown cancels.
+        let e = if self.phase == Phase::Up && e != Error::CANCELED {
+            crate::ep::rdm::PEER_FAILED
+        } else {
+            e
+        };
         self.reader.abort(&mut ToCore { d: &mut *d }, e);
         for id in self.queue.take_notifications() {
             d.sent(id, Err(e));
