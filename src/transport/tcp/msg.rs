@@ -317,7 +317,7 @@ impl MsgShared {
     /// Connection-management changes since the last call (cheap when
     /// there are none: called after every progress pass).
     pub fn take_cm_events(&self) -> Vec<CmEvent> {
-        if !self.has_events.swap(false, Ordering::AcqRel) {
+        if !self.has_events.load(Ordering::Acquire) || !self.has_events.swap(false, Ordering::AcqRel) {
             return Vec::new();
         }
         self.conn.lock().events.drain(..).collect()
