@@ -12,6 +12,7 @@
  */
 #include "rdm_common.h"
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -680,6 +681,77 @@ TEST(hostile_clients)
 	side_close(&s);
 }
 
+static int count_fds(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* A connection request the application never reads: closing the EQ that
+ * holds it closes its connection (the client is refused) and frees its
+ * info; every descriptor is released. */
+TEST(unread_connreq_is_refused_and_freed)
+{
+	struct side s, c;
+	struct fi_eq_err_entry err = {0};
+	char buf[sizeof(struct fi_eq_cm_entry) + CM_MAX];
+	uint32_t ev;
+	int before = count_fds();
+	CHECK_OK(srv_open(&s));
+	CHECK_OK(cli_open(&c, &s.name));
+	CHECK_OK(fi_connect(c.ep, &s.name, "q", 1));
+	/* Let the request reach the server's EQ, without reading it. */
+	double end = now_sec() + 10;
+	ssize_t r = -FI_EAGAIN;
+	while (now_sec() < end && r == -FI_EAGAIN) {
+		(void)fi_eq_read(c.eq, &ev, buf, sizeof(buf), FI_PEEK);
+		r = fi_eq_read(s.eq, &ev, buf, sizeof(buf), FI_PEEK);
+	}
+	CHECK_EQ(r, sizeof(struct fi_eq_cm_entry) + 1);
+	CHECK_EQ(ev, FI_CONNREQ);
+	side_close(&s);
+	CHECK_EQ(get_event(c.eq, NULL, &ev, buf, sizeof(buf), &err, 10), -FI_EAVAIL);
+	CHECK_EQ(err.err, FI_ECONNREFUSED);
+	side_close(&c);
+	CHECK_EQ(count_fds(), before);
+}
+
+/* One passive endpoint and EQ serve many connections in turn (a domain
+ * per connection, as fabtests do): descriptors do not build up. */
+TEST(many_connections_one_eq)
+{
+	struct side s, c;
+	CHECK_OK(srv_open(&s));
+	int base = -1;
+	for (int k = 0; k < 40; k++) {
+		CHECK_OK(cli_open(&c, &s.name));
+		int line = pair_connect(&s, &c, (size_t)k);
+		if (line)
+			FAIL_AT("connection %d failed at line %d", k, line);
+		CHECK_OK(fi_shutdown(s.ep, 0));
+		line = both_shut_down(&s, &c);
+		if (line)
+			FAIL_AT("connection %d: shutdown failed at line %d", k, line);
+		side_close(&c);
+		fi_close(&s.ep->fid);
+		fi_close(&s.cq->fid);
+		fi_close(&s.domain->fid);
+		s.ep = NULL;
+		s.cq = NULL;
+		s.domain = NULL;
+		if (k == 4)
+			base = count_fds();
+	}
+	CHECK_EQ(count_fds(), base);
+	side_close(&s);
+}
+
 /*
  * The blocking path across processes: the parent sleeps in fi_eq_sread
  * until a child (started later) connects; the child sleeps in fi_eq_sread
@@ -815,6 +887,8 @@ int main(int argc, char **argv)
 	RUN(shutdown_cancels_outstanding);
 	RUN(endpoint_on_a_pep_address);
 	RUN(hostile_clients);
+	RUN(unread_connreq_is_refused_and_freed);
+	RUN(many_connections_one_eq);
 	RUN(sread_wakes_across_processes);
 	RUN(peer_killed);
 	return harness_done();
