@@ -195,6 +195,13 @@ impl Reader {
         }
     }
 
+    /// Whether the reader holds stream bytes it has not handed over (a
+    /// stalled record, read-ahead bytes): the socket may be empty, so a
+    /// sleeper would not wake for them.
+    pub fn holds_input(&self) -> bool {
+        self.waiting_for_core() || self.ahead_avail() > 0
+    }
+
     /// Whether the reader waits for the core (`Stall`).
     pub fn waiting_for_core(&self) -> bool {
         matches!(

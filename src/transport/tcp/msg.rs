@@ -913,6 +913,12 @@ impl Port for MsgPort {
                 c.stalled = false;
                 c.update_interest();
                 c.stalled = true;
+                if c.reader.holds_input() {
+                    // What waits is in our buffers, not in the socket:
+                    // fire the timer so that a sleeper wakes and retries.
+                    c.timer.set(Some(Duration::from_micros(1)));
+                    c.timer_at = Some(Instant::now());
+                }
             }
         }
         self.polled = false;
