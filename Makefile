@@ -12,7 +12,7 @@ TIMEOUT  ?= timeout
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall demo test unit abi-check exports-check header header-check \
-        c-tests c-tests-tcp examples fabtests mpi bench fmt lint clean panic-test
+        c-tests c-tests-tcp examples netns fabtests mpi bench fmt lint clean panic-test
 
 all: lib
 
@@ -37,7 +37,7 @@ demo: lib $(BUILD)/bench/rf_bench
 	@echo "== ping-pong between two processes over rustfab shm (one-way latency, bandwidth)"
 	$(TIMEOUT) 120 $(BUILD)/bench/rf_bench -p rustfab -d shm -s 64,4k,1m -i 2000
 
-test: lint unit abi-check exports-check header-check c-tests panic-test mpi
+test: lint unit abi-check exports-check header-check c-tests netns panic-test mpi
 
 unit:
 	$(CARGO) test --release
@@ -120,6 +120,19 @@ examples: lib $(EXAMPLE_BINS)
 	  echo "== $$(basename $$e) ($$t)"; \
 	  RF_TRANSPORT=$$t FI_RUSTFAB_IFACE=lo FI_PROVIDER=rustfab $(TIMEOUT) 60 $$e || exit 1; \
 	done; done
+
+# ---- between hosts: two network namespaces joined by a veth pair, one rustfab
+# process in each (needs root; prints SKIP and succeeds without it).
+$(BUILD)/netns/rdm_pair: c-tests/netns/rdm_pair.c c-tests/harness.h c-tests/rdm_common.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric
+
+$(BUILD)/netns/msg_pair: c-tests/netns/msg_pair.c c-tests/harness.h c-tests/rdm_common.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric
+
+netns: lib $(BUILD)/netns/rdm_pair $(BUILD)/netns/msg_pair
+	c-tests/netns/run.sh $(BUILD)
 
 # ---- upstream fabtests (installed separately; see fabtests-integration/run.sh)
 FT_SETS ?= foundation cq

@@ -67,29 +67,31 @@ static const char *dom(const struct fi_info *i)
 	return i->domain_attr->name;
 }
 
+/* Native RDM entries first (shm, tcp), then tcp's connected endpoints. */
 TEST(null_hints_shm_then_tcp)
 {
 	struct fi_info *info = NULL, *i;
-	const char *want[] = {"shm", "tcp"};
+	const char *want[] = {"shm", "tcp", "tcp"};
+	const enum fi_ep_type types[] = {FI_EP_RDM, FI_EP_RDM, FI_EP_MSG};
 	int k = 0;
 	CHECK_OK(fi_getinfo(V, NULL, NULL, 0, NULL, &info));
 	for (i = info; i; i = i->next) {
 		if (strcasecmp(i->fabric_attr->prov_name, "rustfab"))
 			continue;
-		if (k >= 2 || strcmp(dom(i), want[k])) {
+		if (k >= 3 || strcmp(dom(i), want[k]) || i->ep_attr->type != types[k]) {
 			fi_freeinfo(info);
 			FAIL_AT("rustfab entry %d has domain %s", k, dom(i));
 		}
 		k++;
 	}
 	fi_freeinfo(info);
-	CHECK_EQ(k, 2);
+	CHECK_EQ(k, 3);
 }
 
 TEST(entries_are_complete)
 {
 	struct fi_info *info = NULL, *i;
-	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_UNSPEC), NULL, NULL, 0, &info));
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_RDM), NULL, NULL, 0, &info));
 	CHECK_EQ(n_entries(info), 2);
 	for (i = info; i; i = i->next) {
 		CHECK(i->tx_attr && i->rx_attr && i->ep_attr && i->domain_attr && i->fabric_attr);
@@ -148,7 +150,7 @@ TEST(no_layered_entries)
 		found += !strcmp(p, "rustfab");
 	}
 	fi_freeinfo(info);
-	CHECK_EQ(found, 2);
+	CHECK_EQ(found, 3);
 	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_UNSPEC), NULL, NULL, 0, &info));
 	for (i = info; i; i = i->next)
 		CHECK(!strcmp(i->fabric_attr->prov_name, "rustfab"));
@@ -191,7 +193,7 @@ static void m_fmt_ib(struct fi_info *h) { h->addr_format = FI_SOCKADDR_IB; }
 static void m_fmt_psmx(struct fi_info *h) { h->addr_format = FI_ADDR_PSMX; }
 static void m_dom_name(struct fi_info *h) { h->domain_attr->name = strdup("eth0"); }
 static void m_fab_name(struct fi_info *h) { h->fabric_attr->name = strdup("192.0.2.0/24"); }
-static void m_ep_msg(struct fi_info *h) { h->ep_attr->type = FI_EP_MSG; }
+static void m_ep_msg(struct fi_info *h) { h->ep_attr->type = FI_EP_MSG; h->caps = FI_MSG | FI_DIRECTED_RECV; }
 static void m_ep_dgram(struct fi_info *h) { h->ep_attr->type = FI_EP_DGRAM; }
 static void m_tx_order(struct fi_info *h) { h->tx_attr->msg_order = FI_ORDER_STRICT; }
 static void m_comp_order(struct fi_info *h) { h->rx_attr->comp_order = FI_ORDER_STRICT; }
@@ -231,7 +233,7 @@ TEST(nonmatching_hints_enodata)
 		{"addr_format PSMX", m_fmt_psmx},
 		{"domain name", m_dom_name},
 		{"fabric name", m_fab_name},
-		{"FI_EP_MSG", m_ep_msg},
+		{"FI_EP_MSG with FI_DIRECTED_RECV", m_ep_msg},
 		{"FI_EP_DGRAM", m_ep_dgram},
 		{"tx msg_order", m_tx_order},
 		{"rx comp_order", m_comp_order},
@@ -607,7 +609,7 @@ TEST(fi_info_verbose_hints)
 	h->domain_attr->mode = ~0ULL;
 	h->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
 	CHECK_OK(rf_get(h, NULL, NULL, 0, &info));
-	CHECK_EQ(n_entries(info), 2);
+	CHECK_EQ(n_entries(info), 3);
 	for (i = info; i; i = i->next) {
 		CHECK_EQ(i->domain_attr->mr_mode, 0);
 		CHECK_EQ(i->domain_attr->mode, 0);

@@ -121,6 +121,11 @@ impl Drop for Queue {
     fn drop(&mut self) {
         for e in self.events.drain(..) {
             let info = e.connreq_info();
+            if !info.is_null() {
+                // SAFETY: the info was built by rustfab; its handle is NULL or
+                // the connection request rustfab created for it.
+                unsafe { crate::ep::pep::discard_connreq((*info).handle) };
+            }
             // SAFETY: an unread FI_CONNREQ event still owns its info (built by
             // rustfab with libc allocations, like every info it hands out).
             unsafe { crate::attr::free_c_info(info) };

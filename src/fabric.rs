@@ -142,10 +142,13 @@ unsafe extern "C" fn fabric_passive_ep(
     // SAFETY: arguments come from the application through fi_passive_ep().
     unsafe {
         ffi::call_obj::<Fabric, c_int>("fi_passive_ep", f as *const c_void, |o| {
-            let _ = (o, info, pep, context);
-            // Connection-oriented (FI_EP_MSG) endpoints are not offered by
-            // fi_getinfo yet; without them there is nothing to listen for.
-            Err(Error::NOSYS)
+            // Refuse a NULL out-pointer before creating anything (no leak).
+            if pep.is_null() {
+                return Err(Error::INVAL);
+            }
+            let p = crate::ep::pep::open(o, info, context)?;
+            ffi::write_out(pep, p)?;
+            Ok(0)
         })
     }
 }

@@ -12,9 +12,9 @@
 //!
 //! # Decisions
 //! Taken from the issue (ABI.md §4.1–4.3, MPI.md §2):
-//! * Entries in [`TEMPLATES`] order: shm RDM, then tcp RDM.
-//!   `FI_RUSTFAB_TRANSPORT=shm|tcp` keeps one of them, `auto`/unset both.
-//!   An FI_EP_MSG entry is one more table row.
+//! * Entries in [`TEMPLATES`] order: auto RDM, shm RDM, tcp RDM, then tcp
+//!   MSG. `FI_RUSTFAB_TRANSPORT` (a list of auto, shm, tcp; `all`/unset:
+//!   every one) keeps the rows of the named transports.
 //! * `fabric_attr->prov_name` stays NULL (core fills it in); `prov_name`
 //!   hints (`rustfab`, `rustfab;^ofi_rxm`, …) are never a reason to reject.
 //! * caps are exactly what the data path delivers ([`SHM_CAPS`],
@@ -68,9 +68,10 @@
 //! * In `FI_VERSION < 1.5` an unspecified mr_mode is answered with
 //!   `FI_MR_SCALABLE`, the same semantics as modern mr_mode 0.
 //! * Domain limits (cq_cnt, ep_cnt, mr_cnt, …) are checked, not echoed.
-//! * op_flags accepted: tx `FI_COMPLETION | FI_INJECT_COMPLETE |
-//!   FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE`, rx `FI_COMPLETION |
-//!   FI_MULTI_RECV`.
+//! * op_flags accepted: tx `FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE |
+//!   FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE` (a default `FI_INJECT`
+//!   makes every send an inject: at most `inject_size` bytes), rx
+//!   `FI_COMPLETION | FI_MULTI_RECV`.
 //! * tclass: a quality-of-service hint. Every valid value (unspecified, a
 //!   DSCP value `FI_TC_DSCP | 0..63`, or one of the six labels) is accepted
 //!   and echoed, as util does (it does not check tclass at all; fabtests'
@@ -183,7 +184,8 @@ const IGNORED_RX_CAPS: u64 =
     FI_READ | FI_WRITE | FI_SEND | FI_FENCE | FI_MULTICAST | FI_NAMED_RX_CTX | DOMAIN_LEVEL_CAPS;
 
 /// Default operation flags the data path honours.
-pub const TX_OP_FLAGS: u64 = FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
+pub const TX_OP_FLAGS: u64 =
+    FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
 pub const RX_OP_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV;
 
 /// Mode bits rustfab requires of every application: none.
@@ -235,6 +237,16 @@ pub const TEMPLATES: &[Template] = &[
         transport: TransportKind::Tcp,
         ep_type: FI_EP_RDM,
         caps: TCP_CAPS,
+        protocol: TCP_PROTOCOL,
+        max_msg_size: TCP_MAX_MSG_SIZE,
+    },
+    // Connected endpoints (ep/msg.rs), after every RDM entry: applications
+    // that take the first entry get native RDM (ofi_rxm does not layer over
+    // this one: provider.rs sets disable_layering).
+    Template {
+        transport: TransportKind::Tcp,
+        ep_type: FI_EP_MSG,
+        caps: crate::ep::msg::MSG_CAPS,
         protocol: TCP_PROTOCOL,
         max_msg_size: TCP_MAX_MSG_SIZE,
     },
@@ -1284,6 +1296,21 @@ mod tests {
 
     const V: u32 = fi_version(1, 17);
 
+    /// The tests below are about the RDM entries; this shadows
+    /// `super::getinfo` to leave the FI_EP_MSG entry out (it has its own
+    /// tests, `msg_entry_*`).
+    fn getinfo(q: &Query) -> Result<Vec<Info>> {
+        let rdm: Vec<Info> = super::getinfo(q)?
+            .into_iter()
+            .filter(|i| i.ep.as_ref().is_none_or(|e| e.ep_type != FI_EP_MSG))
+            .collect();
+        if rdm.is_empty() {
+            Err(Error::NODATA)
+        } else {
+            Ok(rdm)
+        }
+    }
+
     fn query<'a>(hints: Option<&'a Info>) -> Query<'a> {
         Query {
             version: V,
@@ -1640,7 +1667,6 @@ mod tests {
             }),
             ("tx comp", |h| h.tx.as_mut().unwrap().comp_order = FI_ORDER_STRICT),
             ("tx op", |h| h.tx.as_mut().unwrap().op_flags = FI_COMMIT_COMPLETE),
-            ("tx op inject", |h| h.tx.as_mut().unwrap().op_flags = FI_INJECT),
             ("tx caps", |h| h.tx.as_mut().unwrap().caps = FI_RMA),
             ("tx tclass", |h| h.tx.as_mut().unwrap().tclass = 0x100 | 64),
             ("rx size", |h| h.rx.as_mut().unwrap().size = QUEUE_SIZE + 1),
@@ -2203,5 +2229,87 @@ mod tests {
             ..query(None)
         };
         assert_eq!(names(&getinfo(&q).unwrap()), ["tcp"]);
+    }
+
+    fn msg_hints(caps: u64) -> Info {
+        let mut h = alloc_hints();
+        h.caps = caps;
+        h.ep.as_mut().unwrap().ep_type = FI_EP_MSG;
+        h
+    }
+
+    #[test]
+    fn msg_entry_comes_after_every_rdm_entry() {
+        let l = super::getinfo(&query(None)).unwrap();
+        let types: Vec<(String, u32)> = l
+            .iter()
+            .map(|i| {
+                (
+                    names(std::slice::from_ref(i))[0].clone(),
+                    i.ep.as_ref().unwrap().ep_type,
+                )
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("shm".into(), FI_EP_RDM),
+                ("tcp".into(), FI_EP_RDM),
+                ("tcp".into(), FI_EP_MSG)
+            ]
+        );
+        let m = &l[2];
+        assert_eq!(m.caps, crate::ep::msg::MSG_CAPS);
+        assert_eq!(m.caps & (FI_SOURCE | FI_DIRECTED_RECV | FI_RMA | FI_ATOMIC), 0);
+        assert_eq!(m.tx.as_ref().unwrap().caps, FI_MSG | FI_TAGGED | FI_SEND);
+        assert_eq!(
+            m.rx.as_ref().unwrap().caps,
+            FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV
+        );
+        assert_eq!(m.addr_format, FI_SOCKADDR_IN);
+        assert_eq!(m.ep.as_ref().unwrap().protocol, TCP_PROTOCOL);
+        // shm alone offers no connected endpoints.
+        let h = msg_hints(0);
+        let q = Query {
+            transports: TransportChoice::Only(TransportKind::Shm),
+            ..query(Some(&h))
+        };
+        assert_eq!(super::getinfo(&q).unwrap_err(), Error::NODATA);
+    }
+
+    #[test]
+    fn msg_entry_hints_and_addresses() {
+        let h = msg_hints(FI_MSG);
+        let l = super::getinfo(&query(Some(&h))).unwrap();
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].caps, FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM);
+        // Capabilities the connected data path does not have.
+        for c in [FI_SOURCE, FI_DIRECTED_RECV, FI_RMA] {
+            assert_eq!(
+                super::getinfo(&query(Some(&msg_hints(FI_MSG | c)))).unwrap_err(),
+                Error::NODATA
+            );
+        }
+        // Client: dest_addr is the server; server (FI_SOURCE): src_addr.
+        let l = super::getinfo(&with_node(Some("127.0.0.1"), Some("9228"), 0, Some(&h))).unwrap();
+        assert_eq!(addr(&l[0].dest_addr), Some(sock("127.0.0.1:9228")));
+        assert_eq!(addr(&l[0].src_addr), Some(sock("127.0.0.1:0")));
+        let l = super::getinfo(&with_node(Some("127.0.0.1"), Some("9228"), FI_SOURCE, Some(&h))).unwrap();
+        assert_eq!(addr(&l[0].src_addr), Some(sock("127.0.0.1:9228")));
+        assert!(l[0].dest_addr.is_none());
+        // FI_INJECT as a default send flag (fabtests fi_msg_inject -A inject).
+        let mut hi = msg_hints(FI_MSG);
+        hi.tx.as_mut().unwrap().op_flags = FI_INJECT;
+        assert_eq!(
+            super::getinfo(&query(Some(&hi))).unwrap()[0]
+                .tx
+                .as_ref()
+                .unwrap()
+                .op_flags,
+            FI_INJECT
+        );
+        // A name that does not resolve (fabtests' negative test): no entry.
+        let q = with_node(Some("g00n13s"), Some("9228"), 0, Some(&h));
+        assert_eq!(super::getinfo(&q).unwrap_err(), Error::NODATA);
     }
 }

@@ -1,10 +1,11 @@
 /*
  * rf_bench: ping-pong latency and streaming bandwidth between two processes
- * over any libfabric RDM provider, so that rustfab and the built-in providers
- * are measured by the same code in the same run (bench/run.sh drives it).
+ * over any libfabric RDM or MSG provider, so that rustfab and the built-in
+ * providers are measured by the same code in the same run (bench/run.sh
+ * drives it).
  *
- *   rf_bench -p <prov> [-d <domain>] [-s sizes] [-i iters] [-w window] [-m lat|bw|both]
- *            [-B]   (buffered receives, when the provider offers them)
+ *   rf_bench -p <prov> [-d <domain>] [-e rdm|msg] [-s sizes] [-i iters] [-w window]
+ *            [-m lat|bw|both] [-B]
  *
  * -B: the endpoints are opened with FI_BUFFERED_RECV and post no receives;
  * each message arrives as a completion (FI_CQ_FORMAT_DATA: op_context is a
@@ -14,12 +15,15 @@
  * what counts. Without -B: posted receives, FI_CQ_FORMAT_CONTEXT.
  *
  * The parent is the server (CPU 0), a forked child the client (CPU 1);
- * addresses are exchanged over a pipe. Prints one line per measurement:
+ * addresses are exchanged over a pipe (RDM: both endpoint names, inserted
+ * into the AVs; MSG: the server's passive endpoint name, which the client
+ * connects to; the server accepts). Prints one line per measurement:
  *   lat <prov> <bytes> <one-way usec>
  *   bw  <prov> <bytes> <MB/s>
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <netinet/in.h>
 #include <inttypes.h>
 #include <sched.h>
 #include <signal.h>
@@ -33,6 +37,7 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
@@ -54,6 +59,7 @@ static size_t iters = 10000, window = 64;
 static const char *mode = "both";
 static int buffered; /* -B */
 static volatile unsigned char sink; /* bytes read in place (-B) */
+static int use_msg; /* -e msg: connected endpoints */
 static size_t sizes[64];
 static int nsizes;
 
@@ -64,6 +70,8 @@ struct res {
 	struct fid_av *av;
 	struct fid_cq *cq;
 	struct fid_ep *ep;
+	struct fid_eq *eq;   /* MSG */
+	struct fid_pep *pep; /* MSG server */
 	fi_addr_t peer;
 	char *buf;
 	size_t buflen;
@@ -86,17 +94,105 @@ static void pin(int cpu)
 	sched_setaffinity(0, sizeof set, &set);
 }
 
-static void setup(struct res *r, size_t maxsize)
+static struct fi_info *bench_hints(enum fi_ep_type type)
 {
 	struct fi_info *hints = fi_allocinfo();
 	hints->fabric_attr->prov_name = strdup(prov);
 	if (domain_name)
 		hints->domain_attr->name = strdup(domain_name);
-	hints->ep_attr->type = FI_EP_RDM;
+	hints->ep_attr->type = type;
 	hints->caps = FI_MSG;
 	hints->mode = FI_CONTEXT | FI_CONTEXT2 | (buffered ? FI_BUFFERED_RECV : 0);
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	return hints;
+}
+
+static void alloc_buf(struct res *r, size_t maxsize)
+{
+	r->buflen = maxsize * 2 + 4096;
+	if (posix_memalign((void **)&r->buf, 4096, r->buflen))
+		DIE("no memory");
+	memset(r->buf, 0xa5, r->buflen);
+}
+
+/* Waits for one CM event of type `want` on `eq`. */
+static struct fi_eq_cm_entry cm_wait(struct fid_eq *eq, uint32_t want)
+{
+	struct fi_eq_cm_entry e;
+	uint32_t ev;
+	ssize_t n = fi_eq_sread(eq, &ev, &e, sizeof e, 30000, 0);
+	if (n == -FI_EAVAIL) {
+		struct fi_eq_err_entry err = {0};
+		fi_eq_readerr(eq, &err, 0);
+		DIE("EQ error %d (%s)", err.err, fi_strerror(err.err));
+	}
+	if (n < (ssize_t)sizeof e || ev != want)
+		DIE("fi_eq_sread: %zd, event %u (wanted %u)", n, ev, want);
+	return e;
+}
+
+static void open_msg_ep(struct res *r, struct fi_info *info)
+{
+	struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_CONTEXT, .size = 1024};
+	CK(fi_domain(r->fabric, info, &r->domain, NULL));
+	CK(fi_cq_open(r->domain, &ca, &r->cq, NULL));
+	CK(fi_endpoint(r->domain, info, &r->ep, NULL));
+	CK(fi_ep_bind(r->ep, &r->eq->fid, 0));
+	CK(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV));
+	CK(fi_enable(r->ep));
+}
+
+/*
+ * MSG: the server listens on 127.0.0.1 (any port) and passes its passive
+ * endpoint's name through the pipe; the client connects to it.
+ */
+static void setup_msg(struct res *r, int server, int rfd, int wfd, size_t maxsize)
+{
+	struct fi_info *hints = bench_hints(FI_EP_MSG);
+	struct fi_eq_attr ea = {.wait_obj = FI_WAIT_UNSPEC};
+	char name[256];
+	size_t len = sizeof name;
+	memset(r, 0, sizeof *r);
+	if (server) {
+		struct fi_info *pinfo;
+		CK(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "0", FI_SOURCE, hints, &pinfo));
+		CK(fi_fabric(pinfo->fabric_attr, &r->fabric, NULL));
+		CK(fi_eq_open(r->fabric, &ea, &r->eq, NULL));
+		CK(fi_passive_ep(r->fabric, pinfo, &r->pep, NULL));
+		CK(fi_pep_bind(r->pep, &r->eq->fid, 0));
+		CK(fi_listen(r->pep));
+		CK(fi_getname(&r->pep->fid, name, &len));
+		fi_freeinfo(pinfo);
+		if (write(wfd, &len, sizeof len) != sizeof len || write(wfd, name, len) != (ssize_t)len)
+			DIE("pipe write");
+		struct fi_eq_cm_entry e = cm_wait(r->eq, FI_CONNREQ);
+		r->info = e.info;
+		open_msg_ep(r, r->info);
+		CK(fi_accept(r->ep, NULL, 0));
+		cm_wait(r->eq, FI_CONNECTED);
+	} else {
+		if (read(rfd, &len, sizeof len) != sizeof len || len > sizeof name || read(rfd, name, len) != (ssize_t)len)
+			DIE("pipe read");
+		hints->addr_format = len == sizeof(struct sockaddr_in6) ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
+		hints->dest_addr = malloc(len);
+		memcpy(hints->dest_addr, name, len);
+		hints->dest_addrlen = len;
+		CK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &r->info));
+		CK(fi_fabric(r->info->fabric_attr, &r->fabric, NULL));
+		CK(fi_eq_open(r->fabric, &ea, &r->eq, NULL));
+		open_msg_ep(r, r->info);
+		CK(fi_connect(r->ep, r->info->dest_addr, NULL, 0));
+		cm_wait(r->eq, FI_CONNECTED);
+	}
+	fi_freeinfo(hints);
+	alloc_buf(r, maxsize);
+}
+
+static void setup(struct res *r, size_t maxsize)
+{
+	struct fi_info *hints = bench_hints(FI_EP_RDM);
+	memset(r, 0, sizeof *r);
 	CK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &r->info));
 	fi_freeinfo(hints);
 	if (buffered && !(r->info->mode & FI_BUFFERED_RECV))
@@ -111,18 +207,22 @@ static void setup(struct res *r, size_t maxsize)
 	CK(fi_ep_bind(r->ep, &r->av->fid, 0));
 	CK(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV));
 	CK(fi_enable(r->ep));
-	r->buflen = maxsize * 2 + 4096;
-	if (posix_memalign((void **)&r->buf, 4096, r->buflen))
-		DIE("no memory");
-	memset(r->buf, 0xa5, r->buflen);
+	alloc_buf(r, maxsize);
 }
 
 static void teardown(struct res *r)
 {
+	if (r->eq)
+		fi_shutdown(r->ep, 0);
 	fi_close(&r->ep->fid);
 	fi_close(&r->cq->fid);
-	fi_close(&r->av->fid);
+	if (r->av)
+		fi_close(&r->av->fid);
+	if (r->pep)
+		fi_close(&r->pep->fid);
 	fi_close(&r->domain->fid);
+	if (r->eq)
+		fi_close(&r->eq->fid);
 	fi_close(&r->fabric->fid);
 	fi_freeinfo(r->info);
 	free(r->buf);
@@ -283,17 +383,22 @@ static void run(int server, int rfd, int wfd)
 	for (int i = 0; i < nsizes; i++)
 		if (sizes[i] > maxsize)
 			maxsize = sizes[i];
-	setup(&r, maxsize);
-	char addr[256], peer[256];
-	size_t alen = sizeof addr;
-	CK(fi_getname(&r.ep->fid, addr, &alen));
-	if (write(wfd, &alen, sizeof alen) != sizeof alen || write(wfd, addr, alen) != (ssize_t)alen)
-		DIE("pipe write");
-	size_t plen;
-	if (read(rfd, &plen, sizeof plen) != sizeof plen || plen > sizeof peer || read(rfd, peer, plen) != (ssize_t)plen)
-		DIE("pipe read");
-	if (fi_av_insert(r.av, peer, 1, &r.peer, 0, NULL) != 1)
-		DIE("fi_av_insert");
+	if (use_msg) {
+		setup_msg(&r, server, rfd, wfd, maxsize);
+	} else {
+		setup(&r, maxsize);
+		char addr[256], peer[256];
+		size_t alen = sizeof addr;
+		CK(fi_getname(&r.ep->fid, addr, &alen));
+		if (write(wfd, &alen, sizeof alen) != sizeof alen || write(wfd, addr, alen) != (ssize_t)alen)
+			DIE("pipe write");
+		size_t plen;
+		if (read(rfd, &plen, sizeof plen) != sizeof plen || plen > sizeof peer ||
+		    read(rfd, peer, plen) != (ssize_t)plen)
+			DIE("pipe read");
+		if (fi_av_insert(r.av, peer, 1, &r.peer, 0, NULL) != 1)
+			DIE("fi_av_insert");
+	}
 	for (int i = 0; i < nsizes; i++) {
 		if (strcmp(mode, "bw"))
 			latency(&r, server, sizes[i]);
@@ -327,18 +432,21 @@ int main(int argc, char **argv)
 	char def[] = "1,64,1k,4k,64k,1m,4m";
 	int c;
 	parse_sizes(def);
-	while ((c = getopt(argc, argv, "p:d:s:i:w:m:B")) != -1) {
+	while ((c = getopt(argc, argv, "p:d:e:s:i:w:m:B")) != -1) {
 		switch (c) {
 		case 'p': prov = optarg; break;
 		case 'd': domain_name = optarg; break;
+		case 'e': use_msg = !strcmp(optarg, "msg"); break;
 		case 's': parse_sizes(optarg); break;
 		case 'i': iters = strtoull(optarg, NULL, 10); break;
 		case 'w': window = strtoull(optarg, NULL, 10); break;
 		case 'm': mode = optarg; break;
 		case 'B': buffered = 1; break;
-		default: DIE("usage: rf_bench -p prov [-d domain] [-s sizes] [-i iters] [-w window] [-m lat|bw|both] [-B]");
+		default: DIE("usage: rf_bench -p prov [-d domain] [-e rdm|msg] [-s sizes] [-i iters] [-w window] [-m lat|bw|both] [-B]");
 		}
 	}
+	if (buffered && use_msg)
+		DIE("-B is measured on RDM endpoints only");
 	int p2c[2], c2p[2];
 	if (pipe(p2c) || pipe(c2p))
 		DIE("pipe");

@@ -4,6 +4,11 @@
 # interleaved, and the median is printed with the ratio rustfab/built-in
 # (latency: < 1 is better; bandwidth: > 1 is better). Processes are pinned
 # to CPUs 0 and 1 by rf_bench itself.
+#
+# Rows: shm (rustfab shm vs shm), tcp (rustfab tcp RDM vs tcp;ofi_rxm),
+# msg (rustfab tcp FI_EP_MSG vs the built-in tcp's FI_EP_MSG), and the *-B
+# rows (rustfab buffered receives vs rustfab posted receives). BENCH_TCP=0
+# leaves the tcp and msg rows out.
 set -u
 bin=${1:-build/bench/rf_bench}
 REPEAT=${REPEAT:-3}
@@ -24,9 +29,10 @@ pairs=(
 	"shm|shm|-p rustfab -d shm|-p shm"
 	"shm-B|shm|-p rustfab -d shm -B|-p rustfab -d shm|$BUF_SIZES"
 )
-if [ -n "${BENCH_TCP:-}" ]; then
+if [ "${BENCH_TCP:-1}" != 0 ]; then
 	pairs+=("tcp|tcp|-p rustfab -d tcp|-p tcp;ofi_rxm")
 	pairs+=("tcp-B|tcp|-p rustfab -d tcp -B|-p rustfab -d tcp|$BUF_SIZES")
+	pairs+=("msg|tcp|-p rustfab -d tcp -e msg|-p tcp -e msg")
 fi
 
 for pair in "${pairs[@]}"; do

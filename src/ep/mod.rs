@@ -4,6 +4,8 @@
 
 pub mod buffered;
 pub mod matching;
+pub mod msg;
+pub mod pep;
 pub mod rdm;
 
 use crate::abi::*;
@@ -40,6 +42,8 @@ pub struct Ep {
     inner: Mutex<rdm::Inner>,
     /// Wait fd registered with the domain's engine.
     wait_fd: std::os::fd::RawFd,
+    /// Connection state of a connection-oriented (`FI_EP_MSG`) endpoint.
+    msg: Option<Arc<msg::MsgLink>>,
 }
 
 impl FiObject for Ep {
@@ -57,7 +61,11 @@ impl Source for Ep {
     fn progress(&self) {
         if let Some(b) = self.bound.get() {
             if !self.closed.load(Ordering::Acquire) {
-                self.inner.lock().progress(b);
+                let mut g = self.inner.lock();
+                g.progress(b);
+                if let Some(m) = &self.msg {
+                    m.after_progress(&mut g, b);
+                }
             }
         }
     }
@@ -85,12 +93,20 @@ impl Ep {
 
     pub fn send(&self, a: SendArgs) -> Result<()> {
         let b = self.bound()?;
-        self.inner.lock().send(b, a)
+        let mut g = self.inner.lock();
+        if let Some(m) = &self.msg {
+            m.check_send()?;
+        }
+        g.send(b, a)
     }
 
     pub fn recv(&self, a: RecvArgs) -> Result<()> {
         let b = self.bound()?;
-        self.inner.lock().recv(b, a)
+        let mut g = self.inner.lock();
+        if let Some(m) = &self.msg {
+            m.check_recv()?;
+        }
+        g.recv(b, a)
     }
 }
 
@@ -153,6 +169,9 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
     // SAFETY: per the contract.
     let info = unsafe { crate::attr::Info::from_c(info) }?;
     let ep_type = info.ep.as_ref().map(|e| e.ep_type).unwrap_or(FI_EP_RDM);
+    if ep_type == FI_EP_MSG {
+        return msg::open(d, &info, context);
+    }
     if ep_type != FI_EP_RDM && ep_type != FI_EP_UNSPEC {
         return Err(Error::INVAL);
     }
@@ -177,6 +196,7 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
         min_multi_recv: 64,
         unexp_budget: env_size("unexp_budget", DEFAULT_UNEXP_BUDGET),
         cma: crate::params::get_bool("shm_cma", true),
+        fixed_peer: None,
     };
     // fi_msg(3): "Variable messages are not subject to max message length
     // restrictions (i.e. struct fi_ep_attr::max_msg_size limits)".
@@ -229,6 +249,7 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
         closed: AtomicBool::new(false),
         inner: Mutex::new(inner),
         wait_fd,
+        msg: None,
     });
     let engine = &d.core.engine;
     engine.watch_fd(wait_fd, crate::sys::IN)?;
@@ -330,6 +351,9 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
             o.core.users.check_idle()?;
             let ep = &o.core;
             ep.closed.store(true, Ordering::Release);
+            if let Some(m) = &ep.msg {
+                m.on_close(ep);
+            }
             let engine = &ep.domain.engine;
             engine.unwatch_fd(ep.wait_fd);
             let src: Arc<dyn Source> = o.core.clone();
@@ -434,9 +458,14 @@ unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -
                         return Ok(0);
                     }
                     let b = std::mem::take(&mut *ep.pending.lock());
-                    if b.av.is_none() {
+                    let needs = match &ep.msg {
+                        Some(m) => m.on_enable(ep, &b),
+                        None if b.av.is_none() => Err(Error::NOAV),
+                        None => Ok(()),
+                    };
+                    if let Err(e) = needs {
                         *ep.pending.lock() = b;
-                        return Err(Error::NOAV);
+                        return Err(e);
                     }
                     if b.rx_cq.is_none() && ep.inner.lock().buffered_opts().is_some() {
                         // Buffered messages are announced on the receive CQ.

@@ -59,6 +59,9 @@ pub struct EpConfig {
     pub unexp_budget: usize,
     /// Cross-memory attach allowed (FI_RUSTFAB_SHM_CMA).
     pub cma: bool,
+    /// A connected (`FI_EP_MSG`) endpoint's one peer: sends go there
+    /// whatever their destination address, and no AV is used.
+    pub fixed_peer: Option<Addr>,
 }
 
 /// What the endpoint is bound to (fixed once enabled).
@@ -260,8 +263,13 @@ impl Inner {
     }
 
     pub fn send(&mut self, b: &Binds, a: SendArgs) -> Result<()> {
-        let av = b.av.as_ref().ok_or(Error::NOAV)?;
-        let peer = self.port.canonical(&av.lookup_addr(a.dest).ok_or(Error::INVAL)?);
+        let peer = match self.st.cfg.fixed_peer {
+            Some(p) => p,
+            None => {
+                let av = b.av.as_ref().ok_or(Error::NOAV)?;
+                self.port.canonical(&av.lookup_addr(a.dest).ok_or(Error::INVAL)?)
+            }
+        };
         let len = a.iov.total();
         let cfg = &self.st.cfg;
         if len > cfg.max_msg_size {
@@ -471,6 +479,46 @@ impl Inner {
         let r = self.st.m.cancel(context).ok_or(Error::NOENT)?;
         self.st.complete_rx_err(b, &r, Error::CANCELED, 0, 0, 0, 0);
         Ok(())
+    }
+
+    /// A connected endpoint lost its connection (`fi_shutdown`, the peer's
+    /// shutdown or death, a failed connect): every operation still
+    /// outstanding completes with `e` (exactly once), and buffered
+    /// unexpected messages are dropped. fi_cm(3): "Outstanding operations
+    /// posted to the endpoint when fi_shutdown is called will be canceled".
+    pub fn fail_all(&mut self, b: &Binds, e: Error) {
+        let st = &mut self.st;
+        let ids: Vec<u64> = st.tx.keys().copied().collect();
+        for id in ids {
+            if let Some(t) = st.tx.remove(&id) {
+                st.finish_tx(b, t, Err(e));
+            }
+        }
+        let hs: Vec<u32> = st.rx.iter_mut().map(|(h, _)| h).collect();
+        for h in hs {
+            if let Some(s) = st.rx.remove(h) {
+                let len = s.hdr.len as usize;
+                st.complete_rx_err(b, &s.recv, e, s.hdr.tag, s.hdr.data, len, s.extra_flags);
+            }
+        }
+        let hs: Vec<u32> = st.inflight.iter_mut().map(|(h, _)| h).collect();
+        for h in hs {
+            if let Some(f) = st.inflight.remove(h) {
+                let len = f.hdr.len as usize;
+                st.complete_rx_err(b, &f.recv, e, f.hdr.tag, f.hdr.data, len, f.extra_flags);
+            }
+        }
+        for p in std::mem::take(&mut st.pulls) {
+            let len = p.hdr.len as usize;
+            st.complete_rx_err(b, &p.recv, e, p.hdr.tag, p.hdr.data, len, p.extra_flags);
+        }
+        for r in st.m.drain_posted() {
+            st.complete_rx_err(b, &r, e, r.tag, 0, 0, 0);
+        }
+        if let Some(p) = st.cfg.fixed_peer {
+            st.m.drop_unexpected_from(&p);
+        }
+        st.outbox.clear();
     }
 
     /// Endpoint close: orderly goodbye to peers; nothing more completes.

@@ -29,8 +29,10 @@
 //!   are in the port's own epoll set, whose descriptor the domain's engine
 //!   nests ([`Port::wait_fd`]); `poll` is one zero-timeout `epoll_wait`.
 
+pub mod cm;
 pub mod framing;
 pub mod hello;
+pub mod msg;
 pub mod sys;
 
 use crate::addr::Addr;
@@ -1114,14 +1116,23 @@ impl Port for TcpPort {
                 .filter(|(_, c)| c.stalled)
                 .map(|(id, _)| *id)
                 .collect();
+            let mut wake = false;
             for id in stalled {
                 if let Some(c) = self.conns.get_mut(&id) {
                     c.stalled = false;
+                    wake |= c.reader.holds_input();
                 }
                 self.update_interest(id);
                 if let Some(c) = self.conns.get_mut(&id) {
                     c.stalled = true;
                 }
+            }
+            if wake {
+                // The stalled record (or bytes read ahead) is in our buffers,
+                // not in the socket: EPOLLIN alone may not wake a sleeper.
+                // The deadline timer, fired now, does.
+                self.timer.set(Some(Duration::from_micros(1)));
+                self.timer_at = Some(Instant::now());
             }
         }
         self.polled = false;

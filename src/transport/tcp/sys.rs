@@ -151,6 +151,47 @@ pub fn listen(a: &SocketAddr, backlog: i32) -> Result<OwnedFd> {
     Ok(s)
 }
 
+/// A socket bound to `a` but not listening (a passive endpoint's address
+/// after `fi_setname`, or an active endpoint's chosen source address), with
+/// the options [`listen`] sets.
+pub fn bound_socket(a: &SocketAddr) -> Result<OwnedFd> {
+    let s = stream_socket(a)?;
+    let fd = s.as_raw_fd();
+    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    if a.is_ipv6() {
+        setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
+    }
+    let ra = RawAddr::from(a);
+    // SAFETY: `ra` holds a valid sockaddr of `ra.len` bytes.
+    cvt(unsafe { libc::bind(fd, ra.ptr(), ra.len) })?;
+    Ok(s)
+}
+
+/// Turns a bound socket into a listener (again: a new backlog).
+pub fn start_listening(fd: RawFd, backlog: i32) -> Result<()> {
+    // SAFETY: plain call on the caller's socket.
+    cvt(unsafe { libc::listen(fd, backlog) }).map(|_| ())
+}
+
+/// The address of a connected socket's peer.
+pub fn peer_addr(fd: RawFd) -> Result<SocketAddr> {
+    // SAFETY: zeroed storage is valid; getpeername writes at most `len` bytes.
+    let mut ra = RawAddr {
+        storage: unsafe { core::mem::zeroed() },
+        len: core::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t,
+    };
+    // SAFETY: `storage` has `len` writable bytes.
+    cvt(unsafe { libc::getpeername(fd, &mut ra.storage as *mut _ as *mut libc::sockaddr, &mut ra.len) })?;
+    ra.to_socket_addr().ok_or(Error::INVAL)
+}
+
+/// Ends our direction of a connection (FIN after what is queued).
+pub fn shutdown_write(fd: RawFd) {
+    // SAFETY: plain call on the caller's socket; errors (not connected)
+    // leave nothing to do.
+    unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+}
+
 /// The address a socket is bound to.
 pub fn local_addr(fd: RawFd) -> Result<SocketAddr> {
     // SAFETY: zeroed storage is valid; getsockname writes at most `len` bytes.

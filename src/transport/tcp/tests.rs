@@ -319,6 +319,30 @@ fn stalled_receiver_pushes_back_then_resumes_in_order() {
     }
 }
 
+/// A record the core could not take is in the reader's buffers (read ahead
+/// with its header), not in the socket: when a receive is posted while a
+/// thread sleeps on the wait fd, that thread must still wake.
+#[test]
+fn stalled_record_in_our_buffers_still_wakes_a_sleeper() {
+    let (mut a, mut b) = (port(), port());
+    let (mut ca, mut cb) = (Core::default(), Core::default());
+    cb.stall = true;
+    send_bytes(&mut a, &b.addr(), 1, &pattern(100, 1), 1).unwrap();
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| {
+        p[1].0.conns.values().any(|c| c.stalled && c.reader.holds_input())
+    });
+    // Quiet: the socket is drained, the record waits in the reader.
+    b.poll(&mut cb);
+    b.take_events();
+    assert!(!crate::sys::poll_readable(b.wait_fd(), Some(Duration::from_millis(50))));
+    // "A receive is posted": the core calls take_events without a pass.
+    cb.stall = false;
+    b.take_events();
+    assert!(crate::sys::poll_readable(b.wait_fd(), Some(Duration::from_millis(500))));
+    b.poll(&mut cb);
+    assert_eq!(cb.got.len(), 1);
+}
+
 #[test]
 fn peer_death_fails_a_half_read_payload_and_queued_sends() {
     let mut b = port();

@@ -1,0 +1,156 @@
+//! Connection management records of connection-oriented (`FI_EP_MSG`)
+//! endpoints over TCP. Pure encoding and validation (no sockets), so every
+//! rule is unit-tested; `msg.rs` (the active side) and `ep/pep.rs` (the
+//! listening side) use them.
+//!
+//! One TCP connection carries one MSG endpoint pair. It starts with exactly
+//! one record from the connecting side and one answer:
+//!
+//! ```text
+//! client                                  server (passive endpoint)
+//!   connect()  ───────────────────────────▶ accept(): handshake pending
+//!   CONNREQ + client's CM data ───────────▶ FI_CONNREQ event (info, data)
+//!                                            fi_accept(ep, data) / fi_reject(pep, data)
+//!   FI_CONNECTED (data) ◀─────────────────── ACCEPT + server's CM data
+//!   or FI_ECONNREFUSED (err_data) ◀───────── REJECT + server's CM data, close
+//! ```
+//!
+//! After ACCEPT both directions carry the endpoint records of
+//! docs/protocol.md (MSG, RTS, CTS, DATA, ACK) exactly as between two RDM
+//! endpoints, and BYE announces an orderly `fi_shutdown`.
+//!
+//! ```text
+//! WireHdr: op = HELLO, aux = kind (16 CONNREQ, 17 ACCEPT, 18 REJECT),
+//!          data = CM_VERSION, len = payload = CM data bytes (<= CM_DATA_MAX),
+//!          flags, tag, offset, msg_id, reserved = 0
+//! payload: the application's connection data
+//! ```
+//!
+//! The kinds and `data` differ from the RDM handshake (`hello.rs`: kinds
+//! 0..=2, `data` = its version), so a MSG endpoint dialing an RDM listener,
+//! or the reverse, is refused by either side's validation instead of being
+//! misread.
+
+use crate::transport::proto::{op, WireHdr, HDR_LEN};
+
+/// Most bytes of connection data (`FI_OPT_CM_DATA_SIZE`): what one
+/// handshake record may carry (the reader's control buffer).
+pub const CM_DATA_MAX: usize = super::framing::CTL_MAX;
+/// Version of the MSG handshake ("RFCM" + 1), in `WireHdr::data`.
+pub const CM_VERSION: u64 = 0x5246_434d_0000_0001;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmKind {
+    ConnReq,
+    Accept,
+    Reject,
+}
+
+impl CmKind {
+    fn code(self) -> u32 {
+        match self {
+            CmKind::ConnReq => 16,
+            CmKind::Accept => 17,
+            CmKind::Reject => 18,
+        }
+    }
+}
+
+/// Why a handshake record was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BadCm {
+    /// Not a MSG handshake (another op, or another handshake's version).
+    Version,
+    Kind,
+    /// Non-zero fields that must be zero.
+    Fields,
+    Length,
+}
+
+/// The record for `kind` with `data` (the caller checked `data.len()`
+/// against [`CM_DATA_MAX`]): header bytes and payload.
+pub fn encode(kind: CmKind, data: &[u8]) -> ([u8; HDR_LEN], Vec<u8>) {
+    let n = data.len().min(CM_DATA_MAX);
+    let mut h = WireHdr::new(op::HELLO);
+    h.aux = kind.code();
+    h.data = CM_VERSION;
+    h.len = n as u64;
+    h.payload = n as u32;
+    (h.to_bytes(), data[..n].to_vec())
+}
+
+/// Validates a handshake record whose header passed `WireHdr::check`.
+pub fn parse(h: &WireHdr, payload: &[u8]) -> Result<CmKind, BadCm> {
+    if h.op != op::HELLO || h.data != CM_VERSION {
+        return Err(BadCm::Version);
+    }
+    let kind = match h.aux {
+        16 => CmKind::ConnReq,
+        17 => CmKind::Accept,
+        18 => CmKind::Reject,
+        _ => return Err(BadCm::Kind),
+    };
+    if h.flags != 0 || h.tag != 0 || h.offset != 0 || h.msg_id != 0 || h.reserved != 0 {
+        return Err(BadCm::Fields);
+    }
+    if payload.len() > CM_DATA_MAX || h.payload as usize != payload.len() || h.len != payload.len() as u64 {
+        return Err(BadCm::Length);
+    }
+    Ok(kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::proto::Limits;
+
+    const LIM: Limits = Limits {
+        max_payload: 1 << 16,
+        max_msg: 1 << 30,
+        max_iov: 8,
+    };
+
+    #[test]
+    fn round_trip_every_kind_and_size() {
+        for kind in [CmKind::ConnReq, CmKind::Accept, CmKind::Reject] {
+            for n in [0usize, 1, 17, CM_DATA_MAX] {
+                let data: Vec<u8> = (0..n).map(|i| i as u8).collect();
+                let (h, p) = encode(kind, &data);
+                let h = WireHdr::from_bytes(&h);
+                assert_eq!(h.check(&LIM), Ok(()));
+                assert_eq!(parse(&h, &p), Ok(kind));
+                assert_eq!(p, data);
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_or_foreign_records_refused() {
+        let (h, p) = encode(CmKind::ConnReq, b"abc");
+        let good = WireHdr::from_bytes(&h);
+        // The RDM handshake (hello.rs) is not a MSG handshake, either way.
+        let (rh, rp) = crate::transport::tcp::hello::encode(
+            crate::transport::tcp::hello::Kind::Request,
+            &"127.0.0.1:5".parse().unwrap(),
+            7,
+        );
+        assert_eq!(parse(&WireHdr::from_bytes(&rh), &rp), Err(BadCm::Version));
+        assert!(crate::transport::tcp::hello::parse(&good, &p, false).is_err());
+        let mut x = good;
+        x.aux = 2;
+        assert_eq!(parse(&x, &p), Err(BadCm::Kind));
+        let mut x = good;
+        x.tag = 1;
+        assert_eq!(parse(&x, &p), Err(BadCm::Fields));
+        let mut x = good;
+        x.payload = 4;
+        assert_eq!(parse(&x, &p), Err(BadCm::Length));
+        let mut x = good;
+        x.op = op::BYE;
+        assert_eq!(parse(&x, &p), Err(BadCm::Version));
+        // Too much data is cut to the limit when encoding.
+        let (h, p) = encode(CmKind::Accept, &[1u8; CM_DATA_MAX + 10]);
+        assert_eq!(p.len(), CM_DATA_MAX);
+        assert_eq!(parse(&WireHdr::from_bytes(&h), &p), Ok(CmKind::Accept));
+    }
+}

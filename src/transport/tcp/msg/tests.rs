@@ -1,0 +1,276 @@
+//! A MSG connection's transport over real loopback sockets: the client is
+//! a `MsgShared`, the server side is a plain socket playing the passive
+//! endpoint (reading the CONNREQ), then a second `MsgShared` accepting.
+
+use super::*;
+use crate::transport::proto::op;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{FromRawFd, IntoRawFd};
+
+const LIM: Limits = Limits {
+    max_payload: EAGER_MAX,
+    max_msg: 1 << 30,
+    max_iov: 8,
+};
+
+/// A scripted core: posted receives (owned buffers), else buffer.
+#[derive(Default)]
+struct Core {
+    recvs: VecDeque<Vec<u8>>,
+    inflight: HashMap<u32, Vec<u8>>,
+    next: u32,
+    got: Vec<Vec<u8>>,
+    failed: Vec<Error>,
+    sent: Vec<(u64, Result<()>)>,
+}
+
+impl Delivery for Core {
+    fn place(&mut self, src: &Addr, _pid: i32, hdr: &WireHdr) -> Place {
+        assert_eq!(*src, MSG_PEER);
+        match self.recvs.pop_front() {
+            Some(mut buf) => {
+                self.next += 1;
+                let dst = IovList::single(buf.as_mut_ptr() as usize, buf.len());
+                let take = (hdr.len as usize).min(buf.len());
+                self.inflight.insert(self.next, buf);
+                Place::Into {
+                    handle: self.next,
+                    dst,
+                    take,
+                }
+            }
+            None => Place::Buffer,
+        }
+    }
+    fn placed(&mut self, handle: u32, result: Result<()>) {
+        let buf = self.inflight.remove(&handle).expect("known handle");
+        match result {
+            Ok(()) => self.got.push(buf),
+            Err(e) => self.failed.push(e),
+        }
+    }
+    fn buffered(&mut self, _src: &Addr, _pid: i32, _hdr: &WireHdr, data: Vec<u8>) {
+        self.got.push(data);
+    }
+    fn control(&mut self, _src: &Addr, _pid: i32, _hdr: &WireHdr, _p: &dyn PayloadIn) -> Disposition {
+        Disposition::Consumed
+    }
+    fn sent(&mut self, msg_id: u64, result: Result<()>) {
+        self.sent.push((msg_id, result));
+    }
+}
+
+fn events_until(s: &Arc<MsgShared>, p: &mut MsgPort, c: &mut Core) -> CmEvent {
+    let t = Instant::now();
+    loop {
+        p.poll(c);
+        if let Some(e) = s.take_cm_events().into_iter().next() {
+            return e;
+        }
+        assert!(t.elapsed() < Duration::from_secs(5), "no event");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Reads one CM record from a blocking socket.
+fn read_cm(s: &mut TcpStream) -> (CmKind, Vec<u8>) {
+    let mut h = [0u8; proto::HDR_LEN];
+    s.read_exact(&mut h).unwrap();
+    let h = WireHdr::from_bytes(&h);
+    let mut p = vec![0u8; h.payload as usize];
+    s.read_exact(&mut p).unwrap();
+    (cm::parse(&h, &p).unwrap(), p)
+}
+
+fn write_cm(s: &mut TcpStream, kind: CmKind, data: &[u8]) {
+    let (h, p) = cm::encode(kind, data);
+    s.write_all(&h).unwrap();
+    s.write_all(&p).unwrap();
+}
+
+fn msg(len: usize, id: u64) -> WireHdr {
+    let mut h = WireHdr::new(op::MSG);
+    h.len = len as u64;
+    h.msg_id = id;
+    h
+}
+
+/// Client connects with data, the "pep" reads it and hands the socket to
+/// an accepting endpoint, data flows both ways, an orderly shutdown ends
+/// both sides with one event each.
+#[test]
+fn connect_accept_data_shutdown() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let to = l.local_addr().unwrap();
+    let cs = MsgShared::new_client(false, Some("127.0.0.1:0".parse().unwrap()), LIM).unwrap();
+    let bound = cs.local().unwrap();
+    assert_ne!(bound.port(), 0, "bound before connect: getname works");
+    let (mut cp, mut cc) = (cs.port(), Core::default());
+    assert_eq!(cs.connect(to, &[7u8; CM_DATA_MAX + 1]), Err(Error::INVAL));
+    cs.connect(to, b"hello").unwrap();
+    assert_eq!(cs.state(), LinkState::Connecting);
+    assert_eq!(cs.connect(to, b""), Err(Error::OPBADSTATE), "once in a lifetime");
+    cp.poll(&mut cc);
+    let (mut srv, _) = l.accept().unwrap();
+    assert_eq!(read_cm(&mut srv), (CmKind::ConnReq, b"hello".to_vec()));
+    srv.set_nonblocking(true).unwrap();
+    // SAFETY: the fd comes from a TcpStream we give up.
+    let fd = unsafe { OwnedFd::from_raw_fd(srv.into_raw_fd()) };
+    let ss = MsgShared::new_accepting(fd, LIM).unwrap();
+    assert_eq!(ss.peer(), Some(bound));
+    let (mut sp, mut sc) = (ss.port(), Core::default());
+    assert_eq!(ss.state(), LinkState::Accepting);
+    ss.accept(b"world").unwrap();
+    assert_eq!(ss.take_cm_events(), vec![CmEvent::Connected(vec![])]);
+    assert_eq!(
+        events_until(&cs, &mut cp, &mut cc),
+        CmEvent::Connected(b"world".to_vec())
+    );
+    assert_eq!(cs.state(), LinkState::Up);
+    assert_eq!(cs.local(), Some(bound), "same address after connect");
+    assert_eq!(cs.peer(), Some(to));
+    // Data, both ways, through the endpoint records.
+    let a = vec![1u8; 1000];
+    let b = vec![2u8; 60_000];
+    let ia = IovList::single(a.as_ptr() as usize, a.len());
+    cp.send(&MSG_PEER, &msg(a.len(), 1), Payload::Iov(&ia, 0, a.len()), false)
+        .unwrap();
+    let ib = IovList::single(b.as_ptr() as usize, b.len());
+    sc.recvs.push_back(vec![0; 10]); // truncating receive for the first
+    sp.send(&MSG_PEER, &msg(b.len(), 2), Payload::Iov(&ib, 0, b.len()), false)
+        .unwrap();
+    let t = Instant::now();
+    while sc.got.is_empty() || cc.got.is_empty() {
+        cp.poll(&mut cc);
+        sp.poll(&mut sc);
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+    assert_eq!(sc.got[0], vec![1u8; 10]);
+    assert_eq!(cc.got[0], b);
+    // Orderly shutdown from the client.
+    cs.shutdown();
+    assert_eq!(
+        events_until(&cs, &mut cp, &mut cc),
+        CmEvent::Shutdown { err: Error::CANCELED }
+    );
+    assert_eq!(
+        events_until(&ss, &mut sp, &mut sc),
+        CmEvent::Shutdown { err: Error::CONNRESET }
+    );
+    assert_eq!(cs.state(), LinkState::Down);
+    assert_eq!(ss.state(), LinkState::Down);
+    // Posts fail at once afterwards; a second shutdown is a no-op.
+    assert_eq!(
+        cp.send(&MSG_PEER, &msg(a.len(), 3), Payload::Iov(&ia, 0, a.len()), false),
+        Err(Error::NOTCONN)
+    );
+    cs.shutdown();
+    cp.poll(&mut cc);
+    assert!(cs.take_cm_events().is_empty());
+}
+
+#[test]
+fn reject_carries_the_servers_data() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let cs = MsgShared::new_client(false, None, LIM).unwrap();
+    let (mut cp, mut cc) = (cs.port(), Core::default());
+    cs.connect(l.local_addr().unwrap(), &[9u8; CM_DATA_MAX]).unwrap();
+    cp.poll(&mut cc);
+    let (mut srv, _) = l.accept().unwrap();
+    assert_eq!(read_cm(&mut srv), (CmKind::ConnReq, vec![9u8; CM_DATA_MAX]));
+    write_cm(&mut srv, CmKind::Reject, b"no thanks");
+    drop(srv);
+    assert_eq!(
+        events_until(&cs, &mut cp, &mut cc),
+        CmEvent::Refused {
+            err: Error::CONNREFUSED,
+            data: b"no thanks".to_vec()
+        }
+    );
+    assert_eq!(cs.state(), LinkState::Down);
+}
+
+#[test]
+fn closed_port_is_refused() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let cs = MsgShared::new_client(false, None, LIM).unwrap();
+    let (mut cp, mut cc) = (cs.port(), Core::default());
+    cs.connect(SocketAddr::from(([127, 0, 0, 1], port)), b"x").unwrap();
+    assert_eq!(
+        events_until(&cs, &mut cp, &mut cc),
+        CmEvent::Refused {
+            err: Error::CONNREFUSED,
+            data: vec![]
+        }
+    );
+}
+
+/// A server that closes without answering, or answers with garbage, or
+/// sends data before its answer: the attempt fails, nothing panics.
+#[test]
+fn hostile_or_silent_servers() {
+    for case in 0..3 {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let cs = MsgShared::new_client(false, None, LIM).unwrap();
+        let (mut cp, mut cc) = (cs.port(), Core::default());
+        cs.connect(l.local_addr().unwrap(), b"").unwrap();
+        cp.poll(&mut cc);
+        let (mut srv, _) = l.accept().unwrap();
+        read_cm(&mut srv);
+        match case {
+            0 => {}
+            1 => srv.write_all(&[0xffu8; 64]).unwrap(),
+            _ => {
+                let mut h = msg(4, 1);
+                h.payload = 4;
+                srv.write_all(&h.to_bytes()).unwrap();
+                srv.write_all(b"data").unwrap();
+            }
+        }
+        drop(srv);
+        match events_until(&cs, &mut cp, &mut cc) {
+            CmEvent::Refused { err, data } => {
+                assert!(data.is_empty());
+                assert_eq!(err, Error::CONNREFUSED, "case {case}");
+            }
+            e => panic!("case {case}: {e:?}"),
+        }
+        assert!(cc.got.is_empty());
+    }
+}
+
+/// The peer vanishes with data in flight: the client hears FI_SHUTDOWN
+/// (ECONNRESET), a send still queued fails, later sends fail at once.
+#[test]
+fn peer_death_ends_the_connection() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let cs = MsgShared::new_client(false, None, LIM).unwrap();
+    let (mut cp, mut cc) = (cs.port(), Core::default());
+    cs.connect(l.local_addr().unwrap(), b"").unwrap();
+    cp.poll(&mut cc);
+    let (mut srv, _) = l.accept().unwrap();
+    read_cm(&mut srv);
+    write_cm(&mut srv, CmKind::Accept, b"");
+    assert_eq!(events_until(&cs, &mut cp, &mut cc), CmEvent::Connected(vec![]));
+    // Fill the path until a send is queued.
+    let big = vec![5u8; 4 << 20];
+    let iov = IovList::single(big.as_ptr() as usize, big.len());
+    let r = cp
+        .send(&MSG_PEER, &msg(big.len(), 9), Payload::Iov(&iov, 0, big.len()), false)
+        .unwrap();
+    assert_eq!(r, Sent::Queued);
+    drop(srv); // unread data: the kernel resets the connection
+    let ev = events_until(&cs, &mut cp, &mut cc);
+    assert!(matches!(ev, CmEvent::Shutdown { .. }), "{ev:?}");
+    assert_eq!(cc.sent.len(), 1);
+    assert!(cc.sent[0].1.is_err());
+    assert_eq!(
+        cp.send(&MSG_PEER, &msg(1, 10), Payload::Bytes(b"x"), true),
+        Err(Error::NOTCONN)
+    );
+}
