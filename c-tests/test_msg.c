@@ -31,11 +31,16 @@ struct side {
 	struct sockaddr_in name; /* pep or ep address */
 };
 
+/* Mode bits the next srv_open/cli_open asks for (FI_BUFFERED_RECV). */
+static uint64_t hint_mode;
+
 static struct fi_info *msg_hints(void)
 {
 	struct fi_info *h = rf_hints("tcp", FI_EP_MSG);
-	if (h)
+	if (h) {
 		h->caps = FI_MSG | FI_TAGGED;
+		h->mode |= hint_mode;
+	}
 	return h;
 }
 
@@ -251,17 +256,18 @@ static int both_shut_down(struct side *a, struct side *b)
 TEST(getinfo_native_rdm_first)
 {
 	struct fi_info *info = NULL, *i;
-	enum fi_ep_type want[] = {FI_EP_RDM, FI_EP_RDM, FI_EP_MSG};
+	/* auto, shm and tcp RDM, then tcp MSG */
+	enum fi_ep_type want[] = {FI_EP_RDM, FI_EP_RDM, FI_EP_RDM, FI_EP_MSG};
 	int k = 0;
 	struct fi_info *h = rf_hints(NULL, FI_EP_UNSPEC);
 	CHECK_OK(fi_getinfo(V, NULL, NULL, 0, h, &info));
 	fi_freeinfo(h);
 	for (i = info; i; i = i->next, k++) {
 		CHECK(!strcmp(i->fabric_attr->prov_name, "rustfab"));
-		CHECK(k < 3 && i->ep_attr->type == want[k]);
+		CHECK(k < 4 && i->ep_attr->type == want[k]);
 	}
 	fi_freeinfo(info);
-	CHECK_EQ(k, 3);
+	CHECK_EQ(k, 4);
 	/* What `fi_info -p rustfab` prints: native RDM first, no layering. */
 	FILE *p = popen("fi_info -p rustfab 2>&1", "r");
 	char line[256];
@@ -271,7 +277,7 @@ TEST(getinfo_native_rdm_first)
 		if (strstr(line, "ofi_rxm"))
 			bad = 1;
 		if (strstr(line, "type:")) {
-			const char *w = types < 2 ? "FI_EP_RDM" : "FI_EP_MSG";
+			const char *w = types < 3 ? "FI_EP_RDM" : "FI_EP_MSG";
 			if (!strstr(line, w))
 				bad = 1;
 			types++;
@@ -279,7 +285,7 @@ TEST(getinfo_native_rdm_first)
 	}
 	pclose(p);
 	CHECK_EQ(bad, 0);
-	CHECK_EQ(types, 3);
+	CHECK_EQ(types, 4);
 }
 
 TEST(pep_basics)
@@ -543,6 +549,71 @@ TEST(data_on_a_connected_pair)
 	CHECK(check_fill(rbuf[1], 50, 3));
 	for (int k = 0; k < 2; k++)
 		CHECK_EQ(get_comp(c.cq, s.eq, &e, &ce, 10), 1);
+	CHECK_OK(fi_shutdown(s.ep, 0));
+	line = both_shut_down(&s, &c);
+	if (line)
+		FAIL_AT("shutdown failed at line %d", line);
+	side_close(&c);
+	side_close(&s);
+}
+
+/*
+ * Buffered receives (FI_BUFFERED_RECV) on a connected endpoint, as on RDM
+ * ones (test_buffered.c): a small message reported in place and discarded,
+ * a large one reported with FI_MORE and its first FI_OPT_BUFFERED_MIN bytes
+ * (pushed behind the RTS: the handshake told the client how many), then
+ * claimed into an iov; the client's sends complete.
+ */
+TEST(buffered_receives_on_a_connected_pair)
+{
+	struct side s, c;
+	static char sbuf[1 << 20], rbuf[(1 << 20) + 16];
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry ce;
+	size_t min = 0, optlen = sizeof(min);
+	hint_mode = FI_BUFFERED_RECV;
+	int r = srv_open(&s);
+	hint_mode = 0;
+	CHECK_OK(r);
+	CHECK(s.info->mode & FI_BUFFERED_RECV);
+	CHECK_OK(cli_open(&c, &s.name));
+	int line = pair_connect(&s, &c, 0);
+	if (line)
+		FAIL_AT("pair_connect failed at line %d", line);
+	CHECK_OK(fi_getopt(&s.ep->fid, FI_OPT_ENDPOINT, FI_OPT_BUFFERED_MIN, &min, &optlen));
+	CHECK(min > 0 && min < (1 << 20));
+	/* The client has no buffered receives: the option is not there. */
+	CHECK_EQ(fi_getopt(&c.ep->fid, FI_OPT_ENDPOINT, FI_OPT_BUFFERED_MIN, &min, &optlen), -FI_ENOPROTOOPT);
+	char hello[] = "in place";
+	fill(sbuf, sizeof(sbuf), 21);
+	CHECK_OK(fi_send(c.ep, hello, sizeof(hello), NULL, 0, hello));
+	CHECK_OK(fi_tsend(c.ep, sbuf, sizeof(sbuf), NULL, 0, 0x55, sbuf));
+	CHECK_EQ(get_comp(s.cq, c.eq, &e, &ce, 10), 1);
+	struct fi_recv_context *rc = e.op_context;
+	CHECK(rc && rc->ep == s.ep && !(e.flags & FI_MORE) && (e.flags & FI_RECV));
+	CHECK_EQ(e.len, sizeof(hello));
+	CHECK(e.buf && !strcmp(e.buf, hello));
+	struct fi_msg m = {.context = rc};
+	CHECK_OK(fi_recvmsg(s.ep, &m, FI_DISCARD));
+	CHECK_EQ(get_comp(s.cq, c.eq, &e, &ce, 10), 1);
+	rc = e.op_context;
+	CHECK(rc && rc->ep == s.ep);
+	CHECK((e.flags & (FI_MORE | FI_TAGGED)) == (FI_MORE | FI_TAGGED));
+	CHECK_EQ(e.len, sizeof(sbuf));
+	CHECK_EQ(e.tag, 0x55);
+	CHECK(check_fill(e.buf, min, 21));
+	rc->context = rbuf;
+	struct iovec iov[2] = {{rbuf, 1000}, {rbuf + 1000, sizeof(rbuf) - 1000}};
+	struct fi_msg_tagged tm = {.msg_iov = iov, .iov_count = 2, .context = rc};
+	CHECK_OK(fi_trecvmsg(s.ep, &tm, FI_CLAIM));
+	CHECK_EQ(get_comp(s.cq, c.eq, &e, &ce, 10), 1);
+	CHECK(e.op_context == rbuf && (e.flags & FI_CLAIM));
+	CHECK_EQ(e.len, sizeof(sbuf));
+	CHECK(check_fill(rbuf, sizeof(sbuf), 21));
+	for (int k = 0; k < 2; k++) {
+		CHECK_EQ(get_comp(c.cq, s.eq, &e, &ce, 10), 1);
+		CHECK(e.op_context == hello || e.op_context == sbuf);
+	}
 	CHECK_OK(fi_shutdown(s.ep, 0));
 	line = both_shut_down(&s, &c);
 	if (line)
@@ -884,6 +955,7 @@ int main(int argc, char **argv)
 	RUN(reject_with_data);
 	RUN(connect_to_closed_port);
 	RUN(data_on_a_connected_pair);
+	RUN(buffered_receives_on_a_connected_pair);
 	RUN(shutdown_cancels_outstanding);
 	RUN(endpoint_on_a_pep_address);
 	RUN(hostile_clients);

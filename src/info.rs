@@ -2259,7 +2259,10 @@ mod tests {
             ]
         );
         let m = &l[2];
-        assert_eq!(m.caps, crate::ep::msg::MSG_CAPS);
+        // FI_VARIABLE_MSG is offered but only given when asked for.
+        assert_eq!(m.caps, crate::ep::msg::MSG_CAPS & !FI_VARIABLE_MSG);
+        let l = super::getinfo(&query(Some(&msg_hints(FI_MSG | FI_VARIABLE_MSG)))).unwrap();
+        assert_ne!(l[0].caps & FI_VARIABLE_MSG, 0);
         assert_eq!(m.caps & (FI_SOURCE | FI_DIRECTED_RECV | FI_RMA | FI_ATOMIC), 0);
         assert_eq!(m.tx.as_ref().unwrap().caps, FI_MSG | FI_TAGGED | FI_SEND);
         assert_eq!(

@@ -56,7 +56,8 @@ use std::sync::{Arc, OnceLock};
 /// Capabilities a connected endpoint's data path delivers (fi_getinfo's
 /// FI_EP_MSG entry): no FI_SOURCE / FI_DIRECTED_RECV — there is only the
 /// one peer.
-pub const MSG_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
+pub const MSG_CAPS: u64 =
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_VARIABLE_MSG | FI_LOCAL_COMM | FI_REMOTE_COMM;
 
 /// What the endpoint layer keeps about its connection.
 pub struct MsgLink {
@@ -213,7 +214,7 @@ pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut f
     let epa = info.ep.clone().unwrap_or_default();
     let nz = |v: usize, d: usize| if v == 0 { d } else { v };
     let caps = if info.caps == 0 { MSG_CAPS } else { info.caps };
-    let cfg = EpConfig {
+    let mut cfg = EpConfig {
         caps,
         tx_op_flags: tx.op_flags,
         rx_op_flags: rx.op_flags,
@@ -227,6 +228,11 @@ pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut f
         cma: false,
         fixed_peer: Some(MSG_PEER),
     };
+    // fi_msg(3): variable messages have no max_msg_size limit.
+    let variable = caps & FI_VARIABLE_MSG != 0;
+    if variable {
+        cfg.max_msg_size = usize::MAX;
+    }
     let limits = Limits {
         max_payload: crate::transport::tcp::EAGER_MAX,
         max_msg: cfg.max_msg_size,
@@ -239,7 +245,11 @@ pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut f
         let class = unsafe { ffi::read_in(h) }?.fclass;
         match class {
             // SAFETY: `h` is readable as a fid (checked above).
-            FI_CLASS_CONNREQ => MsgShared::new_accepting(unsafe { super::pep::take_connreq(h) }?, limits)?,
+            FI_CLASS_CONNREQ => {
+                // SAFETY: as above.
+                let (sock, prefix) = unsafe { super::pep::take_connreq(h) }?;
+                MsgShared::new_accepting(sock, prefix, limits)?
+            }
             // SAFETY: as above.
             FI_CLASS_PEP => MsgShared::new_on_socket(unsafe { super::pep::take_bound_socket(h) }?, limits)?,
             _ => return Err(Error::INVAL),
@@ -279,7 +289,12 @@ pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut f
         backlogged: AtomicBool::new(false),
         eq_engine: Mutex::new(None),
     });
-    let inner = rdm::Inner::new(Box::new(shared.port()), cfg);
+    let mut inner = rdm::Inner::new(Box::new(shared.port()), cfg);
+    // Buffered receives as on RDM endpoints (docs/buffered.md); the RTS
+    // prefix travels in the connection handshake.
+    if super::buffered::requested(info) || variable {
+        inner.enable_buffered(super::env_size("buffered_pool", super::buffered::DEFAULT_POOL));
+    }
     let wait_fd = inner.wait_fd();
     let core = Arc::new(Ep {
         users: Users::default(),
@@ -311,7 +326,8 @@ pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut f
         atomic: &super::stubs::ATOMIC_OPS,
         collective: &super::stubs::COLLECTIVE_OPS,
     };
-    let p = Obj::create(hdr, core);
+    let p = Obj::create(hdr, core.clone());
+    core.inner.lock().set_ep_fid(p as usize);
     link.fid.store(p as usize, Ordering::Release);
     Ok(p)
 }

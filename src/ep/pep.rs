@@ -93,6 +93,8 @@ struct Handshake {
     deadline: Instant,
     /// A complete CONNREQ's data, waiting for room in the EQ.
     req: Option<Vec<u8>>,
+    /// The client's RTS prefix (buffered receives), from its CONNREQ.
+    prefix: usize,
 }
 
 struct PepState {
@@ -139,6 +141,8 @@ impl HasUsers for Pep {
 /// (taken by `fi_endpoint`) or rejected.
 pub struct ConnReq {
     sock: Mutex<Option<OwnedFd>>,
+    /// The client's RTS prefix (its CONNREQ's).
+    prefix: usize,
 }
 
 impl FiObject for ConnReq {
@@ -192,13 +196,16 @@ unsafe fn take_conn(h: *mut fid) -> Result<OwnedFd> {
     Ok(s)
 }
 
-/// `fi_endpoint` with a connection request's info: the connection.
+/// `fi_endpoint` with a connection request's info: the connection and the
+/// client's RTS prefix.
 ///
 /// # Safety
 /// `h` must be NULL or readable as a `struct fid`.
-pub unsafe fn take_connreq(h: *mut fid) -> Result<OwnedFd> {
+pub unsafe fn take_connreq(h: *mut fid) -> Result<(OwnedFd, usize)> {
+    // SAFETY: per the contract.
+    let prefix = unsafe { Obj::<ConnReq>::from_ptr(h as *const c_void) }?.core.prefix;
     // SAFETY: forwarded.
-    unsafe { take_conn(h) }
+    unsafe { take_conn(h) }.map(|s| (s, prefix))
 }
 
 /// An unread `FI_CONNREQ` event is dropped (its EQ closes): the request is
@@ -287,6 +294,7 @@ impl PepState {
                             reader: Reader::new(),
                             deadline: Instant::now() + HELLO_TIMEOUT,
                             req: None,
+                            prefix: 0,
                         },
                     );
                 }
@@ -328,6 +336,7 @@ impl PepState {
                 match cm::parse(&hdr, &payload) {
                     Ok(CmKind::ConnReq) => {
                         h.req = Some(payload);
+                        h.prefix = cm::rts_prefix(&hdr);
                         // Nothing more is read until the application
                         // accepts or rejects.
                         self.epoll.delete(fd);
@@ -411,6 +420,7 @@ impl Pep {
             },
             Arc::new(ConnReq {
                 sock: Mutex::new(Some(sock)),
+                prefix: h.prefix,
             }),
         );
         let mut info = self.info.clone();
@@ -786,7 +796,7 @@ unsafe extern "C" fn pep_reject(p: *mut fid_pep, handle: *mut fid, param: *const
             }
             let data = super::msg::cm_data(param, paramlen)?;
             let sock = take_conn(handle)?;
-            let (h, payload) = cm::encode(CmKind::Reject, data);
+            let (h, payload) = cm::encode(CmKind::Reject, data, 0);
             let v = [
                 libc::iovec {
                     iov_base: h.as_ptr() as *mut c_void,

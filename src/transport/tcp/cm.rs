@@ -22,7 +22,9 @@
 //! ```text
 //! WireHdr: op = HELLO, aux = kind (16 CONNREQ, 17 ACCEPT, 18 REJECT),
 //!          data = CM_VERSION, len = payload = CM data bytes (<= CM_DATA_MAX),
-//!          flags, tag, offset, msg_id, reserved = 0
+//!          msg_id = the sender's RTS prefix (buffered receives, as in the
+//!          RDM HELLO; <= EAGER_MAX, 0 in a REJECT),
+//!          flags, tag, offset, reserved = 0
 //! payload: the application's connection data
 //! ```
 //!
@@ -68,15 +70,22 @@ pub enum BadCm {
 }
 
 /// The record for `kind` with `data` (the caller checked `data.len()`
-/// against [`CM_DATA_MAX`]): header bytes and payload.
-pub fn encode(kind: CmKind, data: &[u8]) -> ([u8; HDR_LEN], Vec<u8>) {
+/// against [`CM_DATA_MAX`]) and the RTS prefix this side wants pushed to it
+/// (`Port::set_rts_prefix`): header bytes and payload.
+pub fn encode(kind: CmKind, data: &[u8], rts_prefix: usize) -> ([u8; HDR_LEN], Vec<u8>) {
     let n = data.len().min(CM_DATA_MAX);
     let mut h = WireHdr::new(op::HELLO);
     h.aux = kind.code();
     h.data = CM_VERSION;
     h.len = n as u64;
     h.payload = n as u32;
+    h.msg_id = rts_prefix.min(super::EAGER_MAX) as u64;
     (h.to_bytes(), data[..n].to_vec())
+}
+
+/// The RTS prefix a validated handshake record asks for.
+pub fn rts_prefix(h: &WireHdr) -> usize {
+    h.msg_id as usize
 }
 
 /// Validates a handshake record whose header passed `WireHdr::check`.
@@ -90,7 +99,7 @@ pub fn parse(h: &WireHdr, payload: &[u8]) -> Result<CmKind, BadCm> {
         18 => CmKind::Reject,
         _ => return Err(BadCm::Kind),
     };
-    if h.flags != 0 || h.tag != 0 || h.offset != 0 || h.msg_id != 0 || h.reserved != 0 {
+    if h.flags != 0 || h.tag != 0 || h.offset != 0 || h.reserved != 0 || h.msg_id > super::EAGER_MAX as u64 {
         return Err(BadCm::Fields);
     }
     if payload.len() > CM_DATA_MAX || h.payload as usize != payload.len() || h.len != payload.len() as u64 {
@@ -115,10 +124,11 @@ mod tests {
         for kind in [CmKind::ConnReq, CmKind::Accept, CmKind::Reject] {
             for n in [0usize, 1, 17, CM_DATA_MAX] {
                 let data: Vec<u8> = (0..n).map(|i| i as u8).collect();
-                let (h, p) = encode(kind, &data);
+                let (h, p) = encode(kind, &data, n);
                 let h = WireHdr::from_bytes(&h);
                 assert_eq!(h.check(&LIM), Ok(()));
                 assert_eq!(parse(&h, &p), Ok(kind));
+                assert_eq!(rts_prefix(&h), n);
                 assert_eq!(p, data);
             }
         }
@@ -126,7 +136,7 @@ mod tests {
 
     #[test]
     fn hostile_or_foreign_records_refused() {
-        let (h, p) = encode(CmKind::ConnReq, b"abc");
+        let (h, p) = encode(CmKind::ConnReq, b"abc", 0);
         let good = WireHdr::from_bytes(&h);
         // The RDM handshake (hello.rs) is not a MSG handshake, either way.
         let (rh, rp) = crate::transport::tcp::hello::encode(
@@ -142,6 +152,12 @@ mod tests {
         let mut x = good;
         x.tag = 1;
         assert_eq!(parse(&x, &p), Err(BadCm::Fields));
+        // A prefix beyond what any eager record could carry.
+        let mut x = good;
+        x.msg_id = crate::transport::tcp::EAGER_MAX as u64 + 1;
+        assert_eq!(parse(&x, &p), Err(BadCm::Fields));
+        x.msg_id = u64::MAX;
+        assert_eq!(parse(&x, &p), Err(BadCm::Fields));
         let mut x = good;
         x.payload = 4;
         assert_eq!(parse(&x, &p), Err(BadCm::Length));
@@ -149,8 +165,10 @@ mod tests {
         x.op = op::BYE;
         assert_eq!(parse(&x, &p), Err(BadCm::Version));
         // Too much data is cut to the limit when encoding.
-        let (h, p) = encode(CmKind::Accept, &[1u8; CM_DATA_MAX + 10]);
+        let (h, p) = encode(CmKind::Accept, &[1u8; CM_DATA_MAX + 10], usize::MAX);
         assert_eq!(p.len(), CM_DATA_MAX);
-        assert_eq!(parse(&WireHdr::from_bytes(&h), &p), Ok(CmKind::Accept));
+        let h = WireHdr::from_bytes(&h);
+        assert_eq!(parse(&h, &p), Ok(CmKind::Accept));
+        assert_eq!(rts_prefix(&h), crate::transport::tcp::EAGER_MAX, "prefix clamped");
     }
 }

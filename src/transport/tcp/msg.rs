@@ -195,6 +195,10 @@ pub struct MsgConn {
     scratch: Vec<u8>,
     ready: Vec<(u64, u32)>,
     connect_timeout: Duration,
+    /// The RTS prefix we ask the peer for (buffered receives; sent in our
+    /// CONNREQ or ACCEPT) and the one the peer asked us for (from its).
+    rts_prefix: usize,
+    peer_rts_prefix: usize,
 }
 
 /// What the endpoint layer and the port share.
@@ -242,7 +246,7 @@ impl MsgShared {
 
     /// A server endpoint for an accepted connection whose CONNREQ was read
     /// (`fi_endpoint` with `info->handle` = the connection request).
-    pub fn new_accepting(sock: OwnedFd, limits: Limits) -> Result<Arc<MsgShared>> {
+    pub fn new_accepting(sock: OwnedFd, peer_rts_prefix: usize, limits: Limits) -> Result<Arc<MsgShared>> {
         let fd = sock.as_raw_fd();
         let local = sys::local_addr(fd)?;
         let mut c = MsgConn::new(local.is_ipv6(), limits)?;
@@ -250,6 +254,7 @@ impl MsgShared {
         c.peer = sys::peer_addr(fd).ok();
         c.sock = Some(sock);
         c.phase = Phase::Accepting;
+        c.peer_rts_prefix = peer_rts_prefix;
         Ok(MsgShared::wrap(c))
     }
 
@@ -351,6 +356,8 @@ impl MsgConn {
             scratch: vec![0u8; SCRATCH],
             ready: Vec::with_capacity(8),
             connect_timeout: CONNECT_TIMEOUT,
+            rts_prefix: 0,
+            peer_rts_prefix: 0,
         })
     }
 
@@ -430,7 +437,7 @@ impl MsgConn {
         }
         let fd = self.fd().ok_or(Error::NOTCONN)?;
         self.peer = Some(to);
-        let (h, p) = cm::encode(CmKind::ConnReq, data);
+        let (h, p) = cm::encode(CmKind::ConnReq, data, self.rts_prefix);
         self.queue.push(OutRecord::new(h, Body::Owned(p)));
         match sys::connect(fd, &to) {
             Ok(done) => {
@@ -472,7 +479,7 @@ impl MsgConn {
         if data.len() > CM_DATA_MAX {
             return Err(Error::INVAL);
         }
-        let (h, p) = cm::encode(CmKind::Accept, data);
+        let (h, p) = cm::encode(CmKind::Accept, data, self.rts_prefix);
         self.queue.push(OutRecord::new(h, Body::Owned(p)));
         self.set_phase(Phase::Up);
         // The ACCEPT is queued ahead of any data, so the connection is ours
@@ -732,6 +739,7 @@ impl MsgConn {
         }
         match (self.phase, cm::parse(h, &payload)) {
             (Phase::AwaitAnswer, Ok(CmKind::Accept)) => {
+                self.peer_rts_prefix = cm::rts_prefix(h);
                 self.set_phase(Phase::Up);
                 self.events.push_back(CmEvent::Connected(payload));
                 self.update_interest();
@@ -931,6 +939,17 @@ impl Port for MsgPort {
 
     fn close(&mut self) {
         self.shared.with(|c| c.close())
+    }
+
+    /// Sent in our CONNREQ / ACCEPT: a change after the handshake reaches
+    /// the peer no more (it then fetches what it misses with a ranged CTS).
+    fn set_rts_prefix(&mut self, n: usize) {
+        self.shared.with(|c| c.rts_prefix = n.min(super::EAGER_MAX))
+    }
+
+    /// From the peer's CONNREQ / ACCEPT (no data flows before either).
+    fn rts_prefix(&mut self, _peer: &Addr) -> usize {
+        self.shared.with(|c| c.peer_rts_prefix)
     }
 }
 

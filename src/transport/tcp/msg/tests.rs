@@ -85,7 +85,7 @@ fn read_cm(s: &mut TcpStream) -> (CmKind, Vec<u8>) {
 }
 
 fn write_cm(s: &mut TcpStream, kind: CmKind, data: &[u8]) {
-    let (h, p) = cm::encode(kind, data);
+    let (h, p) = cm::encode(kind, data, 0);
     s.write_all(&h).unwrap();
     s.write_all(&p).unwrap();
 }
@@ -118,7 +118,7 @@ fn connect_accept_data_shutdown() {
     srv.set_nonblocking(true).unwrap();
     // SAFETY: the fd comes from a TcpStream we give up.
     let fd = unsafe { OwnedFd::from_raw_fd(srv.into_raw_fd()) };
-    let ss = MsgShared::new_accepting(fd, LIM).unwrap();
+    let ss = MsgShared::new_accepting(fd, 0, LIM).unwrap();
     assert_eq!(ss.peer(), Some(bound));
     let (mut sp, mut sc) = (ss.port(), Core::default());
     assert_eq!(ss.state(), LinkState::Accepting);
