@@ -51,6 +51,7 @@ pub struct Cntr {
 }
 
 impl FiObject for Cntr {
+    const CLOSE: &'static str = "cntr close";
     type Header = fid_cntr;
     const CLASS: usize = FI_CLASS_CNTR;
 }
@@ -260,7 +261,7 @@ impl Cntr {
 
 static CNTR_FI_OPS: fi_ops = fi_ops {
     size: core::mem::size_of::<fi_ops>(),
-    close: Some(cntr_close),
+    close: Some(ffi::close_when_idle::<Cntr>),
     bind: Some(noops::no_bind),
     control: Some(cntr_control),
     ops_open: Some(noops::no_ops_open),
@@ -307,7 +308,7 @@ pub fn open(d: &Obj<Domain>, attr: &fi_cntr_attr, ctx: *mut c_void) -> Result<*m
 /// `p` must be NULL or readable as a `struct fid`.
 pub unsafe fn from_fid(p: *mut fid) -> Result<Arc<Cntr>> {
     // SAFETY: per the contract.
-    Ok(unsafe { Obj::<Cntr>::from_ptr(p as *const c_void) }?.core.clone())
+    unsafe { ffi::core_of(p) }
 }
 
 /// # Safety
@@ -315,19 +316,6 @@ pub unsafe fn from_fid(p: *mut fid) -> Result<Arc<Cntr>> {
 pub unsafe fn trywait_fid(p: *mut fid) -> Result<()> {
     // SAFETY: per the contract.
     unsafe { Obj::<Cntr>::from_ptr(p as *const c_void) }?.core.trywait()
-}
-
-unsafe extern "C" fn cntr_close(f: *mut fid) -> c_int {
-    // SAFETY: `f` comes from the application as this object's fid.
-    unsafe {
-        ffi::call_obj::<Cntr, c_int>("cntr close", f as *const c_void, |o| {
-            // fi_cntr(3): "If resources are still associated with the counter
-            // when attempting to close, the call will return -FI_EBUSY."
-            o.core.users.check_idle()?;
-            Obj::destroy(o);
-            Ok(0)
-        })
-    }
 }
 
 unsafe extern "C" fn cntr_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {

@@ -272,6 +272,7 @@ pub struct Cq {
 }
 
 impl FiObject for Cq {
+    const CLOSE: &'static str = "cq close";
     type Header = fid_cq;
     const CLASS: usize = FI_CLASS_CQ;
 }
@@ -773,7 +774,7 @@ pub unsafe fn strerror_into(prov_errno: i32, buf: *mut c_char, len: usize) -> *c
 
 static CQ_FI_OPS: fi_ops = fi_ops {
     size: core::mem::size_of::<fi_ops>(),
-    close: Some(cq_close),
+    close: Some(ffi::close_when_idle::<Cq>),
     bind: Some(noops::no_bind),
     control: Some(cq_control),
     ops_open: Some(noops::no_ops_open),
@@ -820,7 +821,7 @@ pub fn open(d: &Obj<Domain>, attr: &fi_cq_attr, ctx: *mut c_void) -> Result<*mut
 /// `p` must be NULL or readable as a `struct fid`.
 pub unsafe fn from_fid(p: *mut fid) -> Result<Arc<Cq>> {
     // SAFETY: per the contract.
-    Ok(unsafe { Obj::<Cq>::from_ptr(p as *const c_void) }?.core.clone())
+    unsafe { ffi::core_of(p) }
 }
 
 /// `fi_trywait` on a CQ fid.
@@ -830,19 +831,6 @@ pub unsafe fn from_fid(p: *mut fid) -> Result<Arc<Cq>> {
 pub unsafe fn trywait_fid(p: *mut fid) -> Result<()> {
     // SAFETY: per the contract.
     unsafe { Obj::<Cq>::from_ptr(p as *const c_void) }?.core.trywait()
-}
-
-unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
-    // SAFETY: `f` comes from the application as this object's fid.
-    unsafe {
-        ffi::call_obj::<Cq, c_int>("cq close", f as *const c_void, |o| {
-            // fi_cq(3): "If resources are still associated with the CQ when
-            // attempting to close, the call will return -FI_EBUSY."
-            o.core.users.check_idle()?;
-            Obj::destroy(o);
-            Ok(0)
-        })
-    }
 }
 
 unsafe extern "C" fn cq_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {

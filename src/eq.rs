@@ -146,6 +146,7 @@ pub struct Eq {
 }
 
 impl FiObject for Eq {
+    const CLOSE: &'static str = "eq close";
     type Header = fid_eq;
     const CLASS: usize = FI_CLASS_EQ;
 }
@@ -429,7 +430,7 @@ impl Eq {
 
 static EQ_FI_OPS: fi_ops = fi_ops {
     size: core::mem::size_of::<fi_ops>(),
-    close: Some(eq_close),
+    close: Some(ffi::close_when_idle::<Eq>),
     bind: Some(noops::no_bind),
     control: Some(eq_control),
     ops_open: Some(noops::no_ops_open),
@@ -474,7 +475,7 @@ pub fn open(f: &Obj<Fabric>, attr: &fi_eq_attr, ctx: *mut c_void) -> Result<*mut
 /// `p` must be NULL or readable as a `struct fid`.
 pub unsafe fn from_fid(p: *mut fid) -> Result<Arc<Eq>> {
     // SAFETY: per the contract.
-    Ok(unsafe { Obj::<Eq>::from_ptr(p as *const c_void) }?.core.clone())
+    unsafe { ffi::core_of(p) }
 }
 
 /// # Safety
@@ -482,19 +483,6 @@ pub unsafe fn from_fid(p: *mut fid) -> Result<Arc<Eq>> {
 pub unsafe fn trywait_fid(p: *mut fid) -> Result<()> {
     // SAFETY: per the contract.
     unsafe { Obj::<Eq>::from_ptr(p as *const c_void) }?.core.trywait()
-}
-
-unsafe extern "C" fn eq_close(f: *mut fid) -> c_int {
-    // SAFETY: `f` comes from the application as this object's fid.
-    unsafe {
-        ffi::call_obj::<Eq, c_int>("eq close", f as *const c_void, |o| {
-            // fi_eq(3): "The EQ must not be bound to any other objects prior
-            // to being closed, otherwise the call will return -FI_EBUSY."
-            o.core.users.check_idle()?;
-            Obj::destroy(o);
-            Ok(0)
-        })
-    }
 }
 
 unsafe extern "C" fn eq_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {

@@ -20,6 +20,7 @@ pub struct Fabric {
 }
 
 impl FiObject for Fabric {
+    const CLOSE: &'static str = "fabric close";
     type Header = fid_fabric;
     const CLASS: usize = FI_CLASS_FABRIC;
 }
@@ -32,7 +33,7 @@ impl HasUsers for Fabric {
 
 static FABRIC_FI_OPS: fi_ops = fi_ops {
     size: core::mem::size_of::<fi_ops>(),
-    close: Some(fabric_close),
+    close: Some(ffi::close_when_idle::<Fabric>),
     bind: Some(noops::no_bind),
     control: Some(noops::no_control),
     ops_open: Some(noops::no_ops_open),
@@ -82,17 +83,6 @@ impl Obj<Fabric> {
             0 => crate::provider::API_VERSION,
             v => v,
         }
-    }
-}
-
-unsafe extern "C" fn fabric_close(f: *mut fid) -> c_int {
-    // SAFETY: `f` comes from the application as this object's fid.
-    unsafe {
-        ffi::call_obj::<Fabric, c_int>("fabric close", f as *const c_void, |o| {
-            o.core.users.check_idle()?;
-            Obj::destroy(o);
-            Ok(0)
-        })
     }
 }
 

@@ -8,7 +8,7 @@
 //! application, never as an abort of its process and never as unwinding into C.
 
 use crate::error::{Error, Result};
-use crate::ffi::handle::{FiObject, Obj};
+use crate::ffi::handle::{FiObject, HasUsers, Obj};
 use core::ffi::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -113,5 +113,23 @@ pub unsafe fn call_obj<T: FiObject, R: FfiRet>(
             obj.poison();
             R::from_err(Error::OTHER)
         }
+    }
+}
+
+/// `fi_close` for objects that are simply freed once nothing refers to them
+/// (fabric, EQ, CQ, counter): `-FI_EBUSY` while bound or in use (their man
+/// pages: "If resources are still associated with the ... when attempting
+/// to close, the call will return -FI_EBUSY").
+///
+/// # Safety
+/// Called by libfabric with the application's fid (any pointer is checked).
+pub unsafe extern "C" fn close_when_idle<T: FiObject + HasUsers>(f: *mut crate::abi::fid) -> c_int {
+    // SAFETY: `f` comes from the application as this object's fid.
+    unsafe {
+        call_obj::<T, c_int>(T::CLOSE, f as *const core::ffi::c_void, |o| {
+            o.core.users().check_idle()?;
+            Obj::destroy(o);
+            Ok(0)
+        })
     }
 }

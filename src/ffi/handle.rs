@@ -38,6 +38,19 @@ pub trait FiObject: Send + Sync + Sized + 'static {
     type Header: FidHeader;
     /// The `fid.fclass` value of this object.
     const CLASS: usize;
+    /// How [`close_when_idle`](crate::ffi::close_when_idle) names its call
+    /// (logs, injected panics).
+    const CLOSE: &'static str = "close";
+}
+
+/// The core behind an application's `struct fid*` of class `T::CLASS` (a
+/// CQ given to `fi_ep_bind`, an EQ given to `fi_domain_bind`, ...).
+///
+/// # Safety
+/// `p` must be NULL or readable as a `struct fid`.
+pub unsafe fn core_of<T: FiObject>(p: *mut fid) -> Result<Arc<T>> {
+    // SAFETY: per the contract.
+    Ok(unsafe { Obj::<T>::from_ptr(p as *const c_void) }?.core.clone())
 }
 
 const MAGIC_BASE: u64 = 0x7275_7374_6661_6200; // "rustfab\0"
