@@ -298,6 +298,9 @@ impl Inner {
             }
             _ => false,
         };
+        if a.flags & FI_MORE != 0 {
+            self.port.more_coming();
+        }
         let r = self.send_claimed(b, a, peer, want_completion, claimed);
         if r.is_err() && claimed {
             if let Some(cq) = &b.tx_cq {

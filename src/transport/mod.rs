@@ -193,6 +193,9 @@ pub trait Port: Send {
     /// behind the sender's next messages). 0: none. Peers learn it through
     /// the transport (shm segment header, TCP HELLO).
     fn set_rts_prefix(&mut self, _n: usize) {}
+    /// `FI_MORE` on a send: the application posts more at once, so the
+    /// transport may hold this message back to write it with those.
+    fn more_coming(&mut self) {}
     /// Bytes `peer` asked to have pushed behind an RTS (0: none, unknown).
     fn rts_prefix(&mut self, _peer: &Addr) -> usize {
         0

@@ -41,7 +41,7 @@ use crate::error::{Error, Result};
 use crate::sys::{Epoll, IN, OUT};
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
 use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
-use framing::{Body, ByteSink, ByteSource, OutRecord, Outcome, Reader, Sink, WriteQueue};
+use framing::{Body, ByteSink, ByteSource, Cork, OutRecord, Outcome, Reader, Sink, WriteQueue};
 use hello::{Decision, Existing, Hello, Kind};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -178,6 +178,8 @@ struct Peer {
     /// Rejected: the peer dials us; until then records wait here.
     waiting_until: Option<Instant>,
     queue: WriteQueue,
+    /// Records wait in `queue` for the next pass (send coalescing).
+    corked: bool,
     /// A failure found outside `poll`, reported by the next pass.
     doomed: Option<Error>,
 }
@@ -318,6 +320,9 @@ pub struct TcpPort {
     connect_timeout: Duration,
     /// The RTS prefix we ask peers for in our HELLOs.
     rts_prefix: usize,
+    /// Send coalescing (see [`Cork`]) and the peers whose records wait.
+    cork: Cork,
+    corked: Vec<SocketAddr>,
 }
 
 impl TcpPort {
@@ -353,6 +358,8 @@ impl TcpPort {
             closed: false,
             connect_timeout: CONNECT_TIMEOUT,
             rts_prefix: 0,
+            cork: Cork::default(),
+            corked: Vec::new(),
         })
     }
 
@@ -453,20 +460,49 @@ impl TcpPort {
         self.update_interest(id);
     }
 
-    fn queue_record(&mut self, to: SocketAddr, rec: OutRecord, bounded: bool) -> Result<bool> {
+    /// Queues a record and writes the queue, unless the record is an eager
+    /// message (`may_wait`: its payload length) that may wait for the next
+    /// pass ([`Cork`]). `bounded` records (data) are refused beyond
+    /// [`QUEUE_HIGH_WATER`]. `Ok(true)`: written.
+    fn queue_record(&mut self, to: SocketAddr, rec: OutRecord, bounded: bool, may_wait: Option<usize>) -> Result<bool> {
         let p = self.peer_for_send(to)?;
         if bounded && p.queue.unsent() >= QUEUE_HIGH_WATER {
             return Err(Error::AGAIN);
         }
         p.queue.push(rec);
+        if let Some(n) = may_wait {
+            let unsent = p.queue.unsent();
+            if self.cork.defer(n, unsent) {
+                let Some(p) = self.peers.get_mut(&to) else {
+                    return Ok(false);
+                };
+                if !p.corked {
+                    p.corked = true;
+                    self.corked.push(to);
+                }
+                return Ok(false);
+            }
+        }
         self.flush_peer(to);
         Ok(self.peers.get(&to).is_some_and(|p| p.queue.is_empty()))
+    }
+
+    /// Writes every queue that waits for a pass.
+    fn flush_corked(&mut self) {
+        for a in std::mem::take(&mut self.corked) {
+            if let Some(p) = self.peers.get_mut(&a) {
+                p.corked = false;
+            }
+            self.flush_peer(a);
+        }
     }
 
     // ---------------------------------------------------------------- poll
 
     fn poll_inner(&mut self, d: &mut dyn Delivery) {
         self.polled = true;
+        self.flush_corked();
+        self.cork.end_burst();
         for (id, r) in std::mem::take(&mut self.sent) {
             d.sent(id, r);
         }
@@ -1014,13 +1050,26 @@ impl Port for TcpPort {
         self.epoll.fd()
     }
 
-    /// Nothing to do: the kernel makes the epoll set readable on arrival.
-    fn set_sleepers(&mut self, _n: usize) {}
+    /// Arrivals need nothing (the kernel makes the epoll set readable), but
+    /// a sleeper must not leave records waiting for a pass: write them, and
+    /// write at once while anybody sleeps.
+    fn set_sleepers(&mut self, n: usize) {
+        self.cork.set_sleepers(n);
+        if n > 0 {
+            self.flush_corked();
+        }
+    }
+
+    fn more_coming(&mut self) {
+        self.cork.more();
+    }
 
     /// Work the epoll set does not show: reports and failures found while
-    /// sending, and failure events the core has not taken yet.
+    /// sending, records waiting for a pass, and failure events the core has
+    /// not taken yet.
     fn has_pending(&self) -> bool {
         !self.sent.is_empty()
+            || !self.corked.is_empty()
             || !self.events.is_empty()
             || self.peers.values().any(|p| p.doomed.is_some())
             || self.conns.values().any(|c| c.doomed.is_some())
@@ -1047,7 +1096,10 @@ impl Port for TcpPort {
             Payload::Bytes(b) => Body::Owned(b.to_vec()),
             Payload::Iov(iov, off, len) => Body::Iov(iov.sub(off, len)),
         };
-        if self.queue_record(to, OutRecord::new(h.to_bytes(), body), true)? {
+        // Eager messages may wait for the pass that follows a burst;
+        // rendezvous records (RTS, DATA) go at once.
+        let may_wait = (h.op == proto::op::MSG).then_some(n);
+        if self.queue_record(to, OutRecord::new(h.to_bytes(), body), true, may_wait)? {
             return Ok(Sent::Done);
         }
         // Still queued (it is the last record): report it when written.
@@ -1072,7 +1124,7 @@ impl Port for TcpPort {
         }
         let mut h = *hdr;
         h.payload = 0;
-        self.queue_record(to, OutRecord::new(h.to_bytes(), Body::None), false)
+        self.queue_record(to, OutRecord::new(h.to_bytes(), Body::None), false, None)
             .map(|_| ())
     }
 

@@ -30,7 +30,7 @@
 //! arrives, data arrives or the peer goes away.
 
 use super::cm::{self, CmKind, CM_DATA_MAX};
-use super::framing::{Body, ByteSink, ByteSource, OutRecord, Outcome, Reader, Sink, WriteQueue};
+use super::framing::{Body, ByteSink, ByteSource, Cork, OutRecord, Outcome, Reader, Sink, WriteQueue};
 use super::sys::{self, Io, TimerFd};
 use super::{CONNECT_TIMEOUT, COPY_MAX, EAGER_MAX, KEEPALIVE_IDLE, QUEUE_HIGH_WATER, SNDBUF, USER_TIMEOUT};
 use crate::addr::Addr;
@@ -199,6 +199,9 @@ pub struct MsgConn {
     /// CONNREQ or ACCEPT) and the one the peer asked us for (from its).
     rts_prefix: usize,
     peer_rts_prefix: usize,
+    /// Send coalescing; `corked`: records wait in `queue` for a pass.
+    cork: Cork,
+    corked: bool,
 }
 
 /// What the endpoint layer and the port share.
@@ -358,6 +361,8 @@ impl MsgConn {
             connect_timeout: CONNECT_TIMEOUT,
             rts_prefix: 0,
             peer_rts_prefix: 0,
+            cork: Cork::default(),
+            corked: false,
         })
     }
 
@@ -548,7 +553,13 @@ impl MsgConn {
             Payload::Iov(iov, off, len) => Body::Iov(iov.sub(off, len)),
         };
         self.queue.push(OutRecord::new(h.to_bytes(), body));
-        self.flush();
+        // Eager messages may wait for the pass that follows a burst (see
+        // `Cork`); rendezvous records go at once.
+        if h.op == crate::transport::proto::op::MSG && self.cork.defer(n, self.queue.unsent()) {
+            self.corked = true;
+        } else {
+            self.flush();
+        }
         if self.queue.is_empty() {
             return Ok(Sent::Done);
         }
@@ -577,7 +588,17 @@ impl MsgConn {
 
     // ------------------------------------------------------------ progress
 
+    /// Writes what waits for a pass (send coalescing).
+    fn flush_corked(&mut self) {
+        if self.corked {
+            self.corked = false;
+            self.flush();
+        }
+    }
+
     fn poll(&mut self, d: &mut dyn Delivery) {
+        self.flush_corked();
+        self.cork.end_burst();
         for (id, r) in std::mem::take(&mut self.sent) {
             d.sent(id, r);
         }
@@ -589,6 +610,18 @@ impl MsgConn {
         }
         if self.stalled {
             self.read(d);
+        }
+        if self.phase == Phase::Up && !self.stalled && self.interest == IN && self.timer_at.is_none() {
+            // Connected, nothing to write, no timer: readability is all
+            // the epoll set could report, and a read attempt tells as much
+            // (data, end of stream, error) — one system call per arrival
+            // instead of two. The set is level-triggered, so not asking it
+            // leaves nothing stale for sleepers.
+            self.read(d);
+            if let Some(e) = self.doomed.take() {
+                self.teardown(e, d, None);
+            }
+            return;
         }
         let mut ready = std::mem::take(&mut self.ready);
         let _ = self.epoll.wait(&mut ready, 8, Some(Duration::ZERO));
@@ -865,12 +898,24 @@ impl Port for MsgPort {
         self.shared.wait_fd
     }
 
-    /// Nothing to do: the kernel makes the epoll set readable on arrival.
-    fn set_sleepers(&mut self, _n: usize) {}
+    /// Arrivals need nothing (the kernel makes the epoll set readable), but
+    /// a sleeper must not leave records waiting for a pass (see `Cork`).
+    fn set_sleepers(&mut self, n: usize) {
+        self.shared.with(|c| {
+            c.cork.set_sleepers(n);
+            if n > 0 {
+                c.flush_corked();
+            }
+        })
+    }
+
+    fn more_coming(&mut self) {
+        self.shared.with(|c| c.cork.more())
+    }
 
     fn has_pending(&self) -> bool {
         let c = self.shared.conn.lock();
-        !c.sent.is_empty() || !c.events.is_empty() || c.doomed.is_some()
+        !c.sent.is_empty() || !c.events.is_empty() || c.doomed.is_some() || c.corked
     }
 
     fn eager_limit(&self) -> usize {

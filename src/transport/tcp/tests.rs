@@ -540,3 +540,71 @@ fn silent_peer_fails_at_the_connect_deadline_without_blocking() {
     assert_eq!(ca.sent, vec![(7, Err(Error::TIMEDOUT))]);
     assert_eq!(events, vec![PeerEvent::Failed(Addr::Inet(silent))]);
 }
+
+/// Send coalescing (`framing::Cork`): after a pass, the first small send is
+/// written at once and the ones behind it wait for the next pass (written
+/// together, reported then, in order); nothing waits while somebody sleeps,
+/// and arming a sleeper writes what waits; `FI_MORE` holds even the first.
+#[test]
+fn a_burst_of_small_sends_waits_for_the_next_pass_unless_somebody_sleeps() {
+    let (mut a, mut b) = (port(), port());
+    let (mut ca, mut cb) = (Core::default(), Core::default());
+    let to = b.addr();
+    let data: Vec<Vec<u8>> = (0..12).map(|i| pattern(64, i as u8)).collect();
+    // Connect (lazily, on the first send) and let that one arrive.
+    send_bytes(&mut a, &to, 0, &data[0], 100).unwrap();
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[1].1.got.len() == 1);
+    let arrived = |b: &mut TcpPort, cb: &mut Core, n: usize| {
+        let t = Instant::now();
+        while cb.got.len() < n && t.elapsed() < Duration::from_secs(5) {
+            b.poll(cb);
+        }
+    };
+
+    a.poll(&mut ca);
+    assert!(send_bytes(&mut a, &to, 1, &data[1], 101).unwrap() == Sent::Done);
+    assert!(send_bytes(&mut a, &to, 2, &data[2], 102).unwrap() == Sent::Queued);
+    assert!(send_bytes(&mut a, &to, 3, &data[3], 103).unwrap() == Sent::Queued);
+    assert!(a.has_pending(), "waiting records are work for the next pass");
+    arrived(&mut b, &mut cb, 2);
+    std::thread::sleep(Duration::from_millis(50));
+    b.poll(&mut cb);
+    assert_eq!(cb.got.len(), 2, "the burst waits for the sender's next pass");
+    a.poll(&mut ca);
+    assert!(ca.sent.iter().any(|s| s.0 == 102) && ca.sent.iter().any(|s| s.0 == 103));
+    arrived(&mut b, &mut cb, 4);
+
+    // Somebody sleeps: every send is written at once.
+    a.set_sleepers(1);
+    assert!(send_bytes(&mut a, &to, 4, &data[4], 104).unwrap() == Sent::Done);
+    assert!(send_bytes(&mut a, &to, 5, &data[5], 105).unwrap() == Sent::Done);
+    a.set_sleepers(0);
+    arrived(&mut b, &mut cb, 6);
+
+    // Arming a sleeper writes what waits, without a pass of ours.
+    a.poll(&mut ca);
+    assert!(send_bytes(&mut a, &to, 6, &data[6], 106).unwrap() == Sent::Done);
+    assert!(send_bytes(&mut a, &to, 7, &data[7], 107).unwrap() == Sent::Queued);
+    a.set_sleepers(1);
+    assert!(!a.has_pending() || !a.sent.is_empty());
+    arrived(&mut b, &mut cb, 8);
+    a.set_sleepers(0);
+
+    // FI_MORE holds even the first record after a pass.
+    a.poll(&mut ca);
+    a.more_coming();
+    assert!(send_bytes(&mut a, &to, 8, &data[8], 108).unwrap() == Sent::Queued);
+    // Large records are not held.
+    let big = pattern(16 << 10, 9);
+    assert!(send_bytes(&mut a, &to, 9, &big, 109).unwrap() == Sent::Done);
+    arrived(&mut b, &mut cb, 10);
+
+    assert_eq!(cb.got.len(), 10);
+    for (i, g) in cb.got.iter().enumerate() {
+        assert_eq!(g.1, i as u64, "order kept");
+        assert!(
+            g.2 == if i == 9 { big.clone() } else { data[i].clone() },
+            "message {i} differs"
+        );
+    }
+}
