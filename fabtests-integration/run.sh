@@ -59,7 +59,12 @@ for set in "$@"; do
 	unit|functional|short|standard|complex)
 		"$bin/runfabtests.sh" -T "$T" -p "$bin" -t "$set" -v -R \
 			-e "$(grep -v '^#' "$here/exclude.$transport" 2>/dev/null | cut -d'#' -f1 | xargs | tr ' ' ',')" \
-			rustfab
+			rustfab | tee "/tmp/rustfab-ft-set.$$.log"
+		# Add runfabtests.sh's own totals to ours.
+		read -r p f n < <(awk '/# Total Pass/ {p = $NF} /# Total Fail/ {f = $NF}
+			/# Total Notrun/ {n = $NF} END {print p + 0, f + 0, n + 0}' "/tmp/rustfab-ft-set.$$.log")
+		passed=$((passed + p)); failed=$((failed + f)); notrun=$((notrun + n))
+		rm -f "/tmp/rustfab-ft-set.$$.log"
 		;;
 	*)
 		echo "unknown set: $set"; exit 2 ;;

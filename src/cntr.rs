@@ -31,7 +31,7 @@ use crate::domain::Domain;
 use crate::error::{Error, Result};
 use crate::ffi::{self, noops, FiObject, HasUsers, Held, Obj, Users};
 use crate::sys::Deadline;
-use crate::wait::{WaitObj, WaitSet, Waitable};
+use crate::wait::{MemberWait, WaitObj, WaitSet, Waitable};
 use core::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -220,9 +220,13 @@ impl Cntr {
 
     /// `fi_trywait` on this counter; a member of a wait set defers to it.
     pub fn trywait(&self) -> Result<()> {
-        match &self.set {
-            Some(s) => s.trywait(),
-            None => self.wait.trywait(&|| self.changed_since_read()),
+        self.member_wait().trywait(&|| self.changed_since_read())
+    }
+
+    fn member_wait(&self) -> MemberWait<'_> {
+        MemberWait {
+            own: &self.wait,
+            set: self.set.as_deref(),
         }
     }
 
@@ -233,15 +237,11 @@ impl Cntr {
     /// # Safety
     /// `arg` must match the command and wait kind.
     pub unsafe fn control(&self, cmd: i32, arg: *mut c_void) -> Result<()> {
-        let w = match &self.set {
-            Some(s) => &s.obj,
-            None => &self.wait,
-        };
+        // SAFETY: forwarded from this function's contract.
+        if let Some(r) = unsafe { self.member_wait().control(cmd, arg) } {
+            return r;
+        }
         match cmd {
-            // SAFETY: forwarded from this function's contract.
-            FI_GETWAIT => unsafe { w.get_wait(arg) },
-            // SAFETY: FI_GETWAITOBJ takes an `enum fi_wait_obj *`.
-            FI_GETWAITOBJ => unsafe { ffi::write_out(arg as *mut u32, w.kind_for_getwaitobj()) },
             // SAFETY: FI_GETOPSFLAG takes a `uint64_t *`.
             FI_GETOPSFLAG => unsafe { ffi::write_out(arg as *mut u64, 0) },
             FI_SETOPSFLAG => {
@@ -309,13 +309,6 @@ pub fn open(d: &Obj<Domain>, attr: &fi_cntr_attr, ctx: *mut c_void) -> Result<*m
 pub unsafe fn from_fid(p: *mut fid) -> Result<Arc<Cntr>> {
     // SAFETY: per the contract.
     unsafe { ffi::core_of(p) }
-}
-
-/// # Safety
-/// `p` must be readable as a `struct fid`.
-pub unsafe fn trywait_fid(p: *mut fid) -> Result<()> {
-    // SAFETY: per the contract.
-    unsafe { Obj::<Cntr>::from_ptr(p as *const c_void) }?.core.trywait()
 }
 
 unsafe extern "C" fn cntr_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {

@@ -83,7 +83,7 @@ use crate::domain::Domain;
 use crate::error::{Error, Result};
 use crate::ffi::{self, noops, FiObject, HasUsers, Held, Obj, Users};
 use crate::sys::Deadline;
-use crate::wait::{WaitObj, WaitSet, Waitable};
+use crate::wait::{MemberWait, WaitObj, WaitSet, Waitable};
 use core::ffi::{c_char, c_int, c_void};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -719,9 +719,13 @@ impl Cq {
 
     /// `fi_trywait` on this CQ; a member of a wait set defers to its set.
     pub fn trywait(&self) -> Result<()> {
-        match &self.set {
-            Some(s) => s.trywait(),
-            None => self.wait.trywait(&|| self.q.lock().ready(1)),
+        self.member_wait().trywait(&|| self.q.lock().ready(1))
+    }
+
+    fn member_wait(&self) -> MemberWait<'_> {
+        MemberWait {
+            own: &self.wait,
+            set: self.set.as_deref(),
         }
     }
 
@@ -731,17 +735,8 @@ impl Cq {
     /// # Safety
     /// `arg` must match the command and wait kind (see [`WaitObj::get_wait`]).
     pub unsafe fn control(&self, cmd: i32, arg: *mut c_void) -> Result<()> {
-        let w = match &self.set {
-            Some(s) => &s.obj,
-            None => &self.wait,
-        };
-        match cmd {
-            // SAFETY: forwarded from this function's contract.
-            FI_GETWAIT => unsafe { w.get_wait(arg) },
-            // SAFETY: FI_GETWAITOBJ takes an `enum fi_wait_obj *`.
-            FI_GETWAITOBJ => unsafe { ffi::write_out(arg as *mut u32, w.kind_for_getwaitobj()) },
-            _ => Err(Error::NOSYS),
-        }
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.member_wait().control(cmd, arg) }.unwrap_or(Err(Error::NOSYS))
     }
 
     /// Whether the application has something to read (`fi_poll`).
@@ -822,15 +817,6 @@ pub fn open(d: &Obj<Domain>, attr: &fi_cq_attr, ctx: *mut c_void) -> Result<*mut
 pub unsafe fn from_fid(p: *mut fid) -> Result<Arc<Cq>> {
     // SAFETY: per the contract.
     unsafe { ffi::core_of(p) }
-}
-
-/// `fi_trywait` on a CQ fid.
-///
-/// # Safety
-/// `p` must be readable as a `struct fid`.
-pub unsafe fn trywait_fid(p: *mut fid) -> Result<()> {
-    // SAFETY: per the contract.
-    unsafe { Obj::<Cq>::from_ptr(p as *const c_void) }?.core.trywait()
 }
 
 unsafe extern "C" fn cq_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {

@@ -196,9 +196,9 @@ unsafe extern "C" fn fabric_trywait(f: *mut fid_fabric, fids: *mut *mut fid, cou
             for &p in fids {
                 let r = ffi::read_in(p)?;
                 match r.fclass {
-                    FI_CLASS_CQ => crate::cq::trywait_fid(p)?,
-                    FI_CLASS_EQ => crate::eq::trywait_fid(p)?,
-                    FI_CLASS_CNTR => crate::cntr::trywait_fid(p)?,
+                    FI_CLASS_CQ => crate::cq::from_fid(p)?.trywait()?,
+                    FI_CLASS_EQ => crate::eq::from_fid(p)?.trywait()?,
+                    FI_CLASS_CNTR => crate::cntr::from_fid(p)?.trywait()?,
                     FI_CLASS_WAIT => crate::wait::trywait_set_fid(p)?,
                     _ => return Err(Error::INVAL),
                 }

@@ -383,6 +383,43 @@ impl Drop for WaitObj {
     }
 }
 
+/// The wait object a CQ, EQ or counter shows the application: its wait
+/// set's when it belongs to one (as util does), else its own.
+pub struct MemberWait<'a> {
+    pub own: &'a WaitObj,
+    pub set: Option<&'a WaitSet>,
+}
+
+impl MemberWait<'_> {
+    fn shown(&self) -> &WaitObj {
+        self.set.map_or(self.own, |s| &s.obj)
+    }
+
+    /// `fi_trywait`: a member of a wait set defers to its set.
+    pub fn trywait(&self, ready: &dyn Fn() -> bool) -> Result<()> {
+        match self.set {
+            Some(s) => s.trywait(),
+            None => self.own.trywait(ready),
+        }
+    }
+
+    /// `fi_control(FI_GETWAIT / FI_GETWAITOBJ)`; `None` for other commands
+    /// (the object's own).
+    ///
+    /// # Safety
+    /// `arg` must match the command and wait kind (see [`WaitObj::get_wait`]).
+    pub unsafe fn control(&self, cmd: i32, arg: *mut c_void) -> Option<Result<()>> {
+        let w = self.shown();
+        match cmd {
+            // SAFETY: forwarded from this function's contract.
+            FI_GETWAIT => Some(unsafe { w.get_wait(arg) }),
+            // SAFETY: FI_GETWAITOBJ takes an `enum fi_wait_obj *`.
+            FI_GETWAITOBJ => Some(unsafe { crate::ffi::write_out(arg as *mut u32, w.kind_for_getwaitobj()) }),
+            _ => None,
+        }
+    }
+}
+
 /// A member of a wait set or poll set: a CQ, EQ or counter core.
 pub trait Waitable: Send + Sync {
     fn wait_obj(&self) -> &WaitObj;
