@@ -33,6 +33,16 @@ pub const PARAMS: &[Param] = &[
         ty: FI_PARAM_SIZE_T,
         help: "Bytes of provider buffers per endpoint with FI_BUFFERED_RECV; when the application holds that much unclaimed data, senders stall until it claims or discards (default: 8M, at least 256k)",
     },
+    Param {
+        name: "unexp_budget",
+        ty: FI_PARAM_SIZE_T,
+        help: "Bytes of unexpected (not yet matched) message data an endpoint holds; beyond it the sender is held back (its ring fills, its socket is not read) until a receive is posted (default: 8M)",
+    },
+    Param {
+        name: "shm_cma",
+        ty: FI_PARAM_BOOL,
+        help: "shm: move large messages with one process_vm_readv copy when the kernel allows it; 0 forces the pipelined copy through the sender's ring (default: 1)",
+    },
 ];
 
 /// Declares every parameter. Called once from `fi_prov_ini`.
