@@ -18,11 +18,13 @@ all: lib
 
 # Cargo names the cdylib librustfab.so; libfabric loads only files ending in
 # "fi.so" from FI_PROVIDER_PATH, so the build directory gets the conventional
-# name lib<prov>-fi.so.
+# name lib<prov>-fi.so. The copy is renamed into place: processes that have
+# the old library mapped (a test or benchmark still running) keep their
+# file instead of seeing its code overwritten under them.
 lib:
 	$(CARGO) build --release --lib
 	@mkdir -p $(BUILD)
-	cp -f target/release/librustfab.so $(LIB)
+	cp -f target/release/librustfab.so $(LIB).tmp && mv -f $(LIB).tmp $(LIB)
 
 install: lib
 	install -d $(DESTDIR)$(PROVDIR)
@@ -161,7 +163,7 @@ mpi: lib $(BUILD)/mpi/mpi_test
 panic-test:
 	$(CARGO) build --release --lib --features panic-test --target-dir target/panic
 	@mkdir -p $(BUILD)/panic
-	cp -f target/panic/release/librustfab.so $(BUILD)/panic/librustfab-fi.so
+	cp -f target/panic/release/librustfab.so $(BUILD)/panic/librustfab-fi.so.tmp && mv -f $(BUILD)/panic/librustfab-fi.so.tmp $(BUILD)/panic/librustfab-fi.so
 	$(CC) $(CFLAGS) -o $(BUILD)/panic/test_panic c-tests/panic/test_panic.c -lfabric
 	FI_PROVIDER_PATH=$(CURDIR)/$(BUILD)/panic FI_PROVIDER=rustfab FI_RUSTFAB_TEST_PANIC=fi_cq_read \
 		$(TIMEOUT) 60 $(BUILD)/panic/test_panic

@@ -752,6 +752,40 @@ TEST(hostile_clients)
 	side_close(&s);
 }
 
+/* A flood of sockets that connect and say nothing fills the listener's
+ * handshake slots (256); a real client connecting during it still gets its
+ * FI_CONNREQ at once (the oldest silent socket makes room) rather than after
+ * the 10 s handshake deadline (RELIABILITY F16). */
+TEST(silent_flood_does_not_lock_out_a_client)
+{
+	enum { FLOOD = 300 };
+	struct side s, c;
+	static int fds[FLOOD];
+	CHECK_OK(srv_open(&s));
+	for (int k = 0; k < FLOOD; k++) {
+		fds[k] = socket(AF_INET, SOCK_STREAM, 0);
+		CHECK(fds[k] >= 0);
+		CHECK_OK(connect(fds[k], (struct sockaddr *)&s.name, sizeof(s.name)));
+	}
+	/* Let the listener accept them all. */
+	double end = now_sec() + 0.3;
+	while (now_sec() < end) {
+		uint32_t ev;
+		char buf[64];
+		(void)fi_eq_read(s.eq, &ev, buf, sizeof(buf), FI_PEEK);
+	}
+	CHECK_OK(cli_open(&c, &s.name));
+	double start = now_sec();
+	int line = pair_connect(&s, &c, 3);
+	if (line)
+		FAIL_AT("pair_connect failed at line %d", line);
+	CHECK(now_sec() - start < 5);
+	for (int k = 0; k < FLOOD; k++)
+		close(fds[k]);
+	side_close(&c);
+	side_close(&s);
+}
+
 static int count_fds(void)
 {
 	int n = 0;
@@ -959,6 +993,7 @@ int main(int argc, char **argv)
 	RUN(shutdown_cancels_outstanding);
 	RUN(endpoint_on_a_pep_address);
 	RUN(hostile_clients);
+	RUN(silent_flood_does_not_lock_out_a_client);
 	RUN(unread_connreq_is_refused_and_freed);
 	RUN(many_connections_one_eq);
 	RUN(sread_wakes_across_processes);

@@ -57,9 +57,14 @@ for set in "$@"; do
 		run_one fi_eq_test "$bin/fi_eq_test" -p rustfab
 		;;
 	unit|functional|short|standard|complex)
-		"$bin/runfabtests.sh" -T "$T" -p "$bin" -t "$set" -v -R \
+		# In a scratch directory: runfabtests.sh leaves its output files
+		# (and a crashing test its backtrace) in the current one.
+		work=$(mktemp -d)
+		(cd "$work" && "$bin/runfabtests.sh" -T "$T" -p "$bin" -t "$set" -v -R \
 			-e "$(grep -v '^#' "$here/exclude.$transport" 2>/dev/null | cut -d'#' -f1 | xargs | tr ' ' ',')" \
-			rustfab | tee "/tmp/rustfab-ft-set.$$.log"
+			rustfab) | tee "/tmp/rustfab-ft-set.$$.log"
+		ls "$work"/*.btr >/dev/null 2>&1 && { echo "backtraces left by crashed tests:"; cat "$work"/*.btr; }
+		rm -rf "$work"
 		# Add runfabtests.sh's own totals to ours.
 		read -r p f n < <(awk '/# Total Pass/ {p = $NF} /# Total Fail/ {f = $NF}
 			/# Total Notrun/ {n = $NF} END {print p + 0, f + 0, n + 0}' "/tmp/rustfab-ft-set.$$.log")

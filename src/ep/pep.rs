@@ -6,7 +6,8 @@
 //! CONNREQ record of `transport/tcp/cm.rs` within
 //! [`HELLO_TIMEOUT`](crate::transport::tcp::HELLO_TIMEOUT), at most
 //! [`MAX_HANDSHAKES`] at a time (a silent or hostile client costs one slot
-//! for a bounded time); then an `FI_CONNREQ` event goes to the bound EQ with
+//! for a bounded time; when all are taken, the oldest incomplete one is
+//! dropped for the newcomer, so a flood cannot lock real clients out); then an `FI_CONNREQ` event goes to the bound EQ with
 //! the client's data and an `fi_info` the application frees: a copy of the
 //! info the pep was opened with (it already carries libfabric's
 //! `prov_name`, ABI.md §1.9), `dest_addr` = the client's address, `src_addr`
@@ -279,7 +280,21 @@ impl PepState {
             match sys::accept(l) {
                 Ok(Some(sock)) => {
                     if self.shakes.len() >= MAX_HANDSHAKES {
-                        continue; // dropped: the client sees the connection close
+                        // Full: the oldest incomplete handshake makes room
+                        // (a client says CONNREQ right after connecting, so
+                        // idle or trickling sockets go first, and a flood
+                        // of them cannot lock real clients out); with none,
+                        // the new one is dropped (the client sees it close).
+                        let oldest = self
+                            .shakes
+                            .iter()
+                            .filter(|(_, h)| h.req.is_none())
+                            .min_by_key(|(_, h)| h.deadline)
+                            .map(|(id, _)| *id);
+                        match oldest {
+                            Some(id) => self.drop_shake(id),
+                            None => continue,
+                        }
                     }
                     sys::tune_connection(sock.as_raw_fd(), SNDBUF, KEEPALIVE_IDLE, USER_TIMEOUT);
                     let id = self.next_id;

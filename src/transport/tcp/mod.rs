@@ -74,7 +74,8 @@ pub const COPY_MAX: usize = crate::transport::shm::EAGER_MAX;
 /// Unexpected payloads being received at once, in bytes, across all
 /// connections (the endpoint's default unexpected budget).
 const STAGING_MAX: usize = crate::ep::DEFAULT_UNEXP_BUDGET;
-/// Accepted connections still in their handshake, at most.
+/// Accepted connections still in their handshake, at most (a newcomer
+/// beyond it replaces the oldest: see `accept_all`).
 const MAX_HANDSHAKES: usize = 256;
 /// Reads per connection per progress pass (fairness between sockets).
 const READS_PER_PASS: usize = 32;
@@ -849,7 +850,19 @@ impl TcpPort {
                 Ok(Some(sock)) => {
                     let pending = self.conns.values().filter(|c| c.state == ConnState::AwaitHello).count();
                     if pending >= MAX_HANDSHAKES {
-                        continue; // dropped: closes the socket
+                        // Full: the oldest pending handshake makes room. A
+                        // real peer says HELLO right after connecting, so
+                        // idle or trickling sockets go first and a flood of
+                        // them cannot lock real peers out.
+                        let oldest = self
+                            .conns
+                            .iter()
+                            .filter(|(_, c)| c.state == ConnState::AwaitHello)
+                            .min_by_key(|(_, c)| c.deadline)
+                            .map(|(id, _)| *id);
+                        if let Some(id) = oldest {
+                            self.drop_conn(id);
+                        }
                     }
                     sys::tune_connection(sock.as_raw_fd(), SNDBUF, KEEPALIVE_IDLE, USER_TIMEOUT);
                     let c = Conn::new(sock, ConnState::AwaitHello, false, Instant::now() + HELLO_TIMEOUT);

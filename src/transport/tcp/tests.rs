@@ -608,3 +608,38 @@ fn a_burst_of_small_sends_waits_for_the_next_pass_unless_somebody_sleeps() {
         );
     }
 }
+
+/// A flood of connections that never say HELLO (RELIABILITY F16) fills the
+/// handshake slots; a real peer connecting during it still gets through at
+/// once (the oldest silent socket makes room), long before the handshake
+/// deadline would have freed a slot.
+#[test]
+fn silent_connection_flood_does_not_lock_out_a_real_peer() {
+    let (mut a, mut b) = (port(), port());
+    let (mut ca, mut cb) = (Core::default(), Core::default());
+    let Addr::Inet(to_b) = b.addr() else {
+        panic!("tcp address")
+    };
+    let flood: Vec<std::net::TcpStream> = (0..MAX_HANDSHAKES + 44)
+        .map(|_| std::net::TcpStream::connect(to_b).unwrap())
+        .collect();
+    // Let b accept them all.
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(300) {
+        b.poll(&mut cb);
+    }
+    let pending = b.conns.values().filter(|c| c.state == ConnState::AwaitHello).count();
+    assert_eq!(pending, MAX_HANDSHAKES, "the slots are capped");
+    let started = Instant::now();
+    let msg = pattern(100, 7);
+    send_bytes(&mut a, &b.addr(), 5, &msg, 1).unwrap();
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[1].1.got.len() == 1);
+    assert!(
+        started.elapsed() < HELLO_TIMEOUT,
+        "got through before any deadline freed a slot"
+    );
+    assert!(cb.got[0].2 == msg);
+    let pending = b.conns.values().filter(|c| c.state == ConnState::AwaitHello).count();
+    assert!(pending < MAX_HANDSHAKES, "the real peer's handshake completed");
+    drop(flood);
+}
