@@ -42,6 +42,7 @@ struct end_opts {
 	int cntrs;
 	size_t cq_size;
 	enum fi_wait_obj wait_obj;
+	int auto_progress; /* FI_PROGRESS_AUTO for data and control */
 };
 
 static inline const char *rf_transport(void)
@@ -71,6 +72,10 @@ static inline int end_open(struct end *e, const struct end_opts *o)
 	hints->tx_attr->op_flags = o->tx_op_flags;
 	hints->rx_attr->op_flags = o->rx_op_flags;
 	hints->domain_attr->av_type = o->av_type ? o->av_type : FI_AV_MAP;
+	if (o->auto_progress) {
+		hints->domain_attr->data_progress = FI_PROGRESS_AUTO;
+		hints->domain_attr->control_progress = FI_PROGRESS_AUTO;
+	}
 	ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &e->info);
 	fi_freeinfo(hints);
 	if (ret)

@@ -667,6 +667,51 @@ TEST(large_unexpected_does_not_block_later_messages)
 	unpair();
 }
 
+/* FI_PROGRESS_AUTO: the sender's data moves without the sender calling into
+ * rustfab. Each end has its own fabric and domain, and only the receiver is
+ * polled, so nothing but the sender's own progress can write its burst of
+ * small sends (which a manual-progress TCP endpoint coalesces until its next
+ * call) or stream a rendezvous message. */
+TEST(auto_progress_moves_data_without_calls)
+{
+	enum { N = 16 };
+	static char tx[N][64], rx[N][64];
+	size_t n = 4u << 20;
+	char *big = malloc(n), *bigr = calloc(1, n);
+	struct fi_cq_tagged_entry c;
+	struct end_opts autop = {.auto_progress = 1};
+	CHECK(big && bigr);
+	SETUP(&autop, &DEF);
+	CHECK_EQ(A.info->domain_attr->data_progress, FI_PROGRESS_AUTO);
+	for (int i = 0; i < N; i++)
+		CHECK_OK(fi_trecv(B.ep, rx[i], sizeof rx[i], NULL, FI_ADDR_UNSPEC, (uint64_t)i, 0, NULL));
+	CHECK_OK(fi_trecv(B.ep, bigr, n, NULL, FI_ADDR_UNSPEC, 100, 0, (void *)0xb16));
+	fill(big, n, 9);
+	for (int i = 0; i < N; i++) {
+		fill(tx[i], sizeof tx[i], (unsigned)i);
+		CHECK_OK(POST(fi_tsend(A.ep, tx[i], sizeof tx[i], NULL, A.peer, (uint64_t)i, NULL), &A, &B));
+	}
+	CHECK_OK(POST(fi_tsend(A.ep, big, n, NULL, A.peer, 100, NULL), &A, &B));
+	/* From here on only B is polled. */
+	for (int i = 0; i <= N; i++) {
+		struct fi_cq_err_entry err;
+		memset(&err, 0, sizeof(err));
+		int w = wait_comp(&B, NULL, &c, &err, NULL, 10);
+		if (w != 1) {
+			unpair();
+			FAIL_AT("receive %d of %d: %d (err %d)", i, N + 1, w, err.err);
+		}
+	}
+	for (int i = 0; i < N; i++)
+		CHECK(check_fill(rx[i], sizeof rx[i], (unsigned)i));
+	CHECK(check_fill(bigr, n, 9));
+	for (int i = 0; i <= N; i++)
+		EXPECT_COMP(&A, NULL, &c);
+	free(big);
+	free(bigr);
+	unpair();
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -692,5 +737,6 @@ int main(int argc, char **argv)
 	RUN(peek_claim_discard);
 	RUN(unexpected_flood_backpressure);
 	RUN(large_unexpected_does_not_block_later_messages);
+	RUN(auto_progress_moves_data_without_calls);
 	return harness_done();
 }
