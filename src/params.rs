@@ -39,6 +39,11 @@ pub const PARAMS: &[Param] = &[
         help: "Bytes of unexpected (not yet matched) message data an endpoint holds; beyond it the sender is held back (its ring fills, its socket is not read) until a receive is posted (default: 8M)",
     },
     Param {
+        name: "tcp_coalesce",
+        ty: FI_PARAM_BOOL,
+        help: "tcp: small sends posted back to back (after the first since the last progress call) wait for the next progress call and leave together in one system call; 0 writes every send at once (for applications that post a burst and then compute for long without calling into libfabric) (default: 1)",
+    },
+    Param {
         name: "shm_cma",
         ty: FI_PARAM_BOOL,
         help: "shm: move large messages with one process_vm_readv copy when the kernel allows it; 0 forces the pipelined copy through the sender's ring (default: 1)",

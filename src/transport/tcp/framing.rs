@@ -737,13 +737,27 @@ impl IovBuf {
 /// blocked reader, an FD armed by `fi_trywait`, a progress thread): the
 /// arming flushes, and records posted meanwhile are written at once.
 /// `FI_MORE` on a send makes even the first record of a burst wait.
-#[derive(Default)]
+/// `FI_RUSTFAB_TCP_COALESCE=0` turns the implicit part off (every send is
+/// written at once unless it carries `FI_MORE`), for applications that post
+/// a burst and then compute for long without calling into libfabric.
 pub struct Cork {
     /// A data record was queued since the last progress pass (or the
     /// application announced more with `FI_MORE`).
     burst: bool,
     /// Somebody sleeps on the engine: write everything at once.
     sleepers: bool,
+    /// `FI_RUSTFAB_TCP_COALESCE` (default on); `FI_MORE` works either way.
+    implicit: bool,
+}
+
+impl Default for Cork {
+    fn default() -> Cork {
+        Cork {
+            burst: false,
+            sleepers: false,
+            implicit: crate::params::get_bool("tcp_coalesce", true),
+        }
+    }
 }
 
 /// Largest payload a record may have to wait in a burst.
@@ -756,7 +770,7 @@ impl Cork {
     /// `unsent` bytes in its queue: may it wait for the next pass?
     pub fn defer(&mut self, payload: usize, unsent: usize) -> bool {
         let wait = self.burst && !self.sleepers && payload <= CORK_RECORD_MAX && unsent < CORK_BYTES;
-        self.burst = true;
+        self.burst = self.implicit;
         wait
     }
 
@@ -1448,6 +1462,37 @@ mod tests {
         assert_eq!(t.out, expect);
         assert_eq!(sent, vec![1, 3]);
         assert_eq!(q.unsent(), 0);
+    }
+
+    #[test]
+    fn cork_holds_only_small_records_behind_the_first_of_a_burst() {
+        let mut c = Cork {
+            burst: false,
+            sleepers: false,
+            implicit: true,
+        };
+        assert!(!c.defer(64, 128), "the first after a pass goes at once");
+        assert!(c.defer(64, 256), "the ones behind it wait");
+        assert!(!c.defer(CORK_RECORD_MAX + 1, 6000), "a large one writes the queue");
+        assert!(!c.defer(64, CORK_BYTES), "so does a full burst");
+        c.end_burst();
+        assert!(!c.defer(64, 128), "a pass ends the burst");
+        c.set_sleepers(1);
+        assert!(!c.defer(64, 256), "nothing waits while somebody sleeps");
+        c.set_sleepers(0);
+        assert!(c.defer(64, 384));
+
+        // FI_RUSTFAB_TCP_COALESCE=0: only FI_MORE holds a record.
+        let mut c = Cork {
+            burst: false,
+            sleepers: false,
+            implicit: false,
+        };
+        assert!(!c.defer(64, 128));
+        assert!(!c.defer(64, 256));
+        c.more();
+        assert!(c.defer(64, 384), "FI_MORE holds it");
+        assert!(!c.defer(64, 512), "the last of the batch writes them all");
     }
 
     #[test]
