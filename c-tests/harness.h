@@ -26,6 +26,27 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+/*
+ * fork() for tests: the child dies with the test program. A test that is
+ * killed (its timeout) or fails before reaping a child must not leave it
+ * running — an orphan holding the output pipe would hang the runner.
+ */
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+static inline pid_t rf_fork(void)
+{
+	pid_t parent = getpid();
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent) /* the parent died before prctl */
+			_exit(99);
+	}
+	return pid;
+}
+
 static int h_passed, h_failed, h_cur_failed;
 static const char *h_only; /* run a single test: argv[1] */
 

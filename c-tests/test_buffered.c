@@ -738,7 +738,7 @@ TEST(peer_killed_before_claim)
 	int p2c[2], c2p[2];
 	size_t len = 4u << 20;
 	CHECK(pipe(p2c) == 0 && pipe(c2p) == 0);
-	pid_t pid = fork();
+	pid_t pid = rf_fork();
 	if (pid == 0)
 		_exit(child_sender(p2c[0], c2p[1], len));
 	CHECK_OK(bopen(&B, &BUF));

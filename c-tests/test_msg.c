@@ -879,7 +879,7 @@ TEST(sread_wakes_across_processes)
 	uint32_t ev;
 	CHECK_OK(srv_open(&s));
 	fflush(stdout);
-	pid_t pid = fork();
+	pid_t pid = rf_fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		struct side c;
@@ -932,7 +932,7 @@ TEST(peer_killed)
 	CHECK_OK(srv_open(&s));
 	CHECK_OK(pipe(ready));
 	fflush(stdout);
-	pid_t pid = fork();
+	pid_t pid = rf_fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		struct side c;

@@ -40,7 +40,7 @@ TEST(segment_removed_at_normal_exit_without_close)
 	int fds[2];
 	char path[256] = {0};
 	CHECK_EQ(pipe(fds), 0);
-	pid_t pid = fork();
+	pid_t pid = rf_fork();
 	if (pid == 0) {
 		struct end e;
 		struct end_opts o = {0};
@@ -98,7 +98,7 @@ static void cross_process(size_t len, int cma)
 	CHECK_EQ(pipe(c2p), 0);
 	if (!cma)
 		setenv("FI_RUSTFAB_SHM_CMA", "0", 1);
-	pid_t pid = fork();
+	pid_t pid = rf_fork();
 	if (pid == 0)
 		_exit(child_receiver(p2c[0], c2p[1], len, 0));
 	struct end a;
@@ -142,7 +142,7 @@ TEST(peer_killed_mid_transfer)
 	CHECK_EQ(pipe(p2c), 0);
 	CHECK_EQ(pipe(c2p), 0);
 	size_t len = 8u << 20;
-	pid_t pid = fork();
+	pid_t pid = rf_fork();
 	if (pid == 0)
 		_exit(child_receiver(p2c[0], c2p[1], len, 1));
 	struct end a;
@@ -185,7 +185,7 @@ TEST(peer_killed_mid_transfer)
 	struct stat sb;
 	CHECK_EQ(seg_path(&dead, path, sizeof path), 0);
 	CHECK_EQ(stat(path, &sb), 0);
-	pid = fork();
+	pid = rf_fork();
 	if (pid == 0) {
 		/* a fresh process (exec), as a later application run would be */
 		execl("/proc/self/exe", "test_shm", "--open-one-end", (char *)NULL);

@@ -304,7 +304,7 @@ TEST(peer_killed_mid_transfer)
 	int to_child[2], to_parent[2];
 	CHECK(pipe(to_child) == 0 && pipe(to_parent) == 0);
 	fflush(stdout);
-	pid_t pid = fork();
+	pid_t pid = rf_fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		/* The victim: an endpoint that accepts and reads, but never posts

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -454,6 +455,7 @@ int main(int argc, char **argv)
 	if (pid < 0)
 		DIE("fork");
 	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a killed server */
 		pin(1);
 		run(0, p2c[0], c2p[1]);
 		_exit(0);

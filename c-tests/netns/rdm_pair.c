@@ -445,7 +445,7 @@ TEST(peer_killed_mid_transfer)
 		CHECK_OK(pipe(up));
 		CHECK_OK(pipe(down));
 		fflush(stdout);
-		pid_t pid = fork();
+		pid_t pid = rf_fork();
 		CHECK(pid >= 0);
 		if (pid == 0) {
 			struct end v;
