@@ -9,11 +9,16 @@ per_test_timeout=${C_TEST_TIMEOUT:-120}
 : "${FI_PROVIDER_PATH:?FI_PROVIDER_PATH must point at the directory holding librustfab-fi.so}"
 export FI_PROVIDER=${FI_PROVIDER:-rustfab}
 passed=0; failed=0; bad=()
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 for t in "$dir"/test_*; do
 	[ -x "$t" ] || continue
 	name=$(basename "$t")
 	echo "== $name"
-	out=$(timeout -k 5 "$per_test_timeout" "$t" 2>&1); rc=$?
+	# Output through a file, not a pipe: a helper process the program
+	# forked and left behind cannot keep the runner waiting for EOF.
+	timeout -k 5 "$per_test_timeout" "$t" >"$log" 2>&1; rc=$?
+	out=$(cat "$log")
 	printf '%s\n' "$out" | grep -v -E '^[0-9]+ passed, [0-9]+ failed$'
 	line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
 	p=0; f=0
