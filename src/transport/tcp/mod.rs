@@ -186,7 +186,9 @@ struct Peer {
     doomed: Option<Error>,
 }
 
-struct Fd(RawFd);
+/// A non-blocking socket as the framing layer's byte source and sink
+/// (RDM connections, MSG connections, passive endpoints' handshakes).
+pub(crate) struct Fd(pub(crate) RawFd);
 
 impl ByteSource for Fd {
     unsafe fn read(&mut self, iov: &[libc::iovec]) -> Io {

@@ -30,8 +30,9 @@
 //! arrives, data arrives or the peer goes away.
 
 use super::cm::{self, CmKind, CM_DATA_MAX};
-use super::framing::{Body, ByteSink, ByteSource, Cork, OutRecord, Outcome, Reader, Sink, WriteQueue};
+use super::framing::{Body, Cork, OutRecord, Outcome, Reader, Sink, WriteQueue};
 use super::sys::{self, Io, TimerFd};
+use super::Fd;
 use super::{CONNECT_TIMEOUT, COPY_MAX, EAGER_MAX, KEEPALIVE_IDLE, QUEUE_HIGH_WATER, SNDBUF, USER_TIMEOUT};
 use crate::addr::Addr;
 use crate::ep::matching::IovList;
@@ -112,22 +113,6 @@ impl Phase {
             Phase::Up => LinkState::Up,
             Phase::Down => LinkState::Down,
         }
-    }
-}
-
-pub(crate) struct Fd(pub(crate) RawFd);
-
-impl ByteSource for Fd {
-    unsafe fn read(&mut self, iov: &[libc::iovec]) -> Io {
-        // SAFETY: forwarded contract.
-        unsafe { sys::read_iov(self.0, iov) }
-    }
-}
-
-impl ByteSink for Fd {
-    unsafe fn write(&mut self, iov: &[libc::iovec]) -> Io {
-        // SAFETY: forwarded contract.
-        unsafe { sys::send_iov(self.0, iov) }
     }
 }
 
