@@ -155,6 +155,20 @@ impl Default for Reader {
     }
 }
 
+/// Before a read in `Reader::pump`: why not to make it (the last read came
+/// back short, or the pass used its reads), else `None` with the read
+/// counted.
+fn read_gate(drained: bool, reads: &mut usize, max_reads: usize) -> Option<Outcome> {
+    if drained {
+        return Some(Outcome::Drained);
+    }
+    if *reads == max_reads {
+        return Some(Outcome::Budget);
+    }
+    *reads += 1;
+    None
+}
+
 fn iov(p: *const u8, n: usize) -> libc::iovec {
     libc::iovec {
         iov_base: p as *mut libc::c_void,
@@ -276,13 +290,9 @@ impl Reader {
                         self.hdr_got += n;
                     }
                     if self.hdr_got < HDR_LEN {
-                        if drained {
-                            return Outcome::Drained;
+                        if let Some(stop) = read_gate(drained, &mut reads, max_reads) {
+                            return stop;
                         }
-                        if reads == max_reads {
-                            return Outcome::Budget;
-                        }
-                        reads += 1;
                         let want = HDR_LEN - self.hdr_got;
                         let v = [iov(self.hdr_buf[self.hdr_got..].as_ptr(), want), self.ahead_iov()];
                         // SAFETY: the iovecs cover the unfilled tail of our
@@ -346,13 +356,9 @@ impl Reader {
                         if k > 0 {
                             continue;
                         }
-                        if drained {
-                            return Outcome::Drained;
+                        if let Some(stop) = read_gate(drained, &mut reads, max_reads) {
+                            return stop;
                         }
-                        if reads == max_reads {
-                            return Outcome::Budget;
-                        }
-                        reads += 1;
                         let want = n - got0;
                         let v = [iov(self.ctl[got0..].as_ptr(), want), self.ahead_iov()];
                         // SAFETY: the iovecs cover part of our control buffer
@@ -436,13 +442,9 @@ impl Reader {
                         }
                         continue;
                     }
-                    if drained {
-                        return Outcome::Drained;
+                    if let Some(stop) = read_gate(drained, &mut reads, max_reads) {
+                        return stop;
                     }
-                    if reads == max_reads {
-                        return Outcome::Budget;
-                    }
-                    reads += 1;
                     let mut v = [iov(core::ptr::null(), 0); IOV_BATCH];
                     let mut nv = 0;
                     let mut want = 0;
@@ -486,13 +488,9 @@ impl Reader {
                         }
                         continue;
                     }
-                    if drained {
-                        return Outcome::Drained;
+                    if let Some(stop) = read_gate(drained, &mut reads, max_reads) {
+                        return stop;
                     }
-                    if reads == max_reads {
-                        return Outcome::Budget;
-                    }
-                    reads += 1;
                     let want = len - have;
                     let State::Buffer { buf, .. } = &mut self.state else {
                         continue;
@@ -548,13 +546,9 @@ impl Reader {
                         }
                         continue;
                     }
-                    if drained {
-                        return Outcome::Drained;
+                    if let Some(stop) = read_gate(drained, &mut reads, max_reads) {
+                        return stop;
                     }
-                    if reads == max_reads {
-                        return Outcome::Budget;
-                    }
-                    reads += 1;
                     let want = (len - got0).min(scratch.len());
                     let mut v = [iov(scratch.as_ptr(), want), iov(core::ptr::null(), 0)];
                     match self.read_payload(src, &mut v, 1, want, len - got0) {
