@@ -28,7 +28,7 @@
 //! pushed to CQs (their own locks) while it is held — the order is always
 //! endpoint → CQ, never the reverse (CQ reads progress before locking).
 
-use super::buffered::{BufOpts, Buffered, PrefixStream, Stage, BUF_HANDLE, PREFIX_AUX};
+use super::buffered::{BufMsg, BufOpts, Buffered, PrefixStream, Stage, BUF_HANDLE, PREFIX_AUX};
 use super::matching::{IovList, Matching, PostedRecv, RtsInfo, UnexBody, Unexpected};
 use crate::abi::*;
 use crate::addr::Addr;
@@ -1689,23 +1689,10 @@ impl State {
         let Some(m) = self.buf.as_mut().and_then(|bf| bf.get_mut(hd)) else {
             return Place::Discard;
         };
-        let Some(s) = m.stream.as_mut().filter(|s| !s.pushed) else {
-            return Place::Discard;
-        };
-        if m.src != *src || m.hdr.msg_id != h.msg_id || h.len != m.hdr.len || h.offset as usize != s.got || s.chunk != 0
-        {
+        if m.stream.as_ref().is_none_or(|s| s.pushed) || m.src != *src || m.hdr.msg_id != h.msg_id {
             return Place::Discard;
         }
-        let off = h.offset as usize;
-        let n = h.payload as usize;
-        let take = if off < m.want { n.min(m.want - off) } else { 0 };
-        s.chunk = n;
-        m.placing = true;
-        Place::Into {
-            handle: BUF_HANDLE | hd,
-            dst: m.buf.data_iov(off, take),
-            take,
-        }
+        place_chunk(m, hd, h)
     }
 
     /// A DATA record a sender pushed behind its RTS: into the pool buffer
@@ -1719,24 +1706,9 @@ impl State {
         let Some(hd) = bf.find_pushed(src, h.msg_id) else {
             return Place::Discard;
         };
-        let Some(m) = bf.get_mut(hd) else {
-            return Place::Discard;
-        };
-        let Some(s) = m.stream.as_mut() else {
-            return Place::Discard;
-        };
-        if h.len != m.hdr.len || h.offset as usize != s.got || s.chunk != 0 {
-            return Place::Discard;
-        }
-        let off = h.offset as usize;
-        let n = h.payload as usize;
-        let take = if off < m.want { n.min(m.want - off) } else { 0 };
-        s.chunk = n;
-        m.placing = true;
-        Place::Into {
-            handle: BUF_HANDLE | hd,
-            dst: m.buf.data_iov(off, take),
-            take,
+        match bf.get_mut(hd) {
+            Some(m) => place_chunk(m, hd, h),
+            None => Place::Discard,
         }
     }
 
@@ -1858,4 +1830,27 @@ fn copy_bytes_to_iov(data: &[u8], dst: &IovList) -> usize {
         done += n;
     });
     done
+}
+
+/// A streamed chunk `h` of pool message `m` (handle `hd`): into its buffer
+/// at the chunk's offset if it is the next one the message's stream expects
+/// (one in flight at a time), else dropped. Only the first `want` bytes are
+/// kept; the rest of the chunk is read past.
+fn place_chunk(m: &mut BufMsg, hd: u32, h: &WireHdr) -> Place {
+    let Some(s) = m.stream.as_mut() else {
+        return Place::Discard;
+    };
+    if h.len != m.hdr.len || h.offset as usize != s.got || s.chunk != 0 {
+        return Place::Discard;
+    }
+    let off = h.offset as usize;
+    let n = h.payload as usize;
+    let take = if off < m.want { n.min(m.want - off) } else { 0 };
+    s.chunk = n;
+    m.placing = true;
+    Place::Into {
+        handle: BUF_HANDLE | hd,
+        dst: m.buf.data_iov(off, take),
+        take,
+    }
 }
