@@ -43,6 +43,12 @@ struct end_opts {
 	size_t cq_size;
 	enum fi_wait_obj wait_obj;
 	int auto_progress; /* FI_PROGRESS_AUTO for data and control */
+	uint64_t mode;       /* hints->mode (e.g. FI_BUFFERED_RECV) */
+	size_t rx_size, tx_size; /* hints' queue sizes (0: provider default) */
+	size_t max_msg_size; /* set in the info before fi_endpoint (0: as returned) */
+	/* Called after the endpoint is bound, before fi_enable (fi_setopt). */
+	int (*before_enable)(struct end *e, const void *arg);
+	const void *arg;
 };
 
 static inline const char *rf_transport(void)
@@ -69,6 +75,9 @@ static inline int end_open(struct end *e, const struct end_opts *o)
 	hints->domain_attr->name = strdup(rf_transport());
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = o->caps ? o->caps : (FI_MSG | FI_TAGGED);
+	hints->mode = o->mode;
+	hints->rx_attr->size = o->rx_size;
+	hints->tx_attr->size = o->tx_size;
 	hints->tx_attr->op_flags = o->tx_op_flags;
 	hints->rx_attr->op_flags = o->rx_op_flags;
 	hints->domain_attr->av_type = o->av_type ? o->av_type : FI_AV_MAP;
@@ -84,6 +93,8 @@ static inline int end_open(struct end *e, const struct end_opts *o)
 		return ret;
 	if ((ret = fi_domain(e->fabric, e->info, &e->domain, NULL)))
 		return ret;
+	if (o->max_msg_size)
+		e->info->ep_attr->max_msg_size = o->max_msg_size;
 	struct fi_av_attr av_attr = {0};
 	av_attr.type = e->info->domain_attr->av_type;
 	if ((ret = fi_av_open(e->domain, &av_attr, &e->av, NULL)))
@@ -113,6 +124,8 @@ static inline int end_open(struct end *e, const struct end_opts *o)
 		if ((ret = fi_ep_bind(e->ep, &e->rx_cntr->fid, FI_RECV)))
 			return ret;
 	}
+	if (o->before_enable && (ret = o->before_enable(e, o->arg)))
+		return ret;
 	if ((ret = fi_enable(e->ep)))
 		return ret;
 	e->addrlen = sizeof(e->addr);

@@ -23,55 +23,33 @@ struct bopts {
 	size_t max_msg_size; /* set in the info before fi_endpoint (0: as returned) */
 };
 
-/* end_open (rdm_common.h) with the mode bit and options set before enable. */
-static int bopen(struct end *e, const struct bopts *o)
+/* FI_OPT_BUFFERED_LIMIT / MIN, set before fi_enable (end_opts.before_enable). */
+static int set_buffered_opts(struct end *e, const void *arg)
 {
-	struct fi_info *hints = fi_allocinfo();
+	const struct bopts *o = arg;
 	int ret;
-	memset(e, 0, sizeof(*e));
-	if (!hints)
-		return -FI_ENOMEM;
-	hints->fabric_attr->prov_name = strdup("rustfab");
-	hints->domain_attr->name = strdup(rf_transport());
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = o->caps ? o->caps : FI_MSG | FI_TAGGED;
-	hints->mode = o->buffered ? FI_BUFFERED_RECV : 0;
-	hints->domain_attr->av_type = FI_AV_MAP;
-	hints->rx_attr->size = o->rx_size;
-	hints->tx_attr->size = o->tx_size;
-	ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &e->info);
-	fi_freeinfo(hints);
-	if (ret)
-		return ret;
-	if ((ret = fi_fabric(e->info->fabric_attr, &e->fabric, NULL)))
-		return ret;
-	if ((ret = fi_domain(e->fabric, e->info, &e->domain, NULL)))
-		return ret;
-	if (o->max_msg_size)
-		e->info->ep_attr->max_msg_size = o->max_msg_size;
-	struct fi_av_attr av_attr = {.type = FI_AV_MAP};
-	if ((ret = fi_av_open(e->domain, &av_attr, &e->av, NULL)))
-		return ret;
-	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED, .size = o->cq_size};
-	if ((ret = fi_cq_open(e->domain, &cq_attr, &e->cq, NULL)))
-		return ret;
-	if ((ret = fi_endpoint(e->domain, e->info, &e->ep, NULL)))
-		return ret;
-	if ((ret = fi_ep_bind(e->ep, &e->av->fid, 0)))
-		return ret;
-	if ((ret = fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV)))
-		return ret;
 	if (o->limit && (ret = fi_setopt(&e->ep->fid, FI_OPT_ENDPOINT, FI_OPT_BUFFERED_LIMIT, &o->limit, sizeof(size_t))))
 		return ret;
 	if ((o->min || o->set_min) &&
 	    (ret = fi_setopt(&e->ep->fid, FI_OPT_ENDPOINT, FI_OPT_BUFFERED_MIN, &o->min, sizeof(size_t))))
 		return ret;
-	if ((ret = fi_enable(e->ep)))
-		return ret;
-	e->addrlen = sizeof(e->addr);
-	if ((ret = fi_getname(&e->ep->fid, e->addr, &e->addrlen)))
-		return ret;
 	return 0;
+}
+
+/* end_open (rdm_common.h) with the mode bit and the buffered options. */
+static int bopen(struct end *e, const struct bopts *o)
+{
+	struct end_opts eo = {
+		.caps = o->caps,
+		.mode = o->buffered ? FI_BUFFERED_RECV : 0,
+		.rx_size = o->rx_size,
+		.tx_size = o->tx_size,
+		.cq_size = o->cq_size,
+		.max_msg_size = o->max_msg_size,
+		.before_enable = set_buffered_opts,
+		.arg = o,
+	};
+	return end_open(e, &eo);
 }
 
 static const struct bopts PLAIN = {0};
