@@ -125,11 +125,11 @@ examples: lib $(EXAMPLE_BINS)
 
 # ---- between hosts: two network namespaces joined by a veth pair, one rustfab
 # process in each (needs root; prints SKIP and succeeds without it).
-$(BUILD)/netns/rdm_pair: c-tests/netns/rdm_pair.c c-tests/harness.h c-tests/rdm_common.h
+$(BUILD)/netns/rdm_pair: c-tests/netns/rdm_pair.c c-tests/netns/oob.h c-tests/harness.h c-tests/rdm_common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lfabric
 
-$(BUILD)/netns/msg_pair: c-tests/netns/msg_pair.c c-tests/harness.h c-tests/rdm_common.h
+$(BUILD)/netns/msg_pair: c-tests/netns/msg_pair.c c-tests/netns/oob.h c-tests/harness.h c-tests/rdm_common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lfabric
 

@@ -13,6 +13,7 @@
  *    keepalive / user timeout (15 s) plus 5 s, the server's send included.
  */
 #include "../rdm_common.h"
+#include "oob.h"
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -20,36 +21,7 @@
 #define CM_MAX 256
 
 static int server;
-static int to_peer = -1, from_peer = -1;
 static const char *link_name;
-
-static void oob_write(const void *p, size_t n)
-{
-	if (write(to_peer, p, n) != (ssize_t)n) {
-		printf("control channel closed (write)\n");
-		exit(2);
-	}
-}
-
-static void oob_read(void *p, size_t n)
-{
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = read(from_peer, (char *)p + got, n - got);
-		if (r <= 0) {
-			printf("control channel closed (read)\n");
-			exit(2);
-		}
-		got += (size_t)r;
-	}
-}
-
-static void sync_peer(void)
-{
-	char c = 's';
-	oob_write(&c, 1);
-	oob_read(&c, 1);
-}
 
 struct side {
 	struct fi_info *info;
@@ -287,17 +259,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	server = !strcmp(argv[1], "server");
 	link_name = argv[4];
-	if (server) {
-		to_peer = open(argv[2], O_WRONLY);
-		from_peer = open(argv[3], O_RDONLY);
-	} else {
-		from_peer = open(argv[3], O_RDONLY);
-		to_peer = open(argv[2], O_WRONLY);
-	}
-	if (to_peer < 0 || from_peer < 0) {
-		perror("open fifo");
+	if (oob_open(server, argv[2], argv[3]))
 		return 2;
-	}
 	RUN(connect_data_shutdown);
 	if (!h_failed)
 		RUN(partition_after_connect);

@@ -14,43 +14,14 @@
  * server's receive must end in error within 5 s.
  */
 #include "../rdm_common.h"
+#include "oob.h"
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 
 static int server;
-static int to_peer = -1, from_peer = -1;
 static struct end me;
-
-static void oob_write(const void *p, size_t n)
-{
-	if (write(to_peer, p, n) != (ssize_t)n) {
-		printf("control channel closed (write)\n");
-		exit(2);
-	}
-}
-
-static void oob_read(void *p, size_t n)
-{
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = read(from_peer, (char *)p + got, n - got);
-		if (r <= 0) {
-			printf("control channel closed (read)\n");
-			exit(2);
-		}
-		got += (size_t)r;
-	}
-}
-
-/* Both processes reach this point. */
-static void sync_peer(void)
-{
-	char c = 's';
-	oob_write(&c, 1);
-	oob_read(&c, 1);
-}
 
 static void send_u64(uint64_t v)
 {
@@ -517,18 +488,8 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
 	server = !strcmp(argv[1], "server");
-	/* Opening order avoids a deadlock on the FIFOs. */
-	if (server) {
-		to_peer = open(argv[2], O_WRONLY);
-		from_peer = open(argv[3], O_RDONLY);
-	} else {
-		from_peer = open(argv[3], O_RDONLY);
-		to_peer = open(argv[2], O_WRONLY);
-	}
-	if (to_peer < 0 || from_peer < 0) {
-		perror("open fifo");
+	if (oob_open(server, argv[2], argv[3]))
 		return 2;
-	}
 	struct end_opts o = {.caps = FI_MSG | FI_TAGGED | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV};
 	int ret = end_open(&me, &o);
 	if (ret) {
