@@ -237,8 +237,9 @@ impl Sink for CoreSink<'_> {
     }
 }
 
-/// A control record's payload (read whole into the reader's buffer).
-struct CtlPayload<'a>(&'a [u8]);
+/// A control record's payload (read whole into the reader's buffer), as
+/// the core takes it (RDM and MSG connections).
+pub(crate) struct CtlPayload<'a>(pub(crate) &'a [u8]);
 
 impl PayloadIn for CtlPayload<'_> {
     fn len(&self) -> usize {

@@ -32,14 +32,14 @@
 use super::cm::{self, CmKind, CM_DATA_MAX};
 use super::framing::{Body, Cork, OutRecord, Outcome, Reader, Sink, WriteQueue};
 use super::sys::{self, Io, TimerFd};
-use super::Fd;
+use super::{CtlPayload, Fd};
 use super::{CONNECT_TIMEOUT, COPY_MAX, EAGER_MAX, KEEPALIVE_IDLE, QUEUE_HIGH_WATER, SNDBUF, USER_TIMEOUT};
 use crate::addr::Addr;
 use crate::ep::matching::IovList;
 use crate::error::{Error, Result};
 use crate::sys::{Epoll, IN, OUT};
 use crate::transport::proto::{self, Limits, WireHdr};
-use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
+use crate::transport::{Delivery, Disposition, Payload, PeerEvent, Place, Port, Sent};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -133,21 +133,6 @@ impl Sink for ToCore<'_> {
     }
     fn control(&mut self, hdr: &WireHdr, payload: &[u8]) -> Disposition {
         self.d.control(&MSG_PEER, 0, hdr, &CtlPayload(payload))
-    }
-}
-
-struct CtlPayload<'a>(&'a [u8]);
-
-impl PayloadIn for CtlPayload<'_> {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-    unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
-        // SAFETY: forwarded contract.
-        unsafe { PayloadIn::copy_to_iov(self.0, off, len, dst, dst_off) }
-    }
-    fn to_vec(&self) -> Vec<u8> {
-        self.0.to_vec()
     }
 }
 

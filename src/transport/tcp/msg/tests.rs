@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::transport::proto::op;
+use crate::transport::PayloadIn;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
