@@ -133,27 +133,18 @@ fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_i
     .map(|_| ())
 }
 
-/// Binds and listens (SO_REUSEADDR so that a restarted endpoint can take
-/// its port back while old connections are in TIME_WAIT; IPv6 sockets are
-/// v6-only: an address names one family).
+/// Binds (as [`bound_socket`]) and listens.
 pub fn listen(a: &SocketAddr, backlog: i32) -> Result<OwnedFd> {
-    let s = stream_socket(a)?;
-    let fd = s.as_raw_fd();
-    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-    if a.is_ipv6() {
-        setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
-    }
-    let ra = RawAddr::from(a);
-    // SAFETY: `ra` holds a valid sockaddr of `ra.len` bytes.
-    cvt(unsafe { libc::bind(fd, ra.ptr(), ra.len) })?;
-    // SAFETY: plain call on our socket.
-    cvt(unsafe { libc::listen(fd, backlog) })?;
+    let s = bound_socket(a)?;
+    start_listening(s.as_raw_fd(), backlog)?;
     Ok(s)
 }
 
 /// A socket bound to `a` but not listening (a passive endpoint's address
 /// after `fi_setname`, or an active endpoint's chosen source address), with
-/// the options [`listen`] sets.
+/// SO_REUSEADDR so that a restarted endpoint can take its port back while
+/// old connections are in TIME_WAIT; IPv6 sockets are v6-only (an address
+/// names one family).
 pub fn bound_socket(a: &SocketAddr) -> Result<OwnedFd> {
     let s = stream_socket(a)?;
     let fd = s.as_raw_fd();
