@@ -175,35 +175,10 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
     if ep_type != FI_EP_RDM && ep_type != FI_EP_UNSPEC {
         return Err(Error::INVAL);
     }
-    let tx = info.tx.clone().unwrap_or_default();
-    let rx = info.rx.clone().unwrap_or_default();
-    let epa = info.ep.clone().unwrap_or_default();
-    let nz = |v: usize, d: usize| if v == 0 { d } else { v };
-    let caps = if info.caps == 0 {
-        FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV
-    } else {
-        info.caps
-    };
-    let mut cfg = EpConfig {
-        caps,
-        tx_op_flags: tx.op_flags,
-        rx_op_flags: rx.op_flags,
-        tx_size: nz(tx.size, DEFAULT_TX_SIZE),
-        rx_size: nz(rx.size, DEFAULT_RX_SIZE),
-        inject_size: nz(tx.inject_size, DEFAULT_INJECT_SIZE),
-        max_msg_size: nz(epa.max_msg_size, DEFAULT_MAX_MSG_SIZE),
-        iov_limit: nz(tx.iov_limit.min(rx.iov_limit.max(1)), IOV_MAX).min(IOV_MAX),
-        min_multi_recv: 64,
-        unexp_budget: env_size("unexp_budget", DEFAULT_UNEXP_BUDGET),
-        cma: crate::params::get_bool("shm_cma", true),
-        fixed_peer: None,
-    };
-    // fi_msg(3): "Variable messages are not subject to max message length
-    // restrictions (i.e. struct fi_ep_attr::max_msg_size limits)".
-    let variable = caps & FI_VARIABLE_MSG != 0;
-    if variable {
-        cfg.max_msg_size = usize::MAX;
-    }
+    let mut cfg = config_from(
+        &info,
+        FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV,
+    );
     let port: Box<dyn crate::transport::Port> = match d.core.transport {
         TransportKind::Shm => Box::new(shm_port(&info, &cfg)?),
         TransportKind::Tcp => {
@@ -232,16 +207,66 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
             Box::new(crate::transport::auto::AutoPort::new(shm, tcp)?)
         }
     };
-    let mut inner = rdm::Inner::new(port, cfg);
-    if buffered::requested(&info) || variable {
+    let inner = rdm::Inner::new(port, cfg);
+    let addr = inner.addr();
+    create(d, &info, inner, FI_EP_RDM, addr, None, context, &EP_OPS, &EP_CM_OPS)
+}
+
+/// The endpoint settings `info` asks for (queue sizes and limits default
+/// when 0; `FI_VARIABLE_MSG` lifts `max_msg_size`, fi_msg(3): "Variable
+/// messages are not subject to max message length restrictions"), with
+/// `default_caps` when it names none. Transport choices (`cma`,
+/// `fixed_peer`) are the caller's to adjust.
+fn config_from(info: &crate::attr::Info, default_caps: u64) -> EpConfig {
+    let tx = info.tx.clone().unwrap_or_default();
+    let rx = info.rx.clone().unwrap_or_default();
+    let epa = info.ep.clone().unwrap_or_default();
+    let nz = |v: usize, d: usize| if v == 0 { d } else { v };
+    let caps = if info.caps == 0 { default_caps } else { info.caps };
+    EpConfig {
+        caps,
+        tx_op_flags: tx.op_flags,
+        rx_op_flags: rx.op_flags,
+        tx_size: nz(tx.size, DEFAULT_TX_SIZE),
+        rx_size: nz(rx.size, DEFAULT_RX_SIZE),
+        inject_size: nz(tx.inject_size, DEFAULT_INJECT_SIZE),
+        max_msg_size: if caps & FI_VARIABLE_MSG != 0 {
+            usize::MAX
+        } else {
+            nz(epa.max_msg_size, DEFAULT_MAX_MSG_SIZE)
+        },
+        iov_limit: nz(tx.iov_limit.min(rx.iov_limit.max(1)), IOV_MAX).min(IOV_MAX),
+        min_multi_recv: 64,
+        unexp_budget: env_size("unexp_budget", DEFAULT_UNEXP_BUDGET),
+        cma: crate::params::get_bool("shm_cma", true),
+        fixed_peer: None,
+    }
+}
+
+/// Opens the endpoint object around `inner` for either endpoint type:
+/// buffered receives when the info asks for them (or for
+/// `FI_VARIABLE_MSG`), the core registered with the domain's progress
+/// engine, a fid with the type's endpoint and CM operations.
+#[allow(clippy::too_many_arguments)]
+fn create(
+    d: &Obj<Domain>,
+    info: &crate::attr::Info,
+    mut inner: rdm::Inner,
+    ep_type: u32,
+    addr: Addr,
+    msg: Option<Arc<msg::MsgLink>>,
+    context: *mut c_void,
+    ops: &'static fi_ops_ep,
+    cm: &'static fi_ops_cm,
+) -> Result<*mut fid_ep> {
+    if buffered::requested(info) || inner.config().caps & FI_VARIABLE_MSG != 0 {
         inner.enable_buffered(env_size("buffered_pool", buffered::DEFAULT_POOL));
     }
     let wait_fd = inner.wait_fd();
-    let addr = inner.addr();
     let core = Arc::new(Ep {
         users: Users::default(),
         domain: Held::new(d.core.clone()),
-        ep_type: FI_EP_RDM,
+        ep_type,
         addr,
         pending: Mutex::new(Binds::default()),
         bound: OnceLock::new(),
@@ -249,7 +274,7 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
         closed: AtomicBool::new(false),
         inner: Mutex::new(inner),
         wait_fd,
-        msg: None,
+        msg,
     });
     let engine = &d.core.engine;
     engine.watch_fd(wait_fd, crate::sys::IN)?;
@@ -260,8 +285,8 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
             context,
             ops: &EP_FI_OPS,
         },
-        ops: &EP_OPS,
-        cm: &EP_CM_OPS,
+        ops,
+        cm,
         msg: &EP_MSG_OPS,
         rma: &stubs::RMA_OPS,
         tagged: &EP_TAGGED_OPS,

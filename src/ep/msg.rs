@@ -33,7 +33,7 @@
 //!   an error event instead).
 //! * Events carry the endpoint's own fid (ABI.md §1.11).
 
-use super::rdm::{self, Binds, EpConfig};
+use super::rdm::{self, Binds};
 use super::{Ep, EpObj};
 use crate::abi::*;
 use crate::addr::Addr;
@@ -41,7 +41,7 @@ use crate::attr::Info;
 use crate::domain::{Domain, TransportKind};
 use crate::eq::EqError;
 use crate::error::{Error, Result};
-use crate::ffi::{self, Held, Obj, Users};
+use crate::ffi::{self, Obj};
 use crate::progress::{Engine, Source};
 use crate::transport::proto::Limits;
 use crate::transport::tcp::cm::CM_DATA_MAX;
@@ -51,7 +51,7 @@ use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// Capabilities a connected endpoint's data path delivers (fi_getinfo's
 /// FI_EP_MSG entry): no FI_SOURCE / FI_DIRECTED_RECV — there is only the
@@ -209,30 +209,10 @@ pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut f
     if d.core.transport != TransportKind::Tcp {
         return Err(Error::INVAL);
     }
-    let tx = info.tx.clone().unwrap_or_default();
-    let rx = info.rx.clone().unwrap_or_default();
-    let epa = info.ep.clone().unwrap_or_default();
-    let nz = |v: usize, d: usize| if v == 0 { d } else { v };
-    let caps = if info.caps == 0 { MSG_CAPS } else { info.caps };
-    let mut cfg = EpConfig {
-        caps,
-        tx_op_flags: tx.op_flags,
-        rx_op_flags: rx.op_flags,
-        tx_size: nz(tx.size, super::DEFAULT_TX_SIZE),
-        rx_size: nz(rx.size, super::DEFAULT_RX_SIZE),
-        inject_size: nz(tx.inject_size, super::DEFAULT_INJECT_SIZE),
-        max_msg_size: nz(epa.max_msg_size, super::DEFAULT_MAX_MSG_SIZE),
-        iov_limit: nz(tx.iov_limit.min(rx.iov_limit.max(1)), super::IOV_MAX).min(super::IOV_MAX),
-        min_multi_recv: 64,
-        unexp_budget: super::env_size("unexp_budget", super::DEFAULT_UNEXP_BUDGET),
-        cma: false,
-        fixed_peer: Some(MSG_PEER),
-    };
-    // fi_msg(3): variable messages have no max_msg_size limit.
-    let variable = caps & FI_VARIABLE_MSG != 0;
-    if variable {
-        cfg.max_msg_size = usize::MAX;
-    }
+    let mut cfg = super::config_from(info, MSG_CAPS);
+    // One TCP connection, one peer: no cross-memory attach.
+    cfg.cma = false;
+    cfg.fixed_peer = Some(MSG_PEER);
     let limits = Limits {
         max_payload: crate::transport::tcp::EAGER_MAX,
         max_msg: cfg.max_msg_size,
@@ -289,45 +269,20 @@ pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut f
         backlogged: AtomicBool::new(false),
         eq_engine: Mutex::new(None),
     });
-    let mut inner = rdm::Inner::new(Box::new(shared.port()), cfg);
     // Buffered receives as on RDM endpoints (docs/buffered.md); the RTS
     // prefix travels in the connection handshake.
-    if super::buffered::requested(info) || variable {
-        inner.enable_buffered(super::env_size("buffered_pool", super::buffered::DEFAULT_POOL));
-    }
-    let wait_fd = inner.wait_fd();
-    let core = Arc::new(Ep {
-        users: Users::default(),
-        domain: Held::new(d.core.clone()),
-        ep_type: FI_EP_MSG,
-        addr: MSG_PEER,
-        pending: Mutex::new(Binds::default()),
-        bound: OnceLock::new(),
-        enabled: AtomicBool::new(false),
-        closed: AtomicBool::new(false),
-        inner: Mutex::new(inner),
-        wait_fd,
-        msg: Some(link.clone()),
-    });
-    let engine = &d.core.engine;
-    engine.watch_fd(wait_fd, crate::sys::IN)?;
-    engine.add_source(core.clone());
-    let hdr = fid_ep {
-        fid: fid {
-            fclass: FI_CLASS_EP,
-            context,
-            ops: &super::EP_FI_OPS,
-        },
-        ops: &MSG_EP_OPS,
-        cm: &MSG_CM_OPS,
-        msg: &super::EP_MSG_OPS,
-        rma: &super::stubs::RMA_OPS,
-        tagged: &super::EP_TAGGED_OPS,
-        atomic: &super::stubs::ATOMIC_OPS,
-        collective: &super::stubs::COLLECTIVE_OPS,
-    };
-    let p = Obj::create(hdr, core.clone());
-    core.inner.lock().set_ep_fid(p as usize);
+    let inner = rdm::Inner::new(Box::new(shared.port()), cfg);
+    let p = super::create(
+        d,
+        info,
+        inner,
+        FI_EP_MSG,
+        MSG_PEER,
+        Some(link.clone()),
+        context,
+        &MSG_EP_OPS,
+        &MSG_CM_OPS,
+    )?;
     link.fid.store(p as usize, Ordering::Release);
     Ok(p)
 }
