@@ -571,7 +571,7 @@ TEST(results_open_fabric_and_domain)
 
 TEST(open_mpi_hints)
 {
-	/* Open MPI 4.1 mtl/ofi (MPI.md §2). */
+	/* Open MPI 4.1 mtl/ofi (docs/mpi.md §2). */
 	struct fi_info *h = rf_hints(NULL, FI_EP_RDM), *info = NULL;
 	CHECK(h);
 	h->caps = FI_TAGGED | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_DIRECTED_RECV;

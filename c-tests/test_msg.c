@@ -756,7 +756,7 @@ TEST(hostile_clients)
 /* A flood of sockets that connect and say nothing fills the listener's
  * handshake slots (256); a real client connecting during it still gets its
  * FI_CONNREQ at once (the oldest silent socket makes room) rather than after
- * the 10 s handshake deadline (RELIABILITY F16). */
+ * the 10 s handshake deadline (docs/reliability.md F16). */
 TEST(silent_flood_does_not_lock_out_a_client)
 {
 	enum { FLOOD = 300 };
@@ -917,7 +917,7 @@ TEST(sread_wakes_across_processes)
 }
 
 /*
- * RELIABILITY F3: 32 sends and 32 receives outstanding, then the peer is
+ * docs/reliability.md F3: 32 sends and 32 receives outstanding, then the peer is
  * killed with SIGKILL: FI_SHUTDOWN within 5 s, all 64 operations end in
  * error, new posts fail at once.
  */

@@ -1,37 +1,28 @@
 //! rustfab: a libfabric provider written in Rust, with its own shared-memory
-//! and TCP transports. See README.md and docs/ for the design.
+//! and TCP transports. See README.md and docs/architecture.md.
 //!
-//! Layers (ARCHITECTURE.md): `abi` (C mirror) → `ffi` (boundary) →
-//! `provider`/`info`/`params` → one module per libfabric object →
-//! endpoint core (`ep`) → `progress` → `transport` → `sys`.
+//! Layers, top to bottom (a module may use only its own layer and those
+//! below it; `tests/layering.rs` checks this):
+//! * `provider` — `fi_prov_ini`'s descriptor, fi_getinfo, parameters;
+//! * `fi` — the C face: static ops tables and the thunks behind them, the
+//!   only code that dereferences pointers from C;
+//! * `core` — safe object cores (fabric, domain, AV, MR, EQ, CQ, counter,
+//!   wait, poll), the endpoint engine, progress;
+//! * `transport` — addresses, records, shm, tcp, auto;
+//! * `sys` — every system call and libc function.
+//!
+//! `abi` (the C mirror and the libfabric core's functions) and `base`
+//! (errors, logging, small collections) are used by every layer and use
+//! nothing above them.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![allow(clippy::missing_safety_doc)] // every unsafe fn documents `# Safety` by hand
 
 pub mod abi;
-pub mod addr;
-pub mod attr;
+pub(crate) mod base;
 pub mod capi;
-pub mod collections;
-pub mod error;
-pub mod ffi;
-pub mod log;
-pub mod params;
-pub mod progress;
-pub mod provider;
-pub mod sys;
-pub mod transport;
-pub mod wait;
-
-pub mod av;
-pub mod cntr;
-pub mod cq;
-pub mod domain;
-pub mod ep;
-pub mod eq;
-pub mod fabric;
-pub mod info;
-pub mod mr;
-pub mod poll;
-
-pub use error::{Error, Result};
+pub(crate) mod core;
+pub(crate) mod fi;
+pub(crate) mod provider;
+pub(crate) mod sys;
+pub(crate) mod transport;

@@ -7,7 +7,7 @@
  *
  * 1. connect with 256 bytes of connection data each way, 1 MiB and 100
  *    small messages both ways, fi_shutdown: one FI_SHUTDOWN on each side;
- * 2. partition after connect (RELIABILITY F7): the client takes its link
+ * 2. partition after connect (docs/reliability.md F7): the client takes its link
  *    down while the server has a send outstanding and both have receives
  *    posted; both sides get FI_SHUTDOWN and error completions within the
  *    keepalive / user timeout (15 s) plus 5 s, the server's send included.

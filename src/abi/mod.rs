@@ -14,6 +14,7 @@
 #![allow(non_camel_case_types, non_upper_case_globals, dead_code)]
 
 pub mod consts;
+pub mod libfabric;
 pub mod types;
 pub mod vtables;
 

@@ -1,6 +1,6 @@
 //! Operation tables (vtables) of libfabric 1.17. Every slot is an
 //! `Option<unsafe extern "C" fn>` (same size as a C function pointer); rustfab
-//! fills every slot of every table it hands out (ABI.md §3.3).
+//! fills every slot of every table it hands out (docs/abi.md §3.3).
 
 use super::abi_structs;
 use super::types::*;

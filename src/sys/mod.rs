@@ -6,7 +6,7 @@
 pub mod mutex_cond;
 pub use mutex_cond::MutexCond;
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
@@ -127,6 +127,7 @@ pub fn timeout_ms(t: Option<Duration>) -> libc::c_int {
     }
 }
 
+#[cfg(test)]
 /// Waits until `fd` is readable or the timeout expires. Returns readiness.
 pub fn poll_readable(fd: RawFd, timeout: Option<Duration>) -> bool {
     let mut p = libc::pollfd {
@@ -151,6 +152,7 @@ impl Deadline {
             Deadline(Some(Instant::now() + Duration::from_millis(timeout as u64)))
         }
     }
+    #[cfg(test)]
     pub fn never() -> Deadline {
         Deadline(None)
     }

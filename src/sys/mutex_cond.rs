@@ -3,7 +3,7 @@
 //! may `pthread_cond_wait` on them itself, so they must be genuine pthread
 //! objects at stable addresses (boxed), signalled under the mutex.
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 pub struct MutexCond {
     mutex: Box<libc::pthread_mutex_t>,

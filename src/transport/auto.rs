@@ -1,6 +1,6 @@
 //! The auto transport: one endpoint, one address (`fi_rustfab://...`,
 //! [`Addr::Auto`]), two ways to reach it. Peers on the same host (same
-//! [`crate::addr::host_id`]) are reached over shared memory, everyone else
+//! [`crate::transport::addr::host_id`]) are reached over shared memory, everyone else
 //! over TCP. This is what lets one fi_getinfo entry offer both
 //! `FI_LOCAL_COMM` and `FI_REMOTE_COMM` honestly, so that an MPI job gets
 //! shared memory between the ranks of a node and TCP between nodes.
@@ -12,10 +12,10 @@
 //! receives, acknowledgements and FI_SOURCE all compare like with like (the
 //! AV indexes an auto address under both of its components).
 
-use crate::addr::Addr;
-use crate::ep::matching::IovList;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::core::engine::matching::IovList;
 use crate::sys::{self, Epoll};
+use crate::transport::addr::Addr;
 use crate::transport::proto::WireHdr;
 use crate::transport::shm::ShmPort;
 use crate::transport::tcp::TcpPort;
@@ -81,7 +81,7 @@ impl Delivery for Noting<'_> {
 
 impl AutoPort {
     pub fn new(shm: ShmPort, tcp: TcpPort) -> Result<AutoPort> {
-        let host = crate::addr::host_id();
+        let host = crate::transport::addr::host_id();
         let Addr::Shm(token) = shm.addr() else {
             return Err(Error::INVAL);
         };

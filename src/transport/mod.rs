@@ -8,14 +8,15 @@
 //! ([`Delivery::place`]), moves it there (in one go for shm, as bytes arrive
 //! for TCP), then reports completion ([`Delivery::placed`]).
 
+pub mod addr;
 pub mod auto;
 pub mod proto;
 pub mod shm;
 pub mod tcp;
 
-use crate::addr::Addr;
-use crate::ep::matching::IovList;
-use crate::error::Result;
+use crate::base::error::Result;
+use crate::core::engine::matching::IovList;
+use crate::transport::addr::Addr;
 use proto::WireHdr;
 use std::os::fd::RawFd;
 
@@ -35,10 +36,6 @@ impl Payload<'_> {
             Payload::Bytes(b) => b.len(),
             Payload::Iov(_, _, n) => *n,
         }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Calls `f` with each contiguous piece of the payload.
@@ -89,10 +86,6 @@ pub enum Disposition {
 
 /// A received payload the core can copy from.
 pub trait PayloadIn {
-    fn len(&self) -> usize;
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
     /// Copies payload bytes `off .. off + len` (clipped) into application
     /// memory `dst` at logical offset `dst_off`; returns bytes copied.
     ///
@@ -103,9 +96,6 @@ pub trait PayloadIn {
 }
 
 impl PayloadIn for [u8] {
-    fn len(&self) -> usize {
-        <[u8]>::len(self)
-    }
     unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
         let len = len.min(<[u8]>::len(self).saturating_sub(off));
         let mut done = 0;

@@ -109,11 +109,6 @@ pub enum BadRecord {
 pub struct Limits {
     /// Largest eager payload / DATA chunk.
     pub max_payload: usize,
-    /// Largest message (`ep_attr.max_msg_size`). Not a record check: an
-    /// RTS above it is refused by the endpoint core with an error ACK
-    /// (rendezvous data stays at the sender, so nothing is reserved), eager
-    /// records are bounded by `max_payload`.
-    pub max_msg: usize,
     /// Largest RTS iov count.
     pub max_iov: usize,
 }
@@ -183,7 +178,7 @@ impl WireHdr {
         }
     }
 
-    pub fn to_bytes(&self) -> [u8; HDR_LEN] {
+    pub fn to_bytes(self) -> [u8; HDR_LEN] {
         let mut b = [0u8; HDR_LEN];
         b[0..2].copy_from_slice(&self.magic.to_le_bytes());
         b[2] = self.version;
@@ -243,7 +238,6 @@ mod tests {
 
     const LIM: Limits = Limits {
         max_payload: 16384,
-        max_msg: 1 << 30,
         max_iov: 8,
     };
 
@@ -253,7 +247,7 @@ mod tests {
         // pushed behind it pass the record check: the endpoint refuses the
         // message with an error ACK and drops the chunks.
         let mut r = WireHdr::new(op::RTS);
-        r.len = (LIM.max_msg as u64) * 4;
+        r.len = 4 << 30;
         r.aux = 1;
         r.payload = 16;
         assert_eq!(r.check(&LIM), Ok(()));

@@ -18,11 +18,11 @@
 pub mod ring;
 pub mod segment;
 
-use crate::addr::Addr;
-use crate::collections::FastMap;
-use crate::ep::matching::IovList;
-use crate::error::{Error, Result};
+use crate::base::collections::FastMap;
+use crate::base::error::{Error, Result};
+use crate::core::engine::matching::IovList;
 use crate::sys;
+use crate::transport::addr::Addr;
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
 use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
 use ring::{cells_for, Ring};
@@ -127,7 +127,6 @@ pub struct ShmPort {
     seen_claims: u64,
     peers: FastMap<u64, PeerOut>,
     limits: Limits,
-    pub cma_enabled: bool,
     events: Vec<PeerEvent>,
     sleeping: bool,
     /// Some peer has control records waiting for ring space.
@@ -163,7 +162,7 @@ fn abstract_addr(name: &[u8]) -> (libc::sockaddr_un, libc::socklen_t) {
 
 impl ShmPort {
     /// Creates the endpoint's segment (named by `token`) and doorbell.
-    pub fn new(token: u64, limits: Limits, cma_enabled: bool) -> Result<ShmPort> {
+    pub fn new(token: u64, limits: Limits) -> Result<ShmPort> {
         let seg = Segment::create(token)?;
         let doorbell = dgram_socket()?;
         let (sa, len) = abstract_addr(&Segment::doorbell_name(token));
@@ -187,7 +186,6 @@ impl ShmPort {
             seen_claims: 0,
             peers: FastMap::default(),
             limits,
-            cma_enabled,
             events: Vec::new(),
             sleeping: false,
             backlogged: false,
@@ -438,9 +436,6 @@ impl Drop for ShmPort {
 }
 
 impl PayloadIn for InRecord<'_> {
-    fn len(&self) -> usize {
-        self.payload_len()
-    }
     unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
         // SAFETY: forwarded contract.
         unsafe { InRecord::copy_to_iov(self, off, len, dst, dst_off) }
@@ -751,12 +746,11 @@ mod tests {
 
     const LIM: Limits = Limits {
         max_payload: EAGER_MAX,
-        max_msg: 1 << 30,
         max_iov: 8,
     };
 
     fn port() -> ShmPort {
-        ShmPort::new(crate::addr::shm_token_random(), LIM, true).unwrap()
+        ShmPort::new(crate::transport::addr::shm_token_random(), LIM).unwrap()
     }
 
     #[test]

@@ -64,10 +64,6 @@ impl Ring {
         }
     }
 
-    pub fn ncells(&self) -> u64 {
-        self.ncells
-    }
-
     fn tail_word(&self) -> &AtomicU64 {
         // SAFETY: offset 0 is inside the ring, 8-aligned (base is 64-aligned);
         // the word is only ever accessed atomically by both processes.
@@ -103,6 +99,7 @@ impl Ring {
         Ok(self.ncells - used)
     }
 
+    #[cfg(test)]
     /// Copies `src` into the ring starting at cell index `at` (wrapping).
     ///
     /// # Safety
@@ -142,11 +139,6 @@ impl Ring {
     /// exchange is that barrier, cheaper than a store plus a fence).
     pub fn publish(&self, new_tail: u64) {
         self.tail_word().swap(new_tail, Ordering::SeqCst);
-    }
-
-    /// The consumer's position, for a producer re-attaching to a ring.
-    pub fn load_head(&self) -> u64 {
-        self.head_word().load(Ordering::Acquire)
     }
 
     // ---------------- consumer side ----------------

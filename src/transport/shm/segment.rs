@@ -20,7 +20,7 @@
 //! validated before use; control words are only accessed atomically.
 
 use super::ring::{ring_bytes, Ring};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use crate::sys;
 use core::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
@@ -226,10 +226,6 @@ impl Segment {
         Ok(seg)
     }
 
-    pub fn is_owner(&self) -> bool {
-        self.owner
-    }
-
     /// Whether the owning process still exists.
     pub fn owner_alive(&self) -> bool {
         self.read_u64(H_CLOSED) == 0 && sys::process_alive(self.owner_pid, self.owner_start)
@@ -240,6 +236,7 @@ impl Segment {
         self.word(H_CLOSED).store(1, Ordering::Release);
     }
 
+    #[cfg(test)]
     pub fn closed(&self) -> bool {
         self.read_u64(H_CLOSED) != 0
     }
@@ -459,7 +456,7 @@ mod tests {
 
     #[test]
     fn create_open_claim_and_cleanup() {
-        let token = crate::addr::shm_token_random();
+        let token = crate::transport::addr::shm_token_random();
         let owner = Segment::create(token).unwrap();
         let path = format!("/dev/shm/rustfab-{}-{token:016x}", sys::geteuid());
         let md = std::fs::metadata(&path).unwrap();
@@ -499,7 +496,7 @@ mod tests {
     fn garbage_and_foreign_segments_rejected() {
         assert!(Segment::open(0x1234_5678_9abc_def0).is_err());
         // A same-named object that is not a rustfab segment (wrong size).
-        let token = crate::addr::shm_token_random();
+        let token = crate::transport::addr::shm_token_random();
         let name = seg_name(token);
         // SAFETY: creating a small scratch shm object for the test.
         unsafe {

@@ -115,7 +115,6 @@ mod tests {
 
     const LIM: Limits = Limits {
         max_payload: 1 << 16,
-        max_msg: 1 << 30,
         max_iov: 8,
     };
 

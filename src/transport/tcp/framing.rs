@@ -29,8 +29,8 @@
 //! the read-ahead buffer; nothing a peer says can make the reader allocate
 //! beyond what the core's placement allows.
 
-use crate::ep::matching::IovList;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::core::engine::matching::IovList;
 use crate::transport::proto::{op, BadRecord, Limits, WireHdr, HDR_LEN};
 use crate::transport::tcp::sys::Io;
 use crate::transport::{Disposition, PayloadIn, Place};
@@ -195,6 +195,7 @@ impl Reader {
         &self.ctl[..self.link_len]
     }
 
+    #[cfg(test)]
     /// Whether a record is partly read (end of stream now would cut it).
     pub fn mid_record(&self) -> bool {
         !matches!(self.state, State::Header) || self.hdr_got > 0 || self.ahead_avail() > 0
@@ -749,7 +750,7 @@ impl Default for Cork {
         Cork {
             burst: false,
             sleepers: false,
-            implicit: crate::params::get_bool("tcp_coalesce", true),
+            implicit: crate::provider::params::get_bool("tcp_coalesce", true),
         }
     }
 }
@@ -874,7 +875,6 @@ mod tests {
 
     const LIM: Limits = Limits {
         max_payload: 1 << 20,
-        max_msg: 1 << 20,
         max_iov: 8,
     };
 

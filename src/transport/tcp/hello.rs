@@ -22,7 +22,7 @@
 //! still pending on it) ends in error before the new one is used.
 
 use crate::abi::{FI_SOCKADDR_IN, FI_SOCKADDR_IN6};
-use crate::addr::{Addr, SIN6_LEN, SIN_LEN};
+use crate::transport::addr::{Addr, SIN6_LEN, SIN_LEN};
 use crate::transport::proto::{op, WireHdr};
 use std::net::SocketAddr;
 
@@ -64,6 +64,7 @@ pub enum BadHello {
     Family,
 }
 
+#[cfg(test)]
 /// The header and payload of a HELLO.
 pub fn encode(kind: Kind, me: &SocketAddr, nonce: u64) -> ([u8; crate::transport::proto::HDR_LEN], Vec<u8>) {
     encode_with_prefix(kind, me, nonce, 0)
@@ -218,7 +219,6 @@ mod tests {
 
     const LIM: Limits = Limits {
         max_payload: 1 << 30,
-        max_msg: 1 << 30,
         max_iov: 8,
     };
 

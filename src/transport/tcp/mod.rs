@@ -35,10 +35,10 @@ pub mod hello;
 pub mod msg;
 pub mod sys;
 
-use crate::addr::Addr;
-use crate::ep::matching::IovList;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::core::engine::matching::IovList;
 use crate::sys::{Epoll, IN, OUT};
+use crate::transport::addr::Addr;
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
 use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
 use framing::{Body, ByteSink, ByteSource, Cork, OutRecord, Outcome, Reader, Sink, WriteQueue};
@@ -73,7 +73,7 @@ pub const QUEUE_HIGH_WATER: usize = 64 << 10;
 pub const COPY_MAX: usize = crate::transport::shm::EAGER_MAX;
 /// Unexpected payloads being received at once, in bytes, across all
 /// connections (the endpoint's default unexpected budget).
-const STAGING_MAX: usize = crate::ep::DEFAULT_UNEXP_BUDGET;
+const STAGING_MAX: usize = crate::fi::ep::DEFAULT_UNEXP_BUDGET;
 /// Accepted connections still in their handshake, at most (a newcomer
 /// beyond it replaces the oldest: see `accept_all`). Smaller in unit tests,
 /// so that the flood test's sockets stay few.
@@ -242,9 +242,6 @@ impl Sink for CoreSink<'_> {
 pub(crate) struct CtlPayload<'a>(pub(crate) &'a [u8]);
 
 impl PayloadIn for CtlPayload<'_> {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
     unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
         // SAFETY: forwarded contract.
         unsafe { PayloadIn::copy_to_iov(self.0, off, len, dst, dst_off) }
@@ -273,8 +270,18 @@ pub fn advertised_addr(bound: SocketAddr, iface: Option<&str>, ifs: &[IfAddr]) -
                 IpAddr::V6(ip) => (ip.segments()[0] & 0xffc0) != 0xfe80,
             }
     };
-    let pick = iface
-        .and_then(|name| ifs.iter().filter(usable).find(|a| a.name == name))
+    let named = iface.and_then(|name| {
+        let found = ifs.iter().filter(usable).find(|a| a.name == name);
+        if found.is_none() {
+            crate::base::log::log_warn!(
+                crate::abi::FI_LOG_CORE,
+                "FI_RUSTFAB_IFACE={name:?}: no such interface with a usable {} address; using the default choice",
+                if v6 { "IPv6" } else { "IPv4" }
+            );
+        }
+        found
+    });
+    let pick = named
         .or_else(|| ifs.iter().filter(usable).find(|a| a.up && !a.loopback))
         .map(|a| a.ip)
         .unwrap_or(if v6 {
@@ -286,7 +293,7 @@ pub fn advertised_addr(bound: SocketAddr, iface: Option<&str>, ifs: &[IfAddr]) -
 }
 
 fn random_nonce() -> u64 {
-    let mut n = crate::addr::shm_token_random();
+    let mut n = crate::transport::addr::shm_token_random();
     if n == 0 {
         n = 1;
     }
@@ -336,7 +343,7 @@ impl TcpPort {
     pub fn new(src: SocketAddr, limits: Limits) -> Result<TcpPort> {
         let listener = sys::listen(&src, 512)?;
         let bound = sys::local_addr(listener.as_raw_fd())?;
-        let iface = crate::params::get_str("iface");
+        let iface = crate::provider::params::get_str("iface");
         let me = advertised_addr(bound, iface.as_deref(), &sys::interfaces());
         let epoll = Epoll::new()?;
         let timer = TimerFd::new()?;
@@ -368,6 +375,7 @@ impl TcpPort {
         })
     }
 
+    #[cfg(test)]
     /// The advertised (dialable) address.
     pub fn local(&self) -> SocketAddr {
         self.me
@@ -694,7 +702,7 @@ impl TcpPort {
                     }
                 }
                 Outcome::Eof => {
-                    crate::log::debug(crate::abi::FI_LOG_EP_DATA, "tcp: peer closed its connection");
+                    crate::base::log::log_debug!(crate::abi::FI_LOG_EP_DATA, "tcp: peer closed its connection");
                     self.fail_conn(id, Error::CONNRESET, d);
                     return;
                 }
@@ -702,7 +710,7 @@ impl TcpPort {
                     let e = match b {
                         framing::Broken::Io(e) => e,
                         _ => {
-                            crate::log::warn(crate::abi::FI_LOG_EP_DATA, &format!("tcp: cutting off a peer: {b:?}"));
+                            crate::base::log::log_warn!(crate::abi::FI_LOG_EP_DATA, "tcp: cutting off a peer: {b:?}");
                             Error::CONNRESET
                         }
                     };
@@ -727,7 +735,7 @@ impl TcpPort {
         let hello = match hello::parse(h, payload, self.me.is_ipv6()) {
             Ok(x) => x,
             Err(why) => {
-                crate::log::warn(crate::abi::FI_LOG_EP_CTRL, &format!("tcp: bad HELLO ({why:?})"));
+                crate::base::log::log_warn!(crate::abi::FI_LOG_EP_CTRL, "tcp: bad HELLO ({why:?})");
                 self.fail_conn(id, Error::CONNRESET, d);
                 return false;
             }
@@ -876,7 +884,7 @@ impl TcpPort {
                 Err(e) => {
                     // Out of descriptors or memory: rest instead of spinning
                     // on a listener that stays readable.
-                    crate::log::warn(crate::abi::FI_LOG_EP_CTRL, &format!("tcp: accept failed: {e}"));
+                    crate::base::log::log_warn!(crate::abi::FI_LOG_EP_CTRL, "tcp: accept failed: {e}");
                     let _ = self.epoll.modify(self.listener.as_raw_fd(), 0, TOKEN_LISTENER);
                     self.listen_paused_until = Some(Instant::now() + ACCEPT_BACKOFF);
                     return;
@@ -949,7 +957,7 @@ impl TcpPort {
                 src,
                 staged_elsewhere: 0,
             },
-            crate::ep::rdm::PEER_FAILED,
+            crate::core::engine::PEER_FAILED,
         );
         let Some(addr) = c.peer else { return };
         let linked = match c.state {
@@ -961,7 +969,7 @@ impl TcpPort {
             // A dial that never worked reports its own reason (refused,
             // unreachable, timed out); a broken connection is a peer failure.
             let e = if c.state == ConnState::Up {
-                crate::ep::rdm::PEER_FAILED
+                crate::core::engine::PEER_FAILED
             } else {
                 e
             };
@@ -994,7 +1002,7 @@ impl TcpPort {
                         src: Addr::Inet(addr),
                         staged_elsewhere: 0,
                     },
-                    crate::ep::rdm::PEER_FAILED,
+                    crate::core::engine::PEER_FAILED,
                 );
             }
         }
@@ -1235,7 +1243,7 @@ impl Port for TcpPort {
             .and_then(|id| self.conns.get(&id))
         {
             Some(c) if c.state == ConnState::Up => c.rts_prefix,
-            _ => crate::ep::buffered::DEFAULT_MIN,
+            _ => crate::core::engine::buffered::DEFAULT_MIN,
         }
     }
 }

@@ -34,10 +34,10 @@ use super::framing::{Body, Cork, OutRecord, Outcome, Reader, Sink, WriteQueue};
 use super::sys::{self, Io, TimerFd};
 use super::{CtlPayload, Fd};
 use super::{CONNECT_TIMEOUT, COPY_MAX, EAGER_MAX, KEEPALIVE_IDLE, QUEUE_HIGH_WATER, SNDBUF, USER_TIMEOUT};
-use crate::addr::Addr;
-use crate::ep::matching::IovList;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::core::engine::matching::IovList;
 use crate::sys::{Epoll, IN, OUT};
+use crate::transport::addr::Addr;
 use crate::transport::proto::{self, Limits, WireHdr};
 use crate::transport::{Delivery, Disposition, Payload, PeerEvent, Place, Port, Sent};
 use parking_lot::Mutex;
@@ -708,9 +708,9 @@ impl MsgConn {
                     let e = match b {
                         super::framing::Broken::Io(e) => e,
                         other => {
-                            crate::log::warn(
+                            crate::base::log::log_warn!(
                                 crate::abi::FI_LOG_EP_DATA,
-                                &format!("tcp msg: cutting off the peer: {other:?}"),
+                                "tcp msg: cutting off the peer: {other:?}"
                             );
                             Error::CONNRESET
                         }
@@ -760,9 +760,9 @@ impl MsgConn {
                 false
             }
             (phase, r) => {
-                crate::log::warn(
+                crate::base::log::log_warn!(
                     crate::abi::FI_LOG_EP_CTRL,
-                    &format!("tcp msg: unexpected handshake record in {phase:?}: {r:?}"),
+                    "tcp msg: unexpected handshake record in {phase:?}: {r:?}"
                 );
                 let e = if phase == Phase::Up {
                     Error::CONNRESET
@@ -788,7 +788,7 @@ impl MsgConn {
         // keepalive or user timeout) is a peer failure, reported as on RDM
         // endpoints (ep::rdm::PEER_FAILED); our own fi_shutdown cancels.
         let e = if self.phase == Phase::Up && e != Error::CANCELED {
-            crate::ep::rdm::PEER_FAILED
+            crate::core::engine::PEER_FAILED
         } else {
             e
         };

@@ -6,7 +6,7 @@
 //! Raw iovecs are used for application memory on purpose: the transport
 //! never forms a Rust reference to a buffer the application owns.
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;

@@ -12,7 +12,6 @@ use std::os::fd::{FromRawFd, IntoRawFd};
 
 const LIM: Limits = Limits {
     max_payload: EAGER_MAX,
-    max_msg: 1 << 30,
     max_iov: 8,
 };
 

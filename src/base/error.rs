@@ -1,0 +1,100 @@
+//! One error type for the whole provider: a positive libfabric errno.
+//! Thunks return it negated (`-FI_E*`), in one place (`fi::boundary`).
+
+use crate::abi::*;
+
+/// A libfabric error code (`FI_E*`, positive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Error(pub i32);
+
+pub type Result<T> = core::result::Result<T, Error>;
+
+impl Error {
+    pub const AGAIN: Error = Error(FI_EAGAIN);
+    pub const NOMEM: Error = Error(FI_ENOMEM);
+    pub const BUSY: Error = Error(FI_EBUSY);
+    pub const INVAL: Error = Error(FI_EINVAL);
+    pub const NOSYS: Error = Error(FI_ENOSYS);
+    pub const NODATA: Error = Error(FI_ENODATA);
+    pub const NOENT: Error = Error(FI_ENOENT);
+    pub const NOMSG: Error = Error(FI_ENOMSG);
+    pub const MSGSIZE: Error = Error(FI_EMSGSIZE);
+    pub const OPNOTSUPP: Error = Error(FI_EOPNOTSUPP);
+    pub const NOPROTOOPT: Error = Error(FI_ENOPROTOOPT);
+    pub const ADDRNOTAVAIL: Error = Error(FI_EADDRNOTAVAIL);
+    pub const ADDRINUSE: Error = Error(FI_EADDRINUSE);
+    pub const CANCELED: Error = Error(FI_ECANCELED);
+    pub const CONNREFUSED: Error = Error(FI_ECONNREFUSED);
+    pub const CONNRESET: Error = Error(FI_ECONNRESET);
+    pub const NOTCONN: Error = Error(FI_ENOTCONN);
+    pub const TIMEDOUT: Error = Error(FI_ETIMEDOUT);
+    pub const IO: Error = Error(FI_EIO);
+    pub const OTHER: Error = Error(FI_EOTHER);
+    pub const TOOSMALL: Error = Error(FI_ETOOSMALL);
+    pub const OPBADSTATE: Error = Error(FI_EOPBADSTATE);
+    pub const AVAIL: Error = Error(FI_EAVAIL);
+    pub const BADFLAGS: Error = Error(FI_EBADFLAGS);
+    pub const NOEQ: Error = Error(FI_ENOEQ);
+    pub const NOCQ: Error = Error(FI_ENOCQ);
+    pub const TRUNC: Error = Error(FI_ETRUNC);
+    pub const NOKEY: Error = Error(FI_ENOKEY);
+    pub const NOAV: Error = Error(FI_ENOAV);
+    pub const OVERRUN: Error = Error(FI_EOVERRUN);
+
+    /// The current thread's `errno` as an error.
+    pub fn last_os() -> Error {
+        Error::from_errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
+    }
+
+    /// A POSIX errno as an error (libfabric's low codes are errno values).
+    pub fn from_errno(e: i32) -> Error {
+        if e <= 0 {
+            Error::OTHER
+        } else {
+            Error(e)
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::from_errno(e.raw_os_error().unwrap_or(libc::EIO))
+    }
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}", strerror(self.0))
+    }
+}
+
+/// Text for a libfabric error code, matching `fi_strerror` for the codes
+/// libfabric defines itself and `strerror` for the POSIX ones.
+pub fn strerror(code: i32) -> String {
+    let code = code.abs();
+    let s = match code {
+        FI_EOTHER => "Unspecified error",
+        FI_ETOOSMALL => "Provided buffer is too small",
+        FI_EOPBADSTATE => "Operation not permitted in current state",
+        FI_EAVAIL => "Error available",
+        FI_EBADFLAGS => "Flags not supported",
+        FI_ENOEQ => "Missing or unavailable event queue",
+        FI_EDOMAIN => "Invalid resource domain",
+        FI_ENOCQ => "Missing or unavailable completion queue",
+        FI_ECRC => "CRC error",
+        FI_ETRUNC => "Truncation error",
+        FI_ENOKEY => "Required key not available",
+        FI_ENOAV => "Missing or unavailable address vector",
+        FI_EOVERRUN => "Queue has been overrun",
+        FI_ENORX => "Receiver not ready, no receive buffers available",
+        _ => {
+            return std::io::Error::from_raw_os_error(code)
+                .to_string()
+                .split(" (os error")
+                .next()
+                .unwrap_or("Unknown error")
+                .to_string()
+        }
+    };
+    s.to_string()
+}

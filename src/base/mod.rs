@@ -1,0 +1,6 @@
+//! What every layer uses: the error type, logging through libfabric, and
+//! small collections for the data path.
+
+pub mod collections;
+pub mod error;
+pub mod log;

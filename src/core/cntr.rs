@@ -1,0 +1,510 @@
+//! Counters (`fi_cntr(3)`).
+//!
+//! A [`Cntr`] core is two atomics (successes and errors), its [`WaitObj`]
+//! and holds on its domain (and wait set). Endpoints hold `Held<Cntr>` and
+//! count with [`Cntr::inc`] / [`Cntr::inc_err`] (one atomic add plus the
+//! wait object's notify, which costs a system call only when a waiter is
+//! armed); the application reads, adds, sets and waits through the
+//! `fid_cntr` vtable.
+//!
+//! Decisions:
+//! * `attr.events` must be `FI_CNTR_EVENTS_COMP` (the only value 1.17
+//!   defines) and `attr.flags` 0 ("Flags are reserved for future use, and
+//!   must be set to 0"); anything else is -FI_EINVAL.
+//! * `fi_cntr_wait`: 0 once the value reaches the threshold; "Any change in
+//!   a counter's error value will unblock any thread inside fi_cntr_wait"
+//!   → -FI_EAVAIL (what util returns); "If the call returns due to timeout,
+//!   -FI_ETIMEDOUT will be returned". On `FI_WAIT_NONE`/`FI_WAIT_SET`
+//!   counters ("It is invalid ...") it returns -FI_ENOSYS, like util's
+//!   `fi_no_cntr_wait`.
+//! * Readiness (for `fi_trywait` and wait sets): the value or the error value
+//!   differs from what the application last read with `fi_cntr_read` /
+//!   `fi_cntr_readerr` — so an increment that lands between the
+//!   application's read and its `fi_trywait` is never slept through.
+//! * `fi_poll` reports a counter when its value or error value changed since
+//!   the previous `fi_poll` on that poll set (libfabric util's reading of
+//!   fi_poll(3); the checkpoint lives in the poll set, see `poll.rs`).
+//! * Reads progress the domain's engine (manual progress).
+
+use crate::abi::*;
+use crate::base::error::{Error, Result};
+use crate::core::domain::Domain;
+use crate::core::wait::{MemberWait, WaitObj, WaitSet, Waitable};
+use crate::fi::{self, noops, FiObject, HasUsers, Held, Obj, Users};
+use crate::sys::Deadline;
+use core::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The counter core. See the module documentation.
+pub struct Cntr {
+    users: Users,
+    context: usize,
+    value: AtomicU64,
+    err: AtomicU64,
+    /// What the application last read (readiness for trywait/wait sets).
+    seen_value: AtomicU64,
+    seen_err: AtomicU64,
+    wait: WaitObj,
+    set: Option<Held<WaitSet>>,
+    _domain: Option<Held<Domain>>,
+}
+
+impl FiObject for Cntr {
+    const CLOSE: &'static str = "cntr close";
+    type Header = fid_cntr;
+    const CLASS: usize = FI_CLASS_CNTR;
+}
+
+impl HasUsers for Cntr {
+    fn users(&self) -> &Users {
+        &self.users
+    }
+}
+
+impl Waitable for Cntr {
+    fn ready(&self) -> bool {
+        self.changed_since_read()
+    }
+}
+
+impl Cntr {
+    /// Builds a counter core; `set` for `FI_WAIT_SET`, `domain` None only
+    /// for cores driven directly (unit tests). The caller adds engines.
+    pub fn new(
+        attr: &fi_cntr_attr,
+        set: Option<Held<WaitSet>>,
+        domain: Option<Held<Domain>>,
+        context: *mut c_void,
+    ) -> Result<Arc<Cntr>> {
+        if attr.events != FI_CNTR_EVENTS_COMP || attr.flags != 0 {
+            return Err(Error::INVAL);
+        }
+        if !crate::core::wait::valid_object_kind(attr.wait_obj) {
+            return Err(Error::INVAL);
+        }
+        let set = if attr.wait_obj == FI_WAIT_SET {
+            Some(set.ok_or(Error::INVAL)?)
+        } else {
+            None
+        };
+        let wait = WaitObj::new(attr.wait_obj, set.as_ref().map(|s| s.arc().clone()))?;
+        let c = Arc::new(Cntr {
+            users: Users::default(),
+            context: context as usize,
+            value: AtomicU64::new(0),
+            err: AtomicU64::new(0),
+            seen_value: AtomicU64::new(0),
+            seen_err: AtomicU64::new(0),
+            wait,
+            set,
+            _domain: domain,
+        });
+        if let Some(s) = &c.set {
+            let member: Arc<dyn Waitable> = c.clone();
+            s.add_member(Arc::downgrade(&member));
+        }
+        Ok(c)
+    }
+
+    pub fn context(&self) -> *mut c_void {
+        self.context as *mut c_void
+    }
+
+    pub fn wait(&self) -> &WaitObj {
+        &self.wait
+    }
+
+    // ---- producer API ----
+
+    /// One successful completion.
+    #[inline]
+    pub fn inc(&self) {
+        self.add(1);
+    }
+
+    /// One completion in error.
+    #[inline]
+    pub fn inc_err(&self) {
+        self.add_err(1);
+    }
+
+    /// `fi_cntr_add` (and batched increments).
+    pub fn add(&self, n: u64) {
+        self.value.fetch_add(n, Ordering::AcqRel);
+        self.wait.notify();
+    }
+
+    /// `fi_cntr_adderr`.
+    pub fn add_err(&self, n: u64) {
+        self.err.fetch_add(n, Ordering::AcqRel);
+        self.wait.notify();
+    }
+
+    /// `fi_cntr_set`.
+    pub fn set(&self, v: u64) {
+        self.value.store(v, Ordering::Release);
+        self.wait.notify();
+    }
+
+    /// `fi_cntr_seterr`.
+    pub fn set_err(&self, v: u64) {
+        self.err.store(v, Ordering::Release);
+        self.wait.notify();
+    }
+
+    // ---- consumer API ----
+
+    /// The values without progress or bookkeeping (poll sets, tests).
+    pub fn peek(&self) -> (u64, u64) {
+        (self.value.load(Ordering::Acquire), self.err.load(Ordering::Acquire))
+    }
+
+    fn changed_since_read(&self) -> bool {
+        let (v, e) = self.peek();
+        v != self.seen_value.load(Ordering::Acquire) || e != self.seen_err.load(Ordering::Acquire)
+    }
+
+    fn before_read(&self) {
+        self.wait.on_read();
+        self.wait.progress();
+    }
+
+    /// `fi_cntr_read`.
+    pub fn read(&self) -> u64 {
+        self.before_read();
+        let v = self.value.load(Ordering::Acquire);
+        self.seen_value.store(v, Ordering::Release);
+        v
+    }
+
+    /// `fi_cntr_readerr`.
+    pub fn read_err(&self) -> u64 {
+        self.before_read();
+        let e = self.err.load(Ordering::Acquire);
+        self.seen_err.store(e, Ordering::Release);
+        e
+    }
+
+    /// `fi_cntr_wait`.
+    pub fn wait_for(&self, threshold: u64, timeout: i32) -> Result<()> {
+        if !self.wait.can_block() {
+            return Err(Error::NOSYS);
+        }
+        let err0 = self.err.load(Ordering::Acquire);
+        let deadline = Deadline::from_ms(timeout);
+        let ready = || self.value.load(Ordering::Acquire) >= threshold || self.err.load(Ordering::Acquire) != err0;
+        loop {
+            let r = self.wait.block_until(&ready, deadline);
+            // "Upon successful return from this call, the counter will be
+            // greater than or equal to the input threshold value."
+            if self.value.load(Ordering::Acquire) >= threshold {
+                return Ok(());
+            }
+            if self.err.load(Ordering::Acquire) != err0 {
+                return Err(Error::AVAIL);
+            }
+            match r {
+                // Ready, then set back by fi_cntr_set before we looked.
+                Ok(()) if !deadline.expired() => continue,
+                // Counters have no signal call: the only wake-up without a
+                // reason is the deadline.
+                Ok(()) | Err(Error::AGAIN) => return Err(Error::TIMEDOUT),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// `fi_trywait` on this counter; a member of a wait set defers to it.
+    pub fn trywait(&self) -> Result<()> {
+        self.member_wait().trywait(&|| self.changed_since_read())
+    }
+
+    fn member_wait(&self) -> MemberWait<'_> {
+        MemberWait {
+            own: &self.wait,
+            set: self.set.as_deref(),
+        }
+    }
+
+    /// `fi_control`: FI_GETWAIT, FI_GETWAITOBJ; FI_GETOPSFLAG/FI_SETOPSFLAG
+    /// (fi_cntr(3) lists them; a counter has no operational flags, so they
+    /// read as 0 and only 0 can be set).
+    ///
+    /// # Safety
+    /// `arg` must match the command and wait kind.
+    pub unsafe fn control(&self, cmd: i32, arg: *mut c_void) -> Result<()> {
+        // SAFETY: forwarded from this function's contract.
+        if let Some(r) = unsafe { self.member_wait().control(cmd, arg) } {
+            return r;
+        }
+        match cmd {
+            // SAFETY: FI_GETOPSFLAG takes a `uint64_t *`.
+            FI_GETOPSFLAG => unsafe { fi::write_out(arg as *mut u64, 0) },
+            FI_SETOPSFLAG => {
+                // SAFETY: FI_SETOPSFLAG takes a `uint64_t *`.
+                let f = unsafe { fi::read_in(arg as *const u64) }?;
+                if *f != 0 {
+                    return Err(Error::BADFLAGS);
+                }
+                Ok(())
+            }
+            _ => Err(Error::NOSYS),
+        }
+    }
+}
+
+// ---- the C face ----
+
+static CNTR_FI_OPS: fi_ops = fi_ops {
+    size: core::mem::size_of::<fi_ops>(),
+    close: Some(fi::close_when_idle::<Cntr>),
+    bind: Some(noops::no_bind),
+    control: Some(cntr_control),
+    ops_open: Some(noops::no_ops_open),
+    tostr: Some(noops::no_tostr),
+    ops_set: Some(noops::no_ops_set),
+};
+
+static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
+    size: core::mem::size_of::<fi_ops_cntr>(),
+    read: Some(cntr_read),
+    readerr: Some(cntr_readerr),
+    add: Some(cntr_add),
+    set: Some(cntr_set),
+    wait: Some(cntr_wait),
+    adderr: Some(cntr_adderr),
+    seterr: Some(cntr_seterr),
+};
+
+/// `fi_cntr_open`.
+pub fn open(d: &Obj<Domain>, attr: &fi_cntr_attr, ctx: *mut c_void) -> Result<*mut fid_cntr> {
+    let set = if attr.wait_obj == FI_WAIT_SET {
+        // SAFETY: `wait_set` is NULL or the application's fid_wait.
+        let s = unsafe { crate::core::wait::set_for_fabric(attr.wait_set as *mut fid, d.core.fabric()) }?;
+        Some(Held::new(s))
+    } else {
+        None
+    };
+    let c = Cntr::new(attr, set, Some(Held::new(d.core.clone())), ctx)?;
+    c.wait.add_engine(&d.core.engine)?;
+    let hdr = fid_cntr {
+        fid: fid {
+            fclass: FI_CLASS_CNTR,
+            context: ctx,
+            ops: &CNTR_FI_OPS,
+        },
+        ops: &CNTR_OPS,
+    };
+    Ok(Obj::create(hdr, c))
+}
+
+/// The counter core behind a `struct fid*` (endpoints' and MRs' binds).
+///
+/// # Safety
+/// `p` must be NULL or readable as a `struct fid`.
+pub unsafe fn from_fid(p: *mut fid) -> Result<Arc<Cntr>> {
+    // SAFETY: per the contract.
+    unsafe { fi::core_of(p) }
+}
+
+unsafe extern "C" fn cntr_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    // SAFETY: arguments come from the application through fi_control().
+    unsafe {
+        fi::call_obj::<Cntr, c_int>("cntr control", f as *const c_void, |o| {
+            o.core.control(cmd, arg)?;
+            Ok(0)
+        })
+    }
+}
+
+/// fi_cntr_read has no error channel: an invalid counter reads as 0.
+unsafe extern "C" fn cntr_read(c: *mut fid_cntr) -> u64 {
+    // SAFETY: the argument comes from the application through fi_cntr_read().
+    unsafe { fi::call_obj::<Cntr, u64>("fi_cntr_read", c as *const c_void, |o| Ok(o.core.read())) }
+}
+
+unsafe extern "C" fn cntr_readerr(c: *mut fid_cntr) -> u64 {
+    // SAFETY: the argument comes from the application through fi_cntr_readerr().
+    unsafe { fi::call_obj::<Cntr, u64>("fi_cntr_readerr", c as *const c_void, |o| Ok(o.core.read_err())) }
+}
+
+unsafe extern "C" fn cntr_add(c: *mut fid_cntr, v: u64) -> c_int {
+    // SAFETY: arguments come from the application through fi_cntr_add().
+    unsafe {
+        fi::call_obj::<Cntr, c_int>("fi_cntr_add", c as *const c_void, |o| {
+            o.core.add(v);
+            Ok(0)
+        })
+    }
+}
+
+unsafe extern "C" fn cntr_adderr(c: *mut fid_cntr, v: u64) -> c_int {
+    // SAFETY: arguments come from the application through fi_cntr_adderr().
+    unsafe {
+        fi::call_obj::<Cntr, c_int>("fi_cntr_adderr", c as *const c_void, |o| {
+            o.core.add_err(v);
+            Ok(0)
+        })
+    }
+}
+
+unsafe extern "C" fn cntr_set(c: *mut fid_cntr, v: u64) -> c_int {
+    // SAFETY: arguments come from the application through fi_cntr_set().
+    unsafe {
+        fi::call_obj::<Cntr, c_int>("fi_cntr_set", c as *const c_void, |o| {
+            o.core.set(v);
+            Ok(0)
+        })
+    }
+}
+
+unsafe extern "C" fn cntr_seterr(c: *mut fid_cntr, v: u64) -> c_int {
+    // SAFETY: arguments come from the application through fi_cntr_seterr().
+    unsafe {
+        fi::call_obj::<Cntr, c_int>("fi_cntr_seterr", c as *const c_void, |o| {
+            o.core.set_err(v);
+            Ok(0)
+        })
+    }
+}
+
+unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int) -> c_int {
+    // SAFETY: arguments come from the application through fi_cntr_wait().
+    unsafe {
+        fi::call_obj::<Cntr, c_int>("fi_cntr_wait", c as *const c_void, |o| {
+            o.core.wait_for(threshold, timeout)?;
+            Ok(0)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn attr(wait_obj: u32) -> fi_cntr_attr {
+        fi_cntr_attr {
+            events: FI_CNTR_EVENTS_COMP,
+            wait_obj,
+            wait_set: core::ptr::null_mut(),
+            flags: 0,
+        }
+    }
+
+    fn cntr(wait_obj: u32) -> Arc<Cntr> {
+        Cntr::new(&attr(wait_obj), None, None, core::ptr::null_mut()).unwrap()
+    }
+
+    /// fabtests cntr_loop: set/seterr/add/adderr/read/readerr.
+    #[test]
+    fn values() {
+        let c = cntr(FI_WAIT_NONE);
+        c.set(5);
+        c.set_err(10);
+        c.add(5);
+        c.add_err(5);
+        c.inc();
+        c.inc_err();
+        assert_eq!((c.read(), c.read_err()), (11, 16));
+    }
+
+    #[test]
+    fn wait_threshold_timeout_and_errors() {
+        for kind in [FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD] {
+            let c = cntr(kind);
+            let t = Instant::now();
+            assert_eq!(c.wait_for(1, 50), Err(Error::TIMEDOUT), "kind {kind}");
+            assert!(t.elapsed() >= Duration::from_millis(50));
+            let c2 = c.clone();
+            let h = std::thread::spawn(move || {
+                for _ in 0..5 {
+                    std::thread::sleep(Duration::from_millis(5));
+                    c2.inc();
+                }
+            });
+            assert_eq!(c.wait_for(5, 10_000), Ok(()), "kind {kind}");
+            assert!(c.read() >= 5);
+            h.join().unwrap();
+            assert_eq!(c.wait_for(3, 0), Ok(()), "already reached");
+            // "Any change in a counter's error value will unblock any thread
+            // inside fi_cntr_wait."
+            let c2 = c.clone();
+            let h = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                c2.inc_err();
+            });
+            assert_eq!(c.wait_for(100, 10_000), Err(Error::AVAIL), "kind {kind}");
+            h.join().unwrap();
+        }
+        assert_eq!(cntr(FI_WAIT_NONE).wait_for(1, 10), Err(Error::NOSYS));
+    }
+
+    #[test]
+    fn no_lost_wakeups() {
+        for kind in [FI_WAIT_FD, FI_WAIT_UNSPEC, FI_WAIT_MUTEX_COND] {
+            let c = cntr(kind);
+            let total = 5000u64;
+            let c2 = c.clone();
+            let h = std::thread::spawn(move || {
+                for i in 0..total {
+                    c2.inc();
+                    if i % 13 == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+            });
+            for n in 1..=total {
+                assert_eq!(c.wait_for(n, 10_000), Ok(()), "kind {kind} stuck at {n}");
+            }
+            h.join().unwrap();
+        }
+    }
+
+    /// Ready for fi_trywait = changed since the application last read it.
+    #[test]
+    fn trywait_and_fd() {
+        let c = cntr(FI_WAIT_FD);
+        let mut fd = -1;
+        // SAFETY: FD kind takes an int*.
+        unsafe { c.control(FI_GETWAIT, &mut fd as *mut i32 as *mut c_void) }.unwrap();
+        assert_eq!(c.trywait(), Ok(()));
+        assert!(!crate::sys::poll_readable(fd, Some(Duration::ZERO)));
+        c.add(2);
+        assert!(crate::sys::poll_readable(fd, Some(Duration::ZERO)));
+        assert_eq!(c.trywait(), Err(Error::AGAIN));
+        assert_eq!(c.read(), 2);
+        assert_eq!(c.trywait(), Ok(()));
+        c.inc_err();
+        assert_eq!(c.trywait(), Err(Error::AGAIN));
+        assert_eq!(c.read_err(), 1);
+        assert_eq!(c.trywait(), Ok(()));
+        assert_eq!(cntr(FI_WAIT_NONE).trywait(), Err(Error::INVAL));
+    }
+
+    #[test]
+    fn bad_attributes_and_control() {
+        let mut a = attr(FI_WAIT_NONE);
+        a.flags = 1;
+        assert!(Cntr::new(&a, None, None, core::ptr::null_mut()).is_err());
+        let mut a = attr(FI_WAIT_NONE);
+        a.events = 1;
+        assert!(Cntr::new(&a, None, None, core::ptr::null_mut()).is_err());
+        assert!(Cntr::new(&attr(77), None, None, core::ptr::null_mut()).is_err());
+        assert!(Cntr::new(&attr(FI_WAIT_SET), None, None, core::ptr::null_mut()).is_err());
+        let c = cntr(FI_WAIT_UNSPEC);
+        let mut f = 5u64;
+        let fp = &mut f as *mut u64 as *mut c_void;
+        // SAFETY (the control calls below): `fp` is a u64*; the UNSPEC kind
+        // has no object to write through it.
+        unsafe { c.control(FI_GETOPSFLAG, fp) }.unwrap();
+        assert_eq!(f, 0);
+        // SAFETY: as above.
+        assert_eq!(unsafe { c.control(FI_GETWAIT, fp) }, Err(Error::NODATA));
+        let mut one = 1u64;
+        // SAFETY: a u64*.
+        let r = unsafe { c.control(FI_SETOPSFLAG, &mut one as *mut u64 as *mut c_void) };
+        assert_eq!(r, Err(Error::BADFLAGS));
+    }
+}

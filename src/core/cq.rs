@@ -1,0 +1,1595 @@
+//! Completion queues (`fi_cq(3)`).
+//!
+//! # What a CQ owns
+//! One [`Cq`] core per `fi_cq_open`: a success queue (a preallocated ring of
+//! [`CqEntry`], the one internal completion record), a separate error queue
+//! of [`CqErrEntry`], the CQ's [`WaitObj`], and the holds on its domain and
+//! (for `FI_WAIT_SET`) its wait set. Endpoints (the producers) hold
+//! `Held<Cq>`; the application reads through the `fid_cq` vtable below.
+//!
+//! # Decisions
+//! * **One record, converted at read time.** Every completion is stored as a
+//!   [`CqEntry`] and written out in the format chosen at open.
+//!   `FI_CQ_FORMAT_UNSPEC` is read as `FI_CQ_FORMAT_CONTEXT` (libfabric's util
+//!   CQ does the same): an application that did not name a format can only
+//!   count on `op_context` coming first, and the 8-byte context entry is the
+//!   only format that can never write past a buffer sized for any format.
+//! * **Errors first.** fi_cq(3): "Attempting to read from a CQ while an item
+//!   is in the error queue results in fi_cq_read failing with a return code of
+//!   -FI_EAVAIL." A pending error therefore takes priority over queued
+//!   successes (as in the sockets provider; util instead keeps one FIFO).
+//! * **`err_data`.** API ≥ 1.5 and the application's `err_data_size > 0`
+//!   (with a non-NULL `err_data`): copy `min()` bytes into its buffer and set
+//!   `err_data_size` to the count. Otherwise `err_data` points at a buffer the
+//!   CQ owns, valid until the next `fi_cq_readerr` ("The contents of the buffer
+//!   will remain valid until a subsequent read call against the CQ"), and
+//!   `err_data_size` is its length. API < 1.5 applications allocate the
+//!   72-byte `fi_cq_err_entry_1_0`: exactly that many bytes are written.
+//! * **Capacity and overrun.** Completions are never lost and memory is
+//!   bounded. The capacity is `max(attr.size, Σ reservations)`, where each
+//!   bound endpoint reserves its `tx_size + rx_size` ([`Cq::reserve_capacity`]).
+//!   Endpoints bound their outstanding operations (posts return -FI_EAGAIN at
+//!   `tx_size`/`rx_size`), so every posted operation's completion fits. (A
+//!   CQ that instead failed posts against `attr.size` would deadlock Open MPI,
+//!   which pre-posts more receives than a small CQ's size.) Errors count
+//!   against the same capacity. For operations whose slot is only freed when
+//!   the application *reads* the completion (what FI_RM_ENABLED promises even
+//!   to an application that never reads), endpoints claim a slot at post time
+//!   ([`Cq::claim_slot`], -FI_EAGAIN when full) and push with
+//!   [`Cq::push_claimed`]. If an unclaimed push finds no room anyway (a bug or
+//!   misuse), the CQ enters the overrun state of fi_cq(3) NOTES: "Read
+//!   operations will continue to return any valid, non-corrupted completions
+//!   ... After all valid completions have been retrieved, any attempt to read
+//!   the CQ will result in it returning an FI_EOVERRUN error event." Here: the
+//!   queued entries (and queued errors) are read first, then one read returns
+//!   -FI_EAVAIL and `fi_cq_readerr` returns an entry with `err =
+//!   FI_EOVERRUN`; from then on every read and readerr returns -FI_EOVERRUN
+//!   and later pushes are dropped ("Overrun completion queues are considered
+//!   fatal"). There is no unbounded spill queue.
+//! * **`FI_SOURCE_ERR`.** A received message whose source is not in the AV
+//!   is pushed as an error ([`CqErrEntry::source_unknown`]): `err =
+//!   FI_EADDRNOTAVAIL`, the raw source address in `err_data` ("This may be
+//!   passed directly into an fi_av_insert call").
+//! * **Blocking calls.** `fi_cq_sread`/`sreadfrom` on a CQ opened with
+//!   `FI_WAIT_NONE` or `FI_WAIT_SET` ("It is invalid for applications to call
+//!   these functions if the CQ has been configured with a wait object of
+//!   FI_WAIT_NONE or FI_WAIT_SET") return -FI_ENOSYS, as util's EQ and counter
+//!   do for the same misuse. The timeout is in ms (negative = infinite);
+//!   -FI_EAGAIN on timeout or after `fi_cq_signal`. With
+//!   `FI_CQ_COND_THRESHOLD`, `cond` *is* the threshold (a `size_t` passed as
+//!   the pointer value, as libfabric's util and sockets providers read it),
+//!   capped at `count`; the wait ends early on an error entry or the timeout,
+//!   and then returns whatever is queued ("Applications should not rely on
+//!   the condition necessarily being true when a blocking read call
+//!   returns").
+//! * **Manual progress.** Every read first runs the domain's progress engine
+//!   ([`WaitObj::progress`]) and tells the wait object that the application
+//!   is reading ([`WaitObj::on_read`], which ends a `fi_trywait` arm).
+//!
+//! # Producer API (for endpoints)
+//! * bind/close: [`Cq::reserve_capacity`]`(tx_size + rx_size)` /
+//!   [`Cq::release_capacity`]`(same)`;
+//! * a completion: [`Cq::push`]`(CqEntry)`; an error completion:
+//!   [`Cq::push_err`]`(CqErrEntry)` (one lock, no allocation, no system call
+//!   unless a waiter is armed);
+//! * completions without a post (multi-recv deliveries, remote CQ data):
+//!   check [`Cq::has_room`] first and stall the transport while it is false;
+//! * optional admission control: [`Cq::claim_slot`] at post time,
+//!   [`Cq::push_claimed`]/[`Cq::push_err_claimed`] for that operation's
+//!   completion, [`Cq::unclaim_slot`] if it ends without one.
+
+use crate::abi::libfabric::fi_strerror;
+use crate::abi::*;
+use crate::base::error::{Error, Result};
+use crate::core::domain::Domain;
+use crate::core::wait::{MemberWait, WaitObj, WaitSet, Waitable};
+use crate::fi::{self, noops, FiObject, HasUsers, Held, Obj, Users};
+use crate::sys::Deadline;
+use core::ffi::{c_char, c_int, c_void};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Default number of entries when `attr.size == 0`.
+pub const DEFAULT_CQ_SIZE: usize = 1024;
+/// Largest `attr.size` accepted (the ring is preallocated): larger sizes
+/// return -FI_EINVAL, which fabtests' `cq_open_close_sizes` accepts as the
+/// provider's limit.
+pub const MAX_CQ_SIZE: usize = 1 << 20;
+
+/// One completion, the CQ's internal record. Every format is cut from it.
+#[derive(Clone, Copy, Debug)]
+pub struct CqEntry {
+    /// The application's context of the operation (NULL when none).
+    pub op_context: *mut c_void,
+    /// Completion flags (`FI_SEND`, `FI_RECV`, `FI_MSG`, `FI_TAGGED`, ...).
+    pub flags: u64,
+    /// Received length (receives only).
+    pub len: usize,
+    /// Where data was placed (multi-recv only).
+    pub buf: *mut c_void,
+    /// Remote CQ data (with `FI_REMOTE_CQ_DATA`).
+    pub data: u64,
+    /// Received tag (tagged receives).
+    pub tag: u64,
+    /// Source address for `fi_cq_readfrom`; `FI_ADDR_NOTAVAIL` when unknown.
+    pub src: fi_addr_t,
+}
+
+// SAFETY: `op_context` and `buf` are opaque application pointers that rustfab
+// never dereferences; they are only handed back to the application.
+unsafe impl Send for CqEntry {}
+// SAFETY: as above: the pointers are plain values to rustfab.
+unsafe impl Sync for CqEntry {}
+
+impl Default for CqEntry {
+    fn default() -> CqEntry {
+        CqEntry {
+            op_context: core::ptr::null_mut(),
+            flags: 0,
+            len: 0,
+            buf: core::ptr::null_mut(),
+            data: 0,
+            tag: 0,
+            src: FI_ADDR_NOTAVAIL,
+        }
+    }
+}
+
+impl CqEntry {
+    /// An entry with only a context and flags (sends, RMA, ...).
+    pub fn new(op_context: *mut c_void, flags: u64) -> CqEntry {
+        CqEntry {
+            op_context,
+            flags,
+            ..CqEntry::default()
+        }
+    }
+}
+
+/// An error completion, as `fi_cq_readerr` returns it.
+#[derive(Clone, Debug)]
+pub struct CqErrEntry {
+    /// The fields shared with successful completions.
+    pub entry: CqEntry,
+    /// Bytes that did not fit (`FI_ETRUNC`).
+    pub olen: usize,
+    /// Positive `FI_E*` code.
+    pub err: i32,
+    /// Provider-specific code (rustfab: a positive errno/`FI_E*` from the
+    /// transport, or 0).
+    pub prov_errno: i32,
+    /// Provider-specific data (the raw source address for `FI_SOURCE_ERR`).
+    pub err_data: Vec<u8>,
+}
+
+impl CqErrEntry {
+    pub fn new(entry: CqEntry, err: i32) -> CqErrEntry {
+        CqErrEntry {
+            entry,
+            olen: 0,
+            err,
+            prov_errno: 0,
+            err_data: Vec::new(),
+        }
+    }
+
+    #[cfg(test)]
+    /// A truncated receive: fi_cq(3) "olen specifies the amount of data that
+    /// did not fit into the available receive buffer and was discarded".
+    pub fn truncated(entry: CqEntry, olen: usize) -> CqErrEntry {
+        CqErrEntry {
+            olen,
+            ..CqErrEntry::new(entry, FI_ETRUNC)
+        }
+    }
+
+    #[cfg(test)]
+    /// `FI_SOURCE_ERR`: a message received successfully whose source is not in
+    /// the AV; `raw_addr` is the source in the domain's address format.
+    pub fn source_unknown(entry: CqEntry, raw_addr: &[u8]) -> CqErrEntry {
+        CqErrEntry {
+            err_data: raw_addr.to_vec(),
+            prov_errno: FI_EADDRNOTAVAIL,
+            ..CqErrEntry::new(entry, FI_EADDRNOTAVAIL)
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Overrun {
+    No,
+    /// Entries were dropped; the FI_EOVERRUN error is still to be read.
+    Pending,
+    /// The FI_EOVERRUN error was read; the CQ is dead.
+    Reported,
+}
+
+/// Everything behind the CQ's one lock.
+struct Queue {
+    ok: VecDeque<CqEntry>,
+    errs: VecDeque<CqErrEntry>,
+    size: usize,
+    reserved: usize,
+    claimed: usize,
+    overrun: Overrun,
+    /// Provider-owned `err_data` of the last `fi_cq_readerr`.
+    err_data: Vec<u8>,
+}
+
+impl Queue {
+    fn cap(&self) -> usize {
+        self.size.max(self.reserved)
+    }
+    fn queued(&self) -> usize {
+        self.ok.len() + self.errs.len()
+    }
+    fn has_room(&self) -> bool {
+        self.overrun == Overrun::No && self.queued() + self.claimed < self.cap()
+    }
+    /// Room for an unclaimed completion, or the start of the overrun state.
+    fn admit_unclaimed(&mut self) -> Result<()> {
+        if self.has_room() {
+            return Ok(());
+        }
+        if self.overrun == Overrun::No {
+            self.overrun = Overrun::Pending;
+        }
+        Err(Error::OVERRUN)
+    }
+    /// A claimed completion always fits (its room was set aside), unless the
+    /// CQ already overran or no claim is outstanding.
+    fn admit_claimed(&mut self) -> Result<()> {
+        if self.claimed == 0 {
+            return self.admit_unclaimed();
+        }
+        self.claimed -= 1;
+        if self.overrun != Overrun::No {
+            return Err(Error::OVERRUN);
+        }
+        Ok(())
+    }
+    fn ready(&self, threshold: usize) -> bool {
+        !self.errs.is_empty() || self.overrun != Overrun::No || self.ok.len() >= threshold.max(1)
+    }
+}
+
+/// The CQ core. See the module documentation.
+pub struct Cq {
+    users: Users,
+    /// The `context` given to `fi_cq_open` (returned by `fi_poll`).
+    context: usize,
+    format: u32,
+    wait_cond: u32,
+    /// `fid_fabric.api_version` of the parent fabric (err_data rules).
+    api_version: u32,
+    wait: WaitObj,
+    q: Mutex<Queue>,
+    set: Option<Held<WaitSet>>,
+    _domain: Option<Held<Domain>>,
+}
+
+impl FiObject for Cq {
+    const CLOSE: &'static str = "cq close";
+    type Header = fid_cq;
+    const CLASS: usize = FI_CLASS_CQ;
+}
+
+impl HasUsers for Cq {
+    fn users(&self) -> &Users {
+        &self.users
+    }
+}
+
+impl Waitable for Cq {
+    fn ready(&self) -> bool {
+        self.q.lock().ready(1)
+    }
+}
+
+#[cfg(test)]
+/// Bytes one entry of `format` takes in the application's buffer.
+pub fn entry_size(format: u32) -> usize {
+    match format {
+        FI_CQ_FORMAT_MSG => core::mem::size_of::<fi_cq_msg_entry>(),
+        FI_CQ_FORMAT_DATA => core::mem::size_of::<fi_cq_data_entry>(),
+        FI_CQ_FORMAT_TAGGED => core::mem::size_of::<fi_cq_tagged_entry>(),
+        _ => core::mem::size_of::<fi_cq_entry>(),
+    }
+}
+
+/// Writes entry `i` of an application array of `format` entries.
+///
+/// # Safety
+/// `buf` must be valid for writes of `(i + 1) * entry_size(format)` bytes.
+unsafe fn write_entry(format: u32, buf: *mut c_void, i: usize, e: &CqEntry) {
+    // SAFETY (all arms): the caller guarantees room for entry `i`; unaligned
+    // writes make no assumption about the application's buffer alignment.
+    unsafe {
+        match format {
+            FI_CQ_FORMAT_MSG => (buf as *mut fi_cq_msg_entry).add(i).write_unaligned(fi_cq_msg_entry {
+                op_context: e.op_context,
+                flags: e.flags,
+                len: e.len,
+            }),
+            FI_CQ_FORMAT_DATA => (buf as *mut fi_cq_data_entry).add(i).write_unaligned(fi_cq_data_entry {
+                op_context: e.op_context,
+                flags: e.flags,
+                len: e.len,
+                buf: e.buf,
+                data: e.data,
+            }),
+            FI_CQ_FORMAT_TAGGED => (buf as *mut fi_cq_tagged_entry)
+                .add(i)
+                .write_unaligned(fi_cq_tagged_entry {
+                    op_context: e.op_context,
+                    flags: e.flags,
+                    len: e.len,
+                    buf: e.buf,
+                    data: e.data,
+                    tag: e.tag,
+                }),
+            // FI_CQ_FORMAT_CONTEXT and FI_CQ_FORMAT_UNSPEC (module doc).
+            _ => (buf as *mut fi_cq_entry).add(i).write_unaligned(fi_cq_entry {
+                op_context: e.op_context,
+            }),
+        }
+    }
+}
+
+/// Checks an `fi_cq_attr` the way fi_cq(3) defines its fields.
+fn check_attr(attr: &fi_cq_attr) -> Result<()> {
+    if attr.flags & !FI_AFFINITY != 0 {
+        return Err(Error::INVAL);
+    }
+    if !matches!(
+        attr.format,
+        FI_CQ_FORMAT_UNSPEC | FI_CQ_FORMAT_CONTEXT | FI_CQ_FORMAT_MSG | FI_CQ_FORMAT_DATA | FI_CQ_FORMAT_TAGGED
+    ) {
+        return Err(Error::INVAL);
+    }
+    if !crate::core::wait::valid_object_kind(attr.wait_obj) {
+        return Err(Error::INVAL);
+    }
+    // "This field is ignored if wait_obj is set to FI_WAIT_NONE."
+    if attr.wait_obj != FI_WAIT_NONE && !matches!(attr.wait_cond, FI_CQ_COND_NONE | FI_CQ_COND_THRESHOLD) {
+        return Err(Error::INVAL);
+    }
+    if attr.size > MAX_CQ_SIZE {
+        return Err(Error::INVAL);
+    }
+    Ok(())
+}
+
+impl Cq {
+    /// Builds a CQ core. `set` is required for (and only used with)
+    /// `FI_WAIT_SET`; `domain` is None only for cores driven directly (unit
+    /// tests). The caller adds the progress engines.
+    pub fn new(
+        attr: &fi_cq_attr,
+        api_version: u32,
+        set: Option<Held<WaitSet>>,
+        domain: Option<Held<Domain>>,
+        context: *mut c_void,
+    ) -> Result<Arc<Cq>> {
+        check_attr(attr)?;
+        let set = if attr.wait_obj == FI_WAIT_SET {
+            Some(set.ok_or(Error::INVAL)?)
+        } else {
+            None
+        };
+        let size = if attr.size == 0 { DEFAULT_CQ_SIZE } else { attr.size };
+        let mut ok = VecDeque::new();
+        ok.try_reserve_exact(size).map_err(|_| Error::NOMEM)?;
+        let wait = WaitObj::new(attr.wait_obj, set.as_ref().map(|s| s.arc().clone()))?;
+        let cq = Arc::new(Cq {
+            users: Users::default(),
+            context: context as usize,
+            format: attr.format,
+            wait_cond: if attr.wait_obj == FI_WAIT_NONE {
+                FI_CQ_COND_NONE
+            } else {
+                attr.wait_cond
+            },
+            api_version,
+            wait,
+            q: Mutex::new(Queue {
+                ok,
+                errs: VecDeque::new(),
+                size,
+                reserved: 0,
+                claimed: 0,
+                overrun: Overrun::No,
+                err_data: Vec::new(),
+            }),
+            set,
+            _domain: domain,
+        });
+        if let Some(s) = &cq.set {
+            let member: Arc<dyn Waitable> = cq.clone();
+            s.add_member(Arc::downgrade(&member));
+        }
+        Ok(cq)
+    }
+
+    /// The `context` passed to `fi_cq_open`.
+    pub fn context(&self) -> *mut c_void {
+        self.context as *mut c_void
+    }
+
+    #[cfg(test)]
+    pub fn format(&self) -> u32 {
+        self.format
+    }
+
+    pub fn wait(&self) -> &WaitObj {
+        &self.wait
+    }
+
+    #[cfg(test)]
+    /// Current capacity: `max(attr.size, Σ reservations)`.
+    pub fn capacity(&self) -> usize {
+        self.q.lock().cap()
+    }
+
+    // ---- producer API ----
+
+    /// An endpoint bound to this CQ: `n` = its queue depth (`tx_size` and/or
+    /// `rx_size`, whichever directions it binds). Grows the ring now so that
+    /// pushes never allocate.
+    pub fn reserve_capacity(&self, n: usize) -> Result<()> {
+        let mut q = self.q.lock();
+        let reserved = q.reserved.checked_add(n).ok_or(Error::INVAL)?;
+        let want = q.size.max(reserved);
+        let extra = want.saturating_sub(q.ok.len());
+        q.ok.try_reserve(extra).map_err(|_| Error::NOMEM)?;
+        q.reserved = reserved;
+        Ok(())
+    }
+
+    /// Undoes [`Cq::reserve_capacity`] when the endpoint closes. Completions
+    /// it left in the queue stay readable.
+    pub fn release_capacity(&self, n: usize) {
+        let mut q = self.q.lock();
+        q.reserved = q.reserved.saturating_sub(n);
+    }
+
+    /// Whether one more unclaimed completion fits now. Producers of
+    /// completions that no post announced (multi-recv deliveries) stall
+    /// while this is false.
+    pub fn has_room(&self) -> bool {
+        self.q.lock().has_room()
+    }
+
+    /// Queues a completion. One lock, no allocation, a system call only when
+    /// a waiter is armed. `Err(FI_EOVERRUN)`: the CQ had no room (the entry
+    /// is dropped and the CQ is now in the overrun state) or was overrun.
+    pub fn push(&self, e: CqEntry) -> Result<()> {
+        let r = {
+            let mut q = self.q.lock();
+            q.admit_unclaimed().map(|()| q.ok.push_back(e))
+        };
+        self.wait.notify();
+        r
+    }
+
+    /// Queues an error completion (read with `fi_cq_readerr`).
+    pub fn push_err(&self, e: CqErrEntry) -> Result<()> {
+        let r = {
+            let mut q = self.q.lock();
+            q.admit_unclaimed().map(|()| q.errs.push_back(e))
+        };
+        self.wait.notify();
+        r
+    }
+
+    /// Admission control at post time: sets aside room for the completion of
+    /// one operation. `Err(EAGAIN)`: the CQ is full of unread completions,
+    /// the post must fail with -FI_EAGAIN (fi_domain(3), FI_RM_ENABLED:
+    /// "failing (returning -FI_EAGAIN) the posting of operations that could
+    /// result in CQ overruns").
+    pub fn claim_slot(&self) -> Result<()> {
+        let mut q = self.q.lock();
+        if q.overrun != Overrun::No {
+            return Err(Error::OVERRUN);
+        }
+        if q.queued() + q.claimed >= q.cap() {
+            return Err(Error::AGAIN);
+        }
+        q.claimed += 1;
+        Ok(())
+    }
+
+    /// The claimed operation ended without a completion entry.
+    pub fn unclaim_slot(&self) {
+        let mut q = self.q.lock();
+        q.claimed = q.claimed.saturating_sub(1);
+    }
+
+    /// Queues the completion of an operation that claimed a slot.
+    pub fn push_claimed(&self, e: CqEntry) -> Result<()> {
+        let r = {
+            let mut q = self.q.lock();
+            q.admit_claimed().map(|()| q.ok.push_back(e))
+        };
+        self.wait.notify();
+        r
+    }
+
+    /// Queues the error completion of an operation that claimed a slot.
+    pub fn push_err_claimed(&self, e: CqErrEntry) -> Result<()> {
+        let r = {
+            let mut q = self.q.lock();
+            q.admit_claimed().map(|()| q.errs.push_back(e))
+        };
+        self.wait.notify();
+        r
+    }
+
+    // ---- consumer API (the application, through the thunks) ----
+
+    fn before_read(&self) {
+        self.wait.on_read();
+        self.wait.progress();
+    }
+
+    /// `fi_cq_read`/`fi_cq_readfrom`: up to `count` entries in the CQ's
+    /// format. `count == 0` returns 0 if entries are queued (what util's poll
+    /// set uses to test a CQ).
+    ///
+    /// # Safety
+    /// `buf` must be NULL or valid for `count` entries of the CQ's format;
+    /// `src` NULL or valid for `count` addresses.
+    pub unsafe fn read_raw(&self, buf: *mut c_void, count: usize, src: *mut fi_addr_t) -> Result<usize> {
+        if buf.is_null() && count > 0 {
+            return Err(Error::INVAL);
+        }
+        self.before_read();
+        let mut q = self.q.lock();
+        if !q.errs.is_empty() {
+            return Err(Error::AVAIL);
+        }
+        if q.ok.is_empty() {
+            return Err(match q.overrun {
+                Overrun::No => Error::AGAIN,
+                Overrun::Pending => Error::AVAIL,
+                Overrun::Reported => Error::OVERRUN,
+            });
+        }
+        let n = count.min(q.ok.len());
+        for i in 0..n {
+            let Some(e) = q.ok.pop_front() else { break };
+            // SAFETY: i < count entries fit in `buf` per the contract.
+            unsafe { write_entry(self.format, buf, i, &e) };
+            if !src.is_null() {
+                // SAFETY: `src` holds `count` addresses per the contract.
+                unsafe { src.add(i).write_unaligned(e.src) };
+            }
+        }
+        Ok(n)
+    }
+
+    /// `fi_cq_readerr`.
+    ///
+    /// # Safety
+    /// `buf` must be NULL or valid for a `struct fi_cq_err_entry` as the
+    /// application's API version defines it (72 bytes before 1.5, 80 after).
+    pub unsafe fn read_err_raw(&self, buf: *mut fi_cq_err_entry) -> Result<usize> {
+        if buf.is_null() {
+            return Err(Error::INVAL);
+        }
+        self.before_read();
+        let v15 = self.api_version >= fi_version(1, 5);
+        let mut q = self.q.lock();
+        let mut out: fi_cq_err_entry = fi_cq_err_entry {
+            op_context: core::ptr::null_mut(),
+            flags: 0,
+            len: 0,
+            buf: core::ptr::null_mut(),
+            data: 0,
+            tag: 0,
+            olen: 0,
+            err: 0,
+            prov_errno: 0,
+            err_data: core::ptr::null_mut(),
+            err_data_size: 0,
+        };
+        match q.errs.pop_front() {
+            Some(e) => {
+                out.op_context = e.entry.op_context;
+                out.flags = e.entry.flags;
+                out.len = e.entry.len;
+                out.buf = e.entry.buf;
+                out.data = e.entry.data;
+                out.tag = e.entry.tag;
+                out.olen = e.olen;
+                out.err = e.err;
+                out.prov_errno = e.prov_errno;
+                // SAFETY: `buf` is readable (contract); the input fields are
+                // only read when the application's struct has them (>= 1.5).
+                let (app_ptr, app_size) = unsafe {
+                    if v15 {
+                        (
+                            core::ptr::addr_of!((*buf).err_data).read_unaligned(),
+                            core::ptr::addr_of!((*buf).err_data_size).read_unaligned(),
+                        )
+                    } else {
+                        (core::ptr::null_mut(), 0)
+                    }
+                };
+                if app_size > 0 && !app_ptr.is_null() {
+                    // fi_cq(3): "On input, err_data should reference a data
+                    // buffer of size err_data_size."
+                    let n = app_size.min(e.err_data.len());
+                    // SAFETY: the application's buffer holds `app_size` bytes.
+                    unsafe { core::ptr::copy_nonoverlapping(e.err_data.as_ptr(), app_ptr as *mut u8, n) };
+                    out.err_data = app_ptr;
+                    out.err_data_size = n;
+                } else {
+                    // "on output err_data will be set to a data buffer owned
+                    // by the provider ... valid until a subsequent read".
+                    q.err_data = e.err_data;
+                    if !q.err_data.is_empty() {
+                        out.err_data = q.err_data.as_mut_ptr() as *mut c_void;
+                    }
+                    out.err_data_size = q.err_data.len();
+                }
+            }
+            None => match q.overrun {
+                Overrun::Pending if q.ok.is_empty() => {
+                    q.overrun = Overrun::Reported;
+                    out.err = FI_EOVERRUN;
+                    out.prov_errno = FI_EOVERRUN;
+                }
+                Overrun::Reported => return Err(Error::OVERRUN),
+                _ => return Err(Error::AGAIN),
+            },
+        }
+        drop(q);
+        if v15 {
+            // SAFETY: an 80-byte entry per the contract.
+            unsafe { buf.write_unaligned(out) };
+        } else {
+            // SAFETY: only the 72 bytes of `fi_cq_err_entry_1_0` exist.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    &out as *const fi_cq_err_entry as *const u8,
+                    buf as *mut u8,
+                    FI_CQ_ERR_ENTRY_1_0_SIZE,
+                )
+            };
+        }
+        Ok(1)
+    }
+
+    /// `fi_cq_sread`/`fi_cq_sreadfrom`.
+    ///
+    /// # Safety
+    /// As [`Cq::read_raw`].
+    pub unsafe fn sread_raw(
+        &self,
+        buf: *mut c_void,
+        count: usize,
+        src: *mut fi_addr_t,
+        cond: *const c_void,
+        timeout: i32,
+    ) -> Result<usize> {
+        if !self.wait.can_block() {
+            return Err(Error::NOSYS);
+        }
+        if buf.is_null() && count > 0 {
+            return Err(Error::INVAL);
+        }
+        // FI_CQ_COND_THRESHOLD: "the cond field is interpreted as a size_t
+        // threshold value" (the pointer value itself, as util/sockets read it).
+        let threshold = if self.wait_cond == FI_CQ_COND_THRESHOLD {
+            (cond as usize).min(count).max(1)
+        } else {
+            1
+        };
+        let deadline = Deadline::from_ms(timeout);
+        loop {
+            let woke = self.wait.block_until(&|| self.q.lock().ready(threshold), deadline);
+            // SAFETY: forwarded from this function's contract.
+            match unsafe { self.read_raw(buf, count, src) } {
+                // Another reader took the entries: keep waiting.
+                Err(Error::AGAIN) if woke.is_ok() && !deadline.expired() => continue,
+                // "If the timeout expires or the calling thread is signaled
+                // and no data is available ..., -FI_EAGAIN is returned."
+                r => return r,
+            }
+        }
+    }
+
+    /// `fi_cq_signal`: "unblock any thread waiting in fi_cq_sread".
+    pub fn signal(&self) -> Result<()> {
+        if self.wait.kind() == FI_WAIT_NONE {
+            // "only available if the CQ was configured with a wait object"
+            return Err(Error::NOSYS);
+        }
+        match &self.set {
+            // A member of a wait set cannot sread; wake `fi_wait` instead.
+            Some(s) => s.obj.signal(),
+            None => self.wait.signal(),
+        }
+        Ok(())
+    }
+
+    /// `fi_trywait` on this CQ; a member of a wait set defers to its set.
+    pub fn trywait(&self) -> Result<()> {
+        self.member_wait().trywait(&|| self.q.lock().ready(1))
+    }
+
+    fn member_wait(&self) -> MemberWait<'_> {
+        MemberWait {
+            own: &self.wait,
+            set: self.set.as_deref(),
+        }
+    }
+
+    /// `fi_control(FI_GETWAIT / FI_GETWAITOBJ)`; a wait-set member answers
+    /// with its set's object (as util does).
+    ///
+    /// # Safety
+    /// `arg` must match the command and wait kind (see [`WaitObj::get_wait`]).
+    pub unsafe fn control(&self, cmd: i32, arg: *mut c_void) -> Result<()> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.member_wait().control(cmd, arg) }.unwrap_or(Err(Error::NOSYS))
+    }
+
+    /// Whether the application has something to read (`fi_poll`).
+    pub fn has_events(&self) -> bool {
+        self.q.lock().ready(1)
+    }
+}
+
+/// `fi_cq_strerror` for CQs and EQs: libfabric's text for `prov_errno`
+/// (rustfab's provider codes are errno/`FI_E*` values), copied into `buf`
+/// when one is given.
+///
+/// # Safety
+/// `buf` must be NULL or valid for `len` bytes.
+pub unsafe fn strerror_into(prov_errno: i32, buf: *mut c_char, len: usize) -> *const c_char {
+    // SAFETY: fi_strerror accepts any int and returns a static string.
+    let s = unsafe { fi_strerror(prov_errno.saturating_abs()) };
+    if buf.is_null() || len == 0 || s.is_null() {
+        return s;
+    }
+    // SAFETY: `s` is NUL-terminated; `buf` holds `len` bytes.
+    unsafe {
+        let text = core::ffi::CStr::from_ptr(s).to_string_lossy();
+        fi::cmem::copy_cstr(&text, buf, len);
+    }
+    buf
+}
+
+// ---- the C face ----
+
+static CQ_FI_OPS: fi_ops = fi_ops {
+    size: core::mem::size_of::<fi_ops>(),
+    close: Some(fi::close_when_idle::<Cq>),
+    bind: Some(noops::no_bind),
+    control: Some(cq_control),
+    ops_open: Some(noops::no_ops_open),
+    tostr: Some(noops::no_tostr),
+    ops_set: Some(noops::no_ops_set),
+};
+
+static CQ_OPS: fi_ops_cq = fi_ops_cq {
+    size: core::mem::size_of::<fi_ops_cq>(),
+    read: Some(cq_read),
+    readfrom: Some(cq_readfrom),
+    readerr: Some(cq_readerr),
+    sread: Some(cq_sread),
+    sreadfrom: Some(cq_sreadfrom),
+    signal: Some(cq_signal),
+    strerror: Some(cq_strerror),
+};
+
+/// `fi_cq_open`.
+pub fn open(d: &Obj<Domain>, attr: &fi_cq_attr, ctx: *mut c_void) -> Result<*mut fid_cq> {
+    let set = if attr.wait_obj == FI_WAIT_SET {
+        // SAFETY: `wait_set` is NULL or the application's fid_wait.
+        let s = unsafe { crate::core::wait::set_for_fabric(attr.wait_set as *mut fid, d.core.fabric()) }?;
+        Some(Held::new(s))
+    } else {
+        None
+    };
+    let cq = Cq::new(attr, d.core.api_version, set, Some(Held::new(d.core.clone())), ctx)?;
+    cq.wait.add_engine(&d.core.engine)?;
+    let hdr = fid_cq {
+        fid: fid {
+            fclass: FI_CLASS_CQ,
+            context: ctx,
+            ops: &CQ_FI_OPS,
+        },
+        ops: &CQ_OPS,
+    };
+    Ok(Obj::create(hdr, cq))
+}
+
+/// The CQ core behind a `struct fid*` (endpoints' `fi_ep_bind`).
+///
+/// # Safety
+/// `p` must be NULL or readable as a `struct fid`.
+pub unsafe fn from_fid(p: *mut fid) -> Result<Arc<Cq>> {
+    // SAFETY: per the contract.
+    unsafe { fi::core_of(p) }
+}
+
+unsafe extern "C" fn cq_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    // SAFETY: arguments come from the application through fi_control().
+    unsafe {
+        fi::call_obj::<Cq, c_int>("cq control", f as *const c_void, |o| {
+            o.core.control(cmd, arg)?;
+            Ok(0)
+        })
+    }
+}
+
+unsafe extern "C" fn cq_read(cq: *mut fid_cq, buf: *mut c_void, count: usize) -> isize {
+    // SAFETY: arguments come from the application through fi_cq_read().
+    unsafe {
+        fi::call_obj::<Cq, isize>("fi_cq_read", cq as *const c_void, |o| {
+            o.core.read_raw(buf, count, core::ptr::null_mut()).map(|n| n as isize)
+        })
+    }
+}
+
+unsafe extern "C" fn cq_readfrom(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t) -> isize {
+    // SAFETY: arguments come from the application through fi_cq_readfrom().
+    unsafe {
+        fi::call_obj::<Cq, isize>("fi_cq_readfrom", cq as *const c_void, |o| {
+            o.core.read_raw(buf, count, src).map(|n| n as isize)
+        })
+    }
+}
+
+unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, _flags: u64) -> isize {
+    // SAFETY: arguments come from the application through fi_cq_readerr().
+    unsafe {
+        fi::call_obj::<Cq, isize>("fi_cq_readerr", cq as *const c_void, |o| {
+            o.core.read_err_raw(buf).map(|n| n as isize)
+        })
+    }
+}
+
+unsafe extern "C" fn cq_sread(
+    cq: *mut fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    // SAFETY: arguments come from the application through fi_cq_sread().
+    unsafe {
+        fi::call_obj::<Cq, isize>("fi_cq_sread", cq as *const c_void, |o| {
+            o.core
+                .sread_raw(buf, count, core::ptr::null_mut(), cond, timeout)
+                .map(|n| n as isize)
+        })
+    }
+}
+
+unsafe extern "C" fn cq_sreadfrom(
+    cq: *mut fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut fi_addr_t,
+    cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    // SAFETY: arguments come from the application through fi_cq_sreadfrom().
+    unsafe {
+        fi::call_obj::<Cq, isize>("fi_cq_sreadfrom", cq as *const c_void, |o| {
+            o.core.sread_raw(buf, count, src, cond, timeout).map(|n| n as isize)
+        })
+    }
+}
+
+unsafe extern "C" fn cq_signal(cq: *mut fid_cq) -> c_int {
+    // SAFETY: the argument comes from the application through fi_cq_signal().
+    unsafe {
+        fi::call_obj::<Cq, c_int>("fi_cq_signal", cq as *const c_void, |o| {
+            o.core.signal()?;
+            Ok(0)
+        })
+    }
+}
+
+unsafe extern "C" fn cq_strerror(
+    cq: *mut fid_cq,
+    prov_errno: c_int,
+    _err_data: *const c_void,
+    buf: *mut c_char,
+    len: usize,
+) -> *const c_char {
+    // SAFETY: arguments come from the application through fi_cq_strerror().
+    unsafe {
+        fi::call_obj::<Cq, *const c_char>("fi_cq_strerror", cq as *const c_void, |_| {
+            Ok(strerror_into(prov_errno, buf, len))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    const V17: u32 = fi_version(1, 17);
+
+    fn attr(size: usize, format: u32, wait_obj: u32) -> fi_cq_attr {
+        fi_cq_attr {
+            size,
+            flags: 0,
+            format,
+            wait_obj,
+            signaling_vector: 0,
+            wait_cond: FI_CQ_COND_NONE,
+            wait_set: core::ptr::null_mut(),
+        }
+    }
+
+    fn cq(size: usize, format: u32, wait_obj: u32) -> Arc<Cq> {
+        Cq::new(&attr(size, format, wait_obj), V17, None, None, core::ptr::null_mut()).unwrap()
+    }
+
+    /// `read_raw` into a typed array (the type must match the CQ's format).
+    fn read<T>(q: &Cq, buf: &mut [T], n: usize) -> Result<usize> {
+        assert!(n <= buf.len() && core::mem::size_of::<T>() == entry_size(q.format()));
+        // SAFETY: `buf` holds `n` entries of the CQ's format.
+        unsafe { q.read_raw(buf.as_mut_ptr() as *mut c_void, n, core::ptr::null_mut()) }
+    }
+
+    fn readfrom<T>(q: &Cq, buf: &mut [T], n: usize, src: &mut [u64]) -> Result<usize> {
+        assert!(n <= buf.len() && n <= src.len() && core::mem::size_of::<T>() == entry_size(q.format()));
+        // SAFETY: `buf` and `src` hold `n` entries each.
+        unsafe { q.read_raw(buf.as_mut_ptr() as *mut c_void, n, src.as_mut_ptr()) }
+    }
+
+    fn read_err(q: &Cq, e: &mut fi_cq_err_entry) -> Result<usize> {
+        // SAFETY: a whole 80-byte entry; its err_data (if any) is set up by
+        // the test to match err_data_size.
+        unsafe { q.read_err_raw(e) }
+    }
+
+    fn sread<T>(q: &Cq, buf: &mut [T], n: usize, cond: usize, timeout: i32) -> Result<usize> {
+        assert!(n <= buf.len() && core::mem::size_of::<T>() == entry_size(q.format()));
+        // SAFETY: `buf` holds `n` entries of the CQ's format.
+        unsafe {
+            q.sread_raw(
+                buf.as_mut_ptr() as *mut c_void,
+                n,
+                core::ptr::null_mut(),
+                cond as *const c_void,
+                timeout,
+            )
+        }
+    }
+
+    fn ctx(n: usize) -> *mut c_void {
+        n as *mut c_void
+    }
+
+    fn full_entry(n: usize) -> CqEntry {
+        CqEntry {
+            op_context: ctx(n),
+            flags: FI_RECV | FI_TAGGED | FI_REMOTE_CQ_DATA,
+            len: 100 + n,
+            buf: ctx(0x1000 + n),
+            data: 0xdada_0000 + n as u64,
+            tag: 0x7a90_0000 + n as u64,
+            src: n as u64,
+        }
+    }
+
+    fn zeroed<T>() -> T {
+        // SAFETY: only used for the plain-old-data CQ entry structs.
+        unsafe { core::mem::zeroed() }
+    }
+
+    fn err_entry() -> fi_cq_err_entry {
+        zeroed()
+    }
+
+    #[test]
+    fn every_format_maps_its_fields() {
+        let q = cq(8, FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE);
+        q.push(full_entry(1)).unwrap();
+        let mut t = [zeroed::<fi_cq_tagged_entry>(); 2];
+        assert_eq!(read(&q, &mut t, 2), Ok(1));
+        let e = full_entry(1);
+        assert_eq!(t[0].op_context, e.op_context);
+        assert_eq!(t[0].flags, e.flags);
+        assert_eq!(t[0].len, e.len);
+        assert_eq!(t[0].buf, e.buf);
+        assert_eq!(t[0].data, e.data);
+        assert_eq!(t[0].tag, e.tag);
+
+        let q = cq(8, FI_CQ_FORMAT_DATA, FI_WAIT_NONE);
+        q.push(full_entry(2)).unwrap();
+        q.push(full_entry(3)).unwrap();
+        let mut d = [zeroed::<fi_cq_data_entry>(); 2];
+        assert_eq!(read(&q, &mut d, 2), Ok(2));
+        for (i, n) in [2usize, 3].iter().enumerate() {
+            let e = full_entry(*n);
+            assert_eq!((d[i].op_context, d[i].flags, d[i].len), (e.op_context, e.flags, e.len));
+            assert_eq!((d[i].buf, d[i].data), (e.buf, e.data));
+        }
+
+        let q = cq(8, FI_CQ_FORMAT_MSG, FI_WAIT_NONE);
+        q.push(full_entry(4)).unwrap();
+        q.push(full_entry(5)).unwrap();
+        let mut m = [zeroed::<fi_cq_msg_entry>(); 2];
+        assert_eq!(read(&q, &mut m, 2), Ok(2));
+        assert_eq!(
+            (m[1].op_context, m[1].flags, m[1].len),
+            (ctx(5), full_entry(5).flags, 105)
+        );
+
+        let q = cq(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
+        q.push(full_entry(6)).unwrap();
+        q.push(full_entry(7)).unwrap();
+        let mut c = [zeroed::<fi_cq_entry>(); 2];
+        assert_eq!(read(&q, &mut c, 2), Ok(2));
+        assert_eq!((c[0].op_context, c[1].op_context), (ctx(6), ctx(7)));
+    }
+
+    /// UNSPEC is CONTEXT: 8-byte entries, nothing written past them.
+    #[test]
+    fn unspec_reads_as_context() {
+        let q = cq(8, FI_CQ_FORMAT_UNSPEC, FI_WAIT_NONE);
+        assert_eq!(entry_size(FI_CQ_FORMAT_UNSPEC), 8);
+        q.push(full_entry(1)).unwrap();
+        q.push(full_entry(2)).unwrap();
+        let mut raw = [0xa5u8; 32];
+        // SAFETY: 32 bytes hold two 8-byte context entries (and more).
+        let r = unsafe { q.read_raw(raw.as_mut_ptr() as *mut c_void, 2, core::ptr::null_mut()) };
+        assert_eq!(r, Ok(2));
+        assert_eq!(u64::from_ne_bytes(raw[0..8].try_into().unwrap()), 1);
+        assert_eq!(u64::from_ne_bytes(raw[8..16].try_into().unwrap()), 2);
+        assert!(raw[16..].iter().all(|&b| b == 0xa5));
+    }
+
+    #[test]
+    fn readfrom_reports_source_addresses() {
+        let q = cq(8, FI_CQ_FORMAT_MSG, FI_WAIT_NONE);
+        q.push(full_entry(5)).unwrap();
+        q.push(CqEntry::new(ctx(9), FI_SEND | FI_MSG)).unwrap();
+        let mut m = [zeroed::<fi_cq_msg_entry>(); 4];
+        let mut src = [0u64; 4];
+        assert_eq!(readfrom(&q, &mut m, 4, &mut src), Ok(2));
+        assert_eq!(src[0], 5);
+        assert_eq!(src[1], FI_ADDR_NOTAVAIL);
+    }
+
+    #[test]
+    fn empty_zero_count_and_null_buffer() {
+        let q = cq(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
+        let mut c = [zeroed::<fi_cq_entry>(); 1];
+        assert_eq!(read(&q, &mut c, 1), Err(Error::AGAIN));
+        let null = core::ptr::null_mut();
+        // SAFETY (the raw calls below): NULL buffers are what is under test;
+        // read_raw checks them before any write.
+        assert_eq!(unsafe { q.read_raw(null, 0, core::ptr::null_mut()) }, Err(Error::AGAIN));
+        q.push(CqEntry::new(ctx(1), FI_SEND)).unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { q.read_raw(null, 1, core::ptr::null_mut()) }, Err(Error::INVAL));
+        // SAFETY: as above.
+        assert_eq!(unsafe { q.read_raw(null, 0, core::ptr::null_mut()) }, Ok(0));
+        assert_eq!(read(&q, &mut c, 1), Ok(1));
+        let mut e = err_entry();
+        assert_eq!(read_err(&q, &mut e), Err(Error::AGAIN));
+        // SAFETY: as above.
+        assert_eq!(unsafe { q.read_err_raw(core::ptr::null_mut()) }, Err(Error::INVAL));
+    }
+
+    /// "Attempting to read from a CQ while an item is in the error queue
+    /// results in fi_cq_read failing with a return code of -FI_EAVAIL."
+    #[test]
+    fn errors_come_first_and_successes_stay_in_order() {
+        let q = cq(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
+        q.push(CqEntry::new(ctx(1), FI_SEND)).unwrap();
+        q.push_err(CqErrEntry::new(CqEntry::new(ctx(2), FI_SEND), FI_ECANCELED))
+            .unwrap();
+        q.push(CqEntry::new(ctx(3), FI_SEND)).unwrap();
+        let mut c = [zeroed::<fi_cq_entry>(); 4];
+        assert_eq!(read(&q, &mut c, 4), Err(Error::AVAIL));
+        let mut e = err_entry();
+        assert_eq!(read_err(&q, &mut e), Ok(1));
+        assert_eq!((e.op_context, e.err, e.flags), (ctx(2), FI_ECANCELED, FI_SEND));
+        assert_eq!(read_err(&q, &mut e), Err(Error::AGAIN));
+        assert_eq!(read(&q, &mut c, 4), Ok(2));
+        assert_eq!((c[0].op_context, c[1].op_context), (ctx(1), ctx(3)));
+    }
+
+    #[test]
+    fn truncation_reports_olen() {
+        let q = cq(8, FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE);
+        let mut ent = full_entry(4);
+        ent.len = 4096;
+        q.push_err(CqErrEntry::truncated(ent, 4096)).unwrap();
+        let mut e = err_entry();
+        assert_eq!(read_err(&q, &mut e), Ok(1));
+        assert_eq!((e.err, e.len, e.olen, e.tag), (FI_ETRUNC, 4096, 4096, ent.tag));
+    }
+
+    #[test]
+    fn err_data_into_the_callers_buffer() {
+        let q = cq(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
+        let mut err = CqErrEntry::new(CqEntry::new(ctx(1), FI_RECV), FI_EIO);
+        err.prov_errno = 77;
+        err.err_data = vec![1, 2, 3, 4, 5, 6, 7, 8];
+        q.push_err(err.clone()).unwrap();
+        q.push_err(err).unwrap();
+        // Smaller buffer: min() bytes, size updated.
+        let mut small = [0u8; 4];
+        let mut e = err_entry();
+        e.err_data = small.as_mut_ptr() as *mut c_void;
+        e.err_data_size = small.len();
+        assert_eq!(read_err(&q, &mut e), Ok(1));
+        assert_eq!((e.err, e.prov_errno, e.err_data_size), (FI_EIO, 77, 4));
+        assert_eq!(e.err_data, small.as_mut_ptr() as *mut c_void);
+        assert_eq!(small, [1, 2, 3, 4]);
+        // Bigger buffer: all 8.
+        let mut big = [0u8; 32];
+        let mut e = err_entry();
+        e.err_data = big.as_mut_ptr() as *mut c_void;
+        e.err_data_size = big.len();
+        assert_eq!(read_err(&q, &mut e), Ok(1));
+        assert_eq!(e.err_data_size, 8);
+        assert_eq!(&big[..9], &[1, 2, 3, 4, 5, 6, 7, 8, 0]);
+    }
+
+    #[test]
+    fn err_data_in_a_provider_buffer_when_size_is_zero() {
+        let q = cq(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
+        let mut err = CqErrEntry::new(CqEntry::new(ctx(1), FI_RECV), FI_EIO);
+        err.err_data = vec![9, 8, 7];
+        q.push_err(err).unwrap();
+        let mut e = err_entry();
+        e.err_data = 0x1234 as *mut c_void; // ignored: size 0
+        assert_eq!(read_err(&q, &mut e), Ok(1));
+        assert_eq!(e.err_data_size, 3);
+        assert!(!e.err_data.is_null() && e.err_data != 0x1234 as *mut c_void);
+        // SAFETY: the provider buffer holds err_data_size bytes until the next read.
+        let got = unsafe { core::slice::from_raw_parts(e.err_data as *const u8, 3) };
+        assert_eq!(got, &[9, 8, 7]);
+        // No err_data at all: NULL, 0.
+        q.push_err(CqErrEntry::new(CqEntry::new(ctx(2), FI_RECV), FI_EIO))
+            .unwrap();
+        let mut e = err_entry();
+        assert_eq!(read_err(&q, &mut e), Ok(1));
+        assert!(e.err_data.is_null());
+        assert_eq!(e.err_data_size, 0);
+    }
+
+    /// API < 1.5: the application's struct is the 72-byte
+    /// fi_cq_err_entry_1_0; bytes past it are never written, err_data always
+    /// points at the provider's buffer.
+    #[test]
+    fn api_1_4_gets_the_72_byte_entry() {
+        let q = Cq::new(
+            &attr(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE),
+            fi_version(1, 4),
+            None,
+            None,
+            core::ptr::null_mut(),
+        )
+        .unwrap();
+        let mut err = CqErrEntry::new(CqEntry::new(ctx(3), FI_RECV), FI_EIO);
+        err.err_data = vec![5, 5];
+        q.push_err(err).unwrap();
+        let mut raw = [0xeeu8; 96];
+        // The app's own buffer would sit where 1.5 has err_data/err_data_size;
+        // it is not looked at.
+        // SAFETY: 96 bytes are more than the 72 a 1.4 entry needs.
+        assert_eq!(
+            unsafe { q.read_err_raw(raw.as_mut_ptr() as *mut fi_cq_err_entry) },
+            Ok(1)
+        );
+        assert!(raw[72..].iter().all(|&b| b == 0xee), "wrote past 72 bytes");
+        // SAFETY: 96 readable bytes; the entry is plain old data.
+        let e: fi_cq_err_entry = unsafe { (raw.as_ptr() as *const fi_cq_err_entry).read_unaligned() };
+        assert_eq!((e.op_context, e.err), (ctx(3), FI_EIO));
+        assert!(!e.err_data.is_null());
+        // SAFETY: the provider's buffer holds the two bytes.
+        assert_eq!(unsafe { *(e.err_data as *const [u8; 2]) }, [5, 5]);
+    }
+
+    /// FI_SOURCE_ERR (fi_cq(3)): "fi_cq_readfrom will return -FI_EAVAIL, even
+    /// if the data were received successfully", then err FI_EADDRNOTAVAIL
+    /// with the raw source address in err_data.
+    #[test]
+    fn source_err_entry() {
+        let q = cq(8, FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE);
+        let raw = b"fi_rustfab_shm://00000000deadbeef\0";
+        let mut ent = full_entry(1);
+        ent.src = FI_ADDR_NOTAVAIL;
+        q.push_err(CqErrEntry::source_unknown(ent, raw)).unwrap();
+        let mut t = [zeroed::<fi_cq_tagged_entry>(); 1];
+        let mut src = [0u64; 1];
+        assert_eq!(readfrom(&q, &mut t, 1, &mut src), Err(Error::AVAIL));
+        let mut buf = [0u8; 64];
+        let mut e = err_entry();
+        e.err_data = buf.as_mut_ptr() as *mut c_void;
+        e.err_data_size = buf.len();
+        assert_eq!(read_err(&q, &mut e), Ok(1));
+        assert_eq!(e.err, FI_EADDRNOTAVAIL);
+        assert_eq!(
+            (e.op_context, e.len, e.tag, e.data),
+            (ent.op_context, ent.len, ent.tag, ent.data)
+        );
+        assert_eq!(&buf[..e.err_data_size], &raw[..]);
+    }
+
+    /// fi_cq(3) NOTES: valid entries first, then one FI_EOVERRUN error event,
+    /// then the CQ is unusable. Nothing grows past the capacity.
+    #[test]
+    fn overrun_state() {
+        let q = cq(4, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
+        for i in 0..4 {
+            q.push(CqEntry::new(ctx(i + 1), FI_SEND)).unwrap();
+        }
+        assert!(!q.has_room());
+        assert_eq!(q.push(CqEntry::new(ctx(5), FI_SEND)), Err(Error::OVERRUN));
+        assert_eq!(q.push(CqEntry::new(ctx(6), FI_SEND)), Err(Error::OVERRUN));
+        let mut c = [zeroed::<fi_cq_entry>(); 8];
+        let mut e = err_entry();
+        // The error is not visible while valid entries remain.
+        assert_eq!(read_err(&q, &mut e), Err(Error::AGAIN));
+        assert_eq!(read(&q, &mut c, 3), Ok(3));
+        assert_eq!(read(&q, &mut c, 8), Ok(1));
+        assert_eq!(c[0].op_context, ctx(4));
+        assert_eq!(read(&q, &mut c, 8), Err(Error::AVAIL));
+        assert!(q.has_events());
+        assert_eq!(read_err(&q, &mut e), Ok(1));
+        assert_eq!(e.err, FI_EOVERRUN);
+        assert!(e.op_context.is_null());
+        assert_eq!(read(&q, &mut c, 8), Err(Error::OVERRUN));
+        assert_eq!(read_err(&q, &mut e), Err(Error::OVERRUN));
+        assert_eq!(q.push(CqEntry::new(ctx(7), FI_SEND)), Err(Error::OVERRUN));
+        assert_eq!(q.claim_slot(), Err(Error::OVERRUN));
+    }
+
+    #[test]
+    fn overrun_after_queued_errors() {
+        let q = cq(3, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
+        q.push(CqEntry::new(ctx(1), FI_SEND)).unwrap();
+        q.push_err(CqErrEntry::new(CqEntry::new(ctx(2), FI_SEND), FI_EIO))
+            .unwrap();
+        q.push(CqEntry::new(ctx(3), FI_SEND)).unwrap();
+        assert_eq!(
+            q.push_err(CqErrEntry::new(CqEntry::new(ctx(4), FI_SEND), FI_EIO)),
+            Err(Error::OVERRUN)
+        );
+        let mut c = [zeroed::<fi_cq_entry>(); 8];
+        let mut e = err_entry();
+        assert_eq!(read(&q, &mut c, 8), Err(Error::AVAIL));
+        assert_eq!(read_err(&q, &mut e), Ok(1));
+        assert_eq!((e.err, e.op_context), (FI_EIO, ctx(2)));
+        assert_eq!(read(&q, &mut c, 8), Ok(2));
+        assert_eq!(read(&q, &mut c, 8), Err(Error::AVAIL));
+        assert_eq!(read_err(&q, &mut e), Ok(1));
+        assert_eq!(e.err, FI_EOVERRUN);
+    }
+
+    /// The capacity grows with the endpoints' queue depths, so a size-2 CQ
+    /// takes every completion of 10 pre-posted receives.
+    #[test]
+    fn reserved_capacity_and_release() {
+        let q = cq(2, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
+        q.reserve_capacity(10).unwrap();
+        assert_eq!(q.capacity(), 10);
+        for i in 0..10 {
+            q.push(CqEntry::new(ctx(i + 1), FI_RECV)).unwrap();
+        }
+        assert!(!q.has_room());
+        q.release_capacity(10);
+        assert_eq!(q.capacity(), 2);
+        let mut c = [zeroed::<fi_cq_entry>(); 16];
+        // What the endpoint left behind stays readable.
+        assert_eq!(read(&q, &mut c, 16), Ok(10));
+        assert!(q.has_room());
+    }
+
+    #[test]
+    fn claimed_slots_bound_posts() {
+        let q = cq(3, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
+        q.claim_slot().unwrap();
+        q.claim_slot().unwrap();
+        q.push(CqEntry::new(ctx(9), FI_RECV)).unwrap(); // unclaimed (multi-recv)
+        assert!(!q.has_room());
+        assert_eq!(q.claim_slot(), Err(Error::AGAIN));
+        q.push_claimed(CqEntry::new(ctx(1), FI_SEND)).unwrap();
+        q.push_err_claimed(CqErrEntry::new(CqEntry::new(ctx(2), FI_SEND), FI_EIO))
+            .unwrap();
+        assert_eq!(q.claim_slot(), Err(Error::AGAIN));
+        let mut c = [zeroed::<fi_cq_entry>(); 4];
+        let mut e = err_entry();
+        assert_eq!(read_err(&q, &mut e), Ok(1));
+        assert_eq!(read(&q, &mut c, 4), Ok(2));
+        q.claim_slot().unwrap();
+        q.unclaim_slot();
+        assert!(q.has_room());
+    }
+
+    #[test]
+    fn bad_attributes() {
+        let mk = |a: fi_cq_attr| Cq::new(&a, V17, None, None, core::ptr::null_mut()).err();
+        assert_eq!(mk(attr(0, 99, FI_WAIT_NONE)), Some(Error::INVAL));
+        assert_eq!(mk(attr(0, FI_CQ_FORMAT_MSG, 99)), Some(Error::INVAL));
+        assert_eq!(
+            mk(attr(MAX_CQ_SIZE + 1, FI_CQ_FORMAT_MSG, FI_WAIT_NONE)),
+            Some(Error::INVAL)
+        );
+        assert_eq!(mk(attr(0, FI_CQ_FORMAT_MSG, FI_WAIT_SET)), Some(Error::INVAL));
+        let mut a = attr(0, FI_CQ_FORMAT_MSG, FI_WAIT_UNSPEC);
+        a.flags = FI_SEND;
+        assert_eq!(mk(a), Some(Error::INVAL));
+        a.flags = FI_AFFINITY;
+        assert_eq!(mk(a), None);
+        a.wait_cond = 7;
+        assert_eq!(mk(a), Some(Error::INVAL));
+        // "This field is ignored if wait_obj is set to FI_WAIT_NONE."
+        let mut a = attr(0, FI_CQ_FORMAT_MSG, FI_WAIT_NONE);
+        a.wait_cond = 7;
+        assert_eq!(mk(a), None);
+        let q = cq(0, FI_CQ_FORMAT_MSG, FI_WAIT_NONE);
+        assert_eq!(q.capacity(), DEFAULT_CQ_SIZE);
+    }
+
+    #[test]
+    fn sread_needs_a_wait_object() {
+        let q = cq(4, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
+        let mut c = [zeroed::<fi_cq_entry>(); 1];
+        let r = sread(&q, &mut c, 1, 0, 10);
+        assert_eq!(r, Err(Error::NOSYS));
+        assert_eq!(q.signal(), Err(Error::NOSYS));
+        assert_eq!(q.trywait(), Err(Error::INVAL));
+        let set = WaitSet::new(FI_WAIT_FD).unwrap();
+        let q = Cq::new(
+            &attr(4, FI_CQ_FORMAT_CONTEXT, FI_WAIT_SET),
+            V17,
+            Some(Held::new(set.clone())),
+            None,
+            core::ptr::null_mut(),
+        )
+        .unwrap();
+        let r = sread(&q, &mut c, 1, 0, 10);
+        assert_eq!(r, Err(Error::NOSYS));
+        assert_eq!(set.users().count(), 1, "a member holds its wait set");
+        drop(q);
+        assert_eq!(set.users().count(), 0);
+    }
+
+    #[test]
+    fn sread_timeout_is_honoured() {
+        for kind in [
+            FI_WAIT_UNSPEC,
+            FI_WAIT_FD,
+            FI_WAIT_MUTEX_COND,
+            FI_WAIT_YIELD,
+            FI_WAIT_POLLFD,
+        ] {
+            let q = cq(4, FI_CQ_FORMAT_CONTEXT, kind);
+            let mut c = [zeroed::<fi_cq_entry>(); 1];
+            let t = Instant::now();
+            let r = sread(&q, &mut c, 1, 0, 50);
+            assert_eq!(r, Err(Error::AGAIN));
+            assert!(
+                t.elapsed() >= Duration::from_millis(50),
+                "kind {kind}: {:?}",
+                t.elapsed()
+            );
+        }
+    }
+
+    #[test]
+    fn sread_returns_at_once_when_something_is_queued() {
+        let q = cq(4, FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD);
+        q.push(CqEntry::new(ctx(1), FI_SEND)).unwrap();
+        let mut c = [zeroed::<fi_cq_entry>(); 2];
+        let t = Instant::now();
+        let r = sread(&q, &mut c, 2, 0, 5000);
+        assert_eq!(r, Ok(1));
+        assert!(t.elapsed() < Duration::from_millis(1000));
+        q.push_err(CqErrEntry::new(CqEntry::new(ctx(2), FI_SEND), FI_EIO))
+            .unwrap();
+        let r = sread(&q, &mut c, 2, 0, 5000);
+        assert_eq!(r, Err(Error::AVAIL));
+    }
+
+    #[test]
+    fn signal_wakes_a_blocked_sread_and_is_sticky() {
+        let q = cq(4, FI_CQ_FORMAT_CONTEXT, FI_WAIT_UNSPEC);
+        // fabtests cq_signal: signal first, then sread returns at once.
+        q.signal().unwrap();
+        let mut c = [zeroed::<fi_cq_entry>(); 1];
+        let t = Instant::now();
+        let r = sread(&q, &mut c, 1, 0, 2000);
+        assert_eq!(r, Err(Error::AGAIN));
+        assert!(t.elapsed() < Duration::from_millis(1000));
+        let q2 = q.clone();
+        let h = std::thread::spawn(move || {
+            let mut c = [zeroed::<fi_cq_entry>(); 1];
+            let t = Instant::now();
+            let r = sread(&q2, &mut c, 1, 0, -1);
+            (r, t.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        q.signal().unwrap();
+        let (r, el) = h.join().unwrap();
+        assert_eq!(r, Err(Error::AGAIN));
+        assert!(el >= Duration::from_millis(40));
+    }
+
+    /// FI_CQ_COND_THRESHOLD: the blocked reader sleeps until `cond` entries
+    /// are queued; on timeout it still returns what is there.
+    #[test]
+    fn threshold_condition() {
+        let mut a = attr(16, FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD);
+        a.wait_cond = FI_CQ_COND_THRESHOLD;
+        let q = Cq::new(&a, V17, None, None, core::ptr::null_mut()).unwrap();
+        let q2 = q.clone();
+        let producer = std::thread::spawn(move || {
+            for i in 0..3 {
+                std::thread::sleep(Duration::from_millis(30));
+                q2.push(CqEntry::new(ctx(i + 1), FI_RECV)).unwrap();
+            }
+        });
+        let mut c = [zeroed::<fi_cq_entry>(); 8];
+        let t = Instant::now();
+        let r = sread(&q, &mut c, 8, 3, 5000);
+        let el = t.elapsed();
+        producer.join().unwrap();
+        assert_eq!(r, Ok(3));
+        assert!(el >= Duration::from_millis(80), "returned before the 3rd entry: {el:?}");
+        // Timeout with fewer entries than the threshold: they are returned.
+        q.push(CqEntry::new(ctx(7), FI_RECV)).unwrap();
+        let t = Instant::now();
+        let r = sread(&q, &mut c, 8, 5, 60);
+        assert_eq!(r, Ok(1));
+        assert!(t.elapsed() >= Duration::from_millis(60));
+        // The threshold is capped at `count`.
+        q.push(CqEntry::new(ctx(8), FI_RECV)).unwrap();
+        let t = Instant::now();
+        let r = sread(&q, &mut c, 1, 5, 5000);
+        assert_eq!(r, Ok(1));
+        assert!(t.elapsed() < Duration::from_millis(1000));
+    }
+
+    /// Producer/consumer stress through the public read path: every pushed
+    /// completion is read, none is slept through (a lost wake-up shows up as
+    /// a reader stuck until its generous timeout).
+    #[test]
+    fn no_lost_wakeups_between_push_and_sread() {
+        for kind in [FI_WAIT_FD, FI_WAIT_UNSPEC, FI_WAIT_MUTEX_COND] {
+            let q = cq(64, FI_CQ_FORMAT_CONTEXT, kind);
+            let total = 20_000usize;
+            let q2 = q.clone();
+            let producer = std::thread::spawn(move || {
+                let mut i = 0;
+                while i < total {
+                    if q2.has_room() {
+                        q2.push(CqEntry::new(ctx(i + 1), FI_SEND)).unwrap();
+                        i += 1;
+                        if i % 97 == 0 {
+                            std::thread::yield_now();
+                        }
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+            });
+            let mut got = 0usize;
+            let mut next = 1usize;
+            let mut c = [zeroed::<fi_cq_entry>(); 16];
+            while got < total {
+                let r = sread(&q, &mut c, 16, 0, 10_000);
+                let n = r.unwrap_or_else(|e| panic!("kind {kind}: sread failed after {got}: {e:?}"));
+                for e in &c[..n] {
+                    assert_eq!(e.op_context, ctx(next), "order");
+                    next += 1;
+                }
+                got += n;
+            }
+            producer.join().unwrap();
+        }
+    }
+
+    /// The fi_trywait protocol with an external poll() on the CQ's fd.
+    #[test]
+    fn trywait_then_poll_sees_every_push() {
+        let q = cq(64, FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD);
+        let mut fd = -1i32;
+        // SAFETY: FD kind takes an int*.
+        unsafe { q.control(FI_GETWAIT, &mut fd as *mut i32 as *mut c_void) }.unwrap();
+        let mut kind = 0u32;
+        // SAFETY: FI_GETWAITOBJ takes an enum fi_wait_obj*.
+        unsafe { q.control(FI_GETWAITOBJ, &mut kind as *mut u32 as *mut c_void) }.unwrap();
+        assert_eq!(kind, FI_WAIT_FD);
+        let stop = Arc::new(AtomicBool::new(false));
+        let total = 2000usize;
+        let q2 = q.clone();
+        let producer = std::thread::spawn(move || {
+            for i in 0..total {
+                while !q2.has_room() {
+                    std::thread::yield_now();
+                }
+                q2.push(CqEntry::new(ctx(i + 1), FI_SEND)).unwrap();
+                if i % 3 == 0 {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+        });
+        let mut got = 0;
+        let mut c = [zeroed::<fi_cq_entry>(); 16];
+        while got < total {
+            match q.trywait() {
+                Ok(()) => assert!(
+                    crate::sys::poll_readable(fd, Some(Duration::from_secs(10))),
+                    "lost wake-up after {got}"
+                ),
+                Err(e) => assert_eq!(e, Error::AGAIN),
+            }
+            loop {
+                match read(&q, &mut c, 16) {
+                    Ok(n) => got += n,
+                    Err(e) => {
+                        assert_eq!(e, Error::AGAIN);
+                        break;
+                    }
+                }
+            }
+        }
+        stop.store(true, Ordering::Release);
+        producer.join().unwrap();
+        // Empty CQ: trywait succeeds and the fd is quiet; fi_cq_signal makes it readable.
+        assert_eq!(q.trywait(), Ok(()));
+        assert!(!crate::sys::poll_readable(fd, Some(Duration::ZERO)));
+        q.signal().unwrap();
+        assert!(crate::sys::poll_readable(fd, Some(Duration::ZERO)));
+        // Something queued: trywait says EAGAIN.
+        q.push(CqEntry::new(ctx(1), FI_SEND)).unwrap();
+        assert_eq!(q.trywait(), Err(Error::AGAIN));
+    }
+
+    #[test]
+    fn getwait_per_kind() {
+        let mut fd = -1i32;
+        let fdp = &mut fd as *mut i32 as *mut c_void;
+        // SAFETY (the control calls below): `fdp` is an int*, which the
+        // kinds without an object never write; NULL is rejected.
+        assert_eq!(
+            unsafe { cq(1, 0, FI_WAIT_UNSPEC).control(FI_GETWAIT, fdp) },
+            Err(Error::NODATA)
+        );
+        assert_eq!(
+            unsafe { cq(1, 0, FI_WAIT_NONE).control(FI_GETWAIT, fdp) },
+            Err(Error::NODATA)
+        );
+        assert_eq!(
+            unsafe { cq(1, 0, FI_WAIT_YIELD).control(FI_GETWAIT, fdp) },
+            Err(Error::NODATA)
+        );
+        assert_eq!(
+            unsafe { cq(1, 0, FI_WAIT_FD).control(FI_GETWAIT, core::ptr::null_mut()) },
+            Err(Error::INVAL)
+        );
+        assert_eq!(
+            unsafe { cq(1, 0, FI_WAIT_FD).control(FI_ENABLE, fdp) },
+            Err(Error::NOSYS)
+        );
+        let mut mc = fi_mutex_cond {
+            mutex: core::ptr::null_mut(),
+            cond: core::ptr::null_mut(),
+        };
+        let q = cq(1, 0, FI_WAIT_MUTEX_COND);
+        // SAFETY: MUTEX_COND takes a struct fi_mutex_cond*.
+        unsafe { q.control(FI_GETWAIT, &mut mc as *mut fi_mutex_cond as *mut c_void) }.unwrap();
+        assert!(!mc.mutex.is_null() && !mc.cond.is_null());
+    }
+}

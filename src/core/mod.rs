@@ -1,0 +1,16 @@
+//! Safe cores of the libfabric objects, the endpoint engine and progress.
+//! Nothing here dereferences a pointer from C; the C face (`fi`) turns each
+//! call into these types.
+
+pub mod attr;
+pub mod av;
+pub mod cntr;
+pub mod cq;
+pub mod domain;
+pub mod engine;
+pub mod eq;
+pub mod fabric;
+pub mod mr;
+pub mod poll;
+pub mod progress;
+pub mod wait;

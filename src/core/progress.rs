@@ -1,0 +1,256 @@
+//! The progress engine: one per domain (and one per fabric for connection
+//! management of passive endpoints).
+//!
+//! rustfab's data progress is manual by default: every CQ/counter/EQ read,
+//! every blocking wait and every post calls [`Engine::progress`], which asks
+//! each registered [`Source`] (an endpoint's transport state) to move data
+//! without blocking. To sleep, a waiter nests [`Engine::fd`] — an epoll set
+//! holding every source's descriptors — into its own epoll set, after
+//! [`Engine::arm`] has told the sources that somebody sleeps (so that, e.g.,
+//! a shared-memory peer rings our doorbell instead of relying on polling).
+//!
+//! A progress thread runs only while something needs one: `FI_PROGRESS_AUTO`
+//! was requested, or a `FI_WAIT_MUTEX_COND` object exists (the application
+//! then sleeps on our condition variable and nobody else would progress).
+//! Threads are joined when their engine is dropped and by the provider's
+//! `cleanup` at `fi_fini`.
+
+use crate::base::error::Result;
+use crate::sys::{self, Epoll, EventFd};
+use parking_lot::Mutex;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Something that can make progress: an endpoint's transport state, a
+/// passive endpoint's listener.
+pub trait Source: Send + Sync {
+    /// Moves whatever can move without blocking.
+    fn progress(&self);
+    /// The number of sleepers on this source's engine changed (0 = nobody
+    /// sleeps; > 0 = peers must wake us rather than rely on polling).
+    fn set_sleepers(&self, _sleepers: usize) {}
+    /// Whether the source has work that progress would complete now
+    /// (e.g. data in a shared-memory ring): a waiter must not sleep then.
+    fn has_pending(&self) -> bool {
+        false
+    }
+    /// Whether the source waits on peers and must be progressed now and
+    /// then even without any event (liveness checks): sleepers then wake at
+    /// least every [`TIMER_PERIOD`].
+    fn wants_timer(&self) -> bool {
+        false
+    }
+}
+
+/// Longest sleep while a source wants its timer.
+pub const TIMER_PERIOD: Duration = Duration::from_millis(100);
+
+pub struct Engine {
+    epoll: Epoll,
+    /// Wakes a progress thread (and anyone nesting `epoll`) on demand.
+    kick: EventFd,
+    /// The sources, behind the lock that also serialises progress passes:
+    /// a pass (run on every CQ, counter and EQ read) is one uncontended
+    /// `try_lock` and a walk over the vector — no reference counting, no
+    /// allocation. A pass that finds the lock taken is skipped (the thread
+    /// holding it produces the completions). Sources hold strong references
+    /// and must be removed explicitly (endpoint close does).
+    sources: Mutex<Vec<Arc<dyn Source>>>,
+    sleepers: AtomicUsize,
+    /// Reasons to run a progress thread (AUTO progress, MUTEX_COND objects).
+    auto_users: AtomicUsize,
+    thread: Mutex<Option<(JoinHandle<()>, Arc<AtomicBool>)>>,
+}
+
+impl Engine {
+    pub fn new() -> Result<Arc<Engine>> {
+        let epoll = Epoll::new()?;
+        let kick = EventFd::new()?;
+        epoll.add(kick.fd(), sys::IN, 0)?;
+        Ok(Arc::new(Engine {
+            epoll,
+            kick,
+            sources: Mutex::new(Vec::new()),
+            sleepers: AtomicUsize::new(0),
+            auto_users: AtomicUsize::new(0),
+            thread: Mutex::new(None),
+        }))
+    }
+
+    /// The epoll set to nest into a waiter's epoll set.
+    pub fn fd(&self) -> RawFd {
+        self.epoll.fd()
+    }
+
+    /// Adds a descriptor whose readiness should wake sleepers.
+    pub fn watch_fd(&self, fd: RawFd, events: u32) -> Result<()> {
+        self.epoll.add(fd, events, fd as u64)
+    }
+
+    pub fn unwatch_fd(&self, fd: RawFd) {
+        self.epoll.delete(fd);
+    }
+
+    pub fn add_source(&self, s: Arc<dyn Source>) {
+        let mut v = self.sources.lock();
+        s.set_sleepers(self.sleepers.load(Ordering::Acquire));
+        v.push(s);
+    }
+
+    pub fn remove_source(&self, s: &Arc<dyn Source>) {
+        self.sources.lock().retain(|x| !Arc::ptr_eq(x, s));
+    }
+
+    /// One non-blocking progress pass over every source.
+    pub fn progress(&self) {
+        let Some(v) = self.sources.try_lock() else { return };
+        for s in v.iter() {
+            s.progress();
+        }
+    }
+
+    /// Whether a source needs periodic progress even without events.
+    pub fn wants_timer(&self) -> bool {
+        self.sources.lock().iter().any(|s| s.wants_timer())
+    }
+
+    /// Whether any source has work waiting (do not sleep).
+    pub fn has_pending(&self) -> bool {
+        self.sources.lock().iter().any(|s| s.has_pending())
+    }
+
+    /// Registers a sleeper: sources switch to "wake me" mode.
+    pub fn arm(&self) {
+        let v = self.sources.lock();
+        let n = self.sleepers.fetch_add(1, Ordering::AcqRel) + 1;
+        if n == 1 {
+            for s in v.iter() {
+                s.set_sleepers(n);
+            }
+        }
+    }
+
+    pub fn disarm(&self) {
+        let v = self.sources.lock();
+        let n = self.sleepers.fetch_sub(1, Ordering::AcqRel) - 1;
+        if n == 0 {
+            for s in v.iter() {
+                s.set_sleepers(0);
+            }
+        }
+    }
+
+    /// Wakes anyone sleeping on this engine's fd (the progress thread too).
+    pub fn kick(&self) {
+        self.kick.signal();
+    }
+
+    /// Asks for a progress thread (counted; [`Engine::release_thread`] undoes).
+    pub fn require_thread(self: &Arc<Self>) {
+        if self.auto_users.fetch_add(1, Ordering::AcqRel) > 0 {
+            return;
+        }
+        let mut t = self.thread.lock();
+        if t.is_some() {
+            return;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let weak = Arc::downgrade(self);
+        let stop2 = stop.clone();
+        let h = std::thread::Builder::new()
+            .name("rustfab-progress".into())
+            .spawn(move || progress_thread(weak, stop2));
+        if let Ok(h) = h {
+            registry_add(stop.clone());
+            *t = Some((h, stop));
+        }
+    }
+
+    pub fn release_thread(&self) {
+        if self.auto_users.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.stop_thread();
+        }
+    }
+
+    fn stop_thread(&self) {
+        let t = self.thread.lock().take();
+        if let Some((h, stop)) = t {
+            stop.store(true, Ordering::Release);
+            self.kick();
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+                // The stop kick was for the thread, which is gone: left
+                // signalled it would keep `epoll` (nested into every FD wait
+                // object fed by this engine) readable forever.
+                self.kick.drain();
+            }
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop_thread();
+    }
+}
+
+fn progress_thread(engine: Weak<Engine>, stop: Arc<AtomicBool>) {
+    let mut ready = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        let Some(e) = engine.upgrade() else { break };
+        e.progress();
+        e.arm();
+        let pending = e.has_pending();
+        if !pending {
+            // Bounded sleep: a lost edge can delay progress by at most this.
+            let _ = e.epoll.wait(&mut ready, 16, Some(Duration::from_millis(100)));
+        }
+        e.kick.drain();
+        e.disarm();
+        drop(e);
+    }
+    registry_remove(&stop);
+}
+
+/// Stop flags of every running progress thread, for `cleanup`.
+static THREADS: Mutex<Vec<Arc<AtomicBool>>> = Mutex::new(Vec::new());
+
+fn registry_add(stop: Arc<AtomicBool>) {
+    THREADS.lock().push(stop);
+}
+
+fn registry_remove(stop: &Arc<AtomicBool>) {
+    THREADS.lock().retain(|s| !Arc::ptr_eq(s, stop));
+}
+
+/// Provider cleanup (libfabric's destructor): tell every progress thread to
+/// stop and wait (bounded) for them to go. The library is linked NODELETE, so
+/// a thread that is still finishing cannot run unmapped code.
+pub fn stop_all_threads() {
+    for s in THREADS.lock().iter() {
+        s.store(true, Ordering::Release);
+    }
+    let deadline = sys::Deadline::after(Duration::from_secs(2));
+    while !THREADS.lock().is_empty() && !deadline.expired() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stopping the progress thread must not leave the engine's epoll set
+    /// readable (it is nested into every FD wait object it feeds).
+    #[test]
+    fn stopped_thread_leaves_the_engine_quiet() {
+        let e = Engine::new().unwrap();
+        assert!(!sys::poll_readable(e.fd(), Some(Duration::ZERO)));
+        e.require_thread();
+        e.release_thread();
+        assert!(!sys::poll_readable(e.fd(), Some(Duration::ZERO)));
+    }
+}

@@ -1,0 +1,741 @@
+//! Wait objects, wait sets and `fi_trywait`.
+//!
+//! Every CQ, EQ and counter owns a [`WaitObj`]. Internally each one (except
+//! `FI_WAIT_NONE`) is an eventfd doorbell inside an epoll set into which the
+//! progress engines that feed the object are nested; a thread blocked in
+//! `sread`/`fi_cntr_wait`/`fi_wait` sleeps in that epoll set, so it wakes both
+//! when another thread queues an entry and when a transport descriptor turns
+//! readable (then it progresses and re-checks). Idle waits use no CPU.
+//!
+//! What `FI_GETWAIT` exposes depends on the kind:
+//! * `FI_WAIT_FD`: the epoll fd itself (usable in poll/select/epoll);
+//! * `FI_WAIT_POLLFD`: the same fd as a one-entry `struct pollfd` array;
+//! * `FI_WAIT_MUTEX_COND`: real pthread objects, broadcast on every queued
+//!   entry; a progress thread runs while such an object exists, since the
+//!   application sleeps where rustfab cannot progress for it;
+//! * `FI_WAIT_UNSPEC`: internal only (same mechanism as FD);
+//! * `FI_WAIT_YIELD`: `sread` spins with `sched_yield`;
+//! * `FI_WAIT_SET`: the object notifies its wait set.
+//!
+//! Lost wake-ups: the producer queues, then (after a SeqCst fence) reads
+//! `armed`; a waiter increments `armed`, fences, then re-checks the queue.
+//! One of the two always sees the other. `fi_trywait` arms the object for an
+//! application that will poll the fd itself (the fi_trywait(3) contract), and
+//! the next read disarms it, so the busy path costs no system call.
+
+use crate::abi::*;
+use crate::base::error::{Error, Result};
+use crate::core::progress::Engine;
+use crate::fi::{HasUsers, Users};
+use crate::sys::{self, Deadline, Epoll, EventFd, MutexCond};
+use core::ffi::c_void;
+use parking_lot::Mutex;
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+/// The wait kinds a CQ/EQ/counter may be opened with.
+pub fn valid_object_kind(kind: u32) -> bool {
+    matches!(
+        kind,
+        FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_SET | FI_WAIT_FD | FI_WAIT_MUTEX_COND | FI_WAIT_YIELD | FI_WAIT_POLLFD
+    )
+}
+
+/// How long a blocking wait polls before it sleeps.
+pub const SPIN_FOR: std::time::Duration = std::time::Duration::from_micros(50);
+
+pub struct WaitObj {
+    kind: u32,
+    /// Internal doorbell + sleeping set (absent for FI_WAIT_NONE).
+    efd: Option<EventFd>,
+    epoll: Option<Epoll>,
+    mc: Option<MutexCond>,
+    set: Option<Arc<WaitSet>>,
+    /// Threads (and trywait-armed applications) that need the doorbell.
+    armed: AtomicUsize,
+    fd_armed: AtomicBool,
+    /// `fi_cq_signal`: the next (or current) blocking call returns EAGAIN.
+    signaled: AtomicBool,
+    /// Copy-on-write snapshot: readers clone the `Arc` (no allocation on
+    /// the read path, which progresses on every call); `add_engine` swaps in
+    /// a new vector.
+    engines: Mutex<Arc<Vec<Arc<Engine>>>>,
+    /// The first engine (a CQ's or counter's domain), readable without a
+    /// lock: the progress pass every read runs starts here.
+    first: std::sync::OnceLock<Arc<Engine>>,
+    /// More than one engine feeds this object (EQs bound across domains).
+    several: std::sync::atomic::AtomicBool,
+}
+
+impl WaitObj {
+    /// `set` is required for (and only used with) `FI_WAIT_SET`.
+    pub fn new(kind: u32, set: Option<Arc<WaitSet>>) -> Result<WaitObj> {
+        if !valid_object_kind(kind) {
+            return Err(Error::INVAL);
+        }
+        if kind == FI_WAIT_SET && set.is_none() {
+            return Err(Error::INVAL);
+        }
+        // Only kinds that sleep in the kernel need the doorbell: NONE never
+        // blocks, YIELD spins, and a SET member notifies its set instead.
+        let (efd, epoll) = if matches!(kind, FI_WAIT_NONE | FI_WAIT_YIELD | FI_WAIT_SET) {
+            (None, None)
+        } else {
+            let efd = EventFd::new()?;
+            let ep = Epoll::new()?;
+            ep.add(efd.fd(), sys::IN, 0)?;
+            (Some(efd), Some(ep))
+        };
+        let mc = if kind == FI_WAIT_MUTEX_COND {
+            Some(MutexCond::new()?)
+        } else {
+            None
+        };
+        Ok(WaitObj {
+            kind,
+            efd,
+            epoll,
+            mc,
+            set: if kind == FI_WAIT_SET { set } else { None },
+            armed: AtomicUsize::new(0),
+            fd_armed: AtomicBool::new(false),
+            signaled: AtomicBool::new(false),
+            engines: Mutex::new(Arc::new(Vec::new())),
+            first: std::sync::OnceLock::new(),
+            several: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    pub fn kind(&self) -> u32 {
+        self.kind
+    }
+
+    /// Whether `sread`-style blocking calls are allowed (fi_cq(3): not with
+    /// FI_WAIT_NONE or FI_WAIT_SET).
+    pub fn can_block(&self) -> bool {
+        !matches!(self.kind, FI_WAIT_NONE | FI_WAIT_SET)
+    }
+
+    /// Makes `engine`'s progress part of this object's waits.
+    pub fn add_engine(&self, engine: &Arc<Engine>) -> Result<()> {
+        let mut v = self.engines.lock();
+        if v.iter().any(|e| Arc::ptr_eq(e, engine)) {
+            return Ok(());
+        }
+        let mut next: Vec<Arc<Engine>> = (**v).clone();
+        if let Some(ep) = &self.epoll {
+            ep.add(engine.fd(), sys::IN, 1)?;
+        }
+        if self.kind == FI_WAIT_MUTEX_COND {
+            engine.require_thread();
+        }
+        if let Some(set) = &self.set {
+            set.obj.add_engine(engine)?;
+        }
+        next.push(engine.clone());
+        if self.first.set(engine.clone()).is_err() {
+            self.several.store(true, Ordering::Release);
+        }
+        *v = Arc::new(next);
+        Ok(())
+    }
+
+    /// The engines feeding this object (a shared snapshot, no allocation).
+    pub fn engines(&self) -> Arc<Vec<Arc<Engine>>> {
+        self.engines.lock().clone()
+    }
+
+    /// Runs a progress pass on every engine that feeds this object.
+    #[inline]
+    pub fn progress(&self) {
+        if self.several.load(Ordering::Acquire) {
+            for e in self.engines().iter() {
+                e.progress();
+            }
+        } else if let Some(e) = self.first.get() {
+            e.progress();
+        }
+    }
+
+    /// Called by a producer after it queued something (or changed a counter).
+    pub fn notify(&self) {
+        // Only objects with a doorbell can have an armed sleeper; the fence
+        // (Dekker with `arm`) is skipped for the others (FI_WAIT_NONE CQs of
+        // polling applications: the common fast path).
+        if let Some(efd) = &self.efd {
+            fence(Ordering::SeqCst);
+            if self.armed.load(Ordering::Relaxed) > 0 {
+                efd.signal();
+            }
+        }
+        if let Some(mc) = &self.mc {
+            mc.broadcast();
+        }
+        if let Some(set) = &self.set {
+            set.notify();
+        }
+    }
+
+    /// `fi_cq_signal`: wake blocked readers, who return -FI_EAGAIN.
+    pub fn signal(&self) {
+        self.signaled.store(true, Ordering::Release);
+        if let Some(efd) = &self.efd {
+            efd.signal();
+        }
+        if let Some(mc) = &self.mc {
+            mc.broadcast();
+        }
+        if let Some(set) = &self.set {
+            set.notify();
+        }
+    }
+
+    fn arm(&self) {
+        self.armed.fetch_add(1, Ordering::AcqRel);
+        fence(Ordering::SeqCst);
+        for e in self.engines().iter() {
+            e.arm();
+        }
+    }
+
+    fn disarm(&self) {
+        for e in self.engines().iter() {
+            e.disarm();
+        }
+        self.armed.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn engines_pending(&self) -> bool {
+        self.engines().iter().any(|e| e.has_pending())
+    }
+
+    /// Blocks until `ready()` holds (Ok), the deadline passes or
+    /// [`WaitObj::signal`] is called (Err(EAGAIN)). Progresses before every
+    /// check. Callers check `can_block` first.
+    pub fn block_until(&self, ready: &dyn Fn() -> bool, deadline: Deadline) -> Result<()> {
+        let mut scratch = Vec::new();
+        // Before sleeping, poll for a short while: a peer that answers within
+        // microseconds (a ping-pong) is then seen without the cost of a
+        // sleep and a wake-up. Idle waits still sleep after SPIN_FOR.
+        let spin_until = std::time::Instant::now() + SPIN_FOR;
+        let mut spins = 0u32;
+        loop {
+            self.progress();
+            if ready() {
+                return Ok(());
+            }
+            if self.signaled.swap(false, Ordering::AcqRel) || deadline.expired() {
+                return Err(Error::AGAIN);
+            }
+            if self.kind == FI_WAIT_YIELD || self.epoll.is_none() {
+                sys::yield_now();
+                continue;
+            }
+            spins += 1;
+            if !spins.is_multiple_of(16) || std::time::Instant::now() < spin_until {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.arm();
+            self.progress();
+            let mut slept = Ok(0);
+            if !ready() && !self.engines_pending() && !self.signaled.load(Ordering::Acquire) {
+                if let Some(ep) = &self.epoll {
+                    // Sources that wait on peers need a pass now and then to
+                    // notice a dead one: cap the sleep.
+                    let mut limit = deadline.remaining();
+                    if self.engines().iter().any(|e| e.wants_timer()) {
+                        let t = crate::core::progress::TIMER_PERIOD;
+                        limit = Some(limit.map_or(t, |l| l.min(t)));
+                    }
+                    slept = ep.wait(&mut scratch, 8, limit);
+                }
+            }
+            if let Some(efd) = &self.efd {
+                efd.drain();
+            }
+            // Disarm before reporting an epoll failure: a leaked arm would
+            // make every later notify pay a system call.
+            self.disarm();
+            slept?;
+        }
+    }
+
+    /// `fi_trywait` for this object: Ok if the application may block on the
+    /// native wait object now, Err(EAGAIN) if something is ready already.
+    pub fn trywait(&self, ready: &dyn Fn() -> bool) -> Result<()> {
+        if self.kind == FI_WAIT_NONE {
+            return Err(Error::INVAL);
+        }
+        // Poll briefly first (as block_until does): if something arrives
+        // within SPIN_FOR the application reads it without sleeping.
+        let spin_until = std::time::Instant::now() + SPIN_FOR;
+        let mut spins = 0u32;
+        loop {
+            self.progress();
+            if ready() {
+                return Err(Error::AGAIN);
+            }
+            spins += 1;
+            if spins.is_multiple_of(16) && std::time::Instant::now() >= spin_until {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        if let Some(efd) = &self.efd {
+            efd.drain();
+        }
+        if !self.fd_armed.swap(true, Ordering::AcqRel) {
+            self.arm();
+        } else {
+            fence(Ordering::SeqCst);
+        }
+        self.progress();
+        if ready() || self.engines_pending() {
+            return Err(Error::AGAIN);
+        }
+        Ok(())
+    }
+
+    /// Called on every read: an application that read after trywait is no
+    /// longer blocked on the native object, so stop paying for doorbells.
+    #[inline]
+    pub fn on_read(&self) {
+        if self.fd_armed.load(Ordering::Relaxed) && self.fd_armed.swap(false, Ordering::AcqRel) {
+            self.disarm();
+        }
+    }
+
+    /// `fi_control(FI_GETWAIT)`.
+    ///
+    /// # Safety
+    /// `arg` must point to the type matching the wait kind: `int` (FD),
+    /// `struct fi_mutex_cond` (MUTEX_COND), `struct fi_wait_pollfd` (POLLFD).
+    pub unsafe fn get_wait(&self, arg: *mut c_void) -> Result<()> {
+        if arg.is_null() {
+            return Err(Error::INVAL);
+        }
+        match self.kind {
+            FI_WAIT_FD => {
+                let fd = self.epoll.as_ref().ok_or(Error::INVAL)?.fd();
+                // SAFETY: per the contract, `arg` is an `int*`.
+                unsafe { *(arg as *mut i32) = fd };
+                Ok(())
+            }
+            FI_WAIT_MUTEX_COND => {
+                let mc = self.mc.as_ref().ok_or(Error::INVAL)?;
+                // SAFETY: per the contract, `arg` is a `struct fi_mutex_cond*`.
+                unsafe {
+                    *(arg as *mut fi_mutex_cond) = fi_mutex_cond {
+                        mutex: mc.mutex_ptr(),
+                        cond: mc.cond_ptr(),
+                    };
+                }
+                Ok(())
+            }
+            FI_WAIT_POLLFD => {
+                let fd = self.epoll.as_ref().ok_or(Error::INVAL)?.fd();
+                let p = arg as *mut fi_wait_pollfd;
+                // SAFETY: per the contract, `arg` is a `struct fi_wait_pollfd*`
+                // whose `fd` array has `nfds` entries.
+                unsafe {
+                    let have = (*p).nfds;
+                    (*p).nfds = 1;
+                    (*p).change_index = 1;
+                    if have < 1 || (*p).fd.is_null() {
+                        return Err(Error::TOOSMALL);
+                    }
+                    *(*p).fd = libc::pollfd {
+                        fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                }
+                Ok(())
+            }
+            // UNSPEC, YIELD, NONE and SET have no native object to hand out.
+            _ => Err(Error::NODATA),
+        }
+    }
+
+    /// `fi_control(FI_GETWAITOBJ)`.
+    pub fn kind_for_getwaitobj(&self) -> u32 {
+        self.kind
+    }
+}
+
+impl Drop for WaitObj {
+    fn drop(&mut self) {
+        if self.kind == FI_WAIT_MUTEX_COND {
+            for e in self.engines.lock().iter() {
+                e.release_thread();
+            }
+        }
+        if self.fd_armed.load(Ordering::Relaxed) {
+            for e in self.engines.lock().iter() {
+                e.disarm();
+            }
+        }
+    }
+}
+
+/// The wait object a CQ, EQ or counter shows the application: its wait
+/// set's when it belongs to one (as util does), else its own.
+pub struct MemberWait<'a> {
+    pub own: &'a WaitObj,
+    pub set: Option<&'a WaitSet>,
+}
+
+impl MemberWait<'_> {
+    fn shown(&self) -> &WaitObj {
+        self.set.map_or(self.own, |s| &s.obj)
+    }
+
+    /// `fi_trywait`: a member of a wait set defers to its set.
+    pub fn trywait(&self, ready: &dyn Fn() -> bool) -> Result<()> {
+        match self.set {
+            Some(s) => s.trywait(),
+            None => self.own.trywait(ready),
+        }
+    }
+
+    /// `fi_control(FI_GETWAIT / FI_GETWAITOBJ)`; `None` for other commands
+    /// (the object's own).
+    ///
+    /// # Safety
+    /// `arg` must match the command and wait kind (see [`WaitObj::get_wait`]).
+    pub unsafe fn control(&self, cmd: i32, arg: *mut c_void) -> Option<Result<()>> {
+        let w = self.shown();
+        match cmd {
+            // SAFETY: forwarded from this function's contract.
+            FI_GETWAIT => Some(unsafe { w.get_wait(arg) }),
+            // SAFETY: FI_GETWAITOBJ takes an `enum fi_wait_obj *`.
+            FI_GETWAITOBJ => Some(unsafe { crate::fi::write_out(arg as *mut u32, w.kind_for_getwaitobj()) }),
+            _ => None,
+        }
+    }
+}
+
+/// A member of a wait set or poll set: a CQ, EQ or counter core.
+pub trait Waitable: Send + Sync {
+    /// Whether the object has something for the application.
+    fn ready(&self) -> bool;
+}
+
+/// A wait set (`fi_wait_open`): one wait object shared by several CQs, EQs
+/// and counters opened with `FI_WAIT_SET`.
+pub struct WaitSet {
+    pub obj: WaitObj,
+    members: Mutex<Vec<Weak<dyn Waitable>>>,
+    users: Users,
+}
+
+impl HasUsers for WaitSet {
+    fn users(&self) -> &Users {
+        &self.users
+    }
+}
+
+impl WaitSet {
+    /// Wait sets may use FD, POLLFD, MUTEX_COND, YIELD or UNSPEC (→ FD).
+    pub fn new(kind: u32) -> Result<Arc<WaitSet>> {
+        let kind = match kind {
+            FI_WAIT_UNSPEC => FI_WAIT_FD,
+            FI_WAIT_FD | FI_WAIT_POLLFD | FI_WAIT_MUTEX_COND | FI_WAIT_YIELD => kind,
+            _ => return Err(Error::INVAL),
+        };
+        Ok(Arc::new(WaitSet {
+            obj: WaitObj::new(kind, None)?,
+            members: Mutex::new(Vec::new()),
+            users: Users::default(),
+        }))
+    }
+
+    pub fn add_member(&self, m: Weak<dyn Waitable>) {
+        let mut v = self.members.lock();
+        v.retain(|w| w.strong_count() > 0);
+        v.push(m);
+    }
+
+    fn notify(&self) {
+        self.obj.notify();
+    }
+
+    pub fn any_ready(&self) -> bool {
+        let members: Vec<_> = self.members.lock().iter().filter_map(Weak::upgrade).collect();
+        members.iter().any(|m| m.ready())
+    }
+
+    #[cfg(test)]
+    /// `fi_wait`: 0 once a member has something, -FI_EAGAIN on timeout.
+    pub fn wait(&self, timeout_ms: i32) -> Result<()> {
+        self.obj
+            .block_until(&|| self.any_ready(), Deadline::from_ms(timeout_ms))
+    }
+
+    pub fn trywait(&self) -> Result<()> {
+        self.obj.trywait(&|| self.any_ready())
+    }
+}
+
+#[cfg(test)]
+// The C face of wait sets follows this module by design (see below).
+#[allow(clippy::items_after_test_module)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+    use std::time::{Duration, Instant};
+
+    struct Flag {
+        w: WaitObj,
+        n: AtomicU64,
+    }
+    impl Waitable for Flag {
+        fn ready(&self) -> bool {
+            self.n.load(Ordering::Acquire) > 0
+        }
+    }
+
+    #[test]
+    fn timeout_is_honoured() {
+        let w = WaitObj::new(FI_WAIT_UNSPEC, None).unwrap();
+        let t = Instant::now();
+        assert_eq!(w.block_until(&|| false, Deadline::from_ms(50)), Err(Error::AGAIN));
+        let el = t.elapsed();
+        assert!(el >= Duration::from_millis(50), "returned early: {el:?}");
+    }
+
+    #[test]
+    fn signal_wakes_blocked_waiter() {
+        let w = Arc::new(WaitObj::new(FI_WAIT_FD, None).unwrap());
+        let w2 = w.clone();
+        let h = std::thread::spawn(move || w2.block_until(&|| false, Deadline::never()));
+        std::thread::sleep(Duration::from_millis(20));
+        w.signal();
+        assert_eq!(h.join().unwrap(), Err(Error::AGAIN));
+    }
+
+    #[test]
+    fn none_and_set_cannot_block_and_set_requires_set() {
+        assert!(!WaitObj::new(FI_WAIT_NONE, None).unwrap().can_block());
+        assert!(WaitObj::new(FI_WAIT_SET, None).is_err());
+        assert!(WaitObj::new(99, None).is_err());
+        let s = WaitSet::new(FI_WAIT_FD).unwrap();
+        assert!(!WaitObj::new(FI_WAIT_SET, Some(s)).unwrap().can_block());
+    }
+
+    /// Producer/waiter stress: every produced item must be observed; a lost
+    /// wake-up shows up as a waiter stuck past the generous deadline.
+    #[test]
+    fn no_lost_wakeups() {
+        for kind in [FI_WAIT_FD, FI_WAIT_UNSPEC, FI_WAIT_MUTEX_COND] {
+            let f = Arc::new(Flag {
+                w: WaitObj::new(kind, None).unwrap(),
+                n: AtomicU64::new(0),
+            });
+            let rounds = 2000;
+            let f2 = f.clone();
+            let consumer = std::thread::spawn(move || {
+                for _ in 0..rounds {
+                    let r =
+                        f2.w.block_until(&|| f2.n.load(Ordering::Acquire) > 0, Deadline::from_ms(10_000));
+                    if r.is_err() {
+                        return false;
+                    }
+                    f2.n.fetch_sub(1, Ordering::AcqRel);
+                }
+                true
+            });
+            for i in 0..rounds {
+                while f.n.load(Ordering::Acquire) > 0 {
+                    std::hint::spin_loop();
+                }
+                if i % 7 == 0 {
+                    std::thread::yield_now();
+                }
+                f.n.fetch_add(1, Ordering::AcqRel);
+                f.w.notify();
+            }
+            assert!(consumer.join().unwrap(), "lost wake-up with kind {kind}");
+        }
+    }
+
+    /// The fi_trywait protocol with an external poll(): after a successful
+    /// trywait, a later notify must make the fd readable.
+    #[test]
+    fn trywait_then_poll_sees_notify() {
+        let f = Arc::new(Flag {
+            w: WaitObj::new(FI_WAIT_FD, None).unwrap(),
+            n: AtomicU64::new(0),
+        });
+        let mut fd = -1i32;
+        // SAFETY: FD kind takes an int*.
+        unsafe { f.w.get_wait(&mut fd as *mut i32 as *mut c_void) }.unwrap();
+        for _ in 0..200 {
+            assert!(f.w.trywait(&|| f.ready()).is_ok());
+            let f2 = f.clone();
+            let h = std::thread::spawn(move || {
+                f2.n.fetch_add(1, Ordering::AcqRel);
+                f2.w.notify();
+            });
+            assert!(
+                sys::poll_readable(fd, Some(Duration::from_secs(10))),
+                "fd not readable after notify"
+            );
+            h.join().unwrap();
+            f.w.on_read();
+            f.n.store(0, Ordering::Release);
+        }
+        // Something queued before trywait: EAGAIN.
+        f.n.store(1, Ordering::Release);
+        assert_eq!(f.w.trywait(&|| f.ready()), Err(Error::AGAIN));
+    }
+
+    #[test]
+    fn wait_set_wakes_for_member() {
+        let set = WaitSet::new(FI_WAIT_FD).unwrap();
+        let m = Arc::new(Flag {
+            w: WaitObj::new(FI_WAIT_SET, Some(set.clone())).unwrap(),
+            n: AtomicU64::new(0),
+        });
+        let mw: Arc<dyn Waitable> = m.clone();
+        set.add_member(Arc::downgrade(&mw));
+        assert_eq!(set.wait(10), Err(Error::AGAIN));
+        let m2 = m.clone();
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            m2.n.fetch_add(1, Ordering::AcqRel);
+            m2.w.notify();
+        });
+        assert_eq!(set.wait(10_000), Ok(()));
+        h.join().unwrap();
+    }
+}
+
+// ---- the C face of wait sets (fi_wait_open / fi_wait / fi_trywait) ----
+
+/// What a `fid_wait` owns: the shared [`WaitSet`] (members hold it with
+/// `Held<WaitSet>`, so closing it returns -FI_EBUSY while any exists) and a
+/// hold on the fabric it was opened from.
+pub struct WaitSetObject {
+    pub set: Arc<WaitSet>,
+    fabric: crate::fi::Held<crate::core::fabric::Fabric>,
+}
+
+impl crate::fi::FiObject for WaitSetObject {
+    type Header = fid_wait;
+    const CLASS: usize = FI_CLASS_WAIT;
+}
+
+static WAIT_FI_OPS: fi_ops = fi_ops {
+    size: core::mem::size_of::<fi_ops>(),
+    close: Some(wait_close),
+    bind: Some(crate::fi::noops::no_bind),
+    control: Some(wait_control),
+    ops_open: Some(crate::fi::noops::no_ops_open),
+    tostr: Some(crate::fi::noops::no_tostr),
+    ops_set: Some(crate::fi::noops::no_ops_set),
+};
+
+static WAIT_OPS: fi_ops_wait = fi_ops_wait {
+    size: core::mem::size_of::<fi_ops_wait>(),
+    wait: Some(wait_wait),
+};
+
+/// `fi_wait_open`: FD, POLLFD, MUTEX_COND, YIELD or UNSPEC (an FD set).
+/// fi_poll(3): flags "is reserved and must be set to 0 by the caller".
+pub fn open_set(f: &crate::fi::Obj<crate::core::fabric::Fabric>, attr: &fi_wait_attr) -> Result<*mut fid_wait> {
+    if attr.flags != 0 {
+        return Err(Error::INVAL);
+    }
+    let set = WaitSet::new(attr.wait_obj)?;
+    // A set's waits progress the fabric's engine; members add their own
+    // (domain) engines when they join.
+    set.obj.add_engine(&f.core.engine)?;
+    let core = Arc::new(WaitSetObject {
+        set,
+        fabric: crate::fi::Held::new(f.core.clone()),
+    });
+    let hdr = fid_wait {
+        fid: fid {
+            fclass: FI_CLASS_WAIT,
+            context: core::ptr::null_mut(),
+            ops: &WAIT_FI_OPS,
+        },
+        ops: &WAIT_OPS,
+    };
+    Ok(crate::fi::Obj::create(hdr, core))
+}
+
+/// The wait set behind `attr->wait_set` of a CQ/EQ/counter being opened;
+/// it must belong to `fabric`.
+///
+/// # Safety
+/// `p` must be NULL or readable as a `struct fid`.
+pub unsafe fn set_for_fabric(p: *mut fid, fabric: &Arc<crate::core::fabric::Fabric>) -> Result<Arc<WaitSet>> {
+    // SAFETY: per the contract.
+    let o = unsafe { crate::fi::Obj::<WaitSetObject>::from_ptr(p as *const c_void) }?;
+    if !Arc::ptr_eq(o.core.fabric.arc(), fabric) {
+        return Err(Error::INVAL);
+    }
+    Ok(o.core.set.clone())
+}
+
+/// `fi_trywait` on a wait set fid.
+///
+/// # Safety
+/// `p` must be readable as a `struct fid`.
+pub unsafe fn trywait_set_fid(p: *mut fid) -> Result<()> {
+    // SAFETY: per the contract.
+    unsafe { crate::fi::Obj::<WaitSetObject>::from_ptr(p as *const c_void) }?
+        .core
+        .set
+        .trywait()
+}
+
+unsafe extern "C" fn wait_close(f: *mut fid) -> core::ffi::c_int {
+    // SAFETY: `f` comes from the application as this object's fid.
+    unsafe {
+        crate::fi::call_obj::<WaitSetObject, core::ffi::c_int>("wait set close", f as *const c_void, |o| {
+            // fi_poll(3): "The wait set must not be bound to any other opened
+            // resources prior to being closed, otherwise the call will return
+            // -FI_EBUSY."
+            o.core.set.users().check_idle()?;
+            crate::fi::Obj::destroy(o);
+            Ok(0)
+        })
+    }
+}
+
+unsafe extern "C" fn wait_control(f: *mut fid, cmd: core::ffi::c_int, arg: *mut c_void) -> core::ffi::c_int {
+    // SAFETY: arguments come from the application through fi_control().
+    unsafe {
+        crate::fi::call_obj::<WaitSetObject, core::ffi::c_int>("wait set control", f as *const c_void, |o| {
+            match cmd {
+                FI_GETWAIT => o.core.set.obj.get_wait(arg)?,
+                FI_GETWAITOBJ => crate::fi::write_out(arg as *mut u32, o.core.set.obj.kind_for_getwaitobj())?,
+                _ => return Err(Error::NOSYS),
+            }
+            Ok(0)
+        })
+    }
+}
+
+/// `fi_wait`: 0 once a member has something (or a member's `fi_cq_signal`
+/// woke the set); -FI_ETIMEDOUT when the timeout passes first, as libfabric's
+/// util and sockets wait sets return.
+unsafe extern "C" fn wait_wait(w: *mut fid_wait, timeout: core::ffi::c_int) -> core::ffi::c_int {
+    // SAFETY: arguments come from the application through fi_wait().
+    unsafe {
+        crate::fi::call_obj::<WaitSetObject, core::ffi::c_int>("fi_wait", w as *const c_void, |o| {
+            let set = &o.core.set;
+            let deadline = Deadline::from_ms(timeout);
+            match set.obj.block_until(&|| set.any_ready(), deadline) {
+                Ok(()) => Ok(0),
+                Err(Error::AGAIN) if deadline.expired() && !set.any_ready() => Err(Error::TIMEDOUT),
+                Err(Error::AGAIN) => Ok(0),
+                Err(e) => Err(e),
+            }
+        })
+    }
+}

@@ -1,0 +1,524 @@
+//! Connection-oriented endpoints (`FI_EP_MSG`, tcp only): the endpoint core
+//! of `rdm.rs` with exactly one peer — the other end of one TCP connection
+//! (`transport/tcp/msg.rs`) — plus libfabric's connection management
+//! (`fi_cm(3)`): `fi_connect`, `fi_accept`, `fi_shutdown`, names, and the
+//! `FI_CONNECTED` / `FI_SHUTDOWN` / error events on the bound EQ. The
+//! listening side is the passive endpoint (`pep.rs`).
+//!
+//! Decisions:
+//! * Data operations ignore their destination address (fi_msg(3) on
+//!   connected endpoints); no AV is needed. Sends before `FI_CONNECTED`
+//!   ("Outbound data transfers cannot be initiated on a connection-oriented
+//!   endpoint until an FI_CONNECTED event has been generated") and every
+//!   post after the connection ended return `-FI_ENOTCONN` at once.
+//!   Receives may be posted from `fi_enable` on ("receive buffers may be
+//!   associated with an endpoint anytime").
+//! * Connection data: at most [`CM_DATA_MAX`] (256) bytes
+//!   (`FI_OPT_CM_DATA_SIZE`); more is `-FI_EINVAL` from `fi_connect`,
+//!   `fi_accept` and `fi_reject`, as libfabric's tcp provider answers
+//!   (fabtests `fi_cm_data` expects it), rather than the silent truncation
+//!   fi_cm(3) allows.
+//! * Setup is non-blocking: `fi_connect`/`fi_accept` start it and run one
+//!   progress pass; EQ reads (the enabled endpoint is a source of the
+//!   EQ's engine too, and its socket wakes EQ waits) and CQ reads finish
+//!   it. A
+//!   connect that fails — even at once, like a refused loopback port —
+//!   is an EQ error event, never a `fi_connect` error.
+//! * When the connection ends, every outstanding operation completes in
+//!   error: `FI_ECANCELED` after our `fi_shutdown` (fi_cm(3): "will be
+//!   canceled", written before fi_shutdown returns), `FI_ECONNRESET` when
+//!   the peer shut down, died or became unreachable (keepalive / user
+//!   timeout), and posted receives `FI_ECANCELED` after a failed connect.
+//!   Then exactly one `FI_SHUTDOWN` event (errors of a connect attempt are
+//!   an error event instead).
+//! * Events carry the endpoint's own fid (docs/abi.md §1.11).
+
+use super::ep::{Ep, EpObj};
+use crate::abi::*;
+use crate::base::error::{Error, Result};
+use crate::core::attr::Info;
+use crate::core::domain::{Domain, TransportKind};
+use crate::core::engine::{self as rdm, Binds};
+use crate::core::eq::EqError;
+use crate::core::progress::{Engine, Source};
+use crate::fi::{self, Obj};
+use crate::transport::addr::Addr;
+use crate::transport::proto::Limits;
+use crate::transport::tcp::cm::CM_DATA_MAX;
+use crate::transport::tcp::msg::{CmEvent, LinkState, MsgShared, MSG_PEER};
+use core::ffi::{c_int, c_void};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Capabilities a connected endpoint's data path delivers (fi_getinfo's
+/// FI_EP_MSG entry): no FI_SOURCE / FI_DIRECTED_RECV — there is only the
+/// one peer.
+pub const MSG_CAPS: u64 =
+    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_VARIABLE_MSG | FI_LOCAL_COMM | FI_REMOTE_COMM;
+
+/// What the endpoint layer keeps about its connection.
+pub struct MsgLink {
+    pub conn: Arc<MsgShared>,
+    /// The endpoint's fid and context (for events), set once it exists.
+    fid: AtomicUsize,
+    context: AtomicUsize,
+    addr_format: u32,
+    /// Events the EQ had no room for, oldest first (retried every pass).
+    backlog: Mutex<VecDeque<Pending>>,
+    /// `backlog` is not empty.
+    backlogged: AtomicBool,
+    /// The bound EQ's engine, which this endpoint joined at `fi_enable`.
+    eq_engine: Mutex<Option<Arc<Engine>>>,
+}
+
+enum Pending {
+    Event(u32, Vec<u8>),
+    Error(EqError),
+}
+
+/// `struct fi_eq_cm_entry` followed by connection data.
+fn cm_entry(fid: *mut fid, data: &[u8]) -> Vec<u8> {
+    let e = fi_eq_cm_entry {
+        fid,
+        info: core::ptr::null_mut(),
+    };
+    // SAFETY: fi_eq_cm_entry is plain old data.
+    let mut v = unsafe { crate::transport::addr::as_bytes(&e) }.to_vec();
+    v.extend_from_slice(data);
+    v
+}
+
+impl MsgLink {
+    fn fid(&self) -> *mut fid {
+        self.fid.load(Ordering::Acquire) as *mut fid
+    }
+
+    /// Posting a send: only on an established connection.
+    pub fn check_send(&self) -> Result<()> {
+        match self.conn.state() {
+            LinkState::Up => Ok(()),
+            _ => Err(Error::NOTCONN),
+        }
+    }
+
+    /// Posting a receive: any time before the connection ended.
+    pub fn check_recv(&self) -> Result<()> {
+        match self.conn.state() {
+            LinkState::Down => Err(Error::NOTCONN),
+            _ => Ok(()),
+        }
+    }
+
+    /// At `fi_enable`: an EQ is required (connection events go there), and
+    /// its reads and waits must progress this endpoint: the endpoint joins
+    /// the EQ's own engine (its fabric's) as a second source, with its wait
+    /// fd, until it closes ([`MsgLink::on_close`]). CQ reads progress it
+    /// through the domain's engine as any endpoint.
+    pub fn on_enable(&self, ep: &Arc<Ep>, b: &Binds) -> Result<()> {
+        let eq = b.eq.as_ref().ok_or(Error::NOEQ)?;
+        let mut slot = self.eq_engine.lock();
+        if slot.is_some() {
+            return Ok(());
+        }
+        if let Some(engine) = eq.wait().engines().first().cloned() {
+            engine.watch_fd(ep.wait_fd, crate::sys::IN)?;
+            engine.add_source(ep.clone());
+            *slot = Some(engine);
+        }
+        Ok(())
+    }
+
+    /// At endpoint close: leaves the EQ's engine.
+    pub fn on_close(&self, ep: &Arc<Ep>) {
+        if let Some(engine) = self.eq_engine.lock().take() {
+            engine.unwatch_fd(ep.wait_fd);
+            let src: Arc<dyn Source> = ep.clone();
+            engine.remove_source(&src);
+        }
+    }
+
+    /// After a progress pass (endpoint lock held): turns connection changes
+    /// into completions and EQ events.
+    pub fn after_progress(&self, inner: &mut rdm::Inner, b: &Binds) {
+        let evs = self.conn.take_cm_events();
+        if evs.is_empty() && !self.backlogged.load(Ordering::Acquire) {
+            return;
+        }
+        let fid = self.fid();
+        let mut out = Vec::with_capacity(evs.len());
+        for ev in evs {
+            match ev {
+                CmEvent::Connected(data) => out.push(Pending::Event(FI_CONNECTED, cm_entry(fid, &data))),
+                CmEvent::Refused { err, data } => {
+                    inner.fail_all(b, Error::CANCELED);
+                    out.push(Pending::Error(EqError {
+                        fid,
+                        context: self.context.load(Ordering::Acquire) as *mut c_void,
+                        data: 0,
+                        err: err.0,
+                        prov_errno: err.0,
+                        err_data: data,
+                    }));
+                }
+                CmEvent::Shutdown { err } => {
+                    inner.fail_all(b, err);
+                    out.push(Pending::Event(FI_SHUTDOWN, cm_entry(fid, &[])));
+                }
+            }
+        }
+        let mut q = self.backlog.lock();
+        q.extend(out);
+        let Some(eq) = b.eq.as_ref() else {
+            q.clear();
+            self.backlogged.store(false, Ordering::Release);
+            return;
+        };
+        while let Some(p) = q.pop_front() {
+            let r = match &p {
+                Pending::Event(ev, bytes) => eq.push_event(*ev, bytes),
+                Pending::Error(e) => eq.push_error(EqError {
+                    err_data: e.err_data.clone(),
+                    ..*e
+                }),
+            };
+            if r.is_err() {
+                // EQ full: keep the order, try again next pass.
+                q.push_front(p);
+                break;
+            }
+        }
+        self.backlogged.store(!q.is_empty(), Ordering::Release);
+    }
+}
+
+fn sockaddr_of(fmt: u32, b: &[u8]) -> Result<SocketAddr> {
+    match Addr::parse(fmt, b) {
+        Ok((Addr::Inet(a), _)) => Ok(a),
+        _ => Err(Error::INVAL),
+    }
+}
+
+/// `fi_endpoint` for `FI_EP_MSG`. `info->handle` decides the connection:
+/// a connection request (`FI_CONNREQ`'s info: the server side of that
+/// connection), a passive endpoint (its bound address becomes ours), or
+/// none (a client; `src_addr` is bound if it names anything).
+pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut fid_ep> {
+    if d.core.transport != TransportKind::Tcp {
+        return Err(Error::INVAL);
+    }
+    let mut cfg = super::ep::config_from(info, MSG_CAPS);
+    // One TCP connection, one peer: no cross-memory attach.
+    cfg.cma = false;
+    cfg.fixed_peer = Some(MSG_PEER);
+    let limits = Limits {
+        max_payload: crate::transport::tcp::EAGER_MAX,
+        max_iov: crate::core::engine::matching::IOV_MAX,
+    };
+    let shared = if info.handle != 0 {
+        let h = info.handle as *mut fid;
+        // SAFETY: a non-NULL `info->handle` is a fid (libfabric's contract
+        // for handles); reading its class is what libfabric itself does.
+        let class = unsafe { fi::read_in(h) }?.fclass;
+        match class {
+            // SAFETY: `h` is readable as a fid (checked above).
+            FI_CLASS_CONNREQ => {
+                // SAFETY: as above.
+                let (sock, prefix) = unsafe { super::pep::take_connreq(h) }?;
+                MsgShared::new_accepting(sock, prefix, limits)?
+            }
+            // SAFETY: as above.
+            FI_CLASS_PEP => MsgShared::new_on_socket(unsafe { super::pep::take_bound_socket(h) }?, limits)?,
+            _ => return Err(Error::INVAL),
+        }
+    } else {
+        let fmt = info.addr_format;
+        let src = info.src_addr.as_deref().map(|b| sockaddr_of(fmt, b)).transpose()?;
+        let dest = info.dest_addr.as_deref().map(|b| sockaddr_of(fmt, b)).transpose()?;
+        let v6 = match (src, dest) {
+            (Some(a), _) | (None, Some(a)) => a.is_ipv6(),
+            (None, None) => fmt == FI_SOCKADDR_IN6,
+        };
+        if dest.is_some_and(|d| d.is_ipv6() != v6) {
+            return Err(Error::INVAL);
+        }
+        // Bound now so that fi_getname answers before fi_connect; a
+        // wildcard source lets the kernel pick the interface at connect.
+        let src = src.unwrap_or_else(|| {
+            if v6 {
+                SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
+            } else {
+                SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, 0))
+            }
+        });
+        MsgShared::new_client(v6, Some(src), limits)?
+    };
+    let link = Arc::new(MsgLink {
+        conn: shared.clone(),
+        fid: AtomicUsize::new(0),
+        context: AtomicUsize::new(context as usize),
+        addr_format: if shared.is_v6() {
+            FI_SOCKADDR_IN6
+        } else {
+            FI_SOCKADDR_IN
+        },
+        backlog: Mutex::new(VecDeque::new()),
+        backlogged: AtomicBool::new(false),
+        eq_engine: Mutex::new(None),
+    });
+    // Buffered receives as on RDM endpoints (docs/buffered.md); the RTS
+    // prefix travels in the connection handshake.
+    let inner = rdm::Inner::new(Box::new(shared.port()), cfg);
+    let p = super::ep::create(
+        d,
+        info,
+        inner,
+        MSG_PEER,
+        Some(link.clone()),
+        context,
+        &MSG_EP_OPS,
+        &MSG_CM_OPS,
+    )?;
+    link.fid.store(p as usize, Ordering::Release);
+    Ok(p)
+}
+
+/// The endpoint operations of a MSG endpoint: the RDM ones, plus the
+/// connection-data option.
+static MSG_EP_OPS: fi_ops_ep = fi_ops_ep {
+    size: core::mem::size_of::<fi_ops_ep>(),
+    cancel: Some(super::ep::ep_cancel),
+    getopt: Some(msg_getopt),
+    setopt: Some(super::ep::ep_setopt),
+    tx_ctx: Some(super::ep::ep_tx_ctx),
+    rx_ctx: Some(super::ep::ep_rx_ctx),
+    rx_size_left: Some(super::ep::ep_rx_size_left),
+    tx_size_left: Some(super::ep::ep_tx_size_left),
+};
+
+static MSG_CM_OPS: fi_ops_cm = fi_ops_cm {
+    size: core::mem::size_of::<fi_ops_cm>(),
+    setname: Some(msg_setname),
+    getname: Some(msg_getname),
+    getpeer: Some(msg_getpeer),
+    connect: Some(msg_connect),
+    listen: Some(super::ep::ep_listen),
+    accept: Some(msg_accept),
+    reject: Some(super::ep::ep_reject),
+    shutdown: Some(msg_shutdown),
+    join: Some(super::ep::ep_join),
+};
+
+/// Runs `f` on a MSG endpoint (an RDM endpoint is -FI_EINVAL).
+///
+/// # Safety
+/// `p` must be NULL or readable as a `struct fid`.
+unsafe fn with_msg<R: fi::FfiRet>(
+    what: &'static str,
+    p: *const c_void,
+    f: impl FnOnce(&EpObj, &MsgLink) -> Result<R>,
+) -> R {
+    // SAFETY: forwarded.
+    unsafe {
+        fi::call_obj::<Ep, R>(what, p, |o| {
+            let link = o.core.msg.clone().ok_or(Error::INVAL)?;
+            f(o, &link)
+        })
+    }
+}
+
+/// Copies an address out with fi_cm(3)'s getname/getpeer rules.
+///
+/// # Safety
+/// `addr` must be NULL or valid for `*addrlen` bytes; `addrlen` NULL or
+/// readable and writable.
+unsafe fn copy_name(a: SocketAddr, addr: *mut c_void, addrlen: *mut usize) -> Result<c_int> {
+    if addrlen.is_null() {
+        return Err(Error::INVAL);
+    }
+    let bytes = Addr::Inet(a).to_bytes();
+    // SAFETY: per the contract.
+    let room = unsafe { *addrlen };
+    // SAFETY: per the contract.
+    unsafe { *addrlen = bytes.len() };
+    let n = room.min(bytes.len());
+    if !addr.is_null() {
+        // SAFETY: `addr` holds `room >= n` bytes per the contract.
+        unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, n) };
+    }
+    if room < bytes.len() || addr.is_null() {
+        return Err(Error::TOOSMALL);
+    }
+    Ok(0)
+}
+
+/// Reads an address of format `fmt` from application memory whose length
+/// the format implies (`fi_connect`, `fi_setname`).
+///
+/// # Safety
+/// `p` must be NULL or point to a socket address of the endpoint's format.
+pub unsafe fn read_sockaddr(fmt: u32, p: *const c_void, len: Option<usize>) -> Result<SocketAddr> {
+    if p.is_null() {
+        return Err(Error::INVAL);
+    }
+    let n = match fmt {
+        FI_SOCKADDR_IN => crate::transport::addr::SIN_LEN,
+        FI_SOCKADDR_IN6 => crate::transport::addr::SIN6_LEN,
+        _ => {
+            // SAFETY: every socket address starts with its family.
+            let fam = unsafe { (p as *const libc::sa_family_t).read_unaligned() } as i32;
+            match fam {
+                libc::AF_INET => crate::transport::addr::SIN_LEN,
+                libc::AF_INET6 => crate::transport::addr::SIN6_LEN,
+                _ => return Err(Error::INVAL),
+            }
+        }
+    };
+    if len.is_some_and(|l| l < n) {
+        return Err(Error::INVAL);
+    }
+    // SAFETY: an address of this family holds `n` bytes (the contract).
+    let b = unsafe { core::slice::from_raw_parts(p as *const u8, n) };
+    sockaddr_of(FI_FORMAT_UNSPEC, b)
+}
+
+/// Connection data from the application, checked against the limit.
+///
+/// # Safety
+/// `param` must be NULL or valid for `len` bytes.
+pub unsafe fn cm_data<'a>(param: *const c_void, len: usize) -> Result<&'a [u8]> {
+    if len > CM_DATA_MAX {
+        return Err(Error::INVAL);
+    }
+    // SAFETY: per the contract.
+    unsafe { fi::slice_in(param as *const u8, len) }
+}
+
+/// `fi_getopt`: `FI_OPT_CM_DATA_SIZE` here, the rest as on RDM endpoints.
+unsafe extern "C" fn msg_getopt(f: *mut fid, level: c_int, name: c_int, val: *mut c_void, len: *mut usize) -> c_int {
+    if level == FI_OPT_ENDPOINT && name == FI_OPT_CM_DATA_SIZE {
+        // SAFETY: arguments from fi_getopt().
+        return unsafe { cm_data_size_opt(val, len) };
+    }
+    // SAFETY: forwarded.
+    unsafe { super::ep::ep_getopt(f, level, name, val, len) }
+}
+
+/// Writes `FI_OPT_CM_DATA_SIZE` (a `size_t`) for endpoints and passive
+/// endpoints.
+///
+/// # Safety
+/// `val` NULL or writable for `*len` bytes; `len` NULL or read/writable.
+pub unsafe fn cm_data_size_opt(val: *mut c_void, len: *mut usize) -> c_int {
+    fi::call("fi_getopt", || {
+        if val.is_null() || len.is_null() {
+            return Err(Error::INVAL);
+        }
+        // SAFETY: per the contract.
+        if unsafe { *len } < core::mem::size_of::<usize>() {
+            // SAFETY: per the contract.
+            unsafe { *len = core::mem::size_of::<usize>() };
+            return Err(Error::TOOSMALL);
+        }
+        // SAFETY: per the contract (at least a size_t of room, unaligned ok).
+        unsafe {
+            (val as *mut usize).write_unaligned(CM_DATA_MAX);
+            *len = core::mem::size_of::<usize>();
+        }
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn msg_getname(f: *mut fid, addr: *mut c_void, addrlen: *mut usize) -> c_int {
+    // SAFETY: arguments from fi_getname().
+    unsafe {
+        with_msg("fi_getname", f as *const c_void, |_, l| {
+            let a = l.conn.local().ok_or(Error::OPBADSTATE)?;
+            copy_name(a, addr, addrlen)
+        })
+    }
+}
+
+unsafe extern "C" fn msg_getpeer(e: *mut fid_ep, addr: *mut c_void, addrlen: *mut usize) -> c_int {
+    // SAFETY: arguments from fi_getpeer().
+    unsafe {
+        with_msg("fi_getpeer", e as *const c_void, |_, l| {
+            let a = l.conn.peer().ok_or(Error::NOTCONN)?;
+            copy_name(a, addr, addrlen)
+        })
+    }
+}
+
+unsafe extern "C" fn msg_setname(f: *mut fid, addr: *mut c_void, addrlen: usize) -> c_int {
+    // SAFETY: arguments from fi_setname().
+    unsafe {
+        with_msg("fi_setname", f as *const c_void, |_, l| {
+            let a = read_sockaddr(l.addr_format, addr, Some(addrlen))?;
+            l.conn.bind(a)?;
+            Ok(0)
+        })
+    }
+}
+
+/// fi_cm(3): connect/accept enable an endpoint implicitly.
+fn ensure_enabled(o: &EpObj) -> Result<&Binds> {
+    if !o.core.enabled.load(Ordering::Acquire) {
+        // SAFETY: `o` is a live endpoint object; its fid is what the
+        // enable thunk expects.
+        let r = unsafe { super::ep::ep_control(o.fid_ptr(), FI_ENABLE, core::ptr::null_mut()) };
+        if r != 0 {
+            return Err(Error(-r));
+        }
+    }
+    o.core.bound()
+}
+
+/// Runs a connection-management step and the progress pass that follows.
+fn cm_step(o: &EpObj, l: &MsgLink, step: impl FnOnce(&MsgShared) -> Result<()>) -> Result<c_int> {
+    let b = ensure_enabled(o)?;
+    let mut g = o.core.inner.lock();
+    step(&l.conn)?;
+    g.progress(b);
+    l.after_progress(&mut g, b);
+    Ok(0)
+}
+
+unsafe extern "C" fn msg_connect(e: *mut fid_ep, addr: *const c_void, param: *const c_void, paramlen: usize) -> c_int {
+    // SAFETY: arguments from fi_connect().
+    unsafe {
+        with_msg("fi_connect", e as *const c_void, |o, l| {
+            let data = cm_data(param, paramlen)?;
+            let to = read_sockaddr(l.addr_format, addr, None)?;
+            cm_step(o, l, |c| c.connect(to, data))
+        })
+    }
+}
+
+unsafe extern "C" fn msg_accept(e: *mut fid_ep, param: *const c_void, paramlen: usize) -> c_int {
+    // SAFETY: arguments from fi_accept().
+    unsafe {
+        with_msg("fi_accept", e as *const c_void, |o, l| {
+            let data = cm_data(param, paramlen)?;
+            cm_step(o, l, |c| c.accept(data))
+        })
+    }
+}
+
+/// `fi_shutdown`: graceful; cancelled completions are written before it
+/// returns; our `FI_SHUTDOWN` event too. No connection: nothing to do.
+unsafe extern "C" fn msg_shutdown(e: *mut fid_ep, _flags: u64) -> c_int {
+    // SAFETY: arguments from fi_shutdown().
+    unsafe {
+        with_msg("fi_shutdown", e as *const c_void, |o, l| {
+            if !o.core.enabled.load(Ordering::Acquire) {
+                return Ok(0);
+            }
+            cm_step(o, l, |c| {
+                c.shutdown();
+                Ok(())
+            })
+        })
+    }
+}

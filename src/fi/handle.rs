@@ -1,0 +1,228 @@
+//! Checked recovery of rustfab objects from the `fid` pointers C hands back.
+//!
+//! Every object rustfab gives to C is an [`Obj<T>`]: the public libfabric
+//! header (`fid_cq`, `fid_ep`, ...) first, so that C sees exactly the struct it
+//! expects, then a magic word, a poison flag and the safe Rust core
+//! (`Arc<T>`, shareable with objects bound to it). C owns the `Obj` between
+//! `create` and `close`; the core may outlive it while an internal user (a
+//! progress thread, a bound endpoint) still holds the `Arc`.
+
+use crate::abi::*;
+use crate::base::error::{Error, Result};
+use core::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A public libfabric object header: `#[repr(C)]` and starting with `struct fid`.
+///
+/// # Safety
+/// Implementors must be `#[repr(C)]` with a `fid` as their first field.
+pub unsafe trait FidHeader: 'static {}
+// SAFETY: each of these mirrors starts with `struct fid` (checked against the C
+// headers by the ABI test).
+unsafe impl FidHeader for fid_fabric {}
+unsafe impl FidHeader for fid_domain {}
+unsafe impl FidHeader for fid_mr {}
+unsafe impl FidHeader for fid_av {}
+unsafe impl FidHeader for fid_cq {}
+unsafe impl FidHeader for fid_cntr {}
+unsafe impl FidHeader for fid_eq {}
+unsafe impl FidHeader for fid_wait {}
+unsafe impl FidHeader for fid_poll {}
+unsafe impl FidHeader for fid_ep {}
+unsafe impl FidHeader for fid_pep {}
+unsafe impl FidHeader for fid {}
+
+/// A Rust core that C sees through a header of type `Header`.
+pub trait FiObject: Send + Sync + Sized + 'static {
+    type Header: FidHeader;
+    /// The `fid.fclass` value of this object.
+    const CLASS: usize;
+    /// How [`close_when_idle`](crate::fi::close_when_idle) names its call
+    /// (logs, injected panics).
+    const CLOSE: &'static str = "close";
+}
+
+/// The core behind an application's `struct fid*` of class `T::CLASS` (a
+/// CQ given to `fi_ep_bind`, an EQ given to `fi_domain_bind`, ...).
+///
+/// # Safety
+/// `p` must be NULL or readable as a `struct fid`.
+pub unsafe fn core_of<T: FiObject>(p: *mut fid) -> Result<Arc<T>> {
+    // SAFETY: per the contract.
+    Ok(unsafe { Obj::<T>::from_ptr(p as *const c_void) }?.core.clone())
+}
+
+const MAGIC_BASE: u64 = 0x7275_7374_6661_6200; // "rustfab\0"
+
+/// The allocation behind every fid rustfab returns.
+#[repr(C)]
+pub struct Obj<T: FiObject> {
+    /// What C sees. Must stay the first field.
+    pub hdr: T::Header,
+    magic: AtomicU64,
+    poisoned: AtomicBool,
+    pub core: Arc<T>,
+}
+
+impl<T: FiObject> Obj<T> {
+    fn magic() -> u64 {
+        MAGIC_BASE ^ (T::CLASS as u64) ^ ((core::mem::size_of::<T::Header>() as u64) << 32)
+    }
+
+    /// Moves a new object to the heap and returns the header pointer for C.
+    pub fn create(hdr: T::Header, core: Arc<T>) -> *mut T::Header {
+        let b = Box::new(Obj {
+            hdr,
+            magic: AtomicU64::new(Self::magic()),
+            poisoned: AtomicBool::new(false),
+            core,
+        });
+        Box::into_raw(b) as *mut T::Header
+    }
+
+    /// Recovers the object behind a pointer from C.
+    ///
+    /// # Safety
+    /// `p` must be NULL or point to memory readable as a `struct fid`; if its
+    /// class and magic match, it must be a live `Obj<T>` created by `create`.
+    pub unsafe fn from_ptr<'a>(p: *const c_void) -> Result<&'a Obj<T>> {
+        if p.is_null() {
+            return Err(Error::INVAL);
+        }
+        // SAFETY: the caller guarantees `p` points to a readable `struct fid`.
+        let class = unsafe { (*(p as *const fid)).fclass };
+        if class != T::CLASS {
+            return Err(Error::INVAL);
+        }
+        let obj = p as *const Obj<T>;
+        // SAFETY: an object of our class was created by `create`, so the magic
+        // word after the header is readable; a foreign object of the same
+        // class (another provider's) is at least as large as the header and
+        // the magic comparison rejects it before any other use.
+        let magic = unsafe { (*obj).magic.load(Ordering::Relaxed) };
+        if magic != Self::magic() {
+            return Err(Error::INVAL);
+        }
+        // SAFETY: class and magic match, so this is a live Obj<T>.
+        Ok(unsafe { &*obj })
+    }
+
+    /// Frees an object; the caller has checked that nothing uses it.
+    ///
+    /// # Safety
+    /// `this` must come from `from_ptr` and no other reference to it may be
+    /// used afterwards (C gave up the pointer by calling close).
+    pub unsafe fn destroy(this: &Obj<T>) {
+        this.magic.store(0, Ordering::Relaxed);
+        let p = this as *const Obj<T> as *mut Obj<T>;
+        // SAFETY: `p` was produced by Box::into_raw in `create`.
+        drop(unsafe { Box::from_raw(p) });
+    }
+
+    /// The `struct fid*` C knows this object by.
+    pub fn fid_ptr(&self) -> *mut fid {
+        &self.hdr as *const T::Header as *mut fid
+    }
+
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Relaxed)
+    }
+
+    pub fn poison(&self) {
+        self.poisoned.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Counts the objects that use (are bound to, or were opened from) an object,
+/// so that closing a used object returns `-FI_EBUSY`.
+#[derive(Default, Debug)]
+pub struct Users(AtomicUsize);
+
+impl Users {
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+    /// `Err(EBUSY)` while anything still uses the object.
+    pub fn check_idle(&self) -> Result<()> {
+        if self.count() == 0 {
+            Ok(())
+        } else {
+            Err(Error::BUSY)
+        }
+    }
+}
+
+/// Objects whose closing depends on their users.
+pub trait HasUsers {
+    fn users(&self) -> &Users;
+}
+
+/// A counted reference: holding one keeps the target's close at `-FI_EBUSY`.
+pub struct Held<T: HasUsers>(Arc<T>);
+
+impl<T: HasUsers> Held<T> {
+    pub fn new(t: Arc<T>) -> Held<T> {
+        t.users().0.fetch_add(1, Ordering::AcqRel);
+        Held(t)
+    }
+    pub fn arc(&self) -> &Arc<T> {
+        &self.0
+    }
+}
+
+impl<T: HasUsers> Clone for Held<T> {
+    fn clone(&self) -> Self {
+        Held::new(self.0.clone())
+    }
+}
+
+impl<T: HasUsers> Drop for Held<T> {
+    fn drop(&mut self) {
+        self.0.users().0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl<T: HasUsers> core::ops::Deref for Held<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Stores `value` through an out-pointer from C.
+///
+/// # Safety
+/// `out` must be NULL or valid for a write of `T`.
+pub unsafe fn write_out<T>(out: *mut T, value: T) -> Result<()> {
+    if out.is_null() {
+        return Err(Error::INVAL);
+    }
+    // SAFETY: non-NULL and writable per the caller's contract.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+/// Borrows a C struct passed by pointer, NULL → `-FI_EINVAL`.
+///
+/// # Safety
+/// `p` must be NULL or valid for reads of `T` for the returned lifetime.
+pub unsafe fn read_in<'a, T>(p: *const T) -> Result<&'a T> {
+    // SAFETY: per the caller's contract.
+    unsafe { p.as_ref() }.ok_or(Error::INVAL)
+}
+
+/// Borrows a C array, NULL with `n > 0` → `-FI_EINVAL`.
+///
+/// # Safety
+/// When non-NULL, `p` must be valid for reads of `n` elements.
+pub unsafe fn slice_in<'a, T>(p: *const T, n: usize) -> Result<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(Error::INVAL);
+    }
+    // SAFETY: per the caller's contract.
+    Ok(unsafe { core::slice::from_raw_parts(p, n) })
+}

@@ -1,0 +1,137 @@
+//! Runtime parameters. Each is declared to libfabric with `fi_param_define`
+//! (so `fi_info -e` lists it with its help text) and read from the
+//! environment as `FI_RUSTFAB_<NAME>`, exactly where `fi_param_get` would read
+//! it. The table below is the only list; README "Parameters" mirrors it.
+
+use crate::abi::libfabric::fi_param_define;
+use crate::abi::*;
+use std::ffi::CString;
+
+pub struct Param {
+    pub name: &'static str,
+    pub ty: u32,
+    pub help: &'static str,
+}
+
+pub const PARAMS: &[Param] = &[
+    Param {
+        name: "transport",
+        ty: FI_PARAM_STRING,
+        help: "Transport(s) fi_getinfo offers: all (auto, then shm, then tcp) or a comma-separated list of auto (shm to peers on this host, tcp to the others, one address), shm and tcp (default: all)",
+    },
+    Param {
+        name: "iface",
+        ty: FI_PARAM_STRING,
+        help: "tcp: network interface whose address an endpoint bound to a wildcard address advertises (default: the first non-loopback interface that is up, else loopback)",
+    },
+    Param {
+        name: "buffered_pool",
+        ty: FI_PARAM_SIZE_T,
+        help: "Bytes of provider buffers per endpoint with FI_BUFFERED_RECV; when the application holds that much unclaimed data, senders stall until it claims or discards (default: 8M, at least 256k)",
+    },
+    Param {
+        name: "unexp_budget",
+        ty: FI_PARAM_SIZE_T,
+        help: "Bytes of unexpected (not yet matched) message data an endpoint holds; beyond it the sender is held back (its ring fills, its socket is not read) until a receive is posted (default: 8M)",
+    },
+    Param {
+        name: "tcp_coalesce",
+        ty: FI_PARAM_BOOL,
+        help: "tcp: small sends posted back to back (after the first since the last progress call) wait for the next progress call and leave together in one system call; 0 writes every send at once (for applications that post a burst and then compute for long without calling into libfabric) (default: 1)",
+    },
+    Param {
+        name: "shm_cma",
+        ty: FI_PARAM_BOOL,
+        help: "shm: move large messages with one process_vm_readv copy when the kernel allows it; 0 forces the pipelined copy through the sender's ring (default: 1)",
+    },
+];
+
+/// Declares every parameter. Called once from `fi_prov_ini`.
+///
+/// # Safety
+/// `prov` must be rustfab's registered provider descriptor.
+pub unsafe fn define_all(prov: *const fi_provider) {
+    for p in PARAMS {
+        let name = CString::new(p.name).unwrap_or_default();
+        let help = CString::new(p.help).unwrap_or_default();
+        // SAFETY: `prov` is our static provider; the strings are
+        // NUL-terminated and "%s" consumes the one vararg. libfabric copies
+        // both strings.
+        unsafe { fi_param_define(prov, name.as_ptr(), p.ty, c"%s".as_ptr(), help.as_ptr()) };
+    }
+}
+
+fn env_name(name: &str) -> String {
+    format!("FI_RUSTFAB_{}", name.to_ascii_uppercase())
+}
+
+/// The parameter's string value, if set (and not empty).
+pub fn get_str(name: &str) -> Option<String> {
+    std::env::var(env_name(name)).ok().filter(|s| !s.is_empty())
+}
+
+/// Boolean parameter: 1/0, true/false, yes/no, on/off (libfabric's
+/// spellings). Anything else is reported and reads as `default`.
+pub fn get_bool(name: &str, default: bool) -> bool {
+    let Some(s) = get_str(name) else { return default };
+    parse_bool(&s).unwrap_or_else(|| {
+        bad_value(name, &s, "a boolean (1/0, true/false, yes/no, on/off)", &default);
+        default
+    })
+}
+
+/// Size parameter (decimal, with optional k/m/g suffix). Anything else is
+/// reported and reads as `default`.
+pub fn get_size(name: &str, default: usize) -> usize {
+    let Some(s) = get_str(name) else { return default };
+    parse_size(&s).unwrap_or_else(|| {
+        bad_value(name, &s, "a size (a number with an optional k, m or g)", &default);
+        default
+    })
+}
+
+/// Warns (through fi_log) that a parameter's value was not understood.
+pub fn bad_value(name: &str, value: &str, expected: &str, default: &dyn core::fmt::Display) {
+    crate::base::log::log_warn!(
+        FI_LOG_CORE,
+        "{}={value:?} is not {expected}; using the default ({default})",
+        env_name(name)
+    );
+}
+
+/// Parses libfabric's boolean spellings.
+pub fn parse_bool(s: &str) -> Option<bool> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" | "y" => Some(true),
+        "0" | "false" | "no" | "off" | "n" => Some(false),
+        _ => None,
+    }
+}
+
+/// Parses "123", "64k", "4M", "1g".
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last()?.to_ascii_lowercase() {
+        'k' => (&s[..s.len() - 1], 1usize << 10),
+        'm' => (&s[..s.len() - 1], 1 << 20),
+        'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.trim().parse::<usize>().ok()?.checked_mul(mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("64k"), Some(65536));
+        assert_eq!(parse_size("3"), Some(3));
+        assert_eq!(parse_size("2M"), Some(2 << 20));
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_bool(" On"), Some(true));
+        assert_eq!(parse_bool("n"), Some(false));
+        assert_eq!(parse_bool("maybe"), None);
+        assert_eq!(parse_size(""), None);
+    }
+}
