@@ -14,6 +14,9 @@ pub struct fi_provider {
 /// address (`FI_ADDR_STR`, `"fi_rustfab_shm://" + 16 hex digits`).
 pub const RUSTFAB_SHM_ADDR_LEN: usize = 34;
 
+// The header's constant is the transport's (a literal above, for cbindgen).
+const _: () = assert!(RUSTFAB_SHM_ADDR_LEN == crate::transport::addr::SHM_ADDR_LEN);
+
 /// The entry point libfabric calls after `dlopen` (its `FI_EXT_INI`).
 /// Returns rustfab's writable, static provider descriptor.
 #[no_mangle]

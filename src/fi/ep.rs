@@ -22,7 +22,7 @@ pub const DEFAULT_RX_SIZE: usize = 1024;
 pub const DEFAULT_INJECT_SIZE: usize = crate::provider::getinfo::INJECT_SIZE;
 pub const DEFAULT_MAX_MSG_SIZE: usize = 1 << 30;
 /// Unexpected-message budget per endpoint (FI_RUSTFAB_UNEXP_BUDGET).
-pub const DEFAULT_UNEXP_BUDGET: usize = 8 << 20;
+pub use crate::transport::DEFAULT_UNEXP_BUDGET;
 
 pub struct Ep {
     users: Users,

@@ -294,8 +294,6 @@ pub unsafe fn as_bytes<T>(t: &T) -> &[u8] {
     unsafe { core::slice::from_raw_parts(t as *const T as *const u8, core::mem::size_of::<T>()) }
 }
 
-const _: () = assert!(SHM_ADDR_LEN == crate::capi::RUSTFAB_SHM_ADDR_LEN);
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@
 //! AV indexes an auto address under both of its components).
 
 use crate::base::error::{Error, Result};
-use crate::core::engine::matching::IovList;
+use crate::transport::iov::IovList;
 use crate::sys::{self, Epoll};
 use crate::transport::addr::Addr;
 use crate::transport::proto::WireHdr;

@@ -10,15 +10,29 @@
 
 pub mod addr;
 pub mod auto;
+pub mod iov;
 pub mod proto;
 pub mod shm;
 pub mod tcp;
 
-use crate::base::error::Result;
-use crate::core::engine::matching::IovList;
+use crate::base::error::{Error, Result};
+use iov::IovList;
 use crate::transport::addr::Addr;
 use proto::WireHdr;
 use std::os::fd::RawFd;
+
+/// The error a peer's failure (it died, reset its connection or broke the
+/// protocol) gives the operations that involve it: one of the codes
+/// fi_msg(3) allows (FI_ECANCELED, FI_ECONNRESET, FI_EIO), chosen once.
+pub const PEER_FAILED: Error = Error::CONNRESET;
+
+/// Bytes of unexpected (not yet matched) message data an endpoint holds by
+/// default (`FI_RUSTFAB_UNEXP_BUDGET`).
+pub const DEFAULT_UNEXP_BUDGET: usize = 8 << 20;
+
+/// Bytes a receiver with buffered receives wants pushed behind an RTS,
+/// assumed until it says otherwise (`FI_OPT_BUFFERED_MIN`'s default).
+pub const DEFAULT_RTS_PREFIX: usize = 4096;
 
 /// Bytes to put after a record header.
 #[derive(Clone, Copy)]

@@ -63,7 +63,7 @@ pub const DEFAULT_POOL: usize = 8 << 20;
 /// few of the largest eager messages.
 pub const MIN_POOL: usize = 256 << 10;
 /// Default `FI_OPT_BUFFERED_MIN`: enough for an application header.
-pub const DEFAULT_MIN: usize = 4096;
+pub const DEFAULT_MIN: usize = crate::transport::DEFAULT_RTS_PREFIX;
 /// Bookkeeping charged per held message, so that a flood of empty
 /// messages is bounded too.
 pub const ENTRY_OVERHEAD: usize = 128;

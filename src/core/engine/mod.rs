@@ -192,9 +192,7 @@ pub struct Inner {
     st: State,
 }
 
-/// Error code rustfab reports when a peer dies or breaks protocol
-/// (docs/reliability.md F1/F2: one of ECANCELED/ECONNRESET/EIO; documented choice).
-pub const PEER_FAILED: Error = Error::CONNRESET;
+pub use crate::transport::PEER_FAILED;
 
 const STREAM_LIVENESS: Duration = Duration::from_millis(100);
 

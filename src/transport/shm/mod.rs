@@ -20,7 +20,7 @@ pub mod segment;
 
 use crate::base::collections::FastMap;
 use crate::base::error::{Error, Result};
-use crate::core::engine::matching::IovList;
+use crate::transport::iov::IovList;
 use crate::sys;
 use crate::transport::addr::Addr;
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};

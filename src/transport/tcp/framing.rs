@@ -30,7 +30,7 @@
 //! beyond what the core's placement allows.
 
 use crate::base::error::{Error, Result};
-use crate::core::engine::matching::IovList;
+use crate::transport::iov::IovList;
 use crate::transport::proto::{op, BadRecord, Limits, WireHdr, HDR_LEN};
 use crate::transport::tcp::sys::Io;
 use crate::transport::{Disposition, PayloadIn, Place};

@@ -36,7 +36,7 @@ pub mod msg;
 pub mod sys;
 
 use crate::base::error::{Error, Result};
-use crate::core::engine::matching::IovList;
+use crate::transport::iov::IovList;
 use crate::sys::{Epoll, IN, OUT};
 use crate::transport::addr::Addr;
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
@@ -73,7 +73,7 @@ pub const QUEUE_HIGH_WATER: usize = 64 << 10;
 pub const COPY_MAX: usize = crate::transport::shm::EAGER_MAX;
 /// Unexpected payloads being received at once, in bytes, across all
 /// connections (the endpoint's default unexpected budget).
-const STAGING_MAX: usize = crate::fi::ep::DEFAULT_UNEXP_BUDGET;
+const STAGING_MAX: usize = crate::transport::DEFAULT_UNEXP_BUDGET;
 /// Accepted connections still in their handshake, at most (a newcomer
 /// beyond it replaces the oldest: see `accept_all`). Smaller in unit tests,
 /// so that the flood test's sockets stay few.
@@ -957,7 +957,7 @@ impl TcpPort {
                 src,
                 staged_elsewhere: 0,
             },
-            crate::core::engine::PEER_FAILED,
+            crate::transport::PEER_FAILED,
         );
         let Some(addr) = c.peer else { return };
         let linked = match c.state {
@@ -969,7 +969,7 @@ impl TcpPort {
             // A dial that never worked reports its own reason (refused,
             // unreachable, timed out); a broken connection is a peer failure.
             let e = if c.state == ConnState::Up {
-                crate::core::engine::PEER_FAILED
+                crate::transport::PEER_FAILED
             } else {
                 e
             };
@@ -1002,7 +1002,7 @@ impl TcpPort {
                         src: Addr::Inet(addr),
                         staged_elsewhere: 0,
                     },
-                    crate::core::engine::PEER_FAILED,
+                    crate::transport::PEER_FAILED,
                 );
             }
         }
@@ -1243,7 +1243,7 @@ impl Port for TcpPort {
             .and_then(|id| self.conns.get(&id))
         {
             Some(c) if c.state == ConnState::Up => c.rts_prefix,
-            _ => crate::core::engine::buffered::DEFAULT_MIN,
+            _ => crate::transport::DEFAULT_RTS_PREFIX,
         }
     }
 }

@@ -35,7 +35,7 @@ use super::sys::{self, Io, TimerFd};
 use super::{CtlPayload, Fd};
 use super::{CONNECT_TIMEOUT, COPY_MAX, EAGER_MAX, KEEPALIVE_IDLE, QUEUE_HIGH_WATER, SNDBUF, USER_TIMEOUT};
 use crate::base::error::{Error, Result};
-use crate::core::engine::matching::IovList;
+use crate::transport::iov::IovList;
 use crate::sys::{Epoll, IN, OUT};
 use crate::transport::addr::Addr;
 use crate::transport::proto::{self, Limits, WireHdr};
@@ -788,7 +788,7 @@ impl MsgConn {
         // keepalive or user timeout) is a peer failure, reported as on RDM
         // endpoints (ep::rdm::PEER_FAILED); our own fi_shutdown cancels.
         let e = if self.phase == Phase::Up && e != Error::CANCELED {
-            crate::core::engine::PEER_FAILED
+            crate::transport::PEER_FAILED
         } else {
             e
         };
