@@ -17,6 +17,8 @@ pub struct Fabric {
     /// Progress for objects that belong to the fabric rather than a domain
     /// (passive endpoints' listeners, connection requests).
     pub engine: Arc<Engine>,
+    /// The `FI_RUSTFAB_*` settings, read when the fabric opened.
+    pub settings: crate::core::settings::Settings,
 }
 
 impl FiObject for Fabric {
@@ -52,7 +54,11 @@ static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
 };
 
 /// `provider->fabric()`: opens a fabric for an attr from fi_getinfo.
-pub fn open(attr: &fi_fabric_attr, context: *mut c_void) -> Result<*mut fid_fabric> {
+pub fn open(
+    attr: &fi_fabric_attr,
+    context: *mut c_void,
+    settings: crate::core::settings::Settings,
+) -> Result<*mut fid_fabric> {
     // SAFETY: libfabric checked `name` is non-NULL; it is NUL-terminated.
     let name = unsafe { fi::cmem::opt_str(attr.name) }?;
     if name.is_some_and(|n| !n.eq_ignore_ascii_case(FABRIC_NAME)) {
@@ -61,6 +67,7 @@ pub fn open(attr: &fi_fabric_attr, context: *mut c_void) -> Result<*mut fid_fabr
     let core = Arc::new(Fabric {
         users: Users::default(),
         engine: Engine::new()?,
+        settings,
     });
     let hdr = fid_fabric {
         fid: fid {

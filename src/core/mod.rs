@@ -13,4 +13,5 @@ pub mod fabric;
 pub mod mr;
 pub mod poll;
 pub mod progress;
+pub mod settings;
 pub mod wait;

@@ -209,7 +209,8 @@ pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut f
     if d.core.transport != TransportKind::Tcp {
         return Err(Error::INVAL);
     }
-    let mut cfg = super::ep::config_from(info, MSG_CAPS);
+    let settings = &d.core.fabric().settings;
+    let mut cfg = super::ep::config_from(info, MSG_CAPS, settings);
     // One TCP connection, one peer: no cross-memory attach.
     cfg.cma = false;
     cfg.fixed_peer = Some(MSG_PEER);
@@ -227,10 +228,14 @@ pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut f
             FI_CLASS_CONNREQ => {
                 // SAFETY: as above.
                 let (sock, prefix) = unsafe { super::pep::take_connreq(h) }?;
-                MsgShared::new_accepting(sock, prefix, limits)?
+                MsgShared::new_accepting(sock, prefix, limits, settings.tcp.coalesce)?
             }
             // SAFETY: as above.
-            FI_CLASS_PEP => MsgShared::new_on_socket(unsafe { super::pep::take_bound_socket(h) }?, limits)?,
+            FI_CLASS_PEP => MsgShared::new_on_socket(
+                unsafe { super::pep::take_bound_socket(h) }?,
+                limits,
+                settings.tcp.coalesce,
+            )?,
             _ => return Err(Error::INVAL),
         }
     } else {
@@ -253,7 +258,7 @@ pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut f
                 SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, 0))
             }
         });
-        MsgShared::new_client(v6, Some(src), limits)?
+        MsgShared::new_client(v6, Some(src), limits, settings.tcp.coalesce)?
     };
     let link = Arc::new(MsgLink {
         conn: shared.clone(),

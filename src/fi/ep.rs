@@ -21,8 +21,6 @@ pub const DEFAULT_TX_SIZE: usize = 1024;
 pub const DEFAULT_RX_SIZE: usize = 1024;
 pub const DEFAULT_INJECT_SIZE: usize = crate::provider::getinfo::INJECT_SIZE;
 pub const DEFAULT_MAX_MSG_SIZE: usize = 1 << 30;
-/// Unexpected-message budget per endpoint (FI_RUSTFAB_UNEXP_BUDGET).
-pub use crate::transport::DEFAULT_UNEXP_BUDGET;
 
 pub struct Ep {
     users: Users,
@@ -104,10 +102,6 @@ impl Ep {
     }
 }
 
-fn env_size(name: &str, default: usize) -> usize {
-    crate::provider::params::get_size(name, default)
-}
-
 fn shm_limits() -> crate::transport::proto::Limits {
     crate::transport::proto::Limits {
         max_payload: crate::transport::shm::EAGER_MAX,
@@ -141,7 +135,10 @@ fn shm_port(info: &crate::core::attr::Info) -> Result<crate::transport::shm::Shm
 /// The TCP port of a tcp endpoint: listens on fi_getinfo's src_addr (a
 /// wildcard IP or port 0 means "choose"), else any IPv4 (IPv6 for
 /// FI_SOCKADDR_IN6).
-fn tcp_port(info: &crate::core::attr::Info) -> Result<crate::transport::tcp::TcpPort> {
+fn tcp_port(
+    info: &crate::core::attr::Info,
+    tcp: &crate::transport::tcp::TcpSettings,
+) -> Result<crate::transport::tcp::TcpPort> {
     let src = match &info.src_addr {
         Some(b) => match Addr::parse(info.addr_format, b) {
             Ok((Addr::Inet(a), _)) => a,
@@ -150,7 +147,7 @@ fn tcp_port(info: &crate::core::attr::Info) -> Result<crate::transport::tcp::Tcp
         None if info.addr_format == FI_SOCKADDR_IN6 => "[::]:0".parse().map_err(|_| Error::INVAL)?,
         None => "0.0.0.0:0".parse().map_err(|_| Error::INVAL)?,
     };
-    crate::transport::tcp::TcpPort::new(src, tcp_limits())
+    crate::transport::tcp::TcpPort::new(src, tcp_limits(), tcp)
 }
 
 /// `fi_endpoint`.
@@ -167,16 +164,18 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
     if ep_type != FI_EP_RDM && ep_type != FI_EP_UNSPEC {
         return Err(Error::INVAL);
     }
+    let settings = &d.core.fabric().settings;
     let mut cfg = config_from(
         &info,
         FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV,
+        settings,
     );
     let port: Box<dyn crate::transport::Port> = match d.core.transport {
         TransportKind::Shm => Box::new(shm_port(&info)?),
         TransportKind::Tcp => {
             // No cross-memory attach over TCP: large messages are streamed.
             cfg.cma = false;
-            Box::new(tcp_port(&info)?)
+            Box::new(tcp_port(&info, &settings.tcp)?)
         }
         TransportKind::Auto => {
             let (shm_src, tcp_src) = match &info.src_addr {
@@ -194,7 +193,7 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
                 },
                 shm_limits(),
             )?;
-            let tcp = crate::transport::tcp::TcpPort::new(tcp_src, tcp_limits())?;
+            let tcp = crate::transport::tcp::TcpPort::new(tcp_src, tcp_limits(), &settings.tcp)?;
             Box::new(crate::transport::auto::AutoPort::new(shm, tcp)?)
         }
     };
@@ -208,7 +207,11 @@ pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) 
 /// messages are not subject to max message length restrictions"), with
 /// `default_caps` when it names none. Transport choices (`cma`,
 /// `fixed_peer`) are the caller's to adjust.
-pub(super) fn config_from(info: &crate::core::attr::Info, default_caps: u64) -> EpConfig {
+pub(super) fn config_from(
+    info: &crate::core::attr::Info,
+    default_caps: u64,
+    settings: &crate::core::settings::Settings,
+) -> EpConfig {
     let tx = info.tx.clone().unwrap_or_default();
     let rx = info.rx.clone().unwrap_or_default();
     let epa = info.ep.clone().unwrap_or_default();
@@ -227,8 +230,8 @@ pub(super) fn config_from(info: &crate::core::attr::Info, default_caps: u64) -> 
             nz(epa.max_msg_size, DEFAULT_MAX_MSG_SIZE)
         },
         min_multi_recv: 64,
-        unexp_budget: env_size("unexp_budget", DEFAULT_UNEXP_BUDGET),
-        cma: crate::provider::params::get_bool("shm_cma", true),
+        unexp_budget: settings.unexp_budget,
+        cma: settings.shm_cma,
         fixed_peer: None,
     }
 }
@@ -249,7 +252,7 @@ pub(super) fn create(
     cm: &'static fi_ops_cm,
 ) -> Result<*mut fid_ep> {
     if buffered::requested(info) || inner.config().caps & FI_VARIABLE_MSG != 0 {
-        inner.enable_buffered(env_size("buffered_pool", buffered::DEFAULT_POOL));
+        inner.enable_buffered(d.core.fabric().settings.buffered_pool);
     }
     let wait_fd = inner.wait_fd();
     let core = Arc::new(Ep {

@@ -104,6 +104,8 @@ struct PepState {
     sock: Option<OwnedFd>,
     listening: bool,
     backlog: i32,
+    /// `FI_RUSTFAB_IFACE` (the interface a wildcard bind advertises).
+    iface: Option<String>,
     eq: Option<Held<Eq>>,
     epoll: Epoll,
     timer: TimerFd,
@@ -267,8 +269,7 @@ impl PepState {
         let bound = sys::local_addr(fd)?;
         // Like an RDM endpoint's name: dialable (a wildcard bind names a
         // reachable interface), with the bound port.
-        let iface = crate::provider::params::get_str("iface");
-        Ok(advertised_addr(bound, iface.as_deref(), &sys::interfaces()))
+        Ok(advertised_addr(bound, self.iface.as_deref(), &sys::interfaces()))
     }
 
     fn accept_all(&mut self) {
@@ -593,6 +594,7 @@ pub unsafe fn open(f: &Obj<Fabric>, info: *const fi_info, context: *mut c_void) 
             sock: None,
             listening: false,
             backlog: DEFAULT_BACKLOG,
+            iface: f.core.settings.tcp.iface.clone(),
             eq: None,
             epoll,
             timer,

@@ -89,7 +89,7 @@ unsafe extern "C" fn fabric_thunk(
     fi::call("fabric", || {
         // SAFETY: libfabric passes the app's fabric attr and out pointer.
         let attr = unsafe { fi::read_in(attr) }?;
-        let f = crate::core::fabric::open(attr, context)?;
+        let f = crate::core::fabric::open(attr, context, crate::provider::params::settings())?;
         // SAFETY: out pointer from libfabric (checked for NULL).
         unsafe { fi::write_out(fabric, f) }?;
         Ok(0)

@@ -61,6 +61,20 @@ pub unsafe fn define_all(prov: *const fi_provider) {
     }
 }
 
+/// Every parameter's value (defaults where unset or not understood).
+pub fn settings() -> crate::core::settings::Settings {
+    let d = crate::core::settings::Settings::default();
+    crate::core::settings::Settings {
+        unexp_budget: get_size("unexp_budget", d.unexp_budget),
+        buffered_pool: get_size("buffered_pool", d.buffered_pool),
+        shm_cma: get_bool("shm_cma", d.shm_cma),
+        tcp: crate::transport::tcp::TcpSettings {
+            iface: get_str("iface"),
+            coalesce: get_bool("tcp_coalesce", d.tcp.coalesce),
+        },
+    }
+}
+
 fn env_name(name: &str) -> String {
     format!("FI_RUSTFAB_{}", name.to_ascii_uppercase())
 }

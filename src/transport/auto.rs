@@ -13,9 +13,9 @@
 //! AV indexes an auto address under both of its components).
 
 use crate::base::error::{Error, Result};
-use crate::transport::iov::IovList;
 use crate::sys::{self, Epoll};
 use crate::transport::addr::Addr;
+use crate::transport::iov::IovList;
 use crate::transport::proto::WireHdr;
 use crate::transport::shm::ShmPort;
 use crate::transport::tcp::TcpPort;

@@ -16,8 +16,8 @@ pub mod shm;
 pub mod tcp;
 
 use crate::base::error::{Error, Result};
-use iov::IovList;
 use crate::transport::addr::Addr;
+use iov::IovList;
 use proto::WireHdr;
 use std::os::fd::RawFd;
 

@@ -20,9 +20,9 @@ pub mod segment;
 
 use crate::base::collections::FastMap;
 use crate::base::error::{Error, Result};
-use crate::transport::iov::IovList;
 use crate::sys;
 use crate::transport::addr::Addr;
+use crate::transport::iov::IovList;
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
 use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
 use ring::{cells_for, Ring};

@@ -745,22 +745,21 @@ pub struct Cork {
     implicit: bool,
 }
 
-impl Default for Cork {
-    fn default() -> Cork {
-        Cork {
-            burst: false,
-            sleepers: false,
-            implicit: crate::provider::params::get_bool("tcp_coalesce", true),
-        }
-    }
-}
-
 /// Largest payload a record may have to wait in a burst.
 pub const CORK_RECORD_MAX: usize = 4096;
 /// A burst is written once this many bytes wait.
 pub const CORK_BYTES: usize = 32 << 10;
 
 impl Cork {
+    /// `implicit`: coalesce bursts without `FI_MORE` (`FI_RUSTFAB_TCP_COALESCE`).
+    pub fn new(implicit: bool) -> Cork {
+        Cork {
+            burst: false,
+            sleepers: false,
+            implicit,
+        }
+    }
+
     /// A data record with `payload` bytes was just queued, leaving
     /// `unsent` bytes in its queue: may it wait for the next pass?
     pub fn defer(&mut self, payload: usize, unsent: usize) -> bool {

@@ -36,9 +36,9 @@ pub mod msg;
 pub mod sys;
 
 use crate::base::error::{Error, Result};
-use crate::transport::iov::IovList;
 use crate::sys::{Epoll, IN, OUT};
 use crate::transport::addr::Addr;
+use crate::transport::iov::IovList;
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
 use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
 use framing::{Body, ByteSink, ByteSource, Cork, OutRecord, Outcome, Reader, Sink, WriteQueue};
@@ -300,6 +300,26 @@ fn random_nonce() -> u64 {
     n
 }
 
+/// What the application's environment sets for TCP (`FI_RUSTFAB_IFACE`,
+/// `FI_RUSTFAB_TCP_COALESCE`), read by the provider and handed down.
+#[derive(Clone, Debug)]
+pub struct TcpSettings {
+    /// The interface whose address a wildcard-bound endpoint advertises.
+    pub iface: Option<String>,
+    /// Small sends posted back to back wait for the next progress pass
+    /// (see [`Cork`]); `FI_MORE` works either way.
+    pub coalesce: bool,
+}
+
+impl Default for TcpSettings {
+    fn default() -> TcpSettings {
+        TcpSettings {
+            iface: None,
+            coalesce: true,
+        }
+    }
+}
+
 /// Largest eager message and DATA chunk on a TCP stream.
 pub const EAGER_MAX: usize = 64 << 10;
 
@@ -340,11 +360,10 @@ pub struct TcpPort {
 impl TcpPort {
     /// Listens on `src` (port 0: an ephemeral port; wildcard IP: all
     /// interfaces, advertising a reachable one).
-    pub fn new(src: SocketAddr, limits: Limits) -> Result<TcpPort> {
+    pub fn new(src: SocketAddr, limits: Limits, settings: &TcpSettings) -> Result<TcpPort> {
         let listener = sys::listen(&src, 512)?;
         let bound = sys::local_addr(listener.as_raw_fd())?;
-        let iface = crate::provider::params::get_str("iface");
-        let me = advertised_addr(bound, iface.as_deref(), &sys::interfaces());
+        let me = advertised_addr(bound, settings.iface.as_deref(), &sys::interfaces());
         let epoll = Epoll::new()?;
         let timer = TimerFd::new()?;
         epoll.add(listener.as_raw_fd(), IN, TOKEN_LISTENER)?;
@@ -370,7 +389,7 @@ impl TcpPort {
             closed: false,
             connect_timeout: CONNECT_TIMEOUT,
             rts_prefix: 0,
-            cork: Cork::default(),
+            cork: Cork::new(settings.coalesce),
             corked: Vec::new(),
         })
     }

@@ -35,9 +35,9 @@ use super::sys::{self, Io, TimerFd};
 use super::{CtlPayload, Fd};
 use super::{CONNECT_TIMEOUT, COPY_MAX, EAGER_MAX, KEEPALIVE_IDLE, QUEUE_HIGH_WATER, SNDBUF, USER_TIMEOUT};
 use crate::base::error::{Error, Result};
-use crate::transport::iov::IovList;
 use crate::sys::{Epoll, IN, OUT};
 use crate::transport::addr::Addr;
+use crate::transport::iov::IovList;
 use crate::transport::proto::{self, Limits, WireHdr};
 use crate::transport::{Delivery, Disposition, Payload, PeerEvent, Place, Port, Sent};
 use parking_lot::Mutex;
@@ -198,8 +198,8 @@ impl MsgShared {
 
     /// A client endpoint. `src`: the source address to bind (fi_getinfo's
     /// `src_addr`, or `fi_setname`); None leaves the choice to `connect`.
-    pub fn new_client(v6: bool, src: Option<SocketAddr>, limits: Limits) -> Result<Arc<MsgShared>> {
-        let mut c = MsgConn::new(v6, limits)?;
+    pub fn new_client(v6: bool, src: Option<SocketAddr>, limits: Limits, coalesce: bool) -> Result<Arc<MsgShared>> {
+        let mut c = MsgConn::new(v6, limits, coalesce)?;
         if let Some(a) = src {
             c.bind(a)?;
         }
@@ -208,9 +208,9 @@ impl MsgShared {
 
     /// A client endpoint on a socket a passive endpoint bound (`fi_setname`
     /// on the pep, then `fi_endpoint` with `info->handle` = the pep).
-    pub fn new_on_socket(sock: OwnedFd, limits: Limits) -> Result<Arc<MsgShared>> {
+    pub fn new_on_socket(sock: OwnedFd, limits: Limits, coalesce: bool) -> Result<Arc<MsgShared>> {
         let local = sys::local_addr(sock.as_raw_fd())?;
-        let mut c = MsgConn::new(local.is_ipv6(), limits)?;
+        let mut c = MsgConn::new(local.is_ipv6(), limits, coalesce)?;
         sys::tune_connection(sock.as_raw_fd(), SNDBUF, KEEPALIVE_IDLE, USER_TIMEOUT);
         c.sock = Some(sock);
         c.local = Some(local);
@@ -219,10 +219,15 @@ impl MsgShared {
 
     /// A server endpoint for an accepted connection whose CONNREQ was read
     /// (`fi_endpoint` with `info->handle` = the connection request).
-    pub fn new_accepting(sock: OwnedFd, peer_rts_prefix: usize, limits: Limits) -> Result<Arc<MsgShared>> {
+    pub fn new_accepting(
+        sock: OwnedFd,
+        peer_rts_prefix: usize,
+        limits: Limits,
+        coalesce: bool,
+    ) -> Result<Arc<MsgShared>> {
         let fd = sock.as_raw_fd();
         let local = sys::local_addr(fd)?;
-        let mut c = MsgConn::new(local.is_ipv6(), limits)?;
+        let mut c = MsgConn::new(local.is_ipv6(), limits, coalesce)?;
         c.local = Some(local);
         c.peer = sys::peer_addr(fd).ok();
         c.sock = Some(sock);
@@ -303,7 +308,7 @@ impl MsgShared {
 }
 
 impl MsgConn {
-    fn new(v6: bool, limits: Limits) -> Result<MsgConn> {
+    fn new(v6: bool, limits: Limits, coalesce: bool) -> Result<MsgConn> {
         let epoll = Epoll::new()?;
         let timer = TimerFd::new()?;
         epoll.add(timer.fd(), IN, TOKEN_TIMER)?;
@@ -331,7 +336,7 @@ impl MsgConn {
             connect_timeout: CONNECT_TIMEOUT,
             rts_prefix: 0,
             peer_rts_prefix: 0,
-            cork: Cork::default(),
+            cork: Cork::new(coalesce),
             corked: false,
         })
     }

@@ -11,7 +11,7 @@ const LIM: Limits = Limits {
 };
 
 fn port() -> TcpPort {
-    TcpPort::new("127.0.0.1:0".parse().unwrap(), LIM).unwrap()
+    TcpPort::new("127.0.0.1:0".parse().unwrap(), LIM, &TcpSettings::default()).unwrap()
 }
 
 /// A core: posted receives (owned buffers), else buffer everything unless
@@ -393,7 +393,7 @@ fn restarted_peer_at_the_same_address_gets_a_fresh_connection() {
     pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[1].1.got.len() == 1);
     // a goes away and a new incarnation listens on the same address.
     drop(a);
-    let mut a2 = TcpPort::new(a_sock, LIM).unwrap();
+    let mut a2 = TcpPort::new(a_sock, LIM, &TcpSettings::default()).unwrap();
     let mut ca2 = Core::default();
     assert_eq!(a2.addr(), a_addr);
     let mut events = vec![];
@@ -471,10 +471,10 @@ fn advertised_address_is_never_a_wildcard() {
 
 #[test]
 fn ipv6_loopback_works() {
-    let Ok(mut a) = TcpPort::new("[::1]:0".parse().unwrap(), LIM) else {
+    let Ok(mut a) = TcpPort::new("[::1]:0".parse().unwrap(), LIM, &TcpSettings::default()) else {
         return; // no IPv6 on this host
     };
-    let mut b = TcpPort::new("[::1]:0".parse().unwrap(), LIM).unwrap();
+    let mut b = TcpPort::new("[::1]:0".parse().unwrap(), LIM, &TcpSettings::default()).unwrap();
     let (mut ca, mut cb) = (Core::default(), Core::default());
     send_bytes(&mut a, &b.addr(), 1, b"v6", 1).unwrap();
     pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[1].1.got.len() == 1);

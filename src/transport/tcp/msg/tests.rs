@@ -104,7 +104,7 @@ fn msg(len: usize, id: u64) -> WireHdr {
 fn connect_accept_data_shutdown() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let to = l.local_addr().unwrap();
-    let cs = MsgShared::new_client(false, Some("127.0.0.1:0".parse().unwrap()), LIM).unwrap();
+    let cs = MsgShared::new_client(false, Some("127.0.0.1:0".parse().unwrap()), LIM, true).unwrap();
     let bound = cs.local().unwrap();
     assert_ne!(bound.port(), 0, "bound before connect: getname works");
     let (mut cp, mut cc) = (cs.port(), Core::default());
@@ -118,7 +118,7 @@ fn connect_accept_data_shutdown() {
     srv.set_nonblocking(true).unwrap();
     // SAFETY: the fd comes from a TcpStream we give up.
     let fd = unsafe { OwnedFd::from_raw_fd(srv.into_raw_fd()) };
-    let ss = MsgShared::new_accepting(fd, 0, LIM).unwrap();
+    let ss = MsgShared::new_accepting(fd, 0, LIM, true).unwrap();
     assert_eq!(ss.peer(), Some(bound));
     let (mut sp, mut sc) = (ss.port(), Core::default());
     assert_eq!(ss.state(), LinkState::Accepting);
@@ -174,7 +174,7 @@ fn connect_accept_data_shutdown() {
 #[test]
 fn reject_carries_the_servers_data() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let cs = MsgShared::new_client(false, None, LIM).unwrap();
+    let cs = MsgShared::new_client(false, None, LIM, true).unwrap();
     let (mut cp, mut cc) = (cs.port(), Core::default());
     cs.connect(l.local_addr().unwrap(), &[9u8; CM_DATA_MAX]).unwrap();
     cp.poll(&mut cc);
@@ -198,7 +198,7 @@ fn closed_port_is_refused() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let cs = MsgShared::new_client(false, None, LIM).unwrap();
+    let cs = MsgShared::new_client(false, None, LIM, true).unwrap();
     let (mut cp, mut cc) = (cs.port(), Core::default());
     cs.connect(SocketAddr::from(([127, 0, 0, 1], port)), b"x").unwrap();
     assert_eq!(
@@ -216,7 +216,7 @@ fn closed_port_is_refused() {
 fn hostile_or_silent_servers() {
     for case in 0..3 {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let cs = MsgShared::new_client(false, None, LIM).unwrap();
+        let cs = MsgShared::new_client(false, None, LIM, true).unwrap();
         let (mut cp, mut cc) = (cs.port(), Core::default());
         cs.connect(l.local_addr().unwrap(), b"").unwrap();
         cp.poll(&mut cc);
@@ -249,7 +249,7 @@ fn hostile_or_silent_servers() {
 #[test]
 fn peer_death_ends_the_connection() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let cs = MsgShared::new_client(false, None, LIM).unwrap();
+    let cs = MsgShared::new_client(false, None, LIM, true).unwrap();
     let (mut cp, mut cc) = (cs.port(), Core::default());
     cs.connect(l.local_addr().unwrap(), b"").unwrap();
     cp.poll(&mut cc);

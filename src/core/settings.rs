@@ -1,0 +1,29 @@
+//! What the environment sets (`FI_RUSTFAB_*`, read by the provider when a
+//! fabric opens) as plain values; every object below the fabric reads them
+//! from here, so nothing under the provider looks at the environment.
+
+use crate::transport::tcp::TcpSettings;
+
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Bytes of unexpected message data an endpoint holds (`UNEXP_BUDGET`).
+    pub unexp_budget: usize,
+    /// Bytes of provider buffers per endpoint with buffered receives
+    /// (`BUFFERED_POOL`).
+    pub buffered_pool: usize,
+    /// Large shm messages by one `process_vm_readv` copy (`SHM_CMA`).
+    pub shm_cma: bool,
+    /// `IFACE`, `TCP_COALESCE`.
+    pub tcp: TcpSettings,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            unexp_budget: crate::transport::DEFAULT_UNEXP_BUDGET,
+            buffered_pool: crate::core::engine::buffered::DEFAULT_POOL,
+            shm_cma: true,
+            tcp: TcpSettings::default(),
+        }
+    }
+}
