@@ -29,8 +29,9 @@
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::domain::Domain;
+use crate::core::users::{HasUsers, Held, Users};
 use crate::core::wait::{MemberWait, WaitObj, WaitSet, Waitable};
-use crate::fi::{self, noops, FiObject, HasUsers, Held, Obj, Users};
+use crate::fi::{self, noops, FiObject, Obj};
 use crate::sys::Deadline;
 use core::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};

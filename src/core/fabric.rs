@@ -5,7 +5,8 @@
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::progress::Engine;
-use crate::fi::{self, noops, FiObject, HasUsers, Obj, Users};
+use crate::core::users::{HasUsers, Users};
+use crate::fi::{self, noops, FiObject, Obj};
 use core::ffi::{c_int, c_void};
 use std::sync::Arc;
 

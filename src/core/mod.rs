@@ -14,4 +14,5 @@ pub mod mr;
 pub mod poll;
 pub mod progress;
 pub mod settings;
+pub mod users;
 pub mod wait;

@@ -26,7 +26,7 @@
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::progress::Engine;
-use crate::fi::{HasUsers, Users};
+use crate::core::users::{HasUsers, Users};
 use crate::sys::{self, Deadline, Epoll, EventFd, MutexCond};
 use core::ffi::c_void;
 use parking_lot::Mutex;
@@ -619,7 +619,7 @@ mod tests {
 /// hold on the fabric it was opened from.
 pub struct WaitSetObject {
     pub set: Arc<WaitSet>,
-    fabric: crate::fi::Held<crate::core::fabric::Fabric>,
+    fabric: crate::core::users::Held<crate::core::fabric::Fabric>,
 }
 
 impl crate::fi::FiObject for WaitSetObject {
@@ -654,7 +654,7 @@ pub fn open_set(f: &crate::fi::Obj<crate::core::fabric::Fabric>, attr: &fi_wait_
     set.obj.add_engine(&f.core.engine)?;
     let core = Arc::new(WaitSetObject {
         set,
-        fabric: crate::fi::Held::new(f.core.clone()),
+        fabric: crate::core::users::Held::new(f.core.clone()),
     });
     let hdr = fid_wait {
         fid: fid {

@@ -8,7 +8,8 @@
 //! application, never as an abort of its process and never as unwinding into C.
 
 use crate::base::error::{Error, Result};
-use crate::fi::handle::{FiObject, HasUsers, Obj};
+use crate::core::users::HasUsers;
+use crate::fi::handle::{FiObject, Obj};
 use core::ffi::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

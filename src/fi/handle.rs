@@ -10,7 +10,7 @@
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use core::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A public libfabric object header: `#[repr(C)]` and starting with `struct fid`.
@@ -131,62 +131,6 @@ impl<T: FiObject> Obj<T> {
 
     pub fn poison(&self) {
         self.poisoned.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Counts the objects that use (are bound to, or were opened from) an object,
-/// so that closing a used object returns `-FI_EBUSY`.
-#[derive(Default, Debug)]
-pub struct Users(AtomicUsize);
-
-impl Users {
-    pub fn count(&self) -> usize {
-        self.0.load(Ordering::Acquire)
-    }
-    /// `Err(EBUSY)` while anything still uses the object.
-    pub fn check_idle(&self) -> Result<()> {
-        if self.count() == 0 {
-            Ok(())
-        } else {
-            Err(Error::BUSY)
-        }
-    }
-}
-
-/// Objects whose closing depends on their users.
-pub trait HasUsers {
-    fn users(&self) -> &Users;
-}
-
-/// A counted reference: holding one keeps the target's close at `-FI_EBUSY`.
-pub struct Held<T: HasUsers>(Arc<T>);
-
-impl<T: HasUsers> Held<T> {
-    pub fn new(t: Arc<T>) -> Held<T> {
-        t.users().0.fetch_add(1, Ordering::AcqRel);
-        Held(t)
-    }
-    pub fn arc(&self) -> &Arc<T> {
-        &self.0
-    }
-}
-
-impl<T: HasUsers> Clone for Held<T> {
-    fn clone(&self) -> Self {
-        Held::new(self.0.clone())
-    }
-}
-
-impl<T: HasUsers> Drop for Held<T> {
-    fn drop(&mut self) {
-        self.0.users().0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl<T: HasUsers> core::ops::Deref for Held<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
     }
 }
 

@@ -39,7 +39,7 @@ use crate::base::error::{Error, Result};
 use crate::core::av::Av;
 use crate::core::cntr::Cntr;
 use crate::core::cq::{Cq, CqEntry, CqErrEntry};
-use crate::fi::Held;
+use crate::core::users::Held;
 use crate::transport::addr::Addr;
 use crate::transport::proto::{flag, op, WireHdr, IOV_ENTRY};
 use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
