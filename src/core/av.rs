@@ -547,47 +547,15 @@ pub fn resolve_inet(node: &str, service: Option<&str>, family: c_int) -> Result<
             Err(Error::ADDRNOTAVAIL)
         };
     }
-    let cnode = std::ffi::CString::new(node).map_err(|_| Error::INVAL)?;
-    let csvc = match service {
-        Some(s) => Some(std::ffi::CString::new(s).map_err(|_| Error::INVAL)?),
-        None => None,
+    let fam = match family {
+        libc::AF_INET => crate::sys::resolve::Family::V4,
+        libc::AF_INET6 => crate::sys::resolve::Family::V6,
+        _ => crate::sys::resolve::Family::Any,
     };
-    // SAFETY: an all-zero addrinfo is a valid "no hints" value.
-    let mut hints: libc::addrinfo = unsafe { core::mem::zeroed() };
-    hints.ai_family = family;
-    hints.ai_socktype = libc::SOCK_STREAM;
-    let mut res: *mut libc::addrinfo = core::ptr::null_mut();
-    // SAFETY: node/service are NUL-terminated (service may be NULL), hints
-    // and res are valid; res is freed below.
-    let r = unsafe {
-        libc::getaddrinfo(
-            cnode.as_ptr(),
-            csvc.as_ref().map_or(core::ptr::null(), |s| s.as_ptr()),
-            &hints,
-            &mut res,
-        )
-    };
-    if r != 0 {
-        return Err(Error::ADDRNOTAVAIL);
-    }
-    let mut found = Err(Error::ADDRNOTAVAIL);
-    let mut cur = res;
-    while !cur.is_null() {
-        // SAFETY: `cur` is a node of the list getaddrinfo returned.
-        let ai = unsafe { &*cur };
-        if !ai.ai_addr.is_null() {
-            // SAFETY: ai_addr points to ai_addrlen bytes of socket address.
-            let bytes = unsafe { core::slice::from_raw_parts(ai.ai_addr as *const u8, ai.ai_addrlen as usize) };
-            if let Ok((a, _)) = Addr::parse(FI_FORMAT_UNSPEC, bytes) {
-                found = Ok(a);
-                break;
-            }
-        }
-        cur = ai.ai_next;
-    }
-    // SAFETY: `res` came from a successful getaddrinfo and is freed once.
-    unsafe { libc::freeaddrinfo(res) };
-    found
+    crate::sys::resolve::resolve(Some(node), service, fam, Default::default())
+        .and_then(|v| v.into_iter().next())
+        .map(Addr::Inet)
+        .ok_or(Error::ADDRNOTAVAIL)
 }
 
 // ---------------------------------------------------------------------------

@@ -89,7 +89,6 @@ use crate::provider::PROVIDER_VERSION;
 use crate::transport::addr::{shm_token_for, Addr};
 use core::ffi::c_char;
 use std::cell::OnceCell;
-use std::ffi::CString;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 
 // ---- What rustfab offers -------------------------------------------------
@@ -1102,13 +1101,6 @@ enum Family {
 }
 
 impl Family {
-    fn af(self) -> libc::c_int {
-        match self {
-            Family::Any => libc::AF_UNSPEC,
-            Family::V4 => libc::AF_INET,
-            Family::V6 => libc::AF_INET6,
-        }
-    }
     fn of(a: &SocketAddr) -> Family {
         if a.is_ipv4() {
             Family::V4
@@ -1181,54 +1173,13 @@ fn getaddrinfo(
     passive: bool,
     numeric: bool,
 ) -> core::result::Result<Vec<SocketAddr>, &'static str> {
-    const WHY: &str = "cannot resolve node/service";
-    let cnode = node.map(CString::new).transpose().map_err(|_| WHY)?;
-    let cservice = service.map(CString::new).transpose().map_err(|_| WHY)?;
-    // SAFETY: addrinfo is plain old data; all-zero means "no hints".
-    let mut hints: libc::addrinfo = unsafe { core::mem::zeroed() };
-    hints.ai_family = family.af();
-    hints.ai_socktype = libc::SOCK_STREAM;
-    if passive {
-        hints.ai_flags |= libc::AI_PASSIVE;
-    }
-    if numeric {
-        hints.ai_flags |= libc::AI_NUMERICHOST;
-    }
-    let mut res: *mut libc::addrinfo = core::ptr::null_mut();
-    // SAFETY: both strings are NUL-terminated or NULL, `hints` is
-    // initialised and `res` is a valid out pointer; the list it receives is
-    // freed below.
-    let rc = unsafe {
-        libc::getaddrinfo(
-            cnode.as_ref().map_or(core::ptr::null(), |c| c.as_ptr()),
-            cservice.as_ref().map_or(core::ptr::null(), |c| c.as_ptr()),
-            &hints,
-            &mut res,
-        )
+    let fam = match family {
+        Family::Any => crate::sys::resolve::Family::Any,
+        Family::V4 => crate::sys::resolve::Family::V4,
+        Family::V6 => crate::sys::resolve::Family::V6,
     };
-    if rc != 0 {
-        return Err(WHY);
-    }
-    let mut out = Vec::new();
-    let mut cur = res;
-    while !cur.is_null() {
-        // SAFETY: `cur` is an element of the list getaddrinfo returned,
-        // which is not freed yet.
-        let ai = unsafe { &*cur };
-        if !ai.ai_addr.is_null() {
-            // SAFETY: `ai_addr` points to `ai_addrlen` bytes of address.
-            let b = unsafe { core::slice::from_raw_parts(ai.ai_addr as *const u8, ai.ai_addrlen as usize) };
-            if let Ok((Addr::Inet(a), _)) = Addr::parse(FI_FORMAT_UNSPEC, b) {
-                if !out.contains(&a) {
-                    out.push(a);
-                }
-            }
-        }
-        cur = ai.ai_next;
-    }
-    // SAFETY: `res` came from a successful getaddrinfo and is freed once.
-    unsafe { libc::freeaddrinfo(res) };
-    Ok(out)
+    crate::sys::resolve::resolve(node, service, fam, crate::sys::resolve::Lookup { passive, numeric })
+        .ok_or("cannot resolve node/service")
 }
 
 /// One address for node/service: the first of the requested family, or for
