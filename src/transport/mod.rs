@@ -128,7 +128,7 @@ impl PayloadIn for [u8] {
 
 /// The endpoint core, as a transport sees it.
 pub trait Delivery {
-    /// A MSG header arrived from `src`: where does its payload go?
+    /// An EAGER header arrived from `src`: where does its payload go?
     fn place(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr) -> Place;
     /// The payload of an `Into` placement is in place (Err: the peer was
     /// lost before all of it arrived).

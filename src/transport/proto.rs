@@ -18,13 +18,13 @@ pub const MAGIC: u16 = 0x5246;
 /// Bumped on any incompatible change of this header or of an exchange.
 pub const VERSION: u8 = 1;
 pub const HDR_LEN: usize = 64;
-/// Largest payload a MSG header carries inline (flag `INLINE`).
+/// Largest payload an EAGER header carries inline (flag `INLINE`).
 pub const INLINE_MAX: usize = 16;
 
 /// Record types.
 pub mod op {
     /// An eager message: `payload` bytes of data follow (`payload == len`).
-    pub const MSG: u8 = 1;
+    pub const EAGER: u8 = 1;
     /// Rendezvous request: the message (`len` bytes) stays in the sender's
     /// memory; `aux` iov entries (16 bytes each: address, length) follow.
     pub const RTS: u8 = 2;
@@ -141,14 +141,14 @@ impl WireHdr {
         if self.flags & !flag::ALL != 0 {
             return Err(BadRecord::Flags);
         }
-        if self.flags & flag::INLINE != 0 && self.op != op::MSG {
+        if self.flags & flag::INLINE != 0 && self.op != op::EAGER {
             return Err(BadRecord::Flags);
         }
         let payload = self.payload as usize;
         let len = usize::try_from(self.len).map_err(|_| BadRecord::Length)?;
         let ok = match self.op {
-            op::MSG if self.flags & flag::INLINE != 0 => payload == len && payload <= INLINE_MAX,
-            op::MSG => payload == len && payload <= lim.max_payload,
+            op::EAGER if self.flags & flag::INLINE != 0 => payload == len && payload <= INLINE_MAX,
+            op::EAGER => payload == len && payload <= lim.max_payload,
             op::RTS => {
                 let n = self.aux as usize;
                 // A length above the receiver's maximum is the receiver's
@@ -257,7 +257,7 @@ mod tests {
         d.payload = 4096;
         assert_eq!(d.check(&LIM), Ok(()));
         // Eager records stay bounded by the payload limit.
-        let mut m = WireHdr::new(op::MSG);
+        let mut m = WireHdr::new(op::EAGER);
         m.len = LIM.max_payload as u64 + 1;
         m.payload = m.len as u32;
         assert_eq!(m.check(&LIM), Err(BadRecord::Length));
@@ -265,7 +265,7 @@ mod tests {
 
     #[test]
     fn bytes_round_trip() {
-        let mut h = WireHdr::new(op::MSG);
+        let mut h = WireHdr::new(op::EAGER);
         h.flags = flag::TAGGED;
         h.len = 5;
         h.payload = 5;
@@ -278,7 +278,7 @@ mod tests {
 
     #[test]
     fn inline_payloads() {
-        let mut h = WireHdr::new(op::MSG);
+        let mut h = WireHdr::new(op::EAGER);
         h.len = 5;
         h.payload = 5;
         h.set_inline(b"hello");
@@ -298,7 +298,7 @@ mod tests {
     #[test]
     fn hostile_headers_rejected() {
         let good = {
-            let mut h = WireHdr::new(op::MSG);
+            let mut h = WireHdr::new(op::EAGER);
             h.len = 10;
             h.payload = 10;
             h

@@ -625,7 +625,7 @@ mod tests {
     fn hdr(len: usize) -> WireHdr {
         WireHdr {
             len: len as u64,
-            ..WireHdr::new(op::MSG)
+            ..WireHdr::new(op::EAGER)
         }
     }
 

@@ -5,7 +5,7 @@
 //! [`RecvArgs`].
 //!
 //! Protocols (docs/protocol.md):
-//! * **eager** (≤ `EAGER_MAX`, and every inject): one MSG record carries the
+//! * **eager** (≤ `EAGER_MAX`, and every inject): one EAGER record carries the
 //!   data; the receiver copies it straight from the ring into the matched
 //!   buffer (one copy each way), or into the unexpected queue within the
 //!   endpoint's budget — beyond it the ring is left full (backpressure) and
@@ -315,7 +315,7 @@ impl Inner {
         let inject = a.inject_call || a.flags & FI_INJECT != 0;
         let delivery = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 && !a.inject_call;
         let id = self.st.next_id;
-        let mut h = WireHdr::new(op::MSG);
+        let mut h = WireHdr::new(op::EAGER);
         h.tag = a.tag;
         h.data = a.data;
         h.msg_id = id;
@@ -1009,7 +1009,7 @@ impl State {
             tag: u.tag,
             data: u.data,
             msg_id: u.msg_id,
-            ..WireHdr::new(op::MSG)
+            ..WireHdr::new(op::EAGER)
         };
         match u.body {
             UnexBody::Eager(data) => {
@@ -1046,7 +1046,7 @@ impl State {
             len: u.len as u64,
             tag: u.tag,
             data: u.data,
-            ..WireHdr::new(op::MSG)
+            ..WireHdr::new(op::EAGER)
         };
         let (src, len, msg_id) = (u.src, u.len, u.msg_id);
         if r.flags & FI_DISCARD != 0 {
@@ -1089,7 +1089,7 @@ impl State {
                 len: u.len as u64,
                 tag: u.tag,
                 data: u.data,
-                ..WireHdr::new(op::MSG)
+                ..WireHdr::new(op::EAGER)
             };
             self.complete_rx(b, &r, Some(u.src), &h, 0, 0, 0, FI_CLAIM | FI_DISCARD);
             return Ok(());

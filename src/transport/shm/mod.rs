@@ -447,7 +447,7 @@ impl PayloadIn for InRecord<'_> {
 
 /// Hands one ring record to the endpoint core.
 fn dispatch(d: &mut dyn Delivery, rec: InRecord<'_>) -> Disposition {
-    if rec.hdr.op != proto::op::MSG && rec.hdr.op != proto::op::DATA {
+    if rec.hdr.op != proto::op::EAGER && rec.hdr.op != proto::op::DATA {
         return d.control(&rec.src, rec.src_pid, &rec.hdr, &rec);
     }
     match d.place(&rec.src, rec.src_pid, &rec.hdr) {
@@ -638,7 +638,7 @@ fn ring_doorbell(tx: &OwnedFd, p: &PeerOut) {
 /// Ok(true) written, Ok(false) no room, Err: ring corrupt.
 fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ring::Corrupt> {
     let n = payload.len();
-    let inline = hdr.op == proto::op::MSG && n <= proto::INLINE_MAX;
+    let inline = hdr.op == proto::op::EAGER && n <= proto::INLINE_MAX;
     let cells = if inline { 1 } else { cells_for(HDR_LEN + n) };
     if p.free < cells {
         p.free = p.ring.free_cells(p.tail)?;
@@ -758,7 +758,7 @@ mod tests {
         let mut a = port();
         let mut b = port();
         let msg: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
-        let mut h = WireHdr::new(op::MSG);
+        let mut h = WireHdr::new(op::EAGER);
         h.len = msg.len() as u64;
         h.tag = 77;
         a.send_record(&b.addr(), &h, Payload::Bytes(&msg)).unwrap();
@@ -790,7 +790,7 @@ mod tests {
         let mut a = port();
         let mut b = port();
         let msg = vec![5u8; EAGER_MAX];
-        let mut h = WireHdr::new(op::MSG);
+        let mut h = WireHdr::new(op::EAGER);
         h.len = msg.len() as u64;
         let mut sent = 0;
         while a.send_record(&b.addr(), &h, Payload::Bytes(&msg)).is_ok() {
@@ -815,10 +815,10 @@ mod tests {
         // `a` writes a record with a bad magic straight into its ring.
         let bad = WireHdr {
             magic: 0xdead,
-            ..WireHdr::new(op::MSG)
+            ..WireHdr::new(op::EAGER)
         };
         a.send_record(&b.addr(), &bad, Payload::None).unwrap();
-        let mut good = WireHdr::new(op::MSG);
+        let mut good = WireHdr::new(op::EAGER);
         good.len = 1;
         c.send_record(&b.addr(), &good, Payload::Bytes(&[9])).unwrap();
         let mut from = vec![];

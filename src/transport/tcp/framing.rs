@@ -105,7 +105,7 @@ enum State {
     Ctl { hdr: WireHdr, got: usize },
     /// A complete control record waiting for the core.
     CtlReady { hdr: WireHdr },
-    /// A MSG header waiting for a placement.
+    /// An EAGER header waiting for a placement.
     Place { hdr: WireHdr },
     /// Payload into a matched receive: bytes `< take` to `dst`, the rest
     /// dropped; `got` payload bytes consumed so far.
@@ -324,7 +324,7 @@ impl Reader {
                     let allowed = match hdr.op {
                         op::HELLO => !established,
                         op::BYE => true,
-                        op::MSG | op::ACK | op::RTS | op::CTS | op::DATA => established,
+                        op::EAGER | op::ACK | op::RTS | op::CTS | op::DATA => established,
                         _ => false,
                     };
                     if !allowed {
@@ -334,7 +334,7 @@ impl Reader {
                     self.state = match hdr.op {
                         // Payload-carrying data records are placed by the core
                         // (straight into the matched buffer).
-                        op::MSG | op::DATA => State::Place { hdr },
+                        op::EAGER | op::DATA => State::Place { hdr },
                         _ if n > CTL_MAX => return Outcome::Broken(Broken::Bad(BadRecord::Length)),
                         _ if n > 0 => State::Ctl { hdr, got: 0 },
                         op::HELLO | op::BYE => {
@@ -996,7 +996,7 @@ mod tests {
     }
 
     fn msg(tag: u64, payload: &[u8]) -> Vec<u8> {
-        let mut h = WireHdr::new(op::MSG);
+        let mut h = WireHdr::new(op::EAGER);
         h.flags = flag::TAGGED;
         h.tag = tag;
         h.len = payload.len() as u64;
@@ -1272,7 +1272,7 @@ mod tests {
                 {
                     // A garbage length far above max_msg: refused before any
                     // allocation.
-                    let mut h = WireHdr::new(op::MSG);
+                    let mut h = WireHdr::new(op::EAGER);
                     h.len = u32::MAX as u64;
                     h.payload = u32::MAX;
                     h.to_bytes().to_vec()
@@ -1408,9 +1408,9 @@ mod tests {
         let mut two = split;
         two.push(app.as_mut_ptr() as usize + 2000, 3000);
         let recs: Vec<(WireHdr, Body, Option<u64>)> = vec![
-            (WireHdr::new(op::MSG), Body::Iov(two), Some(1)),
+            (WireHdr::new(op::EAGER), Body::Iov(two), Some(1)),
             (WireHdr::new(op::ACK), Body::None, None),
-            (WireHdr::new(op::MSG), Body::Owned(vec![1, 2, 3]), Some(3)),
+            (WireHdr::new(op::EAGER), Body::Owned(vec![1, 2, 3]), Some(3)),
         ];
         let mut expect = Vec::new();
         let mut q = WriteQueue::default();
@@ -1428,7 +1428,7 @@ mod tests {
         assert_eq!(q.unsent(), expect.len());
         for cap in [1usize, 7, 64, 100_000] {
             let mut q2 = WriteQueue::default();
-            let mut r = OutRecord::new(WireHdr::new(op::MSG).to_bytes(), Body::Iov(two));
+            let mut r = OutRecord::new(WireHdr::new(op::EAGER).to_bytes(), Body::Iov(two));
             r.notify = Some(9);
             q2.push(r);
             let mut t = Trickle {
@@ -1492,7 +1492,7 @@ mod tests {
     fn make_owned_copies_the_application_buffer() {
         let mut app = pattern(100, 1);
         let mut r = OutRecord::new(
-            WireHdr::new(op::MSG).to_bytes(),
+            WireHdr::new(op::EAGER).to_bytes(),
             Body::Iov(IovList::single(app.as_mut_ptr() as usize, 100)),
         );
         r.make_owned();

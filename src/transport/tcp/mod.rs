@@ -1142,7 +1142,7 @@ impl Port for TcpPort {
         };
         // Eager messages may wait for the pass that follows a burst;
         // rendezvous records (RTS, DATA) go at once.
-        let may_wait = (h.op == proto::op::MSG).then_some(n);
+        let may_wait = (h.op == proto::op::EAGER).then_some(n);
         if self.queue_record(to, OutRecord::new(h.to_bytes(), body), true, may_wait)? {
             return Ok(Sent::Done);
         }

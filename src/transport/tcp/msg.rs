@@ -530,7 +530,7 @@ impl MsgConn {
         self.queue.push(OutRecord::new(h.to_bytes(), body));
         // Eager messages may wait for the pass that follows a burst (see
         // `Cork`); rendezvous records go at once.
-        if h.op == crate::transport::proto::op::MSG && self.cork.defer(n, self.queue.unsent()) {
+        if h.op == crate::transport::proto::op::EAGER && self.cork.defer(n, self.queue.unsent()) {
             self.corked = true;
         } else {
             self.flush();

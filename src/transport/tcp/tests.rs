@@ -72,7 +72,7 @@ impl Delivery for Core {
 }
 
 fn msg_hdr(tag: u64, len: usize, id: u64) -> WireHdr {
-    let mut h = WireHdr::new(op::MSG);
+    let mut h = WireHdr::new(op::EAGER);
     h.flags = flag::TAGGED;
     h.tag = tag;
     h.len = len as u64;
@@ -234,7 +234,7 @@ fn malformed_frame_cuts_off_only_that_connection() {
     let (mut ca, mut cb) = (Core::default(), Core::default());
     send_bytes(&mut a, &b.addr(), 1, b"before", 1).unwrap();
     pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[1].1.got.len() == 1);
-    // An evil peer: valid HELLO, then a MSG header with a garbage length.
+    // An evil peer: valid HELLO, then an EAGER header with a garbage length.
     let Addr::Inet(bl) = b.addr() else { unreachable!() };
     let mut evil = std::net::TcpStream::connect(bl).unwrap();
     let fake: SocketAddr = "127.0.0.1:1".parse().unwrap();
@@ -258,7 +258,7 @@ fn malformed_frame_cuts_off_only_that_connection() {
     let hh = WireHdr::from_bytes(ans[..64].try_into().unwrap());
     assert_eq!(hh.op, op::HELLO);
     assert_eq!(hello::parse(&hh, &ans[64..], false).unwrap().kind, Kind::Accept);
-    let mut bad = WireHdr::new(op::MSG);
+    let mut bad = WireHdr::new(op::EAGER);
     bad.len = 1 << 40;
     bad.payload = u32::MAX;
     evil.write_all(&bad.to_bytes()).unwrap();

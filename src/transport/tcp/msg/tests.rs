@@ -91,7 +91,7 @@ fn write_cm(s: &mut TcpStream, kind: CmKind, data: &[u8]) {
 }
 
 fn msg(len: usize, id: u64) -> WireHdr {
-    let mut h = WireHdr::new(op::MSG);
+    let mut h = WireHdr::new(op::EAGER);
     h.len = len as u64;
     h.msg_id = id;
     h
