@@ -98,7 +98,7 @@ TEST(entries_are_complete)
 		CHECK(!strcmp(i->fabric_attr->name, "rustfab"));
 		/* Filled by the core, exactly once: no "rustfab;rustfab". */
 		CHECK(!strcmp(i->fabric_attr->prov_name, "rustfab"));
-		CHECK_EQ(i->fabric_attr->prov_version, FI_VERSION(0, 1));
+		CHECK_EQ(i->fabric_attr->prov_version, FI_VERSION(0, 2));
 		CHECK_EQ(i->fabric_attr->api_version, V);
 		CHECK_EQ(i->ep_attr->type, FI_EP_RDM);
 		CHECK(i->ep_attr->protocol & (1U << 31));
