@@ -18,7 +18,7 @@ PREFIX   := $(shell pkg-config --variable=prefix libfabric 2>/dev/null || echo /
 MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
-.PHONY: all lib install uninstall demo test unit abi-check exports-check header header-check man man-check \
+.PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
         c-tests c-tests-tcp examples netns fabtests mpi bench fmt lint clean panic-test
 
 all: lib
@@ -42,6 +42,29 @@ install: lib
 uninstall:
 	rm -f $(DESTDIR)$(PROVDIR)/librustfab-fi.so $(DESTDIR)$(INCDIR)/rdma/fi_ext_rustfab.h \
 	      $(DESTDIR)$(MANDIR)/man7/fi_rustfab.7
+	@# the provider directory, if install created it and nothing else is in it
+	@[ ! -d $(DESTDIR)$(PROVDIR) ] || rmdir --ignore-fail-on-non-empty $(DESTDIR)$(PROVDIR)
+
+# ---- Debian packages (dpkg-deb from a staged make install; packaging/mkdeb.sh)
+DEB_ARCH       := $(shell dpkg --print-architecture 2>/dev/null)
+DEB            := $(BUILD)/rustfab_$(VERSION)_$(DEB_ARCH).deb
+DEB_DBGSYM     := $(BUILD)/rustfab-dbgsym_$(VERSION)_$(DEB_ARCH).deb
+DEB_MAINTAINER ?= the rustfab authors <maintainers@users.noreply.a-seed-5d23f059.example>
+export VERSION PROVDIR INCDIR MANDIR DEB_MAINTAINER DEB DEB_DBGSYM
+
+deb: lib
+	rm -rf $(BUILD)/deb
+	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(BUILD)/deb/rustfab
+	packaging/mkdeb.sh $(CURDIR)/$(BUILD)/deb/rustfab $(CURDIR)/$(BUILD)
+	@if command -v lintian >/dev/null; then lintian --fail-on error,warning $(DEB) $(DEB_DBGSYM) && echo "deb: lintian: no errors or warnings"; \
+	else echo "deb: lintian not installed, packages not linted"; fi
+
+# Installs the packages, checks what a user would (fi_info without
+# FI_PROVIDER_PATH, man, the header, an Open MPI job with the man page's
+# command line), removes them and checks nothing is left. Needs root (CI);
+# skips otherwise.
+deb-check: deb $(BUILD)/mpi/hello
+	packaging/deb-check.sh $(BUILD)/mpi/hello
 
 demo: lib $(BUILD)/bench/rf_bench
 	@echo "== fi_info -p rustfab (FI_PROVIDER_PATH=$(FI_PROVIDER_PATH))"
@@ -210,6 +233,10 @@ bench: lib $(BUILD)/bench/rf_bench
 
 # ---- Open MPI over rustfab (pml cm, mtl ofi)
 $(BUILD)/mpi/mpi_test: c-tests/mpi/mpi_test.c
+	@mkdir -p $(dir $@)
+	mpicc -O2 -Wall -o $@ $<
+
+$(BUILD)/mpi/hello: c-tests/mpi/hello.c
 	@mkdir -p $(dir $@)
 	mpicc -O2 -Wall -o $@ $<
 
