@@ -66,11 +66,11 @@ deb: lib
 deb-check: deb $(BUILD)/mpi/hello
 	packaging/deb-check.sh $(BUILD)/mpi/hello
 
+# What rustfab is, its fi_info entries, and a ping-pong over rustfab's shm
+# and libfabric's built-in shm side by side, in words (c-tests/bench/demo.sh).
 demo: lib $(BUILD)/bench/rf_bench
-	@echo "== fi_info -p rustfab (FI_PROVIDER_PATH=$(FI_PROVIDER_PATH))"
-	$(TIMEOUT) 30 fi_info -p rustfab
-	@echo "== ping-pong between two processes over rustfab shm (one-way latency, bandwidth)"
-	$(TIMEOUT) 120 $(BUILD)/bench/rf_bench -p rustfab -d shm -s 64,4k,1m -i 2000
+	@echo
+	@$(TIMEOUT) 120 c-tests/bench/demo.sh $(BUILD)/bench/rf_bench
 
 test: lint unit abi-check exports-check header-check man-check c-tests netns panic-test mpi
 
@@ -224,9 +224,11 @@ fabtests: lib
 	fabtests-integration/run.sh shm $(FT_SETS); fabtests-integration/run.sh tcp $(FT_SETS)
 
 # ---- benchmarks: rustfab vs the built-in providers in one run (not part of `test`)
+# -Wno-psabi: gcc notes an ABI change of GCC 4.4 (a struct with a flexible
+# array member returned by value), irrelevant here and confusing in make demo.
 $(BUILD)/bench/rf_bench: c-tests/bench/rf_bench.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< -lfabric
+	$(CC) $(CFLAGS) -Wno-psabi -o $@ $< -lfabric
 
 bench: lib $(BUILD)/bench/rf_bench
 	c-tests/bench/run.sh $(BUILD)/bench/rf_bench
