@@ -14,7 +14,7 @@ SIZES=${SIZES:-64,4k,1m}
 : "${FI_PROVIDER_PATH:?FI_PROVIDER_PATH must point at the directory holding librustfab-fi.so}"
 start=$(date +%s)
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out" "$out.run"' EXIT
 
 libfabric=$(fi_info --version 2>/dev/null | sed -n 's/^libfabric: *//p')
 version=$(fi_info -l 2>/dev/null | awk '/^rustfab:/ {getline; print $2}')
@@ -42,27 +42,41 @@ echo "   against libfabric's built-in shm provider, same program (rf_bench), sam
 echo "   (interleaved), medians. One-way latency is half a round trip; bandwidth streams 64 messages"
 echo "   at a time (MB/s = 10^6 bytes per second)."
 printf '\n   Measuring '
+builtin=ok
 for r in $(seq "$REPEAT"); do
 	for who in rustfab shm; do
 		args="-p rustfab -d shm"
-		[ $who = shm ] && args="-p shm"
-		# shellcheck disable=SC2086
-		if ! timeout 60 "$bin" $args -s "$SIZES" -i "$ITERS" | sed "s/^/$who /" >>"$out"; then
-			echo "demo: rf_bench $args failed" >&2
-			exit 1
+		if [ $who = shm ]; then
+			[ "$builtin" = ok ] || continue
+			args="-p shm"
 		fi
+		# shellcheck disable=SC2086
+		timeout 60 "$bin" $args -s "$SIZES" -i "$ITERS" >"$out.run" 2>&1
+		rc=$?
+		if [ $rc -ne 0 ] && [ $who = rustfab ]; then
+			printf '\ndemo: rf_bench %s failed (exit %d):\n' "$args" $rc; cat "$out.run"
+			exit 1
+		elif [ $rc -ne 0 ]; then
+			builtin="failed (exit $rc): $(head -n 1 "$out.run")"
+			continue
+		fi
+		sed "s/^/$who /" "$out.run" >>"$out"
 	done
 	printf '.'
 done
+rm -f "$out.run"
 printf ' done.\n\n'
+[ "$builtin" = ok ] || printf "   libfabric's built-in shm could not be measured here, %s\n\n" "$builtin"
 awk -v cpus="$cpus" -v load="$(cut -d' ' -f1 /proc/loadavg 2>/dev/null)" '
 function median(list,   n, a, i, j, t) {
 	n = split(list, a, " ")
+	if (n == 0) return ""
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
 	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
 function label(b) { return b >= 1048576 ? b / 1048576 " MiB" : b >= 1024 ? b / 1024 " KiB" : b " B" }
-function num(x) { return x >= 100 ? sprintf("%.0f", x) : sprintf("%.2f", x) }
+function num(x) { return x == "" ? "-" : x >= 100 ? sprintf("%.0f", x) : sprintf("%.2f", x) }
+function ratio(r) { return r > 0 ? sprintf("%.2f", r) : "-" }
 function judge(better) { if (better > 1.10) faster++; else if (better < 1 / 1.10) slower++; else par++ }
 # input: <who> <lat|bw> <prov> <bytes> <value>
 { v[$1 " " $2 " " $4] = v[$1 " " $2 " " $4] " " $5; if (!($4 in seen)) { seen[$4] = 1; sizes[++n] = $4 } }
@@ -74,15 +88,18 @@ END {
 		lo = median(v["rustfab lat " s]); lt = median(v["shm lat " s])
 		bo = median(v["rustfab bw " s]); bt = median(v["shm bw " s])
 		lr = lt > 0 ? lo / lt : 0; br = bt > 0 ? bo / bt : 0
-		printf "   %7s  %10s %9s %7.2f   %10s %9s %7.2f\n", label(s), num(lo), num(lt), lr, num(bo), num(bt), br
+		printf "   %7s  %10s %9s %7s   %10s %9s %7s\n", label(s), num(lo), num(lt), ratio(lr), num(bo), num(bt), ratio(br)
 		if (lr > 0) judge(1 / lr)
 		if (br > 0) judge(br)
 	}
 	print ""
 	print "   ratio = rustfab / built-in. Latency: lower is better, a ratio below 1 means rustfab is faster."
 	print "   Bandwidth: higher is better, a ratio above 1 means rustfab is faster."
-	printf "   In this run rustfab was faster in %d, within 10 %% in %d and slower in %d of the %d comparisons.\n",
-		faster, par, slower, faster + par + slower
+	if (faster + par + slower)
+		printf "   In this run rustfab was faster in %d, within 10 %% in %d and slower in %d of the %d comparisons.\n",
+			faster, par, slower, faster + par + slower
+	else
+		print "   Nothing to compare with in this run: only rustfab was measured."
 	printf "   (This machine: %s CPUs, load average %s; figures move by 10 %% or more between runs on a\n", cpus, load
 	print "   busy or virtual machine. make bench measures more sizes and TCP too.)"
 }' "$out"
