@@ -7,10 +7,11 @@
 #include <netinet/in.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <rdma/fi_ext_rustfab.h> /* this tree's include/, not an installed copy */
 
 #define V FI_VERSION(1, 17)
-#define SHM_PREFIX "fi_rustfab_shm://"
-#define SHM_ADDR_LEN 34 /* prefix + 16 hex digits + NUL */
+#define SHM_PREFIX FI_RUSTFAB_SHM_ADDR_PREFIX
+#define SHM_ADDR_LEN FI_RUSTFAB_SHM_ADDR_LEN /* prefix + 16 hex digits + NUL */
 
 static int n_entries(const struct fi_info *i)
 {
@@ -98,7 +99,7 @@ TEST(entries_are_complete)
 		CHECK(!strcmp(i->fabric_attr->name, "rustfab"));
 		/* Filled by the core, exactly once: no "rustfab;rustfab". */
 		CHECK(!strcmp(i->fabric_attr->prov_name, "rustfab"));
-		CHECK_EQ(i->fabric_attr->prov_version, FI_VERSION(0, 1));
+		CHECK_EQ(i->fabric_attr->prov_version, FI_RUSTFAB_VERSION);
 		CHECK_EQ(i->fabric_attr->api_version, V);
 		CHECK_EQ(i->ep_attr->type, FI_EP_RDM);
 		CHECK(i->ep_attr->protocol & (1U << 31));
@@ -501,8 +502,8 @@ TEST(default_list_starts_with_auto)
 		CHECK(!strcmp(dom(i), want[k]));
 	CHECK_EQ(info->addr_format, FI_ADDR_STR);
 	CHECK_EQ(info->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM), FI_LOCAL_COMM | FI_REMOTE_COMM);
-	CHECK(info->src_addr && !strncmp(info->src_addr, "fi_rustfab://", 13));
-	CHECK_EQ(info->src_addrlen, 58);
+	CHECK(info->src_addr && !strncmp(info->src_addr, FI_RUSTFAB_AUTO_ADDR_PREFIX, strlen(FI_RUSTFAB_AUTO_ADDR_PREFIX)));
+	CHECK_EQ(info->src_addrlen, FI_RUSTFAB_AUTO_ADDR_LEN);
 	fi_freeinfo(info);
 	/* Open MPI's caps select auto first */
 	struct fi_info *h = rf_hints(NULL, FI_EP_RDM);
@@ -513,6 +514,84 @@ TEST(default_list_starts_with_auto)
 	CHECK(!strcmp(dom(info->next), "tcp"));
 	fi_freeinfo(info);
 	setenv("FI_RUSTFAB_TRANSPORT", "shm,tcp", 1);
+}
+
+/* <rdma/fi_ext_rustfab.h> says what the provider does: its name, version,
+ * domain names and protocols (every entry of the default list), address
+ * lengths (a real shm and auto endpoint name), and its parameter names
+ * (fi_getparams, what fi_info -e lists). */
+TEST(extension_header_matches_provider)
+{
+	struct fi_info *info = NULL, *i;
+	unsetenv(FI_RUSTFAB_ENV_TRANSPORT);
+	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_UNSPEC), NULL, NULL, 0, &info));
+	const char *doms[] = {FI_RUSTFAB_DOMAIN_AUTO, FI_RUSTFAB_DOMAIN_SHM, FI_RUSTFAB_DOMAIN_TCP,
+			      FI_RUSTFAB_DOMAIN_TCP};
+	const uint32_t protos[] = {FI_RUSTFAB_PROTO_AUTO, FI_RUSTFAB_PROTO_SHM, FI_RUSTFAB_PROTO_TCP,
+				   FI_RUSTFAB_PROTO_TCP};
+	int k = 0;
+	for (i = info; i && k < 4; i = i->next, k++) {
+		CHECK(!strcmp(i->fabric_attr->prov_name, FI_RUSTFAB_PROV_NAME));
+		CHECK_EQ(i->fabric_attr->prov_version, FI_RUSTFAB_VERSION);
+		CHECK(!strcmp(dom(i), doms[k]));
+		CHECK_EQ(i->ep_attr->protocol, protos[k]);
+	}
+	CHECK_EQ(k, 4);
+	CHECK(i == NULL);
+	fi_freeinfo(info);
+	setenv(FI_RUSTFAB_ENV_TRANSPORT, "shm,tcp", 1);
+	char ver[32];
+	snprintf(ver, sizeof ver, "%d.%d.", FI_RUSTFAB_MAJOR_VERSION, FI_RUSTFAB_MINOR_VERSION);
+	CHECK(!strncmp(FI_RUSTFAB_VERSION_STRING, ver, strlen(ver)));
+
+	/* the names real endpoints get */
+	const char *names[] = {FI_RUSTFAB_DOMAIN_SHM, FI_RUSTFAB_DOMAIN_AUTO};
+	const char *prefixes[] = {FI_RUSTFAB_SHM_ADDR_PREFIX, FI_RUSTFAB_AUTO_ADDR_PREFIX};
+	const size_t lens[] = {FI_RUSTFAB_SHM_ADDR_LEN, FI_RUSTFAB_AUTO_ADDR_LEN};
+	for (int t = 0; t < 2; t++) {
+		struct fid_fabric *fab;
+		struct fid_domain *d;
+		struct fid_av *av;
+		struct fid_ep *ep;
+		struct fi_av_attr aa = {.type = FI_AV_MAP};
+		char name[FI_NAME_MAX];
+		size_t len = sizeof name;
+		setenv(FI_RUSTFAB_ENV_TRANSPORT, names[t], 1);
+		CHECK_OK(rf_get(rf_hints(names[t], FI_EP_RDM), NULL, NULL, 0, &info));
+		setenv(FI_RUSTFAB_ENV_TRANSPORT, "shm,tcp", 1);
+		CHECK_OK(fi_fabric(info->fabric_attr, &fab, NULL));
+		CHECK_OK(fi_domain(fab, info, &d, NULL));
+		CHECK_OK(fi_av_open(d, &aa, &av, NULL));
+		CHECK_OK(fi_endpoint(d, info, &ep, NULL));
+		CHECK_OK(fi_ep_bind(ep, &av->fid, 0));
+		CHECK_OK(fi_getname(&ep->fid, name, &len));
+		CHECK_EQ(len, lens[t]);
+		CHECK_EQ(strlen(name) + 1, lens[t]);
+		CHECK(!strncmp(name, prefixes[t], strlen(prefixes[t])));
+		fi_close(&ep->fid);
+		fi_close(&av->fid);
+		fi_close(&d->fid);
+		fi_close(&fab->fid);
+		fi_freeinfo(info);
+	}
+
+	/* every parameter rustfab declares is in the header, and vice versa */
+	const char *env[] = {FI_RUSTFAB_ENV_TRANSPORT,    FI_RUSTFAB_ENV_IFACE,        FI_RUSTFAB_ENV_BUFFERED_POOL,
+			     FI_RUSTFAB_ENV_UNEXP_BUDGET, FI_RUSTFAB_ENV_TCP_COALESCE, FI_RUSTFAB_ENV_SHM_CMA};
+	const int n_env = sizeof env / sizeof env[0];
+	struct fi_param *params;
+	int count, ours = 0, found = 0;
+	CHECK_OK(fi_getparams(&params, &count));
+	for (int p = 0; p < count; p++) {
+		if (strncmp(params[p].name, "FI_RUSTFAB_", 11))
+			continue;
+		ours++;
+		for (int e = 0; e < n_env; e++)
+			found += !strcmp(params[p].name, env[e]);
+	}
+	fi_freeparams(params);
+	CHECK_EQ(found, n_env);
+	CHECK_EQ(ours, n_env);
 }
 
 static int same_str(const char *a, const char *b)
@@ -679,6 +758,7 @@ int main(int argc, char **argv)
 	 * default list with the auto entry first has its own test. */
 	setenv("FI_RUSTFAB_TRANSPORT", "shm,tcp", 1);
 	RUN(default_list_starts_with_auto);
+	RUN(extension_header_matches_provider);
 	RUN(null_hints_shm_then_tcp);
 	RUN(entries_are_complete);
 	RUN(no_layered_entries);

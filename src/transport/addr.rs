@@ -18,7 +18,6 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 pub const SHM_PREFIX: &str = "fi_rustfab_shm://";
 pub const AUTO_PREFIX: &str = "fi_rustfab://";
-#[cfg(test)]
 /// Bytes of an auto address including its NUL: prefix, then 16 hex digits
 /// of host identity, 16 of shm token, 8 of IPv4 address, 4 of port.
 pub const AUTO_ADDR_LEN: usize = AUTO_PREFIX.len() + 16 + 16 + 8 + 4 + 1;
