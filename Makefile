@@ -91,6 +91,17 @@ abi-check:
 	@if diff -q $(BUILD)/abi.c.txt $(BUILD)/abi.perturbed.txt >/dev/null; then \
 	  echo "abi-check: a perturbed mirror was not detected"; exit 1; fi
 	@echo "abi-check: $$(grep -c '^STRUCT' $(BUILD)/abi.c.txt) structs, $$(grep -c 'FIELD' $(BUILD)/abi.c.txt) fields, $$(grep -c '^CONST' $(BUILD)/abi.c.txt) constants match the installed headers"
+	@# What libfabric 1.18-2.6 changed (src/abi/v2.rs): against the facts
+	@# printed from 2.6.0's headers (tests/abi/libfabric-2.6.txt), and against
+	@# the headers themselves when LIBFABRIC2_PREFIX names an installed 2.6.
+	$(CARGO) run --release -q --bin abi-dump -- rust --api 2.6 > $(BUILD)/abi2.rust.txt
+	grep -v '^#' tests/abi/libfabric-2.6.txt | diff -u - $(BUILD)/abi2.rust.txt
+	@if [ -n "$(LIBFABRIC2_PREFIX)" ]; then \
+	  $(CARGO) run --release -q --bin abi-dump -- c --api 2.6 > $(BUILD)/abi_dump2.c && \
+	  $(CC) $(CFLAGS) -I$(LIBFABRIC2_PREFIX)/include -o $(BUILD)/abi_dump2 $(BUILD)/abi_dump2.c && \
+	  $(BUILD)/abi_dump2 | diff -u - $(BUILD)/abi2.rust.txt && \
+	  echo "abi-check: the 2.6 mirror matches $(LIBFABRIC2_PREFIX)/include"; \
+	else echo "abi-check: 2.6 mirror checked against tests/abi/libfabric-2.6.txt (set LIBFABRIC2_PREFIX to check it against 2.6 headers too)"; fi
 
 # Only fi_prov_ini may be exported.
 exports-check: lib

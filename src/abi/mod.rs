@@ -16,6 +16,7 @@
 pub mod consts;
 pub mod libfabric;
 pub mod types;
+pub mod v2;
 pub mod vtables;
 
 pub use consts::*;
@@ -110,6 +111,16 @@ pub fn all_structs() -> Vec<StructLayout> {
 /// Every mirrored constant.
 pub fn all_consts() -> Vec<ConstValue> {
     consts::const_values()
+}
+
+/// The structs and constants libfabric 1.18–2.6 changed (see [`v2`]).
+pub fn v2_structs() -> Vec<StructLayout> {
+    v2::v2_layouts()
+}
+
+/// See [`v2_structs`].
+pub fn v2_consts() -> Vec<ConstValue> {
+    v2::v2_const_values()
 }
 
 /// `FI_VERSION(major, minor)`.

@@ -80,6 +80,13 @@ pub struct DomainAttr {
     pub max_err_data: usize,
     pub mr_cnt: usize,
     pub tclass: u32,
+    /// Fields of API 1.20+ (`max_ep_auth_key`) and 2.0+/2.5+ (abi::v2):
+    /// written for every caller (older applications never read past
+    /// `tclass`), never read from hints (a shorter struct may end there).
+    pub max_ep_auth_key: usize,
+    pub max_group_id: u32,
+    pub max_cntr_value: u64,
+    pub max_err_cntr_value: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -204,6 +211,7 @@ impl Info {
                 max_err_data: d.max_err_data,
                 mr_cnt: d.mr_cnt,
                 tclass: d.tclass,
+                ..Default::default()
             }),
         };
         let fabric = match unsafe { i.fabric_attr.as_ref() } {
@@ -272,7 +280,9 @@ impl CInfoBuilder {
         i.tx_attr = cmem::calloc_one()?;
         i.rx_attr = cmem::calloc_one()?;
         i.ep_attr = cmem::calloc_one()?;
-        i.domain_attr = cmem::calloc_one()?;
+        // libfabric 1.20+ (its core and its applications) reads the longer
+        // struct of abi::v2, whose prefix is the 1.17 one: allocate that.
+        i.domain_attr = cmem::calloc_one::<crate::abi::v2::fi_domain_attr>()? as *mut fi_domain_attr;
         i.fabric_attr = cmem::calloc_one()?;
         let t = s.tx.clone().unwrap_or_default();
         // SAFETY: the attribute structs were just allocated and zeroed.
@@ -355,6 +365,13 @@ impl CInfoBuilder {
         da.max_err_data = d.max_err_data;
         da.mr_cnt = d.mr_cnt;
         da.tclass = d.tclass;
+        // SAFETY: allocated above with the size of the longer struct, of
+        // which `da` (no longer used) covered the prefix.
+        let tail = unsafe { &mut *(i.domain_attr as *mut crate::abi::v2::fi_domain_attr) };
+        tail.max_ep_auth_key = d.max_ep_auth_key;
+        tail.max_group_id = d.max_group_id;
+        tail.max_cntr_value = d.max_cntr_value;
+        tail.max_err_cntr_value = d.max_err_cntr_value;
         let f = s.fabric.clone().unwrap_or_default();
         // SAFETY: as above.
         let fa = unsafe { &mut *i.fabric_attr };

@@ -325,6 +325,12 @@ pub fn template_info(t: &Template, version: u32) -> Info {
             max_err_data: MAX_ERR_DATA,
             mr_cnt: MR_CNT,
             tclass: FI_TC_UNSPEC,
+            // No authorization keys yet (API 1.20+), no peer groups (2.0+);
+            // counters count to the end of a u64 (2.5+).
+            max_ep_auth_key: 0,
+            max_group_id: 0,
+            max_cntr_value: u64::MAX,
+            max_err_cntr_value: u64::MAX,
         }),
         fabric: Some(FabricAttr {
             name: Some(FABRIC_NAME.to_string()),
@@ -543,7 +549,35 @@ fn to_c_list(list: &[Info]) -> Result<*mut fi_info> {
 /// fi_getinfo in Rust: every template that satisfies the request, altered
 /// by the hints and with its addresses resolved, in [`TEMPLATES`] order.
 /// `Err(NODATA)` when nothing matches.
+/// libfabric's internal fi_getinfo flag with which a utility provider asks
+/// for core providers to layer over (`OFI_CORE_PROV_ONLY` in the core's
+/// `include/ofi.h`, the same bit from 1.17 to 2.6).
+pub const OFI_CORE_PROV_ONLY: u64 = 1 << 59;
+
+/// Whether the hints' `prov_name` names rustfab as one of its layers (the
+/// core turns "rustfab;ofi_rxm" into "rustfab;^ofi_rxm" for the core query;
+/// a "^name" excludes).
+fn names_rustfab(hints: Option<&Info>) -> bool {
+    hints
+        .and_then(|h| h.fabric.as_ref())
+        .and_then(|f| f.prov_name.as_deref())
+        .is_some_and(|n| {
+            n.split(';')
+                .any(|p| p.eq_ignore_ascii_case(crate::core::fabric::FABRIC_NAME))
+        })
+}
+
 pub fn getinfo(q: &Query) -> Result<Vec<Info>> {
+    if q.flags & OFI_CORE_PROV_ONLY != 0 && !names_rustfab(q.hints) {
+        // A utility provider (ofi_rxm) looking for a core provider to layer
+        // over: only when the application named rustfab in its layering
+        // request ("rustfab;ofi_rxm"). Native RDM entries are what users get.
+        crate::base::log::log_info!(
+            FI_LOG_CORE,
+            "fi_getinfo: not offered for layering (ask for rustfab;ofi_rxm)"
+        );
+        return Err(Error::NODATA);
+    }
     if q.source() && q.node.is_none() && q.service.is_none() {
         crate::base::log::log_info!(FI_LOG_CORE, "fi_getinfo: FI_SOURCE set, but no node or service");
         return Err(Error::INVAL);
@@ -1864,6 +1898,32 @@ mod tests {
     }
 
     #[test]
+    fn layering_queries_need_rustfab_named() {
+        // ofi_rxm's query for a core provider to layer over: refused unless
+        // the application asked for "rustfab;ofi_rxm" (the core passes
+        // "rustfab;^ofi_rxm" down), whatever the core's version.
+        let mut h = Info::default();
+        let q = |h: &Info| getinfo(&with_node(None, None, OFI_CORE_PROV_ONLY, Some(h))).map(|l| l.len());
+        assert_eq!(q(&h), Err(Error::NODATA));
+        for name in ["^ofi_rxm", "tcp;^ofi_rxm", "verbs;^ofi_rxm", "rustfabx;^ofi_rxm"] {
+            h.fabric = Some(FabricAttr {
+                prov_name: Some(name.into()),
+                ..Default::default()
+            });
+            assert_eq!(q(&h), Err(Error::NODATA), "{name}");
+        }
+        for name in ["rustfab;^ofi_rxm", "RustFab;^ofi_rxm", "rustfab"] {
+            h.fabric = Some(FabricAttr {
+                prov_name: Some(name.into()),
+                ..Default::default()
+            });
+            assert!(q(&h).is_ok_and(|n| n > 0), "{name}");
+        }
+        // Applications' own queries are not affected.
+        assert!(getinfo(&query(None)).is_ok());
+    }
+
+    #[test]
     fn node_service_destination() {
         let l = getinfo(&with_node(Some("127.0.0.1"), Some("9228"), 0, None)).unwrap();
         assert_eq!(names(&l), ["shm", "tcp"]);
@@ -2063,6 +2123,18 @@ mod tests {
             back.push(unsafe { Info::from_c(p) }.unwrap());
             // SAFETY: as above.
             p = unsafe { (*p).next };
+        }
+        // Hints are read as 1.17 structs (an application's may be that
+        // short): the fields of newer APIs come back as zero.
+        let mut l = l;
+        for i in &mut l {
+            let d = i.domain.as_mut().unwrap();
+            (
+                d.max_ep_auth_key,
+                d.max_group_id,
+                d.max_cntr_value,
+                d.max_err_cntr_value,
+            ) = (0, 0, 0, 0);
         }
         assert_eq!(back, l);
         // SAFETY: built by to_c_list, freed once.

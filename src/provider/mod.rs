@@ -17,8 +17,9 @@ pub const PROVIDER_VERSION: u32 = fi_version(
     version_part(env!("CARGO_PKG_VERSION_MAJOR")),
     version_part(env!("CARGO_PKG_VERSION_MINOR")),
 );
-/// The libfabric API level rustfab implements.
-pub const API_VERSION: u32 = fi_version(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+/// The newest libfabric API rustfab implements (it answers every older one
+/// too: docs/libfabric2.md).
+pub const API_VERSION: u32 = crate::abi::v2::API_NEWEST;
 /// The provider name (`fi_info -l`, `fabric_attr->prov_name`).
 #[cfg(test)]
 pub const PROVIDER_NAME: &str = "rustfab";
@@ -68,12 +69,15 @@ pub fn init() -> *mut fi_provider {
         let prov = provider_ptr();
         // ofi_rxm would otherwise layer over our FI_EP_MSG entries and its
         // `rustfab;ofi_rxm` entries would come back *before* our native RDM
-        // ones (docs/abi.md §1.8). Pre-setting disable_layering keeps the native
-        // entries only. The context layout is internal to libfabric, so this
-        // is done only for the 1.17 series whose layout we know.
+        // ones (docs/abi.md §1.8). Pre-setting disable_layering keeps the
+        // native entries only. The context layout is internal to libfabric,
+        // so this is done only for the cores whose layout we checked (1.17
+        // to 2.6: the same `struct ofi_prov_context` in every one); for any
+        // core, fi_getinfo also refuses utility providers' layering queries
+        // unless the application named rustfab (getinfo::OFI_CORE_PROV_ONLY).
         // SAFETY: fi_version() is a pure function of libfabric.
         let v = unsafe { crate::abi::libfabric::libfabric_version() };
-        if v >> 16 == 1 && (v & 0xffff) == 17 {
+        if (fi_version(1, 17)..=fi_version(2, 6)).contains(&v) {
             // SAFETY: `prov` is our static; `context` is 32 bytes, so byte 5 is
             // inside it; libfabric is not using the struct yet (we have not
             // returned it).
