@@ -194,6 +194,16 @@ pub const REQUIRED_MODE: u64 = 0;
 /// offering them.
 pub const OPTIONAL_MODE: u64 = FI_BUFFERED_RECV;
 
+/// [`OPTIONAL_MODE`] at an API version: `FI_BUFFERED_RECV` exists up to 1.22
+/// (2.0 turned mode bit 51 into an internal flag).
+pub fn optional_mode(version: u32) -> u64 {
+    if version <= crate::abi::v2::API_LAST_BUFFERED_RECV {
+        OPTIONAL_MODE
+    } else {
+        OPTIONAL_MODE & !FI_BUFFERED_RECV
+    }
+}
+
 /// `FI_TC_BEST_EFFORT` (`fabric.h`: `FI_TC_LABEL`).
 const FI_TC_BEST_EFFORT: u32 = 0x200;
 
@@ -210,6 +220,20 @@ pub struct Template {
     pub caps: u64,
     pub protocol: u32,
     pub max_msg_size: usize,
+}
+
+impl Template {
+    /// The template as an application of API `version` sees it: capability
+    /// bit 48 is `FI_VARIABLE_MSG` up to 1.20 only (undefined in 1.21 and
+    /// 1.22, `FI_EXACT_DIRECTED_RECV` from 2.0, which rustfab does not
+    /// offer: docs/libfabric2.md).
+    pub fn at_version(&self, version: u32) -> Template {
+        let mut t = *self;
+        if version > crate::abi::v2::API_LAST_VARIABLE_MSG {
+            t.caps &= !FI_VARIABLE_MSG;
+        }
+        t
+    }
 }
 
 /// What rustfab offers, in the order fi_getinfo returns it. The auto entry
@@ -609,6 +633,7 @@ pub fn getinfo(q: &Query) -> Result<Vec<Info>> {
 
 /// One template against the request.
 fn offer(q: &Query, p: &Prepared, t: &Template) -> core::result::Result<Info, &'static str> {
+    let t = &t.at_version(q.version);
     transport_filter(q, p, t)?;
     let base = template_info(t, q.version);
     if let Some(h) = q.hints {
@@ -948,7 +973,7 @@ pub fn alter(t: &Template, mut info: Info, hints: Option<&Info>, version: u32) -
     let requested = hints.map_or(0, |h| h.caps);
     info.caps = effective_caps(t.caps, requested);
     let ep_caps = with_directions(info.caps);
-    info.mode = REQUIRED_MODE | (hints.map_or(0, |h| h.mode) & OPTIONAL_MODE);
+    info.mode = REQUIRED_MODE | (hints.map_or(0, |h| h.mode) & optional_mode(version));
     if let Some(h) = hints {
         info.handle = h.handle;
     }
@@ -2266,6 +2291,37 @@ mod tests {
         h.caps = caps;
         h.ep.as_mut().unwrap().ep_type = FI_EP_MSG;
         h
+    }
+
+    #[test]
+    fn what_older_apis_had_is_offered_only_at_them() {
+        let at = |version: u32, h: &Info| {
+            super::getinfo(&Query {
+                version,
+                ..query(Some(h))
+            })
+        };
+        // FI_VARIABLE_MSG (capability bit 48) up to 1.20.
+        let h = msg_hints(FI_MSG | FI_VARIABLE_MSG);
+        assert_ne!(at(fi_version(1, 20), &h).unwrap()[0].caps & FI_VARIABLE_MSG, 0);
+        for v in [fi_version(1, 21), fi_version(1, 22), fi_version(2, 0), fi_version(2, 6)] {
+            // 1.21/1.22: undefined; 2.x: FI_EXACT_DIRECTED_RECV, not offered.
+            assert_eq!(at(v, &h).unwrap_err(), Error::NODATA, "{v:#x}");
+            let l = at(v, &msg_hints(FI_MSG)).unwrap();
+            assert!(l
+                .iter()
+                .all(|i| i.caps & (1 << 48) == 0 && i.rx.as_ref().unwrap().caps & (1 << 48) == 0));
+        }
+        // FI_BUFFERED_RECV (mode bit 51) up to 1.22.
+        let mut h = alloc_hints();
+        h.mode = FI_CONTEXT | FI_BUFFERED_RECV;
+        assert_eq!(at(fi_version(1, 22), &h).unwrap()[0].mode, FI_BUFFERED_RECV);
+        for v in [fi_version(2, 0), fi_version(2, 5)] {
+            let l = at(v, &h).unwrap();
+            assert!(l
+                .iter()
+                .all(|i| i.mode & FI_BUFFERED_RECV == 0 && i.rx.as_ref().unwrap().mode == 0));
+        }
     }
 
     #[test]
