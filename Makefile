@@ -19,7 +19,7 @@ MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
-        c-tests c-tests-tcp examples netns fabtests mpi bench fmt lint clean panic-test
+        c-tests c-tests-tcp examples netns fabtests mpi mpi5 bench fmt lint clean panic-test
 
 all: lib
 
@@ -72,7 +72,7 @@ demo: lib $(BUILD)/bench/rf_bench
 	@echo
 	@$(TIMEOUT) 120 c-tests/bench/demo.sh $(BUILD)/bench/rf_bench
 
-test: lint unit abi-check exports-check header-check man-check c-tests netns panic-test mpi
+test: lint unit abi-check exports-check header-check man-check c-tests netns panic-test mpi mpi5
 
 unit:
 	$(CARGO) test --release
@@ -257,6 +257,18 @@ $(BUILD)/mpi/hello: c-tests/mpi/hello.c
 mpi: lib $(BUILD)/mpi/mpi_test
 	c-tests/mpi/run.sh $(BUILD)/mpi/mpi_test
 	RF_TRANSPORT=tcp c-tests/mpi/run.sh $(BUILD)/mpi/mpi_test
+
+# ---- libfabric 2.x cores and today's MPI releases: the Open MPI 5 and MPICH 5
+# wheels from PyPI (each bundles libfabric 2.5.1) run the MPI test program over
+# rustfab, and fi_getinfo is checked at API 1.17 ... 2.5 through each core
+# (c-tests/libfabric2/run.sh; docs/libfabric2.md).
+$(BUILD)/libfabric2/getinfo_versions: c-tests/libfabric2/getinfo_versions.c c-tests/harness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric
+
+mpi5: lib $(BUILD)/libfabric2/getinfo_versions
+	@mkdir -p $(BUILD)/mpi5
+	c-tests/libfabric2/run.sh $(BUILD)
 
 # ---- the panic boundary, proven with a test build (cargo feature panic-test)
 panic-test:
