@@ -271,17 +271,17 @@ pub fn host_id() -> u64 {
 
 /// A fresh random token for an anonymous shm endpoint.
 pub fn shm_token_random() -> u64 {
-    let mut t: u64 = 0;
-    // SAFETY: getrandom writes at most 8 bytes into `t`.
-    let n = unsafe { libc::getrandom(&mut t as *mut u64 as *mut libc::c_void, 8, 0) };
-    if n != 8 || t == 0 {
-        // Fall back to time ^ pid; uniqueness is rechecked by O_EXCL anyway.
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        t = (now.as_nanos() as u64) ^ ((crate::sys::getpid() as u64) << 32) | 1;
+    match crate::sys::random_u64() {
+        Some(t) if t != 0 => t,
+        _ => {
+            // Fall back to time ^ pid; uniqueness is rechecked by O_EXCL
+            // anyway.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            (now.as_nanos() as u64) ^ ((crate::sys::getpid() as u64) << 32) | 1
+        }
     }
-    t
 }
 
 /// Views a plain C struct as bytes.
