@@ -1,18 +1,19 @@
 //! Every system call and libc function rustfab makes lives under `sys/`
 //! (tests/layering.rs checks it): waiting (eventfd, epoll, poll, monotonic
 //! deadlines), processes (pids, liveness), random numbers, and in the
-//! submodules name resolution ([`resolve`]) and pthread objects
-//! ([`mutex_cond`]).
+//! submodules shared-memory segments ([`shm`]), name resolution
+//! ([`resolve`]) and pthread objects ([`mutex_cond`]).
 //!
 //! Descriptors are [`OwnedFd`]s (closed by dropping them) and calls go
 //! through rustix where it has them; libc remains for what rustix lacks
-//! (`getaddrinfo`, pthread mutex/cond).
+//! (`getaddrinfo`, `atexit`, pthread mutex/cond).
 
 pub mod mutex_cond;
 pub mod resolve;
+pub mod shm;
 pub use mutex_cond::MutexCond;
 
-use crate::base::error::Result;
+use crate::base::error::{Error, Result};
 use core::mem::MaybeUninit;
 use rustix::event::{epoll, EventfdFlags, Timespec};
 #[cfg(test)]
@@ -204,6 +205,16 @@ pub fn random_u64() -> Option<u64> {
     match rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()) {
         Ok(8) => Some(u64::from_ne_bytes(b)),
         _ => None,
+    }
+}
+
+/// Runs `f` when the process calls `exit()` (not when it is killed).
+pub fn at_exit(f: extern "C" fn()) -> Result<()> {
+    // SAFETY: registers a plain extern "C" function with no arguments,
+    // which is all atexit asks of it.
+    match unsafe { libc::atexit(f) } {
+        0 => Ok(()),
+        _ => Err(Error::NOMEM),
     }
 }
 
