@@ -1,13 +1,16 @@
 //! Every system call and libc function rustfab makes lives under `sys/`
 //! (tests/layering.rs checks it): waiting (eventfd, epoll, poll, monotonic
 //! deadlines), processes (pids, liveness), random numbers, and in the
-//! submodules shared-memory segments ([`shm`]), name resolution
+//! submodules shared-memory segments ([`shm`]), the shm doorbell socket
+//! ([`doorbell`]), cross-memory reads ([`cma`]), name resolution
 //! ([`resolve`]) and pthread objects ([`mutex_cond`]).
 //!
 //! Descriptors are [`OwnedFd`]s (closed by dropping them) and calls go
 //! through rustix where it has them; libc remains for what rustix lacks
-//! (`getaddrinfo`, `atexit`, pthread mutex/cond).
+//! (`process_vm_readv`, `getaddrinfo`, `atexit`, pthread mutex/cond).
 
+pub mod cma;
+pub mod doorbell;
 pub mod mutex_cond;
 pub mod resolve;
 pub mod shm;

@@ -78,7 +78,6 @@ pub struct Segment {
     map: SharedMap,
     name: CString,
     owner: bool,
-    pub token: u64,
     /// Owner identity (copied from the header when opened).
     pub owner_pid: i32,
     pub owner_start: u64,
@@ -149,7 +148,6 @@ impl Segment {
             map,
             name: name.clone(),
             owner: true,
-            token,
             owner_pid: pid,
             owner_start: start,
         };
@@ -182,7 +180,6 @@ impl Segment {
             map,
             name,
             owner: false,
-            token,
             owner_pid: 0,
             owner_start: 0,
         };
@@ -316,9 +313,10 @@ impl Segment {
         w.store(SLOT_FREE | (cur & !0xff), Ordering::Release);
     }
 
-    /// The abstract-namespace name of the owner's doorbell socket.
+    /// The abstract-namespace name of the owner's doorbell socket (without
+    /// the kernel's leading NUL: `@rustfab-<uid>-<token>` in `ss -x`).
     pub fn doorbell_name(token: u64) -> Vec<u8> {
-        format!("\0rustfab-{}-{token:016x}", sys::geteuid()).into_bytes()
+        format!("{}{token:016x}", name_prefix()).into_bytes()
     }
 }
 
