@@ -2,8 +2,9 @@
 //! (tests/layering.rs checks it): waiting (eventfd, epoll, poll, monotonic
 //! deadlines), processes (pids, liveness), random numbers, and in the
 //! submodules shared-memory segments ([`shm`]), the shm doorbell socket
-//! ([`doorbell`]), cross-memory reads ([`cma`]), name resolution
-//! ([`resolve`]) and pthread objects ([`mutex_cond`]).
+//! ([`doorbell`]), cross-memory reads ([`cma`]), socket address layouts
+//! ([`sockaddr`]), name resolution ([`resolve`]) and pthread objects
+//! ([`mutex_cond`]).
 //!
 //! Descriptors are [`OwnedFd`]s (closed by dropping them) and calls go
 //! through rustix where it has them; libc remains for what rustix lacks
@@ -14,6 +15,7 @@ pub mod doorbell;
 pub mod mutex_cond;
 pub mod resolve;
 pub mod shm;
+pub mod sockaddr;
 pub use mutex_cond::MutexCond;
 
 use crate::base::error::{Error, Result};
