@@ -62,6 +62,14 @@ impl From<std::io::Error> for Error {
     }
 }
 
+/// The system calls under `sys/` (rustix) report failures as an `Errno`
+/// value rather than through the thread's `errno`; `?` turns it into ours.
+impl From<rustix::io::Errno> for Error {
+    fn from(e: rustix::io::Errno) -> Error {
+        Error::from_errno(e.raw_os_error())
+    }
+}
+
 impl core::fmt::Display for Error {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "{}", strerror(self.0))

@@ -1,23 +1,31 @@
-//! Thin, safe wrappers over the system calls rustfab uses for waiting:
-//! eventfd, epoll, poll, pthread mutex/cond (for `FI_WAIT_MUTEX_COND`), and
-//! monotonic time. Transports keep their own socket/shm calls in their
-//! modules, but every blocking primitive lives here.
+//! Every system call and libc function rustfab makes lives under `sys/`
+//! (tests/layering.rs checks it): waiting (eventfd, epoll, poll, monotonic
+//! deadlines), processes (pids, liveness), random numbers, and in the
+//! submodules shared-memory segments ([`shm`]), the shm doorbell socket
+//! ([`doorbell`]), cross-memory reads ([`cma`]), socket address layouts
+//! ([`sockaddr`]), name resolution ([`resolve`]) and pthread objects
+//! ([`mutex_cond`]).
+//!
+//! Descriptors are [`OwnedFd`]s (closed by dropping them) and calls go
+//! through rustix where it has them; libc remains for what rustix lacks
+//! (`process_vm_readv`, `getaddrinfo`, `atexit`, pthread mutex/cond).
 
+pub mod cma;
+pub mod doorbell;
 pub mod mutex_cond;
 pub mod resolve;
+pub mod shm;
+pub mod sockaddr;
 pub use mutex_cond::MutexCond;
 
 use crate::base::error::{Error, Result};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use core::mem::MaybeUninit;
+use rustix::event::{epoll, EventfdFlags, Timespec};
+#[cfg(test)]
+use rustix::event::{PollFd, PollFlags};
+use rustix::io::Errno;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
-
-fn cvt(r: libc::c_int) -> Result<libc::c_int> {
-    if r < 0 {
-        Err(Error::last_os())
-    } else {
-        Ok(r)
-    }
-}
 
 /// A non-blocking eventfd used as a doorbell: readable while signalled.
 #[derive(Debug)]
@@ -25,24 +33,21 @@ pub struct EventFd(OwnedFd);
 
 impl EventFd {
     pub fn new() -> Result<EventFd> {
-        // SAFETY: eventfd has no memory preconditions; the fd is checked.
-        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
-        // SAFETY: `fd` is a fresh descriptor we own.
-        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+        Ok(EventFd(rustix::event::eventfd(
+            0,
+            EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC,
+        )?))
     }
     /// Makes the fd readable (idempotent until drained).
     pub fn signal(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64. EAGAIN (counter saturated)
-        // still leaves the fd readable, which is all a doorbell needs.
-        unsafe { libc::write(self.0.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+        // EAGAIN (counter saturated) still leaves the fd readable, which is
+        // all a doorbell needs.
+        let _ = rustix::io::write(&self.0, &1u64.to_ne_bytes());
     }
     /// Clears the readable state. Returns whether it was signalled.
     pub fn drain(&self) -> bool {
-        let mut v: u64 = 0;
-        // SAFETY: reads 8 bytes into a live u64; non-blocking.
-        let r = unsafe { libc::read(self.0.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
-        r == 8
+        let mut v = [0u8; 8];
+        matches!(rustix::io::read(&self.0, &mut v), Ok(8))
     }
     pub fn fd(&self) -> RawFd {
         self.0.as_raw_fd()
@@ -54,62 +59,70 @@ impl EventFd {
 #[derive(Debug)]
 pub struct Epoll(OwnedFd);
 
-pub const IN: u32 = libc::EPOLLIN as u32;
-pub const OUT: u32 = libc::EPOLLOUT as u32;
+pub const IN: u32 = epoll::EventFlags::IN.bits();
+pub const OUT: u32 = epoll::EventFlags::OUT.bits();
+
+/// Borrows a descriptor the caller passes as a raw number; a negative one
+/// (no descriptor) is `EBADF`, as the kernel would say.
+///
+/// # Safety
+/// `fd`, if not negative, must be open for the duration of the borrow.
+unsafe fn borrow(fd: RawFd) -> Result<BorrowedFd<'static>> {
+    if fd < 0 {
+        return Err(Errno::BADF.into());
+    }
+    // SAFETY: forwarded to the caller; the borrow never outlives the call
+    // that makes it (every use below passes it straight to one syscall).
+    Ok(unsafe { BorrowedFd::borrow_raw(fd) })
+}
 
 impl Epoll {
     pub fn new() -> Result<Epoll> {
-        // SAFETY: no memory preconditions; the fd is checked.
-        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
-        // SAFETY: `fd` is a fresh descriptor we own.
-        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
+        Ok(Epoll(epoll::create(epoll::CreateFlags::CLOEXEC)?))
     }
-    fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, token: u64) -> Result<()> {
-        let mut ev = libc::epoll_event { events, u64: token };
-        // SAFETY: `ev` is a valid epoll_event for the duration of the call.
-        cvt(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), op, fd, &mut ev) }).map(|_| ())
-    }
+    /// Adds `fd` (or updates it if already a member). `fd` must be open.
     pub fn add(&self, fd: RawFd, events: u32, token: u64) -> Result<()> {
-        match self.ctl(libc::EPOLL_CTL_ADD, fd, events, token) {
-            Err(Error(e)) if e == libc::EEXIST => self.modify(fd, events, token),
-            r => r,
+        // SAFETY: callers pass descriptors they hold open across the call;
+        // a closed number fails with EBADF, it is never dereferenced.
+        let member = unsafe { borrow(fd) }?;
+        let flags = epoll::EventFlags::from_bits_retain(events);
+        match epoll::add(&self.0, member, epoll::EventData::new_u64(token), flags) {
+            Err(Errno::EXIST) => self.modify(fd, events, token),
+            r => Ok(r?),
         }
     }
     pub fn modify(&self, fd: RawFd, events: u32, token: u64) -> Result<()> {
-        self.ctl(libc::EPOLL_CTL_MOD, fd, events, token)
+        // SAFETY: as in `add`.
+        let member = unsafe { borrow(fd) }?;
+        let flags = epoll::EventFlags::from_bits_retain(events);
+        Ok(epoll::modify(&self.0, member, epoll::EventData::new_u64(token), flags)?)
     }
     pub fn delete(&self, fd: RawFd) {
         // Errors (fd already closed or never added) are irrelevant here.
-        let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
+        // SAFETY: as in `add`.
+        if let Ok(member) = unsafe { borrow(fd) } {
+            let _ = epoll::delete(&self.0, member);
+        }
     }
     /// Waits up to `timeout` (None = forever) and returns the ready tokens.
     pub fn wait(&self, out: &mut Vec<(u64, u32)>, max: usize, timeout: Option<Duration>) -> Result<usize> {
         let max = max.clamp(1, 256);
         // Not initialised: this runs on every progress pass (a 3 KiB memset
         // per call showed up in profiles); the kernel writes what it returns.
-        let mut evs = [const { core::mem::MaybeUninit::<libc::epoll_event>::uninit() }; 256];
-        let ms = timeout_ms(timeout);
-        // SAFETY: `evs` has room for `max` events.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.0.as_raw_fd(),
-                evs.as_mut_ptr() as *mut libc::epoll_event,
-                max as libc::c_int,
-                ms,
-            )
+        let mut evs = [const { MaybeUninit::<epoll::Event>::uninit() }; 256];
+        let ts = timespec(timeout);
+        let ready = match epoll::wait(&self.0, &mut evs[..max], ts.as_ref()) {
+            Ok((ready, _)) => ready,
+            Err(Errno::INTR) => return Ok(0),
+            Err(e) => return Err(e.into()),
         };
-        if n < 0 {
-            let e = Error::last_os();
-            return if e.0 == libc::EINTR { Ok(0) } else { Err(e) };
-        }
         out.clear();
-        for ev in &evs[..n as usize] {
-            // SAFETY: epoll_wait initialised the first `n` entries.
-            let ev = unsafe { ev.assume_init() };
-            let (token, events) = (ev.u64, ev.events);
-            out.push((token, events));
-        }
-        Ok(n as usize)
+        out.extend(ready.iter().map(|&ev| {
+            // Copied out first: the kernel's struct is packed on x86-64.
+            let (data, flags) = (ev.data, ev.flags);
+            (data.u64(), flags.bits())
+        }));
+        Ok(out.len())
     }
     pub fn fd(&self) -> RawFd {
         self.0.as_raw_fd()
@@ -128,17 +141,28 @@ pub fn timeout_ms(t: Option<Duration>) -> libc::c_int {
     }
 }
 
+/// `timeout_ms` as the kernel's timespec (None = forever): whole
+/// milliseconds, so poll/epoll_wait keep their millisecond interface and
+/// rounding.
+fn timespec(t: Option<Duration>) -> Option<Timespec> {
+    t.map(|_| {
+        let ms = i64::from(timeout_ms(t));
+        Timespec {
+            tv_sec: ms / 1000,
+            tv_nsec: (ms % 1000) * 1_000_000,
+        }
+    })
+}
+
 #[cfg(test)]
 /// Waits until `fd` is readable or the timeout expires. Returns readiness.
 pub fn poll_readable(fd: RawFd, timeout: Option<Duration>) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
+    // SAFETY: test callers pass descriptors they hold open.
+    let Ok(fd) = (unsafe { borrow(fd) }) else {
+        return false;
     };
-    // SAFETY: one valid pollfd.
-    let r = unsafe { libc::poll(&mut p, 1, timeout_ms(timeout)) };
-    r > 0
+    let mut p = [PollFd::new(&fd, PollFlags::IN)];
+    matches!(rustix::event::poll(&mut p, timespec(timeout).as_ref()), Ok(n) if n > 0)
 }
 
 /// A deadline for libfabric's `int timeout` (milliseconds, negative = none).
@@ -171,14 +195,32 @@ impl Deadline {
 
 /// This process's id.
 pub fn getpid() -> i32 {
-    // SAFETY: getpid has no preconditions.
-    unsafe { libc::getpid() }
+    rustix::process::getpid().as_raw_nonzero().get()
 }
 
 /// Effective uid.
 pub fn geteuid() -> u32 {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
+}
+
+/// Eight random bytes from the kernel (`getrandom`, blocking only until the
+/// pool is first initialised); None if the call fails or comes back short.
+pub fn random_u64() -> Option<u64> {
+    let mut b = [0u8; 8];
+    match rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()) {
+        Ok(8) => Some(u64::from_ne_bytes(b)),
+        _ => None,
+    }
+}
+
+/// Runs `f` when the process calls `exit()` (not when it is killed).
+pub fn at_exit(f: extern "C" fn()) -> Result<()> {
+    // SAFETY: registers a plain extern "C" function with no arguments,
+    // which is all atexit asks of it.
+    match unsafe { libc::atexit(f) } {
+        0 => Ok(()),
+        _ => Err(Error::NOMEM),
+    }
 }
 
 /// Gives up the CPU (`FI_WAIT_YIELD`).
@@ -206,9 +248,71 @@ pub fn process_alive(pid: i32, start: u64) -> bool {
         None => {
             // No /proc entry: the process is gone (or /proc is unavailable,
             // in which case fall back to signal 0).
-            // SAFETY: kill with signal 0 only checks existence/permission.
-            let r = unsafe { libc::kill(pid, 0) };
-            r == 0 && !std::path::Path::new("/proc/self").exists()
+            // Signal 0 only checks existence and permission.
+            let signalable =
+                rustix::process::Pid::from_raw(pid).is_some_and(|p| rustix::process::test_kill_process(p).is_ok());
+            signalable && !std::path::Path::new("/proc/self").exists()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eventfd_in_epoll_signal_and_drain() {
+        let ep = Epoll::new().unwrap();
+        let e = EventFd::new().unwrap();
+        ep.add(e.fd(), IN, 7).unwrap();
+        // Adding again updates rather than failing (EEXIST → modify).
+        ep.add(e.fd(), IN, 9).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(ep.wait(&mut out, 8, Some(Duration::ZERO)).unwrap(), 0);
+        assert!(!e.drain());
+        e.signal();
+        e.signal();
+        assert_eq!(ep.wait(&mut out, 8, Some(Duration::from_secs(5))).unwrap(), 1);
+        assert_eq!(out, vec![(9, IN)]);
+        assert!(poll_readable(e.fd(), Some(Duration::ZERO)));
+        assert!(e.drain(), "two signals, one drain");
+        assert!(!poll_readable(e.fd(), Some(Duration::ZERO)));
+        // An epoll set is itself pollable: readable while a member is.
+        let outer = Epoll::new().unwrap();
+        outer.add(ep.fd(), IN, 1).unwrap();
+        e.signal();
+        assert_eq!(outer.wait(&mut out, 1, Some(Duration::from_secs(5))).unwrap(), 1);
+        assert_eq!(out, vec![(1, IN)]);
+        ep.delete(e.fd());
+        assert_eq!(ep.wait(&mut out, 8, Some(Duration::ZERO)).unwrap(), 0);
+        // A number that is not a descriptor is refused, not trusted.
+        assert!(ep.add(-1, IN, 0).is_err());
+    }
+
+    #[test]
+    fn timeouts_round_up_to_whole_milliseconds() {
+        assert_eq!(timeout_ms(None), -1);
+        assert_eq!(timeout_ms(Some(Duration::ZERO)), 0);
+        assert_eq!(timeout_ms(Some(Duration::from_nanos(1))), 1);
+        assert_eq!(timeout_ms(Some(Duration::from_micros(1500))), 2);
+        assert_eq!(timeout_ms(Some(Duration::from_secs(u64::MAX))), i32::MAX);
+        let ts = timespec(Some(Duration::from_micros(2_000_001))).unwrap();
+        assert_eq!((ts.tv_sec, ts.tv_nsec), (2, 1_000_000));
+        assert!(timespec(None).is_none());
+    }
+
+    #[test]
+    fn processes_and_random_numbers() {
+        let me = getpid();
+        assert!(me > 0);
+        assert_eq!(me as u32, std::process::id());
+        let start = proc_start_time(me).unwrap();
+        assert!(process_alive(me, start));
+        assert!(!process_alive(me, start + 1), "another incarnation of our pid");
+        assert!(!process_alive(0, 0));
+        assert!(!process_alive(-1, 0));
+        let (a, b) = (random_u64().unwrap(), random_u64().unwrap());
+        assert_ne!(a, b);
+        assert!(a != 0 || b != 0);
     }
 }

@@ -14,7 +14,8 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use crate::sys::sockaddr::{self, Kind};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 pub const SHM_PREFIX: &str = "fi_rustfab_shm://";
 pub const AUTO_PREFIX: &str = "fi_rustfab://";
@@ -23,8 +24,8 @@ pub const AUTO_PREFIX: &str = "fi_rustfab://";
 pub const AUTO_ADDR_LEN: usize = AUTO_PREFIX.len() + 16 + 16 + 8 + 4 + 1;
 /// Bytes of an shm address including its NUL.
 pub const SHM_ADDR_LEN: usize = SHM_PREFIX.len() + 16 + 1;
-pub const SIN_LEN: usize = core::mem::size_of::<libc::sockaddr_in>();
-pub const SIN6_LEN: usize = core::mem::size_of::<libc::sockaddr_in6>();
+pub const SIN_LEN: usize = sockaddr::SIN_LEN;
+pub const SIN6_LEN: usize = sockaddr::SIN6_LEN;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Addr {
@@ -68,32 +69,7 @@ impl Addr {
                 v.push(0);
                 v
             }
-            Addr::Inet(SocketAddr::V4(a)) => {
-                let sin = libc::sockaddr_in {
-                    sin_family: libc::AF_INET as libc::sa_family_t,
-                    sin_port: a.port().to_be(),
-                    sin_addr: libc::in_addr {
-                        s_addr: u32::from_ne_bytes(a.ip().octets()),
-                    },
-                    sin_zero: [0; 8],
-                };
-                // SAFETY: sockaddr_in is plain old data with no padding holes
-                // that matter; we copy its bytes.
-                unsafe { as_bytes(&sin) }.to_vec()
-            }
-            Addr::Inet(SocketAddr::V6(a)) => {
-                let sin6 = libc::sockaddr_in6 {
-                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                    sin6_port: a.port().to_be(),
-                    sin6_flowinfo: a.flowinfo().to_be(),
-                    sin6_addr: libc::in6_addr {
-                        s6_addr: a.ip().octets(),
-                    },
-                    sin6_scope_id: a.scope_id(),
-                };
-                // SAFETY: as above.
-                unsafe { as_bytes(&sin6) }.to_vec()
-            }
+            Addr::Inet(a) => sockaddr::encode(&a),
         }
     }
 
@@ -113,40 +89,12 @@ impl Addr {
                 let a = Addr::parse_str(s)?;
                 Ok((a, (end + 1).min(b.len())))
             }
-            FI_SOCKADDR_IN => {
-                if b.len() < SIN_LEN {
-                    return Err(Error::INVAL);
-                }
-                // SAFETY: at least SIN_LEN bytes; read_unaligned copes with any
-                // alignment of the application's buffer.
-                let sin: libc::sockaddr_in = unsafe { core::ptr::read_unaligned(b.as_ptr() as *const _) };
-                if sin.sin_family as i32 != libc::AF_INET {
-                    return Err(Error::INVAL);
-                }
-                let ip = Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
-                Ok((
-                    Addr::Inet(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port)))),
-                    SIN_LEN,
-                ))
-            }
-            FI_SOCKADDR_IN6 => {
-                if b.len() < SIN6_LEN {
-                    return Err(Error::INVAL);
-                }
-                // SAFETY: as above, SIN6_LEN bytes available.
-                let s: libc::sockaddr_in6 = unsafe { core::ptr::read_unaligned(b.as_ptr() as *const _) };
-                if s.sin6_family as i32 != libc::AF_INET6 {
-                    return Err(Error::INVAL);
-                }
-                let ip = Ipv6Addr::from(s.sin6_addr.s6_addr);
-                let a = SocketAddrV6::new(
-                    ip,
-                    u16::from_be(s.sin6_port),
-                    u32::from_be(s.sin6_flowinfo),
-                    s.sin6_scope_id,
-                );
-                Ok((Addr::Inet(SocketAddr::V6(a)), SIN6_LEN))
-            }
+            FI_SOCKADDR_IN => sockaddr::decode(b, Kind::V4)
+                .map(|a| (Addr::Inet(a), SIN_LEN))
+                .ok_or(Error::INVAL),
+            FI_SOCKADDR_IN6 => sockaddr::decode(b, Kind::V6)
+                .map(|a| (Addr::Inet(a), SIN6_LEN))
+                .ok_or(Error::INVAL),
             _ => Err(Error::INVAL),
         }
     }
@@ -209,16 +157,11 @@ fn guess_format(b: &[u8]) -> Result<u32> {
     if b.starts_with(SHM_PREFIX.as_bytes()) || b.starts_with(AUTO_PREFIX.as_bytes()) {
         return Ok(FI_ADDR_STR);
     }
-    if b.len() >= 2 {
-        let fam = u16::from_ne_bytes([b[0], b[1]]) as i32;
-        if fam == libc::AF_INET {
-            return Ok(FI_SOCKADDR_IN);
-        }
-        if fam == libc::AF_INET6 {
-            return Ok(FI_SOCKADDR_IN6);
-        }
+    match sockaddr::kind(b) {
+        Some(Kind::V4) => Ok(FI_SOCKADDR_IN),
+        Some(Kind::V6) => Ok(FI_SOCKADDR_IN6),
+        None => Err(Error::INVAL),
     }
-    Err(Error::INVAL)
 }
 
 /// Deterministic token for an shm endpoint named by `node`/`service`
@@ -270,17 +213,17 @@ pub fn host_id() -> u64 {
 
 /// A fresh random token for an anonymous shm endpoint.
 pub fn shm_token_random() -> u64 {
-    let mut t: u64 = 0;
-    // SAFETY: getrandom writes at most 8 bytes into `t`.
-    let n = unsafe { libc::getrandom(&mut t as *mut u64 as *mut libc::c_void, 8, 0) };
-    if n != 8 || t == 0 {
-        // Fall back to time ^ pid; uniqueness is rechecked by O_EXCL anyway.
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        t = (now.as_nanos() as u64) ^ ((crate::sys::getpid() as u64) << 32) | 1;
+    match crate::sys::random_u64() {
+        Some(t) if t != 0 => t,
+        _ => {
+            // Fall back to time ^ pid; uniqueness is rechecked by O_EXCL
+            // anyway.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            (now.as_nanos() as u64) ^ ((crate::sys::getpid() as u64) << 32) | 1
+        }
     }
-    t
 }
 
 /// Views a plain C struct as bytes.

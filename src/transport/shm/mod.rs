@@ -21,6 +21,8 @@ pub mod segment;
 use crate::base::collections::FastMap;
 use crate::base::error::{Error, Result};
 use crate::sys;
+use crate::sys::cma::{self, CmaError, IoRange};
+use crate::sys::doorbell::{Doorbell, DoorbellAddr, Ringer};
 use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
@@ -28,7 +30,7 @@ use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Pla
 use ring::{cells_for, Ring};
 use segment::{Segment, SlotSender, NSLOTS, SLOT_ACTIVE, SLOT_CLOSED};
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 /// Largest eager message / DATA chunk carried in a ring record.
@@ -105,6 +107,8 @@ struct InSlot {
 
 struct PeerOut {
     seg: Segment,
+    /// The owner's doorbell, rung when it sleeps.
+    bell: DoorbellAddr,
     slot: usize,
     ring: Ring,
     tail: u64,
@@ -121,8 +125,8 @@ pub struct ShmPort {
     seg: Segment,
     token: u64,
     me: SlotSender,
-    doorbell: OwnedFd,
-    ring_tx: OwnedFd,
+    doorbell: Doorbell,
+    ring_tx: Ringer,
     inbound: Vec<InSlot>,
     seen_claims: u64,
     peers: FastMap<u64, PeerOut>,
@@ -133,44 +137,11 @@ pub struct ShmPort {
     backlogged: bool,
 }
 
-fn dgram_socket() -> Result<OwnedFd> {
-    // SAFETY: plain socket creation; the fd is checked.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
-    if fd < 0 {
-        return Err(Error::last_os());
-    }
-    // SAFETY: fresh fd we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn abstract_addr(name: &[u8]) -> (libc::sockaddr_un, libc::socklen_t) {
-    // SAFETY: sockaddr_un is plain data; zeroed is a valid value.
-    let mut sa: libc::sockaddr_un = unsafe { core::mem::zeroed() };
-    sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let n = name.len().min(sa.sun_path.len());
-    for (d, s) in sa.sun_path.iter_mut().zip(&name[..n]) {
-        *d = *s as libc::c_char;
-    }
-    (sa, (core::mem::size_of::<libc::sa_family_t>() + n) as libc::socklen_t)
-}
-
 impl ShmPort {
     /// Creates the endpoint's segment (named by `token`) and doorbell.
     pub fn new(token: u64, limits: Limits) -> Result<ShmPort> {
         let seg = Segment::create(token)?;
-        let doorbell = dgram_socket()?;
-        let (sa, len) = abstract_addr(&Segment::doorbell_name(token));
-        // SAFETY: binding our own socket to a valid sockaddr_un.
-        let r = unsafe { libc::bind(doorbell.as_raw_fd(), &sa as *const _ as *const libc::sockaddr, len) };
-        if r != 0 {
-            return Err(Error::last_os());
-        }
+        let doorbell = Doorbell::bind(&DoorbellAddr::new(&Segment::doorbell_name(token))?)?;
         let pid = sys::getpid();
         Ok(ShmPort {
             me: SlotSender {
@@ -181,7 +152,7 @@ impl ShmPort {
             seg,
             token,
             doorbell,
-            ring_tx: dgram_socket()?,
+            ring_tx: Ringer::new()?,
             inbound: Vec::new(),
             seen_claims: 0,
             peers: FastMap::default(),
@@ -198,7 +169,7 @@ impl ShmPort {
 
     /// The descriptor that turns readable when a peer rings our doorbell.
     pub fn wait_fd(&self) -> RawFd {
-        self.doorbell.as_raw_fd()
+        self.doorbell.fd()
     }
 
     /// Progress engine's sleeper count changed.
@@ -222,14 +193,7 @@ impl ShmPort {
         if !self.sleeping {
             return;
         }
-        let mut buf = [0u8; 64];
-        loop {
-            // SAFETY: non-blocking recv into a local buffer.
-            let r = unsafe { libc::recv(self.doorbell.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, 64, 0) };
-            if r <= 0 {
-                break;
-            }
-        }
+        self.doorbell.drain();
         if self.seg.sleepers() == 0 {
             self.sleeping = false;
         }
@@ -246,12 +210,14 @@ impl ShmPort {
             if !seg.owner_alive() {
                 return Err(Error::ADDRNOTAVAIL);
             }
+            let bell = DoorbellAddr::new(&Segment::doorbell_name(token))?;
             let slot = seg.claim_slot(self.me)?;
             let ring = seg.ring(slot);
             self.peers.insert(
                 token,
                 PeerOut {
                     seg,
+                    bell,
                     slot,
                     ring,
                     tail: 0,
@@ -538,79 +504,30 @@ impl Port for ShmPort {
 /// (`Err(OPNOTSUPP)`), peer gone → `Err(CONNRESET)`, bad remote
 /// addresses → `Err(IO)`.
 pub fn pull(pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
-    let mut local: Vec<libc::iovec> = Vec::with_capacity(8);
-    dst.for_range(0, len, |p, n, _| {
-        local.push(libc::iovec {
-            iov_base: p as *mut libc::c_void,
-            iov_len: n,
-        })
-    });
-    let mut rem: Vec<libc::iovec> = Vec::with_capacity(remote.len());
+    let mut local: Vec<IoRange> = Vec::with_capacity(8);
+    dst.for_range(0, len, |p, n, _| local.push(IoRange::new(p, n)));
+    let mut rem: Vec<IoRange> = Vec::with_capacity(remote.len());
     let mut left = len;
     for &(a, l) in remote {
         if left == 0 {
             break;
         }
         let n = (l as usize).min(left);
-        rem.push(libc::iovec {
-            iov_base: a as usize as *mut libc::c_void,
-            iov_len: n,
-        });
+        rem.push(IoRange::new(a as usize, n));
         left -= n;
     }
-    let mut done = 0usize;
-    while done < len {
-        let (lv, rv) = (advance(&local, done), advance(&rem, done));
-        // SAFETY: local iovecs describe application memory valid for the
-        // receive; remote ones are addresses in the peer process, which
-        // the kernel checks (EFAULT) — nothing in our process is touched
-        // outside `local`.
-        let r = unsafe {
-            libc::process_vm_readv(
-                pid,
-                lv.as_ptr(),
-                lv.len() as libc::c_ulong,
-                rv.as_ptr(),
-                rv.len() as libc::c_ulong,
-                0,
-            )
-        };
-        if r < 0 {
-            let e = Error::last_os();
-            return Err(match e.0 {
-                libc::ESRCH => Error::CONNRESET,
-                libc::EFAULT => Error::IO,
-                _ => Error::OPNOTSUPP,
-            });
-        }
-        if r == 0 {
-            return Err(Error::IO);
-        }
-        done += r as usize;
-    }
-    Ok(done)
+    // SAFETY: the local ranges are the receive's application buffers,
+    // writable until it completes (fi_recv contract) and never referenced by
+    // Rust code; the remote ones are addresses in the peer process, which
+    // only the kernel touches (checked there).
+    unsafe { cma::read_process(pid, &local, &rem, len) }.map_err(|e| match e {
+        CmaError::Gone => Error::CONNRESET,
+        CmaError::Fault => Error::IO,
+        CmaError::Refused => Error::OPNOTSUPP,
+    })
 }
 
-/// iovecs after skipping `skip` bytes.
-fn advance(v: &[libc::iovec], mut skip: usize) -> Vec<libc::iovec> {
-    let mut out = Vec::with_capacity(v.len());
-    for io in v {
-        if skip >= io.iov_len {
-            skip -= io.iov_len;
-            continue;
-        }
-        // SAFETY: pointer arithmetic within the segment described by `io`.
-        let base = unsafe { (io.iov_base as *mut u8).add(skip) };
-        out.push(libc::iovec {
-            iov_base: base as *mut libc::c_void,
-            iov_len: io.iov_len - skip,
-        });
-        skip = 0;
-    }
-    out
-}
-
-fn ring_doorbell(tx: &OwnedFd, p: &PeerOut) {
+fn ring_doorbell(tx: &Ringer, p: &PeerOut) {
     // Dekker with the sleeper: we published the tail (a SeqCst swap,
     // Ring::publish) then read `sleepers` (SeqCst); it stored `sleepers`
     // (SeqCst) then re-read the tail (SeqCst). In the single order of SeqCst
@@ -618,21 +535,9 @@ fn ring_doorbell(tx: &OwnedFd, p: &PeerOut) {
     if p.seg.sleepers() == 0 {
         return;
     }
-    let (sa, len) = abstract_addr(&Segment::doorbell_name(p.seg.token));
-    let b = [1u8];
-    // SAFETY: sending one byte from a local buffer to a valid sockaddr_un;
-    // failure (full queue, no listener) needs no handling: a full queue
-    // already means "readable".
-    unsafe {
-        libc::sendto(
-            tx.as_raw_fd(),
-            b.as_ptr() as *const libc::c_void,
-            1,
-            libc::MSG_DONTWAIT,
-            &sa as *const _ as *const libc::sockaddr,
-            len,
-        )
-    };
+    // Failure (full queue, no listener) needs no handling: a full queue
+    // already means "readable", and a gone owner is noticed by liveness.
+    tx.ring(&p.bell);
 }
 
 /// Ok(true) written, Ok(false) no room, Err: ring corrupt.

@@ -22,6 +22,7 @@
 use super::ring::{ring_bytes, Ring};
 use crate::base::error::{Error, Result};
 use crate::sys;
+use crate::sys::shm::{Access, SharedMap};
 use core::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use std::ffi::CString;
@@ -72,23 +73,23 @@ pub struct SlotSender {
 }
 
 pub struct Segment {
-    base: *mut u8,
+    /// Reached only through raw pointers and atomics (other processes
+    /// write it).
+    map: SharedMap,
     name: CString,
     owner: bool,
-    pub token: u64,
     /// Owner identity (copied from the header when opened).
     pub owner_pid: i32,
     pub owner_start: u64,
 }
 
-// SAFETY: the mapping is process-wide; shared words are accessed atomically
-// and payload only by copying; users serialise producer/consumer roles.
-unsafe impl Send for Segment {}
-// SAFETY: as above.
-unsafe impl Sync for Segment {}
+/// This user's segment names start with it (in the shm namespace).
+fn name_prefix() -> String {
+    format!("rustfab-{}-", sys::geteuid())
+}
 
 fn seg_name(token: u64) -> CString {
-    CString::new(format!("/rustfab-{}-{token:016x}", sys::geteuid())).unwrap_or_default()
+    CString::new(format!("/{}{token:016x}", name_prefix())).unwrap_or_default()
 }
 
 /// Names created by this process, unlinked at exit if still present.
@@ -103,8 +104,7 @@ extern "C" fn unlink_all_at_exit() {
 pub fn unlink_all() {
     if let Some(mut v) = CREATED.try_lock() {
         for n in v.drain(..) {
-            // SAFETY: `n` is a valid C string.
-            unsafe { libc::shm_unlink(n.as_ptr()) };
+            sys::shm::unlink(&n);
         }
     }
 }
@@ -113,7 +113,7 @@ impl Segment {
     fn word(&self, off: usize) -> &AtomicU64 {
         // SAFETY: every offset used is inside the mapping, 8-aligned, and
         // the word is only accessed atomically by all parties.
-        unsafe { AtomicU64::from_ptr(self.base.add(off) as *mut u64) }
+        unsafe { AtomicU64::from_ptr(self.map.as_ptr().add(off) as *mut u64) }
     }
 
     fn read_u64(&self, off: usize) -> u64 {
@@ -124,45 +124,30 @@ impl Segment {
     /// same name (owner gone) is removed and creation retried once.
     pub fn create(token: u64) -> Result<Segment> {
         ATEXIT.call_once(|| {
-            // SAFETY: registering a plain extern "C" fn with atexit.
-            unsafe { libc::atexit(unlink_all_at_exit) };
+            // Without the registration names are still removed on close,
+            // at provider cleanup and by the next process's sweep.
+            let _ = sys::at_exit(unlink_all_at_exit);
             sweep_stale();
         });
         let name = seg_name(token);
-        let mut fd = open_excl(&name);
-        if fd == Err(Error::ADDRINUSE) && remove_if_stale(&name) {
-            fd = open_excl(&name);
+        let mut fd = sys::shm::create(&name, SEG_SIZE);
+        if fd.as_ref().err() == Some(&Error::ADDRINUSE) && remove_if_stale(&name) {
+            fd = sys::shm::create(&name, SEG_SIZE);
         }
-        let fd = fd?;
-        // SAFETY: `fd` is our fresh shm object; size set before mapping.
-        let r = unsafe { libc::ftruncate(fd, SEG_SIZE as libc::off_t) };
-        if r != 0 {
-            let e = Error::last_os();
-            // SAFETY: closing and unlinking what we just created.
-            unsafe {
-                libc::close(fd);
-                libc::shm_unlink(name.as_ptr());
-            }
-            return Err(e);
-        }
-        let base = map(fd);
-        // SAFETY: fd no longer needed after mmap (or on failure).
-        unsafe { libc::close(fd) };
-        let base = match base {
-            Ok(b) => b,
+        // The descriptor is closed once mapped (or on failure).
+        let map = match SharedMap::new(fd?, SEG_SIZE) {
+            Ok(m) => m,
             Err(e) => {
-                // SAFETY: removing the name we created.
-                unsafe { libc::shm_unlink(name.as_ptr()) };
+                sys::shm::unlink(&name);
                 return Err(e);
             }
         };
         let pid = sys::getpid();
         let start = sys::proc_start_time(pid).unwrap_or(0);
         let seg = Segment {
-            base,
+            map,
             name: name.clone(),
             owner: true,
-            token,
             owner_pid: pid,
             owner_start: start,
         };
@@ -184,27 +169,17 @@ impl Segment {
     /// mode, expected magic/version/geometry, matching token, live owner.
     pub fn open(token: u64) -> Result<Segment> {
         let name = seg_name(token);
-        // SAFETY: valid C string; no O_CREAT, so nothing is created.
-        let fd = unsafe { libc::shm_open(name.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
-        if fd < 0 {
+        let fd = sys::shm::open(&name, Access::ReadWrite).map_err(|_| Error::ADDRNOTAVAIL)?;
+        let private = sys::shm::meta(&fd)
+            .is_ok_and(|m| m.uid == sys::geteuid() && m.mode & 0o077 == 0 && m.size == SEG_SIZE as u64);
+        if !private {
             return Err(Error::ADDRNOTAVAIL);
         }
-        // SAFETY: zeroed stat filled by fstat.
-        let mut st: libc::stat = unsafe { core::mem::zeroed() };
-        // SAFETY: valid fd and stat buffer.
-        let ok = unsafe { libc::fstat(fd, &mut st) } == 0
-            && st.st_uid == sys::geteuid()
-            && st.st_mode & 0o077 == 0
-            && st.st_size as usize == SEG_SIZE;
-        let base = if ok { map(fd) } else { Err(Error::ADDRNOTAVAIL) };
-        // SAFETY: fd no longer needed.
-        unsafe { libc::close(fd) };
-        let base = base?;
+        let map = SharedMap::new(fd, SEG_SIZE)?;
         let mut seg = Segment {
-            base,
+            map,
             name,
             owner: false,
-            token,
             owner_pid: 0,
             owner_start: 0,
         };
@@ -267,7 +242,7 @@ impl Segment {
     fn slot_base(&self, slot: usize) -> *mut u8 {
         debug_assert!(slot < NSLOTS);
         // SAFETY: slot < NSLOTS keeps the offset inside the mapping.
-        unsafe { self.base.add(HEADER + slot * SLOT_STRIDE) }
+        unsafe { self.map.as_ptr().add(HEADER + slot * SLOT_STRIDE) }
     }
 
     fn slot_word(&self, slot: usize, off: usize) -> &AtomicU64 {
@@ -338,9 +313,10 @@ impl Segment {
         w.store(SLOT_FREE | (cur & !0xff), Ordering::Release);
     }
 
-    /// The abstract-namespace name of the owner's doorbell socket.
+    /// The abstract-namespace name of the owner's doorbell socket (without
+    /// the kernel's leading NUL: `@rustfab-<uid>-<token>` in `ss -x`).
     pub fn doorbell_name(token: u64) -> Vec<u8> {
-        format!("\0rustfab-{}-{token:016x}", sys::geteuid()).into_bytes()
+        format!("{}{token:016x}", name_prefix()).into_bytes()
     }
 }
 
@@ -348,48 +324,11 @@ impl Drop for Segment {
     fn drop(&mut self) {
         if self.owner {
             self.mark_closed();
-            // SAFETY: valid C string; unlinking our own name.
-            unsafe { libc::shm_unlink(self.name.as_ptr()) };
+            sys::shm::unlink(&self.name);
             CREATED.lock().retain(|n| n != &self.name);
         }
-        // SAFETY: `base` is our mapping of SEG_SIZE bytes; nothing uses it
-        // after drop (Rings are dropped with their owners first).
-        unsafe { libc::munmap(self.base as *mut libc::c_void, SEG_SIZE) };
-    }
-}
-
-fn open_excl(name: &CString) -> Result<i32> {
-    // SAFETY: valid C string.
-    let fd = unsafe {
-        libc::shm_open(
-            name.as_ptr(),
-            libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC,
-            0o600,
-        )
-    };
-    if fd < 0 {
-        let e = Error::last_os();
-        return Err(if e.0 == libc::EEXIST { Error::ADDRINUSE } else { e });
-    }
-    Ok(fd)
-}
-
-fn map(fd: i32) -> Result<*mut u8> {
-    // SAFETY: mapping a shm fd of SEG_SIZE bytes shared read/write.
-    let p = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            SEG_SIZE,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        Err(Error::last_os())
-    } else {
-        Ok(p as *mut u8)
+        // `map` is unmapped after this: Rings taken from the segment are
+        // used only while it lives (their users keep both together).
     }
 }
 
@@ -398,26 +337,23 @@ const UNINIT_GRACE_SECS: i64 = 10;
 
 /// Removes `name` if it is ours (uid) and its owner process is gone.
 fn remove_if_stale(name: &CString) -> bool {
-    // SAFETY: read-only open of an existing name.
-    let fd = unsafe { libc::shm_open(name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
-    if fd < 0 {
+    let Ok(fd) = sys::shm::open(name, Access::ReadOnly) else {
         return false;
-    }
-    let mut hdr = [0u64; 6];
-    // SAFETY: zeroed stat filled by fstat; pread into a local buffer.
-    let (st_ok, n, ctime) = unsafe {
-        let mut st: libc::stat = core::mem::zeroed();
-        let ok = libc::fstat(fd, &mut st) == 0 && st.st_uid == sys::geteuid();
-        let n = libc::pread(fd, hdr.as_mut_ptr() as *mut libc::c_void, 48, 0);
-        libc::close(fd);
-        (ok, n, st.st_ctime)
     };
-    if !st_ok {
+    let Ok(meta) = sys::shm::meta(&fd) else {
+        return false;
+    };
+    if meta.uid != sys::geteuid() {
         return false;
     }
-    let stale = if n == 48 && hdr[0] == SEG_MAGIC {
-        let pid = (hdr[2] >> 32) as u32 as i32;
-        !sys::process_alive(pid, hdr[3])
+    // The header's first six words: magic, version, ncells|pid, start.
+    let mut hdr = [0u8; 48];
+    let n = sys::shm::read_at(&fd, &mut hdr, 0).unwrap_or(0);
+    drop(fd);
+    let word = |i: usize| u64::from_ne_bytes(hdr[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+    let stale = if n == 48 && word(H_MAGIC / 8) == SEG_MAGIC {
+        let pid = (word(H_NCELLS / 8) >> 32) as u32 as i32;
+        !sys::process_alive(pid, word(H_START / 8))
     } else {
         // No header yet: either a creator that died between create and
         // init, or one that is initialising right now. Only the first can
@@ -425,45 +361,58 @@ fn remove_if_stale(name: &CString) -> bool {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs() as i64);
-        now.is_ok_and(|t| t - ctime > UNINIT_GRACE_SECS)
+        now.is_ok_and(|t| t - meta.ctime > UNINIT_GRACE_SECS)
     };
     if stale {
-        // SAFETY: valid C string.
-        unsafe { libc::shm_unlink(name.as_ptr()) };
+        sys::shm::unlink(name);
     }
     stale
 }
 
 /// Removes our stale segments (owners killed before they could unlink).
 fn sweep_stale() {
-    let prefix = format!("rustfab-{}-", sys::geteuid());
-    let Ok(dir) = std::fs::read_dir("/dev/shm") else { return };
-    for e in dir.flatten() {
-        let n = e.file_name();
-        let Some(n) = n.to_str() else { continue };
-        if n.starts_with(&prefix) {
-            if let Ok(c) = CString::new(format!("/{n}")) {
-                remove_if_stale(&c);
-            }
-        }
+    for name in sys::shm::list(&name_prefix()) {
+        remove_if_stale(&name);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::MetadataExt;
+
+    fn meta_of(token: u64) -> Option<sys::shm::Meta> {
+        let fd = sys::shm::open(&seg_name(token), Access::ReadOnly).ok()?;
+        sys::shm::meta(&fd).ok()
+    }
+
+    /// Leaves an object named like `token`'s segment with a complete
+    /// header that says `pid`/`start` own it, as a killed owner would.
+    fn plant(token: u64, pid: i32, start: u64) {
+        let name = seg_name(token);
+        let map = SharedMap::new(sys::shm::create(&name, SEG_SIZE).unwrap(), SEG_SIZE).unwrap();
+        let w = |off: usize, v: u64| {
+            // SAFETY: header words inside the fresh mapping, 8-aligned,
+            // accessed atomically only.
+            unsafe { AtomicU64::from_ptr(map.as_ptr().add(off).cast()) }.store(v, Ordering::Release)
+        };
+        w(H_VERSION, SEG_VERSION as u64 | ((NSLOTS as u64) << 32));
+        w(H_NCELLS, NCELLS as u64 | ((pid as u32 as u64) << 32));
+        w(H_START, start);
+        w(H_TOKEN, token);
+        w(H_UID, sys::geteuid() as u64);
+        w(H_MAGIC, SEG_MAGIC);
+    }
 
     #[test]
     fn create_open_claim_and_cleanup() {
         let token = crate::transport::addr::shm_token_random();
         let owner = Segment::create(token).unwrap();
-        let path = format!("/dev/shm/rustfab-{}-{token:016x}", sys::geteuid());
-        let md = std::fs::metadata(&path).unwrap();
-        assert_eq!(md.mode() & 0o777, 0o600, "segment must be private");
-        assert_eq!(md.uid(), sys::geteuid());
+        let md = meta_of(token).unwrap();
+        assert_eq!(md.mode & 0o777, 0o600, "segment must be private");
+        assert_eq!(md.uid, sys::geteuid());
+        assert_eq!(md.size, SEG_SIZE as u64);
         // A second exclusive create of the same live name fails.
-        assert!(Segment::create(token).is_err());
+        assert_eq!(Segment::create(token).err(), Some(Error::ADDRINUSE));
         let peer = Segment::open(token).unwrap();
         assert_eq!(peer.owner_pid, sys::getpid());
         assert!(peer.owner_alive());
@@ -483,10 +432,7 @@ mod tests {
         owner.free_slot(s);
         assert_eq!(owner.slot_state(s), SLOT_FREE);
         drop(owner);
-        assert!(
-            !std::path::Path::new(&path).exists(),
-            "segment must be unlinked on close"
-        );
+        assert!(meta_of(token).is_none(), "segment must be unlinked on close");
         assert!(peer.closed());
         assert!(!peer.owner_alive());
         assert!(Segment::open(token).is_err());
@@ -498,21 +444,51 @@ mod tests {
         // A same-named object that is not a rustfab segment (wrong size).
         let token = crate::transport::addr::shm_token_random();
         let name = seg_name(token);
-        // SAFETY: creating a small scratch shm object for the test.
-        unsafe {
-            let fd = libc::shm_open(name.as_ptr(), libc::O_CREAT | libc::O_RDWR, 0o600);
-            assert!(fd >= 0);
-            libc::ftruncate(fd, 4096);
-            libc::close(fd);
-        }
+        drop(sys::shm::create(&name, 4096).unwrap());
         assert!(Segment::open(token).is_err());
         // A name without a header may be a creator still initialising: it
         // is not taken over while young (only after UNINIT_GRACE_SECS).
         assert_eq!(Segment::create(token).err(), Some(Error::ADDRINUSE));
         assert!(!remove_if_stale(&name));
-        // SAFETY: removing the scratch object.
-        unsafe { libc::shm_unlink(name.as_ptr()) };
+        assert!(sys::shm::unlink(&name));
         let s = Segment::create(token).unwrap();
         drop(s);
+        // A well-formed segment that others may read is refused.
+        let token = crate::transport::addr::shm_token_random();
+        let owner = Segment::create(token).unwrap();
+        let path = format!("/dev/shm{}", seg_name(token).to_str().unwrap());
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(Segment::open(token).err(), Some(Error::ADDRNOTAVAIL));
+        drop(owner);
+    }
+
+    #[test]
+    fn dead_owners_segment_is_reclaimed_live_ones_are_not() {
+        // This process's first create sweeps once; have it done before
+        // planting, so that only this test's own sweep runs below.
+        drop(Segment::create(crate::transport::addr::shm_token_random()).unwrap());
+        let me = sys::getpid();
+        let my_start = sys::proc_start_time(me).unwrap();
+        // Same pid, other start time: an earlier incarnation of this pid,
+        // i.e. an owner that died (and whose pid was reused).
+        let token = crate::transport::addr::shm_token_random();
+        plant(token, me, my_start + 1);
+        assert!(!Segment::open(token).unwrap().owner_alive());
+        let seg = Segment::create(token).unwrap();
+        assert_eq!(seg.owner_start, my_start, "ours now");
+        drop(seg);
+        // A live owner's segment stays.
+        let token = crate::transport::addr::shm_token_random();
+        plant(token, me, my_start);
+        assert_eq!(Segment::create(token).err(), Some(Error::ADDRINUSE));
+        assert!(Segment::open(token).unwrap().owner_alive());
+        // A sweep (as at the first create of a process) takes only the dead.
+        let dead = crate::transport::addr::shm_token_random();
+        plant(dead, me, my_start + 1);
+        sweep_stale();
+        assert!(meta_of(dead).is_none(), "dead owner's segment swept");
+        assert!(meta_of(token).is_some(), "live owner's segment kept");
+        assert!(sys::shm::unlink(&seg_name(token)));
     }
 }
