@@ -79,6 +79,52 @@ pub struct Binds {
     pub eq: Option<Held<crate::core::eq::Eq>>,
 }
 
+/// The endpoint's bindings as the engine uses them during one call: where
+/// completions go and how addresses resolve. Borrowed from [`Binds`] (what
+/// `fi_ep_bind` recorded); the engine's tests build one around their own
+/// CQs, counters and address table.
+#[derive(Clone, Copy, Default)]
+pub struct Bound<'a> {
+    pub av: Option<&'a dyn AddrBook>,
+    pub tx_cq: Option<&'a Cq>,
+    pub tx_selective: bool,
+    pub rx_cq: Option<&'a Cq>,
+    pub rx_selective: bool,
+    pub send_cntr: Option<&'a Cntr>,
+    pub recv_cntr: Option<&'a Cntr>,
+}
+
+impl<'a> From<&'a Binds> for Bound<'a> {
+    fn from(b: &'a Binds) -> Bound<'a> {
+        Bound {
+            av: b.av.as_deref().map(|av| av as &dyn AddrBook),
+            tx_cq: b.tx_cq.as_deref(),
+            tx_selective: b.tx_selective,
+            rx_cq: b.rx_cq.as_deref(),
+            rx_selective: b.rx_selective,
+            send_cntr: b.send_cntr.as_deref(),
+            recv_cntr: b.recv_cntr.as_deref(),
+        }
+    }
+}
+
+/// Address resolution the engine needs from an address vector: the peer
+/// behind an `fi_addr` (sends, directed receives) and the `fi_addr` of a
+/// source (`FI_SOURCE`).
+pub trait AddrBook {
+    fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr>;
+    fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t>;
+}
+
+impl AddrBook for Av {
+    fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr> {
+        Av::lookup_addr(self, fi_addr)
+    }
+    fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
+        Av::reverse_lookup(self, a)
+    }
+}
+
 /// A send as the thunks describe it.
 pub struct SendArgs {
     pub dest: fi_addr_t,
@@ -256,13 +302,18 @@ impl Inner {
     /// One progress pass: consume inbound records, fetch matched rendezvous
     /// data, send what that produced, stream pending rendezvous data, notice
     /// dead peers.
-    pub fn progress(&mut self, b: &Binds) {
+    pub fn progress<'a>(&mut self, b: impl Into<Bound<'a>>) {
+        self.pass(&b.into());
+    }
+
+    fn pass(&mut self, b: &Bound<'_>) {
         let (port, st) = (&mut self.port, &mut self.st);
         port.poll(&mut Dlv { st, b });
         st.after_poll(port.as_mut(), b);
     }
 
-    pub fn send(&mut self, b: &Binds, a: SendArgs) -> Result<()> {
+    pub fn send<'a>(&mut self, b: impl Into<Bound<'a>>, a: SendArgs) -> Result<()> {
+        let b = &b.into();
         let peer = match self.st.cfg.fixed_peer {
             Some(p) => p,
             None => {
@@ -280,7 +331,7 @@ impl Inner {
             return Err(Error::MSGSIZE);
         }
         if self.st.tx.len() >= cfg.tx_size {
-            self.progress(b);
+            self.pass(b);
             if self.st.tx.len() >= self.st.cfg.tx_size {
                 return Err(Error::AGAIN);
             }
@@ -291,7 +342,7 @@ impl Inner {
         let claimed = match &b.tx_cq {
             Some(cq) if !a.inject_call => {
                 if cq.claim_slot().is_err() {
-                    self.progress(b);
+                    self.pass(b);
                     cq.claim_slot()?;
                 }
                 true
@@ -310,7 +361,14 @@ impl Inner {
         r
     }
 
-    fn send_claimed(&mut self, b: &Binds, a: SendArgs, peer: Addr, want_completion: bool, claimed: bool) -> Result<()> {
+    fn send_claimed(
+        &mut self,
+        b: &Bound<'_>,
+        a: SendArgs,
+        peer: Addr,
+        want_completion: bool,
+        claimed: bool,
+    ) -> Result<()> {
         let len = a.iov.total();
         let inject = a.inject_call || a.flags & FI_INJECT != 0;
         let delivery = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 && !a.inject_call;
@@ -375,7 +433,7 @@ impl Inner {
                 h.offset = push as u64;
                 let need = table.len() + push + 4 * crate::transport::proto::HDR_LEN;
                 if self.port.room(&peer) < need {
-                    self.progress(b);
+                    self.pass(b);
                     if self.port.room(&peer) < need {
                         return Err(Error::AGAIN);
                     }
@@ -397,19 +455,20 @@ impl Inner {
         Ok(())
     }
 
-    fn send_retry(&mut self, b: &Binds, peer: &Addr, h: &WireHdr, p: Payload<'_>, copy: bool) -> Result<Sent> {
+    fn send_retry(&mut self, b: &Bound<'_>, peer: &Addr, h: &WireHdr, p: Payload<'_>, copy: bool) -> Result<Sent> {
         match self.port.send(peer, h, p, copy) {
             Err(e) if e == Error::AGAIN => {
                 // Our own backlog or unconsumed records may be in the way:
                 // one progress pass, then one more try.
-                self.progress(b);
+                self.pass(b);
                 self.port.send(peer, h, p, copy)
             }
             r => r,
         }
     }
 
-    pub fn recv(&mut self, b: &Binds, a: RecvArgs) -> Result<()> {
+    pub fn recv<'a>(&mut self, b: impl Into<Bound<'a>>, a: RecvArgs) -> Result<()> {
+        let b = &b.into();
         if self.st.buf.is_some() && a.flags & (FI_CLAIM | FI_DISCARD) != 0 && a.flags & FI_PEEK == 0 {
             return self.buf_claim(b, a);
         }
@@ -423,7 +482,7 @@ impl Inner {
             return Err(Error::BADFLAGS);
         }
         if a.flags & (FI_PEEK | FI_CLAIM) == 0 && self.rx_posted() >= self.st.cfg.rx_size {
-            self.progress(b);
+            self.pass(b);
             if self.rx_posted() >= self.st.cfg.rx_size {
                 return Err(Error::AGAIN);
             }
@@ -431,7 +490,7 @@ impl Inner {
         let claimed = match &b.rx_cq {
             Some(cq) => {
                 if cq.claim_slot().is_err() {
-                    self.progress(b);
+                    self.pass(b);
                     cq.claim_slot()?;
                 }
                 true
@@ -458,10 +517,10 @@ impl Inner {
         res
     }
 
-    fn recv_claimed(&mut self, b: &Binds, r: PostedRecv) -> Result<()> {
+    fn recv_claimed(&mut self, b: &Bound<'_>, r: PostedRecv) -> Result<()> {
         let a_flags = r.flags;
         if a_flags & FI_PEEK != 0 {
-            self.progress(b);
+            self.pass(b);
             self.st.peek(b, &r);
             self.st.after_poll(self.port.as_mut(), b);
             return Ok(());
@@ -478,7 +537,8 @@ impl Inner {
 
     /// `fi_cancel`: a posted receive with this context completes with
     /// FI_ECANCELED (exactly one completion). Sends cannot be cancelled.
-    pub fn cancel(&mut self, b: &Binds, context: usize) -> Result<()> {
+    pub fn cancel<'a>(&mut self, b: impl Into<Bound<'a>>, context: usize) -> Result<()> {
+        let b = &b.into();
         let r = self.st.m.cancel(context).ok_or(Error::NOENT)?;
         self.st.complete_rx_err(b, &r, Error::CANCELED, 0, 0, 0, 0);
         Ok(())
@@ -489,7 +549,8 @@ impl Inner {
     /// outstanding completes with `e` (exactly once), and buffered
     /// unexpected messages are dropped. fi_cm(3): "Outstanding operations
     /// posted to the endpoint when fi_shutdown is called will be canceled".
-    pub fn fail_all(&mut self, b: &Binds, e: Error) {
+    pub fn fail_all<'a>(&mut self, b: impl Into<Bound<'a>>, e: Error) {
+        let b = &b.into();
         let st = &mut self.st;
         let ids: Vec<u64> = st.tx.keys().copied().collect();
         for id in ids {
@@ -534,7 +595,7 @@ impl Inner {
 /// The endpoint core as the transport calls it during `poll`.
 struct Dlv<'a> {
     st: &'a mut State,
-    b: &'a Binds,
+    b: &'a Bound<'a>,
 }
 
 impl Delivery for Dlv<'_> {
@@ -566,7 +627,7 @@ impl State {
 
     /// Work that needs the port, after it handed us records: rendezvous
     /// pulls, control records, DATA streaming, peer liveness.
-    fn after_poll(&mut self, port: &mut dyn Port, b: &Binds) {
+    fn after_poll(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         // Every branch is skipped cheaply when idle: this runs on every
         // progress pass (every CQ read of a polling application).
         if !self.pulls.is_empty() {
@@ -586,7 +647,7 @@ impl State {
 
     // ------------------------------------------------------------ inbound
 
-    fn control(&mut self, b: &Binds, src: &Addr, src_pid: i32, h: &WireHdr, p: &dyn PayloadIn) -> Disposition {
+    fn control(&mut self, b: &Bound<'_>, src: &Addr, src_pid: i32, h: &WireHdr, p: &dyn PayloadIn) -> Disposition {
         match h.op {
             op::RTS => self.on_rts(b, src, src_pid, h, p),
             op::ACK => {
@@ -624,7 +685,7 @@ impl State {
         }
     }
 
-    fn on_ack(&mut self, b: &Binds, src: &Addr, h: &WireHdr) {
+    fn on_ack(&mut self, b: &Bound<'_>, src: &Addr, h: &WireHdr) {
         let Some(t) = self.tx.get(&h.msg_id) else { return };
         if t.peer != *src || matches!(t.state, TxState::WaitSent { .. }) {
             return; // not ours to complete: a confused or hostile peer
@@ -637,7 +698,7 @@ impl State {
         self.finish_tx(b, t, status);
     }
 
-    fn sent(&mut self, b: &Binds, msg_id: u64, result: Result<()>) {
+    fn sent(&mut self, b: &Bound<'_>, msg_id: u64, result: Result<()>) {
         let Some(t) = self.tx.get_mut(&msg_id) else { return };
         let TxState::WaitSent { ack } = t.state else { return };
         if result.is_ok() && ack {
@@ -650,7 +711,7 @@ impl State {
 
     /// Where the payload of an arriving MSG goes (fi_msg(3)/fi_tagged(3)
     /// matching; multi-recv buffers take messages at their fill offset).
-    fn place(&mut self, b: &Binds, src: &Addr, src_pid: i32, h: &WireHdr) -> Place {
+    fn place(&mut self, b: &Bound<'_>, src: &Addr, src_pid: i32, h: &WireHdr) -> Place {
         if h.op == op::DATA {
             return self.place_data(src, h);
         }
@@ -717,7 +778,7 @@ impl State {
         }
     }
 
-    fn placed(&mut self, b: &Binds, handle: u32, result: Result<()>) {
+    fn placed(&mut self, b: &Bound<'_>, handle: u32, result: Result<()>) {
         if handle & STREAM_HANDLE != 0 {
             return self.stream_placed(b, handle & !STREAM_HANDLE, result);
         }
@@ -763,7 +824,7 @@ impl State {
 
     /// A multi-recv buffer with too little room left is handed back with an
     /// (empty) FI_MULTI_RECV completion.
-    fn release_multi(&mut self, b: &Binds, r: &PostedRecv) {
+    fn release_multi(&mut self, b: &Bound<'_>, r: &PostedRecv) {
         let h = WireHdr::default();
         self.complete_rx(b, r, None, &h, r.iov.addr_at(r.used), 0, 0, FI_MULTI_RECV);
     }
@@ -788,7 +849,7 @@ impl State {
         })
     }
 
-    fn on_rts(&mut self, b: &Binds, src: &Addr, src_pid: i32, h: &WireHdr, p: &dyn PayloadIn) -> Disposition {
+    fn on_rts(&mut self, b: &Bound<'_>, src: &Addr, src_pid: i32, h: &WireHdr, p: &dyn PayloadIn) -> Disposition {
         let Some(rts) = Self::parse_rts(h, p) else {
             self.ack(*src, h.msg_id, Some(Error::IO), 0);
             return Disposition::Consumed;
@@ -871,7 +932,7 @@ impl State {
 
     /// Moves matched rendezvous messages into place: CMA when the transport
     /// can, else asks the sender to stream (CTS).
-    fn run_pulls(&mut self, port: &mut dyn Port, b: &Binds) {
+    fn run_pulls(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         for p in std::mem::take(&mut self.pulls) {
             let len = p.hdr.len as usize;
             let take = len.min(p.dst.total());
@@ -945,7 +1006,7 @@ impl State {
         }
     }
 
-    fn stream_placed(&mut self, b: &Binds, handle: u32, result: Result<()>) {
+    fn stream_placed(&mut self, b: &Bound<'_>, handle: u32, result: Result<()>) {
         let Some(s) = self.rx.get_mut(handle) else { return };
         if let Err(e) = result {
             let s = self.rx.remove(handle).expect("stream just found");
@@ -975,7 +1036,7 @@ impl State {
 
     // ------------------------------------------------------------ posting
 
-    fn post_recv(&mut self, b: &Binds, mut r: PostedRecv) {
+    fn post_recv(&mut self, b: &Bound<'_>, mut r: PostedRecv) {
         while let Some(idx) = self.m.find_unexpected(&r, None) {
             let u = self.m.take_unexpected(idx).expect("index just found");
             if r.flags & FI_MULTI_RECV == 0 {
@@ -1002,7 +1063,7 @@ impl State {
         self.m.post(r);
     }
 
-    fn deliver_unexpected(&mut self, b: &Binds, r: PostedRecv, dst: IovList, u: Unexpected, extra: u64) {
+    fn deliver_unexpected(&mut self, b: &Bound<'_>, r: PostedRecv, dst: IovList, u: Unexpected, extra: u64) {
         let h = WireHdr {
             flags: u.wire_flags,
             len: u.len as u64,
@@ -1035,7 +1096,7 @@ impl State {
     /// FI_PEEK (fi_tagged(3)): report a matching unexpected message without
     /// receiving it; FI_CLAIM reserves it for a later FI_CLAIM receive;
     /// FI_DISCARD drops it. No match: an FI_ENOMSG error completion.
-    fn peek(&mut self, b: &Binds, r: &PostedRecv) {
+    fn peek(&mut self, b: &Bound<'_>, r: &PostedRecv) {
         let Some(idx) = self.m.find_unexpected(r, None) else {
             self.complete_rx_err(b, r, Error::NOMSG, r.tag, 0, 0, 0);
             return;
@@ -1067,7 +1128,7 @@ impl State {
 
     /// FI_CLAIM receive: takes the message an earlier FI_PEEK|FI_CLAIM with
     /// the same context reserved (FI_DISCARD: drop it instead).
-    fn claim(&mut self, b: &Binds, r: PostedRecv) -> Result<()> {
+    fn claim(&mut self, b: &Bound<'_>, r: PostedRecv) -> Result<()> {
         let idx = self
             .m
             .find_unexpected(
@@ -1101,7 +1162,7 @@ impl State {
 
     // ------------------------------------------------------------ sending
 
-    fn pump(&mut self, port: &mut dyn Port, b: &Binds) {
+    fn pump(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         let mut failed = Vec::new();
         for (id, t) in self.tx.iter_mut() {
             let TxState::Streaming { handle, off, end } = &mut t.state else {
@@ -1149,7 +1210,7 @@ impl State {
         !self.tx.is_empty() || !self.rx.is_empty() || self.buf.as_ref().is_some_and(|x| x.streaming())
     }
 
-    fn watch_peers(&mut self, port: &mut dyn Port, b: &Binds) {
+    fn watch_peers(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         // Liveness checks cost a clock read and possibly a /proc read: do
         // them only while something waits on a peer, every 64th pass.
         self.watch_tick = self.watch_tick.wrapping_add(1);
@@ -1159,7 +1220,7 @@ impl State {
         self.handle_events(port, b);
     }
 
-    fn check_liveness(&mut self, port: &mut dyn Port, b: &Binds) {
+    fn check_liveness(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         let mut last: Option<Addr> = None;
         for t in self.tx.values() {
             if last != Some(t.peer) {
@@ -1189,7 +1250,7 @@ impl State {
         }
     }
 
-    fn handle_events(&mut self, port: &mut dyn Port, b: &Binds) {
+    fn handle_events(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         for ev in port.take_events() {
             let PeerEvent::Failed(peer) = ev;
             let ids: Vec<u64> = self
@@ -1221,7 +1282,7 @@ impl State {
 
     // ------------------------------------------------------------ completions
 
-    fn finish_tx(&mut self, b: &Binds, t: TxOp, status: Result<()>) {
+    fn finish_tx(&mut self, b: &Bound<'_>, t: TxOp, status: Result<()>) {
         let flags = FI_SEND | if t.tagged { FI_TAGGED } else { FI_MSG };
         let entry = CqEntry {
             len: 0,
@@ -1232,20 +1293,20 @@ impl State {
                 if let Some(c) = &b.send_cntr {
                     c.inc();
                 }
-                cq_success(b.tx_cq.as_deref(), t.claimed, t.want_completion, entry);
+                cq_success(b.tx_cq, t.claimed, t.want_completion, entry);
             }
             Err(e) => {
                 if let Some(c) = &b.send_cntr {
                     c.inc_err();
                 }
                 let entry = CqEntry { len: t.len, ..entry };
-                cq_error(b.tx_cq.as_deref(), t.claimed, CqErrEntry::new(entry, e.0));
+                cq_error(b.tx_cq, t.claimed, CqErrEntry::new(entry, e.0));
             }
         }
         let _ = t.flags;
     }
 
-    fn src_fi_addr(&self, b: &Binds, src: &Addr) -> Option<fi_addr_t> {
+    fn src_fi_addr(&self, b: &Bound<'_>, src: &Addr) -> Option<fi_addr_t> {
         b.av.as_ref().and_then(|av| av.reverse_lookup(src))
     }
 
@@ -1254,7 +1315,7 @@ impl State {
     #[allow(clippy::too_many_arguments)]
     fn complete_rx(
         &mut self,
-        b: &Binds,
+        b: &Bound<'_>,
         r: &PostedRecv,
         src: Option<Addr>,
         h: &WireHdr,
@@ -1294,14 +1355,14 @@ impl State {
                     c.inc();
                 }
                 let want = !b.rx_selective || r.flags & FI_COMPLETION != 0;
-                cq_success(b.rx_cq.as_deref(), r.claimed, want, entry);
+                cq_success(b.rx_cq, r.claimed, want, entry);
             }
             Some((e, err_data)) => {
                 if let Some(c) = &b.recv_cntr {
                     c.inc_err();
                 }
                 cq_error(
-                    b.rx_cq.as_deref(),
+                    b.rx_cq,
                     r.claimed,
                     CqErrEntry {
                         entry,
@@ -1316,7 +1377,16 @@ impl State {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn complete_rx_err(&mut self, b: &Binds, r: &PostedRecv, e: Error, tag: u64, data: u64, olen: usize, extra: u64) {
+    fn complete_rx_err(
+        &mut self,
+        b: &Bound<'_>,
+        r: &PostedRecv,
+        e: Error,
+        tag: u64,
+        data: u64,
+        olen: usize,
+        extra: u64,
+    ) {
         if let Some(c) = &b.recv_cntr {
             c.inc_err();
         }
@@ -1327,7 +1397,7 @@ impl State {
             ..CqEntry::new(r.context as *mut c_void, flags)
         };
         cq_error(
-            b.rx_cq.as_deref(),
+            b.rx_cq,
             r.claimed,
             CqErrEntry {
                 olen,
@@ -1390,7 +1460,7 @@ impl Inner {
     /// A receive posted with FI_CLAIM or FI_DISCARD whose context is the
     /// `fi_recv_context` of a reported message. Anything else: -FI_EINVAL
     /// (the pointer is only looked up, never followed).
-    fn buf_claim(&mut self, b: &Binds, a: RecvArgs) -> Result<()> {
+    fn buf_claim(&mut self, b: &Bound<'_>, a: RecvArgs) -> Result<()> {
         let Some(bf) = self.st.buf.as_mut() else {
             return Err(Error::INVAL);
         };
@@ -1410,7 +1480,7 @@ impl Inner {
         let claimed = match &b.rx_cq {
             Some(cq) => {
                 if cq.claim_slot().is_err() {
-                    self.progress(b);
+                    self.pass(b);
                     cq.claim_slot()?;
                 }
                 true
@@ -1493,9 +1563,9 @@ impl State {
     }
 
     /// An eager message nobody posted for: into a pool buffer.
-    fn buf_place(&mut self, b: &Binds, src: &Addr, src_pid: i32, h: &WireHdr) -> Place {
+    fn buf_place(&mut self, b: &Bound<'_>, src: &Addr, src_pid: i32, h: &WireHdr) -> Place {
         let len = h.len as usize;
-        let Some(cq) = b.rx_cq.as_deref() else {
+        let Some(cq) = b.rx_cq else {
             return Place::Stall;
         };
         if cq.claim_slot().is_err() {
@@ -1522,9 +1592,9 @@ impl State {
 
     /// A rendezvous message nobody posted for: admitted, its prefix (or all
     /// of it, up to the limit) fetched after this pass.
-    fn buf_rts(&mut self, b: &Binds, src: &Addr, src_pid: i32, h: &WireHdr, rts: RtsInfo) -> Disposition {
+    fn buf_rts(&mut self, b: &Bound<'_>, src: &Addr, src_pid: i32, h: &WireHdr, rts: RtsInfo) -> Disposition {
         let len = h.len as usize;
-        let Some(cq) = b.rx_cq.as_deref() else {
+        let Some(cq) = b.rx_cq else {
             return Disposition::Stall;
         };
         if cq.claim_slot().is_err() {
@@ -1567,7 +1637,7 @@ impl State {
     }
 
     /// A payload (eager, or a prefix chunk) is in its pool buffer.
-    fn buf_placed(&mut self, b: &Binds, hd: u32, result: Result<()>) {
+    fn buf_placed(&mut self, b: &Bound<'_>, hd: u32, result: Result<()>) {
         let Some(bf) = self.buf.as_mut() else { return };
         let Some(m) = bf.get_mut(hd) else { return };
         m.placing = false;
@@ -1610,7 +1680,7 @@ impl State {
 
     /// A message that was never reported goes away (its sender failed, or
     /// its bytes could not be fetched: `ack` tells the sender why).
-    fn buf_drop(&mut self, b: &Binds, hd: u32, ack: Option<Error>) {
+    fn buf_drop(&mut self, b: &Bound<'_>, hd: u32, ack: Option<Error>) {
         let Some(bf) = self.buf.as_mut() else { return };
         let Some(m) = bf.drop_unreported(hd) else { return };
         bf.release(m.buf);
@@ -1625,7 +1695,7 @@ impl State {
     }
 
     /// Starts the prefix fetches admitted during the pass.
-    fn buf_run_pulls(&mut self, port: &mut dyn Port, b: &Binds) {
+    fn buf_run_pulls(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         let Some(bf) = self.buf.as_mut() else { return };
         if bf.pulls.is_empty() {
             return;
@@ -1708,7 +1778,7 @@ impl State {
     }
 
     /// Reports every message whose turn it is.
-    fn buf_report(&mut self, b: &Binds) {
+    fn buf_report(&mut self, b: &Bound<'_>) {
         loop {
             let Some(bf) = self.buf.as_mut() else { return };
             let Some(hd) = bf.next_report() else { return };
@@ -1736,7 +1806,7 @@ impl State {
     }
 
     /// Prefix fetches from senders that died are dropped.
-    fn buf_liveness(&mut self, port: &mut dyn Port, b: &Binds) {
+    fn buf_liveness(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         let Some(bf) = self.buf.as_mut() else { return };
         if !bf.streaming() {
             return;
@@ -1761,7 +1831,7 @@ impl State {
     /// A peer failed: its messages still arriving are dropped; reported ones
     /// stay (the application claims or discards them) but what of them is
     /// still at the sender is gone.
-    fn buf_peer_failed(&mut self, b: &Binds, peer: &Addr) {
+    fn buf_peer_failed(&mut self, b: &Bound<'_>, peer: &Addr) {
         let Some(bf) = self.buf.as_mut() else { return };
         let mut drop = Vec::new();
         for hd in bf.held_from(peer) {
@@ -1849,3 +1919,8 @@ fn place_chunk(m: &mut BufMsg, hd: u32, h: &WireHdr) -> Place {
         take,
     }
 }
+
+#[cfg(test)]
+mod sim;
+#[cfg(test)]
+mod tests;
