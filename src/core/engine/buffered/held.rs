@@ -581,38 +581,6 @@ impl Buffered {
     }
 }
 
-/// Whether an endpoint opened with `info` uses buffered receives:
-/// `FI_BUFFERED_RECV` in its mode (fi_getinfo leaves it there only for
-/// applications whose hints allow it).
-pub fn requested(info: &crate::core::attr::Info) -> bool {
-    let mode = info.mode | info.rx.as_ref().map_or(0, |r| r.mode);
-    mode & crate::abi::FI_BUFFERED_RECV != 0
-}
-
-/// `fi_getopt(FI_OPT_BUFFERED_LIMIT | FI_OPT_BUFFERED_MIN)`: the current
-/// (or default) value. Endpoints without buffered receives have neither
-/// option (-FI_ENOPROTOOPT).
-pub fn getopt(inner: &mut crate::core::engine::Inner, name: i32) -> Result<usize> {
-    let o = inner.buffered_opts().ok_or(Error::NOPROTOOPT)?;
-    match name {
-        crate::abi::FI_OPT_BUFFERED_LIMIT => Ok(o.limit),
-        crate::abi::FI_OPT_BUFFERED_MIN => Ok(o.min),
-        _ => Err(Error::NOPROTOOPT),
-    }
-}
-
-/// `fi_setopt(FI_OPT_BUFFERED_LIMIT | FI_OPT_BUFFERED_MIN)` before enable.
-pub fn setopt(inner: &mut crate::core::engine::Inner, name: i32, v: usize) -> Result<()> {
-    let o = inner.buffered_opts().ok_or(Error::NOPROTOOPT)?;
-    match name {
-        crate::abi::FI_OPT_BUFFERED_LIMIT => o.set_limit(v)?,
-        crate::abi::FI_OPT_BUFFERED_MIN => o.set_min(v)?,
-        _ => return Err(Error::NOPROTOOPT),
-    }
-    inner.advertise_rts_prefix();
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
