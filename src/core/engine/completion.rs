@@ -5,25 +5,77 @@
 
 use super::*;
 
+/// How an operation's completion is reported.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Report {
+    /// A CQ entry on success: not an `fi_inject*` call, not suppressed by
+    /// selective completion. Errors are always reported (fi_cq(3)).
+    pub(super) on_success: bool,
+    /// The operation holds the CQ slot it claimed at post time
+    /// (FI_RM_ENABLED admission), which its completion uses or gives back.
+    pub(super) slot: bool,
+}
+
+/// What a receive got: `len` bytes placed at `buf` of the message `hdr`
+/// from `src`; `olen` > 0 means truncated (FI_ETRUNC, `olen` = the rest);
+/// `extra` completion flags (FI_MULTI_RECV, FI_CLAIM, FI_MORE, ...).
+pub(super) struct Received<'a> {
+    pub(super) src: Option<Addr>,
+    pub(super) hdr: &'a WireHdr,
+    pub(super) buf: usize,
+    pub(super) len: usize,
+    pub(super) olen: usize,
+    pub(super) extra: u64,
+}
+
+/// Why a receive ended without data, and what its error entry says.
+pub(super) struct RxFailure {
+    pub(super) err: Error,
+    pub(super) tag: u64,
+    pub(super) data: u64,
+    pub(super) olen: usize,
+    pub(super) extra: u64,
+}
+
+impl RxFailure {
+    pub(super) fn new(err: Error) -> RxFailure {
+        RxFailure {
+            err,
+            tag: 0,
+            data: 0,
+            olen: 0,
+            extra: 0,
+        }
+    }
+
+    /// The receive of message `hdr` failed: none of its `len` bytes count.
+    pub(super) fn of(err: Error, hdr: &WireHdr, extra: u64) -> RxFailure {
+        RxFailure {
+            err,
+            tag: hdr.tag,
+            data: hdr.data,
+            olen: hdr.len as usize,
+            extra,
+        }
+    }
+}
+
 impl State {
     pub(super) fn src_fi_addr(&self, b: &Bound<'_>, src: &Addr) -> Option<fi_addr_t> {
         b.av.as_ref().and_then(|av| av.reverse_lookup(src))
     }
 
-    /// A receive completed with `n` bytes placed at `buf` (`olen` > 0:
-    /// truncated, reported as FI_ETRUNC with `len = n`, `olen` = the rest).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn complete_rx(
-        &mut self,
-        b: &Bound<'_>,
-        r: &PostedRecv,
-        src: Option<Addr>,
-        h: &WireHdr,
-        buf: usize,
-        n: usize,
-        olen: usize,
-        extra: u64,
-    ) {
+    /// A receive completed (successfully, truncated, or from a source
+    /// FI_SOURCE_ERR must report).
+    pub(super) fn complete_rx(&mut self, b: &Bound<'_>, r: &PostedRecv, got: Received<'_>) {
+        let Received {
+            src,
+            hdr: h,
+            buf,
+            len: n,
+            olen,
+            extra,
+        } = got;
         let cq_data = h.flags & flag::REMOTE_CQ_DATA != 0;
         let flags =
             FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG } | if cq_data { FI_REMOTE_CQ_DATA } else { 0 } | extra;
@@ -55,7 +107,14 @@ impl State {
                     c.inc();
                 }
                 let want = !b.rx_selective || r.flags & FI_COMPLETION != 0;
-                cq_success(b.rx_cq, r.claimed, want, entry);
+                cq_success(
+                    b.rx_cq,
+                    Report {
+                        on_success: want,
+                        slot: r.claimed,
+                    },
+                    entry,
+                );
             }
             Some((e, err_data)) => {
                 if let Some(c) = &b.recv_cntr {
@@ -76,32 +135,23 @@ impl State {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn complete_rx_err(
-        &mut self,
-        b: &Bound<'_>,
-        r: &PostedRecv,
-        e: Error,
-        tag: u64,
-        data: u64,
-        olen: usize,
-        extra: u64,
-    ) {
+    /// A receive ended in error (its error entry; the counter's error).
+    pub(super) fn complete_rx_err(&mut self, b: &Bound<'_>, r: &PostedRecv, f: RxFailure) {
         if let Some(c) = &b.recv_cntr {
             c.inc_err();
         }
-        let flags = FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG } | extra;
+        let flags = FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG } | f.extra;
         let entry = CqEntry {
-            data,
-            tag,
+            data: f.data,
+            tag: f.tag,
             ..CqEntry::new(r.context as *mut c_void, flags)
         };
         cq_error(
             b.rx_cq,
             r.claimed,
             CqErrEntry {
-                olen,
-                ..CqErrEntry::new(entry, e.0)
+                olen: f.olen,
+                ..CqErrEntry::new(entry, f.err.0)
             },
         );
     }
@@ -110,9 +160,9 @@ impl State {
 /// Queues a success completion (or, for a silent one, gives back the
 /// slot the operation claimed). A refused push means the CQ is in its
 /// overrun state, which the application learns from the CQ itself.
-pub(super) fn cq_success(cq: Option<&Cq>, claimed: bool, wanted: bool, e: CqEntry) {
+pub(super) fn cq_success(cq: Option<&Cq>, how: Report, e: CqEntry) {
     let Some(cq) = cq else { return };
-    match (wanted, claimed) {
+    match (how.on_success, how.slot) {
         (true, true) => drop(cq.push_claimed(e)),
         (true, false) => drop(cq.push(e)),
         (false, true) => cq.unclaim_slot(),
@@ -120,12 +170,9 @@ pub(super) fn cq_success(cq: Option<&Cq>, claimed: bool, wanted: bool, e: CqEntr
     }
 }
 
-/// Queues an error completion (always reported, fi_cq(3)).
-pub(super) fn cq_error(cq: Option<&Cq>, claimed: bool, e: CqErrEntry) {
+/// Queues an error completion (always reported, fi_cq(3)); `slot`: the
+/// operation claimed one at post time.
+pub(super) fn cq_error(cq: Option<&Cq>, slot: bool, e: CqErrEntry) {
     let Some(cq) = cq else { return };
-    let _ = if claimed {
-        cq.push_err_claimed(e)
-    } else {
-        cq.push_err(e)
-    };
+    let _ = if slot { cq.push_err_claimed(e) } else { cq.push_err(e) };
 }

@@ -1,8 +1,20 @@
-//! The reliable-datagram (`FI_EP_RDM`) endpoint core: posting sends and
-//! receives, the message protocols on top of a transport, completion
-//! generation, cancel, peer failure. No C types beyond plain values: the
-//! thunks in `ep/mod.rs` translate the libfabric calls into [`SendArgs`] /
-//! [`RecvArgs`].
+//! The endpoint engine (RDM endpoints, and connected `FI_EP_MSG` ones with
+//! a fixed peer): posting sends and receives, the message protocols on top
+//! of a transport, completion generation, cancel, peer failure. No C types
+//! beyond plain values: the thunks in `src/fi/ep.rs` translate the
+//! libfabric calls into [`SendArgs`] / [`RecvArgs`]. It reaches its
+//! transport only through [`Port`] and is reached back through
+//! [`Delivery`] ([`EngineDelivery`] during a poll).
+//!
+//! Modules: `send` (post-time checks, eager records, `sent`/ACK, send
+//! completions), `recv` (posting, cancel, matching arrivals, the unexpected
+//! queue, peek/claim), `matching` (posted and unexpected queues, tag rule,
+//! budget; pure), `rendezvous` (RTS, CMA pull or CTS/DATA streaming),
+//! `buffered` (buffered receives; `buffered/held.rs` is their pure
+//! bookkeeping), `peers` (liveness, failure events), `connected` (what
+//! FI_EP_MSG adds: the fixed peer, `fail_all`), `completion` (CQ entries and
+//! counters). Tests: `sim.rs` (an in-memory network of engines) and
+//! `tests/`.
 //!
 //! Protocols (docs/protocol.md):
 //! * **eager** (≤ `EAGER_MAX`, and every inject): one EAGER record carries the
@@ -28,17 +40,17 @@
 //! pushed to CQs (their own locks) while it is held — the order is always
 //! endpoint → CQ, never the reverse (CQ reads progress before locking).
 
-pub mod buffered;
+pub(crate) mod buffered;
 mod completion;
 mod connected;
-pub mod matching;
+pub(crate) mod matching;
 mod peers;
 mod recv;
 mod rendezvous;
 mod send;
 
 use self::buffered::{Buffered, BUF_HANDLE, PREFIX_AUX};
-use self::completion::{cq_error, cq_success};
+use self::completion::{cq_error, cq_success, Received, RxFailure};
 use self::matching::{IovList, Matching, PostedRecv, RtsInfo, UnexBody, Unexpected};
 use self::peers::STREAM_LIVENESS;
 use self::recv::Inflight;
@@ -59,35 +71,35 @@ use std::time::{Duration, Instant};
 
 /// Endpoint attributes that govern the data path (from `fi_info`, setopt).
 #[derive(Clone, Debug)]
-pub struct EpConfig {
-    pub caps: u64,
-    pub tx_op_flags: u64,
-    pub rx_op_flags: u64,
-    pub tx_size: usize,
-    pub rx_size: usize,
-    pub inject_size: usize,
-    pub max_msg_size: usize,
-    pub min_multi_recv: usize,
+pub(crate) struct EpConfig {
+    pub(crate) caps: u64,
+    pub(crate) tx_op_flags: u64,
+    pub(crate) rx_op_flags: u64,
+    pub(crate) tx_size: usize,
+    pub(crate) rx_size: usize,
+    pub(crate) inject_size: usize,
+    pub(crate) max_msg_size: usize,
+    pub(crate) min_multi_recv: usize,
     /// Bytes of unexpected data the endpoint may hold.
-    pub unexp_budget: usize,
+    pub(crate) unexp_budget: usize,
     /// Cross-memory attach allowed (FI_RUSTFAB_SHM_CMA).
-    pub cma: bool,
+    pub(crate) cma: bool,
     /// A connected (`FI_EP_MSG`) endpoint's one peer: sends go there
     /// whatever their destination address, and no AV is used.
-    pub fixed_peer: Option<Addr>,
+    pub(crate) fixed_peer: Option<Addr>,
 }
 
 /// What the endpoint is bound to (fixed once enabled).
 #[derive(Default)]
-pub struct Binds {
-    pub av: Option<Held<Av>>,
-    pub tx_cq: Option<Held<Cq>>,
-    pub tx_selective: bool,
-    pub rx_cq: Option<Held<Cq>>,
-    pub rx_selective: bool,
-    pub send_cntr: Option<Held<Cntr>>,
-    pub recv_cntr: Option<Held<Cntr>>,
-    pub eq: Option<Held<crate::core::eq::Eq>>,
+pub(crate) struct Binds {
+    pub(crate) av: Option<Held<Av>>,
+    pub(crate) tx_cq: Option<Held<Cq>>,
+    pub(crate) tx_selective: bool,
+    pub(crate) rx_cq: Option<Held<Cq>>,
+    pub(crate) rx_selective: bool,
+    pub(crate) send_cntr: Option<Held<Cntr>>,
+    pub(crate) recv_cntr: Option<Held<Cntr>>,
+    pub(crate) eq: Option<Held<crate::core::eq::Eq>>,
 }
 
 /// The endpoint's bindings as the engine uses them during one call: where
@@ -95,14 +107,14 @@ pub struct Binds {
 /// `fi_ep_bind` recorded); the engine's tests build one around their own
 /// CQs, counters and address table.
 #[derive(Clone, Copy, Default)]
-pub struct Bound<'a> {
-    pub av: Option<&'a dyn AddrBook>,
-    pub tx_cq: Option<&'a Cq>,
-    pub tx_selective: bool,
-    pub rx_cq: Option<&'a Cq>,
-    pub rx_selective: bool,
-    pub send_cntr: Option<&'a Cntr>,
-    pub recv_cntr: Option<&'a Cntr>,
+pub(crate) struct Bound<'a> {
+    pub(crate) av: Option<&'a dyn AddrBook>,
+    pub(crate) tx_cq: Option<&'a Cq>,
+    pub(crate) tx_selective: bool,
+    pub(crate) rx_cq: Option<&'a Cq>,
+    pub(crate) rx_selective: bool,
+    pub(crate) send_cntr: Option<&'a Cntr>,
+    pub(crate) recv_cntr: Option<&'a Cntr>,
 }
 
 impl<'a> From<&'a Binds> for Bound<'a> {
@@ -122,7 +134,7 @@ impl<'a> From<&'a Binds> for Bound<'a> {
 /// Address resolution the engine needs from an address vector: the peer
 /// behind an `fi_addr` (sends, directed receives) and the `fi_addr` of a
 /// source (`FI_SOURCE`).
-pub trait AddrBook {
+pub(crate) trait AddrBook {
     fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr>;
     fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t>;
 }
@@ -137,28 +149,28 @@ impl AddrBook for Av {
 }
 
 /// A send as the thunks describe it.
-pub struct SendArgs {
-    pub dest: fi_addr_t,
-    pub iov: IovList,
-    pub tagged: bool,
-    pub tag: u64,
-    pub data: u64,
+pub(crate) struct SendArgs {
+    pub(crate) dest: fi_addr_t,
+    pub(crate) iov: IovList,
+    pub(crate) tagged: bool,
+    pub(crate) tag: u64,
+    pub(crate) data: u64,
     /// Effective operation flags.
-    pub flags: u64,
-    pub context: usize,
+    pub(crate) flags: u64,
+    pub(crate) context: usize,
     /// `fi_inject`/`fi_injectdata`: buffer reusable on return, no completion.
-    pub inject_call: bool,
+    pub(crate) inject_call: bool,
 }
 
 /// A receive as the thunks describe it.
-pub struct RecvArgs {
-    pub src: fi_addr_t,
-    pub iov: IovList,
-    pub tagged: bool,
-    pub tag: u64,
-    pub ignore: u64,
-    pub flags: u64,
-    pub context: usize,
+pub(crate) struct RecvArgs {
+    pub(crate) src: fi_addr_t,
+    pub(crate) iov: IovList,
+    pub(crate) tagged: bool,
+    pub(crate) tag: u64,
+    pub(crate) ignore: u64,
+    pub(crate) flags: u64,
+    pub(crate) context: usize,
 }
 
 struct State {
@@ -178,15 +190,15 @@ struct State {
     buf: Option<Box<Buffered>>,
 }
 
-pub struct Inner {
+pub(crate) struct Inner {
     port: Box<dyn Port>,
     st: State,
 }
 
-pub use crate::transport::PEER_FAILED;
+pub(crate) use crate::transport::PEER_FAILED;
 
 impl Inner {
-    pub fn new(port: Box<dyn Port>, cfg: EpConfig) -> Inner {
+    pub(crate) fn new(port: Box<dyn Port>, cfg: EpConfig) -> Inner {
         Inner {
             port,
             st: State {
@@ -205,70 +217,70 @@ impl Inner {
         }
     }
 
-    pub fn addr(&self) -> Addr {
+    pub(crate) fn addr(&self) -> Addr {
         self.port.addr()
     }
 
-    pub fn wait_fd(&self) -> std::os::fd::RawFd {
+    pub(crate) fn wait_fd(&self) -> std::os::fd::RawFd {
         self.port.wait_fd()
     }
 
-    pub fn set_sleepers(&mut self, n: usize) {
+    pub(crate) fn set_sleepers(&mut self, n: usize) {
         self.port.set_sleepers(n);
     }
 
-    pub fn has_pending(&self) -> bool {
+    pub(crate) fn has_pending(&self) -> bool {
         self.port.has_pending()
     }
 
-    pub fn config(&self) -> &EpConfig {
+    pub(crate) fn config(&self) -> &EpConfig {
         &self.st.cfg
     }
 
-    pub fn config_mut(&mut self) -> &mut EpConfig {
+    pub(crate) fn config_mut(&mut self) -> &mut EpConfig {
         &mut self.st.cfg
     }
 
     /// Whether operations wait on peers (see `State::waits_on_peers`).
-    pub fn waits_on_peers(&self) -> bool {
+    pub(crate) fn waits_on_peers(&self) -> bool {
         self.st.waits_on_peers()
     }
 
-    pub fn tx_outstanding(&self) -> usize {
+    pub(crate) fn tx_outstanding(&self) -> usize {
         self.st.tx.len()
     }
 
-    pub fn rx_posted(&self) -> usize {
+    pub(crate) fn rx_posted(&self) -> usize {
         self.st.m.posted_count() + self.st.rx.len() + self.st.inflight.len() + self.st.pulls.len()
     }
 
     /// One progress pass: consume inbound records, fetch matched rendezvous
     /// data, send what that produced, stream pending rendezvous data, notice
     /// dead peers.
-    pub fn progress<'a>(&mut self, b: impl Into<Bound<'a>>) {
+    pub(crate) fn progress<'a>(&mut self, b: impl Into<Bound<'a>>) {
         self.pass(&b.into());
     }
 
     fn pass(&mut self, b: &Bound<'_>) {
         let (port, st) = (&mut self.port, &mut self.st);
-        port.poll(&mut Dlv { st, b });
+        port.poll(&mut EngineDelivery { st, b });
         st.after_poll(port.as_mut(), b);
     }
 
     /// Endpoint close: orderly goodbye to peers; nothing more completes.
-    pub fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         self.st.buf_close(self.port.as_mut());
         self.port.close();
     }
 }
 
 /// The endpoint core as the transport calls it during `poll`.
-struct Dlv<'a> {
+struct EngineDelivery<'a> {
     st: &'a mut State,
     b: &'a Bound<'a>,
 }
 
-impl Delivery for Dlv<'_> {
+impl Delivery for EngineDelivery<'_> {
     fn place(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr) -> Place {
         self.st.place(self.b, src, src_pid, hdr)
     }
@@ -329,24 +341,7 @@ impl State {
                 Disposition::Consumed
             }
             op::CTS => {
-                if let Some(t) = self.tx.get_mut(&h.msg_id) {
-                    if t.peer == *src && matches!(t.state, TxState::WaitAck) && t.len > t.eager_limit {
-                        // RANGE: only bytes `offset .. len` (a buffered
-                        // receiver fetching a message's prefix).
-                        let (off, end) = if h.flags & flag::RANGE != 0 {
-                            (h.offset as usize, h.len as usize)
-                        } else {
-                            (0, t.len)
-                        };
-                        if off < end && end <= t.len {
-                            t.state = TxState::Streaming {
-                                handle: h.aux,
-                                off,
-                                end,
-                            };
-                        }
-                    }
-                }
+                self.on_cts(src, h);
                 Disposition::Consumed
             }
             _ => Disposition::Consumed,

@@ -10,7 +10,7 @@ pub(super) const STREAM_LIVENESS: Duration = Duration::from_millis(100);
 impl State {
     /// Whether operations wait on peers (liveness checks and a bounded
     /// sleep are needed so a dead peer is noticed).
-    pub fn waits_on_peers(&self) -> bool {
+    pub(crate) fn waits_on_peers(&self) -> bool {
         !self.tx.is_empty() || !self.rx.is_empty() || self.buf.as_ref().is_some_and(|x| x.streaming())
     }
 
@@ -48,8 +48,7 @@ impl State {
         }
         for h in dead {
             if let Some(s) = self.rx.remove(h) {
-                let len = s.hdr.len as usize;
-                self.complete_rx_err(b, &s.recv, PEER_FAILED, s.hdr.tag, s.hdr.data, len, s.extra_flags);
+                self.complete_rx_err(b, &s.recv, RxFailure::of(PEER_FAILED, &s.hdr, s.extra_flags));
             }
         }
     }
@@ -76,8 +75,7 @@ impl State {
                 .collect();
             for h in hs {
                 if let Some(s) = self.rx.remove(h) {
-                    let len = s.hdr.len as usize;
-                    self.complete_rx_err(b, &s.recv, PEER_FAILED, s.hdr.tag, s.hdr.data, len, s.extra_flags);
+                    self.complete_rx_err(b, &s.recv, RxFailure::of(PEER_FAILED, &s.hdr, s.extra_flags));
                 }
             }
             self.buf_peer_failed(b, &peer);

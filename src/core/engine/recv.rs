@@ -16,7 +16,7 @@ pub(super) struct Inflight {
 }
 
 impl Inner {
-    pub fn recv<'a>(&mut self, b: impl Into<Bound<'a>>, a: RecvArgs) -> Result<()> {
+    pub(crate) fn recv<'a>(&mut self, b: impl Into<Bound<'a>>, a: RecvArgs) -> Result<()> {
         let b = &b.into();
         if self.st.buf.is_some() && a.flags & (FI_CLAIM | FI_DISCARD) != 0 && a.flags & FI_PEEK == 0 {
             return self.buf_claim(b, a);
@@ -86,10 +86,10 @@ impl Inner {
 
     /// `fi_cancel`: a posted receive with this context completes with
     /// FI_ECANCELED (exactly one completion). Sends cannot be cancelled.
-    pub fn cancel<'a>(&mut self, b: impl Into<Bound<'a>>, context: usize) -> Result<()> {
+    pub(crate) fn cancel<'a>(&mut self, b: impl Into<Bound<'a>>, context: usize) -> Result<()> {
         let b = &b.into();
         let r = self.st.m.cancel(context).ok_or(Error::NOENT)?;
-        self.st.complete_rx_err(b, &r, Error::CANCELED, 0, 0, 0, 0);
+        self.st.complete_rx_err(b, &r, RxFailure::new(Error::CANCELED));
         Ok(())
     }
 }
@@ -178,18 +178,20 @@ impl State {
                 self.complete_rx(
                     b,
                     &f.recv,
-                    Some(f.src),
-                    &f.hdr,
-                    f.buf,
-                    f.take,
-                    len - f.take,
-                    f.extra_flags,
+                    Received {
+                        src: Some(f.src),
+                        hdr: &f.hdr,
+                        buf: f.buf,
+                        len: f.take,
+                        olen: len - f.take,
+                        extra: f.extra_flags,
+                    },
                 );
                 if f.hdr.flags & flag::ACK_REQ != 0 {
                     self.ack(f.src, f.hdr.msg_id, None, f.take);
                 }
             }
-            Err(e) => self.complete_rx_err(b, &f.recv, e, f.hdr.tag, f.hdr.data, len, f.extra_flags),
+            Err(e) => self.complete_rx_err(b, &f.recv, RxFailure::of(e, &f.hdr, f.extra_flags)),
         }
     }
 
@@ -212,7 +214,18 @@ impl State {
     /// (empty) FI_MULTI_RECV completion.
     pub(super) fn release_multi(&mut self, b: &Bound<'_>, r: &PostedRecv) {
         let h = WireHdr::default();
-        self.complete_rx(b, r, None, &h, r.iov.addr_at(r.used), 0, 0, FI_MULTI_RECV);
+        self.complete_rx(
+            b,
+            r,
+            Received {
+                src: None,
+                hdr: &h,
+                buf: r.iov.addr_at(r.used),
+                len: 0,
+                olen: 0,
+                extra: FI_MULTI_RECV,
+            },
+        );
     }
 
     pub(super) fn post_recv(&mut self, b: &Bound<'_>, mut r: PostedRecv) {
@@ -255,7 +268,18 @@ impl State {
             UnexBody::Eager(data) => {
                 let n = copy_bytes_to_iov(&data, &dst);
                 let buf = dst.addr_at(0);
-                self.complete_rx(b, &r, Some(u.src), &h, buf, n, u.len - n, extra);
+                self.complete_rx(
+                    b,
+                    &r,
+                    Received {
+                        src: Some(u.src),
+                        hdr: &h,
+                        buf,
+                        len: n,
+                        olen: u.len - n,
+                        extra,
+                    },
+                );
                 if u.wire_flags & flag::ACK_REQ != 0 {
                     self.ack(u.src, u.msg_id, None, n);
                 }
@@ -277,7 +301,14 @@ impl State {
     /// FI_DISCARD drops it. No match: an FI_ENOMSG error completion.
     pub(super) fn peek(&mut self, b: &Bound<'_>, r: &PostedRecv) {
         let Some(idx) = self.m.find_unexpected(r, None) else {
-            self.complete_rx_err(b, r, Error::NOMSG, r.tag, 0, 0, 0);
+            self.complete_rx_err(
+                b,
+                r,
+                RxFailure {
+                    tag: r.tag,
+                    ..RxFailure::new(Error::NOMSG)
+                },
+            );
             return;
         };
         let u = self.m.unexpected_at(idx).expect("index just found");
@@ -302,7 +333,18 @@ impl State {
         // The peek completion reports the message's length; no data moved.
         let mut rr = r.clone();
         rr.flags |= FI_COMPLETION;
-        self.complete_rx(b, &rr, Some(src), &h, 0, len, 0, r.flags & (FI_CLAIM | FI_DISCARD));
+        self.complete_rx(
+            b,
+            &rr,
+            Received {
+                src: Some(src),
+                hdr: &h,
+                buf: 0,
+                len,
+                olen: 0,
+                extra: r.flags & (FI_CLAIM | FI_DISCARD),
+            },
+        );
     }
 
     /// FI_CLAIM receive: takes the message an earlier FI_PEEK|FI_CLAIM with
@@ -331,7 +373,18 @@ impl State {
                 data: u.data,
                 ..WireHdr::new(op::EAGER)
             };
-            self.complete_rx(b, &r, Some(u.src), &h, 0, 0, 0, FI_CLAIM | FI_DISCARD);
+            self.complete_rx(
+                b,
+                &r,
+                Received {
+                    src: Some(u.src),
+                    hdr: &h,
+                    buf: 0,
+                    len: 0,
+                    olen: 0,
+                    extra: FI_CLAIM | FI_DISCARD,
+                },
+            );
             return Ok(());
         }
         let dst = r.iov;

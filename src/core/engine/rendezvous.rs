@@ -6,6 +6,52 @@
 
 use super::*;
 
+impl Inner {
+    /// A message above the eager limit: its RTS names the sender's buffer
+    /// (and the op waits for the ACK). A receiver with buffered receives
+    /// asked for the message's start right behind the RTS
+    /// (`Port::rts_prefix`): both records go out back to back, or neither.
+    pub(super) fn send_rts(&mut self, b: &Bound<'_>, mut h: WireHdr, op: TxOp) -> Result<()> {
+        let (peer, len, id) = (op.peer, op.len, h.msg_id);
+        h.op = op::RTS;
+        if self.st.cfg.cma {
+            h.flags |= flag::CMA_OK;
+        }
+        let segs = op.iov.segments();
+        h.aux = segs.len() as u32;
+        let mut table = Vec::with_capacity(segs.len() * IOV_ENTRY);
+        for &(p, l) in segs {
+            table.extend_from_slice(&(p as u64).to_le_bytes());
+            table.extend_from_slice(&(l as u64).to_le_bytes());
+        }
+        let push = self.port.rts_prefix(&peer).min(len).min(op.eager_limit);
+        if push > 0 {
+            h.flags |= flag::PUSH;
+            h.offset = push as u64;
+            let need = table.len() + push + 4 * crate::transport::proto::HDR_LEN;
+            if self.port.room(&peer) < need {
+                self.pass(b);
+                if self.port.room(&peer) < need {
+                    return Err(Error::AGAIN);
+                }
+            }
+        }
+        self.send_retry(b, &peer, &h, Payload::Bytes(&table), true)?;
+        if push > 0 {
+            let mut d = WireHdr::new(op::DATA);
+            d.flags = flag::PUSH;
+            d.msg_id = id;
+            d.len = len as u64;
+            // Cannot fail for room (checked above); a failing peer ends
+            // the send through its failure event.
+            let _ = self.port.send(&peer, &d, Payload::Iov(&op.iov, 0, push), false);
+        }
+        self.st.next_id += 1;
+        self.st.tx.insert(id, op);
+        Ok(())
+    }
+}
+
 /// A receive being filled by DATA records (no-CMA rendezvous).
 pub(super) struct RxStream {
     pub(super) recv: PostedRecv,
@@ -38,6 +84,30 @@ pub(super) struct PendingPull {
 }
 
 impl State {
+    /// The receiver cannot pull: stream the message (RANGE: only bytes
+    /// `offset .. len`, a buffered receiver fetching a prefix). A CTS that
+    /// is not for a rendezvous send of ours waiting for it is ignored.
+    pub(super) fn on_cts(&mut self, src: &Addr, h: &WireHdr) {
+        if let Some(t) = self.tx.get_mut(&h.msg_id) {
+            if t.peer == *src && matches!(t.state, TxState::WaitAck) && t.len > t.eager_limit {
+                // RANGE: only bytes `offset .. len` (a buffered
+                // receiver fetching a message's prefix).
+                let (off, end) = if h.flags & flag::RANGE != 0 {
+                    (h.offset as usize, h.len as usize)
+                } else {
+                    (0, t.len)
+                };
+                if off < end && end <= t.len {
+                    t.state = TxState::Streaming {
+                        handle: h.aux,
+                        off,
+                        end,
+                    };
+                }
+            }
+        }
+    }
+
     pub(super) fn parse_rts(h: &WireHdr, p: &dyn PayloadIn) -> Option<RtsInfo> {
         let table = p.to_vec();
         let mut remote = Vec::with_capacity(table.len() / IOV_ENTRY);
@@ -157,7 +227,18 @@ impl State {
                 match port.pull(p.src_pid, &p.rts.remote, &p.dst, take) {
                     Ok(_) => {
                         self.ack(p.src, p.hdr.msg_id, None, take);
-                        self.complete_rx(b, &p.recv, Some(p.src), &p.hdr, buf, take, len - take, p.extra_flags);
+                        self.complete_rx(
+                            b,
+                            &p.recv,
+                            Received {
+                                src: Some(p.src),
+                                hdr: &p.hdr,
+                                buf,
+                                len: take,
+                                olen: len - take,
+                                extra: p.extra_flags,
+                            },
+                        );
                         continue;
                     }
                     Err(e) if e == Error::OPNOTSUPP => {
@@ -166,7 +247,7 @@ impl State {
                     Err(e) => {
                         self.ack(p.src, p.hdr.msg_id, Some(e), 0);
                         let err = if e == Error::CONNRESET { PEER_FAILED } else { e };
-                        self.complete_rx_err(b, &p.recv, err, p.hdr.tag, p.hdr.data, len, p.extra_flags);
+                        self.complete_rx_err(b, &p.recv, RxFailure::of(err, &p.hdr, p.extra_flags));
                         continue;
                     }
                 }
@@ -226,8 +307,7 @@ impl State {
         let Some(s) = self.rx.get_mut(handle) else { return };
         if let Err(e) = result {
             let s = self.rx.remove(handle).expect("stream just found");
-            let len = s.hdr.len as usize;
-            self.complete_rx_err(b, &s.recv, e, s.hdr.tag, s.hdr.data, len, s.extra_flags);
+            self.complete_rx_err(b, &s.recv, RxFailure::of(e, &s.hdr, s.extra_flags));
             return;
         }
         s.got += s.chunk;
@@ -240,12 +320,14 @@ impl State {
             self.complete_rx(
                 b,
                 &s.recv,
-                Some(s.src),
-                &s.hdr,
-                s.buf,
-                s.take,
-                len - s.take,
-                s.extra_flags,
+                Received {
+                    src: Some(s.src),
+                    hdr: &s.hdr,
+                    buf: s.buf,
+                    len: s.take,
+                    olen: len - s.take,
+                    extra: s.extra_flags,
+                },
             );
         }
     }

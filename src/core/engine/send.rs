@@ -3,6 +3,7 @@
 //! transport reports about it (`Delivery::sent`, ACK), and the send
 //! completion. Larger messages leave through `rendezvous.rs`.
 
+use super::completion::Report;
 use super::*;
 
 pub(super) enum TxState {
@@ -23,23 +24,15 @@ pub(super) struct TxOp {
     pub(super) len: usize,
     pub(super) iov: IovList,
     pub(super) state: TxState,
-    pub(super) want_completion: bool,
-    /// Holds a CQ slot (admission control at post time).
-    pub(super) claimed: bool,
+    pub(super) report: Report,
     /// The eager limit towards this peer (DATA chunk size when streaming).
     pub(super) eager_limit: usize,
 }
 
 impl Inner {
-    pub fn send<'a>(&mut self, b: impl Into<Bound<'a>>, a: SendArgs) -> Result<()> {
+    pub(crate) fn send<'a>(&mut self, b: impl Into<Bound<'a>>, a: SendArgs) -> Result<()> {
         let b = &b.into();
-        let peer = match self.st.cfg.fixed_peer {
-            Some(p) => p,
-            None => {
-                let av = b.av.as_ref().ok_or(Error::NOAV)?;
-                self.port.canonical(&av.lookup_addr(a.dest).ok_or(Error::INVAL)?)
-            }
-        };
+        let peer = self.destination(b, a.dest)?;
         let len = a.iov.total();
         let cfg = &self.st.cfg;
         if len > cfg.max_msg_size {
@@ -55,10 +48,9 @@ impl Inner {
                 return Err(Error::AGAIN);
             }
         }
-        let want_completion = !a.inject_call && (!b.tx_selective || a.flags & FI_COMPLETION != 0);
         // FI_RM_ENABLED: an operation that could overrun the CQ is refused
         // with -FI_EAGAIN at post time; the slot is ours until completion.
-        let claimed = match &b.tx_cq {
+        let slot = match &b.tx_cq {
             Some(cq) if !a.inject_call => {
                 if cq.claim_slot().is_err() {
                     self.pass(b);
@@ -68,11 +60,15 @@ impl Inner {
             }
             _ => false,
         };
+        let report = Report {
+            on_success: !a.inject_call && (!b.tx_selective || a.flags & FI_COMPLETION != 0),
+            slot,
+        };
         if a.flags & FI_MORE != 0 {
             self.port.more_coming();
         }
-        let r = self.send_claimed(b, a, peer, want_completion, claimed);
-        if r.is_err() && claimed {
+        let r = self.start_send(b, a, peer, report);
+        if r.is_err() && slot {
             if let Some(cq) = &b.tx_cq {
                 cq.unclaim_slot();
             }
@@ -80,14 +76,9 @@ impl Inner {
         r
     }
 
-    pub(super) fn send_claimed(
-        &mut self,
-        b: &Bound<'_>,
-        a: SendArgs,
-        peer: Addr,
-        want_completion: bool,
-        claimed: bool,
-    ) -> Result<()> {
+    /// Puts a checked send (holding its CQ slot, if any) on the wire: one
+    /// eager record, or a rendezvous request.
+    fn start_send(&mut self, b: &Bound<'_>, a: SendArgs, peer: Addr, report: Report) -> Result<()> {
         let len = a.iov.total();
         let inject = a.inject_call || a.flags & FI_INJECT != 0;
         let delivery = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 && !a.inject_call;
@@ -111,69 +102,32 @@ impl Inner {
             len,
             iov: a.iov,
             state: TxState::WaitAck,
-            want_completion,
-            claimed,
+            report,
             eager_limit: self.port.eager_limit_for(&peer),
         };
-        if len <= op.eager_limit || inject {
-            if delivery {
-                h.flags |= flag::ACK_REQ;
+        if len > op.eager_limit && !inject {
+            return self.send_rts(b, h, op);
+        }
+        if delivery {
+            h.flags |= flag::ACK_REQ;
+        }
+        let sent = self.send_retry(b, &peer, &h, Payload::Iov(&a.iov, 0, len), inject)?;
+        self.st.next_id += 1;
+        match (sent, delivery) {
+            (Sent::Done, false) => self.st.finish_tx(b, op, Ok(())),
+            (Sent::Done, true) => {
+                self.st.tx.insert(id, op);
             }
-            let sent = self.send_retry(b, &peer, &h, Payload::Iov(&a.iov, 0, len), inject)?;
-            self.st.next_id += 1;
-            match (sent, delivery) {
-                (Sent::Done, false) => self.st.finish_tx(b, op, Ok(())),
-                (Sent::Done, true) => {
-                    self.st.tx.insert(id, op);
-                }
-                (Sent::Queued, ack) => {
-                    op.state = TxState::WaitSent { ack };
-                    self.st.tx.insert(id, op);
-                }
+            (Sent::Queued, ack) => {
+                op.state = TxState::WaitSent { ack };
+                self.st.tx.insert(id, op);
             }
-        } else {
-            h.op = op::RTS;
-            if self.st.cfg.cma {
-                h.flags |= flag::CMA_OK;
-            }
-            let segs = a.iov.segments();
-            h.aux = segs.len() as u32;
-            let mut table = Vec::with_capacity(segs.len() * IOV_ENTRY);
-            for &(p, l) in segs {
-                table.extend_from_slice(&(p as u64).to_le_bytes());
-                table.extend_from_slice(&(l as u64).to_le_bytes());
-            }
-            // A receiver with buffered receives asked for the message's
-            // start right behind the RTS (`Port::rts_prefix`): both records
-            // go out back to back, or neither does.
-            let push = self.port.rts_prefix(&peer).min(len).min(op.eager_limit);
-            if push > 0 {
-                h.flags |= flag::PUSH;
-                h.offset = push as u64;
-                let need = table.len() + push + 4 * crate::transport::proto::HDR_LEN;
-                if self.port.room(&peer) < need {
-                    self.pass(b);
-                    if self.port.room(&peer) < need {
-                        return Err(Error::AGAIN);
-                    }
-                }
-            }
-            self.send_retry(b, &peer, &h, Payload::Bytes(&table), true)?;
-            if push > 0 {
-                let mut d = WireHdr::new(op::DATA);
-                d.flags = flag::PUSH;
-                d.msg_id = id;
-                d.len = len as u64;
-                // Cannot fail for room (checked above); a failing peer ends
-                // the send through its failure event.
-                let _ = self.port.send(&peer, &d, Payload::Iov(&a.iov, 0, push), false);
-            }
-            self.st.next_id += 1;
-            self.st.tx.insert(id, op);
         }
         Ok(())
     }
 
+    /// Sends a record, making one progress pass and one more try if the
+    /// transport has no room (`copy`: as `Port::send`).
     pub(super) fn send_retry(
         &mut self,
         b: &Bound<'_>,
@@ -230,14 +184,14 @@ impl State {
                 if let Some(c) = &b.send_cntr {
                     c.inc();
                 }
-                cq_success(b.tx_cq, t.claimed, t.want_completion, entry);
+                cq_success(b.tx_cq, t.report, entry);
             }
             Err(e) => {
                 if let Some(c) = &b.send_cntr {
                     c.inc_err();
                 }
                 let entry = CqEntry { len: t.len, ..entry };
-                cq_error(b.tx_cq, t.claimed, CqErrEntry::new(entry, e.0));
+                cq_error(b.tx_cq, t.report.slot, CqErrEntry::new(entry, e.0));
             }
         }
         let _ = t.flags;

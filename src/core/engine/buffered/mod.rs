@@ -7,7 +7,7 @@
 
 mod held;
 
-pub use held::DEFAULT_POOL;
+pub(crate) use held::DEFAULT_POOL;
 pub(super) use held::{BufMsg, BufOpts, Buffered, PoolBuf, PrefixStream, Stage, BUF_HANDLE, MIN_POOL, PREFIX_AUX};
 
 use super::*;
@@ -15,7 +15,7 @@ use super::*;
 /// Whether an endpoint opened with `info` uses buffered receives:
 /// `FI_BUFFERED_RECV` in its mode (fi_getinfo leaves it there only for
 /// applications whose hints allow it).
-pub fn requested(info: &crate::core::attr::Info) -> bool {
+pub(crate) fn requested(info: &crate::core::attr::Info) -> bool {
     let mode = info.mode | info.rx.as_ref().map_or(0, |r| r.mode);
     mode & crate::abi::FI_BUFFERED_RECV != 0
 }
@@ -23,7 +23,7 @@ pub fn requested(info: &crate::core::attr::Info) -> bool {
 /// `fi_getopt(FI_OPT_BUFFERED_LIMIT | FI_OPT_BUFFERED_MIN)`: the current
 /// (or default) value. Endpoints without buffered receives have neither
 /// option (-FI_ENOPROTOOPT).
-pub fn getopt(inner: &mut Inner, name: i32) -> Result<usize> {
+pub(crate) fn getopt(inner: &mut Inner, name: i32) -> Result<usize> {
     let o = inner.buffered_opts().ok_or(Error::NOPROTOOPT)?;
     match name {
         crate::abi::FI_OPT_BUFFERED_LIMIT => Ok(o.limit),
@@ -33,7 +33,7 @@ pub fn getopt(inner: &mut Inner, name: i32) -> Result<usize> {
 }
 
 /// `fi_setopt(FI_OPT_BUFFERED_LIMIT | FI_OPT_BUFFERED_MIN)` before enable.
-pub fn setopt(inner: &mut Inner, name: i32, v: usize) -> Result<()> {
+pub(crate) fn setopt(inner: &mut Inner, name: i32, v: usize) -> Result<()> {
     let o = inner.buffered_opts().ok_or(Error::NOPROTOOPT)?;
     match name {
         crate::abi::FI_OPT_BUFFERED_LIMIT => o.set_limit(v)?,
@@ -64,7 +64,7 @@ pub fn setopt(inner: &mut Inner, name: i32, v: usize) -> Result<()> {
 impl Inner {
     /// Turns buffered receives on (`FI_BUFFERED_RECV` in the endpoint's
     /// mode): `pool` bytes of provider buffers.
-    pub fn enable_buffered(&mut self, pool: usize) {
+    pub(crate) fn enable_buffered(&mut self, pool: usize) {
         let pool = pool.max(self::buffered::MIN_POOL);
         // The smallest eager limit of the port's peers (auto: shm's).
         let opts = BufOpts::new(self.port.eager_limit(), pool);
@@ -75,7 +75,7 @@ impl Inner {
     /// Tells peers (through the transport) how much of each rendezvous
     /// message to push behind its RTS: `FI_OPT_BUFFERED_MIN`, the prefix a
     /// report with FI_MORE carries. Called again when the option changes.
-    pub fn advertise_rts_prefix(&mut self) {
+    pub(crate) fn advertise_rts_prefix(&mut self) {
         if let Some(bf) = self.st.buf.as_ref() {
             let n = bf.opts.min;
             self.port.set_rts_prefix(n);
@@ -83,14 +83,14 @@ impl Inner {
     }
 
     /// The endpoint's `fid_ep*`, for `fi_recv_context.ep`.
-    pub fn set_ep_fid(&mut self, fid: usize) {
+    pub(crate) fn set_ep_fid(&mut self, fid: usize) {
         if let Some(bf) = self.st.buf.as_mut() {
             bf.ep_fid = fid;
         }
     }
 
     /// `FI_OPT_BUFFERED_LIMIT`/`_MIN`; None without buffered receives.
-    pub fn buffered_opts(&mut self) -> Option<&mut BufOpts> {
+    pub(crate) fn buffered_opts(&mut self) -> Option<&mut BufOpts> {
         self.st.buf.as_mut().map(|bf| &mut bf.opts)
     }
 
@@ -164,14 +164,25 @@ impl Inner {
             }
             let (src, hdr) = (m.src, m.hdr);
             self.st.buf_release(m.buf);
-            self.st.complete_rx(b, &r, Some(src), &hdr, buf, n, len - n, FI_CLAIM);
+            self.st.complete_rx(
+                b,
+                &r,
+                Received {
+                    src: Some(src),
+                    hdr: &hdr,
+                    buf,
+                    len: n,
+                    olen: len - n,
+                    extra: FI_CLAIM,
+                },
+            );
         } else if m.sender_gone || !self.port.sender_alive(m.src_pid, &m.src) {
             // The rest died with its sender: the claim completes in error
             // (exactly once), nothing is fetched.
             let hdr = m.hdr;
             self.st.buf_release(m.buf);
             self.st
-                .complete_rx_err(b, &r, PEER_FAILED, hdr.tag, hdr.data, len, FI_CLAIM);
+                .complete_rx_err(b, &r, RxFailure::of(PEER_FAILED, &hdr, FI_CLAIM));
         } else if let Some(rts) = m.remote {
             // The rest is at the sender: a matched rendezvous from here on
             // (single CMA copy on shm, else the sender streams it).
@@ -445,7 +456,18 @@ impl State {
             };
             let (src, hdr, data) = (m.src, m.hdr, m.buf.data_addr());
             let more = if len > more_than { FI_MORE } else { 0 };
-            self.complete_rx(b, &r, Some(src), &hdr, data, len, 0, more);
+            self.complete_rx(
+                b,
+                &r,
+                Received {
+                    src: Some(src),
+                    hdr: &hdr,
+                    buf: data,
+                    len,
+                    olen: 0,
+                    extra: more,
+                },
+            );
         }
     }
 
