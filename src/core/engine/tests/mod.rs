@@ -5,6 +5,7 @@
 //! the wire.
 
 mod buffered;
+mod corners;
 mod eager;
 mod failure;
 mod rendezvous;
