@@ -12,30 +12,30 @@
 use crate::transport::addr::Addr;
 use std::collections::VecDeque;
 
-pub use crate::transport::iov::{IovList, IOV_MAX};
+pub(crate) use crate::transport::iov::{IovList, IOV_MAX};
 
 /// A posted receive.
 #[derive(Clone, Debug)]
-pub struct PostedRecv {
+pub(crate) struct PostedRecv {
     /// Application context (opaque pointer value).
-    pub context: usize,
-    pub iov: IovList,
+    pub(crate) context: usize,
+    pub(crate) iov: IovList,
     /// Directed receive: only messages from this peer match.
-    pub src: Option<Addr>,
-    pub tagged: bool,
-    pub tag: u64,
-    pub ignore: u64,
+    pub(crate) src: Option<Addr>,
+    pub(crate) tagged: bool,
+    pub(crate) tag: u64,
+    pub(crate) ignore: u64,
     /// Operation flags (FI_COMPLETION, FI_MULTI_RECV, ...).
-    pub flags: u64,
+    pub(crate) flags: u64,
     /// Multi-receive: bytes of the buffer already used.
-    pub used: usize,
+    pub(crate) used: usize,
     /// The receive holds a CQ slot for its completion (FI_RM_ENABLED
     /// admission control; a multi-recv buffer's claim is for its release).
-    pub claimed: bool,
+    pub(crate) claimed: bool,
 }
 
 impl PostedRecv {
-    pub fn matches(&self, tagged: bool, src: &Addr, tag: u64) -> bool {
+    pub(crate) fn matches(&self, tagged: bool, src: &Addr, tag: u64) -> bool {
         self.tagged == tagged
             && self.src.as_ref().is_none_or(|s| s == src)
             && (!tagged || (tag | self.ignore) == (self.tag | self.ignore))
@@ -44,7 +44,7 @@ impl PostedRecv {
 
 /// How an unexpected message's data is held.
 #[derive(Debug)]
-pub enum UnexBody {
+pub(crate) enum UnexBody {
     /// Eager data copied out of the transport (charged to the budget).
     Eager(Vec<u8>),
     /// A rendezvous request: the data is still at the sender.
@@ -53,30 +53,30 @@ pub enum UnexBody {
 
 /// What the receiver needs to pull a rendezvous message.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RtsInfo {
-    pub msg_id: u64,
+pub(crate) struct RtsInfo {
+    pub(crate) msg_id: u64,
     /// The sender's buffer segments (addresses in the sender's process).
-    pub remote: Vec<(u64, u64)>,
-    pub cma_ok: bool,
+    pub(crate) remote: Vec<(u64, u64)>,
+    pub(crate) cma_ok: bool,
 }
 
 /// A message that arrived before a matching receive.
 #[derive(Debug)]
-pub struct Unexpected {
-    pub src: Addr,
+pub(crate) struct Unexpected {
+    pub(crate) src: Addr,
     /// Sender process (shm: for CMA pulls); 0 when not applicable.
-    pub src_pid: i32,
+    pub(crate) src_pid: i32,
     /// The sender's message id (for ACKs).
-    pub msg_id: u64,
-    pub tagged: bool,
-    pub tag: u64,
-    pub data: u64,
+    pub(crate) msg_id: u64,
+    pub(crate) tagged: bool,
+    pub(crate) tag: u64,
+    pub(crate) data: u64,
     /// Transport record flags (remote CQ data, ack request).
-    pub wire_flags: u32,
-    pub len: usize,
-    pub body: UnexBody,
+    pub(crate) wire_flags: u32,
+    pub(crate) len: usize,
+    pub(crate) body: UnexBody,
     /// FI_CLAIM: the message is reserved for the receive with this context.
-    pub claimed_by: Option<usize>,
+    pub(crate) claimed_by: Option<usize>,
 }
 
 impl Unexpected {
@@ -91,9 +91,9 @@ impl Unexpected {
 
 /// Bookkeeping bytes charged per unexpected message, so that a flood of
 /// zero-length messages is bounded too.
-pub const UNEXP_OVERHEAD: usize = 128;
+pub(crate) const UNEXP_OVERHEAD: usize = 128;
 
-pub struct Matching {
+pub(crate) struct Matching {
     untagged: VecDeque<PostedRecv>,
     tagged: VecDeque<PostedRecv>,
     unexpected: VecDeque<Unexpected>,
@@ -102,7 +102,7 @@ pub struct Matching {
 }
 
 impl Matching {
-    pub fn new(budget: usize) -> Matching {
+    pub(crate) fn new(budget: usize) -> Matching {
         Matching {
             untagged: VecDeque::with_capacity(64),
             tagged: VecDeque::with_capacity(64),
@@ -112,17 +112,17 @@ impl Matching {
         }
     }
 
-    pub fn posted_count(&self) -> usize {
+    pub(crate) fn posted_count(&self) -> usize {
         self.untagged.len() + self.tagged.len()
     }
 
     #[cfg(test)]
-    pub fn unexpected_bytes(&self) -> usize {
+    pub(crate) fn unexpected_bytes(&self) -> usize {
         self.unexp_bytes
     }
 
     /// Whether an unexpected message costing `len` data bytes fits the budget.
-    pub fn can_buffer(&self, len: usize) -> bool {
+    pub(crate) fn can_buffer(&self, len: usize) -> bool {
         self.unexp_bytes + UNEXP_OVERHEAD + len <= self.budget
     }
 
@@ -134,26 +134,26 @@ impl Matching {
         }
     }
 
-    pub fn post(&mut self, r: PostedRecv) {
+    pub(crate) fn post(&mut self, r: PostedRecv) {
         self.queue(r.tagged).push_back(r);
     }
 
     /// Index of the first posted receive an arriving message matches.
-    pub fn find_posted(&self, tagged: bool, src: &Addr, tag: u64) -> Option<usize> {
+    pub(crate) fn find_posted(&self, tagged: bool, src: &Addr, tag: u64) -> Option<usize> {
         let q = if tagged { &self.tagged } else { &self.untagged };
         q.iter().position(|r| r.matches(tagged, src, tag))
     }
 
-    pub fn posted_mut(&mut self, tagged: bool, idx: usize) -> Option<&mut PostedRecv> {
+    pub(crate) fn posted_mut(&mut self, tagged: bool, idx: usize) -> Option<&mut PostedRecv> {
         self.queue(tagged).get_mut(idx)
     }
 
-    pub fn take_posted(&mut self, tagged: bool, idx: usize) -> Option<PostedRecv> {
+    pub(crate) fn take_posted(&mut self, tagged: bool, idx: usize) -> Option<PostedRecv> {
         self.queue(tagged).remove(idx)
     }
 
     /// `fi_cancel`: removes the posted receive with this context.
-    pub fn cancel(&mut self, context: usize) -> Option<PostedRecv> {
+    pub(crate) fn cancel(&mut self, context: usize) -> Option<PostedRecv> {
         for tagged in [false, true] {
             let q = self.queue(tagged);
             if let Some(i) = q.iter().position(|r| r.context == context) {
@@ -164,26 +164,26 @@ impl Matching {
     }
 
     /// Removes every posted receive (endpoint close), in posting order.
-    pub fn drain_posted(&mut self) -> Vec<PostedRecv> {
+    pub(crate) fn drain_posted(&mut self) -> Vec<PostedRecv> {
         let mut v: Vec<_> = self.untagged.drain(..).collect();
         v.extend(self.tagged.drain(..));
         v
     }
 
-    pub fn push_unexpected(&mut self, u: Unexpected) {
+    pub(crate) fn push_unexpected(&mut self, u: Unexpected) {
         self.unexp_bytes += u.charge();
         self.unexpected.push_back(u);
     }
 
     /// Puts a message back at the head of the queue (it did not fit).
-    pub fn push_unexpected_front(&mut self, u: Unexpected) {
+    pub(crate) fn push_unexpected_front(&mut self, u: Unexpected) {
         self.unexp_bytes += u.charge();
         self.unexpected.push_front(u);
     }
 
     /// Index of the first unexpected message a receive would match. Claimed
     /// messages only match their claimer (`claim` = that context).
-    pub fn find_unexpected(&self, r: &PostedRecv, claim: Option<usize>) -> Option<usize> {
+    pub(crate) fn find_unexpected(&self, r: &PostedRecv, claim: Option<usize>) -> Option<usize> {
         self.unexpected.iter().position(|u| {
             let claim_ok = match (u.claimed_by, claim) {
                 (None, None) => true,
@@ -194,22 +194,22 @@ impl Matching {
         })
     }
 
-    pub fn unexpected_at(&self, idx: usize) -> Option<&Unexpected> {
+    pub(crate) fn unexpected_at(&self, idx: usize) -> Option<&Unexpected> {
         self.unexpected.get(idx)
     }
 
-    pub fn unexpected_mut(&mut self, idx: usize) -> Option<&mut Unexpected> {
+    pub(crate) fn unexpected_mut(&mut self, idx: usize) -> Option<&mut Unexpected> {
         self.unexpected.get_mut(idx)
     }
 
-    pub fn take_unexpected(&mut self, idx: usize) -> Option<Unexpected> {
+    pub(crate) fn take_unexpected(&mut self, idx: usize) -> Option<Unexpected> {
         let u = self.unexpected.remove(idx)?;
         self.unexp_bytes -= u.charge();
         Some(u)
     }
 
     /// Removes every unexpected message from `src` (peer gone).
-    pub fn drop_unexpected_from(&mut self, src: &Addr) -> usize {
+    pub(crate) fn drop_unexpected_from(&mut self, src: &Addr) -> usize {
         let before = self.unexpected.len();
         let mut freed = 0;
         self.unexpected.retain(|u| {

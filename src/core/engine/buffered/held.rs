@@ -9,7 +9,7 @@
 //!
 //! This module is the bookkeeping only — pool, options, the table of held
 //! messages and the order of their reports — and does no I/O. The endpoint
-//! core (`rdm.rs`, section "buffered receives") moves bytes and produces
+//! core (`buffered/mod.rs`) moves bytes and produces
 //! completions.
 //!
 //! # Pool
@@ -58,21 +58,21 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 /// Default pool size per endpoint (`FI_RUSTFAB_BUFFERED_POOL`).
-pub const DEFAULT_POOL: usize = 8 << 20;
+pub(crate) const DEFAULT_POOL: usize = 8 << 20;
 /// Smallest pool accepted (smaller settings are raised to it): room for a
 /// few of the largest eager messages.
-pub const MIN_POOL: usize = 256 << 10;
+pub(crate) const MIN_POOL: usize = 256 << 10;
 /// Default `FI_OPT_BUFFERED_MIN`: enough for an application header.
-pub const DEFAULT_MIN: usize = crate::transport::DEFAULT_RTS_PREFIX;
+pub(crate) const DEFAULT_MIN: usize = crate::transport::DEFAULT_RTS_PREFIX;
 /// Bookkeeping charged per held message, so that a flood of empty
 /// messages is bounded too.
-pub const ENTRY_OVERHEAD: usize = 128;
+pub(crate) const ENTRY_OVERHEAD: usize = 128;
 /// Placement handles of buffered messages have this bit set (the endpoint
 /// core's other placements use bit 31 and small slab handles).
-pub const BUF_HANDLE: u32 = 1 << 30;
+pub(crate) const BUF_HANDLE: u32 = 1 << 30;
 /// `aux` of a ranged CTS (and of the DATA records answering it) that
 /// fetches a buffered message's prefix: this bit plus the message's handle.
-pub const PREFIX_AUX: u32 = 1 << 30;
+pub(crate) const PREFIX_AUX: u32 = 1 << 30;
 
 const LINE: usize = 64;
 /// Cached size classes: class 0 holds no data, class k ≥ 1 holds 2^(k-1)
@@ -86,7 +86,7 @@ struct Line([u8; LINE]);
 /// One provider buffer: `fi_recv_context` in line 0, data from line 1.
 /// The allocation never moves or grows, so its addresses stay valid while
 /// the buffer is held (handed to the application, or being filled).
-pub struct PoolBuf {
+pub(crate) struct PoolBuf {
     lines: Vec<Line>,
     /// Address of line 0 (taken once, without creating references to the
     /// contents, which the application and the transports write through
@@ -109,22 +109,22 @@ impl PoolBuf {
     }
 
     /// The `fi_recv_context` address (the completion's `op_context`).
-    pub fn ctx_addr(&self) -> usize {
+    pub(crate) fn ctx_addr(&self) -> usize {
         self.base
     }
 
     /// Where the message data starts (the completion's `buf`).
-    pub fn data_addr(&self) -> usize {
+    pub(crate) fn data_addr(&self) -> usize {
         self.base + LINE
     }
 
     /// Data bytes the buffer can hold.
-    pub fn data_cap(&self) -> usize {
+    pub(crate) fn data_cap(&self) -> usize {
         (self.lines.len() - 1) * LINE
     }
 
     /// Data bytes `off .. off + n` (clipped) as a placement target.
-    pub fn data_iov(&self, off: usize, n: usize) -> IovList {
+    pub(crate) fn data_iov(&self, off: usize, n: usize) -> IovList {
         let off = off.min(self.data_cap());
         IovList::single(self.data_addr() + off, n.min(self.data_cap() - off))
     }
@@ -132,7 +132,7 @@ impl PoolBuf {
     /// Fills in the `fi_recv_context` before the message is reported:
     /// "The 'ep' field will point to the receiving endpoint or Rx context,
     /// and 'context' will be NULL."
-    pub fn write_recv_context(&self, ep: usize) {
+    pub(crate) fn write_recv_context(&self, ep: usize) {
         let rc = fi_recv_context {
             ep: ep as *mut fid_ep,
             context: core::ptr::null_mut(),
@@ -145,7 +145,7 @@ impl PoolBuf {
 
     /// The `context` value the application left in the `fi_recv_context`
     /// ("Applications may modify this field prior to claiming the message").
-    pub fn recv_context_value(&self) -> usize {
+    pub(crate) fn recv_context_value(&self) -> usize {
         // SAFETY: line 0 of our own allocation (see `write_recv_context`);
         // the application wrote it before the claim call that reads it.
         let rc = unsafe { core::ptr::read_volatile(self.base as *const fi_recv_context) };
@@ -157,7 +157,7 @@ impl PoolBuf {
     ///
     /// # Safety
     /// `dst` must describe writable application memory (the claim's iov).
-    pub unsafe fn copy_out(&self, n: usize, dst: &IovList) -> usize {
+    pub(crate) unsafe fn copy_out(&self, n: usize, dst: &IovList) -> usize {
         let n = n.min(self.data_cap());
         let mut done = 0;
         dst.for_range(0, n, |p, k, off| {
@@ -187,7 +187,7 @@ fn shape(n: usize) -> (Option<usize>, usize) {
 }
 
 /// The bounded pool of provider buffers.
-pub struct BufPool {
+pub(crate) struct BufPool {
     budget: usize,
     /// Bytes charged for buffers handed out (data lines + overhead).
     held: usize,
@@ -198,7 +198,7 @@ pub struct BufPool {
 }
 
 impl BufPool {
-    pub fn new(budget: usize) -> BufPool {
+    pub(crate) fn new(budget: usize) -> BufPool {
         BufPool {
             budget,
             held: 0,
@@ -208,30 +208,30 @@ impl BufPool {
         }
     }
 
-    pub fn budget(&self) -> usize {
+    pub(crate) fn budget(&self) -> usize {
         self.budget
     }
 
     #[cfg(test)]
-    pub fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         self.held
     }
 
     #[cfg(test)]
-    pub fn cached(&self) -> usize {
+    pub(crate) fn cached(&self) -> usize {
         self.cached
     }
 
     #[cfg(test)]
     /// Buffers handed out.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.count
     }
 
     /// A buffer for `n` data bytes, if the budget (plus `reserve`) allows
     /// it; an empty pool always gives one. None: over budget (or out of
     /// memory) — the caller stalls the sender.
-    pub fn alloc(&mut self, n: usize, reserve: usize) -> Option<PoolBuf> {
+    pub(crate) fn alloc(&mut self, n: usize, reserve: usize) -> Option<PoolBuf> {
         let (class, lines) = shape(n);
         let cost = lines.checked_mul(LINE)?.checked_add(ENTRY_OVERHEAD)?;
         let limit = self.budget.saturating_add(reserve);
@@ -255,7 +255,7 @@ impl BufPool {
     }
 
     /// Gives a buffer back (kept for reuse while the budget allows).
-    pub fn release(&mut self, b: PoolBuf) {
+    pub(crate) fn release(&mut self, b: PoolBuf) {
         self.held = self.held.saturating_sub(b.bytes() + ENTRY_OVERHEAD);
         self.count = self.count.saturating_sub(1);
         if let Some(k) = b.class {
@@ -279,14 +279,14 @@ impl BufPool {
 
 /// `FI_OPT_BUFFERED_LIMIT` / `FI_OPT_BUFFERED_MIN` of an endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BufOpts {
+pub(crate) struct BufOpts {
     /// Messages up to this size are reported whole (no `FI_MORE`).
-    pub limit: usize,
+    pub(crate) limit: usize,
     /// A message reported with `FI_MORE` has at least this many bytes in
     /// `buf` (all of it when it is shorter).
-    pub min: usize,
+    pub(crate) min: usize,
     /// The largest value either option takes (what one pool can hold).
-    pub max: usize,
+    pub(crate) max: usize,
 }
 
 impl BufOpts {
@@ -296,7 +296,7 @@ impl BufOpts {
     /// larger one's prefix in the one DATA record its sender pushes behind
     /// the RTS — nothing a report waits for has to be asked for (an answer
     /// would queue behind the sender's later messages).
-    pub fn new(eager_limit: usize, pool: usize) -> BufOpts {
+    pub(crate) fn new(eager_limit: usize, pool: usize) -> BufOpts {
         let max = eager_limit.min(pool.saturating_sub(LINE + ENTRY_OVERHEAD)).max(1);
         BufOpts {
             limit: max,
@@ -319,19 +319,19 @@ impl BufOpts {
         }
     }
 
-    pub fn set_limit(&mut self, v: usize) -> Result<()> {
+    pub(crate) fn set_limit(&mut self, v: usize) -> Result<()> {
         self.limit = self.checked(v)?;
         Ok(())
     }
 
-    pub fn set_min(&mut self, v: usize) -> Result<()> {
+    pub(crate) fn set_min(&mut self, v: usize) -> Result<()> {
         self.min = self.checked(v)?;
         Ok(())
     }
 
     /// Bytes of a rendezvous message of `len` bytes fetched before it is
     /// reported: all of it up to the limit, else the minimum.
-    pub fn want(&self, len: usize) -> usize {
+    pub(crate) fn want(&self, len: usize) -> usize {
         if len <= self.limit {
             len
         } else {
@@ -341,14 +341,14 @@ impl BufOpts {
 
     #[cfg(test)]
     /// Whether a message of `len` bytes is reported with `FI_MORE`.
-    pub fn more(&self, len: usize) -> bool {
+    pub(crate) fn more(&self, len: usize) -> bool {
         len > self.limit
     }
 }
 
 /// Where a held message is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stage {
+pub(crate) enum Stage {
     /// Its bytes are still arriving (eager payload or prefix fetch).
     Filling,
     /// Complete; waits for earlier messages of its sender to be reported.
@@ -359,52 +359,52 @@ pub enum Stage {
 
 /// A prefix being streamed to us (ranged CTS, DATA records).
 #[derive(Clone, Copy, Debug)]
-pub struct PrefixStream {
+pub(crate) struct PrefixStream {
     /// Prefix bytes placed so far.
-    pub got: usize,
+    pub(crate) got: usize,
     /// Bytes of the DATA record being placed (0: none in flight).
-    pub chunk: usize,
+    pub(crate) chunk: usize,
     /// Last liveness check of the sender.
-    pub last_check: Instant,
+    pub(crate) last_check: Instant,
     /// Pushed by the sender behind its RTS (DATA with `flag::PUSH`), not
     /// requested by a ranged CTS (DATA with `PREFIX_AUX`).
-    pub pushed: bool,
+    pub(crate) pushed: bool,
 }
 
 /// A message in the pool.
-pub struct BufMsg {
-    pub buf: PoolBuf,
-    pub src: Addr,
+pub(crate) struct BufMsg {
+    pub(crate) buf: PoolBuf,
+    pub(crate) src: Addr,
     /// Sender process (shm: CMA pulls, liveness); 0 when not applicable.
-    pub src_pid: i32,
+    pub(crate) src_pid: i32,
     /// The record that announced it (MSG or RTS): flags, len, tag, data,
     /// msg_id.
-    pub hdr: WireHdr,
+    pub(crate) hdr: WireHdr,
     /// Bytes held before it is reported (from offset 0).
-    pub want: usize,
-    pub stage: Stage,
+    pub(crate) want: usize,
+    pub(crate) stage: Stage,
     /// The rest is still at the sender: its RTS is not acknowledged yet.
-    pub remote: Option<RtsInfo>,
+    pub(crate) remote: Option<RtsInfo>,
     /// The sender failed: what is not here can no longer be fetched.
-    pub sender_gone: bool,
+    pub(crate) sender_gone: bool,
     /// A transport is writing into `buf` (it must not be freed now).
-    pub placing: bool,
+    pub(crate) placing: bool,
     /// Dropped while `placing`: freed when the placement ends.
-    pub doomed: bool,
-    pub stream: Option<PrefixStream>,
+    pub(crate) doomed: bool,
+    pub(crate) stream: Option<PrefixStream>,
 }
 
 impl BufMsg {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.hdr.len as usize
     }
 }
 
 /// The buffered-receive state of one endpoint.
-pub struct Buffered {
-    pub opts: BufOpts,
+pub(crate) struct Buffered {
+    pub(crate) opts: BufOpts,
     /// The endpoint's `fid_ep*` (`fi_recv_context.ep`).
-    pub ep_fid: usize,
+    pub(crate) ep_fid: usize,
     pool: BufPool,
     msgs: Slab<BufMsg>,
     /// Reported messages by `fi_recv_context` address: the only way an
@@ -413,11 +413,11 @@ pub struct Buffered {
     /// Admitted, not yet reported, in arrival order.
     unreported: VecDeque<u32>,
     /// Prefix fetches to start after the current poll pass.
-    pub pulls: Vec<u32>,
+    pub(crate) pulls: Vec<u32>,
 }
 
 impl Buffered {
-    pub fn new(opts: BufOpts, pool: usize) -> Buffered {
+    pub(crate) fn new(opts: BufOpts, pool: usize) -> Buffered {
         Buffered {
             opts,
             ep_fid: 0,
@@ -430,19 +430,19 @@ impl Buffered {
     }
 
     #[cfg(test)]
-    pub fn pool(&self) -> &BufPool {
+    pub(crate) fn pool(&self) -> &BufPool {
         &self.pool
     }
 
     #[cfg(test)]
     /// Messages held (any stage).
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.msgs.len()
     }
 
     /// Admits a message from `src`, holding `want` bytes before its report.
     /// None: no room (stall the sender).
-    pub fn admit(
+    pub(crate) fn admit(
         &mut self,
         src: Addr,
         src_pid: i32,
@@ -470,7 +470,7 @@ impl Buffered {
     }
 
     /// Whether a message of `src` still filling holds back its later ones.
-    pub fn holds_back(&self, src: &Addr) -> bool {
+    pub(crate) fn holds_back(&self, src: &Addr) -> bool {
         self.unreported.iter().any(|&h| {
             self.msgs
                 .get(h)
@@ -478,17 +478,17 @@ impl Buffered {
         })
     }
 
-    pub fn get(&self, h: u32) -> Option<&BufMsg> {
+    pub(crate) fn get(&self, h: u32) -> Option<&BufMsg> {
         self.msgs.get(h)
     }
 
-    pub fn get_mut(&mut self, h: u32) -> Option<&mut BufMsg> {
+    pub(crate) fn get_mut(&mut self, h: u32) -> Option<&mut BufMsg> {
         self.msgs.get_mut(h)
     }
 
     /// The next message that may be reported now (each sender's messages in
     /// arrival order), marked reported and claimable from now on.
-    pub fn next_report(&mut self) -> Option<u32> {
+    pub(crate) fn next_report(&mut self) -> Option<u32> {
         let mut blocked: Vec<Addr> = Vec::new();
         let mut found = None;
         for (i, &h) in self.unreported.iter().enumerate() {
@@ -511,13 +511,13 @@ impl Buffered {
     }
 
     /// The reported message whose `fi_recv_context` is at `ctx`.
-    pub fn lookup(&self, ctx: usize) -> Option<u32> {
+    pub(crate) fn lookup(&self, ctx: usize) -> Option<u32> {
         self.by_ctx.get(&ctx).copied()
     }
 
     /// Takes a message out of the table (its buffer goes back with
     /// [`Buffered::release`]).
-    pub fn remove(&mut self, h: u32) -> Option<BufMsg> {
+    pub(crate) fn remove(&mut self, h: u32) -> Option<BufMsg> {
         let m = self.msgs.remove(h)?;
         if m.stage == Stage::Reported {
             self.by_ctx.remove(&m.buf.ctx_addr());
@@ -531,7 +531,7 @@ impl Buffered {
     /// Drops a message that was never reported. A buffer a transport is
     /// still writing into is only marked (freed when the placement ends);
     /// None then.
-    pub fn drop_unreported(&mut self, h: u32) -> Option<BufMsg> {
+    pub(crate) fn drop_unreported(&mut self, h: u32) -> Option<BufMsg> {
         let m = self.msgs.get_mut(h)?;
         if m.stage == Stage::Reported {
             return None;
@@ -546,12 +546,12 @@ impl Buffered {
         self.remove(h)
     }
 
-    pub fn release(&mut self, b: PoolBuf) {
+    pub(crate) fn release(&mut self, b: PoolBuf) {
         self.pool.release(b)
     }
 
     /// Handles of every message from `src`.
-    pub fn held_from(&self, src: &Addr) -> Vec<u32> {
+    pub(crate) fn held_from(&self, src: &Addr) -> Vec<u32> {
         self.msgs
             .handles()
             .into_iter()
@@ -560,12 +560,12 @@ impl Buffered {
     }
 
     /// Handles of every message (endpoint close, liveness sweeps).
-    pub fn handles(&self) -> Vec<u32> {
+    pub(crate) fn handles(&self) -> Vec<u32> {
         self.msgs.handles()
     }
 
     /// The message of `src` waiting for the prefix pushed behind its RTS.
-    pub fn find_pushed(&self, src: &Addr, msg_id: u64) -> Option<u32> {
+    pub(crate) fn find_pushed(&self, src: &Addr, msg_id: u64) -> Option<u32> {
         self.unreported.iter().rev().copied().find(|&h| {
             self.msgs
                 .get(h)
@@ -574,43 +574,11 @@ impl Buffered {
     }
 
     /// Whether a prefix is being streamed to us (its sender is watched).
-    pub fn streaming(&self) -> bool {
+    pub(crate) fn streaming(&self) -> bool {
         self.unreported
             .iter()
             .any(|&h| self.msgs.get(h).is_some_and(|m| m.stream.is_some()))
     }
-}
-
-/// Whether an endpoint opened with `info` uses buffered receives:
-/// `FI_BUFFERED_RECV` in its mode (fi_getinfo leaves it there only for
-/// applications whose hints allow it).
-pub fn requested(info: &crate::core::attr::Info) -> bool {
-    let mode = info.mode | info.rx.as_ref().map_or(0, |r| r.mode);
-    mode & crate::abi::FI_BUFFERED_RECV != 0
-}
-
-/// `fi_getopt(FI_OPT_BUFFERED_LIMIT | FI_OPT_BUFFERED_MIN)`: the current
-/// (or default) value. Endpoints without buffered receives have neither
-/// option (-FI_ENOPROTOOPT).
-pub fn getopt(inner: &mut crate::core::engine::Inner, name: i32) -> Result<usize> {
-    let o = inner.buffered_opts().ok_or(Error::NOPROTOOPT)?;
-    match name {
-        crate::abi::FI_OPT_BUFFERED_LIMIT => Ok(o.limit),
-        crate::abi::FI_OPT_BUFFERED_MIN => Ok(o.min),
-        _ => Err(Error::NOPROTOOPT),
-    }
-}
-
-/// `fi_setopt(FI_OPT_BUFFERED_LIMIT | FI_OPT_BUFFERED_MIN)` before enable.
-pub fn setopt(inner: &mut crate::core::engine::Inner, name: i32, v: usize) -> Result<()> {
-    let o = inner.buffered_opts().ok_or(Error::NOPROTOOPT)?;
-    match name {
-        crate::abi::FI_OPT_BUFFERED_LIMIT => o.set_limit(v)?,
-        crate::abi::FI_OPT_BUFFERED_MIN => o.set_min(v)?,
-        _ => return Err(Error::NOPROTOOPT),
-    }
-    inner.advertise_rts_prefix();
-    Ok(())
 }
 
 #[cfg(test)]

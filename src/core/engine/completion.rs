@@ -1,0 +1,178 @@
+//! Completions: the CQ entry and counter of every operation, success or
+//! error, with the CQ slot the operation claimed at post time (FI_RM_ENABLED
+//! admission) or none; selective completion; FI_SOURCE / FI_SOURCE_ERR;
+//! truncation (`FI_ETRUNC` with `olen`).
+
+use super::*;
+
+/// How an operation's completion is reported.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Report {
+    /// A CQ entry on success: not an `fi_inject*` call, not suppressed by
+    /// selective completion. Errors are always reported (fi_cq(3)).
+    pub(super) on_success: bool,
+    /// The operation holds the CQ slot it claimed at post time
+    /// (FI_RM_ENABLED admission), which its completion uses or gives back.
+    pub(super) slot: bool,
+}
+
+/// What a receive got: `len` bytes placed at `buf` of the message `hdr`
+/// from `src`; `olen` > 0 means truncated (FI_ETRUNC, `olen` = the rest);
+/// `extra` completion flags (FI_MULTI_RECV, FI_CLAIM, FI_MORE, ...).
+pub(super) struct Received<'a> {
+    pub(super) src: Option<Addr>,
+    pub(super) hdr: &'a WireHdr,
+    pub(super) buf: usize,
+    pub(super) len: usize,
+    pub(super) olen: usize,
+    pub(super) extra: u64,
+}
+
+/// Why a receive ended without data, and what its error entry says.
+pub(super) struct RxFailure {
+    pub(super) err: Error,
+    pub(super) tag: u64,
+    pub(super) data: u64,
+    pub(super) olen: usize,
+    pub(super) extra: u64,
+}
+
+impl RxFailure {
+    pub(super) fn new(err: Error) -> RxFailure {
+        RxFailure {
+            err,
+            tag: 0,
+            data: 0,
+            olen: 0,
+            extra: 0,
+        }
+    }
+
+    /// The receive of message `hdr` failed: none of its `len` bytes count.
+    pub(super) fn of(err: Error, hdr: &WireHdr, extra: u64) -> RxFailure {
+        RxFailure {
+            err,
+            tag: hdr.tag,
+            data: hdr.data,
+            olen: hdr.len as usize,
+            extra,
+        }
+    }
+}
+
+impl State {
+    pub(super) fn src_fi_addr(&self, b: &Bound<'_>, src: &Addr) -> Option<fi_addr_t> {
+        b.av.as_ref().and_then(|av| av.reverse_lookup(src))
+    }
+
+    /// A receive completed (successfully, truncated, or from a source
+    /// FI_SOURCE_ERR must report).
+    pub(super) fn complete_rx(&mut self, b: &Bound<'_>, r: &PostedRecv, got: Received<'_>) {
+        let Received {
+            src,
+            hdr: h,
+            buf,
+            len: n,
+            olen,
+            extra,
+        } = got;
+        let cq_data = h.flags & flag::REMOTE_CQ_DATA != 0;
+        let flags =
+            FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG } | if cq_data { FI_REMOTE_CQ_DATA } else { 0 } | extra;
+        let src_fi = match &src {
+            Some(a) if self.cfg.caps & (FI_SOURCE | FI_SOURCE_ERR) != 0 => self.src_fi_addr(b, a),
+            _ => None,
+        };
+        let entry = CqEntry {
+            op_context: r.context as *mut c_void,
+            flags,
+            len: n,
+            buf: buf as *mut c_void,
+            data: if cq_data { h.data } else { 0 },
+            tag: if r.tagged { h.tag } else { 0 },
+            src: src_fi.unwrap_or(FI_ADDR_NOTAVAIL),
+        };
+        let err = if olen > 0 {
+            Some((Error::TRUNC, Vec::new()))
+        } else if let (None, Some(a)) = (src_fi, src.filter(|_| self.cfg.caps & FI_SOURCE_ERR != 0)) {
+            // fi_cq(3) FI_SOURCE_ERR: the source is not in the AV; report it
+            // as an error whose err_data is the raw address (insertable).
+            Some((Error::ADDRNOTAVAIL, a.to_bytes()))
+        } else {
+            None
+        };
+        match err {
+            None => {
+                if let Some(c) = &b.recv_cntr {
+                    c.inc();
+                }
+                let want = !b.rx_selective || r.flags & FI_COMPLETION != 0;
+                cq_success(
+                    b.rx_cq,
+                    Report {
+                        on_success: want,
+                        slot: r.claimed,
+                    },
+                    entry,
+                );
+            }
+            Some((e, err_data)) => {
+                if let Some(c) = &b.recv_cntr {
+                    c.inc_err();
+                }
+                cq_error(
+                    b.rx_cq,
+                    r.claimed,
+                    CqErrEntry {
+                        entry,
+                        olen,
+                        err: e.0,
+                        prov_errno: e.0,
+                        err_data,
+                    },
+                );
+            }
+        }
+    }
+
+    /// A receive ended in error (its error entry; the counter's error).
+    pub(super) fn complete_rx_err(&mut self, b: &Bound<'_>, r: &PostedRecv, f: RxFailure) {
+        if let Some(c) = &b.recv_cntr {
+            c.inc_err();
+        }
+        let flags = FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG } | f.extra;
+        let entry = CqEntry {
+            data: f.data,
+            tag: f.tag,
+            ..CqEntry::new(r.context as *mut c_void, flags)
+        };
+        cq_error(
+            b.rx_cq,
+            r.claimed,
+            CqErrEntry {
+                olen: f.olen,
+                ..CqErrEntry::new(entry, f.err.0)
+            },
+        );
+    }
+}
+
+/// Queues a success completion (or, for a silent one, gives back the
+/// slot the operation claimed). A refused push means the CQ is in its
+/// overrun state, which the application learns from the CQ itself.
+pub(super) fn cq_success(cq: Option<&Cq>, how: Report, e: CqEntry) {
+    let Some(cq) = cq else { return };
+    match (how.on_success, how.slot) {
+        (true, true) => drop(cq.push_claimed(e)),
+        (true, false) => drop(cq.push(e)),
+        (false, true) => cq.unclaim_slot(),
+        (false, false) => {}
+    }
+}
+
+/// Queues an error completion (always reported, fi_cq(3)); `slot`: the
+/// operation claimed one at post time.
+pub(super) fn cq_error(cq: Option<&Cq>, slot: bool, e: CqErrEntry) {
+    let Some(cq) = cq else { return };
+    let _ = if slot { cq.push_err_claimed(e) } else { cq.push_err(e) };
+}

@@ -1,0 +1,68 @@
+//! What is specific to connected (`FI_EP_MSG`) endpoints: one fixed peer
+//! (sends ignore their destination address, no AV) and the end of the
+//! connection, which ends every outstanding operation
+//! (`src/fi/connected.rs` calls [`Inner::fail_all`]).
+
+use super::*;
+
+impl Inner {
+    /// Where a send goes: a connected endpoint's one peer whatever the
+    /// destination address, else the AV's entry for it (in the port's
+    /// canonical form).
+    pub(super) fn destination(&self, b: &Bound<'_>, dest: fi_addr_t) -> Result<Addr> {
+        match self.st.cfg.fixed_peer {
+            Some(p) => Ok(p),
+            None => {
+                let av = b.av.as_ref().ok_or(Error::NOAV)?;
+                Ok(self.port.canonical(&av.lookup_addr(dest).ok_or(Error::INVAL)?))
+            }
+        }
+    }
+}
+
+impl Inner {
+    /// A connected endpoint lost its connection (`fi_shutdown`, the peer's
+    /// shutdown or death, a failed connect): every operation still
+    /// outstanding completes with `e` (exactly once), and buffered
+    /// unexpected messages are dropped. fi_cm(3): "Outstanding operations
+    /// posted to the endpoint when fi_shutdown is called will be canceled".
+    pub(crate) fn fail_all<'a>(&mut self, b: impl Into<Bound<'a>>, e: Error) {
+        let b = &b.into();
+        let st = &mut self.st;
+        let ids: Vec<u64> = st.tx.keys().copied().collect();
+        for id in ids {
+            if let Some(t) = st.tx.remove(&id) {
+                st.finish_tx(b, t, Err(e));
+            }
+        }
+        let hs: Vec<u32> = st.rx.iter_mut().map(|(h, _)| h).collect();
+        for h in hs {
+            if let Some(s) = st.rx.remove(h) {
+                st.complete_rx_err(b, &s.recv, RxFailure::of(e, &s.hdr, s.extra_flags));
+            }
+        }
+        let hs: Vec<u32> = st.inflight.iter_mut().map(|(h, _)| h).collect();
+        for h in hs {
+            if let Some(f) = st.inflight.remove(h) {
+                st.complete_rx_err(b, &f.recv, RxFailure::of(e, &f.hdr, f.extra_flags));
+            }
+        }
+        for p in std::mem::take(&mut st.pulls) {
+            st.complete_rx_err(b, &p.recv, RxFailure::of(e, &p.hdr, p.extra_flags));
+        }
+        for r in st.m.drain_posted() {
+            st.complete_rx_err(
+                b,
+                &r,
+                RxFailure {
+                    tag: r.tag,
+                    ..RxFailure::new(e)
+                },
+            );
+        }
+        if let Some(p) = st.cfg.fixed_peer {
+            st.m.drop_unexpected_from(&p);
+        }
+        st.outbox.clear();
+    }
+}

@@ -1,0 +1,84 @@
+//! Peer liveness and failure: while something waits on a peer, the
+//! transport is asked (rate-limited) whether it is still there; a failed
+//! peer's operations complete once, with `PEER_FAILED`. Posted receives that
+//! merely could match it stay posted.
+
+use super::*;
+
+pub(super) const STREAM_LIVENESS: Duration = Duration::from_millis(100);
+
+impl State {
+    /// Whether operations wait on peers (liveness checks and a bounded
+    /// sleep are needed so a dead peer is noticed).
+    pub(crate) fn waits_on_peers(&self) -> bool {
+        !self.tx.is_empty() || !self.rx.is_empty() || self.buf.as_ref().is_some_and(|x| x.streaming())
+    }
+
+    pub(super) fn watch_peers(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
+        // Liveness checks cost a clock read and possibly a /proc read: do
+        // them only while something waits on a peer, every 64th pass.
+        self.watch_tick = self.watch_tick.wrapping_add(1);
+        if self.waits_on_peers() && self.watch_tick.is_multiple_of(64) {
+            self.check_liveness(port, b);
+        }
+        self.handle_events(port, b);
+    }
+
+    pub(super) fn check_liveness(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
+        let mut last: Option<Addr> = None;
+        for t in self.tx.values() {
+            if last != Some(t.peer) {
+                port.check_peer(&t.peer);
+                last = Some(t.peer);
+            }
+        }
+        self.buf_liveness(port, b);
+        if self.rx.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut dead = Vec::new();
+        for (h, s) in self.rx.iter_mut() {
+            if now.duration_since(s.last_check) >= STREAM_LIVENESS {
+                s.last_check = now;
+                if !port.sender_alive(s.src_pid, &s.src) {
+                    dead.push(h);
+                }
+            }
+        }
+        for h in dead {
+            if let Some(s) = self.rx.remove(h) {
+                self.complete_rx_err(b, &s.recv, RxFailure::of(PEER_FAILED, &s.hdr, s.extra_flags));
+            }
+        }
+    }
+
+    pub(super) fn handle_events(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
+        for ev in port.take_events() {
+            let PeerEvent::Failed(peer) = ev;
+            let ids: Vec<u64> = self
+                .tx
+                .iter()
+                .filter(|(_, t)| t.peer == peer)
+                .map(|(id, _)| *id)
+                .collect();
+            for id in ids {
+                if let Some(t) = self.tx.remove(&id) {
+                    self.finish_tx(b, t, Err(PEER_FAILED));
+                }
+            }
+            let hs: Vec<u32> = self
+                .rx
+                .iter_mut()
+                .filter(|(_, s)| s.src == peer)
+                .map(|(h, _)| h)
+                .collect();
+            for h in hs {
+                if let Some(s) = self.rx.remove(h) {
+                    self.complete_rx_err(b, &s.recv, RxFailure::of(PEER_FAILED, &s.hdr, s.extra_flags));
+                }
+            }
+            self.buf_peer_failed(b, &peer);
+        }
+    }
+}

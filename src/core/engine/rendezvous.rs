@@ -1,0 +1,376 @@
+//! Rendezvous (docs/protocol.md): the sender's RTS names its buffer; the
+//! receiver, once matched, pulls it (CMA, one copy) or answers CTS and the
+//! sender streams DATA records as the transport has room; the ACK completes
+//! the send. A ranged CTS (buffered receives fetching a prefix) streams a
+//! part only.
+
+use super::*;
+
+impl Inner {
+    /// A message above the eager limit: its RTS names the sender's buffer
+    /// (and the op waits for the ACK). A receiver with buffered receives
+    /// asked for the message's start right behind the RTS
+    /// (`Port::rts_prefix`): both records go out back to back, or neither.
+    pub(super) fn send_rts(&mut self, b: &Bound<'_>, mut h: WireHdr, op: TxOp) -> Result<()> {
+        let (peer, len, id) = (op.peer, op.len, h.msg_id);
+        h.op = op::RTS;
+        if self.st.cfg.cma {
+            h.flags |= flag::CMA_OK;
+        }
+        let segs = op.iov.segments();
+        h.aux = segs.len() as u32;
+        let mut table = Vec::with_capacity(segs.len() * IOV_ENTRY);
+        for &(p, l) in segs {
+            table.extend_from_slice(&(p as u64).to_le_bytes());
+            table.extend_from_slice(&(l as u64).to_le_bytes());
+        }
+        let push = self.port.rts_prefix(&peer).min(len).min(op.eager_limit);
+        if push > 0 {
+            h.flags |= flag::PUSH;
+            h.offset = push as u64;
+            let need = table.len() + push + 4 * crate::transport::proto::HDR_LEN;
+            if self.port.room(&peer) < need {
+                self.pass(b);
+                if self.port.room(&peer) < need {
+                    return Err(Error::AGAIN);
+                }
+            }
+        }
+        self.send_retry(b, &peer, &h, Payload::Bytes(&table), true)?;
+        if push > 0 {
+            let mut d = WireHdr::new(op::DATA);
+            d.flags = flag::PUSH;
+            d.msg_id = id;
+            d.len = len as u64;
+            // Cannot fail for room (checked above); a failing peer ends
+            // the send through its failure event.
+            let _ = self.port.send(&peer, &d, Payload::Iov(&op.iov, 0, push), false);
+        }
+        self.st.next_id += 1;
+        self.st.tx.insert(id, op);
+        Ok(())
+    }
+}
+
+/// A receive being filled by DATA records (no-CMA rendezvous).
+pub(super) struct RxStream {
+    pub(super) recv: PostedRecv,
+    pub(super) dst: IovList,
+    pub(super) buf: usize,
+    pub(super) src: Addr,
+    pub(super) src_pid: i32,
+    pub(super) hdr: WireHdr,
+    pub(super) take: usize,
+    pub(super) got: usize,
+    pub(super) extra_flags: u64,
+    pub(super) last_check: Instant,
+    /// Bytes of the DATA record being placed (0: none in flight).
+    pub(super) chunk: usize,
+}
+
+/// Placement handles of streamed receives have this bit set (in-flight
+/// eager placements use slab handles below it).
+pub(super) const STREAM_HANDLE: u32 = 1 << 31;
+
+/// A matched rendezvous message whose data is still to be fetched.
+pub(super) struct PendingPull {
+    pub(super) recv: PostedRecv,
+    pub(super) dst: IovList,
+    pub(super) src: Addr,
+    pub(super) src_pid: i32,
+    pub(super) hdr: WireHdr,
+    pub(super) rts: RtsInfo,
+    pub(super) extra_flags: u64,
+}
+
+impl State {
+    /// The receiver cannot pull: stream the message (RANGE: only bytes
+    /// `offset .. len`, a buffered receiver fetching a prefix). A CTS that
+    /// is not for a rendezvous send of ours waiting for it is ignored.
+    pub(super) fn on_cts(&mut self, src: &Addr, h: &WireHdr) {
+        if let Some(t) = self.tx.get_mut(&h.msg_id) {
+            if t.peer == *src && matches!(t.state, TxState::WaitAck) && t.len > t.eager_limit {
+                // RANGE: only bytes `offset .. len` (a buffered
+                // receiver fetching a message's prefix).
+                let (off, end) = if h.flags & flag::RANGE != 0 {
+                    (h.offset as usize, h.len as usize)
+                } else {
+                    (0, t.len)
+                };
+                if off < end && end <= t.len {
+                    t.state = TxState::Streaming {
+                        handle: h.aux,
+                        off,
+                        end,
+                    };
+                }
+            }
+        }
+    }
+
+    pub(super) fn parse_rts(h: &WireHdr, p: &dyn PayloadIn) -> Option<RtsInfo> {
+        let table = p.to_vec();
+        let mut remote = Vec::with_capacity(table.len() / IOV_ENTRY);
+        let mut total: u64 = 0;
+        for e in table.chunks_exact(IOV_ENTRY) {
+            let a = u64::from_le_bytes(e[..8].try_into().ok()?);
+            let l = u64::from_le_bytes(e[8..].try_into().ok()?);
+            total = total.checked_add(l)?;
+            remote.push((a, l));
+        }
+        if total < h.len {
+            return None;
+        }
+        Some(RtsInfo {
+            msg_id: h.msg_id,
+            remote,
+            cma_ok: h.flags & flag::CMA_OK != 0,
+        })
+    }
+
+    pub(super) fn on_rts(
+        &mut self,
+        b: &Bound<'_>,
+        src: &Addr,
+        src_pid: i32,
+        h: &WireHdr,
+        p: &dyn PayloadIn,
+    ) -> Disposition {
+        let Some(rts) = Self::parse_rts(h, p) else {
+            self.ack(*src, h.msg_id, Some(Error::IO), 0);
+            return Disposition::Consumed;
+        };
+        if h.len > self.cfg.max_msg_size as u64 {
+            // Larger than this endpoint takes (a sender with
+            // FI_VARIABLE_MSG, or a different max_msg_size): the send
+            // fails, the connection stays.
+            self.ack(*src, h.msg_id, Some(Error::MSGSIZE), 0);
+            return Disposition::Consumed;
+        }
+        let tagged = h.flags & flag::TAGGED != 0;
+        let len = h.len as usize;
+        while let Some(idx) = self.m.find_posted(tagged, src, h.tag) {
+            let multi = self
+                .m
+                .posted_mut(tagged, idx)
+                .is_some_and(|r| r.flags & FI_MULTI_RECV != 0);
+            if !multi {
+                let r = self.m.take_posted(tagged, idx).expect("index just found");
+                let dst = r.iov;
+                self.pulls.push(PendingPull {
+                    recv: r,
+                    dst,
+                    src: *src,
+                    src_pid,
+                    hdr: *h,
+                    rts,
+                    extra_flags: 0,
+                });
+                return Disposition::Consumed;
+            }
+            let min = self.cfg.min_multi_recv.max(1);
+            let r = self.m.posted_mut(tagged, idx).expect("index just found");
+            if len > r.iov.total() - r.used {
+                let r = self.m.take_posted(tagged, idx).expect("index just found");
+                self.release_multi(b, &r);
+                continue;
+            }
+            let dst = r.iov.sub(r.used, len);
+            r.used += len;
+            let done = r.iov.total() - r.used < min;
+            let mut snapshot = r.clone();
+            snapshot.claimed &= done;
+            if done {
+                self.m.take_posted(tagged, idx);
+            }
+            let extra_flags = if done { FI_MULTI_RECV } else { 0 };
+            self.pulls.push(PendingPull {
+                recv: snapshot,
+                dst,
+                src: *src,
+                src_pid,
+                hdr: *h,
+                rts,
+                extra_flags,
+            });
+            return Disposition::Consumed;
+        }
+        if self.buf.is_some() {
+            return self.buf_rts(b, src, src_pid, h, rts);
+        }
+        if !self.m.can_buffer(rts.remote.len() * IOV_ENTRY) {
+            return Disposition::Stall;
+        }
+        self.m.push_unexpected(Unexpected {
+            src: *src,
+            src_pid,
+            msg_id: h.msg_id,
+            tagged,
+            tag: h.tag,
+            data: h.data,
+            wire_flags: h.flags,
+            len,
+            body: UnexBody::Rendezvous(rts),
+            claimed_by: None,
+        });
+        Disposition::Consumed
+    }
+
+    /// Moves matched rendezvous messages into place: CMA when the transport
+    /// can, else asks the sender to stream (CTS).
+    pub(super) fn run_pulls(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
+        for p in std::mem::take(&mut self.pulls) {
+            let len = p.hdr.len as usize;
+            let take = len.min(p.dst.total());
+            let buf = p.dst.addr_at(0);
+            if self.cfg.cma && p.rts.cma_ok && !self.no_cma.contains(&p.src) && p.src_pid > 0 {
+                match port.pull(p.src_pid, &p.rts.remote, &p.dst, take) {
+                    Ok(_) => {
+                        self.ack(p.src, p.hdr.msg_id, None, take);
+                        self.complete_rx(
+                            b,
+                            &p.recv,
+                            Received {
+                                src: Some(p.src),
+                                hdr: &p.hdr,
+                                buf,
+                                len: take,
+                                olen: len - take,
+                                extra: p.extra_flags,
+                            },
+                        );
+                        continue;
+                    }
+                    Err(e) if e == Error::OPNOTSUPP => {
+                        self.no_cma.insert(p.src);
+                    }
+                    Err(e) => {
+                        self.ack(p.src, p.hdr.msg_id, Some(e), 0);
+                        let err = if e == Error::CONNRESET { PEER_FAILED } else { e };
+                        self.complete_rx_err(b, &p.recv, RxFailure::of(err, &p.hdr, p.extra_flags));
+                        continue;
+                    }
+                }
+            }
+            let msg_id = p.hdr.msg_id;
+            let src = p.src;
+            let handle = self.rx.insert(RxStream {
+                recv: p.recv,
+                dst: p.dst,
+                buf,
+                src: p.src,
+                src_pid: p.src_pid,
+                hdr: p.hdr,
+                take,
+                got: 0,
+                extra_flags: p.extra_flags,
+                last_check: Instant::now(),
+                chunk: 0,
+            });
+            let mut cts = WireHdr::new(op::CTS);
+            cts.msg_id = msg_id;
+            cts.aux = handle;
+            self.outbox.push((src, cts));
+        }
+    }
+
+    /// Where a DATA chunk of a streamed rendezvous message goes: straight
+    /// into the matched receive at the chunk's offset (the part beyond a
+    /// truncated receive is discarded). Stray or out-of-order chunks are
+    /// dropped whole.
+    pub(super) fn place_data(&mut self, src: &Addr, h: &WireHdr) -> Place {
+        if h.flags & flag::PUSH != 0 {
+            return self.buf_place_pushed(src, h);
+        }
+        if h.aux & PREFIX_AUX != 0 {
+            return self.buf_place_prefix(src, h);
+        }
+        let Some(s) = self.rx.get_mut(h.aux) else {
+            return Place::Discard;
+        };
+        if s.src != *src || s.hdr.msg_id != h.msg_id || h.len != s.hdr.len || h.offset as usize != s.got || s.chunk != 0
+        {
+            return Place::Discard;
+        }
+        let off = h.offset as usize;
+        let n = h.payload as usize;
+        let take = if off < s.take { n.min(s.take - off) } else { 0 };
+        s.chunk = n;
+        Place::Into {
+            handle: STREAM_HANDLE | h.aux,
+            dst: s.dst.sub(off, take),
+            take,
+        }
+    }
+
+    pub(super) fn stream_placed(&mut self, b: &Bound<'_>, handle: u32, result: Result<()>) {
+        let Some(s) = self.rx.get_mut(handle) else { return };
+        if let Err(e) = result {
+            let s = self.rx.remove(handle).expect("stream just found");
+            self.complete_rx_err(b, &s.recv, RxFailure::of(e, &s.hdr, s.extra_flags));
+            return;
+        }
+        s.got += s.chunk;
+        s.chunk = 0;
+        s.last_check = Instant::now();
+        if s.got >= s.hdr.len as usize {
+            let s = self.rx.remove(handle).expect("stream just found");
+            self.ack(s.src, s.hdr.msg_id, None, s.take);
+            let len = s.hdr.len as usize;
+            self.complete_rx(
+                b,
+                &s.recv,
+                Received {
+                    src: Some(s.src),
+                    hdr: &s.hdr,
+                    buf: s.buf,
+                    len: s.take,
+                    olen: len - s.take,
+                    extra: s.extra_flags,
+                },
+            );
+        }
+    }
+
+    pub(super) fn pump(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
+        let mut failed = Vec::new();
+        for (id, t) in self.tx.iter_mut() {
+            let TxState::Streaming { handle, off, end } = &mut t.state else {
+                continue;
+            };
+            while *off < *end {
+                let room = port.room(&t.peer);
+                let n = (*end - *off).min(t.eager_limit).min(room);
+                if n == 0 || (n < 4096 && n < *end - *off) {
+                    break;
+                }
+                let mut h = WireHdr::new(op::DATA);
+                h.msg_id = *id;
+                h.len = t.len as u64;
+                h.offset = *off as u64;
+                h.aux = *handle;
+                if *off + n == *end {
+                    h.flags |= flag::LAST;
+                }
+                match port.send(&t.peer, &h, Payload::Iov(&t.iov, *off, n), false) {
+                    Ok(_) => *off += n,
+                    Err(e) if e == Error::AGAIN => break,
+                    Err(_) => {
+                        failed.push(*id);
+                        break;
+                    }
+                }
+            }
+            if let TxState::Streaming { off, end, .. } = t.state {
+                if off >= end {
+                    t.state = TxState::WaitAck;
+                }
+            }
+        }
+        for id in failed {
+            if let Some(t) = self.tx.remove(&id) {
+                self.finish_tx(b, t, Err(PEER_FAILED));
+            }
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! The send path: checks at post time (sizes, queue depth, CQ admission),
+//! the eager record (inject, transmit and delivery complete), what the
+//! transport reports about it (`Delivery::sent`, ACK), and the send
+//! completion. Larger messages leave through `rendezvous.rs`.
+
+use super::completion::Report;
+use super::*;
+
+pub(super) enum TxState {
+    /// Queued in the transport; then done, or waiting for an ACK (`ack`).
+    WaitSent { ack: bool },
+    /// Waiting for the receiver's ACK.
+    WaitAck,
+    /// Streaming DATA records for receiver handle `handle`, bytes
+    /// `off .. end` (a ranged CTS asks for part of the message).
+    Streaming { handle: u32, off: usize, end: usize },
+}
+
+pub(super) struct TxOp {
+    pub(super) peer: Addr,
+    pub(super) context: usize,
+    pub(super) flags: u64,
+    pub(super) tagged: bool,
+    pub(super) len: usize,
+    pub(super) iov: IovList,
+    pub(super) state: TxState,
+    pub(super) report: Report,
+    /// The eager limit towards this peer (DATA chunk size when streaming).
+    pub(super) eager_limit: usize,
+}
+
+impl Inner {
+    pub(crate) fn send<'a>(&mut self, b: impl Into<Bound<'a>>, a: SendArgs) -> Result<()> {
+        let b = &b.into();
+        let peer = self.destination(b, a.dest)?;
+        let len = a.iov.total();
+        let cfg = &self.st.cfg;
+        if len > cfg.max_msg_size {
+            return Err(Error::MSGSIZE);
+        }
+        let inject = a.inject_call || a.flags & FI_INJECT != 0;
+        if inject && len > cfg.inject_size {
+            return Err(Error::MSGSIZE);
+        }
+        if self.st.tx.len() >= cfg.tx_size {
+            self.pass(b);
+            if self.st.tx.len() >= self.st.cfg.tx_size {
+                return Err(Error::AGAIN);
+            }
+        }
+        // FI_RM_ENABLED: an operation that could overrun the CQ is refused
+        // with -FI_EAGAIN at post time; the slot is ours until completion.
+        let slot = match &b.tx_cq {
+            Some(cq) if !a.inject_call => {
+                if cq.claim_slot().is_err() {
+                    self.pass(b);
+                    cq.claim_slot()?;
+                }
+                true
+            }
+            _ => false,
+        };
+        let report = Report {
+            on_success: !a.inject_call && (!b.tx_selective || a.flags & FI_COMPLETION != 0),
+            slot,
+        };
+        if a.flags & FI_MORE != 0 {
+            self.port.more_coming();
+        }
+        let r = self.start_send(b, a, peer, report);
+        if r.is_err() && slot {
+            if let Some(cq) = &b.tx_cq {
+                cq.unclaim_slot();
+            }
+        }
+        r
+    }
+
+    /// Puts a checked send (holding its CQ slot, if any) on the wire: one
+    /// eager record, or a rendezvous request.
+    fn start_send(&mut self, b: &Bound<'_>, a: SendArgs, peer: Addr, report: Report) -> Result<()> {
+        let len = a.iov.total();
+        let inject = a.inject_call || a.flags & FI_INJECT != 0;
+        let delivery = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 && !a.inject_call;
+        let id = self.st.next_id;
+        let mut h = WireHdr::new(op::EAGER);
+        h.tag = a.tag;
+        h.data = a.data;
+        h.msg_id = id;
+        h.len = len as u64;
+        if a.tagged {
+            h.flags |= flag::TAGGED;
+        }
+        if a.flags & FI_REMOTE_CQ_DATA != 0 {
+            h.flags |= flag::REMOTE_CQ_DATA;
+        }
+        let mut op = TxOp {
+            peer,
+            context: a.context,
+            flags: a.flags,
+            tagged: a.tagged,
+            len,
+            iov: a.iov,
+            state: TxState::WaitAck,
+            report,
+            eager_limit: self.port.eager_limit_for(&peer),
+        };
+        if len > op.eager_limit && !inject {
+            return self.send_rts(b, h, op);
+        }
+        if delivery {
+            h.flags |= flag::ACK_REQ;
+        }
+        let sent = self.send_retry(b, &peer, &h, Payload::Iov(&a.iov, 0, len), inject)?;
+        self.st.next_id += 1;
+        match (sent, delivery) {
+            (Sent::Done, false) => self.st.finish_tx(b, op, Ok(())),
+            (Sent::Done, true) => {
+                self.st.tx.insert(id, op);
+            }
+            (Sent::Queued, ack) => {
+                op.state = TxState::WaitSent { ack };
+                self.st.tx.insert(id, op);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a record, making one progress pass and one more try if the
+    /// transport has no room (`copy`: as `Port::send`).
+    pub(super) fn send_retry(
+        &mut self,
+        b: &Bound<'_>,
+        peer: &Addr,
+        h: &WireHdr,
+        p: Payload<'_>,
+        copy: bool,
+    ) -> Result<Sent> {
+        match self.port.send(peer, h, p, copy) {
+            Err(e) if e == Error::AGAIN => {
+                // Our own backlog or unconsumed records may be in the way:
+                // one progress pass, then one more try.
+                self.pass(b);
+                self.port.send(peer, h, p, copy)
+            }
+            r => r,
+        }
+    }
+}
+
+impl State {
+    pub(super) fn on_ack(&mut self, b: &Bound<'_>, src: &Addr, h: &WireHdr) {
+        let Some(t) = self.tx.get(&h.msg_id) else { return };
+        if t.peer != *src || matches!(t.state, TxState::WaitSent { .. }) {
+            return; // not ours to complete: a confused or hostile peer
+        }
+        let Some(t) = self.tx.remove(&h.msg_id) else { return };
+        let status = match h.aux {
+            0 => Ok(()),
+            e => Err(Error(e as i32)),
+        };
+        self.finish_tx(b, t, status);
+    }
+
+    pub(super) fn sent(&mut self, b: &Bound<'_>, msg_id: u64, result: Result<()>) {
+        let Some(t) = self.tx.get_mut(&msg_id) else { return };
+        let TxState::WaitSent { ack } = t.state else { return };
+        if result.is_ok() && ack {
+            t.state = TxState::WaitAck;
+            return;
+        }
+        let t = self.tx.remove(&msg_id).expect("op just found");
+        self.finish_tx(b, t, result);
+    }
+
+    pub(super) fn finish_tx(&mut self, b: &Bound<'_>, t: TxOp, status: Result<()>) {
+        let flags = FI_SEND | if t.tagged { FI_TAGGED } else { FI_MSG };
+        let entry = CqEntry {
+            len: 0,
+            ..CqEntry::new(t.context as *mut c_void, flags)
+        };
+        match status {
+            Ok(()) => {
+                if let Some(c) = &b.send_cntr {
+                    c.inc();
+                }
+                cq_success(b.tx_cq, t.report, entry);
+            }
+            Err(e) => {
+                if let Some(c) = &b.send_cntr {
+                    c.inc_err();
+                }
+                let entry = CqEntry { len: t.len, ..entry };
+                cq_error(b.tx_cq, t.report.slot, CqErrEntry::new(entry, e.0));
+            }
+        }
+        let _ = t.flags;
+    }
+}
