@@ -8,13 +8,7 @@ use core::ffi::{c_char, c_void, CStr};
 
 /// `calloc` of one zeroed `T`.
 pub fn calloc_one<T>() -> Result<*mut T> {
-    // SAFETY: calloc has no preconditions; the result is checked for NULL.
-    let p = unsafe { libc::calloc(1, core::mem::size_of::<T>()) } as *mut T;
-    if p.is_null() {
-        Err(Error::NOMEM)
-    } else {
-        Ok(p)
-    }
+    Ok(crate::sys::cmem::calloc(core::mem::size_of::<T>())? as *mut T)
 }
 
 /// `malloc` + copy of `bytes` (NULL for an empty slice).
@@ -22,11 +16,7 @@ pub fn memdup(bytes: &[u8]) -> Result<*mut c_void> {
     if bytes.is_empty() {
         return Ok(core::ptr::null_mut());
     }
-    // SAFETY: malloc has no preconditions; the result is checked for NULL.
-    let p = unsafe { libc::malloc(bytes.len()) } as *mut u8;
-    if p.is_null() {
-        return Err(Error::NOMEM);
-    }
+    let p = crate::sys::cmem::malloc(bytes.len())? as *mut u8;
     // SAFETY: `p` has room for `bytes.len()` bytes and does not overlap `bytes`.
     unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) };
     Ok(p as *mut c_void)
@@ -45,7 +35,7 @@ pub fn strdup(s: &str) -> Result<*mut c_char> {
 /// `p` must be NULL or a live libc allocation not used afterwards.
 pub unsafe fn free<T>(p: *mut T) {
     // SAFETY: per the caller's contract.
-    unsafe { libc::free(p as *mut c_void) }
+    unsafe { crate::sys::cmem::free(p as *mut c_void) }
 }
 
 /// Reads a C string argument. NULL → `None`; invalid UTF-8 → `-FI_EINVAL`.

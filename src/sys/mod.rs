@@ -3,6 +3,7 @@
 //! monotonic time. Transports keep their own socket/shm calls in their
 //! modules, but every blocking primitive lives here.
 
+pub mod cmem;
 pub mod mutex_cond;
 pub mod resolve;
 pub use mutex_cond::MutexCond;
