@@ -129,7 +129,7 @@ impl Drop for Queue {
             }
             // SAFETY: an unread FI_CONNREQ event still owns its info (built by
             // rustfab with libc allocations, like every info it hands out).
-            unsafe { crate::core::attr::free_c_info(info) };
+            unsafe { crate::fi::attr::free_c_info(info) };
         }
     }
 }

@@ -2,6 +2,7 @@
 //! of rustfab objects from `fid` pointers, C-allocated helpers, and the
 //! operation tables of every object.
 
+pub mod attr;
 pub mod boundary;
 pub mod cmem;
 pub mod connected;

@@ -457,7 +457,7 @@ impl Pep {
             bytes.extend_from_slice(&data);
             eq.push_event(FI_CONNREQ, &bytes).inspect_err(|_| {
                 // SAFETY: built by to_c just now and not handed out.
-                unsafe { crate::core::attr::free_c_info(ci) };
+                unsafe { crate::fi::attr::free_c_info(ci) };
             })
         });
         if pushed.is_ok() {

@@ -81,9 +81,10 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
-use crate::core::attr::{free_c_info, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use crate::core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use crate::core::domain::TransportKind;
 use crate::core::fabric::FABRIC_NAME;
+use crate::fi::attr::free_c_info;
 use crate::fi::{self, cmem};
 use crate::provider::PROVIDER_VERSION;
 use crate::transport::addr::{shm_token_for, Addr};
