@@ -59,7 +59,7 @@
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::domain::{Domain, TransportKind};
-use crate::core::eq::{self, Eq, EqError};
+use crate::core::eq::{Eq, EqError};
 use crate::core::users::{HasUsers, Held, Users};
 use crate::fi::{self, noops, FiObject, Obj};
 use crate::transport::addr::{self, Addr};
@@ -964,7 +964,7 @@ unsafe extern "C" fn av_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
             if fi::read_in(bfid)?.fclass != FI_CLASS_EQ {
                 return Err(Error::INVAL);
             }
-            let eq = eq::from_fid(bfid)?;
+            let eq = crate::fi::eq::from_fid(bfid)?;
             let mut slot = o.core.eq.lock();
             if slot.is_some() {
                 return Err(Error::BUSY);

@@ -203,7 +203,7 @@ unsafe extern "C" fn domain_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_i
             if flags & !FI_REG_MR != 0 {
                 return Err(Error::BADFLAGS);
             }
-            let eq = crate::core::eq::from_fid(bfid)?;
+            let eq = crate::fi::eq::from_fid(bfid)?;
             let mut slot = o.core.eq.lock();
             if slot.is_some() {
                 return Err(Error::BUSY);
@@ -250,7 +250,7 @@ unsafe extern "C" fn domain_cq_open(
             if cq.is_null() {
                 return Err(Error::INVAL);
             }
-            let p = crate::core::cq::open(o, attr, ctx)?;
+            let p = crate::fi::cq::open(o, attr, ctx)?;
             fi::write_out(cq, p)?;
             Ok(0)
         })
@@ -271,7 +271,7 @@ unsafe extern "C" fn domain_cntr_open(
             if cntr.is_null() {
                 return Err(Error::INVAL);
             }
-            let p = crate::core::cntr::open(o, attr, ctx)?;
+            let p = crate::fi::cntr::open(o, attr, ctx)?;
             fi::write_out(cntr, p)?;
             Ok(0)
         })
@@ -291,7 +291,7 @@ unsafe extern "C" fn domain_poll_open(
             if pollset.is_null() {
                 return Err(Error::INVAL);
             }
-            let p = crate::core::poll::open(o, attr)?;
+            let p = crate::fi::poll::open(o, attr)?;
             fi::write_out(pollset, p)?;
             Ok(0)
         })

@@ -165,7 +165,7 @@ unsafe extern "C" fn fabric_eq_open(
             if eq.is_null() {
                 return Err(Error::INVAL);
             }
-            let e = crate::core::eq::open(o, attr, context)?;
+            let e = crate::fi::eq::open(o, attr, context)?;
             fi::write_out(eq, e)?;
             Ok(0)
         })
@@ -185,7 +185,7 @@ unsafe extern "C" fn fabric_wait_open(
             if waitset.is_null() {
                 return Err(Error::INVAL);
             }
-            let w = crate::core::wait::open_set(o, attr)?;
+            let w = crate::fi::wait::open(o, attr)?;
             fi::write_out(waitset, w)?;
             Ok(0)
         })
@@ -204,10 +204,10 @@ unsafe extern "C" fn fabric_trywait(f: *mut fid_fabric, fids: *mut *mut fid, cou
             for &p in fids {
                 let r = fi::read_in(p)?;
                 match r.fclass {
-                    FI_CLASS_CQ => crate::core::cq::from_fid(p)?.trywait()?,
-                    FI_CLASS_EQ => crate::core::eq::from_fid(p)?.trywait()?,
-                    FI_CLASS_CNTR => crate::core::cntr::from_fid(p)?.trywait()?,
-                    FI_CLASS_WAIT => crate::core::wait::trywait_set_fid(p)?,
+                    FI_CLASS_CQ => crate::fi::cq::from_fid(p)?.trywait()?,
+                    FI_CLASS_EQ => crate::fi::eq::from_fid(p)?.trywait()?,
+                    FI_CLASS_CNTR => crate::fi::cntr::from_fid(p)?.trywait()?,
+                    FI_CLASS_WAIT => crate::fi::wait::trywait_fid(p)?,
                     _ => return Err(Error::INVAL),
                 }
             }

@@ -454,7 +454,7 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
                     // RMA, so those counters never move.
                 }
                 FI_CLASS_EQ => {
-                    let eq = crate::core::eq::from_fid(bfid)?;
+                    let eq = crate::fi::eq::from_fid(bfid)?;
                     b.eq = Some(Held::new(eq));
                 }
                 _ => return Err(Error::INVAL),

@@ -5,11 +5,16 @@
 pub mod attr;
 pub mod boundary;
 pub mod cmem;
+pub mod cntr;
 pub mod connected;
+pub mod cq;
 pub mod ep;
+pub mod eq;
 pub mod handle;
 pub mod noops;
 pub mod pep;
+pub mod poll;
+pub mod wait;
 
 pub use boundary::*;
 pub use handle::*;

@@ -670,7 +670,7 @@ unsafe extern "C" fn pep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int 
             if fi::read_in(bfid as *const fid)?.fclass != FI_CLASS_EQ {
                 return Err(Error::INVAL);
             }
-            let eq = crate::core::eq::from_fid(bfid)?;
+            let eq = crate::fi::eq::from_fid(bfid)?;
             // The EQ's waits must progress this pep (an EQ of another
             // fabric would not otherwise).
             eq.wait().add_engine(&o.core.engine)?;
