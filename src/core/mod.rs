@@ -10,6 +10,7 @@ pub mod domain;
 pub mod engine;
 pub mod eq;
 pub mod fabric;
+pub mod host;
 pub mod mr;
 pub mod poll;
 pub mod progress;

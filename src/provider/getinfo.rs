@@ -84,6 +84,7 @@ use crate::base::error::{Error, Result};
 use crate::core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use crate::core::domain::TransportKind;
 use crate::core::fabric::FABRIC_NAME;
+use crate::core::host::ip_is_local;
 use crate::fi::attr::free_c_info;
 use crate::fi::{self, cmem};
 use crate::provider::PROVIDER_VERSION;
@@ -1208,17 +1209,6 @@ fn node_is_local(node: &str, numeric: bool) -> bool {
         Ok(all) => all.iter().any(ip_is_local),
         Err(_) => false,
     }
-}
-
-/// Whether an IP address belongs to this host (loopback, unspecified, or
-/// bindable here).
-pub(crate) fn ip_is_local(a: &SocketAddr) -> bool {
-    if a.ip().is_loopback() || a.ip().is_unspecified() {
-        return true;
-    }
-    let mut probe = *a;
-    probe.set_port(0);
-    UdpSocket::bind(probe).is_ok()
 }
 
 /// The local address the kernel would use to reach `dest`, port 0 (util's

@@ -7,13 +7,12 @@ pub mod getinfo;
 pub mod params;
 
 use crate::abi::*;
+use crate::core::fabric::API_VERSION;
 use crate::fi;
 use core::ffi::{c_char, c_int, c_void};
 
 /// rustfab's own version, as `fi_info -l` prints it.
 pub const PROVIDER_VERSION: u32 = fi_version(0, 1);
-/// The libfabric API level rustfab implements.
-pub const API_VERSION: u32 = fi_version(FI_MAJOR_VERSION, FI_MINOR_VERSION);
 
 /// Must be `static mut` (in `.data`): libfabric writes `context` into it.
 static mut PROVIDER: fi_provider = fi_provider {
@@ -89,7 +88,7 @@ unsafe extern "C" fn fabric_thunk(
     fi::call("fabric", || {
         // SAFETY: libfabric passes the app's fabric attr and out pointer.
         let attr = unsafe { fi::read_in(attr) }?;
-        let f = crate::core::fabric::open(attr, context, crate::provider::params::settings())?;
+        let f = fi::fabric::open(attr, context, crate::provider::params::settings())?;
         // SAFETY: out pointer from libfabric (checked for NULL).
         unsafe { fi::write_out(fabric, f) }?;
         Ok(0)
