@@ -8,6 +8,7 @@ pub mod cntr;
 pub mod cq;
 pub mod domain;
 pub mod engine;
+pub mod ep;
 pub mod eq;
 pub mod fabric;
 pub mod host;

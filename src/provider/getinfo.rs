@@ -83,6 +83,7 @@ use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use crate::core::domain::TransportKind;
+use crate::core::ep::INJECT_SIZE;
 use crate::core::fabric::FABRIC_NAME;
 use crate::core::host::ip_is_local;
 use crate::fi::attr::free_c_info;
@@ -103,7 +104,6 @@ pub const AUTO_PROTOCOL: u32 = FI_PROV_SPECIFIC | 3;
 pub const PROTOCOL_VERSION: u32 = 1;
 pub const SHM_MAX_MSG_SIZE: usize = 1 << 30;
 pub const TCP_MAX_MSG_SIZE: usize = 1 << 30;
-pub const INJECT_SIZE: usize = 4096;
 /// tx and rx queue depth (`tx_attr->size`, `rx_attr->size`).
 pub const QUEUE_SIZE: usize = 1024;
 pub const IOV_LIMIT: usize = 8;
