@@ -8,98 +8,98 @@
 //! core reads these, never a C `fi_info`.
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TxAttr {
-    pub caps: u64,
-    pub mode: u64,
-    pub op_flags: u64,
-    pub msg_order: u64,
-    pub comp_order: u64,
-    pub inject_size: usize,
-    pub size: usize,
-    pub iov_limit: usize,
-    pub rma_iov_limit: usize,
-    pub tclass: u32,
+pub(crate) struct TxAttr {
+    pub(crate) caps: u64,
+    pub(crate) mode: u64,
+    pub(crate) op_flags: u64,
+    pub(crate) msg_order: u64,
+    pub(crate) comp_order: u64,
+    pub(crate) inject_size: usize,
+    pub(crate) size: usize,
+    pub(crate) iov_limit: usize,
+    pub(crate) rma_iov_limit: usize,
+    pub(crate) tclass: u32,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RxAttr {
-    pub caps: u64,
-    pub mode: u64,
-    pub op_flags: u64,
-    pub msg_order: u64,
-    pub comp_order: u64,
-    pub total_buffered_recv: usize,
-    pub size: usize,
-    pub iov_limit: usize,
+pub(crate) struct RxAttr {
+    pub(crate) caps: u64,
+    pub(crate) mode: u64,
+    pub(crate) op_flags: u64,
+    pub(crate) msg_order: u64,
+    pub(crate) comp_order: u64,
+    pub(crate) total_buffered_recv: usize,
+    pub(crate) size: usize,
+    pub(crate) iov_limit: usize,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EpAttr {
-    pub ep_type: u32,
-    pub protocol: u32,
-    pub protocol_version: u32,
-    pub max_msg_size: usize,
-    pub msg_prefix_size: usize,
-    pub max_order_raw_size: usize,
-    pub max_order_war_size: usize,
-    pub max_order_waw_size: usize,
-    pub mem_tag_format: u64,
-    pub tx_ctx_cnt: usize,
-    pub rx_ctx_cnt: usize,
-    pub auth_key: Option<Vec<u8>>,
+pub(crate) struct EpAttr {
+    pub(crate) ep_type: u32,
+    pub(crate) protocol: u32,
+    pub(crate) protocol_version: u32,
+    pub(crate) max_msg_size: usize,
+    pub(crate) msg_prefix_size: usize,
+    pub(crate) max_order_raw_size: usize,
+    pub(crate) max_order_war_size: usize,
+    pub(crate) max_order_waw_size: usize,
+    pub(crate) mem_tag_format: u64,
+    pub(crate) tx_ctx_cnt: usize,
+    pub(crate) rx_ctx_cnt: usize,
+    pub(crate) auth_key: Option<Vec<u8>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DomainAttr {
-    pub name: Option<String>,
-    pub threading: u32,
-    pub control_progress: u32,
-    pub data_progress: u32,
-    pub resource_mgmt: u32,
-    pub av_type: u32,
-    pub mr_mode: i32,
-    pub mr_key_size: usize,
-    pub cq_data_size: usize,
-    pub cq_cnt: usize,
-    pub ep_cnt: usize,
-    pub tx_ctx_cnt: usize,
-    pub rx_ctx_cnt: usize,
-    pub max_ep_tx_ctx: usize,
-    pub max_ep_rx_ctx: usize,
-    pub max_ep_stx_ctx: usize,
-    pub max_ep_srx_ctx: usize,
-    pub cntr_cnt: usize,
-    pub mr_iov_limit: usize,
-    pub caps: u64,
-    pub mode: u64,
-    pub auth_key: Option<Vec<u8>>,
-    pub max_err_data: usize,
-    pub mr_cnt: usize,
-    pub tclass: u32,
+pub(crate) struct DomainAttr {
+    pub(crate) name: Option<String>,
+    pub(crate) threading: u32,
+    pub(crate) control_progress: u32,
+    pub(crate) data_progress: u32,
+    pub(crate) resource_mgmt: u32,
+    pub(crate) av_type: u32,
+    pub(crate) mr_mode: i32,
+    pub(crate) mr_key_size: usize,
+    pub(crate) cq_data_size: usize,
+    pub(crate) cq_cnt: usize,
+    pub(crate) ep_cnt: usize,
+    pub(crate) tx_ctx_cnt: usize,
+    pub(crate) rx_ctx_cnt: usize,
+    pub(crate) max_ep_tx_ctx: usize,
+    pub(crate) max_ep_rx_ctx: usize,
+    pub(crate) max_ep_stx_ctx: usize,
+    pub(crate) max_ep_srx_ctx: usize,
+    pub(crate) cntr_cnt: usize,
+    pub(crate) mr_iov_limit: usize,
+    pub(crate) caps: u64,
+    pub(crate) mode: u64,
+    pub(crate) auth_key: Option<Vec<u8>>,
+    pub(crate) max_err_data: usize,
+    pub(crate) mr_cnt: usize,
+    pub(crate) tclass: u32,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FabricAttr {
-    pub name: Option<String>,
-    pub prov_name: Option<String>,
-    pub prov_version: u32,
-    pub api_version: u32,
+pub(crate) struct FabricAttr {
+    pub(crate) name: Option<String>,
+    pub(crate) prov_name: Option<String>,
+    pub(crate) prov_version: u32,
+    pub(crate) api_version: u32,
 }
 
 /// An owned `fi_info`. Attribute structs are `None` where the C pointer was
 /// NULL (hints may leave any of them out).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Info {
-    pub caps: u64,
-    pub mode: u64,
-    pub addr_format: u32,
-    pub src_addr: Option<Vec<u8>>,
-    pub dest_addr: Option<Vec<u8>>,
+pub(crate) struct Info {
+    pub(crate) caps: u64,
+    pub(crate) mode: u64,
+    pub(crate) addr_format: u32,
+    pub(crate) src_addr: Option<Vec<u8>>,
+    pub(crate) dest_addr: Option<Vec<u8>>,
     /// `info->handle` is copied through untouched (a pep or connreq fid).
-    pub handle: usize,
-    pub tx: Option<TxAttr>,
-    pub rx: Option<RxAttr>,
-    pub ep: Option<EpAttr>,
-    pub domain: Option<DomainAttr>,
-    pub fabric: Option<FabricAttr>,
+    pub(crate) handle: usize,
+    pub(crate) tx: Option<TxAttr>,
+    pub(crate) rx: Option<RxAttr>,
+    pub(crate) ep: Option<EpAttr>,
+    pub(crate) domain: Option<DomainAttr>,
+    pub(crate) fabric: Option<FabricAttr>,
 }

@@ -70,7 +70,7 @@ use std::sync::Arc;
 
 /// `FI_EVENT` (`fi_domain.h`: `#define FI_EVENT FI_COMPLETION`), the
 /// `fi_av_attr.flags` bit asking for asynchronous inserts.
-pub const FI_EVENT: u64 = FI_COMPLETION;
+pub(crate) const FI_EVENT: u64 = FI_COMPLETION;
 /// `fi_av_attr.flags` accepted by `fi_av_open`.
 const OPEN_FLAGS: u64 = FI_EVENT | FI_READ | FI_SYMMETRIC;
 /// Flags accepted by the insert calls (fi_av(3) lists exactly these).
@@ -88,11 +88,11 @@ const MAX_COUNT_HINT: usize = 1 << 16;
 
 /// One live AV entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AvEntry {
-    pub addr: Addr,
+pub(crate) struct AvEntry {
+    pub(crate) addr: Addr,
     /// The application's id for this peer (`FI_AV_USER_ID`), reported
     /// instead of the index as the source of incoming messages.
-    pub user_id: Option<fi_addr_t>,
+    pub(crate) user_id: Option<fi_addr_t>,
 }
 
 /// The live indices of one address, oldest first (usually exactly one).
@@ -114,7 +114,7 @@ impl Indices {
 /// Index → entry (with tombstones) and address → indices. Owned by one
 /// [`Av`] behind its lock.
 #[derive(Default, Debug)]
-pub struct AvTable {
+pub(crate) struct AvTable {
     /// `None` = removed; a slot is never reused.
     slots: Vec<Option<AvEntry>>,
     by_addr: HashMap<Addr, Indices>,
@@ -124,30 +124,30 @@ pub struct AvTable {
 impl AvTable {
     #[cfg(test)]
     /// Number of live entries.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.live
     }
 
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.live == 0
     }
 
     #[cfg(test)]
     /// The index the next insertion will get.
-    pub fn next_index(&self) -> u64 {
+    pub(crate) fn next_index(&self) -> u64 {
         self.slots.len() as u64
     }
 
     /// Makes room for `n` more entries, or fails with -FI_ENOMEM instead of
     /// aborting the process on an absurd count.
-    pub fn reserve(&mut self, n: usize) -> Result<()> {
+    pub(crate) fn reserve(&mut self, n: usize) -> Result<()> {
         self.slots.try_reserve(n).map_err(|_| Error::NOMEM)?;
         self.by_addr.try_reserve(n).map_err(|_| Error::NOMEM)
     }
 
     /// Appends an entry and returns its index.
-    pub fn insert(&mut self, addr: Addr, user_id: Option<fi_addr_t>) -> u64 {
+    pub(crate) fn insert(&mut self, addr: Addr, user_id: Option<fi_addr_t>) -> u64 {
         let idx = self.slots.len() as u64;
         self.slots.push(Some(AvEntry { addr, user_id }));
         self.live += 1;
@@ -165,7 +165,7 @@ impl AvTable {
         idx
     }
 
-    pub fn get(&self, idx: fi_addr_t) -> Option<&AvEntry> {
+    pub(crate) fn get(&self, idx: fi_addr_t) -> Option<&AvEntry> {
         usize::try_from(idx)
             .ok()
             .and_then(|i| self.slots.get(i))
@@ -174,7 +174,7 @@ impl AvTable {
 
     /// Removes every listed entry, or none: an index that is unknown,
     /// already removed or listed twice fails the whole call with -FI_EINVAL.
-    pub fn remove_all(&mut self, list: &[fi_addr_t]) -> Result<()> {
+    pub(crate) fn remove_all(&mut self, list: &[fi_addr_t]) -> Result<()> {
         let mut seen = std::collections::HashSet::with_capacity(list.len());
         for &i in list {
             if self.get(i).is_none() || !seen.insert(i) {
@@ -208,7 +208,7 @@ impl AvTable {
 
     /// The `fi_addr_t` to report for a peer's address: its user id when it
     /// was inserted with `FI_AV_USER_ID`, else its index (oldest live entry).
-    pub fn reverse(&self, addr: &Addr) -> Option<fi_addr_t> {
+    pub(crate) fn reverse(&self, addr: &Addr) -> Option<fi_addr_t> {
         let idx = self.by_addr.get(addr)?.first();
         let e = self.get(idx)?;
         Some(e.user_id.unwrap_or(idx))
@@ -232,7 +232,7 @@ fn index_keys(a: &Addr) -> impl Iterator<Item = Addr> {
 
 /// How the addresses handed to one AV are laid out in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AvFormat {
+pub(crate) enum AvFormat {
     /// `FI_ADDR_STR`: NUL-terminated strings packed back to back.
     Str,
     /// `FI_SOCKADDR_IN`: 16-byte `sockaddr_in`s.
@@ -252,7 +252,7 @@ fn addr_invalid() -> Error {
 
 impl AvFormat {
     /// The format an AV of this domain reads (see the module comment).
-    pub fn for_domain(transport: TransportKind, addr_format: u32) -> AvFormat {
+    pub(crate) fn for_domain(transport: TransportKind, addr_format: u32) -> AvFormat {
         match transport {
             TransportKind::Shm | TransportKind::Auto => AvFormat::Str,
             TransportKind::Tcp => match addr_format {
@@ -278,7 +278,7 @@ impl AvFormat {
 
     /// The binary form `fi_av_lookup` returns: "the same format as those
     /// stored by the AV".
-    pub fn encode(self, a: &Addr) -> Vec<u8> {
+    pub(crate) fn encode(self, a: &Addr) -> Vec<u8> {
         match self {
             AvFormat::Str => {
                 let mut v = a.to_string_form().into_bytes();
@@ -320,7 +320,7 @@ impl AvFormat {
 }
 
 /// Whether an address can be a destination on this transport.
-pub fn check_dest(transport: TransportKind, format: AvFormat, a: Addr) -> Result<Addr> {
+pub(crate) fn check_dest(transport: TransportKind, format: AvFormat, a: Addr) -> Result<Addr> {
     if !format.accepts(&a) {
         return Err(addr_invalid());
     }
@@ -366,7 +366,7 @@ pub fn check_dest(transport: TransportKind, format: AvFormat, a: Addr) -> Result
 /// string, such as a hostname, it must contain a numeric suffix if
 /// nodecnt > 1"), keeping its zero padding (`node01` → `node02`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NodeSeq {
+pub(crate) enum NodeSeq {
     Single(String),
     V4(u32),
     V6(u128),
@@ -374,7 +374,7 @@ pub enum NodeSeq {
 }
 
 impl NodeSeq {
-    pub fn new(node: &str, nodecnt: usize) -> Result<NodeSeq> {
+    pub(crate) fn new(node: &str, nodecnt: usize) -> Result<NodeSeq> {
         if node.is_empty() {
             return Err(Error::INVAL);
         }
@@ -408,7 +408,7 @@ impl NodeSeq {
         })
     }
 
-    pub fn nth(&self, i: usize) -> String {
+    pub(crate) fn nth(&self, i: usize) -> String {
         match self {
             NodeSeq::Single(s) => s.clone(),
             NodeSeq::V4(b) => Ipv4Addr::from(b + i as u32).to_string(),
@@ -422,7 +422,7 @@ impl NodeSeq {
 
 /// The services of `fi_av_insertsym`: "{service, service + svccnt - 1}".
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SvcSeq {
+pub(crate) enum SvcSeq {
     /// `service` NULL (only with svccnt 1).
     None,
     Single(String),
@@ -431,7 +431,7 @@ pub enum SvcSeq {
 
 impl SvcSeq {
     /// `max` is the largest valid service number (65535 for TCP ports).
-    pub fn new(service: Option<&str>, svccnt: usize, max: u64) -> Result<SvcSeq> {
+    pub(crate) fn new(service: Option<&str>, svccnt: usize, max: u64) -> Result<SvcSeq> {
         match service {
             None if svccnt <= 1 => Ok(SvcSeq::None),
             None => Err(Error::INVAL),
@@ -446,7 +446,7 @@ impl SvcSeq {
         }
     }
 
-    pub fn nth(&self, i: usize) -> Option<String> {
+    pub(crate) fn nth(&self, i: usize) -> Option<String> {
         match self {
             SvcSeq::None => None,
             SvcSeq::Single(s) => Some(s.clone()),
@@ -457,7 +457,7 @@ impl SvcSeq {
 
 /// Resolves a TCP `node`/`service` pair (numeric fast path, else
 /// `getaddrinfo`). `family` restricts the result (AF_UNSPEC for any).
-pub fn resolve_inet(node: &str, service: Option<&str>, family: c_int) -> Result<Addr> {
+pub(crate) fn resolve_inet(node: &str, service: Option<&str>, family: c_int) -> Result<Addr> {
     if let (Ok(ip), Some(Ok(port))) = (node.parse::<IpAddr>(), service.map(str::parse::<u16>)) {
         let fam_ok = match ip {
             IpAddr::V4(_) => family != libc::AF_INET6,
@@ -486,7 +486,7 @@ pub fn resolve_inet(node: &str, service: Option<&str>, family: c_int) -> Result<
 
 /// Where the results of an asynchronous insert go: the bound EQ, or a
 /// recorder in unit tests.
-pub trait AvEvents {
+pub(crate) trait AvEvents {
     /// One failed address: `index` within the call, positive `err`.
     fn error(&self, index: usize, err: i32) -> Result<()>;
     /// The call's completion: `count` addresses inserted.
@@ -496,7 +496,7 @@ pub trait AvEvents {
 /// fi_av(3): "one EQ error entry generated for each failed address
 /// insertion, followed by one non-error event indicating that the insertion
 /// operation has completed".
-pub fn report_async(results: &[Result<fi_addr_t>], sink: &dyn AvEvents) -> Result<()> {
+pub(crate) fn report_async(results: &[Result<fi_addr_t>], sink: &dyn AvEvents) -> Result<()> {
     let mut ok = 0;
     for (i, r) in results.iter().enumerate() {
         match r {
@@ -514,16 +514,16 @@ pub fn report_async(results: &[Result<fi_addr_t>], sink: &dyn AvEvents) -> Resul
 /// What an AV decided at open time plus its table: the part of [`Av`] that
 /// needs no C objects (unit-testable on its own).
 #[derive(Debug)]
-pub struct AvState {
+pub(crate) struct AvState {
     /// `fi_av_attr.flags`.
-    pub flags: u64,
-    pub transport: TransportKind,
-    pub format: AvFormat,
-    pub table: RwLock<AvTable>,
+    pub(crate) flags: u64,
+    pub(crate) transport: TransportKind,
+    pub(crate) format: AvFormat,
+    pub(crate) table: RwLock<AvTable>,
 }
 
 impl AvState {
-    pub fn new(flags: u64, transport: TransportKind, format: AvFormat, count_hint: usize) -> AvState {
+    pub(crate) fn new(flags: u64, transport: TransportKind, format: AvFormat, count_hint: usize) -> AvState {
         let mut t = AvTable::default();
         let _ = t.reserve(count_hint.min(MAX_COUNT_HINT));
         AvState {
@@ -535,7 +535,7 @@ impl AvState {
     }
 
     /// Checks decoded entries against the transport.
-    pub fn validate(&self, addrs: Vec<Result<Addr>>) -> Vec<Result<Addr>> {
+    pub(crate) fn validate(&self, addrs: Vec<Result<Addr>>) -> Vec<Result<Addr>> {
         addrs
             .into_iter()
             .map(|r| r.and_then(|a| check_dest(self.transport, self.format, a)))
@@ -545,7 +545,7 @@ impl AvState {
     /// Inserts the valid entries, in order, under one write lock; returns
     /// each entry's `fi_addr` or error. Err only when memory runs out (then
     /// nothing was inserted).
-    pub fn insert_batch(
+    pub(crate) fn insert_batch(
         &self,
         addrs: &[Result<Addr>],
         user_ids: Option<&[fi_addr_t]>,
@@ -565,7 +565,7 @@ impl AvState {
     }
 
     /// Resolves one `node`/`service` pair for this AV.
-    pub fn resolve(&self, node: &str, service: Option<&str>) -> Result<Addr> {
+    pub(crate) fn resolve(&self, node: &str, service: Option<&str>) -> Result<Addr> {
         let a = if service.is_none() && Addr::parse_str(node).is_ok() {
             // "Applications may also pass in an FI_ADDR_STR formatted
             // address as the node parameter ... the service parameter must
@@ -604,7 +604,7 @@ impl AvState {
     /// addresses for a node will be inserted before the next node". Errors
     /// in the arguments fail the call; a name that does not resolve fails
     /// its entry only.
-    pub fn resolve_sym(
+    pub(crate) fn resolve_sym(
         &self,
         node: &str,
         nodecnt: usize,
@@ -635,11 +635,11 @@ impl AvState {
         Ok(out)
     }
 
-    pub fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr> {
+    pub(crate) fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr> {
         self.table.read().get(fi_addr).map(|e| e.addr)
     }
 
-    pub fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
+    pub(crate) fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
         self.table.read().reverse(a)
     }
 }
@@ -658,11 +658,11 @@ pub(crate) struct AvAttr {
 /// An address vector. Owns its table; holds its domain (which therefore
 /// cannot close first) and the bound EQ. Endpoints that bind it take a
 /// [`Held<Av>`], which keeps `fi_close(av)` at -FI_EBUSY.
-pub struct Av {
+pub(crate) struct Av {
     users: Users,
     /// Keeps `fi_close(domain)` at -FI_EBUSY while the AV is open.
     _domain: Held<Domain>,
-    pub state: AvState,
+    pub(crate) state: AvState,
     eq: Mutex<Option<Held<Eq>>>,
 }
 
@@ -727,13 +727,13 @@ impl Av {
     }
 
     /// The address behind an `fi_addr` (data path: destination of a send).
-    pub fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr> {
+    pub(crate) fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr> {
         self.state.lookup_addr(fi_addr)
     }
 
     /// The `fi_addr` to report as the source of a message from `a`
     /// (`FI_SOURCE`): the user id if one was given with `FI_AV_USER_ID`.
-    pub fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
+    pub(crate) fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
         self.state.reverse_lookup(a)
     }
 
@@ -786,7 +786,7 @@ impl Av {
 }
 
 /// The type an `fi_av_open` with this requested type gets.
-pub fn effective_type(requested: u32) -> u32 {
+pub(crate) fn effective_type(requested: u32) -> u32 {
     if requested == FI_AV_UNSPEC {
         FI_AV_TABLE
     } else {
@@ -797,7 +797,7 @@ pub fn effective_type(requested: u32) -> u32 {
 /// What `fi_av_lookup` writes for a stored address into a buffer of `cap`
 /// bytes: "If the actual address is larger than what can fit into the
 /// buffer, it will be truncated." A truncated string keeps its NUL.
-pub fn lookup_bytes(stored: &[u8], is_str: bool, cap: usize) -> Vec<u8> {
+pub(crate) fn lookup_bytes(stored: &[u8], is_str: bool, cap: usize) -> Vec<u8> {
     if cap >= stored.len() {
         return stored.to_vec();
     }

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The counter core. See the module documentation.
-pub struct Cntr {
+pub(crate) struct Cntr {
     users: Users,
     /// The `context` given to `fi_cntr_open` (returned by `fi_poll`).
     context: usize,
@@ -65,7 +65,7 @@ impl Waitable for Cntr {
 impl Cntr {
     /// Builds a counter core; `set` for `FI_WAIT_SET`, `domain` None only
     /// for cores driven directly (unit tests). The caller adds engines.
-    pub fn new(
+    pub(crate) fn new(
         attr: &fi_cntr_attr,
         set: Option<Held<WaitSet>>,
         domain: Option<Held<Domain>>,
@@ -102,11 +102,11 @@ impl Cntr {
     }
 
     /// The `context` passed to `fi_cntr_open`.
-    pub fn context(&self) -> usize {
+    pub(crate) fn context(&self) -> usize {
         self.context
     }
 
-    pub fn wait(&self) -> &WaitObj {
+    pub(crate) fn wait(&self) -> &WaitObj {
         &self.wait
     }
 
@@ -114,36 +114,36 @@ impl Cntr {
 
     /// One successful completion.
     #[inline]
-    pub fn inc(&self) {
+    pub(crate) fn inc(&self) {
         self.add(1);
     }
 
     /// One completion in error.
     #[inline]
-    pub fn inc_err(&self) {
+    pub(crate) fn inc_err(&self) {
         self.add_err(1);
     }
 
     /// `fi_cntr_add` (and batched increments).
-    pub fn add(&self, n: u64) {
+    pub(crate) fn add(&self, n: u64) {
         self.value.fetch_add(n, Ordering::AcqRel);
         self.wait.notify();
     }
 
     /// `fi_cntr_adderr`.
-    pub fn add_err(&self, n: u64) {
+    pub(crate) fn add_err(&self, n: u64) {
         self.err.fetch_add(n, Ordering::AcqRel);
         self.wait.notify();
     }
 
     /// `fi_cntr_set`.
-    pub fn set(&self, v: u64) {
+    pub(crate) fn set(&self, v: u64) {
         self.value.store(v, Ordering::Release);
         self.wait.notify();
     }
 
     /// `fi_cntr_seterr`.
-    pub fn set_err(&self, v: u64) {
+    pub(crate) fn set_err(&self, v: u64) {
         self.err.store(v, Ordering::Release);
         self.wait.notify();
     }
@@ -151,7 +151,7 @@ impl Cntr {
     // ---- consumer API ----
 
     /// The values without progress or bookkeeping (poll sets, tests).
-    pub fn peek(&self) -> (u64, u64) {
+    pub(crate) fn peek(&self) -> (u64, u64) {
         (self.value.load(Ordering::Acquire), self.err.load(Ordering::Acquire))
     }
 
@@ -166,7 +166,7 @@ impl Cntr {
     }
 
     /// `fi_cntr_read`.
-    pub fn read(&self) -> u64 {
+    pub(crate) fn read(&self) -> u64 {
         self.before_read();
         let v = self.value.load(Ordering::Acquire);
         self.seen_value.store(v, Ordering::Release);
@@ -174,7 +174,7 @@ impl Cntr {
     }
 
     /// `fi_cntr_readerr`.
-    pub fn read_err(&self) -> u64 {
+    pub(crate) fn read_err(&self) -> u64 {
         self.before_read();
         let e = self.err.load(Ordering::Acquire);
         self.seen_err.store(e, Ordering::Release);
@@ -182,7 +182,7 @@ impl Cntr {
     }
 
     /// `fi_cntr_wait`.
-    pub fn wait_for(&self, threshold: u64, timeout: i32) -> Result<()> {
+    pub(crate) fn wait_for(&self, threshold: u64, timeout: i32) -> Result<()> {
         if !self.wait.can_block() {
             return Err(Error::NOSYS);
         }
@@ -211,7 +211,7 @@ impl Cntr {
     }
 
     /// `fi_trywait` on this counter; a member of a wait set defers to it.
-    pub fn trywait(&self) -> Result<()> {
+    pub(crate) fn trywait(&self) -> Result<()> {
         self.member_wait().trywait(&|| self.changed_since_read())
     }
 

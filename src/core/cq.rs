@@ -95,29 +95,29 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Default number of entries when `attr.size == 0`.
-pub const DEFAULT_CQ_SIZE: usize = 1024;
+pub(crate) const DEFAULT_CQ_SIZE: usize = 1024;
 /// Largest `attr.size` accepted (the ring is preallocated): larger sizes
 /// return -FI_EINVAL, which fabtests' `cq_open_close_sizes` accepts as the
 /// provider's limit.
-pub const MAX_CQ_SIZE: usize = 1 << 20;
+pub(crate) const MAX_CQ_SIZE: usize = 1 << 20;
 
 /// One completion, the CQ's internal record. Every format is cut from it.
 #[derive(Clone, Copy, Debug)]
-pub struct CqEntry {
+pub(crate) struct CqEntry {
     /// The application's context of the operation (NULL when none).
-    pub op_context: *mut c_void,
+    pub(crate) op_context: *mut c_void,
     /// Completion flags (`FI_SEND`, `FI_RECV`, `FI_MSG`, `FI_TAGGED`, ...).
-    pub flags: u64,
+    pub(crate) flags: u64,
     /// Received length (receives only).
-    pub len: usize,
+    pub(crate) len: usize,
     /// Where data was placed (multi-recv only).
-    pub buf: *mut c_void,
+    pub(crate) buf: *mut c_void,
     /// Remote CQ data (with `FI_REMOTE_CQ_DATA`).
-    pub data: u64,
+    pub(crate) data: u64,
     /// Received tag (tagged receives).
-    pub tag: u64,
+    pub(crate) tag: u64,
     /// Source address for `fi_cq_readfrom`; `FI_ADDR_NOTAVAIL` when unknown.
-    pub src: fi_addr_t,
+    pub(crate) src: fi_addr_t,
 }
 
 // SAFETY: `op_context` and `buf` are opaque application pointers that rustfab
@@ -142,7 +142,7 @@ impl Default for CqEntry {
 
 impl CqEntry {
     /// An entry with only a context and flags (sends, RMA, ...).
-    pub fn new(op_context: *mut c_void, flags: u64) -> CqEntry {
+    pub(crate) fn new(op_context: *mut c_void, flags: u64) -> CqEntry {
         CqEntry {
             op_context,
             flags,
@@ -153,22 +153,22 @@ impl CqEntry {
 
 /// An error completion, as `fi_cq_readerr` returns it.
 #[derive(Clone, Debug)]
-pub struct CqErrEntry {
+pub(crate) struct CqErrEntry {
     /// The fields shared with successful completions.
-    pub entry: CqEntry,
+    pub(crate) entry: CqEntry,
     /// Bytes that did not fit (`FI_ETRUNC`).
-    pub olen: usize,
+    pub(crate) olen: usize,
     /// Positive `FI_E*` code.
-    pub err: i32,
+    pub(crate) err: i32,
     /// Provider-specific code (rustfab: a positive errno/`FI_E*` from the
     /// transport, or 0).
-    pub prov_errno: i32,
+    pub(crate) prov_errno: i32,
     /// Provider-specific data (the raw source address for `FI_SOURCE_ERR`).
-    pub err_data: Vec<u8>,
+    pub(crate) err_data: Vec<u8>,
 }
 
 impl CqErrEntry {
-    pub fn new(entry: CqEntry, err: i32) -> CqErrEntry {
+    pub(crate) fn new(entry: CqEntry, err: i32) -> CqErrEntry {
         CqErrEntry {
             entry,
             olen: 0,
@@ -181,7 +181,7 @@ impl CqErrEntry {
     #[cfg(test)]
     /// A truncated receive: fi_cq(3) "olen specifies the amount of data that
     /// did not fit into the available receive buffer and was discarded".
-    pub fn truncated(entry: CqEntry, olen: usize) -> CqErrEntry {
+    pub(crate) fn truncated(entry: CqEntry, olen: usize) -> CqErrEntry {
         CqErrEntry {
             olen,
             ..CqErrEntry::new(entry, FI_ETRUNC)
@@ -191,7 +191,7 @@ impl CqErrEntry {
     #[cfg(test)]
     /// `FI_SOURCE_ERR`: a message received successfully whose source is not in
     /// the AV; `raw_addr` is the source in the domain's address format.
-    pub fn source_unknown(entry: CqEntry, raw_addr: &[u8]) -> CqErrEntry {
+    pub(crate) fn source_unknown(entry: CqEntry, raw_addr: &[u8]) -> CqErrEntry {
         CqErrEntry {
             err_data: raw_addr.to_vec(),
             prov_errno: FI_EADDRNOTAVAIL,
@@ -271,7 +271,7 @@ impl Queue {
 }
 
 /// The CQ core. See the module documentation.
-pub struct Cq {
+pub(crate) struct Cq {
     users: Users,
     /// The `context` given to `fi_cq_open` (returned by `fi_poll`), an
     /// opaque value.
@@ -326,7 +326,7 @@ impl Cq {
     /// Builds a CQ core. `set` is required for (and only used with)
     /// `FI_WAIT_SET`; `domain` is None only for cores driven directly (unit
     /// tests). The caller adds the progress engines.
-    pub fn new(
+    pub(crate) fn new(
         attr: &fi_cq_attr,
         api_version: u32,
         set: Option<Held<WaitSet>>,
@@ -374,7 +374,7 @@ impl Cq {
     }
 
     /// The `context` passed to `fi_cq_open`.
-    pub fn context(&self) -> usize {
+    pub(crate) fn context(&self) -> usize {
         self.context
     }
 
@@ -389,13 +389,13 @@ impl Cq {
         self.api_version
     }
 
-    pub fn wait(&self) -> &WaitObj {
+    pub(crate) fn wait(&self) -> &WaitObj {
         &self.wait
     }
 
     #[cfg(test)]
     /// Current capacity: `max(attr.size, Σ reservations)`.
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.q.lock().cap()
     }
 
@@ -404,7 +404,7 @@ impl Cq {
     /// An endpoint bound to this CQ: `n` = its queue depth (`tx_size` and/or
     /// `rx_size`, whichever directions it binds). Grows the ring now so that
     /// pushes never allocate.
-    pub fn reserve_capacity(&self, n: usize) -> Result<()> {
+    pub(crate) fn reserve_capacity(&self, n: usize) -> Result<()> {
         let mut q = self.q.lock();
         let reserved = q.reserved.checked_add(n).ok_or(Error::INVAL)?;
         let want = q.size.max(reserved);
@@ -416,7 +416,7 @@ impl Cq {
 
     /// Undoes [`Cq::reserve_capacity`] when the endpoint closes. Completions
     /// it left in the queue stay readable.
-    pub fn release_capacity(&self, n: usize) {
+    pub(crate) fn release_capacity(&self, n: usize) {
         let mut q = self.q.lock();
         q.reserved = q.reserved.saturating_sub(n);
     }
@@ -424,14 +424,14 @@ impl Cq {
     /// Whether one more unclaimed completion fits now. Producers of
     /// completions that no post announced (multi-recv deliveries) stall
     /// while this is false.
-    pub fn has_room(&self) -> bool {
+    pub(crate) fn has_room(&self) -> bool {
         self.q.lock().has_room()
     }
 
     /// Queues a completion. One lock, no allocation, a system call only when
     /// a waiter is armed. `Err(FI_EOVERRUN)`: the CQ had no room (the entry
     /// is dropped and the CQ is now in the overrun state) or was overrun.
-    pub fn push(&self, e: CqEntry) -> Result<()> {
+    pub(crate) fn push(&self, e: CqEntry) -> Result<()> {
         let r = {
             let mut q = self.q.lock();
             q.admit_unclaimed().map(|()| q.ok.push_back(e))
@@ -441,7 +441,7 @@ impl Cq {
     }
 
     /// Queues an error completion (read with `fi_cq_readerr`).
-    pub fn push_err(&self, e: CqErrEntry) -> Result<()> {
+    pub(crate) fn push_err(&self, e: CqErrEntry) -> Result<()> {
         let r = {
             let mut q = self.q.lock();
             q.admit_unclaimed().map(|()| q.errs.push_back(e))
@@ -455,7 +455,7 @@ impl Cq {
     /// the post must fail with -FI_EAGAIN (fi_domain(3), FI_RM_ENABLED:
     /// "failing (returning -FI_EAGAIN) the posting of operations that could
     /// result in CQ overruns").
-    pub fn claim_slot(&self) -> Result<()> {
+    pub(crate) fn claim_slot(&self) -> Result<()> {
         let mut q = self.q.lock();
         if q.overrun != Overrun::No {
             return Err(Error::OVERRUN);
@@ -468,13 +468,13 @@ impl Cq {
     }
 
     /// The claimed operation ended without a completion entry.
-    pub fn unclaim_slot(&self) {
+    pub(crate) fn unclaim_slot(&self) {
         let mut q = self.q.lock();
         q.claimed = q.claimed.saturating_sub(1);
     }
 
     /// Queues the completion of an operation that claimed a slot.
-    pub fn push_claimed(&self, e: CqEntry) -> Result<()> {
+    pub(crate) fn push_claimed(&self, e: CqEntry) -> Result<()> {
         let r = {
             let mut q = self.q.lock();
             q.admit_claimed().map(|()| q.ok.push_back(e))
@@ -484,7 +484,7 @@ impl Cq {
     }
 
     /// Queues the error completion of an operation that claimed a slot.
-    pub fn push_err_claimed(&self, e: CqErrEntry) -> Result<()> {
+    pub(crate) fn push_err_claimed(&self, e: CqErrEntry) -> Result<()> {
         let r = {
             let mut q = self.q.lock();
             q.admit_claimed().map(|()| q.errs.push_back(e))
@@ -590,7 +590,7 @@ impl Cq {
     }
 
     /// `fi_cq_signal`: "unblock any thread waiting in fi_cq_sread".
-    pub fn signal(&self) -> Result<()> {
+    pub(crate) fn signal(&self) -> Result<()> {
         if self.wait.kind() == FI_WAIT_NONE {
             // "only available if the CQ was configured with a wait object"
             return Err(Error::NOSYS);
@@ -604,7 +604,7 @@ impl Cq {
     }
 
     /// `fi_trywait` on this CQ; a member of a wait set defers to its set.
-    pub fn trywait(&self) -> Result<()> {
+    pub(crate) fn trywait(&self) -> Result<()> {
         self.member_wait().trywait(&|| self.q.lock().ready(1))
     }
 
@@ -628,7 +628,7 @@ impl Cq {
     }
 
     /// Whether the application has something to read (`fi_poll`).
-    pub fn has_events(&self) -> bool {
+    pub(crate) fn has_events(&self) -> bool {
         self.q.lock().ready(1)
     }
 }

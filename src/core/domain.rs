@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 /// Which of rustfab's transports a domain uses (its `domain_attr->name`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TransportKind {
+pub(crate) enum TransportKind {
     Shm,
     Tcp,
     /// shm to peers on this host, TCP to the others, behind one address.
@@ -23,14 +23,14 @@ pub enum TransportKind {
 }
 
 impl TransportKind {
-    pub fn domain_name(self) -> &'static str {
+    pub(crate) fn domain_name(self) -> &'static str {
         match self {
             TransportKind::Shm => "shm",
             TransportKind::Tcp => "tcp",
             TransportKind::Auto => "auto",
         }
     }
-    pub fn from_domain_name(n: &str) -> Option<TransportKind> {
+    pub(crate) fn from_domain_name(n: &str) -> Option<TransportKind> {
         match n {
             "shm" => Some(TransportKind::Shm),
             "tcp" => Some(TransportKind::Tcp),
@@ -40,16 +40,16 @@ impl TransportKind {
     }
 }
 
-pub struct Domain {
+pub(crate) struct Domain {
     users: Users,
     fabric: Held<Fabric>,
-    pub transport: TransportKind,
+    pub(crate) transport: TransportKind,
     /// The info the domain was opened with (application-owned, so copied).
-    pub info: Info,
+    pub(crate) info: Info,
     /// `fid_fabric.api_version` of the parent, read when the domain opened.
-    pub api_version: u32,
-    pub engine: Arc<Engine>,
-    pub mrs: crate::core::mr::MrMap,
+    pub(crate) api_version: u32,
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) mrs: crate::core::mr::MrMap,
     /// EQ bound with `fi_domain_bind` (asynchronous MR/AV events).
     eq: Mutex<Option<(Held<Eq>, u64)>>,
 }
@@ -61,14 +61,14 @@ impl HasUsers for Domain {
 }
 
 impl Domain {
-    pub fn fabric(&self) -> &Arc<Fabric> {
+    pub(crate) fn fabric(&self) -> &Arc<Fabric> {
         self.fabric.arc()
     }
-    pub fn domain_attr(&self) -> crate::core::attr::DomainAttr {
+    pub(crate) fn domain_attr(&self) -> crate::core::attr::DomainAttr {
         self.info.domain.clone().unwrap_or_default()
     }
     /// The effective `mr_mode` (from the info the application passed).
-    pub fn mr_mode(&self) -> i32 {
+    pub(crate) fn mr_mode(&self) -> i32 {
         self.info.domain.as_ref().map(|d| d.mr_mode).unwrap_or(0)
     }
 

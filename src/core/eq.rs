@@ -55,22 +55,22 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Events (plus errors) an EQ holds when `attr.size == 0`.
-pub const DEFAULT_EQ_SIZE: usize = 1024;
+pub(crate) const DEFAULT_EQ_SIZE: usize = 1024;
 /// Largest event rustfab queues (header plus CM data).
-pub const MAX_EVENT_LEN: usize = 64 * 1024;
+pub(crate) const MAX_EVENT_LEN: usize = 64 * 1024;
 
 const EQ_ENTRY_LEN: usize = core::mem::size_of::<fi_eq_entry>();
 const EQ_CM_ENTRY_LEN: usize = core::mem::size_of::<fi_eq_cm_entry>();
 
 /// An error event as `fi_eq_readerr` will return it.
-pub struct EqError {
-    pub fid: *mut fid,
-    pub context: *mut c_void,
-    pub data: u64,
+pub(crate) struct EqError {
+    pub(crate) fid: *mut fid,
+    pub(crate) context: *mut c_void,
+    pub(crate) data: u64,
     /// Positive FI_E* code.
-    pub err: i32,
-    pub prov_errno: i32,
-    pub err_data: Vec<u8>,
+    pub(crate) err: i32,
+    pub(crate) prov_errno: i32,
+    pub(crate) err_data: Vec<u8>,
 }
 
 // SAFETY: `fid` and `context` are handed back to the application unchanged;
@@ -148,7 +148,7 @@ impl Drop for Queue {
 }
 
 /// The EQ core. See the module documentation.
-pub struct Eq {
+pub(crate) struct Eq {
     users: Users,
     flags: u64,
     api_version: u32,
@@ -173,7 +173,7 @@ impl Waitable for Eq {
 impl Eq {
     /// Builds an EQ core; `set` for `FI_WAIT_SET`, `fabric` None only for
     /// cores driven directly (unit tests). The caller adds engines.
-    pub fn new(
+    pub(crate) fn new(
         attr: &fi_eq_attr,
         api_version: u32,
         set: Option<Held<WaitSet>>,
@@ -214,7 +214,7 @@ impl Eq {
         Ok(eq)
     }
 
-    pub fn wait(&self) -> &WaitObj {
+    pub(crate) fn wait(&self) -> &WaitObj {
         &self.wait
     }
 
@@ -227,7 +227,7 @@ impl Eq {
     /// (a `struct fi_eq_entry`, or a `struct fi_eq_cm_entry` plus CM data).
     /// `Err(EAGAIN)` when the EQ is full. For `FI_CONNREQ` the EQ owns the
     /// `info` until the application reads the event.
-    pub fn push_event(&self, event: u32, entry: &[u8]) -> Result<()> {
+    pub(crate) fn push_event(&self, event: u32, entry: &[u8]) -> Result<()> {
         self.queue_event(Event {
             event,
             bytes: entry.to_vec(),
@@ -252,7 +252,7 @@ impl Eq {
 
     /// Queues an error event (read with `fi_eq_readerr`). `Err(EAGAIN)` when
     /// the EQ is full.
-    pub fn push_error(&self, e: EqError) -> Result<()> {
+    pub(crate) fn push_error(&self, e: EqError) -> Result<()> {
         {
             let mut q = self.q.lock();
             if q.full() {
@@ -358,7 +358,7 @@ impl Eq {
     }
 
     /// `fi_trywait` on this EQ; a member of a wait set defers to its set.
-    pub fn trywait(&self) -> Result<()> {
+    pub(crate) fn trywait(&self) -> Result<()> {
         self.member_wait().trywait(&|| self.q.lock().ready())
     }
 

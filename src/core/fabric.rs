@@ -11,20 +11,20 @@ use crate::core::users::{HasUsers, Users};
 use std::sync::Arc;
 
 /// The only fabric name rustfab answers to (fi_getinfo's `fabric_attr->name`).
-pub const FABRIC_NAME: &str = "rustfab";
+pub(crate) const FABRIC_NAME: &str = "rustfab";
 
 /// The libfabric API level rustfab implements (what `fi_prov_ini`
 /// announces, and what a fabric whose application version is unknown
 /// follows).
 pub(crate) const API_VERSION: u32 = fi_version(FI_MAJOR_VERSION, FI_MINOR_VERSION);
 
-pub struct Fabric {
+pub(crate) struct Fabric {
     users: Users,
     /// Progress for objects that belong to the fabric rather than a domain
     /// (passive endpoints' listeners, connection requests).
-    pub engine: Arc<Engine>,
+    pub(crate) engine: Arc<Engine>,
     /// The `FI_RUSTFAB_*` settings, read when the fabric opened.
-    pub settings: Settings,
+    pub(crate) settings: Settings,
 }
 
 impl HasUsers for Fabric {

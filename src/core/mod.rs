@@ -2,19 +2,19 @@
 //! Nothing here dereferences a pointer from C; the C face (`fi`) turns each
 //! call into these types.
 
-pub mod attr;
-pub mod av;
-pub mod cntr;
-pub mod cq;
-pub mod domain;
-pub mod engine;
-pub mod ep;
-pub mod eq;
-pub mod fabric;
-pub mod host;
-pub mod mr;
-pub mod poll;
-pub mod progress;
-pub mod settings;
-pub mod users;
-pub mod wait;
+pub(crate) mod attr;
+pub(crate) mod av;
+pub(crate) mod cntr;
+pub(crate) mod cq;
+pub(crate) mod domain;
+pub(crate) mod engine;
+pub(crate) mod ep;
+pub(crate) mod eq;
+pub(crate) mod fabric;
+pub(crate) mod host;
+pub(crate) mod mr;
+pub(crate) mod poll;
+pub(crate) mod progress;
+pub(crate) mod settings;
+pub(crate) mod users;
+pub(crate) mod wait;

@@ -74,11 +74,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Most iovecs one registration may name (fi_getinfo's `mr_iov_limit`).
-pub const MR_IOV_LIMIT: usize = 8;
+pub(crate) const MR_IOV_LIMIT: usize = 8;
 /// Bytes of an MR key (fi_getinfo's `mr_key_size`).
-pub const MR_KEY_SIZE: usize = 8;
+pub(crate) const MR_KEY_SIZE: usize = 8;
 /// Access bits a registration may ask for (fi_mr(3) "access").
-pub const MR_ACCESS: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_COLLECTIVE;
+pub(crate) const MR_ACCESS: u64 =
+    FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_COLLECTIVE;
 /// Registration flags rustfab accepts.
 const REG_FLAGS: u64 = FI_RMA_EVENT;
 /// fi_errno.h: `FI_EKEYREJECTED` = EKEYREJECTED.
@@ -89,7 +90,7 @@ const EACCES: Error = Error(FI_EACCES);
 
 /// The registration rules a domain's `mr_mode` amounts to (see the module
 /// comment): BASIC expanded, SCALABLE/UNSPEC removed.
-pub fn effective_mode(mr_mode: i32) -> i32 {
+pub(crate) fn effective_mode(mr_mode: i32) -> i32 {
     let mut m = mr_mode & !(FI_MR_BASIC | FI_MR_SCALABLE);
     if mr_mode & FI_MR_BASIC != 0 {
         m |= FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
@@ -103,19 +104,19 @@ pub fn effective_mode(mr_mode: i32) -> i32 {
 
 /// One registered region: what a peer may touch, and how it addresses it.
 #[derive(Debug)]
-pub struct Region {
+pub(crate) struct Region {
     /// (base address, length) of each registered buffer, in order.
-    pub iov: Vec<(usize, usize)>,
+    pub(crate) iov: Vec<(usize, usize)>,
     #[cfg_attr(not(test), allow(dead_code))] // checked by `verify` (tests; RMA is not offered yet)
-    pub access: u64,
+    pub(crate) access: u64,
     /// Peers address the region by virtual address (FI_MR_VIRT_ADDR), not
     /// by 0-based offset.
-    pub virt_addr: bool,
+    pub(crate) virt_addr: bool,
     enabled: AtomicBool,
 }
 
 impl Region {
-    pub fn new(iov: Vec<(usize, usize)>, access: u64, virt_addr: bool, enabled: bool) -> Region {
+    pub(crate) fn new(iov: Vec<(usize, usize)>, access: u64, virt_addr: bool, enabled: bool) -> Region {
         Region {
             iov,
             access,
@@ -125,20 +126,20 @@ impl Region {
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.iov.iter().map(|&(_, l)| l).sum()
     }
 
-    pub fn is_enabled(&self) -> bool {
+    pub(crate) fn is_enabled(&self) -> bool {
         self.enabled.load(Ordering::Acquire)
     }
 
-    pub fn enable(&self) {
+    pub(crate) fn enable(&self) {
         self.enabled.store(true, Ordering::Release);
     }
 
     /// The address a peer uses for the region's first byte.
-    pub fn base_addr(&self) -> u64 {
+    pub(crate) fn base_addr(&self) -> u64 {
         if self.virt_addr {
             self.iov.first().map_or(0, |&(b, _)| b as u64)
         } else {
@@ -149,7 +150,7 @@ impl Region {
     #[cfg(test)]
     /// The host memory segments behind `[addr, addr + len)` as a peer names
     /// them, or -FI_EACCES if any byte is outside the region.
-    pub fn segments(&self, addr: u64, len: usize) -> Result<Vec<(usize, usize)>> {
+    pub(crate) fn segments(&self, addr: u64, len: usize) -> Result<Vec<(usize, usize)>> {
         let end = addr.checked_add(len as u64).ok_or(EACCES)?;
         let mut out = Vec::new();
         if self.virt_addr {
@@ -199,7 +200,7 @@ impl Region {
 
 /// Which key a registration gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KeyRequest {
+pub(crate) enum KeyRequest {
     /// FI_MR_PROV_KEY: the provider picks.
     Provider,
     /// The application's `requested_key`, limited to `key_size` bytes.
@@ -218,22 +219,22 @@ struct MapInner {
 /// The domain's key → region map. `is_empty` keeps the domain open while
 /// any MR exists; `verify` is what RMA targets will call.
 #[derive(Default)]
-pub struct MrMap {
+pub(crate) struct MrMap {
     inner: RwLock<MapInner>,
 }
 
 impl MrMap {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.inner.read().regions.is_empty()
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.inner.read().regions.len()
     }
 
     /// Adds a region under a key; returns the key.
-    pub fn insert(&self, req: KeyRequest, region: Arc<Region>) -> Result<u64> {
+    pub(crate) fn insert(&self, req: KeyRequest, region: Arc<Region>) -> Result<u64> {
         let mut m = self.inner.write();
         let key = match req {
             KeyRequest::App { key, key_size } => {
@@ -262,12 +263,12 @@ impl MrMap {
         Ok(key)
     }
 
-    pub fn remove(&self, key: u64) -> Result<Arc<Region>> {
+    pub(crate) fn remove(&self, key: u64) -> Result<Arc<Region>> {
         self.inner.write().regions.remove(&key).ok_or(Error::NOKEY)
     }
 
     #[cfg(test)]
-    pub fn get(&self, key: u64) -> Option<Arc<Region>> {
+    pub(crate) fn get(&self, key: u64) -> Option<Arc<Region>> {
         self.inner.read().regions.get(&key).cloned()
     }
 
@@ -276,7 +277,7 @@ impl MrMap {
     /// and returns the host segments to copy to/from. Unknown key →
     /// -FI_EINVAL; missing access right, disabled region or out of range →
     /// -FI_EACCES (as `util_mr_map.c:ofi_mr_map_verify`).
-    pub fn verify(&self, key: u64, addr: u64, len: usize, access: u64) -> Result<Vec<(usize, usize)>> {
+    pub(crate) fn verify(&self, key: u64, addr: u64, len: usize, access: u64) -> Result<Vec<(usize, usize)>> {
         let r = self.get(key).ok_or(Error::INVAL)?;
         if access & r.access != access || !r.is_enabled() {
             return Err(EACCES);
@@ -291,30 +292,30 @@ impl MrMap {
 
 /// One registration, whichever call it came through, copied out of C.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RegRequest {
-    pub iov: Vec<(usize, usize)>,
-    pub access: u64,
-    pub offset: u64,
-    pub requested_key: u64,
+pub(crate) struct RegRequest {
+    pub(crate) iov: Vec<(usize, usize)>,
+    pub(crate) access: u64,
+    pub(crate) offset: u64,
+    pub(crate) requested_key: u64,
     /// The registration's `context` (an opaque value, the fid's context).
-    pub context: usize,
-    pub auth_key_size: usize,
-    pub iface: u32,
-    pub flags: u64,
+    pub(crate) context: usize,
+    pub(crate) auth_key_size: usize,
+    pub(crate) iface: u32,
+    pub(crate) flags: u64,
 }
 
 /// The domain facts a registration depends on.
 #[derive(Clone, Copy, Debug)]
-pub struct RegRules {
+pub(crate) struct RegRules {
     /// Effective mode ([`effective_mode`]).
-    pub mode: i32,
+    pub(crate) mode: i32,
     /// `domain_attr->mr_key_size` (0 = 8).
-    pub key_size: usize,
+    pub(crate) key_size: usize,
 }
 
 impl RegRequest {
     /// Argument checks, then the region and key request it amounts to.
-    pub fn check(&self, rules: RegRules) -> Result<(Region, KeyRequest)> {
+    pub(crate) fn check(&self, rules: RegRules) -> Result<(Region, KeyRequest)> {
         if self.flags & !REG_FLAGS != 0 {
             return Err(Error::BADFLAGS);
         }
@@ -358,11 +359,11 @@ impl RegRequest {
 
 /// A registered memory region as the application holds it. Its entry in the
 /// domain's map lives exactly as long as the object.
-pub struct Mr {
+pub(crate) struct Mr {
     users: Users,
     domain: Held<Domain>,
-    pub key: u64,
-    pub region: Arc<Region>,
+    pub(crate) key: u64,
+    pub(crate) region: Arc<Region>,
     /// `fi_mr_bind` target (endpoint fid) under FI_MR_ENDPOINT.
     bound_ep: Mutex<Option<usize>>,
     mode: i32,

@@ -51,7 +51,7 @@ impl Member {
 }
 
 /// The poll-set core.
-pub struct PollSet {
+pub(crate) struct PollSet {
     members: Mutex<Vec<Member>>,
     _domain: Option<Held<Domain>>,
 }
@@ -66,14 +66,14 @@ impl PollSet {
     }
 
     /// `domain` is None only for sets driven directly (unit tests).
-    pub fn new(domain: Option<Held<Domain>>) -> Arc<PollSet> {
+    pub(crate) fn new(domain: Option<Held<Domain>>) -> Arc<PollSet> {
         Arc::new(PollSet {
             members: Mutex::new(Vec::new()),
             _domain: domain,
         })
     }
 
-    pub fn add_cq(&self, cq: &Arc<Cq>) {
+    pub(crate) fn add_cq(&self, cq: &Arc<Cq>) {
         let mut m = self.members.lock();
         m.retain(Member::alive);
         if !m.iter().any(|x| x.is(Arc::as_ptr(cq) as *const ())) {
@@ -81,7 +81,7 @@ impl PollSet {
         }
     }
 
-    pub fn add_cntr(&self, c: &Arc<Cntr>) {
+    pub(crate) fn add_cntr(&self, c: &Arc<Cntr>) {
         let mut m = self.members.lock();
         m.retain(Member::alive);
         if !m.iter().any(|x| x.is(Arc::as_ptr(c) as *const ())) {

@@ -35,7 +35,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 /// The wait kinds a CQ/EQ/counter may be opened with.
-pub fn valid_object_kind(kind: u32) -> bool {
+pub(crate) fn valid_object_kind(kind: u32) -> bool {
     matches!(
         kind,
         FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_SET | FI_WAIT_FD | FI_WAIT_MUTEX_COND | FI_WAIT_YIELD | FI_WAIT_POLLFD
@@ -43,9 +43,9 @@ pub fn valid_object_kind(kind: u32) -> bool {
 }
 
 /// How long a blocking wait polls before it sleeps.
-pub const SPIN_FOR: std::time::Duration = std::time::Duration::from_micros(50);
+pub(crate) const SPIN_FOR: std::time::Duration = std::time::Duration::from_micros(50);
 
-pub struct WaitObj {
+pub(crate) struct WaitObj {
     kind: u32,
     /// Internal doorbell + sleeping set (absent for FI_WAIT_NONE).
     efd: Option<EventFd>,
@@ -70,7 +70,7 @@ pub struct WaitObj {
 
 impl WaitObj {
     /// `set` is required for (and only used with) `FI_WAIT_SET`.
-    pub fn new(kind: u32, set: Option<Arc<WaitSet>>) -> Result<WaitObj> {
+    pub(crate) fn new(kind: u32, set: Option<Arc<WaitSet>>) -> Result<WaitObj> {
         if !valid_object_kind(kind) {
             return Err(Error::INVAL);
         }
@@ -107,18 +107,18 @@ impl WaitObj {
         })
     }
 
-    pub fn kind(&self) -> u32 {
+    pub(crate) fn kind(&self) -> u32 {
         self.kind
     }
 
     /// Whether `sread`-style blocking calls are allowed (fi_cq(3): not with
     /// FI_WAIT_NONE or FI_WAIT_SET).
-    pub fn can_block(&self) -> bool {
+    pub(crate) fn can_block(&self) -> bool {
         !matches!(self.kind, FI_WAIT_NONE | FI_WAIT_SET)
     }
 
     /// Makes `engine`'s progress part of this object's waits.
-    pub fn add_engine(&self, engine: &Arc<Engine>) -> Result<()> {
+    pub(crate) fn add_engine(&self, engine: &Arc<Engine>) -> Result<()> {
         let mut v = self.engines.lock();
         if v.iter().any(|e| Arc::ptr_eq(e, engine)) {
             return Ok(());
@@ -142,13 +142,13 @@ impl WaitObj {
     }
 
     /// The engines feeding this object (a shared snapshot, no allocation).
-    pub fn engines(&self) -> Arc<Vec<Arc<Engine>>> {
+    pub(crate) fn engines(&self) -> Arc<Vec<Arc<Engine>>> {
         self.engines.lock().clone()
     }
 
     /// Runs a progress pass on every engine that feeds this object.
     #[inline]
-    pub fn progress(&self) {
+    pub(crate) fn progress(&self) {
         if self.several.load(Ordering::Acquire) {
             for e in self.engines().iter() {
                 e.progress();
@@ -159,7 +159,7 @@ impl WaitObj {
     }
 
     /// Called by a producer after it queued something (or changed a counter).
-    pub fn notify(&self) {
+    pub(crate) fn notify(&self) {
         // Only objects with a doorbell can have an armed sleeper; the fence
         // (Dekker with `arm`) is skipped for the others (FI_WAIT_NONE CQs of
         // polling applications: the common fast path).
@@ -178,7 +178,7 @@ impl WaitObj {
     }
 
     /// `fi_cq_signal`: wake blocked readers, who return -FI_EAGAIN.
-    pub fn signal(&self) {
+    pub(crate) fn signal(&self) {
         self.signaled.store(true, Ordering::Release);
         if let Some(efd) = &self.efd {
             efd.signal();
@@ -213,7 +213,7 @@ impl WaitObj {
     /// Blocks until `ready()` holds (Ok), the deadline passes or
     /// [`WaitObj::signal`] is called (Err(EAGAIN)). Progresses before every
     /// check. Callers check `can_block` first.
-    pub fn block_until(&self, ready: &dyn Fn() -> bool, deadline: Deadline) -> Result<()> {
+    pub(crate) fn block_until(&self, ready: &dyn Fn() -> bool, deadline: Deadline) -> Result<()> {
         let mut scratch = Vec::new();
         // Before sleeping, poll for a short while: a peer that answers within
         // microseconds (a ping-pong) is then seen without the cost of a
@@ -264,7 +264,7 @@ impl WaitObj {
 
     /// `fi_trywait` for this object: Ok if the application may block on the
     /// native wait object now, Err(EAGAIN) if something is ready already.
-    pub fn trywait(&self, ready: &dyn Fn() -> bool) -> Result<()> {
+    pub(crate) fn trywait(&self, ready: &dyn Fn() -> bool) -> Result<()> {
         if self.kind == FI_WAIT_NONE {
             return Err(Error::INVAL);
         }
@@ -301,7 +301,7 @@ impl WaitObj {
     /// Called on every read: an application that read after trywait is no
     /// longer blocked on the native object, so stop paying for doorbells.
     #[inline]
-    pub fn on_read(&self) {
+    pub(crate) fn on_read(&self) {
         if self.fd_armed.load(Ordering::Relaxed) && self.fd_armed.swap(false, Ordering::AcqRel) {
             self.disarm();
         }
@@ -348,9 +348,9 @@ impl Drop for WaitObj {
 
 /// The wait object a CQ, EQ or counter shows the application: its wait
 /// set's when it belongs to one (as util does), else its own.
-pub struct MemberWait<'a> {
-    pub own: &'a WaitObj,
-    pub set: Option<&'a WaitSet>,
+pub(crate) struct MemberWait<'a> {
+    pub(crate) own: &'a WaitObj,
+    pub(crate) set: Option<&'a WaitSet>,
 }
 
 impl<'a> MemberWait<'a> {
@@ -369,7 +369,7 @@ impl<'a> MemberWait<'a> {
 }
 
 /// A member of a wait set or poll set: a CQ, EQ or counter core.
-pub trait Waitable: Send + Sync {
+pub(crate) trait Waitable: Send + Sync {
     /// Whether the object has something for the application.
     fn ready(&self) -> bool;
 }
@@ -380,8 +380,8 @@ pub trait Waitable: Send + Sync {
 /// (fi_poll(3): "The wait set must not be bound to any other opened
 /// resources prior to being closed"); it holds the fabric it was opened
 /// from.
-pub struct WaitSet {
-    pub obj: WaitObj,
+pub(crate) struct WaitSet {
+    pub(crate) obj: WaitObj,
     members: Mutex<Vec<Weak<dyn Waitable>>>,
     users: Users,
     fabric: Option<Held<Fabric>>,
@@ -396,7 +396,7 @@ impl HasUsers for WaitSet {
 impl WaitSet {
     /// Wait sets may use FD, POLLFD, MUTEX_COND, YIELD or UNSPEC (→ FD).
     /// `fabric` is None only for sets driven directly (unit tests).
-    pub fn new(kind: u32, fabric: Option<Held<Fabric>>) -> Result<Arc<WaitSet>> {
+    pub(crate) fn new(kind: u32, fabric: Option<Held<Fabric>>) -> Result<Arc<WaitSet>> {
         let kind = match kind {
             FI_WAIT_UNSPEC => FI_WAIT_FD,
             FI_WAIT_FD | FI_WAIT_POLLFD | FI_WAIT_MUTEX_COND | FI_WAIT_YIELD => kind,
@@ -429,7 +429,7 @@ impl WaitSet {
         self.fabric.as_ref().is_some_and(|f| Arc::ptr_eq(f.arc(), fabric))
     }
 
-    pub fn add_member(&self, m: Weak<dyn Waitable>) {
+    pub(crate) fn add_member(&self, m: Weak<dyn Waitable>) {
         let mut v = self.members.lock();
         v.retain(|w| w.strong_count() > 0);
         v.push(m);
@@ -439,7 +439,7 @@ impl WaitSet {
         self.obj.notify();
     }
 
-    pub fn any_ready(&self) -> bool {
+    pub(crate) fn any_ready(&self) -> bool {
         let members: Vec<_> = self.members.lock().iter().filter_map(Weak::upgrade).collect();
         members.iter().any(|m| m.ready())
     }
@@ -457,7 +457,7 @@ impl WaitSet {
         }
     }
 
-    pub fn trywait(&self) -> Result<()> {
+    pub(crate) fn trywait(&self) -> Result<()> {
         self.obj.trywait(&|| self.any_ready())
     }
 }

@@ -36,7 +36,7 @@ impl Info {
     /// # Safety
     /// `p` must point to a valid `fi_info` whose non-NULL pointers are valid.
     #[allow(clippy::manual_map)] // the matches keep each unsafe read visible
-    pub unsafe fn from_c(p: *const fi_info) -> Result<Info> {
+    pub(crate) unsafe fn from_c(p: *const fi_info) -> Result<Info> {
         // SAFETY: per the contract.
         let i = unsafe { p.as_ref() }.ok_or(Error::INVAL)?;
         // SAFETY (for the blocks below): every attribute pointer of a valid
@@ -137,7 +137,7 @@ impl Info {
 
     /// Builds a C `fi_info` (all parts from libc, all five attribute structs
     /// present, `next` NULL). On failure everything allocated is freed.
-    pub fn to_c(&self) -> Result<*mut fi_info> {
+    pub(crate) fn to_c(&self) -> Result<*mut fi_info> {
         let mut b = CInfoBuilder::default();
         match b.build(self) {
             Ok(p) => Ok(p),
@@ -280,7 +280,7 @@ impl CInfoBuilder {
 ///
 /// # Safety
 /// `p` must be NULL or a list whose parts are NULL or libc allocations.
-pub unsafe fn free_c_info(mut p: *mut fi_info) {
+pub(crate) unsafe fn free_c_info(mut p: *mut fi_info) {
     while !p.is_null() {
         // SAFETY: per the contract, every pointer is NULL or owned by libc.
         unsafe {

@@ -827,7 +827,7 @@ mod stubs {
     unsafe extern "C" fn rma_injectdata(_: Ep, _: C, _: usize, _: u64, _: fi_addr_t, _: u64, _: u64) -> isize {
         NOSYS
     }
-    pub static RMA_OPS: fi_ops_rma = fi_ops_rma {
+    pub(crate) static RMA_OPS: fi_ops_rma = fi_ops_rma {
         size: core::mem::size_of::<fi_ops_rma>(),
         read: Some(rma_rw),
         readv: Some(rma_v),
@@ -964,7 +964,7 @@ mod stubs {
     unsafe extern "C" fn at_valid(_: Ep, _: u32, _: u32, _: *mut usize) -> c_int {
         -FI_ENOSYS
     }
-    pub static ATOMIC_OPS: fi_ops_atomic = fi_ops_atomic {
+    pub(crate) static ATOMIC_OPS: fi_ops_atomic = fi_ops_atomic {
         size: core::mem::size_of::<fi_ops_atomic>(),
         write: Some(at_write),
         writev: Some(at_writev),
@@ -1052,7 +1052,7 @@ mod stubs {
     unsafe extern "C" fn co_barrier2(_: Ep, _: fi_addr_t, _: u64, _: V) -> isize {
         NOSYS
     }
-    pub static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {
+    pub(crate) static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {
         size: core::mem::size_of::<fi_ops_collective>(),
         barrier: Some(co_barrier),
         broadcast: Some(co_bcast),

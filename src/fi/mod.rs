@@ -2,23 +2,23 @@
 //! of rustfab objects from `fid` pointers, C-allocated helpers, and the
 //! operation tables of every object.
 
-pub mod attr;
-pub mod av;
-pub mod boundary;
-pub mod cmem;
-pub mod cntr;
-pub mod connected;
-pub mod cq;
-pub mod domain;
-pub mod ep;
-pub mod eq;
-pub mod fabric;
-pub mod handle;
-pub mod mr;
-pub mod noops;
-pub mod pep;
-pub mod poll;
-pub mod wait;
+pub(crate) mod attr;
+pub(crate) mod av;
+pub(crate) mod boundary;
+pub(crate) mod cmem;
+pub(crate) mod cntr;
+pub(crate) mod connected;
+pub(crate) mod cq;
+pub(crate) mod domain;
+pub(crate) mod ep;
+pub(crate) mod eq;
+pub(crate) mod fabric;
+pub(crate) mod handle;
+pub(crate) mod mr;
+pub(crate) mod noops;
+pub(crate) mod pep;
+pub(crate) mod poll;
+pub(crate) mod wait;
 
-pub use boundary::*;
-pub use handle::*;
+pub(crate) use boundary::*;
+pub(crate) use handle::*;
