@@ -1,6 +1,8 @@
-//! Safe cores of the libfabric objects, the endpoint engine and progress.
-//! Nothing here dereferences a pointer from C; the C face (`fi`) turns each
-//! call into these types.
+//! Safe cores of the libfabric objects (fabric, domain, AV, MR, EQ, CQ,
+//! counter, wait and poll sets, endpoint), the endpoint engine and progress.
+//! Nothing here dereferences a pointer from C or knows a C layout beyond
+//! plain values; the C face (`fi`) turns each call into these types and
+//! writes what they return into C memory.
 
 pub(crate) mod attr;
 pub(crate) mod av;

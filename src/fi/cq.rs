@@ -529,7 +529,7 @@ mod tests {
         assert_eq!(read(&q, &mut c, 1), Err(Error::AGAIN));
         let null = core::ptr::null_mut();
         // SAFETY (the raw calls below): NULL buffers are what is under test;
-        // read_raw checks them before any write.
+        // read_c checks them before any write.
         assert_eq!(unsafe { read_c(&q, null, 0, core::ptr::null_mut()) }, Err(Error::AGAIN));
         q.push(CqEntry::new(ctx(1), FI_SEND)).unwrap();
         // SAFETY: as above.
@@ -650,6 +650,25 @@ mod tests {
             (ent.op_context, ent.len, ent.tag, ent.data)
         );
         assert_eq!(&buf[..e.err_data_size], &raw[..]);
+    }
+
+    /// The overrun event carries no err_data, whatever buffer the
+    /// application offers.
+    #[test]
+    fn overrun_event_in_c() {
+        let q = cq(1, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
+        q.push(CqEntry::new(ctx(1), FI_SEND)).unwrap();
+        assert_eq!(q.push(CqEntry::new(ctx(2), FI_SEND)), Err(Error::OVERRUN));
+        let mut c = [zeroed::<fi_cq_entry>(); 1];
+        assert_eq!(read(&q, &mut c, 1), Ok(1));
+        let mut buf = [0u8; 8];
+        let mut e = err_entry();
+        e.err_data = buf.as_mut_ptr() as *mut c_void;
+        e.err_data_size = buf.len();
+        assert_eq!(read_err(&q, &mut e), Ok(1));
+        assert_eq!((e.err, e.prov_errno), (FI_EOVERRUN, FI_EOVERRUN));
+        assert!(e.err_data.is_null() && e.err_data_size == 0 && e.op_context.is_null());
+        assert_eq!(read_err(&q, &mut e), Err(Error::OVERRUN));
     }
 
     #[test]

@@ -1,6 +1,10 @@
-//! The C face: the one pattern every vtable thunk uses, the checked recovery
-//! of rustfab objects from `fid` pointers, C-allocated helpers, and the
-//! operation tables of every object.
+//! The C face: the one pattern every vtable thunk uses (`boundary`), the
+//! checked recovery of rustfab objects from `fid` pointers (`handle`),
+//! memory C frees (`cmem`), the C form of `fi_info` (`attr`), and one module
+//! per object with its static operation tables, its `extern "C"` thunks and
+//! its C-facing open: the only code that dereferences pointers from C. Each
+//! thunk turns C arguments into slices and structs, calls the object's safe
+//! core in `crate::core`, and writes the results back into C memory.
 
 pub(crate) mod attr;
 pub(crate) mod av;
