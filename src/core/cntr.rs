@@ -30,7 +30,7 @@ use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::domain::Domain;
 use crate::core::users::{HasUsers, Held, Users};
-use crate::core::wait::{MemberWait, WaitObj, WaitSet, Waitable};
+use crate::core::wait::{Holds, MemberWait, WaitObj, WaitSet, Waitable};
 use crate::sys::Deadline;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -63,25 +63,15 @@ impl Waitable for Cntr {
 }
 
 impl Cntr {
-    /// Builds a counter core; `set` for `FI_WAIT_SET`, `domain` None only
-    /// for cores driven directly (unit tests). The caller adds engines.
-    pub(crate) fn new(
-        attr: &fi_cntr_attr,
-        set: Option<Held<WaitSet>>,
-        domain: Option<Held<Domain>>,
-        context: usize,
-    ) -> Result<Arc<Cntr>> {
+    /// Builds a counter core (the caller adds engines).
+    pub(crate) fn new(attr: &fi_cntr_attr, mut holds: Holds<Domain>, context: usize) -> Result<Arc<Cntr>> {
         if attr.events != FI_CNTR_EVENTS_COMP || attr.flags != 0 {
             return Err(Error::INVAL);
         }
         if !crate::core::wait::valid_object_kind(attr.wait_obj) {
             return Err(Error::INVAL);
         }
-        let set = if attr.wait_obj == FI_WAIT_SET {
-            Some(set.ok_or(Error::INVAL)?)
-        } else {
-            None
-        };
+        let set = holds.set_for(attr.wait_obj)?;
         let wait = WaitObj::new(attr.wait_obj, set.as_ref().map(|s| s.arc().clone()))?;
         let c = Arc::new(Cntr {
             users: Users::default(),
@@ -92,7 +82,7 @@ impl Cntr {
             seen_err: AtomicU64::new(0),
             wait,
             set,
-            _domain: domain,
+            _domain: holds.parent,
         });
         if let Some(s) = &c.set {
             let member: Arc<dyn Waitable> = c.clone();
@@ -258,7 +248,7 @@ mod tests {
     }
 
     fn cntr(wait_obj: u32) -> Arc<Cntr> {
-        Cntr::new(&attr(wait_obj), None, None, 0).unwrap()
+        Cntr::new(&attr(wait_obj), Holds::none(), 0).unwrap()
     }
 
     /// fabtests cntr_loop: set/seterr/add/adderr/read/readerr.
@@ -351,12 +341,12 @@ mod tests {
     fn bad_attributes_and_ops_flags() {
         let mut a = attr(FI_WAIT_NONE);
         a.flags = 1;
-        assert!(Cntr::new(&a, None, None, 0).is_err());
+        assert!(Cntr::new(&a, Holds::none(), 0).is_err());
         let mut a = attr(FI_WAIT_NONE);
         a.events = 1;
-        assert!(Cntr::new(&a, None, None, 0).is_err());
-        assert!(Cntr::new(&attr(77), None, None, 0).is_err());
-        assert!(Cntr::new(&attr(FI_WAIT_SET), None, None, 0).is_err());
+        assert!(Cntr::new(&a, Holds::none(), 0).is_err());
+        assert!(Cntr::new(&attr(77), Holds::none(), 0).is_err());
+        assert!(Cntr::new(&attr(FI_WAIT_SET), Holds::none(), 0).is_err());
         let c = cntr(FI_WAIT_UNSPEC);
         assert_eq!(c.ops_flags(), 0);
         assert_eq!(c.set_ops_flags(0), Ok(()));

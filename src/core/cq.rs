@@ -87,7 +87,7 @@ use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::domain::Domain;
 use crate::core::users::{HasUsers, Held, Users};
-use crate::core::wait::{MemberWait, WaitObj, WaitSet, Waitable};
+use crate::core::wait::{Holds, MemberWait, WaitObj, WaitSet, Waitable};
 use crate::sys::Deadline;
 use core::ffi::c_void;
 use parking_lot::Mutex;
@@ -323,22 +323,15 @@ fn check_attr(attr: &fi_cq_attr) -> Result<()> {
 }
 
 impl Cq {
-    /// Builds a CQ core. `set` is required for (and only used with)
-    /// `FI_WAIT_SET`; `domain` is None only for cores driven directly (unit
-    /// tests). The caller adds the progress engines.
+    /// Builds a CQ core (the caller adds the progress engines).
     pub(crate) fn new(
         attr: &fi_cq_attr,
         api_version: u32,
-        set: Option<Held<WaitSet>>,
-        domain: Option<Held<Domain>>,
+        mut holds: Holds<Domain>,
         context: usize,
     ) -> Result<Arc<Cq>> {
         check_attr(attr)?;
-        let set = if attr.wait_obj == FI_WAIT_SET {
-            Some(set.ok_or(Error::INVAL)?)
-        } else {
-            None
-        };
+        let set = holds.set_for(attr.wait_obj)?;
         let size = if attr.size == 0 { DEFAULT_CQ_SIZE } else { attr.size };
         let mut ok = VecDeque::new();
         ok.try_reserve_exact(size).map_err(|_| Error::NOMEM)?;
@@ -364,7 +357,7 @@ impl Cq {
                 last_err: None,
             }),
             set,
-            _domain: domain,
+            _domain: holds.parent,
         });
         if let Some(s) = &cq.set {
             let member: Arc<dyn Waitable> = cq.clone();
@@ -655,7 +648,7 @@ mod tests {
     }
 
     fn cq(size: usize, format: u32, wait_obj: u32) -> Arc<Cq> {
-        Cq::new(&attr(size, format, wait_obj), V17, None, None, 0).unwrap()
+        Cq::new(&attr(size, format, wait_obj), V17, Holds::none(), 0).unwrap()
     }
 
     /// Reads up to `n` entries into `buf` through the core's callback.
@@ -869,7 +862,7 @@ mod tests {
 
     #[test]
     fn bad_attributes() {
-        let mk = |a: fi_cq_attr| Cq::new(&a, V17, None, None, 0).err();
+        let mk = |a: fi_cq_attr| Cq::new(&a, V17, Holds::none(), 0).err();
         assert_eq!(mk(attr(0, 99, FI_WAIT_NONE)), Some(Error::INVAL));
         assert_eq!(mk(attr(0, FI_CQ_FORMAT_MSG, 99)), Some(Error::INVAL));
         assert_eq!(
@@ -904,8 +897,10 @@ mod tests {
         let q = Cq::new(
             &attr(4, FI_CQ_FORMAT_CONTEXT, FI_WAIT_SET),
             V17,
-            Some(Held::new(set.clone())),
-            None,
+            Holds {
+                parent: None,
+                set: Some(Held::new(set.clone())),
+            },
             0,
         )
         .unwrap();
@@ -983,7 +978,7 @@ mod tests {
     fn threshold_condition() {
         let mut a = attr(16, FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD);
         a.wait_cond = FI_CQ_COND_THRESHOLD;
-        let q = Cq::new(&a, V17, None, None, 0).unwrap();
+        let q = Cq::new(&a, V17, Holds::none(), 0).unwrap();
         let q2 = q.clone();
         let producer = std::thread::spawn(move || {
             for i in 0..3 {

@@ -169,6 +169,7 @@ mod tests {
     use super::*;
     use crate::core::attr::{DomainAttr, FabricAttr};
     use crate::core::settings::Settings;
+    use crate::core::wait::Holds;
 
     fn fabric() -> Arc<Fabric> {
         Fabric::open(None, Settings::default()).unwrap()
@@ -224,7 +225,7 @@ mod tests {
             signaling_vector: 0,
             wait_set: core::ptr::null_mut(),
         };
-        let eq = Eq::new(&a, fi_version(1, 17), None, None, None).unwrap();
+        let eq = Eq::new(&a, fi_version(1, 17), Holds::none(), None).unwrap();
         assert_eq!(d.bind_eq(eq.clone(), FI_SEND), Err(Error::BADFLAGS));
         assert!(d.reg_mr_eq().is_none());
         d.bind_eq(eq.clone(), FI_REG_MR).unwrap();

@@ -417,11 +417,11 @@ fn tx_flags(defaults: u64, explicit: Option<u64>) -> Result<u64> {
 }
 
 /// The effective flags of a receive.
-fn rx_flags(inner: &mut Inner, explicit: Option<u64>, tagged: bool) -> Result<u64> {
-    match explicit {
+fn rx_flags(inner: &mut Inner, op: &RecvOp) -> Result<u64> {
+    match op.flags {
         None => Ok(inner.config().rx_op_flags),
         Some(f) => {
-            let valid = if tagged {
+            let valid = if op.tag.is_some() {
                 TAGGED_RECV_FLAGS
             } else if f & (FI_CLAIM | FI_DISCARD) != 0 && inner.buffered_opts().is_some() {
                 // fi_msg(3): FI_CLAIM/FI_DISCARD apply to endpoints with
@@ -720,7 +720,7 @@ impl<L: Connection> Endpoint<L> {
     /// Every receive call (one lock, flags checked first, as sends).
     pub(crate) fn post_recv(&self, op: RecvOp) -> Result<()> {
         let mut g = self.inner.lock();
-        let flags = rx_flags(&mut g, op.flags, op.tag.is_some())?;
+        let flags = rx_flags(&mut g, &op)?;
         let b = self.bound()?;
         if let Some(m) = &self.msg {
             m.check_recv()?;
@@ -748,6 +748,7 @@ mod tests {
     use crate::core::av::AvAttr;
     use crate::core::cq::CqEntry;
     use crate::core::fabric::{Fabric, API_VERSION};
+    use crate::core::wait::Holds;
     use std::time::{Duration, Instant};
 
     /// RDM endpoints have no connection; this type only fills `L`.
@@ -803,7 +804,11 @@ mod tests {
             wait_cond: FI_CQ_COND_NONE,
             wait_set: core::ptr::null_mut(),
         };
-        let cq = Cq::new(&a, API_VERSION, None, Some(Held::new(d.clone())), 0).unwrap();
+        let holds = Holds {
+            parent: Some(Held::new(d.clone())),
+            set: None,
+        };
+        let cq = Cq::new(&a, API_VERSION, holds, 0).unwrap();
         cq.wait().add_engine(&d.engine).unwrap();
         cq
     }
@@ -882,8 +887,7 @@ mod tests {
                 wait_set: core::ptr::null_mut(),
                 flags: 0,
             },
-            None,
-            None,
+            Holds::none(),
             0,
         )
         .unwrap();

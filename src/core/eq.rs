@@ -47,7 +47,7 @@ use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::fabric::Fabric;
 use crate::core::users::{HasUsers, Held, Users};
-use crate::core::wait::{MemberWait, WaitObj, WaitSet, Waitable};
+use crate::core::wait::{Holds, MemberWait, WaitObj, WaitSet, Waitable};
 use crate::sys::Deadline;
 use core::ffi::c_void;
 use parking_lot::Mutex;
@@ -171,13 +171,12 @@ impl Waitable for Eq {
 }
 
 impl Eq {
-    /// Builds an EQ core; `set` for `FI_WAIT_SET`, `fabric` None only for
-    /// cores driven directly (unit tests). The caller adds engines.
+    /// Builds an EQ core (the caller adds engines). `release_unread` frees
+    /// what events still queued at the end own.
     pub(crate) fn new(
         attr: &fi_eq_attr,
         api_version: u32,
-        set: Option<Held<WaitSet>>,
-        fabric: Option<Held<Fabric>>,
+        mut holds: Holds<Fabric>,
         release_unread: Option<ReleaseUnread>,
     ) -> Result<Arc<Eq>> {
         if attr.flags & !(FI_WRITE | FI_AFFINITY) != 0 {
@@ -186,11 +185,7 @@ impl Eq {
         if !crate::core::wait::valid_object_kind(attr.wait_obj) {
             return Err(Error::INVAL);
         }
-        let set = if attr.wait_obj == FI_WAIT_SET {
-            Some(set.ok_or(Error::INVAL)?)
-        } else {
-            None
-        };
+        let set = holds.set_for(attr.wait_obj)?;
         let wait = WaitObj::new(attr.wait_obj, set.as_ref().map(|s| s.arc().clone()))?;
         let eq = Arc::new(Eq {
             users: Users::default(),
@@ -205,7 +200,7 @@ impl Eq {
                 release_unread,
             }),
             set,
-            _fabric: fabric,
+            _fabric: holds.parent,
         });
         if let Some(s) = &eq.set {
             let member: Arc<dyn Waitable> = eq.clone();
@@ -393,7 +388,7 @@ mod tests {
     }
 
     fn eq(size: usize, flags: u64, wait_obj: u32) -> Arc<Eq> {
-        Eq::new(&attr(size, flags, wait_obj), fi_version(1, 17), None, None, None).unwrap()
+        Eq::new(&attr(size, flags, wait_obj), fi_version(1, 17), Holds::none(), None).unwrap()
     }
 
     fn entry(ctx: usize) -> fi_eq_entry {
@@ -587,7 +582,7 @@ mod tests {
 
     #[test]
     fn bad_attributes() {
-        let mk = |a: fi_eq_attr| Eq::new(&a, fi_version(1, 17), None, None, None).err();
+        let mk = |a: fi_eq_attr| Eq::new(&a, fi_version(1, 17), Holds::none(), None).err();
         assert_eq!(mk(attr(0, FI_SEND, FI_WAIT_NONE)), Some(Error::INVAL));
         assert_eq!(mk(attr(0, 0, 42)), Some(Error::INVAL));
         assert_eq!(mk(attr(0, 0, FI_WAIT_SET)), Some(Error::INVAL));
@@ -607,8 +602,7 @@ mod tests {
         let q = Eq::new(
             &attr(8, FI_WRITE, FI_WAIT_NONE),
             fi_version(1, 17),
-            None,
-            None,
+            Holds::none(),
             Some(count),
         )
         .unwrap();
@@ -638,14 +632,20 @@ mod tests {
                 wait_set: core::ptr::null_mut(),
             };
             let mk_cq = || {
-                crate::core::cq::Cq::new(&cq_attr, fi_version(1, 17), Some(Held::new(set.clone())), None, 0).unwrap()
+                let holds = Holds {
+                    parent: None,
+                    set: Some(Held::new(set.clone())),
+                };
+                crate::core::cq::Cq::new(&cq_attr, fi_version(1, 17), holds, 0).unwrap()
             };
             let (c1, c2) = (mk_cq(), mk_cq());
             let q = Eq::new(
                 &attr(8, FI_WRITE, FI_WAIT_SET),
                 fi_version(1, 17),
-                Some(Held::new(set.clone())),
-                None,
+                Holds {
+                    parent: None,
+                    set: Some(Held::new(set.clone())),
+                },
                 None,
             )
             .unwrap();

@@ -102,6 +102,23 @@ pub(crate) fn effective_mode(mr_mode: i32) -> i32 {
 // Regions and the key map (pure logic)
 // ---------------------------------------------------------------------------
 
+/// How peers name a region's bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Addressing {
+    /// `FI_MR_VIRT_ADDR`: by virtual address, inside the registered iovecs.
+    Virtual,
+    /// By 0-based offset, counted across the iovecs in order.
+    Offset,
+}
+
+/// Whether a region takes accesses from the start or only after
+/// `fi_mr_enable`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Start {
+    Enabled,
+    Disabled,
+}
+
 /// One registered region: what a peer may touch, and how it addresses it.
 #[derive(Debug)]
 pub(crate) struct Region {
@@ -109,19 +126,17 @@ pub(crate) struct Region {
     pub(crate) iov: Vec<(usize, usize)>,
     #[cfg_attr(not(test), allow(dead_code))] // checked by `verify` (tests; RMA is not offered yet)
     pub(crate) access: u64,
-    /// Peers address the region by virtual address (FI_MR_VIRT_ADDR), not
-    /// by 0-based offset.
-    pub(crate) virt_addr: bool,
+    pub(crate) addressing: Addressing,
     enabled: AtomicBool,
 }
 
 impl Region {
-    pub(crate) fn new(iov: Vec<(usize, usize)>, access: u64, virt_addr: bool, enabled: bool) -> Region {
+    pub(crate) fn new(iov: Vec<(usize, usize)>, access: u64, addressing: Addressing, start: Start) -> Region {
         Region {
             iov,
             access,
-            virt_addr,
-            enabled: AtomicBool::new(enabled),
+            addressing,
+            enabled: AtomicBool::new(start == Start::Enabled),
         }
     }
 
@@ -140,7 +155,7 @@ impl Region {
 
     /// The address a peer uses for the region's first byte.
     pub(crate) fn base_addr(&self) -> u64 {
-        if self.virt_addr {
+        if self.addressing == Addressing::Virtual {
             self.iov.first().map_or(0, |&(b, _)| b as u64)
         } else {
             0
@@ -153,7 +168,7 @@ impl Region {
     pub(crate) fn segments(&self, addr: u64, len: usize) -> Result<Vec<(usize, usize)>> {
         let end = addr.checked_add(len as u64).ok_or(EACCES)?;
         let mut out = Vec::new();
-        if self.virt_addr {
+        if self.addressing == Addressing::Virtual {
             // Virtual addresses: every byte must lie in some registered iov.
             if len == 0 {
                 let inside = self
@@ -335,12 +350,17 @@ impl RegRequest {
         }
         let m = rules.mode;
         let starts_disabled = m & FI_MR_ENDPOINT != 0 || (m & FI_MR_RMA_EVENT != 0 && self.flags & FI_RMA_EVENT != 0);
-        let region = Region::new(
-            self.iov.clone(),
-            self.access,
-            m & FI_MR_VIRT_ADDR != 0,
-            !starts_disabled,
-        );
+        let addressing = if m & FI_MR_VIRT_ADDR != 0 {
+            Addressing::Virtual
+        } else {
+            Addressing::Offset
+        };
+        let start = if starts_disabled {
+            Start::Disabled
+        } else {
+            Start::Enabled
+        };
+        let region = Region::new(self.iov.clone(), self.access, addressing, start);
         let key = if m & FI_MR_PROV_KEY != 0 {
             KeyRequest::Provider
         } else {
@@ -483,7 +503,7 @@ mod tests {
     #[test]
     fn app_keys_and_duplicates() {
         let m = MrMap::default();
-        let r = || Arc::new(Region::new(vec![(0x1000, 16)], 0, false, true));
+        let r = || Arc::new(Region::new(vec![(0x1000, 16)], 0, Addressing::Offset, Start::Enabled));
         let app = |key| KeyRequest::App { key, key_size: 8 };
         assert!(m.is_empty());
         assert_eq!(m.insert(app(7), r()), Ok(7));
@@ -521,14 +541,20 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for _ in 0..2000 {
             let k = m
-                .insert(KeyRequest::Provider, Arc::new(Region::new(vec![(1, 1)], 0, true, true)))
+                .insert(
+                    KeyRequest::Provider,
+                    Arc::new(Region::new(vec![(1, 1)], 0, Addressing::Virtual, Start::Enabled)),
+                )
                 .unwrap();
             assert_ne!(k, FI_KEY_NOTAVAIL);
             assert!(seen.insert(k));
         }
         assert_eq!(m.len(), 2000);
         let m2 = MrMap::default();
-        let k2 = m2.insert(KeyRequest::Provider, Arc::new(Region::new(vec![(1, 1)], 0, true, true)));
+        let k2 = m2.insert(
+            KeyRequest::Provider,
+            Arc::new(Region::new(vec![(1, 1)], 0, Addressing::Virtual, Start::Enabled)),
+        );
         assert!(!seen.contains(&k2.unwrap()) || m2.len() == 1);
     }
 
@@ -539,7 +565,12 @@ mod tests {
         let k = m
             .insert(
                 KeyRequest::App { key: 1, key_size: 8 },
-                Arc::new(Region::new(vec![(base, 100)], FI_REMOTE_WRITE, false, true)),
+                Arc::new(Region::new(
+                    vec![(base, 100)],
+                    FI_REMOTE_WRITE,
+                    Addressing::Offset,
+                    Start::Enabled,
+                )),
             )
             .unwrap();
         assert_eq!(m.verify(k, 0, 100, FI_REMOTE_WRITE), Ok(vec![(base, 100)]));
@@ -563,7 +594,12 @@ mod tests {
         let k = m
             .insert(
                 KeyRequest::App { key: 2, key_size: 8 },
-                Arc::new(Region::new(vec![(base, 64)], FI_REMOTE_READ, true, true)),
+                Arc::new(Region::new(
+                    vec![(base, 64)],
+                    FI_REMOTE_READ,
+                    Addressing::Virtual,
+                    Start::Enabled,
+                )),
             )
             .unwrap();
         assert_eq!(m.verify(k, base as u64 + 8, 8, FI_REMOTE_READ), Ok(vec![(base + 8, 8)]));
@@ -581,14 +617,19 @@ mod tests {
         let r = Region::new(
             vec![(0x1000, 10), (0x5000, 10), (0x100a, 6)],
             FI_REMOTE_READ,
-            false,
-            true,
+            Addressing::Offset,
+            Start::Enabled,
         );
         assert_eq!(r.len(), 26);
         assert_eq!(r.segments(5, 10), Ok(vec![(0x1005, 5), (0x5000, 5)]));
         assert_eq!(r.segments(18, 8), Ok(vec![(0x5008, 2), (0x100a, 6)]));
         assert_eq!(r.segments(20, 7), Err(EACCES));
-        let v = Region::new(vec![(0x1000, 10), (0x100a, 6), (0x5000, 4)], FI_REMOTE_READ, true, true);
+        let v = Region::new(
+            vec![(0x1000, 10), (0x100a, 6), (0x5000, 4)],
+            FI_REMOTE_READ,
+            Addressing::Virtual,
+            Start::Enabled,
+        );
         assert_eq!(v.segments(0x1008, 4), Ok(vec![(0x1008, 2), (0x100a, 2)]));
         assert_eq!(v.segments(0x100e, 4), Err(EACCES), "gap between iovecs");
         assert_eq!(v.segments(0x5000, 4), Ok(vec![(0x5000, 4)]));
@@ -599,7 +640,12 @@ mod tests {
     #[test]
     fn disabled_regions_fail_verify() {
         let m = MrMap::default();
-        let r = Arc::new(Region::new(vec![(0x1000, 8)], FI_REMOTE_READ, false, false));
+        let r = Arc::new(Region::new(
+            vec![(0x1000, 8)],
+            FI_REMOTE_READ,
+            Addressing::Offset,
+            Start::Disabled,
+        ));
         let k = m.insert(KeyRequest::Provider, r.clone()).unwrap();
         assert_eq!(m.verify(k, 0, 8, FI_REMOTE_READ), Err(EACCES));
         r.enable();
@@ -642,7 +688,7 @@ mod tests {
     #[test]
     fn request_mode_effects() {
         let (region, key) = req(vec![(0x1000, 4)]).check(SCALABLE).unwrap();
-        assert!(!region.virt_addr && region.is_enabled());
+        assert!(region.addressing == Addressing::Offset && region.is_enabled());
         assert_eq!(
             key,
             KeyRequest::App {
@@ -655,7 +701,7 @@ mod tests {
             key_size: 8,
         };
         let (region, key) = req(vec![(0x1000, 4)]).check(basic).unwrap();
-        assert!(region.virt_addr);
+        assert_eq!(region.addressing, Addressing::Virtual);
         assert_eq!(key, KeyRequest::Provider);
         let ep = RegRules {
             mode: FI_MR_ENDPOINT,

@@ -174,6 +174,7 @@ mod tests {
     use super::*;
     use crate::abi::*;
     use crate::core::cq::CqEntry;
+    use crate::core::wait::Holds;
 
     fn cq(ctx: usize) -> Arc<Cq> {
         let a = fi_cq_attr {
@@ -185,7 +186,7 @@ mod tests {
             wait_cond: 0,
             wait_set: core::ptr::null_mut(),
         };
-        Cq::new(&a, fi_version(1, 17), None, None, ctx).unwrap()
+        Cq::new(&a, fi_version(1, 17), Holds::none(), ctx).unwrap()
     }
 
     fn cntr(ctx: usize) -> Arc<Cntr> {
@@ -195,7 +196,7 @@ mod tests {
             wait_set: core::ptr::null_mut(),
             flags: 0,
         };
-        Cntr::new(&a, None, None, ctx).unwrap()
+        Cntr::new(&a, Holds::none(), ctx).unwrap()
     }
 
     fn poll(p: &PollSet, max: usize) -> Vec<usize> {

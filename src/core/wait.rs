@@ -368,6 +368,35 @@ impl<'a> MemberWait<'a> {
     }
 }
 
+/// What a CQ, EQ or counter core holds on to: its parent (a CQ's or
+/// counter's domain, an EQ's fabric; None only for cores driven directly by
+/// unit tests) and, with `FI_WAIT_SET`, its wait set.
+pub(crate) struct Holds<P: HasUsers> {
+    pub(crate) parent: Option<Held<P>>,
+    pub(crate) set: Option<Held<WaitSet>>,
+}
+
+impl<P: HasUsers> Holds<P> {
+    /// Nothing held (unit tests).
+    #[cfg(test)]
+    pub(crate) fn none() -> Holds<P> {
+        Holds {
+            parent: None,
+            set: None,
+        }
+    }
+
+    /// The wait set a member opened with `wait_obj` joins: required for
+    /// (and only used with) `FI_WAIT_SET`.
+    pub(crate) fn set_for(&mut self, wait_obj: u32) -> Result<Option<Held<WaitSet>>> {
+        match (wait_obj, self.set.take()) {
+            (FI_WAIT_SET, Some(s)) => Ok(Some(s)),
+            (FI_WAIT_SET, None) => Err(Error::INVAL),
+            _ => Ok(None),
+        }
+    }
+}
+
 /// A member of a wait set or poll set: a CQ, EQ or counter core.
 pub(crate) trait Waitable: Send + Sync {
     /// Whether the object has something for the application.

@@ -6,6 +6,7 @@ use crate::base::error::Result;
 use crate::core::cntr::Cntr;
 use crate::core::domain::Domain;
 use crate::core::users::Held;
+use crate::core::wait::Holds;
 use crate::fi::{self, noops, FiObject, Obj};
 use core::ffi::{c_int, c_void};
 use std::sync::Arc;
@@ -46,7 +47,11 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cntr_attr, ctx: *mut c_void) -> Re
     } else {
         None
     };
-    let c = Cntr::new(attr, set, Some(Held::new(d.core.clone())), ctx as usize)?;
+    let holds = Holds {
+        parent: Some(Held::new(d.core.clone())),
+        set,
+    };
+    let c = Cntr::new(attr, holds, ctx as usize)?;
     c.wait().add_engine(&d.core.engine)?;
     let hdr = fid_cntr {
         fid: fid {
@@ -158,7 +163,7 @@ mod tests {
             wait_set: core::ptr::null_mut(),
             flags: 0,
         };
-        let core = Cntr::new(&a, None, None, 0).unwrap();
+        let core = Cntr::new(&a, Holds::none(), 0).unwrap();
         let hdr = fid_cntr {
             fid: fid {
                 fclass: FI_CLASS_CNTR,

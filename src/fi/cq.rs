@@ -10,6 +10,7 @@ use crate::base::error::{Error, Result};
 use crate::core::cq::{Cq, CqEntry, CqErrRead};
 use crate::core::domain::Domain;
 use crate::core::users::Held;
+use crate::core::wait::Holds;
 use crate::fi::{self, noops, FiObject, Obj};
 use core::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
@@ -50,13 +51,11 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cq_attr, ctx: *mut c_void) -> Resu
     } else {
         None
     };
-    let cq = Cq::new(
-        attr,
-        d.core.api_version,
+    let holds = Holds {
+        parent: Some(Held::new(d.core.clone())),
         set,
-        Some(Held::new(d.core.clone())),
-        ctx as usize,
-    )?;
+    };
+    let cq = Cq::new(attr, d.core.api_version, holds, ctx as usize)?;
     cq.wait().add_engine(&d.core.engine)?;
     let hdr = fid_cq {
         fid: fid {
@@ -404,7 +403,7 @@ mod tests {
     }
 
     fn cq(size: usize, format: u32, wait_obj: u32) -> Arc<Cq> {
-        Cq::new(&attr(size, format, wait_obj), V17, None, None, 0).unwrap()
+        Cq::new(&attr(size, format, wait_obj), V17, Holds::none(), 0).unwrap()
     }
 
     /// `read_c` into a typed array (the type must match the CQ's format).
@@ -601,8 +600,7 @@ mod tests {
         let q = Cq::new(
             &attr(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE),
             fi_version(1, 4),
-            None,
-            None,
+            Holds::none(),
             0,
         )
         .unwrap();

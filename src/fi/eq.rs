@@ -9,6 +9,7 @@ use crate::base::error::{Error, Result};
 use crate::core::eq::{Eq, ReadMode, MAX_EVENT_LEN};
 use crate::core::fabric::Fabric;
 use crate::core::users::Held;
+use crate::core::wait::Holds;
 use crate::fi::{self, noops, FiObject, Obj};
 use core::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
@@ -47,13 +48,11 @@ pub(crate) fn open(f: &Obj<Fabric>, attr: &fi_eq_attr, ctx: *mut c_void) -> Resu
     } else {
         None
     };
-    let eq = Eq::new(
-        attr,
-        f.api_version(),
+    let holds = Holds {
+        parent: Some(Held::new(f.core.clone())),
         set,
-        Some(Held::new(f.core.clone())),
-        Some(release_unread),
-    )?;
+    };
+    let eq = Eq::new(attr, f.api_version(), holds, Some(release_unread))?;
     eq.wait().add_engine(&f.core.engine)?;
     let hdr = fid_eq {
         fid: fid {
@@ -267,7 +266,7 @@ mod tests {
             signaling_vector: 0,
             wait_set: core::ptr::null_mut(),
         };
-        Eq::new(&a, api, None, None, Some(release_unread)).unwrap()
+        Eq::new(&a, api, Holds::none(), Some(release_unread)).unwrap()
     }
 
     fn eq() -> Arc<Eq> {
