@@ -59,11 +59,10 @@
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::domain::{Domain, TransportKind};
-use crate::core::eq::{self, Eq, EqError};
+use crate::core::eq::Eq;
 use crate::core::users::{HasUsers, Held, Users};
-use crate::fi::{self, noops, FiObject, Obj};
 use crate::transport::addr::{self, Addr};
-use core::ffi::{c_char, c_int, c_void, CStr};
+use core::ffi::c_int;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -71,14 +70,14 @@ use std::sync::Arc;
 
 /// `FI_EVENT` (`fi_domain.h`: `#define FI_EVENT FI_COMPLETION`), the
 /// `fi_av_attr.flags` bit asking for asynchronous inserts.
-pub const FI_EVENT: u64 = FI_COMPLETION;
+pub(crate) const FI_EVENT: u64 = FI_COMPLETION;
 /// `fi_av_attr.flags` accepted by `fi_av_open`.
 const OPEN_FLAGS: u64 = FI_EVENT | FI_READ | FI_SYMMETRIC;
 /// Flags accepted by the insert calls (fi_av(3) lists exactly these).
 const INSERT_FLAGS: u64 = FI_MORE | FI_SYNC_ERR | FI_AV_USER_ID;
-/// Longest `FI_ADDR_STR` address we scan for its NUL before giving up on
-/// the rest of a packed array (rustfab's own names are 34 bytes).
-const MAX_STR_ADDR: usize = 256;
+/// Longest `FI_ADDR_STR` address the C face scans for its NUL before giving
+/// up on the rest of a packed array (rustfab's own names are 34 bytes).
+pub(crate) const MAX_STR_ADDR: usize = 256;
 /// Upper bound of the slots pre-allocated from the `count` hint (the table
 /// grows past it on demand; the hint must not make us allocate gigabytes).
 const MAX_COUNT_HINT: usize = 1 << 16;
@@ -89,11 +88,11 @@ const MAX_COUNT_HINT: usize = 1 << 16;
 
 /// One live AV entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AvEntry {
-    pub addr: Addr,
+pub(crate) struct AvEntry {
+    pub(crate) addr: Addr,
     /// The application's id for this peer (`FI_AV_USER_ID`), reported
     /// instead of the index as the source of incoming messages.
-    pub user_id: Option<fi_addr_t>,
+    pub(crate) user_id: Option<fi_addr_t>,
 }
 
 /// The live indices of one address, oldest first (usually exactly one).
@@ -115,7 +114,7 @@ impl Indices {
 /// Index → entry (with tombstones) and address → indices. Owned by one
 /// [`Av`] behind its lock.
 #[derive(Default, Debug)]
-pub struct AvTable {
+pub(crate) struct AvTable {
     /// `None` = removed; a slot is never reused.
     slots: Vec<Option<AvEntry>>,
     by_addr: HashMap<Addr, Indices>,
@@ -125,30 +124,30 @@ pub struct AvTable {
 impl AvTable {
     #[cfg(test)]
     /// Number of live entries.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.live
     }
 
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.live == 0
     }
 
     #[cfg(test)]
     /// The index the next insertion will get.
-    pub fn next_index(&self) -> u64 {
+    pub(crate) fn next_index(&self) -> u64 {
         self.slots.len() as u64
     }
 
     /// Makes room for `n` more entries, or fails with -FI_ENOMEM instead of
     /// aborting the process on an absurd count.
-    pub fn reserve(&mut self, n: usize) -> Result<()> {
+    pub(crate) fn reserve(&mut self, n: usize) -> Result<()> {
         self.slots.try_reserve(n).map_err(|_| Error::NOMEM)?;
         self.by_addr.try_reserve(n).map_err(|_| Error::NOMEM)
     }
 
     /// Appends an entry and returns its index.
-    pub fn insert(&mut self, addr: Addr, user_id: Option<fi_addr_t>) -> u64 {
+    pub(crate) fn insert(&mut self, addr: Addr, user_id: Option<fi_addr_t>) -> u64 {
         let idx = self.slots.len() as u64;
         self.slots.push(Some(AvEntry { addr, user_id }));
         self.live += 1;
@@ -166,7 +165,7 @@ impl AvTable {
         idx
     }
 
-    pub fn get(&self, idx: fi_addr_t) -> Option<&AvEntry> {
+    pub(crate) fn get(&self, idx: fi_addr_t) -> Option<&AvEntry> {
         usize::try_from(idx)
             .ok()
             .and_then(|i| self.slots.get(i))
@@ -175,7 +174,7 @@ impl AvTable {
 
     /// Removes every listed entry, or none: an index that is unknown,
     /// already removed or listed twice fails the whole call with -FI_EINVAL.
-    pub fn remove_all(&mut self, list: &[fi_addr_t]) -> Result<()> {
+    pub(crate) fn remove_all(&mut self, list: &[fi_addr_t]) -> Result<()> {
         let mut seen = std::collections::HashSet::with_capacity(list.len());
         for &i in list {
             if self.get(i).is_none() || !seen.insert(i) {
@@ -209,7 +208,7 @@ impl AvTable {
 
     /// The `fi_addr_t` to report for a peer's address: its user id when it
     /// was inserted with `FI_AV_USER_ID`, else its index (oldest live entry).
-    pub fn reverse(&self, addr: &Addr) -> Option<fi_addr_t> {
+    pub(crate) fn reverse(&self, addr: &Addr) -> Option<fi_addr_t> {
         let idx = self.by_addr.get(addr)?.first();
         let e = self.get(idx)?;
         Some(e.user_id.unwrap_or(idx))
@@ -233,7 +232,7 @@ fn index_keys(a: &Addr) -> impl Iterator<Item = Addr> {
 
 /// How the addresses handed to one AV are laid out in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AvFormat {
+pub(crate) enum AvFormat {
     /// `FI_ADDR_STR`: NUL-terminated strings packed back to back.
     Str,
     /// `FI_SOCKADDR_IN`: 16-byte `sockaddr_in`s.
@@ -253,7 +252,7 @@ fn addr_invalid() -> Error {
 
 impl AvFormat {
     /// The format an AV of this domain reads (see the module comment).
-    pub fn for_domain(transport: TransportKind, addr_format: u32) -> AvFormat {
+    pub(crate) fn for_domain(transport: TransportKind, addr_format: u32) -> AvFormat {
         match transport {
             TransportKind::Shm | TransportKind::Auto => AvFormat::Str,
             TransportKind::Tcp => match addr_format {
@@ -279,7 +278,7 @@ impl AvFormat {
 
     /// The binary form `fi_av_lookup` returns: "the same format as those
     /// stored by the AV".
-    pub fn encode(self, a: &Addr) -> Vec<u8> {
+    pub(crate) fn encode(self, a: &Addr) -> Vec<u8> {
         match self {
             AvFormat::Str => {
                 let mut v = a.to_string_form().into_bytes();
@@ -290,18 +289,14 @@ impl AvFormat {
         }
     }
 
-    /// Slot size of a sockaddr array whose first entry starts at `p`.
-    ///
-    /// # Safety
-    /// `p` must be valid for reads of 2 bytes.
-    unsafe fn sockaddr_stride(self, p: *const u8) -> usize {
+    /// Slot size of a sockaddr array whose first entry has address family
+    /// `family` (0 for `Str`, whose entries are walked by their NUL).
+    pub(crate) fn stride(self, family: u16) -> usize {
         match self {
             AvFormat::SockaddrIn => addr::SIN_LEN,
             AvFormat::SockaddrIn6 => addr::SIN6_LEN,
             AvFormat::Sockaddr => {
-                // SAFETY: the caller guarantees 2 readable bytes.
-                let fam = unsafe { core::ptr::read_unaligned(p as *const u16) };
-                if fam as i32 == libc::AF_INET6 {
+                if family as i32 == libc::AF_INET6 {
                     addr::SIN6_LEN
                 } else {
                     addr::SIN_LEN
@@ -311,94 +306,21 @@ impl AvFormat {
         }
     }
 
-    /// Decodes one address at `p` (no destination checks). Returns the
-    /// address and the bytes it occupies, or `Err((e, None))` when the walk
-    /// cannot continue past it (an unterminated string).
-    ///
-    /// # Safety
-    /// `p` must point to one address of this format (for `Str`: a string,
-    /// read up to its NUL or [`MAX_STR_ADDR`] bytes; for sockaddr formats:
-    /// `stride` bytes).
-    unsafe fn read_one(
-        self,
-        p: *const u8,
-        stride: usize,
-    ) -> core::result::Result<(Addr, usize), (Error, Option<usize>)> {
-        match self {
-            AvFormat::Str => {
-                let mut n = 0;
-                // SAFETY: reads byte by byte up to the NUL, like strlen.
-                while n < MAX_STR_ADDR && unsafe { *p.add(n) } != 0 {
-                    n += 1;
-                }
-                if n == MAX_STR_ADDR {
-                    return Err((addr_invalid(), None));
-                }
-                // SAFETY: the n bytes before the NUL and the NUL were just read.
-                let bytes = unsafe { core::slice::from_raw_parts(p, n + 1) };
-                match Addr::parse(FI_ADDR_STR, bytes) {
-                    Ok((a, _)) => Ok((a, n + 1)),
-                    Err(e) => Err((e, Some(n + 1))),
-                }
-            }
-            _ => {
-                // SAFETY: the caller guarantees `stride` readable bytes.
-                let bytes = unsafe { core::slice::from_raw_parts(p, stride) };
-                let fmt = match self {
-                    AvFormat::SockaddrIn => FI_SOCKADDR_IN,
-                    // A v6-sized slot may hold either family.
-                    _ => FI_SOCKADDR,
-                };
-                match Addr::parse(fmt, bytes) {
-                    Ok((a, _)) => Ok((a, stride)),
-                    Err(e) => Err((e, Some(stride))),
-                }
-            }
-        }
-    }
-
-    /// Decodes `count` packed addresses. Entries after one the walk cannot
-    /// step over fail with `FI_ECANCELED` ("Addresses that are not inserted
-    /// because they were aborted will fail with an error code of
-    /// FI_ECANCELED").
-    ///
-    /// # Safety
-    /// `p` must be valid for `count` packed addresses of this format.
-    pub unsafe fn read_packed(self, p: *const u8, count: usize) -> Result<Vec<Result<Addr>>> {
-        let mut out = Vec::new();
-        out.try_reserve_exact(count).map_err(|_| Error::NOMEM)?;
-        if count == 0 {
-            return Ok(out);
-        }
-        // SAFETY: count > 0, so at least one address (≥ 2 bytes) is readable.
-        let stride = unsafe { self.sockaddr_stride(p) };
-        let mut off = 0usize;
-        for _ in 0..count {
-            // SAFETY: `off` is the start of the next packed entry.
-            match unsafe { self.read_one(p.add(off), stride) } {
-                Ok((a, used)) => {
-                    out.push(Ok(a));
-                    off += used;
-                }
-                Err((e, Some(used))) => {
-                    out.push(Err(e));
-                    off += used;
-                }
-                Err((e, None)) => {
-                    out.push(Err(e));
-                    break;
-                }
-            }
-        }
-        while out.len() < count {
-            out.push(Err(Error::CANCELED));
-        }
-        Ok(out)
+    /// Decodes one address of this format (no destination checks): for
+    /// `Str`, the string with its NUL; for sockaddr formats, one slot.
+    pub(crate) fn decode(self, bytes: &[u8]) -> Result<Addr> {
+        let fmt = match self {
+            AvFormat::Str => FI_ADDR_STR,
+            AvFormat::SockaddrIn => FI_SOCKADDR_IN,
+            // A v6-sized slot may hold either family.
+            _ => FI_SOCKADDR,
+        };
+        Addr::parse(fmt, bytes).map(|(a, _)| a)
     }
 }
 
 /// Whether an address can be a destination on this transport.
-pub fn check_dest(transport: TransportKind, format: AvFormat, a: Addr) -> Result<Addr> {
+pub(crate) fn check_dest(transport: TransportKind, format: AvFormat, a: Addr) -> Result<Addr> {
     if !format.accepts(&a) {
         return Err(addr_invalid());
     }
@@ -444,7 +366,7 @@ pub fn check_dest(transport: TransportKind, format: AvFormat, a: Addr) -> Result
 /// string, such as a hostname, it must contain a numeric suffix if
 /// nodecnt > 1"), keeping its zero padding (`node01` → `node02`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NodeSeq {
+pub(crate) enum NodeSeq {
     Single(String),
     V4(u32),
     V6(u128),
@@ -452,7 +374,7 @@ pub enum NodeSeq {
 }
 
 impl NodeSeq {
-    pub fn new(node: &str, nodecnt: usize) -> Result<NodeSeq> {
+    pub(crate) fn new(node: &str, nodecnt: usize) -> Result<NodeSeq> {
         if node.is_empty() {
             return Err(Error::INVAL);
         }
@@ -486,7 +408,7 @@ impl NodeSeq {
         })
     }
 
-    pub fn nth(&self, i: usize) -> String {
+    pub(crate) fn nth(&self, i: usize) -> String {
         match self {
             NodeSeq::Single(s) => s.clone(),
             NodeSeq::V4(b) => Ipv4Addr::from(b + i as u32).to_string(),
@@ -500,7 +422,7 @@ impl NodeSeq {
 
 /// The services of `fi_av_insertsym`: "{service, service + svccnt - 1}".
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SvcSeq {
+pub(crate) enum SvcSeq {
     /// `service` NULL (only with svccnt 1).
     None,
     Single(String),
@@ -509,7 +431,7 @@ pub enum SvcSeq {
 
 impl SvcSeq {
     /// `max` is the largest valid service number (65535 for TCP ports).
-    pub fn new(service: Option<&str>, svccnt: usize, max: u64) -> Result<SvcSeq> {
+    pub(crate) fn new(service: Option<&str>, svccnt: usize, max: u64) -> Result<SvcSeq> {
         match service {
             None if svccnt <= 1 => Ok(SvcSeq::None),
             None => Err(Error::INVAL),
@@ -524,7 +446,7 @@ impl SvcSeq {
         }
     }
 
-    pub fn nth(&self, i: usize) -> Option<String> {
+    pub(crate) fn nth(&self, i: usize) -> Option<String> {
         match self {
             SvcSeq::None => None,
             SvcSeq::Single(s) => Some(s.clone()),
@@ -535,7 +457,7 @@ impl SvcSeq {
 
 /// Resolves a TCP `node`/`service` pair (numeric fast path, else
 /// `getaddrinfo`). `family` restricts the result (AF_UNSPEC for any).
-pub fn resolve_inet(node: &str, service: Option<&str>, family: c_int) -> Result<Addr> {
+pub(crate) fn resolve_inet(node: &str, service: Option<&str>, family: c_int) -> Result<Addr> {
     if let (Ok(ip), Some(Ok(port))) = (node.parse::<IpAddr>(), service.map(str::parse::<u16>)) {
         let fam_ok = match ip {
             IpAddr::V4(_) => family != libc::AF_INET6,
@@ -564,7 +486,7 @@ pub fn resolve_inet(node: &str, service: Option<&str>, family: c_int) -> Result<
 
 /// Where the results of an asynchronous insert go: the bound EQ, or a
 /// recorder in unit tests.
-pub trait AvEvents {
+pub(crate) trait AvEvents {
     /// One failed address: `index` within the call, positive `err`.
     fn error(&self, index: usize, err: i32) -> Result<()>;
     /// The call's completion: `count` addresses inserted.
@@ -574,7 +496,7 @@ pub trait AvEvents {
 /// fi_av(3): "one EQ error entry generated for each failed address
 /// insertion, followed by one non-error event indicating that the insertion
 /// operation has completed".
-pub fn report_async(results: &[Result<fi_addr_t>], sink: &dyn AvEvents) -> Result<()> {
+pub(crate) fn report_async(results: &[Result<fi_addr_t>], sink: &dyn AvEvents) -> Result<()> {
     let mut ok = 0;
     for (i, r) in results.iter().enumerate() {
         match r {
@@ -585,35 +507,6 @@ pub fn report_async(results: &[Result<fi_addr_t>], sink: &dyn AvEvents) -> Resul
     sink.complete(ok)
 }
 
-/// [`AvEvents`] on a real EQ.
-struct EqEvents<'a> {
-    eq: &'a Eq,
-    fid: *mut fid,
-    context: *mut c_void,
-}
-
-impl AvEvents for EqEvents<'_> {
-    fn error(&self, index: usize, err: i32) -> Result<()> {
-        self.eq.push_error(EqError {
-            fid: self.fid,
-            context: self.context,
-            data: index as u64,
-            err,
-            prov_errno: 0,
-            err_data: Vec::new(),
-        })
-    }
-    fn complete(&self, count: usize) -> Result<()> {
-        let entry = fi_eq_entry {
-            fid: self.fid,
-            context: self.context,
-            data: count as u64,
-        };
-        // SAFETY: fi_eq_entry is plain data (two pointers and an integer).
-        self.eq.push_event(FI_AV_COMPLETE, unsafe { addr::as_bytes(&entry) })
-    }
-}
-
 // ---------------------------------------------------------------------------
 // The AV object
 // ---------------------------------------------------------------------------
@@ -621,16 +514,16 @@ impl AvEvents for EqEvents<'_> {
 /// What an AV decided at open time plus its table: the part of [`Av`] that
 /// needs no C objects (unit-testable on its own).
 #[derive(Debug)]
-pub struct AvState {
+pub(crate) struct AvState {
     /// `fi_av_attr.flags`.
-    pub flags: u64,
-    pub transport: TransportKind,
-    pub format: AvFormat,
-    pub table: RwLock<AvTable>,
+    pub(crate) flags: u64,
+    pub(crate) transport: TransportKind,
+    pub(crate) format: AvFormat,
+    pub(crate) table: RwLock<AvTable>,
 }
 
 impl AvState {
-    pub fn new(flags: u64, transport: TransportKind, format: AvFormat, count_hint: usize) -> AvState {
+    pub(crate) fn new(flags: u64, transport: TransportKind, format: AvFormat, count_hint: usize) -> AvState {
         let mut t = AvTable::default();
         let _ = t.reserve(count_hint.min(MAX_COUNT_HINT));
         AvState {
@@ -642,7 +535,7 @@ impl AvState {
     }
 
     /// Checks decoded entries against the transport.
-    pub fn validate(&self, addrs: Vec<Result<Addr>>) -> Vec<Result<Addr>> {
+    pub(crate) fn validate(&self, addrs: Vec<Result<Addr>>) -> Vec<Result<Addr>> {
         addrs
             .into_iter()
             .map(|r| r.and_then(|a| check_dest(self.transport, self.format, a)))
@@ -652,7 +545,7 @@ impl AvState {
     /// Inserts the valid entries, in order, under one write lock; returns
     /// each entry's `fi_addr` or error. Err only when memory runs out (then
     /// nothing was inserted).
-    pub fn insert_batch(
+    pub(crate) fn insert_batch(
         &self,
         addrs: &[Result<Addr>],
         user_ids: Option<&[fi_addr_t]>,
@@ -672,7 +565,7 @@ impl AvState {
     }
 
     /// Resolves one `node`/`service` pair for this AV.
-    pub fn resolve(&self, node: &str, service: Option<&str>) -> Result<Addr> {
+    pub(crate) fn resolve(&self, node: &str, service: Option<&str>) -> Result<Addr> {
         let a = if service.is_none() && Addr::parse_str(node).is_ok() {
             // "Applications may also pass in an FI_ADDR_STR formatted
             // address as the node parameter ... the service parameter must
@@ -688,7 +581,7 @@ impl AvState {
                     let Addr::Inet(SocketAddr::V4(inet)) = resolve_inet(node, service, libc::AF_INET)? else {
                         return Err(Error::INVAL);
                     };
-                    let local = crate::provider::getinfo::ip_is_local(&SocketAddr::V4(inet));
+                    let local = crate::core::host::ip_is_local(&SocketAddr::V4(inet));
                     Addr::Auto {
                         host: if local { addr::host_id() } else { 0 },
                         shm: addr::shm_token_for(Some(node), service),
@@ -711,7 +604,7 @@ impl AvState {
     /// addresses for a node will be inserted before the next node". Errors
     /// in the arguments fail the call; a name that does not resolve fails
     /// its entry only.
-    pub fn resolve_sym(
+    pub(crate) fn resolve_sym(
         &self,
         node: &str,
         nodecnt: usize,
@@ -742,29 +635,35 @@ impl AvState {
         Ok(out)
     }
 
-    pub fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr> {
+    pub(crate) fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr> {
         self.table.read().get(fi_addr).map(|e| e.addr)
     }
 
-    pub fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
+    pub(crate) fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
         self.table.read().reverse(a)
     }
+}
+
+/// What `fi_av_open` asks for (`struct fi_av_attr` without its pointers).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct AvAttr {
+    pub(crate) av_type: u32,
+    pub(crate) count: usize,
+    pub(crate) flags: u64,
+    pub(crate) rx_ctx_bits: i32,
+    /// A `name` was given (a shared AV).
+    pub(crate) named: bool,
 }
 
 /// An address vector. Owns its table; holds its domain (which therefore
 /// cannot close first) and the bound EQ. Endpoints that bind it take a
 /// [`Held<Av>`], which keeps `fi_close(av)` at -FI_EBUSY.
-pub struct Av {
+pub(crate) struct Av {
     users: Users,
     /// Keeps `fi_close(domain)` at -FI_EBUSY while the AV is open.
     _domain: Held<Domain>,
-    pub state: AvState,
+    pub(crate) state: AvState,
     eq: Mutex<Option<Held<Eq>>>,
-}
-
-impl FiObject for Av {
-    type Header = fid_av;
-    const CLASS: usize = FI_CLASS_AV;
 }
 
 impl HasUsers for Av {
@@ -774,20 +673,74 @@ impl HasUsers for Av {
 }
 
 impl Av {
+    /// `fi_av_open`.
+    pub(crate) fn open(domain: &Arc<Domain>, attr: &AvAttr) -> Result<Arc<Av>> {
+        if attr.flags & !OPEN_FLAGS != 0 {
+            return Err(Error::INVAL);
+        }
+        // rx_ctx_bits "is only for use with scalable endpoints", which
+        // rustfab does not offer.
+        if attr.rx_ctx_bits != 0 {
+            return Err(Error::INVAL);
+        }
+        let av_type = effective_type(attr.av_type);
+        if av_type != FI_AV_MAP && av_type != FI_AV_TABLE {
+            return Err(Error::INVAL);
+        }
+        if attr.named {
+            crate::base::log::log_info!(FI_LOG_AV, "fi_av_open: named (shared) AVs are not supported");
+            return Err(Error::NOSYS);
+        }
+        if attr.flags & FI_READ != 0 {
+            // "An AV opened for read-only access must be named".
+            return Err(Error::INVAL);
+        }
+        let format = AvFormat::for_domain(domain.transport, domain.info.addr_format);
+        Ok(Arc::new(Av {
+            users: Users::default(),
+            _domain: Held::new(domain.clone()),
+            state: AvState::new(attr.flags, domain.transport, format, attr.count),
+            eq: Mutex::new(None),
+        }))
+    }
+
+    /// `fi_close`: "there must be no opened endpoints associated with the
+    /// AV"; releases the bound EQ.
+    pub(crate) fn close(&self) -> Result<()> {
+        self.users.check_idle()?;
+        self.eq.lock().take();
+        Ok(())
+    }
+
+    /// `fi_av_bind`: an EQ for asynchronous inserts. "Flags are reserved
+    /// for future use and must be 0." One EQ per AV.
+    pub(crate) fn bind_eq(&self, eq: Arc<Eq>, flags: u64) -> Result<()> {
+        if flags != 0 {
+            return Err(Error::INVAL);
+        }
+        let mut slot = self.eq.lock();
+        if slot.is_some() {
+            return Err(Error::BUSY);
+        }
+        *slot = Some(Held::new(eq));
+        Ok(())
+    }
+
     /// The address behind an `fi_addr` (data path: destination of a send).
-    pub fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr> {
+    pub(crate) fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr> {
         self.state.lookup_addr(fi_addr)
     }
 
     /// The `fi_addr` to report as the source of a message from `a`
     /// (`FI_SOURCE`): the user id if one was given with `FI_AV_USER_ID`.
-    pub fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
+    pub(crate) fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
         self.state.reverse_lookup(a)
     }
 
     /// Checks the flags of an insert call and returns the EQ to report to
-    /// when the call is asynchronous.
-    fn prepare_insert(&self, flags: u64, context: *mut c_void) -> Result<Option<Arc<Eq>>> {
+    /// when the call is asynchronous. (With `FI_SYNC_ERR` the C face also
+    /// checks the call's error array.)
+    pub(crate) fn prepare_insert(&self, flags: u64) -> Result<Option<Arc<Eq>>> {
         if flags & !INSERT_FLAGS != 0 {
             return Err(Error::BADFLAGS);
         }
@@ -797,79 +750,43 @@ impl Av {
             // fail with -FI_ENOEQ"
             return Err(Error::NOEQ);
         }
-        if flags & FI_SYNC_ERR != 0 {
+        if flags & FI_SYNC_ERR != 0 && eq.is_some() {
             // "This flag applies to synchronous insertions only"
-            if eq.is_some() {
-                return Err(Error::BADFLAGS);
-            }
-            if context.is_null() {
-                return Err(Error::INVAL);
-            }
+            return Err(Error::BADFLAGS);
         }
         Ok(eq)
     }
 
-    /// Inserts decoded addresses and reports the outcome the way the call
-    /// asked for: `fi_addr` outputs, `FI_SYNC_ERR` codes, EQ events.
-    ///
-    /// # Safety
-    /// When non-NULL, `fi_addr` must be valid for `addrs.len()` elements and
-    /// (with `FI_SYNC_ERR`) `context` for `addrs.len()` ints.
-    unsafe fn finish_insert(
+    /// Checks decoded addresses against the transport and inserts the
+    /// valid ones (with their user ids for `FI_AV_USER_ID`); returns each
+    /// entry's `fi_addr` or error. Err only when memory runs out.
+    pub(crate) fn insert(
         &self,
-        fid: *mut fid,
-        eq: Option<Arc<Eq>>,
         addrs: Vec<Result<Addr>>,
-        fi_addr: *mut fi_addr_t,
-        flags: u64,
-        context: *mut c_void,
-    ) -> Result<c_int> {
-        let n = addrs.len();
+        user_ids: Option<&[fi_addr_t]>,
+    ) -> Result<Vec<Result<fi_addr_t>>> {
         let addrs = self.state.validate(addrs);
-        let user_ids = if flags & FI_AV_USER_ID != 0 && n > 0 {
-            if fi_addr.is_null() {
-                return Err(Error::INVAL);
-            }
-            // "The fi_addr parameter acts as input/output in this case."
-            // SAFETY: non-NULL, n elements per the contract.
-            Some(unsafe { core::slice::from_raw_parts(fi_addr, n) }.to_vec())
-        } else {
-            None
-        };
-        let results = self.state.insert_batch(&addrs, user_ids.as_deref())?;
-        if !fi_addr.is_null() {
-            for (i, r) in results.iter().enumerate() {
-                // SAFETY: i < n, within the caller's array.
-                unsafe { fi_addr.add(i).write(*r.as_ref().unwrap_or(&FI_ADDR_NOTAVAIL)) };
-            }
-        }
-        let ok = results.iter().filter(|r| r.is_ok()).count();
+        let results = self.state.insert_batch(&addrs, user_ids)?;
         for (i, r) in results.iter().enumerate() {
             if let Err(e) = r {
                 crate::base::log::log_info!(FI_LOG_AV, "fi_av_insert: entry {i} rejected: {e}");
             }
         }
-        match eq {
-            Some(eq) => {
-                report_async(&results, &EqEvents { eq: &eq, fid, context })?;
-                Ok(0)
-            }
-            None => {
-                if flags & FI_SYNC_ERR != 0 {
-                    let errs = context as *mut c_int;
-                    for (i, r) in results.iter().enumerate() {
-                        // SAFETY: FI_SYNC_ERR: context holds n ints.
-                        unsafe { errs.add(i).write(r.as_ref().map_or_else(|e| e.0, |_| 0)) };
-                    }
-                }
-                Ok(ok as c_int)
-            }
-        }
+        Ok(results)
+    }
+
+    /// `fi_av_lookup` into a buffer of `cap` bytes: the bytes to copy (the
+    /// stored form, truncated to `cap`) and the size the whole address needs.
+    pub(crate) fn lookup(&self, fi_addr: fi_addr_t, cap: usize) -> Result<(Vec<u8>, usize)> {
+        let a = self.lookup_addr(fi_addr).ok_or(Error::INVAL)?;
+        let format = self.state.format;
+        let stored = format.encode(&a);
+        Ok((lookup_bytes(&stored, format == AvFormat::Str, cap), stored.len()))
     }
 }
 
 /// The type an `fi_av_open` with this requested type gets.
-pub fn effective_type(requested: u32) -> u32 {
+pub(crate) fn effective_type(requested: u32) -> u32 {
     if requested == FI_AV_UNSPEC {
         FI_AV_TABLE
     } else {
@@ -877,209 +794,10 @@ pub fn effective_type(requested: u32) -> u32 {
     }
 }
 
-/// `fi_av_open`.
-pub fn open(d: &Obj<Domain>, attr: &fi_av_attr, ctx: *mut c_void) -> Result<*mut fid_av> {
-    if attr.flags & !OPEN_FLAGS != 0 {
-        return Err(Error::INVAL);
-    }
-    // rx_ctx_bits "is only for use with scalable endpoints", which rustfab
-    // does not offer.
-    if attr.rx_ctx_bits != 0 {
-        return Err(Error::INVAL);
-    }
-    let av_type = effective_type(attr.r#type);
-    if av_type != FI_AV_MAP && av_type != FI_AV_TABLE {
-        return Err(Error::INVAL);
-    }
-    if !attr.name.is_null() {
-        crate::base::log::log_info!(FI_LOG_AV, "fi_av_open: named (shared) AVs are not supported");
-        return Err(Error::NOSYS);
-    }
-    if attr.flags & FI_READ != 0 {
-        // "An AV opened for read-only access must be named".
-        return Err(Error::INVAL);
-    }
-    let dom = &d.core;
-    let format = AvFormat::for_domain(dom.transport, dom.info.addr_format);
-    let core = Arc::new(Av {
-        users: Users::default(),
-        _domain: Held::new(dom.clone()),
-        state: AvState::new(attr.flags, dom.transport, format, attr.count),
-        eq: Mutex::new(None),
-    });
-    let hdr = fid_av {
-        fid: fid {
-            fclass: FI_CLASS_AV,
-            context: ctx,
-            ops: &AV_FI_OPS,
-        },
-        ops: &AV_OPS,
-    };
-    Ok(Obj::create(hdr, core))
-}
-
-static AV_FI_OPS: fi_ops = fi_ops {
-    size: core::mem::size_of::<fi_ops>(),
-    close: Some(av_close),
-    bind: Some(av_bind),
-    control: Some(noops::no_control),
-    ops_open: Some(noops::no_ops_open),
-    tostr: Some(noops::no_tostr),
-    ops_set: Some(noops::no_ops_set),
-};
-
-static AV_OPS: fi_ops_av = fi_ops_av {
-    size: core::mem::size_of::<fi_ops_av>(),
-    insert: Some(av_insert),
-    insertsvc: Some(av_insertsvc),
-    insertsym: Some(av_insertsym),
-    remove: Some(av_remove),
-    lookup: Some(av_lookup),
-    straddr: Some(av_straddr),
-    av_set: Some(av_set),
-};
-
-unsafe extern "C" fn av_close(f: *mut fid) -> c_int {
-    // SAFETY: `f` comes from the application as this object's fid.
-    unsafe {
-        fi::call_obj::<Av, c_int>("av close", f as *const c_void, |o| {
-            // "there must be no opened endpoints associated with the AV"
-            o.core.users.check_idle()?;
-            o.core.eq.lock().take();
-            Obj::destroy(o);
-            Ok(0)
-        })
-    }
-}
-
-/// `fi_av_bind`: an EQ for asynchronous inserts. "Flags are reserved for
-/// future use and must be 0."
-unsafe extern "C" fn av_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
-    // SAFETY: arguments come from the application through fi_av_bind().
-    unsafe {
-        fi::call_obj::<Av, c_int>("fi_av_bind", f as *const c_void, |o| {
-            if flags != 0 {
-                return Err(Error::INVAL);
-            }
-            if fi::read_in(bfid)?.fclass != FI_CLASS_EQ {
-                return Err(Error::INVAL);
-            }
-            let eq = eq::from_fid(bfid)?;
-            let mut slot = o.core.eq.lock();
-            if slot.is_some() {
-                return Err(Error::BUSY);
-            }
-            *slot = Some(Held::new(eq));
-            Ok(0)
-        })
-    }
-}
-
-/// Rejects counts an `int` return value cannot report.
-fn check_count(count: usize) -> Result<()> {
-    if count > i32::MAX as usize {
-        Err(Error::INVAL)
-    } else {
-        Ok(())
-    }
-}
-
-unsafe extern "C" fn av_insert(
-    av: *mut fid_av,
-    addr: *const c_void,
-    count: usize,
-    fi_addr: *mut fi_addr_t,
-    flags: u64,
-    context: *mut c_void,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_av_insert().
-    unsafe {
-        fi::call_obj::<Av, c_int>("fi_av_insert", av as *const c_void, |o| {
-            let eq = o.core.prepare_insert(flags, context)?;
-            check_count(count)?;
-            if count > 0 && addr.is_null() {
-                return Err(Error::INVAL);
-            }
-            let addrs = o.core.state.format.read_packed(addr as *const u8, count)?;
-            o.core.finish_insert(o.fid_ptr(), eq, addrs, fi_addr, flags, context)
-        })
-    }
-}
-
-/// # Safety
-/// `p` must be NULL or a NUL-terminated string.
-unsafe fn arg_str<'a>(p: *const c_char) -> Result<Option<&'a str>> {
-    if p.is_null() {
-        return Ok(None);
-    }
-    // SAFETY: per the contract.
-    let s = unsafe { CStr::from_ptr(p) };
-    s.to_str().map(Some).map_err(|_| Error::INVAL)
-}
-
-unsafe extern "C" fn av_insertsvc(
-    av: *mut fid_av,
-    node: *const c_char,
-    service: *const c_char,
-    fi_addr: *mut fi_addr_t,
-    flags: u64,
-    context: *mut c_void,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_av_insertsvc().
-    unsafe {
-        fi::call_obj::<Av, c_int>("fi_av_insertsvc", av as *const c_void, |o| {
-            let eq = o.core.prepare_insert(flags, context)?;
-            let node = arg_str(node)?.ok_or(Error::INVAL)?;
-            let service = arg_str(service)?;
-            let addrs = o.core.state.resolve_sym(node, 1, service, 1)?;
-            o.core.finish_insert(o.fid_ptr(), eq, addrs, fi_addr, flags, context)
-        })
-    }
-}
-
-unsafe extern "C" fn av_insertsym(
-    av: *mut fid_av,
-    node: *const c_char,
-    nodecnt: usize,
-    service: *const c_char,
-    svccnt: usize,
-    fi_addr: *mut fi_addr_t,
-    flags: u64,
-    context: *mut c_void,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_av_insertsym().
-    unsafe {
-        fi::call_obj::<Av, c_int>("fi_av_insertsym", av as *const c_void, |o| {
-            let eq = o.core.prepare_insert(flags, context)?;
-            let node = arg_str(node)?.ok_or(Error::INVAL)?;
-            let service = arg_str(service)?;
-            let addrs = o.core.state.resolve_sym(node, nodecnt, service, svccnt)?;
-            o.core.finish_insert(o.fid_ptr(), eq, addrs, fi_addr, flags, context)
-        })
-    }
-}
-
-/// `fi_av_remove`: all or nothing; an unknown or already removed `fi_addr`
-/// is -FI_EINVAL. "Flags are reserved for future use and must be 0."
-unsafe extern "C" fn av_remove(av: *mut fid_av, fi_addr: *mut fi_addr_t, count: usize, flags: u64) -> c_int {
-    // SAFETY: arguments come from the application through fi_av_remove().
-    unsafe {
-        fi::call_obj::<Av, c_int>("fi_av_remove", av as *const c_void, |o| {
-            if flags != 0 {
-                return Err(Error::INVAL);
-            }
-            check_count(count)?;
-            let list = fi::slice_in(fi_addr as *const fi_addr_t, count)?;
-            o.core.state.table.write().remove_all(list)?;
-            Ok(0)
-        })
-    }
-}
-
 /// What `fi_av_lookup` writes for a stored address into a buffer of `cap`
 /// bytes: "If the actual address is larger than what can fit into the
 /// buffer, it will be truncated." A truncated string keeps its NUL.
-pub fn lookup_bytes(stored: &[u8], is_str: bool, cap: usize) -> Vec<u8> {
+pub(crate) fn lookup_bytes(stored: &[u8], is_str: bool, cap: usize) -> Vec<u8> {
     if cap >= stored.len() {
         return stored.to_vec();
     }
@@ -1090,61 +808,6 @@ pub fn lookup_bytes(stored: &[u8], is_str: bool, cap: usize) -> Vec<u8> {
         }
     }
     v
-}
-
-unsafe extern "C" fn av_lookup(av: *mut fid_av, fi_addr: fi_addr_t, addr: *mut c_void, addrlen: *mut usize) -> c_int {
-    // SAFETY: arguments come from the application through fi_av_lookup().
-    unsafe {
-        fi::call_obj::<Av, c_int>("fi_av_lookup", av as *const c_void, |o| {
-            let cap = *fi::read_in(addrlen)?;
-            if addr.is_null() && cap > 0 {
-                return Err(Error::INVAL);
-            }
-            let a = o.core.lookup_addr(fi_addr).ok_or(Error::INVAL)?;
-            let format = o.core.state.format;
-            let stored = format.encode(&a);
-            let out = lookup_bytes(&stored, format == AvFormat::Str, cap);
-            if !out.is_empty() {
-                // `addr` is non-NULL here (cap > 0) and holds `cap` ≥ out.len() bytes.
-                core::ptr::copy_nonoverlapping(out.as_ptr(), addr as *mut u8, out.len());
-            }
-            // "On output, addrlen is set to the size of the buffer needed".
-            addrlen.write(stored.len());
-            Ok(0)
-        })
-    }
-}
-
-/// `fi_av_straddr`: "converts the provided address into a printable
-/// string"; `*len` becomes the size needed (with the NUL).
-unsafe extern "C" fn av_straddr(
-    av: *mut fid_av,
-    addr: *const c_void,
-    buf: *mut c_char,
-    len: *mut usize,
-) -> *const c_char {
-    // SAFETY: arguments come from the application through fi_av_straddr().
-    unsafe {
-        fi::call_obj::<Av, *const c_char>("fi_av_straddr", av as *const c_void, |o| {
-            let cap = *fi::read_in(len)?;
-            if addr.is_null() {
-                return Err(Error::INVAL);
-            }
-            let format = o.core.state.format;
-            let p = addr as *const u8;
-            let stride = format.sockaddr_stride(p);
-            let a = format.read_one(p, stride).map_err(|(e, _)| e)?.0;
-            let s = a.to_string_form();
-            fi::cmem::copy_cstr(&s, buf, cap);
-            len.write(s.len() + 1);
-            Ok(buf as *const c_char)
-        })
-    }
-}
-
-/// AV sets serve collectives, which rustfab does not offer.
-unsafe extern "C" fn av_set(_: *mut fid_av, _: *mut fi_av_set_attr, _: *mut *mut fid_av_set, _: *mut c_void) -> c_int {
-    -FI_ENOSYS
 }
 
 #[cfg(test)]
@@ -1247,64 +910,26 @@ mod tests {
         assert_eq!(s.lookup_addr(1), Some(shm(2)), "data path still uses the index");
     }
 
-    fn packed_shm(tokens: &[u64]) -> Vec<u8> {
-        tokens.iter().flat_map(|&t| Addr::Shm(t).to_bytes()).collect()
-    }
-
     #[test]
-    fn packed_strings_walked_by_strlen() {
-        let buf = packed_shm(&[1, 2, 0xabc]);
-        // SAFETY: buf holds three packed names.
-        let r = unsafe { AvFormat::Str.read_packed(buf.as_ptr(), 3) }.unwrap();
-        assert_eq!(r, vec![Ok(shm(1)), Ok(shm(2)), Ok(shm(0xabc))]);
-        // Shorter strings (not rustfab names) are stepped over correctly.
-        let mut buf = b"garbage\0".to_vec();
-        buf.extend(packed_shm(&[7]));
-        // SAFETY: two NUL-terminated strings.
-        let r = unsafe { AvFormat::Str.read_packed(buf.as_ptr(), 2) }.unwrap();
-        assert_eq!(r[0], Err(Error::INVAL));
-        assert_eq!(r[1], Ok(shm(7)));
-    }
-
-    #[test]
-    fn unterminated_string_aborts_the_walk() {
-        let mut buf = vec![b'x'; MAX_STR_ADDR + 10];
-        buf.push(0);
-        // SAFETY: the buffer is NUL-terminated after MAX_STR_ADDR+10 bytes.
-        let r = unsafe { AvFormat::Str.read_packed(buf.as_ptr(), 3) }.unwrap();
-        assert_eq!(r, vec![Err(Error::INVAL), Err(Error::CANCELED), Err(Error::CANCELED)]);
-    }
-
-    #[test]
-    fn sockaddr_strides() {
+    fn decode_and_stride() {
+        let name = shm(0xabc).to_bytes();
+        assert_eq!(AvFormat::Str.decode(&name), Ok(shm(0xabc)));
+        assert!(AvFormat::Str.decode(b"garbage\0").is_err());
         let v4 = inet("10.0.0.1:9").to_bytes();
         let v6 = inet("[fe80::1]:80").to_bytes();
-        let mut buf = v4.clone();
-        buf.extend(&v4);
-        // SAFETY: two sockaddr_in.
-        let r = unsafe { AvFormat::SockaddrIn.read_packed(buf.as_ptr(), 2) }.unwrap();
-        assert_eq!(r, vec![Ok(inet("10.0.0.1:9")), Ok(inet("10.0.0.1:9"))]);
-        // SAFETY: same buffer, FI_SOCKADDR: stride from the first family.
-        let r = unsafe { AvFormat::Sockaddr.read_packed(buf.as_ptr(), 2) }.unwrap();
-        assert_eq!(r.len(), 2);
-        assert!(r.iter().all(|x| x.is_ok()));
-        let mut buf6 = v6.clone();
-        buf6.extend(&v6);
-        // SAFETY: two sockaddr_in6.
-        let r = unsafe { AvFormat::Sockaddr.read_packed(buf6.as_ptr(), 2) }.unwrap();
-        assert_eq!(r, vec![Ok(inet("[fe80::1]:80")), Ok(inet("[fe80::1]:80"))]);
-        // SAFETY: two 28-byte slots.
-        let r = unsafe { AvFormat::SockaddrIn6.read_packed(buf6.as_ptr(), 2) }.unwrap();
-        assert!(r.iter().all(|x| x.is_ok()));
-        // A v6 address in a v4 array is garbage (family mismatch).
-        // SAFETY: 28 bytes ≥ 16.
-        let r = unsafe { AvFormat::SockaddrIn.read_packed(v6.as_ptr(), 1) }.unwrap();
-        assert!(r[0].is_err());
-        // All-zero sockaddr (fabtests' "bad address").
-        let zero = [0u8; 16];
-        // SAFETY: 16 bytes.
-        let r = unsafe { AvFormat::Sockaddr.read_packed(zero.as_ptr(), 1) }.unwrap();
-        assert!(r[0].is_err());
+        assert_eq!(AvFormat::SockaddrIn.decode(&v4), Ok(inet("10.0.0.1:9")));
+        assert!(
+            AvFormat::SockaddrIn.decode(&v6[..16]).is_err(),
+            "a v6 address in a v4 slot"
+        );
+        assert_eq!(AvFormat::SockaddrIn6.decode(&v6), Ok(inet("[fe80::1]:80")));
+        assert_eq!(AvFormat::SockaddrIn6.decode(&v4), Ok(inet("10.0.0.1:9")));
+        assert!(AvFormat::Sockaddr.decode(&[0u8; 16]).is_err(), "fabtests' bad address");
+        let fam = |b: &[u8]| u16::from_ne_bytes([b[0], b[1]]);
+        assert_eq!(AvFormat::Sockaddr.stride(fam(&v4)), addr::SIN_LEN);
+        assert_eq!(AvFormat::Sockaddr.stride(fam(&v6)), addr::SIN6_LEN);
+        assert_eq!(AvFormat::SockaddrIn.stride(fam(&v6)), addr::SIN_LEN);
+        assert_eq!(AvFormat::SockaddrIn6.stride(fam(&v4)), addr::SIN6_LEN);
     }
 
     #[test]

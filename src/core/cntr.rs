@@ -5,7 +5,7 @@
 //! count with [`Cntr::inc`] / [`Cntr::inc_err`] (one atomic add plus the
 //! wait object's notify, which costs a system call only when a waiter is
 //! armed); the application reads, adds, sets and waits through the
-//! `fid_cntr` vtable.
+//! `fid_cntr` vtable of the C face (`fi/cntr.rs`).
 //!
 //! Decisions:
 //! * `attr.events` must be `FI_CNTR_EVENTS_COMP` (the only value 1.17
@@ -30,16 +30,15 @@ use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::domain::Domain;
 use crate::core::users::{HasUsers, Held, Users};
-use crate::core::wait::{MemberWait, WaitObj, WaitSet, Waitable};
-use crate::fi::{self, noops, FiObject, Obj};
+use crate::core::wait::{Holds, MemberWait, WaitObj, WaitSet, Waitable};
 use crate::sys::Deadline;
-use core::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The counter core. See the module documentation.
-pub struct Cntr {
+pub(crate) struct Cntr {
     users: Users,
+    /// The `context` given to `fi_cntr_open` (returned by `fi_poll`).
     context: usize,
     value: AtomicU64,
     err: AtomicU64,
@@ -49,12 +48,6 @@ pub struct Cntr {
     wait: WaitObj,
     set: Option<Held<WaitSet>>,
     _domain: Option<Held<Domain>>,
-}
-
-impl FiObject for Cntr {
-    const CLOSE: &'static str = "cntr close";
-    type Header = fid_cntr;
-    const CLASS: usize = FI_CLASS_CNTR;
 }
 
 impl HasUsers for Cntr {
@@ -70,36 +63,26 @@ impl Waitable for Cntr {
 }
 
 impl Cntr {
-    /// Builds a counter core; `set` for `FI_WAIT_SET`, `domain` None only
-    /// for cores driven directly (unit tests). The caller adds engines.
-    pub fn new(
-        attr: &fi_cntr_attr,
-        set: Option<Held<WaitSet>>,
-        domain: Option<Held<Domain>>,
-        context: *mut c_void,
-    ) -> Result<Arc<Cntr>> {
+    /// Builds a counter core (the caller adds engines).
+    pub(crate) fn new(attr: &fi_cntr_attr, mut holds: Holds<Domain>, context: usize) -> Result<Arc<Cntr>> {
         if attr.events != FI_CNTR_EVENTS_COMP || attr.flags != 0 {
             return Err(Error::INVAL);
         }
         if !crate::core::wait::valid_object_kind(attr.wait_obj) {
             return Err(Error::INVAL);
         }
-        let set = if attr.wait_obj == FI_WAIT_SET {
-            Some(set.ok_or(Error::INVAL)?)
-        } else {
-            None
-        };
+        let set = holds.set_for(attr.wait_obj)?;
         let wait = WaitObj::new(attr.wait_obj, set.as_ref().map(|s| s.arc().clone()))?;
         let c = Arc::new(Cntr {
             users: Users::default(),
-            context: context as usize,
+            context,
             value: AtomicU64::new(0),
             err: AtomicU64::new(0),
             seen_value: AtomicU64::new(0),
             seen_err: AtomicU64::new(0),
             wait,
             set,
-            _domain: domain,
+            _domain: holds.parent,
         });
         if let Some(s) = &c.set {
             let member: Arc<dyn Waitable> = c.clone();
@@ -108,11 +91,12 @@ impl Cntr {
         Ok(c)
     }
 
-    pub fn context(&self) -> *mut c_void {
-        self.context as *mut c_void
+    /// The `context` passed to `fi_cntr_open`.
+    pub(crate) fn context(&self) -> usize {
+        self.context
     }
 
-    pub fn wait(&self) -> &WaitObj {
+    pub(crate) fn wait(&self) -> &WaitObj {
         &self.wait
     }
 
@@ -120,36 +104,36 @@ impl Cntr {
 
     /// One successful completion.
     #[inline]
-    pub fn inc(&self) {
+    pub(crate) fn inc(&self) {
         self.add(1);
     }
 
     /// One completion in error.
     #[inline]
-    pub fn inc_err(&self) {
+    pub(crate) fn inc_err(&self) {
         self.add_err(1);
     }
 
     /// `fi_cntr_add` (and batched increments).
-    pub fn add(&self, n: u64) {
+    pub(crate) fn add(&self, n: u64) {
         self.value.fetch_add(n, Ordering::AcqRel);
         self.wait.notify();
     }
 
     /// `fi_cntr_adderr`.
-    pub fn add_err(&self, n: u64) {
+    pub(crate) fn add_err(&self, n: u64) {
         self.err.fetch_add(n, Ordering::AcqRel);
         self.wait.notify();
     }
 
     /// `fi_cntr_set`.
-    pub fn set(&self, v: u64) {
+    pub(crate) fn set(&self, v: u64) {
         self.value.store(v, Ordering::Release);
         self.wait.notify();
     }
 
     /// `fi_cntr_seterr`.
-    pub fn set_err(&self, v: u64) {
+    pub(crate) fn set_err(&self, v: u64) {
         self.err.store(v, Ordering::Release);
         self.wait.notify();
     }
@@ -157,7 +141,7 @@ impl Cntr {
     // ---- consumer API ----
 
     /// The values without progress or bookkeeping (poll sets, tests).
-    pub fn peek(&self) -> (u64, u64) {
+    pub(crate) fn peek(&self) -> (u64, u64) {
         (self.value.load(Ordering::Acquire), self.err.load(Ordering::Acquire))
     }
 
@@ -172,7 +156,7 @@ impl Cntr {
     }
 
     /// `fi_cntr_read`.
-    pub fn read(&self) -> u64 {
+    pub(crate) fn read(&self) -> u64 {
         self.before_read();
         let v = self.value.load(Ordering::Acquire);
         self.seen_value.store(v, Ordering::Release);
@@ -180,7 +164,7 @@ impl Cntr {
     }
 
     /// `fi_cntr_readerr`.
-    pub fn read_err(&self) -> u64 {
+    pub(crate) fn read_err(&self) -> u64 {
         self.before_read();
         let e = self.err.load(Ordering::Acquire);
         self.seen_err.store(e, Ordering::Release);
@@ -188,7 +172,7 @@ impl Cntr {
     }
 
     /// `fi_cntr_wait`.
-    pub fn wait_for(&self, threshold: u64, timeout: i32) -> Result<()> {
+    pub(crate) fn wait_for(&self, threshold: u64, timeout: i32) -> Result<()> {
         if !self.wait.can_block() {
             return Err(Error::NOSYS);
         }
@@ -217,7 +201,7 @@ impl Cntr {
     }
 
     /// `fi_trywait` on this counter; a member of a wait set defers to it.
-    pub fn trywait(&self) -> Result<()> {
+    pub(crate) fn trywait(&self) -> Result<()> {
         self.member_wait().trywait(&|| self.changed_since_read())
     }
 
@@ -228,155 +212,24 @@ impl Cntr {
         }
     }
 
-    /// `fi_control`: FI_GETWAIT, FI_GETWAITOBJ; FI_GETOPSFLAG/FI_SETOPSFLAG
-    /// (fi_cntr(3) lists them; a counter has no operational flags, so they
-    /// read as 0 and only 0 can be set).
-    ///
-    /// # Safety
-    /// `arg` must match the command and wait kind.
-    pub unsafe fn control(&self, cmd: i32, arg: *mut c_void) -> Result<()> {
-        // SAFETY: forwarded from this function's contract.
-        if let Some(r) = unsafe { self.member_wait().control(cmd, arg) } {
-            return r;
+    /// The wait object `FI_GETWAIT`/`FI_GETWAITOBJ` describe (a wait-set
+    /// member's is its set's).
+    pub(crate) fn shown_wait(&self) -> &WaitObj {
+        self.member_wait().shown()
+    }
+
+    /// `fi_control(FI_GETOPSFLAG)`: fi_cntr(3) lists the command, but a
+    /// counter has no operational flags, so they read as 0.
+    pub(crate) fn ops_flags(&self) -> u64 {
+        0
+    }
+
+    /// `fi_control(FI_SETOPSFLAG)`: only 0 can be set (-FI_EBADFLAGS).
+    pub(crate) fn set_ops_flags(&self, flags: u64) -> Result<()> {
+        if flags != 0 {
+            return Err(Error::BADFLAGS);
         }
-        match cmd {
-            // SAFETY: FI_GETOPSFLAG takes a `uint64_t *`.
-            FI_GETOPSFLAG => unsafe { fi::write_out(arg as *mut u64, 0) },
-            FI_SETOPSFLAG => {
-                // SAFETY: FI_SETOPSFLAG takes a `uint64_t *`.
-                let f = unsafe { fi::read_in(arg as *const u64) }?;
-                if *f != 0 {
-                    return Err(Error::BADFLAGS);
-                }
-                Ok(())
-            }
-            _ => Err(Error::NOSYS),
-        }
-    }
-}
-
-// ---- the C face ----
-
-static CNTR_FI_OPS: fi_ops = fi_ops {
-    size: core::mem::size_of::<fi_ops>(),
-    close: Some(fi::close_when_idle::<Cntr>),
-    bind: Some(noops::no_bind),
-    control: Some(cntr_control),
-    ops_open: Some(noops::no_ops_open),
-    tostr: Some(noops::no_tostr),
-    ops_set: Some(noops::no_ops_set),
-};
-
-static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
-    size: core::mem::size_of::<fi_ops_cntr>(),
-    read: Some(cntr_read),
-    readerr: Some(cntr_readerr),
-    add: Some(cntr_add),
-    set: Some(cntr_set),
-    wait: Some(cntr_wait),
-    adderr: Some(cntr_adderr),
-    seterr: Some(cntr_seterr),
-};
-
-/// `fi_cntr_open`.
-pub fn open(d: &Obj<Domain>, attr: &fi_cntr_attr, ctx: *mut c_void) -> Result<*mut fid_cntr> {
-    let set = if attr.wait_obj == FI_WAIT_SET {
-        // SAFETY: `wait_set` is NULL or the application's fid_wait.
-        let s = unsafe { crate::core::wait::set_for_fabric(attr.wait_set as *mut fid, d.core.fabric()) }?;
-        Some(Held::new(s))
-    } else {
-        None
-    };
-    let c = Cntr::new(attr, set, Some(Held::new(d.core.clone())), ctx)?;
-    c.wait.add_engine(&d.core.engine)?;
-    let hdr = fid_cntr {
-        fid: fid {
-            fclass: FI_CLASS_CNTR,
-            context: ctx,
-            ops: &CNTR_FI_OPS,
-        },
-        ops: &CNTR_OPS,
-    };
-    Ok(Obj::create(hdr, c))
-}
-
-/// The counter core behind a `struct fid*` (endpoints' and MRs' binds).
-///
-/// # Safety
-/// `p` must be NULL or readable as a `struct fid`.
-pub unsafe fn from_fid(p: *mut fid) -> Result<Arc<Cntr>> {
-    // SAFETY: per the contract.
-    unsafe { fi::core_of(p) }
-}
-
-unsafe extern "C" fn cntr_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
-    // SAFETY: arguments come from the application through fi_control().
-    unsafe {
-        fi::call_obj::<Cntr, c_int>("cntr control", f as *const c_void, |o| {
-            o.core.control(cmd, arg)?;
-            Ok(0)
-        })
-    }
-}
-
-/// fi_cntr_read has no error channel: an invalid counter reads as 0.
-unsafe extern "C" fn cntr_read(c: *mut fid_cntr) -> u64 {
-    // SAFETY: the argument comes from the application through fi_cntr_read().
-    unsafe { fi::call_obj::<Cntr, u64>("fi_cntr_read", c as *const c_void, |o| Ok(o.core.read())) }
-}
-
-unsafe extern "C" fn cntr_readerr(c: *mut fid_cntr) -> u64 {
-    // SAFETY: the argument comes from the application through fi_cntr_readerr().
-    unsafe { fi::call_obj::<Cntr, u64>("fi_cntr_readerr", c as *const c_void, |o| Ok(o.core.read_err())) }
-}
-
-unsafe extern "C" fn cntr_add(c: *mut fid_cntr, v: u64) -> c_int {
-    // SAFETY: arguments come from the application through fi_cntr_add().
-    unsafe {
-        fi::call_obj::<Cntr, c_int>("fi_cntr_add", c as *const c_void, |o| {
-            o.core.add(v);
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn cntr_adderr(c: *mut fid_cntr, v: u64) -> c_int {
-    // SAFETY: arguments come from the application through fi_cntr_adderr().
-    unsafe {
-        fi::call_obj::<Cntr, c_int>("fi_cntr_adderr", c as *const c_void, |o| {
-            o.core.add_err(v);
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn cntr_set(c: *mut fid_cntr, v: u64) -> c_int {
-    // SAFETY: arguments come from the application through fi_cntr_set().
-    unsafe {
-        fi::call_obj::<Cntr, c_int>("fi_cntr_set", c as *const c_void, |o| {
-            o.core.set(v);
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn cntr_seterr(c: *mut fid_cntr, v: u64) -> c_int {
-    // SAFETY: arguments come from the application through fi_cntr_seterr().
-    unsafe {
-        fi::call_obj::<Cntr, c_int>("fi_cntr_seterr", c as *const c_void, |o| {
-            o.core.set_err(v);
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int) -> c_int {
-    // SAFETY: arguments come from the application through fi_cntr_wait().
-    unsafe {
-        fi::call_obj::<Cntr, c_int>("fi_cntr_wait", c as *const c_void, |o| {
-            o.core.wait_for(threshold, timeout)?;
-            Ok(0)
-        })
+        Ok(())
     }
 }
 
@@ -395,7 +248,7 @@ mod tests {
     }
 
     fn cntr(wait_obj: u32) -> Arc<Cntr> {
-        Cntr::new(&attr(wait_obj), None, None, core::ptr::null_mut()).unwrap()
+        Cntr::new(&attr(wait_obj), Holds::none(), 0).unwrap()
     }
 
     /// fabtests cntr_loop: set/seterr/add/adderr/read/readerr.
@@ -467,9 +320,9 @@ mod tests {
     #[test]
     fn trywait_and_fd() {
         let c = cntr(FI_WAIT_FD);
-        let mut fd = -1;
-        // SAFETY: FD kind takes an int*.
-        unsafe { c.control(FI_GETWAIT, &mut fd as *mut i32 as *mut c_void) }.unwrap();
+        let Ok(crate::core::wait::NativeWait::Fd(fd)) = c.shown_wait().native() else {
+            panic!("an FD counter shows an fd")
+        };
         assert_eq!(c.trywait(), Ok(()));
         assert!(!crate::sys::poll_readable(fd, Some(Duration::ZERO)));
         c.add(2);
@@ -485,27 +338,19 @@ mod tests {
     }
 
     #[test]
-    fn bad_attributes_and_control() {
+    fn bad_attributes_and_ops_flags() {
         let mut a = attr(FI_WAIT_NONE);
         a.flags = 1;
-        assert!(Cntr::new(&a, None, None, core::ptr::null_mut()).is_err());
+        assert!(Cntr::new(&a, Holds::none(), 0).is_err());
         let mut a = attr(FI_WAIT_NONE);
         a.events = 1;
-        assert!(Cntr::new(&a, None, None, core::ptr::null_mut()).is_err());
-        assert!(Cntr::new(&attr(77), None, None, core::ptr::null_mut()).is_err());
-        assert!(Cntr::new(&attr(FI_WAIT_SET), None, None, core::ptr::null_mut()).is_err());
+        assert!(Cntr::new(&a, Holds::none(), 0).is_err());
+        assert!(Cntr::new(&attr(77), Holds::none(), 0).is_err());
+        assert!(Cntr::new(&attr(FI_WAIT_SET), Holds::none(), 0).is_err());
         let c = cntr(FI_WAIT_UNSPEC);
-        let mut f = 5u64;
-        let fp = &mut f as *mut u64 as *mut c_void;
-        // SAFETY (the control calls below): `fp` is a u64*; the UNSPEC kind
-        // has no object to write through it.
-        unsafe { c.control(FI_GETOPSFLAG, fp) }.unwrap();
-        assert_eq!(f, 0);
-        // SAFETY: as above.
-        assert_eq!(unsafe { c.control(FI_GETWAIT, fp) }, Err(Error::NODATA));
-        let mut one = 1u64;
-        // SAFETY: a u64*.
-        let r = unsafe { c.control(FI_SETOPSFLAG, &mut one as *mut u64 as *mut c_void) };
-        assert_eq!(r, Err(Error::BADFLAGS));
+        assert_eq!(c.ops_flags(), 0);
+        assert_eq!(c.set_ops_flags(0), Ok(()));
+        assert_eq!(c.set_ops_flags(1), Err(Error::BADFLAGS));
+        assert_eq!(c.shown_wait().native().err(), Some(Error::NODATA));
     }
 }

@@ -5,11 +5,15 @@
 //! [`CqEntry`], the one internal completion record), a separate error queue
 //! of [`CqErrEntry`], the CQ's [`WaitObj`], and the holds on its domain and
 //! (for `FI_WAIT_SET`) its wait set. Endpoints (the producers) hold
-//! `Held<Cq>`; the application reads through the `fid_cq` vtable below.
+//! `Held<Cq>`; the application reads through the `fid_cq` vtable of the C
+//! face (`fi/cq.rs`), which writes what [`Cq::read`] and [`Cq::read_err`]
+//! hand out into the application's buffers.
 //!
 //! # Decisions
 //! * **One record, converted at read time.** Every completion is stored as a
-//!   [`CqEntry`] and written out in the format chosen at open.
+//!   [`CqEntry`] and written out (by the C face) in the format chosen at
+//!   open, one entry at a time as [`Cq::read`] pops it: no copy in between,
+//!   no allocation.
 //!   `FI_CQ_FORMAT_UNSPEC` is read as `FI_CQ_FORMAT_CONTEXT` (libfabric's util
 //!   CQ does the same): an application that did not name a format can only
 //!   count on `op_context` coming first, and the 8-byte context entry is the
@@ -22,9 +26,10 @@
 //!   (with a non-NULL `err_data`): copy `min()` bytes into its buffer and set
 //!   `err_data_size` to the count. Otherwise `err_data` points at a buffer the
 //!   CQ owns, valid until the next `fi_cq_readerr` ("The contents of the buffer
-//!   will remain valid until a subsequent read call against the CQ"), and
-//!   `err_data_size` is its length. API < 1.5 applications allocate the
-//!   72-byte `fi_cq_err_entry_1_0`: exactly that many bytes are written.
+//!   will remain valid until a subsequent read call against the CQ": the CQ
+//!   keeps the last error read), and `err_data_size` is its length. API <
+//!   1.5 applications allocate the 72-byte `fi_cq_err_entry_1_0`: exactly
+//!   that many bytes are written.
 //! * **Capacity and overrun.** Completions are never lost and memory is
 //!   bounded. The capacity is `max(attr.size, Σ reservations)`, where each
 //!   bound endpoint reserves its `tx_size + rx_size` ([`Cq::reserve_capacity`]).
@@ -78,43 +83,41 @@
 //!   [`Cq::push_claimed`]/[`Cq::push_err_claimed`] for that operation's
 //!   completion, [`Cq::unclaim_slot`] if it ends without one.
 
-use crate::abi::libfabric::fi_strerror;
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::domain::Domain;
 use crate::core::users::{HasUsers, Held, Users};
-use crate::core::wait::{MemberWait, WaitObj, WaitSet, Waitable};
-use crate::fi::{self, noops, FiObject, Obj};
+use crate::core::wait::{Holds, MemberWait, WaitObj, WaitSet, Waitable};
 use crate::sys::Deadline;
-use core::ffi::{c_char, c_int, c_void};
+use core::ffi::c_void;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Default number of entries when `attr.size == 0`.
-pub const DEFAULT_CQ_SIZE: usize = 1024;
+pub(crate) const DEFAULT_CQ_SIZE: usize = 1024;
 /// Largest `attr.size` accepted (the ring is preallocated): larger sizes
 /// return -FI_EINVAL, which fabtests' `cq_open_close_sizes` accepts as the
 /// provider's limit.
-pub const MAX_CQ_SIZE: usize = 1 << 20;
+pub(crate) const MAX_CQ_SIZE: usize = 1 << 20;
 
 /// One completion, the CQ's internal record. Every format is cut from it.
 #[derive(Clone, Copy, Debug)]
-pub struct CqEntry {
+pub(crate) struct CqEntry {
     /// The application's context of the operation (NULL when none).
-    pub op_context: *mut c_void,
+    pub(crate) op_context: *mut c_void,
     /// Completion flags (`FI_SEND`, `FI_RECV`, `FI_MSG`, `FI_TAGGED`, ...).
-    pub flags: u64,
+    pub(crate) flags: u64,
     /// Received length (receives only).
-    pub len: usize,
+    pub(crate) len: usize,
     /// Where data was placed (multi-recv only).
-    pub buf: *mut c_void,
+    pub(crate) buf: *mut c_void,
     /// Remote CQ data (with `FI_REMOTE_CQ_DATA`).
-    pub data: u64,
+    pub(crate) data: u64,
     /// Received tag (tagged receives).
-    pub tag: u64,
+    pub(crate) tag: u64,
     /// Source address for `fi_cq_readfrom`; `FI_ADDR_NOTAVAIL` when unknown.
-    pub src: fi_addr_t,
+    pub(crate) src: fi_addr_t,
 }
 
 // SAFETY: `op_context` and `buf` are opaque application pointers that rustfab
@@ -139,7 +142,7 @@ impl Default for CqEntry {
 
 impl CqEntry {
     /// An entry with only a context and flags (sends, RMA, ...).
-    pub fn new(op_context: *mut c_void, flags: u64) -> CqEntry {
+    pub(crate) fn new(op_context: *mut c_void, flags: u64) -> CqEntry {
         CqEntry {
             op_context,
             flags,
@@ -150,22 +153,22 @@ impl CqEntry {
 
 /// An error completion, as `fi_cq_readerr` returns it.
 #[derive(Clone, Debug)]
-pub struct CqErrEntry {
+pub(crate) struct CqErrEntry {
     /// The fields shared with successful completions.
-    pub entry: CqEntry,
+    pub(crate) entry: CqEntry,
     /// Bytes that did not fit (`FI_ETRUNC`).
-    pub olen: usize,
+    pub(crate) olen: usize,
     /// Positive `FI_E*` code.
-    pub err: i32,
+    pub(crate) err: i32,
     /// Provider-specific code (rustfab: a positive errno/`FI_E*` from the
     /// transport, or 0).
-    pub prov_errno: i32,
+    pub(crate) prov_errno: i32,
     /// Provider-specific data (the raw source address for `FI_SOURCE_ERR`).
-    pub err_data: Vec<u8>,
+    pub(crate) err_data: Vec<u8>,
 }
 
 impl CqErrEntry {
-    pub fn new(entry: CqEntry, err: i32) -> CqErrEntry {
+    pub(crate) fn new(entry: CqEntry, err: i32) -> CqErrEntry {
         CqErrEntry {
             entry,
             olen: 0,
@@ -178,7 +181,7 @@ impl CqErrEntry {
     #[cfg(test)]
     /// A truncated receive: fi_cq(3) "olen specifies the amount of data that
     /// did not fit into the available receive buffer and was discarded".
-    pub fn truncated(entry: CqEntry, olen: usize) -> CqErrEntry {
+    pub(crate) fn truncated(entry: CqEntry, olen: usize) -> CqErrEntry {
         CqErrEntry {
             olen,
             ..CqErrEntry::new(entry, FI_ETRUNC)
@@ -188,13 +191,24 @@ impl CqErrEntry {
     #[cfg(test)]
     /// `FI_SOURCE_ERR`: a message received successfully whose source is not in
     /// the AV; `raw_addr` is the source in the domain's address format.
-    pub fn source_unknown(entry: CqEntry, raw_addr: &[u8]) -> CqErrEntry {
+    pub(crate) fn source_unknown(entry: CqEntry, raw_addr: &[u8]) -> CqErrEntry {
         CqErrEntry {
             err_data: raw_addr.to_vec(),
             prov_errno: FI_EADDRNOTAVAIL,
             ..CqErrEntry::new(entry, FI_EADDRNOTAVAIL)
         }
     }
+}
+
+/// What [`Cq::read_err`] hands out.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum CqErrRead<'a> {
+    /// An error completion. Its `err_data` stays where it is until the next
+    /// `read_err` (the provider-owned buffer of fi_cq(3)).
+    Entry(&'a CqErrEntry),
+    /// The one `FI_EOVERRUN` event of an overrun CQ (no entry, no
+    /// `err_data`).
+    Overrun,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,8 +228,9 @@ struct Queue {
     reserved: usize,
     claimed: usize,
     overrun: Overrun,
-    /// Provider-owned `err_data` of the last `fi_cq_readerr`.
-    err_data: Vec<u8>,
+    /// The last error read: its `err_data` is the provider-owned buffer
+    /// handed out by that `fi_cq_readerr`.
+    last_err: Option<CqErrEntry>,
 }
 
 impl Queue {
@@ -256,9 +271,10 @@ impl Queue {
 }
 
 /// The CQ core. See the module documentation.
-pub struct Cq {
+pub(crate) struct Cq {
     users: Users,
-    /// The `context` given to `fi_cq_open` (returned by `fi_poll`).
+    /// The `context` given to `fi_cq_open` (returned by `fi_poll`), an
+    /// opaque value.
     context: usize,
     format: u32,
     wait_cond: u32,
@@ -270,12 +286,6 @@ pub struct Cq {
     _domain: Option<Held<Domain>>,
 }
 
-impl FiObject for Cq {
-    const CLOSE: &'static str = "cq close";
-    type Header = fid_cq;
-    const CLASS: usize = FI_CLASS_CQ;
-}
-
 impl HasUsers for Cq {
     fn users(&self) -> &Users {
         &self.users
@@ -285,56 +295,6 @@ impl HasUsers for Cq {
 impl Waitable for Cq {
     fn ready(&self) -> bool {
         self.q.lock().ready(1)
-    }
-}
-
-#[cfg(test)]
-/// Bytes one entry of `format` takes in the application's buffer.
-pub fn entry_size(format: u32) -> usize {
-    match format {
-        FI_CQ_FORMAT_MSG => core::mem::size_of::<fi_cq_msg_entry>(),
-        FI_CQ_FORMAT_DATA => core::mem::size_of::<fi_cq_data_entry>(),
-        FI_CQ_FORMAT_TAGGED => core::mem::size_of::<fi_cq_tagged_entry>(),
-        _ => core::mem::size_of::<fi_cq_entry>(),
-    }
-}
-
-/// Writes entry `i` of an application array of `format` entries.
-///
-/// # Safety
-/// `buf` must be valid for writes of `(i + 1) * entry_size(format)` bytes.
-unsafe fn write_entry(format: u32, buf: *mut c_void, i: usize, e: &CqEntry) {
-    // SAFETY (all arms): the caller guarantees room for entry `i`; unaligned
-    // writes make no assumption about the application's buffer alignment.
-    unsafe {
-        match format {
-            FI_CQ_FORMAT_MSG => (buf as *mut fi_cq_msg_entry).add(i).write_unaligned(fi_cq_msg_entry {
-                op_context: e.op_context,
-                flags: e.flags,
-                len: e.len,
-            }),
-            FI_CQ_FORMAT_DATA => (buf as *mut fi_cq_data_entry).add(i).write_unaligned(fi_cq_data_entry {
-                op_context: e.op_context,
-                flags: e.flags,
-                len: e.len,
-                buf: e.buf,
-                data: e.data,
-            }),
-            FI_CQ_FORMAT_TAGGED => (buf as *mut fi_cq_tagged_entry)
-                .add(i)
-                .write_unaligned(fi_cq_tagged_entry {
-                    op_context: e.op_context,
-                    flags: e.flags,
-                    len: e.len,
-                    buf: e.buf,
-                    data: e.data,
-                    tag: e.tag,
-                }),
-            // FI_CQ_FORMAT_CONTEXT and FI_CQ_FORMAT_UNSPEC (module doc).
-            _ => (buf as *mut fi_cq_entry).add(i).write_unaligned(fi_cq_entry {
-                op_context: e.op_context,
-            }),
-        }
     }
 }
 
@@ -363,29 +323,22 @@ fn check_attr(attr: &fi_cq_attr) -> Result<()> {
 }
 
 impl Cq {
-    /// Builds a CQ core. `set` is required for (and only used with)
-    /// `FI_WAIT_SET`; `domain` is None only for cores driven directly (unit
-    /// tests). The caller adds the progress engines.
-    pub fn new(
+    /// Builds a CQ core (the caller adds the progress engines).
+    pub(crate) fn new(
         attr: &fi_cq_attr,
         api_version: u32,
-        set: Option<Held<WaitSet>>,
-        domain: Option<Held<Domain>>,
-        context: *mut c_void,
+        mut holds: Holds<Domain>,
+        context: usize,
     ) -> Result<Arc<Cq>> {
         check_attr(attr)?;
-        let set = if attr.wait_obj == FI_WAIT_SET {
-            Some(set.ok_or(Error::INVAL)?)
-        } else {
-            None
-        };
+        let set = holds.set_for(attr.wait_obj)?;
         let size = if attr.size == 0 { DEFAULT_CQ_SIZE } else { attr.size };
         let mut ok = VecDeque::new();
         ok.try_reserve_exact(size).map_err(|_| Error::NOMEM)?;
         let wait = WaitObj::new(attr.wait_obj, set.as_ref().map(|s| s.arc().clone()))?;
         let cq = Arc::new(Cq {
             users: Users::default(),
-            context: context as usize,
+            context,
             format: attr.format,
             wait_cond: if attr.wait_obj == FI_WAIT_NONE {
                 FI_CQ_COND_NONE
@@ -401,10 +354,10 @@ impl Cq {
                 reserved: 0,
                 claimed: 0,
                 overrun: Overrun::No,
-                err_data: Vec::new(),
+                last_err: None,
             }),
             set,
-            _domain: domain,
+            _domain: holds.parent,
         });
         if let Some(s) = &cq.set {
             let member: Arc<dyn Waitable> = cq.clone();
@@ -414,22 +367,28 @@ impl Cq {
     }
 
     /// The `context` passed to `fi_cq_open`.
-    pub fn context(&self) -> *mut c_void {
-        self.context as *mut c_void
+    pub(crate) fn context(&self) -> usize {
+        self.context
     }
 
-    #[cfg(test)]
-    pub fn format(&self) -> u32 {
+    /// The `FI_CQ_FORMAT_*` chosen at open (how the C face writes entries).
+    pub(crate) fn format(&self) -> u32 {
         self.format
     }
 
-    pub fn wait(&self) -> &WaitObj {
+    /// `fid_fabric.api_version` of the parent fabric (`err_data` rules and
+    /// the size of `fi_cq_err_entry`).
+    pub(crate) fn api_version(&self) -> u32 {
+        self.api_version
+    }
+
+    pub(crate) fn wait(&self) -> &WaitObj {
         &self.wait
     }
 
     #[cfg(test)]
     /// Current capacity: `max(attr.size, Σ reservations)`.
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.q.lock().cap()
     }
 
@@ -438,7 +397,7 @@ impl Cq {
     /// An endpoint bound to this CQ: `n` = its queue depth (`tx_size` and/or
     /// `rx_size`, whichever directions it binds). Grows the ring now so that
     /// pushes never allocate.
-    pub fn reserve_capacity(&self, n: usize) -> Result<()> {
+    pub(crate) fn reserve_capacity(&self, n: usize) -> Result<()> {
         let mut q = self.q.lock();
         let reserved = q.reserved.checked_add(n).ok_or(Error::INVAL)?;
         let want = q.size.max(reserved);
@@ -450,7 +409,7 @@ impl Cq {
 
     /// Undoes [`Cq::reserve_capacity`] when the endpoint closes. Completions
     /// it left in the queue stay readable.
-    pub fn release_capacity(&self, n: usize) {
+    pub(crate) fn release_capacity(&self, n: usize) {
         let mut q = self.q.lock();
         q.reserved = q.reserved.saturating_sub(n);
     }
@@ -458,14 +417,14 @@ impl Cq {
     /// Whether one more unclaimed completion fits now. Producers of
     /// completions that no post announced (multi-recv deliveries) stall
     /// while this is false.
-    pub fn has_room(&self) -> bool {
+    pub(crate) fn has_room(&self) -> bool {
         self.q.lock().has_room()
     }
 
     /// Queues a completion. One lock, no allocation, a system call only when
     /// a waiter is armed. `Err(FI_EOVERRUN)`: the CQ had no room (the entry
     /// is dropped and the CQ is now in the overrun state) or was overrun.
-    pub fn push(&self, e: CqEntry) -> Result<()> {
+    pub(crate) fn push(&self, e: CqEntry) -> Result<()> {
         let r = {
             let mut q = self.q.lock();
             q.admit_unclaimed().map(|()| q.ok.push_back(e))
@@ -475,7 +434,7 @@ impl Cq {
     }
 
     /// Queues an error completion (read with `fi_cq_readerr`).
-    pub fn push_err(&self, e: CqErrEntry) -> Result<()> {
+    pub(crate) fn push_err(&self, e: CqErrEntry) -> Result<()> {
         let r = {
             let mut q = self.q.lock();
             q.admit_unclaimed().map(|()| q.errs.push_back(e))
@@ -489,7 +448,7 @@ impl Cq {
     /// the post must fail with -FI_EAGAIN (fi_domain(3), FI_RM_ENABLED:
     /// "failing (returning -FI_EAGAIN) the posting of operations that could
     /// result in CQ overruns").
-    pub fn claim_slot(&self) -> Result<()> {
+    pub(crate) fn claim_slot(&self) -> Result<()> {
         let mut q = self.q.lock();
         if q.overrun != Overrun::No {
             return Err(Error::OVERRUN);
@@ -502,13 +461,13 @@ impl Cq {
     }
 
     /// The claimed operation ended without a completion entry.
-    pub fn unclaim_slot(&self) {
+    pub(crate) fn unclaim_slot(&self) {
         let mut q = self.q.lock();
         q.claimed = q.claimed.saturating_sub(1);
     }
 
     /// Queues the completion of an operation that claimed a slot.
-    pub fn push_claimed(&self, e: CqEntry) -> Result<()> {
+    pub(crate) fn push_claimed(&self, e: CqEntry) -> Result<()> {
         let r = {
             let mut q = self.q.lock();
             q.admit_claimed().map(|()| q.ok.push_back(e))
@@ -518,7 +477,7 @@ impl Cq {
     }
 
     /// Queues the error completion of an operation that claimed a slot.
-    pub fn push_err_claimed(&self, e: CqErrEntry) -> Result<()> {
+    pub(crate) fn push_err_claimed(&self, e: CqErrEntry) -> Result<()> {
         let r = {
             let mut q = self.q.lock();
             q.admit_claimed().map(|()| q.errs.push_back(e))
@@ -534,17 +493,13 @@ impl Cq {
         self.wait.progress();
     }
 
-    /// `fi_cq_read`/`fi_cq_readfrom`: up to `count` entries in the CQ's
-    /// format. `count == 0` returns 0 if entries are queued (what util's poll
-    /// set uses to test a CQ).
-    ///
-    /// # Safety
-    /// `buf` must be NULL or valid for `count` entries of the CQ's format;
-    /// `src` NULL or valid for `count` addresses.
-    pub unsafe fn read_raw(&self, buf: *mut c_void, count: usize, src: *mut fi_addr_t) -> Result<usize> {
-        if buf.is_null() && count > 0 {
-            return Err(Error::INVAL);
-        }
+    /// `fi_cq_read`/`fi_cq_readfrom`: pops up to `count` entries, oldest
+    /// first, handing each to `out` with its index (the C face writes it in
+    /// the CQ's format; nothing is copied or allocated on the way).
+    /// `count == 0` returns 0 if entries are queued (what util's poll set
+    /// uses to test a CQ).
+    #[inline]
+    pub(crate) fn read(&self, count: usize, mut out: impl FnMut(usize, &CqEntry)) -> Result<usize> {
         self.before_read();
         let mut q = self.q.lock();
         if !q.errs.is_empty() {
@@ -560,139 +515,64 @@ impl Cq {
         let n = count.min(q.ok.len());
         for i in 0..n {
             let Some(e) = q.ok.pop_front() else { break };
-            // SAFETY: i < count entries fit in `buf` per the contract.
-            unsafe { write_entry(self.format, buf, i, &e) };
-            if !src.is_null() {
-                // SAFETY: `src` holds `count` addresses per the contract.
-                unsafe { src.add(i).write_unaligned(e.src) };
-            }
+            out(i, &e);
         }
         Ok(n)
     }
 
-    /// `fi_cq_readerr`.
-    ///
-    /// # Safety
-    /// `buf` must be NULL or valid for a `struct fi_cq_err_entry` as the
-    /// application's API version defines it (72 bytes before 1.5, 80 after).
-    pub unsafe fn read_err_raw(&self, buf: *mut fi_cq_err_entry) -> Result<usize> {
-        if buf.is_null() {
-            return Err(Error::INVAL);
-        }
+    /// `fi_cq_readerr`: `f` sees the oldest error completion, or the
+    /// `FI_EOVERRUN` event once an overrun CQ has handed out everything
+    /// valid. The entry read stays with the CQ until the next `read_err`, so
+    /// the C face may point the application at its `err_data`.
+    pub(crate) fn read_err<R>(&self, f: impl FnOnce(CqErrRead<'_>) -> R) -> Result<R> {
         self.before_read();
-        let v15 = self.api_version >= fi_version(1, 5);
         let mut q = self.q.lock();
-        let mut out: fi_cq_err_entry = fi_cq_err_entry {
-            op_context: core::ptr::null_mut(),
-            flags: 0,
-            len: 0,
-            buf: core::ptr::null_mut(),
-            data: 0,
-            tag: 0,
-            olen: 0,
-            err: 0,
-            prov_errno: 0,
-            err_data: core::ptr::null_mut(),
-            err_data_size: 0,
-        };
         match q.errs.pop_front() {
-            Some(e) => {
-                out.op_context = e.entry.op_context;
-                out.flags = e.entry.flags;
-                out.len = e.entry.len;
-                out.buf = e.entry.buf;
-                out.data = e.entry.data;
-                out.tag = e.entry.tag;
-                out.olen = e.olen;
-                out.err = e.err;
-                out.prov_errno = e.prov_errno;
-                // SAFETY: `buf` is readable (contract); the input fields are
-                // only read when the application's struct has them (>= 1.5).
-                let (app_ptr, app_size) = unsafe {
-                    if v15 {
-                        (
-                            core::ptr::addr_of!((*buf).err_data).read_unaligned(),
-                            core::ptr::addr_of!((*buf).err_data_size).read_unaligned(),
-                        )
-                    } else {
-                        (core::ptr::null_mut(), 0)
-                    }
-                };
-                if app_size > 0 && !app_ptr.is_null() {
-                    // fi_cq(3): "On input, err_data should reference a data
-                    // buffer of size err_data_size."
-                    let n = app_size.min(e.err_data.len());
-                    // SAFETY: the application's buffer holds `app_size` bytes.
-                    unsafe { core::ptr::copy_nonoverlapping(e.err_data.as_ptr(), app_ptr as *mut u8, n) };
-                    out.err_data = app_ptr;
-                    out.err_data_size = n;
-                } else {
-                    // "on output err_data will be set to a data buffer owned
-                    // by the provider ... valid until a subsequent read".
-                    q.err_data = e.err_data;
-                    if !q.err_data.is_empty() {
-                        out.err_data = q.err_data.as_mut_ptr() as *mut c_void;
-                    }
-                    out.err_data_size = q.err_data.len();
-                }
-            }
+            Some(e) => Ok(f(CqErrRead::Entry(q.last_err.insert(e)))),
             None => match q.overrun {
                 Overrun::Pending if q.ok.is_empty() => {
                     q.overrun = Overrun::Reported;
-                    out.err = FI_EOVERRUN;
-                    out.prov_errno = FI_EOVERRUN;
+                    Ok(f(CqErrRead::Overrun))
                 }
-                Overrun::Reported => return Err(Error::OVERRUN),
-                _ => return Err(Error::AGAIN),
+                Overrun::Reported => Err(Error::OVERRUN),
+                _ => Err(Error::AGAIN),
             },
         }
-        drop(q);
-        if v15 {
-            // SAFETY: an 80-byte entry per the contract.
-            unsafe { buf.write_unaligned(out) };
-        } else {
-            // SAFETY: only the 72 bytes of `fi_cq_err_entry_1_0` exist.
-            unsafe {
-                core::ptr::copy_nonoverlapping(
-                    &out as *const fi_cq_err_entry as *const u8,
-                    buf as *mut u8,
-                    FI_CQ_ERR_ENTRY_1_0_SIZE,
-                )
-            };
-        }
-        Ok(1)
     }
 
-    /// `fi_cq_sread`/`fi_cq_sreadfrom`.
-    ///
-    /// # Safety
-    /// As [`Cq::read_raw`].
-    pub unsafe fn sread_raw(
+    /// -FI_ENOSYS unless blocking reads are allowed (not with
+    /// `FI_WAIT_NONE` or `FI_WAIT_SET`, see the module documentation).
+    pub(crate) fn check_can_block(&self) -> Result<()> {
+        if self.wait.can_block() {
+            Ok(())
+        } else {
+            Err(Error::NOSYS)
+        }
+    }
+
+    /// `fi_cq_sread`/`fi_cq_sreadfrom`: [`Cq::read`] once entries are queued
+    /// (with `FI_CQ_COND_THRESHOLD`: `cond` of them, capped at `count`), an
+    /// error is, the timeout (ms, negative = infinite) passed or
+    /// [`Cq::signal`] was called.
+    pub(crate) fn sread(
         &self,
-        buf: *mut c_void,
         count: usize,
-        src: *mut fi_addr_t,
-        cond: *const c_void,
+        cond: usize,
         timeout: i32,
+        mut out: impl FnMut(usize, &CqEntry),
     ) -> Result<usize> {
-        if !self.wait.can_block() {
-            return Err(Error::NOSYS);
-        }
-        if buf.is_null() && count > 0 {
-            return Err(Error::INVAL);
-        }
+        self.check_can_block()?;
         // FI_CQ_COND_THRESHOLD: "the cond field is interpreted as a size_t
         // threshold value" (the pointer value itself, as util/sockets read it).
         let threshold = if self.wait_cond == FI_CQ_COND_THRESHOLD {
-            (cond as usize).min(count).max(1)
+            cond.min(count).max(1)
         } else {
             1
         };
         let deadline = Deadline::from_ms(timeout);
         loop {
             let woke = self.wait.block_until(&|| self.q.lock().ready(threshold), deadline);
-            // SAFETY: forwarded from this function's contract.
-            match unsafe { self.read_raw(buf, count, src) } {
+            match self.read(count, &mut out) {
                 // Another reader took the entries: keep waiting.
                 Err(Error::AGAIN) if woke.is_ok() && !deadline.expired() => continue,
                 // "If the timeout expires or the calling thread is signaled
@@ -703,7 +583,7 @@ impl Cq {
     }
 
     /// `fi_cq_signal`: "unblock any thread waiting in fi_cq_sread".
-    pub fn signal(&self) -> Result<()> {
+    pub(crate) fn signal(&self) -> Result<()> {
         if self.wait.kind() == FI_WAIT_NONE {
             // "only available if the CQ was configured with a wait object"
             return Err(Error::NOSYS);
@@ -717,7 +597,7 @@ impl Cq {
     }
 
     /// `fi_trywait` on this CQ; a member of a wait set defers to its set.
-    pub fn trywait(&self) -> Result<()> {
+    pub(crate) fn trywait(&self) -> Result<()> {
         self.member_wait().trywait(&|| self.q.lock().ready(1))
     }
 
@@ -728,194 +608,28 @@ impl Cq {
         }
     }
 
-    /// `fi_control(FI_GETWAIT / FI_GETWAITOBJ)`; a wait-set member answers
-    /// with its set's object (as util does).
-    ///
-    /// # Safety
-    /// `arg` must match the command and wait kind (see [`WaitObj::get_wait`]).
-    pub unsafe fn control(&self, cmd: i32, arg: *mut c_void) -> Result<()> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.member_wait().control(cmd, arg) }.unwrap_or(Err(Error::NOSYS))
+    /// The wait object `FI_GETWAIT`/`FI_GETWAITOBJ` describe: a wait-set
+    /// member answers with its set's object (as util does).
+    pub(crate) fn shown_wait(&self) -> &WaitObj {
+        self.member_wait().shown()
+    }
+
+    #[cfg(test)]
+    /// Where the `err_data` of the last error read lives.
+    fn last_err_data_ptr(&self) -> Option<*const u8> {
+        self.q.lock().last_err.as_ref().map(|e| e.err_data.as_ptr())
     }
 
     /// Whether the application has something to read (`fi_poll`).
-    pub fn has_events(&self) -> bool {
+    pub(crate) fn has_events(&self) -> bool {
         self.q.lock().ready(1)
-    }
-}
-
-/// `fi_cq_strerror` for CQs and EQs: libfabric's text for `prov_errno`
-/// (rustfab's provider codes are errno/`FI_E*` values), copied into `buf`
-/// when one is given.
-///
-/// # Safety
-/// `buf` must be NULL or valid for `len` bytes.
-pub unsafe fn strerror_into(prov_errno: i32, buf: *mut c_char, len: usize) -> *const c_char {
-    // SAFETY: fi_strerror accepts any int and returns a static string.
-    let s = unsafe { fi_strerror(prov_errno.saturating_abs()) };
-    if buf.is_null() || len == 0 || s.is_null() {
-        return s;
-    }
-    // SAFETY: `s` is NUL-terminated; `buf` holds `len` bytes.
-    unsafe {
-        let text = core::ffi::CStr::from_ptr(s).to_string_lossy();
-        fi::cmem::copy_cstr(&text, buf, len);
-    }
-    buf
-}
-
-// ---- the C face ----
-
-static CQ_FI_OPS: fi_ops = fi_ops {
-    size: core::mem::size_of::<fi_ops>(),
-    close: Some(fi::close_when_idle::<Cq>),
-    bind: Some(noops::no_bind),
-    control: Some(cq_control),
-    ops_open: Some(noops::no_ops_open),
-    tostr: Some(noops::no_tostr),
-    ops_set: Some(noops::no_ops_set),
-};
-
-static CQ_OPS: fi_ops_cq = fi_ops_cq {
-    size: core::mem::size_of::<fi_ops_cq>(),
-    read: Some(cq_read),
-    readfrom: Some(cq_readfrom),
-    readerr: Some(cq_readerr),
-    sread: Some(cq_sread),
-    sreadfrom: Some(cq_sreadfrom),
-    signal: Some(cq_signal),
-    strerror: Some(cq_strerror),
-};
-
-/// `fi_cq_open`.
-pub fn open(d: &Obj<Domain>, attr: &fi_cq_attr, ctx: *mut c_void) -> Result<*mut fid_cq> {
-    let set = if attr.wait_obj == FI_WAIT_SET {
-        // SAFETY: `wait_set` is NULL or the application's fid_wait.
-        let s = unsafe { crate::core::wait::set_for_fabric(attr.wait_set as *mut fid, d.core.fabric()) }?;
-        Some(Held::new(s))
-    } else {
-        None
-    };
-    let cq = Cq::new(attr, d.core.api_version, set, Some(Held::new(d.core.clone())), ctx)?;
-    cq.wait.add_engine(&d.core.engine)?;
-    let hdr = fid_cq {
-        fid: fid {
-            fclass: FI_CLASS_CQ,
-            context: ctx,
-            ops: &CQ_FI_OPS,
-        },
-        ops: &CQ_OPS,
-    };
-    Ok(Obj::create(hdr, cq))
-}
-
-/// The CQ core behind a `struct fid*` (endpoints' `fi_ep_bind`).
-///
-/// # Safety
-/// `p` must be NULL or readable as a `struct fid`.
-pub unsafe fn from_fid(p: *mut fid) -> Result<Arc<Cq>> {
-    // SAFETY: per the contract.
-    unsafe { fi::core_of(p) }
-}
-
-unsafe extern "C" fn cq_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
-    // SAFETY: arguments come from the application through fi_control().
-    unsafe {
-        fi::call_obj::<Cq, c_int>("cq control", f as *const c_void, |o| {
-            o.core.control(cmd, arg)?;
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn cq_read(cq: *mut fid_cq, buf: *mut c_void, count: usize) -> isize {
-    // SAFETY: arguments come from the application through fi_cq_read().
-    unsafe {
-        fi::call_obj::<Cq, isize>("fi_cq_read", cq as *const c_void, |o| {
-            o.core.read_raw(buf, count, core::ptr::null_mut()).map(|n| n as isize)
-        })
-    }
-}
-
-unsafe extern "C" fn cq_readfrom(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t) -> isize {
-    // SAFETY: arguments come from the application through fi_cq_readfrom().
-    unsafe {
-        fi::call_obj::<Cq, isize>("fi_cq_readfrom", cq as *const c_void, |o| {
-            o.core.read_raw(buf, count, src).map(|n| n as isize)
-        })
-    }
-}
-
-unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, _flags: u64) -> isize {
-    // SAFETY: arguments come from the application through fi_cq_readerr().
-    unsafe {
-        fi::call_obj::<Cq, isize>("fi_cq_readerr", cq as *const c_void, |o| {
-            o.core.read_err_raw(buf).map(|n| n as isize)
-        })
-    }
-}
-
-unsafe extern "C" fn cq_sread(
-    cq: *mut fid_cq,
-    buf: *mut c_void,
-    count: usize,
-    cond: *const c_void,
-    timeout: c_int,
-) -> isize {
-    // SAFETY: arguments come from the application through fi_cq_sread().
-    unsafe {
-        fi::call_obj::<Cq, isize>("fi_cq_sread", cq as *const c_void, |o| {
-            o.core
-                .sread_raw(buf, count, core::ptr::null_mut(), cond, timeout)
-                .map(|n| n as isize)
-        })
-    }
-}
-
-unsafe extern "C" fn cq_sreadfrom(
-    cq: *mut fid_cq,
-    buf: *mut c_void,
-    count: usize,
-    src: *mut fi_addr_t,
-    cond: *const c_void,
-    timeout: c_int,
-) -> isize {
-    // SAFETY: arguments come from the application through fi_cq_sreadfrom().
-    unsafe {
-        fi::call_obj::<Cq, isize>("fi_cq_sreadfrom", cq as *const c_void, |o| {
-            o.core.sread_raw(buf, count, src, cond, timeout).map(|n| n as isize)
-        })
-    }
-}
-
-unsafe extern "C" fn cq_signal(cq: *mut fid_cq) -> c_int {
-    // SAFETY: the argument comes from the application through fi_cq_signal().
-    unsafe {
-        fi::call_obj::<Cq, c_int>("fi_cq_signal", cq as *const c_void, |o| {
-            o.core.signal()?;
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn cq_strerror(
-    cq: *mut fid_cq,
-    prov_errno: c_int,
-    _err_data: *const c_void,
-    buf: *mut c_char,
-    len: usize,
-) -> *const c_char {
-    // SAFETY: arguments come from the application through fi_cq_strerror().
-    unsafe {
-        fi::call_obj::<Cq, *const c_char>("fi_cq_strerror", cq as *const c_void, |_| {
-            Ok(strerror_into(prov_errno, buf, len))
-        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::wait::NativeWait;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::{Duration, Instant};
 
@@ -934,40 +648,27 @@ mod tests {
     }
 
     fn cq(size: usize, format: u32, wait_obj: u32) -> Arc<Cq> {
-        Cq::new(&attr(size, format, wait_obj), V17, None, None, core::ptr::null_mut()).unwrap()
+        Cq::new(&attr(size, format, wait_obj), V17, Holds::none(), 0).unwrap()
     }
 
-    /// `read_raw` into a typed array (the type must match the CQ's format).
-    fn read<T>(q: &Cq, buf: &mut [T], n: usize) -> Result<usize> {
-        assert!(n <= buf.len() && core::mem::size_of::<T>() == entry_size(q.format()));
-        // SAFETY: `buf` holds `n` entries of the CQ's format.
-        unsafe { q.read_raw(buf.as_mut_ptr() as *mut c_void, n, core::ptr::null_mut()) }
+    /// Reads up to `n` entries into `buf` through the core's callback.
+    fn read(q: &Cq, buf: &mut [CqEntry], n: usize) -> Result<usize> {
+        assert!(n <= buf.len());
+        q.read(n, |i, e| buf[i] = *e)
     }
 
-    fn readfrom<T>(q: &Cq, buf: &mut [T], n: usize, src: &mut [u64]) -> Result<usize> {
-        assert!(n <= buf.len() && n <= src.len() && core::mem::size_of::<T>() == entry_size(q.format()));
-        // SAFETY: `buf` and `src` hold `n` entries each.
-        unsafe { q.read_raw(buf.as_mut_ptr() as *mut c_void, n, src.as_mut_ptr()) }
+    /// The next error as a Rust record (the overrun event as an entry with
+    /// err FI_EOVERRUN and nothing else).
+    fn read_err(q: &Cq) -> Result<CqErrEntry> {
+        q.read_err(|r| match r {
+            CqErrRead::Entry(e) => e.clone(),
+            CqErrRead::Overrun => CqErrEntry::new(CqEntry::default(), FI_EOVERRUN),
+        })
     }
 
-    fn read_err(q: &Cq, e: &mut fi_cq_err_entry) -> Result<usize> {
-        // SAFETY: a whole 80-byte entry; its err_data (if any) is set up by
-        // the test to match err_data_size.
-        unsafe { q.read_err_raw(e) }
-    }
-
-    fn sread<T>(q: &Cq, buf: &mut [T], n: usize, cond: usize, timeout: i32) -> Result<usize> {
-        assert!(n <= buf.len() && core::mem::size_of::<T>() == entry_size(q.format()));
-        // SAFETY: `buf` holds `n` entries of the CQ's format.
-        unsafe {
-            q.sread_raw(
-                buf.as_mut_ptr() as *mut c_void,
-                n,
-                core::ptr::null_mut(),
-                cond as *const c_void,
-                timeout,
-            )
-        }
+    fn sread(q: &Cq, buf: &mut [CqEntry], n: usize, cond: usize, timeout: i32) -> Result<usize> {
+        assert!(n <= buf.len());
+        q.sread(n, cond, timeout, |i, e| buf[i] = *e)
     }
 
     fn ctx(n: usize) -> *mut c_void {
@@ -986,105 +687,45 @@ mod tests {
         }
     }
 
-    fn zeroed<T>() -> T {
-        // SAFETY: only used for the plain-old-data CQ entry structs.
-        unsafe { core::mem::zeroed() }
-    }
-
-    fn err_entry() -> fi_cq_err_entry {
-        zeroed()
-    }
-
-    #[test]
-    fn every_format_maps_its_fields() {
-        let q = cq(8, FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE);
-        q.push(full_entry(1)).unwrap();
-        let mut t = [zeroed::<fi_cq_tagged_entry>(); 2];
-        assert_eq!(read(&q, &mut t, 2), Ok(1));
-        let e = full_entry(1);
-        assert_eq!(t[0].op_context, e.op_context);
-        assert_eq!(t[0].flags, e.flags);
-        assert_eq!(t[0].len, e.len);
-        assert_eq!(t[0].buf, e.buf);
-        assert_eq!(t[0].data, e.data);
-        assert_eq!(t[0].tag, e.tag);
-
-        let q = cq(8, FI_CQ_FORMAT_DATA, FI_WAIT_NONE);
-        q.push(full_entry(2)).unwrap();
-        q.push(full_entry(3)).unwrap();
-        let mut d = [zeroed::<fi_cq_data_entry>(); 2];
-        assert_eq!(read(&q, &mut d, 2), Ok(2));
-        for (i, n) in [2usize, 3].iter().enumerate() {
-            let e = full_entry(*n);
-            assert_eq!((d[i].op_context, d[i].flags, d[i].len), (e.op_context, e.flags, e.len));
-            assert_eq!((d[i].buf, d[i].data), (e.buf, e.data));
+    fn fd_of(q: &Cq) -> i32 {
+        match q.shown_wait().native() {
+            Ok(NativeWait::Fd(fd)) => fd,
+            _ => panic!("an FD CQ shows an fd"),
         }
+    }
 
-        let q = cq(8, FI_CQ_FORMAT_MSG, FI_WAIT_NONE);
-        q.push(full_entry(4)).unwrap();
-        q.push(full_entry(5)).unwrap();
-        let mut m = [zeroed::<fi_cq_msg_entry>(); 2];
-        assert_eq!(read(&q, &mut m, 2), Ok(2));
-        assert_eq!(
-            (m[1].op_context, m[1].flags, m[1].len),
-            (ctx(5), full_entry(5).flags, 105)
-        );
-
-        let q = cq(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
-        q.push(full_entry(6)).unwrap();
-        q.push(full_entry(7)).unwrap();
-        let mut c = [zeroed::<fi_cq_entry>(); 2];
+    /// Entries come out whole (every field the formats cut from), in order,
+    /// and `count` bounds a read.
+    #[test]
+    fn entries_come_out_whole_and_in_order() {
+        let q = cq(8, FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE);
+        for n in 1..=3 {
+            q.push(full_entry(n)).unwrap();
+        }
+        let mut c = [CqEntry::default(); 4];
         assert_eq!(read(&q, &mut c, 2), Ok(2));
-        assert_eq!((c[0].op_context, c[1].op_context), (ctx(6), ctx(7)));
-    }
-
-    /// UNSPEC is CONTEXT: 8-byte entries, nothing written past them.
-    #[test]
-    fn unspec_reads_as_context() {
-        let q = cq(8, FI_CQ_FORMAT_UNSPEC, FI_WAIT_NONE);
-        assert_eq!(entry_size(FI_CQ_FORMAT_UNSPEC), 8);
-        q.push(full_entry(1)).unwrap();
-        q.push(full_entry(2)).unwrap();
-        let mut raw = [0xa5u8; 32];
-        // SAFETY: 32 bytes hold two 8-byte context entries (and more).
-        let r = unsafe { q.read_raw(raw.as_mut_ptr() as *mut c_void, 2, core::ptr::null_mut()) };
-        assert_eq!(r, Ok(2));
-        assert_eq!(u64::from_ne_bytes(raw[0..8].try_into().unwrap()), 1);
-        assert_eq!(u64::from_ne_bytes(raw[8..16].try_into().unwrap()), 2);
-        assert!(raw[16..].iter().all(|&b| b == 0xa5));
+        for (i, n) in [1usize, 2].iter().enumerate() {
+            let e = full_entry(*n);
+            assert_eq!(
+                (c[i].op_context, c[i].flags, c[i].len, c[i].buf),
+                (e.op_context, e.flags, e.len, e.buf)
+            );
+            assert_eq!((c[i].data, c[i].tag, c[i].src), (e.data, e.tag, e.src));
+        }
+        assert_eq!(read(&q, &mut c, 4), Ok(1));
+        assert_eq!(c[0].op_context, ctx(3));
+        assert_eq!(read(&q, &mut c, 4), Err(Error::AGAIN));
     }
 
     #[test]
-    fn readfrom_reports_source_addresses() {
-        let q = cq(8, FI_CQ_FORMAT_MSG, FI_WAIT_NONE);
-        q.push(full_entry(5)).unwrap();
-        q.push(CqEntry::new(ctx(9), FI_SEND | FI_MSG)).unwrap();
-        let mut m = [zeroed::<fi_cq_msg_entry>(); 4];
-        let mut src = [0u64; 4];
-        assert_eq!(readfrom(&q, &mut m, 4, &mut src), Ok(2));
-        assert_eq!(src[0], 5);
-        assert_eq!(src[1], FI_ADDR_NOTAVAIL);
-    }
-
-    #[test]
-    fn empty_zero_count_and_null_buffer() {
+    fn zero_count_tests_for_entries() {
         let q = cq(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
-        let mut c = [zeroed::<fi_cq_entry>(); 1];
-        assert_eq!(read(&q, &mut c, 1), Err(Error::AGAIN));
-        let null = core::ptr::null_mut();
-        // SAFETY (the raw calls below): NULL buffers are what is under test;
-        // read_raw checks them before any write.
-        assert_eq!(unsafe { q.read_raw(null, 0, core::ptr::null_mut()) }, Err(Error::AGAIN));
+        assert_eq!(q.read(0, |_, _| unreachable!()), Err(Error::AGAIN));
         q.push(CqEntry::new(ctx(1), FI_SEND)).unwrap();
-        // SAFETY: as above.
-        assert_eq!(unsafe { q.read_raw(null, 1, core::ptr::null_mut()) }, Err(Error::INVAL));
-        // SAFETY: as above.
-        assert_eq!(unsafe { q.read_raw(null, 0, core::ptr::null_mut()) }, Ok(0));
+        assert_eq!(q.read(0, |_, _| unreachable!()), Ok(0));
+        let mut c = [CqEntry::default(); 1];
         assert_eq!(read(&q, &mut c, 1), Ok(1));
-        let mut e = err_entry();
-        assert_eq!(read_err(&q, &mut e), Err(Error::AGAIN));
-        // SAFETY: as above.
-        assert_eq!(unsafe { q.read_err_raw(core::ptr::null_mut()) }, Err(Error::INVAL));
+        assert_eq!(read_err(&q).err(), Some(Error::AGAIN));
     }
 
     /// "Attempting to read from a CQ while an item is in the error queue
@@ -1096,134 +737,39 @@ mod tests {
         q.push_err(CqErrEntry::new(CqEntry::new(ctx(2), FI_SEND), FI_ECANCELED))
             .unwrap();
         q.push(CqEntry::new(ctx(3), FI_SEND)).unwrap();
-        let mut c = [zeroed::<fi_cq_entry>(); 4];
+        let mut c = [CqEntry::default(); 4];
         assert_eq!(read(&q, &mut c, 4), Err(Error::AVAIL));
-        let mut e = err_entry();
-        assert_eq!(read_err(&q, &mut e), Ok(1));
-        assert_eq!((e.op_context, e.err, e.flags), (ctx(2), FI_ECANCELED, FI_SEND));
-        assert_eq!(read_err(&q, &mut e), Err(Error::AGAIN));
+        let e = read_err(&q).unwrap();
+        assert_eq!(
+            (e.entry.op_context, e.err, e.entry.flags),
+            (ctx(2), FI_ECANCELED, FI_SEND)
+        );
+        assert_eq!(read_err(&q).err(), Some(Error::AGAIN));
         assert_eq!(read(&q, &mut c, 4), Ok(2));
         assert_eq!((c[0].op_context, c[1].op_context), (ctx(1), ctx(3)));
     }
 
     #[test]
-    fn truncation_reports_olen() {
+    fn error_records_keep_every_field() {
         let q = cq(8, FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE);
         let mut ent = full_entry(4);
         ent.len = 4096;
         q.push_err(CqErrEntry::truncated(ent, 4096)).unwrap();
-        let mut e = err_entry();
-        assert_eq!(read_err(&q, &mut e), Ok(1));
-        assert_eq!((e.err, e.len, e.olen, e.tag), (FI_ETRUNC, 4096, 4096, ent.tag));
-    }
-
-    #[test]
-    fn err_data_into_the_callers_buffer() {
-        let q = cq(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
-        let mut err = CqErrEntry::new(CqEntry::new(ctx(1), FI_RECV), FI_EIO);
-        err.prov_errno = 77;
-        err.err_data = vec![1, 2, 3, 4, 5, 6, 7, 8];
-        q.push_err(err.clone()).unwrap();
-        q.push_err(err).unwrap();
-        // Smaller buffer: min() bytes, size updated.
-        let mut small = [0u8; 4];
-        let mut e = err_entry();
-        e.err_data = small.as_mut_ptr() as *mut c_void;
-        e.err_data_size = small.len();
-        assert_eq!(read_err(&q, &mut e), Ok(1));
-        assert_eq!((e.err, e.prov_errno, e.err_data_size), (FI_EIO, 77, 4));
-        assert_eq!(e.err_data, small.as_mut_ptr() as *mut c_void);
-        assert_eq!(small, [1, 2, 3, 4]);
-        // Bigger buffer: all 8.
-        let mut big = [0u8; 32];
-        let mut e = err_entry();
-        e.err_data = big.as_mut_ptr() as *mut c_void;
-        e.err_data_size = big.len();
-        assert_eq!(read_err(&q, &mut e), Ok(1));
-        assert_eq!(e.err_data_size, 8);
-        assert_eq!(&big[..9], &[1, 2, 3, 4, 5, 6, 7, 8, 0]);
-    }
-
-    #[test]
-    fn err_data_in_a_provider_buffer_when_size_is_zero() {
-        let q = cq(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
-        let mut err = CqErrEntry::new(CqEntry::new(ctx(1), FI_RECV), FI_EIO);
-        err.err_data = vec![9, 8, 7];
-        q.push_err(err).unwrap();
-        let mut e = err_entry();
-        e.err_data = 0x1234 as *mut c_void; // ignored: size 0
-        assert_eq!(read_err(&q, &mut e), Ok(1));
-        assert_eq!(e.err_data_size, 3);
-        assert!(!e.err_data.is_null() && e.err_data != 0x1234 as *mut c_void);
-        // SAFETY: the provider buffer holds err_data_size bytes until the next read.
-        let got = unsafe { core::slice::from_raw_parts(e.err_data as *const u8, 3) };
-        assert_eq!(got, &[9, 8, 7]);
-        // No err_data at all: NULL, 0.
-        q.push_err(CqErrEntry::new(CqEntry::new(ctx(2), FI_RECV), FI_EIO))
-            .unwrap();
-        let mut e = err_entry();
-        assert_eq!(read_err(&q, &mut e), Ok(1));
-        assert!(e.err_data.is_null());
-        assert_eq!(e.err_data_size, 0);
-    }
-
-    /// API < 1.5: the application's struct is the 72-byte
-    /// fi_cq_err_entry_1_0; bytes past it are never written, err_data always
-    /// points at the provider's buffer.
-    #[test]
-    fn api_1_4_gets_the_72_byte_entry() {
-        let q = Cq::new(
-            &attr(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE),
-            fi_version(1, 4),
-            None,
-            None,
-            core::ptr::null_mut(),
-        )
-        .unwrap();
-        let mut err = CqErrEntry::new(CqEntry::new(ctx(3), FI_RECV), FI_EIO);
-        err.err_data = vec![5, 5];
-        q.push_err(err).unwrap();
-        let mut raw = [0xeeu8; 96];
-        // The app's own buffer would sit where 1.5 has err_data/err_data_size;
-        // it is not looked at.
-        // SAFETY: 96 bytes are more than the 72 a 1.4 entry needs.
-        assert_eq!(
-            unsafe { q.read_err_raw(raw.as_mut_ptr() as *mut fi_cq_err_entry) },
-            Ok(1)
-        );
-        assert!(raw[72..].iter().all(|&b| b == 0xee), "wrote past 72 bytes");
-        // SAFETY: 96 readable bytes; the entry is plain old data.
-        let e: fi_cq_err_entry = unsafe { (raw.as_ptr() as *const fi_cq_err_entry).read_unaligned() };
-        assert_eq!((e.op_context, e.err), (ctx(3), FI_EIO));
-        assert!(!e.err_data.is_null());
-        // SAFETY: the provider's buffer holds the two bytes.
-        assert_eq!(unsafe { *(e.err_data as *const [u8; 2]) }, [5, 5]);
-    }
-
-    /// FI_SOURCE_ERR (fi_cq(3)): "fi_cq_readfrom will return -FI_EAVAIL, even
-    /// if the data were received successfully", then err FI_EADDRNOTAVAIL
-    /// with the raw source address in err_data.
-    #[test]
-    fn source_err_entry() {
-        let q = cq(8, FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE);
         let raw = b"fi_rustfab_shm://00000000deadbeef\0";
-        let mut ent = full_entry(1);
-        ent.src = FI_ADDR_NOTAVAIL;
-        q.push_err(CqErrEntry::source_unknown(ent, raw)).unwrap();
-        let mut t = [zeroed::<fi_cq_tagged_entry>(); 1];
-        let mut src = [0u64; 1];
-        assert_eq!(readfrom(&q, &mut t, 1, &mut src), Err(Error::AVAIL));
-        let mut buf = [0u8; 64];
-        let mut e = err_entry();
-        e.err_data = buf.as_mut_ptr() as *mut c_void;
-        e.err_data_size = buf.len();
-        assert_eq!(read_err(&q, &mut e), Ok(1));
-        assert_eq!(e.err, FI_EADDRNOTAVAIL);
+        q.push_err(CqErrEntry::source_unknown(full_entry(1), raw)).unwrap();
+        let e = read_err(&q).unwrap();
         assert_eq!(
-            (e.op_context, e.len, e.tag, e.data),
-            (ent.op_context, ent.len, ent.tag, ent.data)
+            (e.err, e.entry.len, e.olen, e.entry.tag),
+            (FI_ETRUNC, 4096, 4096, ent.tag)
         );
-        assert_eq!(&buf[..e.err_data_size], &raw[..]);
+        // The err_data of the entry read stays readable until the next read.
+        let held = q.read_err(|r| match r {
+            CqErrRead::Entry(e) => (e.err, e.prov_errno, e.err_data.as_ptr(), e.err_data.clone()),
+            CqErrRead::Overrun => unreachable!(),
+        });
+        let (err, prov, p, data) = held.unwrap();
+        assert_eq!((err, prov, &data[..]), (FI_EADDRNOTAVAIL, FI_EADDRNOTAVAIL, &raw[..]));
+        assert_eq!(q.last_err_data_ptr(), Some(p));
     }
 
     /// fi_cq(3) NOTES: valid entries first, then one FI_EOVERRUN error event,
@@ -1237,20 +783,19 @@ mod tests {
         assert!(!q.has_room());
         assert_eq!(q.push(CqEntry::new(ctx(5), FI_SEND)), Err(Error::OVERRUN));
         assert_eq!(q.push(CqEntry::new(ctx(6), FI_SEND)), Err(Error::OVERRUN));
-        let mut c = [zeroed::<fi_cq_entry>(); 8];
-        let mut e = err_entry();
+        let mut c = [CqEntry::default(); 8];
         // The error is not visible while valid entries remain.
-        assert_eq!(read_err(&q, &mut e), Err(Error::AGAIN));
+        assert_eq!(read_err(&q).err(), Some(Error::AGAIN));
         assert_eq!(read(&q, &mut c, 3), Ok(3));
         assert_eq!(read(&q, &mut c, 8), Ok(1));
         assert_eq!(c[0].op_context, ctx(4));
         assert_eq!(read(&q, &mut c, 8), Err(Error::AVAIL));
         assert!(q.has_events());
-        assert_eq!(read_err(&q, &mut e), Ok(1));
+        let e = read_err(&q).unwrap();
         assert_eq!(e.err, FI_EOVERRUN);
-        assert!(e.op_context.is_null());
+        assert!(e.entry.op_context.is_null());
         assert_eq!(read(&q, &mut c, 8), Err(Error::OVERRUN));
-        assert_eq!(read_err(&q, &mut e), Err(Error::OVERRUN));
+        assert_eq!(read_err(&q).err(), Some(Error::OVERRUN));
         assert_eq!(q.push(CqEntry::new(ctx(7), FI_SEND)), Err(Error::OVERRUN));
         assert_eq!(q.claim_slot(), Err(Error::OVERRUN));
     }
@@ -1266,14 +811,13 @@ mod tests {
             q.push_err(CqErrEntry::new(CqEntry::new(ctx(4), FI_SEND), FI_EIO)),
             Err(Error::OVERRUN)
         );
-        let mut c = [zeroed::<fi_cq_entry>(); 8];
-        let mut e = err_entry();
+        let mut c = [CqEntry::default(); 8];
         assert_eq!(read(&q, &mut c, 8), Err(Error::AVAIL));
-        assert_eq!(read_err(&q, &mut e), Ok(1));
-        assert_eq!((e.err, e.op_context), (FI_EIO, ctx(2)));
+        let e = read_err(&q).unwrap();
+        assert_eq!((e.err, e.entry.op_context), (FI_EIO, ctx(2)));
         assert_eq!(read(&q, &mut c, 8), Ok(2));
         assert_eq!(read(&q, &mut c, 8), Err(Error::AVAIL));
-        assert_eq!(read_err(&q, &mut e), Ok(1));
+        let e = read_err(&q).unwrap();
         assert_eq!(e.err, FI_EOVERRUN);
     }
 
@@ -1290,7 +834,7 @@ mod tests {
         assert!(!q.has_room());
         q.release_capacity(10);
         assert_eq!(q.capacity(), 2);
-        let mut c = [zeroed::<fi_cq_entry>(); 16];
+        let mut c = [CqEntry::default(); 16];
         // What the endpoint left behind stays readable.
         assert_eq!(read(&q, &mut c, 16), Ok(10));
         assert!(q.has_room());
@@ -1308,9 +852,8 @@ mod tests {
         q.push_err_claimed(CqErrEntry::new(CqEntry::new(ctx(2), FI_SEND), FI_EIO))
             .unwrap();
         assert_eq!(q.claim_slot(), Err(Error::AGAIN));
-        let mut c = [zeroed::<fi_cq_entry>(); 4];
-        let mut e = err_entry();
-        assert_eq!(read_err(&q, &mut e), Ok(1));
+        let mut c = [CqEntry::default(); 4];
+        assert_eq!(read_err(&q).unwrap().err, FI_EIO);
         assert_eq!(read(&q, &mut c, 4), Ok(2));
         q.claim_slot().unwrap();
         q.unclaim_slot();
@@ -1319,7 +862,7 @@ mod tests {
 
     #[test]
     fn bad_attributes() {
-        let mk = |a: fi_cq_attr| Cq::new(&a, V17, None, None, core::ptr::null_mut()).err();
+        let mk = |a: fi_cq_attr| Cq::new(&a, V17, Holds::none(), 0).err();
         assert_eq!(mk(attr(0, 99, FI_WAIT_NONE)), Some(Error::INVAL));
         assert_eq!(mk(attr(0, FI_CQ_FORMAT_MSG, 99)), Some(Error::INVAL));
         assert_eq!(
@@ -1345,18 +888,20 @@ mod tests {
     #[test]
     fn sread_needs_a_wait_object() {
         let q = cq(4, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE);
-        let mut c = [zeroed::<fi_cq_entry>(); 1];
+        let mut c = [CqEntry::default(); 1];
         let r = sread(&q, &mut c, 1, 0, 10);
         assert_eq!(r, Err(Error::NOSYS));
         assert_eq!(q.signal(), Err(Error::NOSYS));
         assert_eq!(q.trywait(), Err(Error::INVAL));
-        let set = WaitSet::new(FI_WAIT_FD).unwrap();
+        let set = WaitSet::new(FI_WAIT_FD, None).unwrap();
         let q = Cq::new(
             &attr(4, FI_CQ_FORMAT_CONTEXT, FI_WAIT_SET),
             V17,
-            Some(Held::new(set.clone())),
-            None,
-            core::ptr::null_mut(),
+            Holds {
+                parent: None,
+                set: Some(Held::new(set.clone())),
+            },
+            0,
         )
         .unwrap();
         let r = sread(&q, &mut c, 1, 0, 10);
@@ -1376,7 +921,7 @@ mod tests {
             FI_WAIT_POLLFD,
         ] {
             let q = cq(4, FI_CQ_FORMAT_CONTEXT, kind);
-            let mut c = [zeroed::<fi_cq_entry>(); 1];
+            let mut c = [CqEntry::default(); 1];
             let t = Instant::now();
             let r = sread(&q, &mut c, 1, 0, 50);
             assert_eq!(r, Err(Error::AGAIN));
@@ -1392,7 +937,7 @@ mod tests {
     fn sread_returns_at_once_when_something_is_queued() {
         let q = cq(4, FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD);
         q.push(CqEntry::new(ctx(1), FI_SEND)).unwrap();
-        let mut c = [zeroed::<fi_cq_entry>(); 2];
+        let mut c = [CqEntry::default(); 2];
         let t = Instant::now();
         let r = sread(&q, &mut c, 2, 0, 5000);
         assert_eq!(r, Ok(1));
@@ -1408,14 +953,14 @@ mod tests {
         let q = cq(4, FI_CQ_FORMAT_CONTEXT, FI_WAIT_UNSPEC);
         // fabtests cq_signal: signal first, then sread returns at once.
         q.signal().unwrap();
-        let mut c = [zeroed::<fi_cq_entry>(); 1];
+        let mut c = [CqEntry::default(); 1];
         let t = Instant::now();
         let r = sread(&q, &mut c, 1, 0, 2000);
         assert_eq!(r, Err(Error::AGAIN));
         assert!(t.elapsed() < Duration::from_millis(1000));
         let q2 = q.clone();
         let h = std::thread::spawn(move || {
-            let mut c = [zeroed::<fi_cq_entry>(); 1];
+            let mut c = [CqEntry::default(); 1];
             let t = Instant::now();
             let r = sread(&q2, &mut c, 1, 0, -1);
             (r, t.elapsed())
@@ -1433,7 +978,7 @@ mod tests {
     fn threshold_condition() {
         let mut a = attr(16, FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD);
         a.wait_cond = FI_CQ_COND_THRESHOLD;
-        let q = Cq::new(&a, V17, None, None, core::ptr::null_mut()).unwrap();
+        let q = Cq::new(&a, V17, Holds::none(), 0).unwrap();
         let q2 = q.clone();
         let producer = std::thread::spawn(move || {
             for i in 0..3 {
@@ -1441,7 +986,7 @@ mod tests {
                 q2.push(CqEntry::new(ctx(i + 1), FI_RECV)).unwrap();
             }
         });
-        let mut c = [zeroed::<fi_cq_entry>(); 8];
+        let mut c = [CqEntry::default(); 8];
         let t = Instant::now();
         let r = sread(&q, &mut c, 8, 3, 5000);
         let el = t.elapsed();
@@ -1487,7 +1032,7 @@ mod tests {
             });
             let mut got = 0usize;
             let mut next = 1usize;
-            let mut c = [zeroed::<fi_cq_entry>(); 16];
+            let mut c = [CqEntry::default(); 16];
             while got < total {
                 let r = sread(&q, &mut c, 16, 0, 10_000);
                 let n = r.unwrap_or_else(|e| panic!("kind {kind}: sread failed after {got}: {e:?}"));
@@ -1505,13 +1050,8 @@ mod tests {
     #[test]
     fn trywait_then_poll_sees_every_push() {
         let q = cq(64, FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD);
-        let mut fd = -1i32;
-        // SAFETY: FD kind takes an int*.
-        unsafe { q.control(FI_GETWAIT, &mut fd as *mut i32 as *mut c_void) }.unwrap();
-        let mut kind = 0u32;
-        // SAFETY: FI_GETWAITOBJ takes an enum fi_wait_obj*.
-        unsafe { q.control(FI_GETWAITOBJ, &mut kind as *mut u32 as *mut c_void) }.unwrap();
-        assert_eq!(kind, FI_WAIT_FD);
+        let fd = fd_of(&q);
+        assert_eq!(q.shown_wait().kind(), FI_WAIT_FD);
         let stop = Arc::new(AtomicBool::new(false));
         let total = 2000usize;
         let q2 = q.clone();
@@ -1527,7 +1067,7 @@ mod tests {
             }
         });
         let mut got = 0;
-        let mut c = [zeroed::<fi_cq_entry>(); 16];
+        let mut c = [CqEntry::default(); 16];
         while got < total {
             match q.trywait() {
                 Ok(()) => assert!(
@@ -1556,41 +1096,5 @@ mod tests {
         // Something queued: trywait says EAGAIN.
         q.push(CqEntry::new(ctx(1), FI_SEND)).unwrap();
         assert_eq!(q.trywait(), Err(Error::AGAIN));
-    }
-
-    #[test]
-    fn getwait_per_kind() {
-        let mut fd = -1i32;
-        let fdp = &mut fd as *mut i32 as *mut c_void;
-        // SAFETY (the control calls below): `fdp` is an int*, which the
-        // kinds without an object never write; NULL is rejected.
-        assert_eq!(
-            unsafe { cq(1, 0, FI_WAIT_UNSPEC).control(FI_GETWAIT, fdp) },
-            Err(Error::NODATA)
-        );
-        assert_eq!(
-            unsafe { cq(1, 0, FI_WAIT_NONE).control(FI_GETWAIT, fdp) },
-            Err(Error::NODATA)
-        );
-        assert_eq!(
-            unsafe { cq(1, 0, FI_WAIT_YIELD).control(FI_GETWAIT, fdp) },
-            Err(Error::NODATA)
-        );
-        assert_eq!(
-            unsafe { cq(1, 0, FI_WAIT_FD).control(FI_GETWAIT, core::ptr::null_mut()) },
-            Err(Error::INVAL)
-        );
-        assert_eq!(
-            unsafe { cq(1, 0, FI_WAIT_FD).control(FI_ENABLE, fdp) },
-            Err(Error::NOSYS)
-        );
-        let mut mc = fi_mutex_cond {
-            mutex: core::ptr::null_mut(),
-            cond: core::ptr::null_mut(),
-        };
-        let q = cq(1, 0, FI_WAIT_MUTEX_COND);
-        // SAFETY: MUTEX_COND takes a struct fi_mutex_cond*.
-        unsafe { q.control(FI_GETWAIT, &mut mc as *mut fi_mutex_cond as *mut c_void) }.unwrap();
-        assert!(!mc.mutex.is_null() && !mc.cond.is_null());
     }
 }

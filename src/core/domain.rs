@@ -1,21 +1,21 @@
-//! The domain: one transport (shm or tcp) inside a fabric. It owns the data
-//! progress engine of its endpoints and the memory-registration map, and opens
-//! AVs, CQs, counters, poll sets and endpoints.
+//! The domain: one transport (shm, tcp or auto) inside a fabric. It owns
+//! the data progress engine of its endpoints and the memory-registration
+//! map, and is the parent of AVs, CQs, counters, poll sets, MRs and
+//! endpoints (opened through its C face, `fi/domain.rs`).
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::attr::Info;
+use crate::core::eq::Eq;
 use crate::core::fabric::Fabric;
 use crate::core::progress::Engine;
 use crate::core::users::{HasUsers, Held, Users};
-use crate::fi::{self, noops, FiObject, Obj};
-use core::ffi::{c_int, c_void};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
 /// Which of rustfab's transports a domain uses (its `domain_attr->name`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TransportKind {
+pub(crate) enum TransportKind {
     Shm,
     Tcp,
     /// shm to peers on this host, TCP to the others, behind one address.
@@ -23,14 +23,14 @@ pub enum TransportKind {
 }
 
 impl TransportKind {
-    pub fn domain_name(self) -> &'static str {
+    pub(crate) fn domain_name(self) -> &'static str {
         match self {
             TransportKind::Shm => "shm",
             TransportKind::Tcp => "tcp",
             TransportKind::Auto => "auto",
         }
     }
-    pub fn from_domain_name(n: &str) -> Option<TransportKind> {
+    pub(crate) fn from_domain_name(n: &str) -> Option<TransportKind> {
         match n {
             "shm" => Some(TransportKind::Shm),
             "tcp" => Some(TransportKind::Tcp),
@@ -40,23 +40,18 @@ impl TransportKind {
     }
 }
 
-pub struct Domain {
+pub(crate) struct Domain {
     users: Users,
     fabric: Held<Fabric>,
-    pub transport: TransportKind,
+    pub(crate) transport: TransportKind,
     /// The info the domain was opened with (application-owned, so copied).
-    pub info: Info,
+    pub(crate) info: Info,
     /// `fid_fabric.api_version` of the parent, read when the domain opened.
-    pub api_version: u32,
-    pub engine: Arc<Engine>,
-    pub mrs: crate::core::mr::MrMap,
+    pub(crate) api_version: u32,
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) mrs: crate::core::mr::MrMap,
     /// EQ bound with `fi_domain_bind` (asynchronous MR/AV events).
-    pub eq: Mutex<Option<(Held<crate::core::eq::Eq>, u64)>>,
-}
-
-impl FiObject for Domain {
-    type Header = fid_domain;
-    const CLASS: usize = FI_CLASS_DOMAIN;
+    eq: Mutex<Option<(Held<Eq>, u64)>>,
 }
 
 impl HasUsers for Domain {
@@ -66,98 +61,99 @@ impl HasUsers for Domain {
 }
 
 impl Domain {
-    pub fn fabric(&self) -> &Arc<Fabric> {
+    pub(crate) fn fabric(&self) -> &Arc<Fabric> {
         self.fabric.arc()
     }
-    pub fn domain_attr(&self) -> crate::core::attr::DomainAttr {
+    pub(crate) fn domain_attr(&self) -> crate::core::attr::DomainAttr {
         self.info.domain.clone().unwrap_or_default()
     }
     /// The effective `mr_mode` (from the info the application passed).
-    pub fn mr_mode(&self) -> i32 {
+    pub(crate) fn mr_mode(&self) -> i32 {
         self.info.domain.as_ref().map(|d| d.mr_mode).unwrap_or(0)
     }
-}
 
-static DOMAIN_FI_OPS: fi_ops = fi_ops {
-    size: core::mem::size_of::<fi_ops>(),
-    close: Some(domain_close),
-    bind: Some(domain_bind),
-    control: Some(domain_control),
-    ops_open: Some(noops::no_ops_open),
-    tostr: Some(noops::no_tostr),
-    ops_set: Some(noops::no_ops_set),
-};
+    /// Whether the domain negotiated `FI_HMEM` (MR `iface` is read only then).
+    pub(crate) fn has_hmem(&self) -> bool {
+        (self.info.caps | self.domain_attr().caps) & FI_HMEM != 0
+    }
 
-static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
-    size: core::mem::size_of::<fi_ops_domain>(),
-    av_open: Some(domain_av_open),
-    cq_open: Some(domain_cq_open),
-    endpoint: Some(domain_endpoint),
-    scalable_ep: Some(domain_scalable_ep),
-    cntr_open: Some(domain_cntr_open),
-    poll_open: Some(domain_poll_open),
-    stx_ctx: Some(domain_stx_ctx),
-    srx_ctx: Some(domain_srx_ctx),
-    query_atomic: Some(domain_query_atomic),
-    query_collective: Some(domain_query_collective),
-    endpoint2: Some(domain_endpoint2),
-};
-
-/// `fi_domain`: validates the info against what rustfab offers.
-///
-/// # Safety
-/// `info` must be NULL or a valid `fi_info`.
-pub unsafe fn open(fabric: &Obj<Fabric>, info: *const fi_info, context: *mut c_void) -> Result<*mut fid_domain> {
-    // SAFETY: per the contract.
-    let info = unsafe { Info::from_c(info) }?;
-    let name = info.domain.as_ref().and_then(|d| d.name.clone());
-    let transport = match name.as_deref() {
-        Some(n) => TransportKind::from_domain_name(n).ok_or(Error::INVAL)?,
-        None => match info.addr_format {
-            FI_SOCKADDR_IN | FI_SOCKADDR_IN6 | FI_SOCKADDR => TransportKind::Tcp,
-            _ => TransportKind::Shm,
-        },
-    };
-    if let Some(f) = &info.fabric {
-        if f.name
-            .as_deref()
-            .is_some_and(|n| !n.eq_ignore_ascii_case(crate::core::fabric::FABRIC_NAME))
-        {
-            return Err(Error::INVAL);
+    /// `fi_domain`: checks `info` against what rustfab offers. `api_version`
+    /// is the parent fabric's (read when the domain opens).
+    pub(crate) fn open(fabric: &Arc<Fabric>, info: Info, api_version: u32) -> Result<Arc<Domain>> {
+        let name = info.domain.as_ref().and_then(|d| d.name.clone());
+        let transport = match name.as_deref() {
+            Some(n) => TransportKind::from_domain_name(n).ok_or(Error::INVAL)?,
+            None => match info.addr_format {
+                FI_SOCKADDR_IN | FI_SOCKADDR_IN6 | FI_SOCKADDR => TransportKind::Tcp,
+                _ => TransportKind::Shm,
+            },
+        };
+        if let Some(f) = &info.fabric {
+            if f.name
+                .as_deref()
+                .is_some_and(|n| !n.eq_ignore_ascii_case(crate::core::fabric::FABRIC_NAME))
+            {
+                return Err(Error::INVAL);
+            }
         }
+        let d = Arc::new(Domain {
+            users: Users::default(),
+            fabric: Held::new(fabric.clone()),
+            transport,
+            info,
+            api_version,
+            engine: Engine::new()?,
+            mrs: crate::core::mr::MrMap::default(),
+            eq: Mutex::new(None),
+        });
+        if d.domain_attr().data_progress == FI_PROGRESS_AUTO {
+            d.engine.require_thread();
+        }
+        Ok(d)
     }
-    let core = Arc::new(Domain {
-        users: Users::default(),
-        fabric: Held::new(fabric.core.clone()),
-        transport,
-        info,
-        api_version: fabric.api_version(),
-        engine: Engine::new()?,
-        mrs: crate::core::mr::MrMap::default(),
-        eq: Mutex::new(None),
-    });
-    if core.domain_attr().data_progress == FI_PROGRESS_AUTO {
-        core.engine.require_thread();
+
+    /// `fi_close` on a domain: -FI_EBUSY while anything opened from it (or
+    /// a memory registration) exists; releases the bound EQ.
+    pub(crate) fn close(&self) -> Result<()> {
+        self.users.check_idle()?;
+        if !self.mrs.is_empty() {
+            return Err(Error::BUSY);
+        }
+        self.eq.lock().take();
+        Ok(())
     }
-    let hdr = fid_domain {
-        fid: fid {
-            fclass: FI_CLASS_DOMAIN,
-            context,
-            ops: &DOMAIN_FI_OPS,
-        },
-        ops: &DOMAIN_OPS,
-        mr: &crate::core::mr::MR_OPS,
-    };
-    Ok(Obj::create(hdr, core))
+
+    /// `fi_domain_bind`: an EQ for asynchronous events (`FI_REG_MR`: memory
+    /// registrations report `FI_MR_COMPLETE` there). One EQ per domain.
+    pub(crate) fn bind_eq(&self, eq: Arc<Eq>, flags: u64) -> Result<()> {
+        if flags & !FI_REG_MR != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        let mut slot = self.eq.lock();
+        if slot.is_some() {
+            return Err(Error::BUSY);
+        }
+        *slot = Some((Held::new(eq), flags));
+        Ok(())
+    }
+
+    /// The EQ memory registrations report to (bound with `FI_REG_MR`).
+    pub(crate) fn reg_mr_eq(&self) -> Option<Arc<Eq>> {
+        self.eq
+            .lock()
+            .as_ref()
+            .filter(|(_, flags)| flags & FI_REG_MR != 0)
+            .map(|(eq, _)| eq.arc().clone())
+    }
 }
 
-/// Undoes `open` when the out-pointer turned out to be unusable.
-pub fn destroy_unreturned(d: *mut fid_domain) {
-    // SAFETY: `d` was just returned by `open` and never reached the caller.
-    if let Ok(o) = unsafe { Obj::<Domain>::from_ptr(d as *const c_void) } {
-        // SAFETY: nobody else knows the pointer.
-        unsafe { Obj::destroy(o) };
+/// fi_atomic(3): "-FI_EOPNOTSUPP if the operation is not supported"; rustfab
+/// does not advertise FI_ATOMIC. Invalid datatype/op values are -FI_EINVAL.
+pub(crate) fn query_atomic(datatype: u32, op: u32) -> Result<()> {
+    if datatype >= FI_DATATYPE_LAST + 2 || op >= FI_ATOMIC_OP_LAST {
+        return Err(Error::INVAL);
     }
+    Err(Error::OPNOTSUPP)
 }
 
 impl Drop for Domain {
@@ -168,232 +164,82 @@ impl Drop for Domain {
     }
 }
 
-unsafe extern "C" fn domain_close(f: *mut fid) -> c_int {
-    // SAFETY: `f` comes from the application as this object's fid.
-    unsafe {
-        fi::call_obj::<Domain, c_int>("domain close", f as *const c_void, |o| {
-            o.core.users.check_idle()?;
-            if !o.core.mrs.is_empty() {
-                return Err(Error::BUSY);
-            }
-            o.core.eq.lock().take();
-            Obj::destroy(o);
-            Ok(0)
-        })
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::attr::{DomainAttr, FabricAttr};
+    use crate::core::settings::Settings;
+    use crate::core::wait::Holds;
+
+    fn fabric() -> Arc<Fabric> {
+        Fabric::open(None, Settings::default()).unwrap()
     }
-}
 
-/// `fi_control` on a domain: the raw MR key commands (`fi_mr_map_raw`,
-/// `fi_mr_unmap_key`) are handled by `mr`; others are -FI_ENOSYS.
-unsafe extern "C" fn domain_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
-    // SAFETY: arguments come from the application through fi_control().
-    unsafe {
-        fi::call_obj::<Domain, c_int>("domain control", f as *const c_void, |o| {
-            crate::core::mr::domain_control(o, command, arg)
-        })
+    fn named(name: &str) -> Info {
+        Info {
+            domain: Some(DomainAttr {
+                name: Some(name.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
     }
-}
 
-/// `fi_domain_bind`: an EQ for asynchronous events (`FI_REG_MR`: memory
-/// registrations report `FI_MR_COMPLETE` there).
-unsafe extern "C" fn domain_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
-    // SAFETY: arguments come from the application through fi_domain_bind().
-    unsafe {
-        fi::call_obj::<Domain, c_int>("fi_domain_bind", f as *const c_void, |o| {
-            if flags & !FI_REG_MR != 0 {
-                return Err(Error::BADFLAGS);
-            }
-            let eq = crate::core::eq::from_fid(bfid)?;
-            let mut slot = o.core.eq.lock();
-            if slot.is_some() {
-                return Err(Error::BUSY);
-            }
-            *slot = Some((Held::new(eq), flags));
-            Ok(0)
-        })
+    #[test]
+    fn transport_from_name_or_address_format() {
+        let f = fabric();
+        let v = crate::core::fabric::API_VERSION;
+        assert_eq!(Domain::open(&f, named("tcp"), v).unwrap().transport, TransportKind::Tcp);
+        assert_eq!(
+            Domain::open(&f, named("auto"), v).unwrap().transport,
+            TransportKind::Auto
+        );
+        assert_eq!(Domain::open(&f, named("verbs"), v).err(), Some(Error::INVAL));
+        let sin = Info {
+            addr_format: FI_SOCKADDR_IN,
+            ..Default::default()
+        };
+        assert_eq!(Domain::open(&f, sin, v).unwrap().transport, TransportKind::Tcp);
+        let d = Domain::open(&f, Info::default(), v).unwrap();
+        assert_eq!(d.transport, TransportKind::Shm);
+        assert_eq!(f.users().count(), 1, "a domain holds its fabric");
+        drop(d);
+        let other = Info {
+            fabric: Some(FabricAttr {
+                name: Some("sockets".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(Domain::open(&f, other, v).err(), Some(Error::INVAL));
     }
-}
 
-unsafe extern "C" fn domain_av_open(
-    d: *mut fid_domain,
-    attr: *mut fi_av_attr,
-    av: *mut *mut fid_av,
-    ctx: *mut c_void,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_av_open().
-    unsafe {
-        fi::call_obj::<Domain, c_int>("fi_av_open", d as *const c_void, |o| {
-            if av.is_null() {
-                return Err(Error::INVAL);
-            }
-            let p = crate::core::av::open(o, fi::read_in(attr)?, ctx)?;
-            // fi_av(3): with FI_AV_UNSPEC "The AV type used will be returned
-            // through the type field in fi_av_attr."
-            (*attr).r#type = crate::core::av::effective_type((*attr).r#type);
-            fi::write_out(av, p)?;
-            Ok(0)
-        })
+    #[test]
+    fn eq_binding_and_close() {
+        let f = fabric();
+        let d = Domain::open(&f, named("shm"), crate::core::fabric::API_VERSION).unwrap();
+        let a = fi_eq_attr {
+            size: 4,
+            flags: 0,
+            wait_obj: FI_WAIT_NONE,
+            signaling_vector: 0,
+            wait_set: core::ptr::null_mut(),
+        };
+        let eq = Eq::new(&a, fi_version(1, 17), Holds::none(), None).unwrap();
+        assert_eq!(d.bind_eq(eq.clone(), FI_SEND), Err(Error::BADFLAGS));
+        assert!(d.reg_mr_eq().is_none());
+        d.bind_eq(eq.clone(), FI_REG_MR).unwrap();
+        assert_eq!(d.bind_eq(eq.clone(), 0), Err(Error::BUSY));
+        assert!(d.reg_mr_eq().is_some());
+        assert_eq!(eq.users().count(), 1, "the binding holds the EQ");
+        d.close().unwrap();
+        assert_eq!(eq.users().count(), 0, "close releases it");
     }
-}
 
-unsafe extern "C" fn domain_cq_open(
-    d: *mut fid_domain,
-    attr: *mut fi_cq_attr,
-    cq: *mut *mut fid_cq,
-    ctx: *mut c_void,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_cq_open().
-    unsafe {
-        fi::call_obj::<Domain, c_int>("fi_cq_open", d as *const c_void, |o| {
-            let attr = fi::read_in(attr)?;
-            // Refuse a NULL out-pointer before creating anything (no leak).
-            if cq.is_null() {
-                return Err(Error::INVAL);
-            }
-            let p = crate::core::cq::open(o, attr, ctx)?;
-            fi::write_out(cq, p)?;
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn domain_cntr_open(
-    d: *mut fid_domain,
-    attr: *mut fi_cntr_attr,
-    cntr: *mut *mut fid_cntr,
-    ctx: *mut c_void,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_cntr_open().
-    unsafe {
-        fi::call_obj::<Domain, c_int>("fi_cntr_open", d as *const c_void, |o| {
-            let attr = fi::read_in(attr)?;
-            // Refuse a NULL out-pointer before creating anything (no leak).
-            if cntr.is_null() {
-                return Err(Error::INVAL);
-            }
-            let p = crate::core::cntr::open(o, attr, ctx)?;
-            fi::write_out(cntr, p)?;
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn domain_poll_open(
-    d: *mut fid_domain,
-    attr: *mut fi_poll_attr,
-    pollset: *mut *mut fid_poll,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_poll_open().
-    unsafe {
-        fi::call_obj::<Domain, c_int>("fi_poll_open", d as *const c_void, |o| {
-            let attr = fi::read_in(attr)?;
-            // Refuse a NULL out-pointer before creating anything (no leak).
-            if pollset.is_null() {
-                return Err(Error::INVAL);
-            }
-            let p = crate::core::poll::open(o, attr)?;
-            fi::write_out(pollset, p)?;
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn domain_endpoint(
-    d: *mut fid_domain,
-    info: *mut fi_info,
-    ep: *mut *mut fid_ep,
-    ctx: *mut c_void,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_endpoint().
-    unsafe {
-        fi::call_obj::<Domain, c_int>("fi_endpoint", d as *const c_void, |o| {
-            // Refuse a NULL out-pointer before creating anything (no leak).
-            if ep.is_null() {
-                return Err(Error::INVAL);
-            }
-            let p = crate::fi::ep::open(o, info, ctx)?;
-            fi::write_out(ep, p)?;
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn domain_endpoint2(
-    d: *mut fid_domain,
-    info: *mut fi_info,
-    ep: *mut *mut fid_ep,
-    flags: u64,
-    ctx: *mut c_void,
-) -> c_int {
-    if flags != 0 {
-        return -FI_EBADFLAGS;
-    }
-    // SAFETY: same arguments as fi_endpoint.
-    unsafe { domain_endpoint(d, info, ep, ctx) }
-}
-
-/// Scalable endpoints, shared contexts: not offered (fi_getinfo reports
-/// `max_ep_tx_ctx = max_ep_rx_ctx = 1`, `max_ep_stx_ctx = max_ep_srx_ctx = 0`).
-unsafe extern "C" fn domain_scalable_ep(
-    _: *mut fid_domain,
-    _: *mut fi_info,
-    _: *mut *mut fid_ep,
-    _: *mut c_void,
-) -> c_int {
-    -FI_ENOSYS
-}
-
-unsafe extern "C" fn domain_stx_ctx(
-    _: *mut fid_domain,
-    _: *mut fi_tx_attr,
-    _: *mut *mut fid_stx,
-    _: *mut c_void,
-) -> c_int {
-    -FI_ENOSYS
-}
-
-unsafe extern "C" fn domain_srx_ctx(
-    _: *mut fid_domain,
-    _: *mut fi_rx_attr,
-    _: *mut *mut fid_ep,
-    _: *mut c_void,
-) -> c_int {
-    -FI_ENOSYS
-}
-
-/// fi_atomic(3): "-FI_EOPNOTSUPP if the operation is not supported"; rustfab
-/// does not advertise FI_ATOMIC. Invalid datatype/op values are -FI_EINVAL.
-unsafe extern "C" fn domain_query_atomic(
-    d: *mut fid_domain,
-    datatype: u32,
-    op: u32,
-    attr: *mut fi_atomic_attr,
-    _: u64,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_query_atomic().
-    unsafe {
-        fi::call_obj::<Domain, c_int>("fi_query_atomic", d as *const c_void, |_| {
-            if attr.is_null() || datatype >= FI_DATATYPE_LAST + 2 || op >= FI_ATOMIC_OP_LAST {
-                return Err(Error::INVAL);
-            }
-            Err(Error::OPNOTSUPP)
-        })
-    }
-}
-
-unsafe extern "C" fn domain_query_collective(
-    d: *mut fid_domain,
-    _: u32,
-    attr: *mut fi_collective_attr,
-    _: u64,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_query_collective().
-    unsafe {
-        fi::call_obj::<Domain, c_int>("fi_query_collective", d as *const c_void, |_| {
-            if attr.is_null() {
-                return Err(Error::INVAL);
-            }
-            Err(Error::OPNOTSUPP)
-        })
+    #[test]
+    fn atomics_are_not_offered() {
+        assert_eq!(query_atomic(0, 0), Err(Error::OPNOTSUPP));
+        assert_eq!(query_atomic(FI_DATATYPE_LAST + 2, 0), Err(Error::INVAL));
+        assert_eq!(query_atomic(0, FI_ATOMIC_OP_LAST), Err(Error::INVAL));
     }
 }

@@ -1,31 +1,29 @@
-//! The fabric object: root of every other object, owner of the
-//! connection-management progress engine (passive endpoints), and the
-//! dispatcher of `fi_trywait` and `fi_wait_open`.
+//! The fabric core: root of every other object, owner of the
+//! connection-management progress engine (passive endpoints) and of the
+//! `FI_RUSTFAB_*` settings read when it opened. Its C face (`fi/fabric.rs`)
+//! also dispatches `fi_trywait` and `fi_wait_open`.
 
-use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::progress::Engine;
+use crate::core::settings::Settings;
 use crate::core::users::{HasUsers, Users};
-use crate::fi::{self, noops, FiObject, Obj};
-use core::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 /// The only fabric name rustfab answers to (fi_getinfo's `fabric_attr->name`).
-pub const FABRIC_NAME: &str = "rustfab";
+pub(crate) const FABRIC_NAME: &str = "rustfab";
 
-pub struct Fabric {
+/// The libfabric API level rustfab implements (what `fi_prov_ini`
+/// announces, and what a fabric whose application version is unknown
+/// follows).
+pub(crate) const API_VERSION: u32 = crate::abi::v2::API_NEWEST;
+
+pub(crate) struct Fabric {
     users: Users,
     /// Progress for objects that belong to the fabric rather than a domain
     /// (passive endpoints' listeners, connection requests).
-    pub engine: Arc<Engine>,
+    pub(crate) engine: Arc<Engine>,
     /// The `FI_RUSTFAB_*` settings, read when the fabric opened.
-    pub settings: crate::core::settings::Settings,
-}
-
-impl FiObject for Fabric {
-    const CLOSE: &'static str = "fabric close";
-    type Header = fid_fabric;
-    const CLASS: usize = FI_CLASS_FABRIC;
+    pub(crate) settings: Settings,
 }
 
 impl HasUsers for Fabric {
@@ -34,184 +32,41 @@ impl HasUsers for Fabric {
     }
 }
 
-static FABRIC_FI_OPS: fi_ops = fi_ops {
-    size: core::mem::size_of::<fi_ops>(),
-    close: Some(fi::close_when_idle::<Fabric>),
-    bind: Some(noops::no_bind),
-    control: Some(noops::no_control),
-    ops_open: Some(noops::no_ops_open),
-    tostr: Some(noops::no_tostr),
-    ops_set: Some(noops::no_ops_set),
-};
-
-static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
-    size: core::mem::size_of::<fi_ops_fabric>(),
-    domain: Some(fabric_domain),
-    passive_ep: Some(fabric_passive_ep),
-    eq_open: Some(fabric_eq_open),
-    wait_open: Some(fabric_wait_open),
-    trywait: Some(fabric_trywait),
-    domain2: Some(fabric_domain2),
-};
-
-/// `provider->fabric()`: opens a fabric for an attr from fi_getinfo.
-pub fn open(
-    attr: &fi_fabric_attr,
-    context: *mut c_void,
-    settings: crate::core::settings::Settings,
-) -> Result<*mut fid_fabric> {
-    // SAFETY: libfabric checked `name` is non-NULL; it is NUL-terminated.
-    let name = unsafe { fi::cmem::opt_str(attr.name) }?;
-    if name.is_some_and(|n| !n.eq_ignore_ascii_case(FABRIC_NAME)) {
-        return Err(Error::INVAL);
+impl Fabric {
+    /// `fi_fabric`: `name` (None = any) must be rustfab's.
+    pub(crate) fn open(name: Option<&str>, settings: Settings) -> Result<Arc<Fabric>> {
+        if name.is_some_and(|n| !n.eq_ignore_ascii_case(FABRIC_NAME)) {
+            return Err(Error::INVAL);
+        }
+        Ok(Arc::new(Fabric {
+            users: Users::default(),
+            engine: Engine::new()?,
+            settings,
+        }))
     }
-    let core = Arc::new(Fabric {
-        users: Users::default(),
-        engine: Engine::new()?,
-        settings,
-    });
-    let hdr = fid_fabric {
-        fid: fid {
-            fclass: FI_CLASS_FABRIC,
-            context,
-            ops: &FABRIC_FI_OPS,
-        },
-        ops: &FABRIC_OPS,
-        // libfabric stores the application's API version here after we return.
-        api_version: 0,
-    };
-    Ok(Obj::create(hdr, core))
-}
 
-impl Obj<Fabric> {
-    /// The API version the application asked for (written by libfabric after
-    /// `fi_fabric` returned; read lazily, docs/abi.md §0.9). 0 reads as current.
-    pub fn api_version(&self) -> u32 {
-        match self.hdr.api_version {
-            0 => crate::provider::API_VERSION,
+    /// The API version the application asked for, from the value libfabric
+    /// stored in the fabric after `fi_fabric` returned (docs/abi.md §0.9):
+    /// 0 (not stored) reads as the current one.
+    pub(crate) fn api_version(stored: u32) -> u32 {
+        match stored {
+            0 => API_VERSION,
             v => v,
         }
     }
 }
 
-unsafe extern "C" fn fabric_domain(
-    f: *mut fid_fabric,
-    info: *mut fi_info,
-    dom: *mut *mut fid_domain,
-    context: *mut c_void,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_domain().
-    unsafe {
-        fi::call_obj::<Fabric, c_int>("fi_domain", f as *const c_void, |o| {
-            // Refuse a NULL out-pointer before creating anything (no leak).
-            if dom.is_null() {
-                return Err(Error::INVAL);
-            }
-            let d = crate::core::domain::open(o, info, context)?;
-            if let Err(e) = fi::write_out(dom, d) {
-                crate::core::domain::destroy_unreturned(d);
-                return Err(e);
-            }
-            Ok(0)
-        })
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::fi_version;
 
-unsafe extern "C" fn fabric_domain2(
-    f: *mut fid_fabric,
-    info: *mut fi_info,
-    dom: *mut *mut fid_domain,
-    flags: u64,
-    context: *mut c_void,
-) -> c_int {
-    if flags != 0 {
-        return -FI_EBADFLAGS;
-    }
-    // SAFETY: same arguments as fi_domain.
-    unsafe { fabric_domain(f, info, dom, context) }
-}
-
-unsafe extern "C" fn fabric_passive_ep(
-    f: *mut fid_fabric,
-    info: *mut fi_info,
-    pep: *mut *mut fid_pep,
-    context: *mut c_void,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_passive_ep().
-    unsafe {
-        fi::call_obj::<Fabric, c_int>("fi_passive_ep", f as *const c_void, |o| {
-            // Refuse a NULL out-pointer before creating anything (no leak).
-            if pep.is_null() {
-                return Err(Error::INVAL);
-            }
-            let p = crate::fi::pep::open(o, info, context)?;
-            fi::write_out(pep, p)?;
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn fabric_eq_open(
-    f: *mut fid_fabric,
-    attr: *mut fi_eq_attr,
-    eq: *mut *mut fid_eq,
-    context: *mut c_void,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_eq_open().
-    unsafe {
-        fi::call_obj::<Fabric, c_int>("fi_eq_open", f as *const c_void, |o| {
-            let attr = fi::read_in(attr)?;
-            // Refuse a NULL out-pointer before creating anything (no leak).
-            if eq.is_null() {
-                return Err(Error::INVAL);
-            }
-            let e = crate::core::eq::open(o, attr, context)?;
-            fi::write_out(eq, e)?;
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn fabric_wait_open(
-    f: *mut fid_fabric,
-    attr: *mut fi_wait_attr,
-    waitset: *mut *mut fid_wait,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_wait_open().
-    unsafe {
-        fi::call_obj::<Fabric, c_int>("fi_wait_open", f as *const c_void, |o| {
-            let attr = fi::read_in(attr)?;
-            // Refuse a NULL out-pointer before creating anything (no leak).
-            if waitset.is_null() {
-                return Err(Error::INVAL);
-            }
-            let w = crate::core::wait::open_set(o, attr)?;
-            fi::write_out(waitset, w)?;
-            Ok(0)
-        })
-    }
-}
-
-/// `fi_trywait`: Ok only if every object may be blocked on now.
-unsafe extern "C" fn fabric_trywait(f: *mut fid_fabric, fids: *mut *mut fid, count: c_int) -> c_int {
-    // SAFETY: arguments come from the application through fi_trywait().
-    unsafe {
-        fi::call_obj::<Fabric, c_int>("fi_trywait", f as *const c_void, |_| {
-            if count < 0 {
-                return Err(Error::INVAL);
-            }
-            let fids = fi::slice_in(fids, count as usize)?;
-            for &p in fids {
-                let r = fi::read_in(p)?;
-                match r.fclass {
-                    FI_CLASS_CQ => crate::core::cq::from_fid(p)?.trywait()?,
-                    FI_CLASS_EQ => crate::core::eq::from_fid(p)?.trywait()?,
-                    FI_CLASS_CNTR => crate::core::cntr::from_fid(p)?.trywait()?,
-                    FI_CLASS_WAIT => crate::core::wait::trywait_set_fid(p)?,
-                    _ => return Err(Error::INVAL),
-                }
-            }
-            Ok(0)
-        })
+    #[test]
+    fn name_and_api_version() {
+        assert!(Fabric::open(None, Settings::default()).is_ok());
+        assert!(Fabric::open(Some("RustFab"), Settings::default()).is_ok());
+        assert_eq!(Fabric::open(Some("tcp"), Settings::default()).err(), Some(Error::INVAL));
+        assert_eq!(Fabric::api_version(0), API_VERSION);
+        assert_eq!(Fabric::api_version(fi_version(1, 4)), fi_version(1, 4));
     }
 }

@@ -1,18 +1,22 @@
-//! Safe cores of the libfabric objects, the endpoint engine and progress.
-//! Nothing here dereferences a pointer from C; the C face (`fi`) turns each
-//! call into these types.
+//! Safe cores of the libfabric objects (fabric, domain, AV, MR, EQ, CQ,
+//! counter, wait and poll sets, endpoint), the endpoint engine and progress.
+//! Nothing here dereferences a pointer from C or knows a C layout beyond
+//! plain values; the C face (`fi`) turns each call into these types and
+//! writes what they return into C memory.
 
-pub mod attr;
-pub mod av;
-pub mod cntr;
-pub mod cq;
-pub mod domain;
-pub mod engine;
-pub mod eq;
-pub mod fabric;
-pub mod mr;
-pub mod poll;
-pub mod progress;
-pub mod settings;
-pub mod users;
-pub mod wait;
+pub(crate) mod attr;
+pub(crate) mod av;
+pub(crate) mod cntr;
+pub(crate) mod cq;
+pub(crate) mod domain;
+pub(crate) mod engine;
+pub(crate) mod ep;
+pub(crate) mod eq;
+pub(crate) mod fabric;
+pub(crate) mod host;
+pub(crate) mod mr;
+pub(crate) mod poll;
+pub(crate) mod progress;
+pub(crate) mod settings;
+pub(crate) mod users;
+pub(crate) mod wait;

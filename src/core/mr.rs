@@ -65,10 +65,7 @@
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::domain::Domain;
-use crate::core::eq::Eq;
 use crate::core::users::{HasUsers, Held, Users};
-use crate::fi::{self, noops, FiObject, Obj};
-use core::ffi::{c_int, c_void};
 use parking_lot::{Mutex, RwLock};
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -77,11 +74,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Most iovecs one registration may name (fi_getinfo's `mr_iov_limit`).
-pub const MR_IOV_LIMIT: usize = 8;
+pub(crate) const MR_IOV_LIMIT: usize = 8;
 /// Bytes of an MR key (fi_getinfo's `mr_key_size`).
-pub const MR_KEY_SIZE: usize = 8;
+pub(crate) const MR_KEY_SIZE: usize = 8;
 /// Access bits a registration may ask for (fi_mr(3) "access").
-pub const MR_ACCESS: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_COLLECTIVE;
+pub(crate) const MR_ACCESS: u64 =
+    FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_COLLECTIVE;
 /// Registration flags rustfab accepts.
 const REG_FLAGS: u64 = FI_RMA_EVENT;
 /// fi_errno.h: `FI_EKEYREJECTED` = EKEYREJECTED.
@@ -92,7 +90,7 @@ const EACCES: Error = Error(FI_EACCES);
 
 /// The registration rules a domain's `mr_mode` amounts to (see the module
 /// comment): BASIC expanded, SCALABLE/UNSPEC removed.
-pub fn effective_mode(mr_mode: i32) -> i32 {
+pub(crate) fn effective_mode(mr_mode: i32) -> i32 {
     let mut m = mr_mode & !(FI_MR_BASIC | FI_MR_SCALABLE);
     if mr_mode & FI_MR_BASIC != 0 {
         m |= FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
@@ -104,45 +102,60 @@ pub fn effective_mode(mr_mode: i32) -> i32 {
 // Regions and the key map (pure logic)
 // ---------------------------------------------------------------------------
 
+/// How peers name a region's bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Addressing {
+    /// `FI_MR_VIRT_ADDR`: by virtual address, inside the registered iovecs.
+    Virtual,
+    /// By 0-based offset, counted across the iovecs in order.
+    Offset,
+}
+
+/// Whether a region takes accesses from the start or only after
+/// `fi_mr_enable`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Start {
+    Enabled,
+    Disabled,
+}
+
 /// One registered region: what a peer may touch, and how it addresses it.
 #[derive(Debug)]
-pub struct Region {
+pub(crate) struct Region {
     /// (base address, length) of each registered buffer, in order.
-    pub iov: Vec<(usize, usize)>,
+    pub(crate) iov: Vec<(usize, usize)>,
     #[cfg_attr(not(test), allow(dead_code))] // checked by `verify` (tests; RMA is not offered yet)
-    pub access: u64,
-    /// Peers address the region by virtual address (FI_MR_VIRT_ADDR), not
-    /// by 0-based offset.
-    pub virt_addr: bool,
+    pub(crate) access: u64,
+    pub(crate) addressing: Addressing,
     enabled: AtomicBool,
 }
 
 impl Region {
-    pub fn new(iov: Vec<(usize, usize)>, access: u64, virt_addr: bool, enabled: bool) -> Region {
+    pub(crate) fn new(iov: Vec<(usize, usize)>, access: u64, addressing: Addressing, start: Start) -> Region {
         Region {
             iov,
             access,
-            virt_addr,
-            enabled: AtomicBool::new(enabled),
+            addressing,
+            enabled: AtomicBool::new(start == Start::Enabled),
         }
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.iov.iter().map(|&(_, l)| l).sum()
     }
 
-    pub fn is_enabled(&self) -> bool {
+    pub(crate) fn is_enabled(&self) -> bool {
         self.enabled.load(Ordering::Acquire)
     }
 
-    pub fn enable(&self) {
+    pub(crate) fn enable(&self) {
         self.enabled.store(true, Ordering::Release);
     }
 
     /// The address a peer uses for the region's first byte.
-    pub fn base_addr(&self) -> u64 {
-        if self.virt_addr {
+    pub(crate) fn base_addr(&self) -> u64 {
+        if self.addressing == Addressing::Virtual {
             self.iov.first().map_or(0, |&(b, _)| b as u64)
         } else {
             0
@@ -152,10 +165,10 @@ impl Region {
     #[cfg(test)]
     /// The host memory segments behind `[addr, addr + len)` as a peer names
     /// them, or -FI_EACCES if any byte is outside the region.
-    pub fn segments(&self, addr: u64, len: usize) -> Result<Vec<(usize, usize)>> {
+    pub(crate) fn segments(&self, addr: u64, len: usize) -> Result<Vec<(usize, usize)>> {
         let end = addr.checked_add(len as u64).ok_or(EACCES)?;
         let mut out = Vec::new();
-        if self.virt_addr {
+        if self.addressing == Addressing::Virtual {
             // Virtual addresses: every byte must lie in some registered iov.
             if len == 0 {
                 let inside = self
@@ -202,7 +215,7 @@ impl Region {
 
 /// Which key a registration gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KeyRequest {
+pub(crate) enum KeyRequest {
     /// FI_MR_PROV_KEY: the provider picks.
     Provider,
     /// The application's `requested_key`, limited to `key_size` bytes.
@@ -221,22 +234,22 @@ struct MapInner {
 /// The domain's key → region map. `is_empty` keeps the domain open while
 /// any MR exists; `verify` is what RMA targets will call.
 #[derive(Default)]
-pub struct MrMap {
+pub(crate) struct MrMap {
     inner: RwLock<MapInner>,
 }
 
 impl MrMap {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.inner.read().regions.is_empty()
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.inner.read().regions.len()
     }
 
     /// Adds a region under a key; returns the key.
-    pub fn insert(&self, req: KeyRequest, region: Arc<Region>) -> Result<u64> {
+    pub(crate) fn insert(&self, req: KeyRequest, region: Arc<Region>) -> Result<u64> {
         let mut m = self.inner.write();
         let key = match req {
             KeyRequest::App { key, key_size } => {
@@ -265,12 +278,12 @@ impl MrMap {
         Ok(key)
     }
 
-    pub fn remove(&self, key: u64) -> Result<Arc<Region>> {
+    pub(crate) fn remove(&self, key: u64) -> Result<Arc<Region>> {
         self.inner.write().regions.remove(&key).ok_or(Error::NOKEY)
     }
 
     #[cfg(test)]
-    pub fn get(&self, key: u64) -> Option<Arc<Region>> {
+    pub(crate) fn get(&self, key: u64) -> Option<Arc<Region>> {
         self.inner.read().regions.get(&key).cloned()
     }
 
@@ -279,7 +292,7 @@ impl MrMap {
     /// and returns the host segments to copy to/from. Unknown key →
     /// -FI_EINVAL; missing access right, disabled region or out of range →
     /// -FI_EACCES (as `util_mr_map.c:ofi_mr_map_verify`).
-    pub fn verify(&self, key: u64, addr: u64, len: usize, access: u64) -> Result<Vec<(usize, usize)>> {
+    pub(crate) fn verify(&self, key: u64, addr: u64, len: usize, access: u64) -> Result<Vec<(usize, usize)>> {
         let r = self.get(key).ok_or(Error::INVAL)?;
         if access & r.access != access || !r.is_enabled() {
             return Err(EACCES);
@@ -294,29 +307,30 @@ impl MrMap {
 
 /// One registration, whichever call it came through, copied out of C.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RegRequest {
-    pub iov: Vec<(usize, usize)>,
-    pub access: u64,
-    pub offset: u64,
-    pub requested_key: u64,
-    pub context: *mut c_void,
-    pub auth_key_size: usize,
-    pub iface: u32,
-    pub flags: u64,
+pub(crate) struct RegRequest {
+    pub(crate) iov: Vec<(usize, usize)>,
+    pub(crate) access: u64,
+    pub(crate) offset: u64,
+    pub(crate) requested_key: u64,
+    /// The registration's `context` (an opaque value, the fid's context).
+    pub(crate) context: usize,
+    pub(crate) auth_key_size: usize,
+    pub(crate) iface: u32,
+    pub(crate) flags: u64,
 }
 
 /// The domain facts a registration depends on.
 #[derive(Clone, Copy, Debug)]
-pub struct RegRules {
+pub(crate) struct RegRules {
     /// Effective mode ([`effective_mode`]).
-    pub mode: i32,
+    pub(crate) mode: i32,
     /// `domain_attr->mr_key_size` (0 = 8).
-    pub key_size: usize,
+    pub(crate) key_size: usize,
 }
 
 impl RegRequest {
     /// Argument checks, then the region and key request it amounts to.
-    pub fn check(&self, rules: RegRules) -> Result<(Region, KeyRequest)> {
+    pub(crate) fn check(&self, rules: RegRules) -> Result<(Region, KeyRequest)> {
         if self.flags & !REG_FLAGS != 0 {
             return Err(Error::BADFLAGS);
         }
@@ -336,12 +350,17 @@ impl RegRequest {
         }
         let m = rules.mode;
         let starts_disabled = m & FI_MR_ENDPOINT != 0 || (m & FI_MR_RMA_EVENT != 0 && self.flags & FI_RMA_EVENT != 0);
-        let region = Region::new(
-            self.iov.clone(),
-            self.access,
-            m & FI_MR_VIRT_ADDR != 0,
-            !starts_disabled,
-        );
+        let addressing = if m & FI_MR_VIRT_ADDR != 0 {
+            Addressing::Virtual
+        } else {
+            Addressing::Offset
+        };
+        let start = if starts_disabled {
+            Start::Disabled
+        } else {
+            Start::Enabled
+        };
+        let region = Region::new(self.iov.clone(), self.access, addressing, start);
         let key = if m & FI_MR_PROV_KEY != 0 {
             KeyRequest::Provider
         } else {
@@ -360,19 +379,14 @@ impl RegRequest {
 
 /// A registered memory region as the application holds it. Its entry in the
 /// domain's map lives exactly as long as the object.
-pub struct Mr {
+pub(crate) struct Mr {
     users: Users,
     domain: Held<Domain>,
-    pub key: u64,
-    pub region: Arc<Region>,
+    pub(crate) key: u64,
+    pub(crate) region: Arc<Region>,
     /// `fi_mr_bind` target (endpoint fid) under FI_MR_ENDPOINT.
     bound_ep: Mutex<Option<usize>>,
     mode: i32,
-}
-
-impl FiObject for Mr {
-    type Header = fid_mr;
-    const CLASS: usize = FI_CLASS_MR;
 }
 
 impl HasUsers for Mr {
@@ -381,358 +395,77 @@ impl HasUsers for Mr {
     }
 }
 
-impl Mr {}
-
-/// The `FI_MR_COMPLETE` event for an MR (`struct fi_eq_entry`).
-fn mr_complete_entry(mr: *mut fid, context: *mut c_void) -> fi_eq_entry {
-    fi_eq_entry {
-        fid: mr,
-        context,
-        data: 0,
-    }
-}
-
-/// Registers `req` in domain `d` and hands the MR to the application.
-///
-/// # Safety
-/// `out` must be NULL or valid for a write of one pointer.
-unsafe fn register(d: &Obj<Domain>, req: RegRequest, out: *mut *mut fid_mr) -> Result<c_int> {
-    if out.is_null() {
-        return Err(Error::INVAL);
-    }
-    let dom = &d.core;
-    let attr = dom.domain_attr();
-    let rules = RegRules {
-        mode: effective_mode(dom.mr_mode()),
-        key_size: attr.mr_key_size,
-    };
-    let (region, key_req) = req.check(rules)?;
-    let region = Arc::new(region);
-    let key = dom.mrs.insert(key_req, region.clone())?;
-    let core = Arc::new(Mr {
-        users: Users::default(),
-        domain: Held::new(dom.clone()),
-        key,
-        region,
-        bound_ep: Mutex::new(None),
-        mode: rules.mode,
-    });
-    let hdr = fid_mr {
-        fid: fid {
-            fclass: FI_CLASS_MR,
-            context: req.context,
-            ops: &MR_FI_OPS,
-        },
-        mem_desc: core::ptr::null_mut(),
-        key,
-    };
-    let p = Obj::create(hdr, core);
-    // SAFETY: `p` is the fresh object; nobody else has it yet. The
-    // descriptor is the object itself (see the module comment).
-    unsafe { (*p).mem_desc = p as *mut c_void };
-    // "the mr output parameter will be written before any event associated
-    // with the operation may be read by the application"
-    // SAFETY: checked non-NULL above; valid per the contract.
-    unsafe { out.write(p) };
-    let eq: Option<Arc<Eq>> = dom
-        .eq
-        .lock()
-        .as_ref()
-        .filter(|(_, flags)| flags & FI_REG_MR != 0)
-        .map(|(eq, _)| eq.arc().clone());
-    if let Some(eq) = eq {
-        let entry = mr_complete_entry(p as *mut fid, req.context);
-        // SAFETY: fi_eq_entry is plain data.
-        if let Err(e) = eq.push_event(FI_MR_COMPLETE, unsafe { crate::transport::addr::as_bytes(&entry) }) {
-            let _ = dom.mrs.remove(key);
-            // SAFETY: `p` came from Obj::create above and the failed call
-            // means the application must not use it.
-            if let Ok(o) = unsafe { Obj::<Mr>::from_ptr(p as *const c_void) } {
-                // SAFETY: nothing else uses the object: the failed call
-                // tells the application `*mr` is not valid.
-                unsafe { Obj::destroy(o) };
-            }
-            return Err(e);
-        }
-    }
-    Ok(0)
-}
-
-/// Reads the fields of an application's `fi_mr_attr` its API version has.
-///
-/// # Safety
-/// `attr` must be NULL or point to a `struct fi_mr_attr` of the layout of
-/// `api_version` (at least up to `auth_key` for ≥ 1.5, and `iface` when
-/// `hmem` is set); `mr_iov` valid for `iov_count` entries (when that count
-/// is within [`MR_IOV_LIMIT`]).
-unsafe fn read_attr(attr: *const fi_mr_attr, api_version: u32, hmem: bool, flags: u64) -> Result<RegRequest> {
-    if attr.is_null() {
-        return Err(Error::INVAL);
-    }
-    // SAFETY (all reads below): field by field, never past what the
-    // application's struct version contains.
-    unsafe {
-        let count = core::ptr::addr_of!((*attr).iov_count).read();
-        let iov_p = core::ptr::addr_of!((*attr).mr_iov).read();
-        let iov = read_iov(iov_p, count)?;
-        let auth_key_size = if api_version >= fi_version(1, 5) {
-            core::ptr::addr_of!((*attr).auth_key_size).read()
-        } else {
-            0
+impl Mr {
+    /// `fi_mr_reg`/`regv`/`regattr`: checks `req` against `domain`'s rules
+    /// and enters the region in the domain's key map.
+    pub(crate) fn register(domain: &Arc<Domain>, req: &RegRequest) -> Result<Arc<Mr>> {
+        let rules = RegRules {
+            mode: effective_mode(domain.mr_mode()),
+            key_size: domain.domain_attr().mr_key_size,
         };
-        let iface = if hmem {
-            core::ptr::addr_of!((*attr).iface).read()
-        } else {
-            FI_HMEM_SYSTEM
-        };
-        Ok(RegRequest {
-            iov,
-            access: core::ptr::addr_of!((*attr).access).read(),
-            offset: core::ptr::addr_of!((*attr).offset).read(),
-            requested_key: core::ptr::addr_of!((*attr).requested_key).read(),
-            context: core::ptr::addr_of!((*attr).context).read(),
-            auth_key_size,
-            iface,
-            flags,
-        })
+        let (region, key_req) = req.check(rules)?;
+        let region = Arc::new(region);
+        let key = domain.mrs.insert(key_req, region.clone())?;
+        Ok(Arc::new(Mr {
+            users: Users::default(),
+            domain: Held::new(domain.clone()),
+            key,
+            region,
+            bound_ep: Mutex::new(None),
+            mode: rules.mode,
+        }))
     }
-}
 
-/// Copies an iovec array (count 0 or above the limit: -FI_EINVAL, before
-/// anything is read).
-///
-/// # Safety
-/// `iov` must be NULL or valid for `count` iovecs when count ≤ the limit.
-unsafe fn read_iov(iov: *const libc::iovec, count: usize) -> Result<Vec<(usize, usize)>> {
-    if count == 0 || count > MR_IOV_LIMIT {
-        return Err(Error::INVAL);
+    /// Takes the region out of the domain's map (a registration that
+    /// failed after `register`, or a close).
+    pub(crate) fn unregister(&self) {
+        let _ = self.domain.mrs.remove(self.key);
     }
-    // SAFETY: per the contract.
-    let s = unsafe { fi::slice_in(iov, count) }?;
-    Ok(s.iter().map(|v| (v.iov_base as usize, v.iov_len)).collect())
-}
 
-fn domain_has_hmem(d: &Domain) -> bool {
-    (d.info.caps | d.domain_attr().caps) & FI_HMEM != 0
-}
-
-unsafe extern "C" fn reg(
-    f: *mut fid,
-    buf: *const c_void,
-    len: usize,
-    access: u64,
-    offset: u64,
-    requested_key: u64,
-    flags: u64,
-    mr: *mut *mut fid_mr,
-    context: *mut c_void,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_mr_reg().
-    unsafe {
-        fi::call_obj::<Domain, c_int>("fi_mr_reg", f as *const c_void, |d| {
-            let req = RegRequest {
-                iov: vec![(buf as usize, len)],
-                access,
-                offset,
-                requested_key,
-                context,
-                auth_key_size: 0,
-                iface: FI_HMEM_SYSTEM,
-                flags,
-            };
-            register(d, req, mr)
-        })
+    /// `fi_close`: "there must be no opened endpoints or counters associated
+    /// with the MR".
+    pub(crate) fn close(&self) -> Result<()> {
+        self.users.check_idle()?;
+        self.unregister();
+        Ok(())
     }
-}
 
-unsafe extern "C" fn regv(
-    f: *mut fid,
-    iov: *const libc::iovec,
-    count: usize,
-    access: u64,
-    offset: u64,
-    requested_key: u64,
-    flags: u64,
-    mr: *mut *mut fid_mr,
-    context: *mut c_void,
-) -> c_int {
-    // SAFETY: arguments come from the application through fi_mr_regv().
-    unsafe {
-        fi::call_obj::<Domain, c_int>("fi_mr_regv", f as *const c_void, |d| {
-            let req = RegRequest {
-                iov: read_iov(iov, count)?,
-                access,
-                offset,
-                requested_key,
-                context,
-                auth_key_size: 0,
-                iface: FI_HMEM_SYSTEM,
-                flags,
-            };
-            register(d, req, mr)
-        })
-    }
-}
-
-unsafe extern "C" fn regattr(f: *mut fid, attr: *const fi_mr_attr, flags: u64, mr: *mut *mut fid_mr) -> c_int {
-    // SAFETY: arguments come from the application through fi_mr_regattr().
-    unsafe {
-        fi::call_obj::<Domain, c_int>("fi_mr_regattr", f as *const c_void, |d| {
-            let req = read_attr(attr, d.core.api_version, domain_has_hmem(&d.core), flags)?;
-            register(d, req, mr)
-        })
-    }
-}
-
-/// The domain's `fi_ops_mr` (`fid_domain.mr`).
-pub static MR_OPS: fi_ops_mr = fi_ops_mr {
-    size: core::mem::size_of::<fi_ops_mr>(),
-    reg: Some(reg),
-    regv: Some(regv),
-    regattr: Some(regattr),
-};
-
-static MR_FI_OPS: fi_ops = fi_ops {
-    size: core::mem::size_of::<fi_ops>(),
-    close: Some(mr_close),
-    bind: Some(mr_bind),
-    control: Some(mr_control),
-    ops_open: Some(noops::no_ops_open),
-    tostr: Some(noops::no_tostr),
-    ops_set: Some(noops::no_ops_set),
-};
-
-unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
-    // SAFETY: `f` comes from the application as this object's fid.
-    unsafe {
-        fi::call_obj::<Mr, c_int>("mr close", f as *const c_void, |o| {
-            // "there must be no opened endpoints or counters associated with the MR"
-            o.core.users.check_idle()?;
-            let _ = o.core.domain.mrs.remove(o.core.key);
-            Obj::destroy(o);
-            Ok(0)
-        })
-    }
-}
-
-/// `fi_mr_bind`: "Endpoint bindings are needed if the provider associates
-/// memory regions with endpoints (see FI_MR_ENDPOINT)"; counters count RMA
-/// events, which rustfab does not generate.
-unsafe extern "C" fn mr_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
-    // SAFETY: arguments come from the application through fi_mr_bind().
-    unsafe {
-        fi::call_obj::<Mr, c_int>("fi_mr_bind", f as *const c_void, |o| {
-            let class = fi::read_in(bfid)?.fclass;
-            match class {
-                FI_CLASS_EP => {
-                    if o.core.mode & FI_MR_ENDPOINT == 0 || flags != 0 {
-                        return Err(Error::INVAL);
-                    }
-                    if o.core.region.is_enabled() {
-                        // "After calling fi_mr_enable(), no further resource
-                        // bindings may be made to the memory region."
-                        return Err(Error::OPBADSTATE);
-                    }
-                    *o.core.bound_ep.lock() = Some(bfid as usize);
-                    Ok(0)
-                }
-                FI_CLASS_CNTR => Err(Error::NOSYS),
-                _ => Err(Error::INVAL),
-            }
-        })
-    }
-}
-
-/// Writes the raw form of an MR's key (`fi_mr_raw_attr`): -FI_ETOOSMALL
-/// with `*key_size` = 8 when the buffer is smaller.
-///
-/// # Safety
-/// `a` must be NULL or a valid `fi_mr_raw_attr` whose non-NULL pointers are
-/// valid (`raw_key` for `*key_size` bytes).
-unsafe fn get_raw(mr: &Mr, a: *mut fi_mr_raw_attr) -> Result<c_int> {
-    // SAFETY: per the contract.
-    let a = unsafe { fi::read_in(a) }?;
-    if a.flags != 0 {
-        return Err(Error::BADFLAGS);
-    }
-    if a.key_size.is_null() || a.base_addr.is_null() {
-        return Err(Error::INVAL);
-    }
-    // SAFETY: non-NULL pointers of a valid attr.
-    unsafe {
-        let cap = *a.key_size;
-        a.key_size.write(MR_KEY_SIZE);
-        a.base_addr.write(mr.region.base_addr());
-        if cap < MR_KEY_SIZE {
-            // "If the actual key is larger than what can fit into the
-            // buffer, it will return -FI_ETOOSMALL."
-            return Err(Error::TOOSMALL);
-        }
-        if a.raw_key.is_null() {
+    /// `fi_mr_bind` to an endpoint (`ep` identifies it): "Endpoint bindings
+    /// are needed if the provider associates memory regions with endpoints
+    /// (see FI_MR_ENDPOINT)".
+    pub(crate) fn bind_ep(&self, ep: usize, flags: u64) -> Result<()> {
+        if self.mode & FI_MR_ENDPOINT == 0 || flags != 0 {
             return Err(Error::INVAL);
         }
-        core::ptr::copy_nonoverlapping(mr.key.to_le_bytes().as_ptr(), a.raw_key, MR_KEY_SIZE);
+        if self.region.is_enabled() {
+            // "After calling fi_mr_enable(), no further resource bindings
+            // may be made to the memory region."
+            return Err(Error::OPBADSTATE);
+        }
+        *self.bound_ep.lock() = Some(ep);
+        Ok(())
     }
-    Ok(0)
-}
 
-unsafe extern "C" fn mr_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
-    // SAFETY: arguments come from the application through fi_control() and
-    // its wrappers (fi_mr_enable, fi_mr_refresh, fi_mr_raw_attr).
-    unsafe {
-        fi::call_obj::<Mr, c_int>("mr control", f as *const c_void, |o| match command {
-            FI_ENABLE => {
-                if o.core.mode & FI_MR_ENDPOINT != 0 && o.core.bound_ep.lock().is_none() {
-                    // "must be bound to an endpoint prior to being enabled"
-                    return Err(Error::OPBADSTATE);
-                }
-                o.core.region.enable();
-                Ok(0)
-            }
-            FI_REFRESH => {
-                let m = fi::read_in(arg as *const fi_mr_modify)?;
-                if m.flags != 0 {
-                    return Err(Error::BADFLAGS);
-                }
-                Ok(0)
-            }
-            FI_GET_RAW_MR => get_raw(&o.core, arg as *mut fi_mr_raw_attr),
-            _ => Err(Error::NOSYS),
-        })
+    /// `fi_mr_enable`.
+    pub(crate) fn enable(&self) -> Result<()> {
+        if self.mode & FI_MR_ENDPOINT != 0 && self.bound_ep.lock().is_none() {
+            // "must be bound to an endpoint prior to being enabled"
+            return Err(Error::OPBADSTATE);
+        }
+        self.region.enable();
+        Ok(())
+    }
+
+    /// The raw form of the key (`fi_mr_raw_attr`): 8 bytes, little-endian.
+    pub(crate) fn raw_key(&self) -> [u8; MR_KEY_SIZE] {
+        self.key.to_le_bytes()
     }
 }
 
-/// `fi_mr_map_raw` / `fi_mr_unmap_key` (domain `fi_control` commands; the
-/// domain's control slot forwards every command here).
-///
-/// # Safety
-/// `arg` must be NULL or point to the command's argument struct.
-pub unsafe fn domain_control(_d: &Obj<Domain>, command: c_int, arg: *mut c_void) -> Result<c_int> {
-    match command {
-        FI_MAP_RAW_MR => {
-            // SAFETY: per the contract.
-            let m = unsafe { fi::read_in(arg as *const fi_mr_map_raw) }?;
-            if m.flags != 0 {
-                return Err(Error::BADFLAGS);
-            }
-            if m.key_size != MR_KEY_SIZE || m.raw_key.is_null() || m.key.is_null() {
-                return Err(Error::INVAL);
-            }
-            let mut raw = [0u8; MR_KEY_SIZE];
-            // SAFETY: raw_key holds key_size = 8 bytes; key is writable.
-            unsafe {
-                core::ptr::copy_nonoverlapping(m.raw_key, raw.as_mut_ptr(), MR_KEY_SIZE);
-                m.key.write(u64::from_le_bytes(raw));
-            }
-            Ok(0)
-        }
-        FI_UNMAP_KEY => {
-            // SAFETY: per the contract (a `uint64_t *`).
-            unsafe { fi::read_in(arg as *const u64) }?;
-            Ok(0)
-        }
-        _ => Err(Error::NOSYS),
-    }
+/// The key behind a raw key (`fi_mr_map_raw`): the inverse of
+/// [`Mr::raw_key`]. Mapping allocates nothing, so unmapping is a no-op.
+pub(crate) fn key_from_raw(raw: [u8; MR_KEY_SIZE]) -> u64 {
+    u64::from_le_bytes(raw)
 }
 
 #[cfg(test)]
@@ -745,7 +478,7 @@ mod tests {
             access: FI_REMOTE_READ | FI_REMOTE_WRITE,
             offset: 0,
             requested_key: 0xC0DE,
-            context: core::ptr::null_mut(),
+            context: 0,
             auth_key_size: 0,
             iface: FI_HMEM_SYSTEM,
             flags: 0,
@@ -770,7 +503,7 @@ mod tests {
     #[test]
     fn app_keys_and_duplicates() {
         let m = MrMap::default();
-        let r = || Arc::new(Region::new(vec![(0x1000, 16)], 0, false, true));
+        let r = || Arc::new(Region::new(vec![(0x1000, 16)], 0, Addressing::Offset, Start::Enabled));
         let app = |key| KeyRequest::App { key, key_size: 8 };
         assert!(m.is_empty());
         assert_eq!(m.insert(app(7), r()), Ok(7));
@@ -808,14 +541,20 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for _ in 0..2000 {
             let k = m
-                .insert(KeyRequest::Provider, Arc::new(Region::new(vec![(1, 1)], 0, true, true)))
+                .insert(
+                    KeyRequest::Provider,
+                    Arc::new(Region::new(vec![(1, 1)], 0, Addressing::Virtual, Start::Enabled)),
+                )
                 .unwrap();
             assert_ne!(k, FI_KEY_NOTAVAIL);
             assert!(seen.insert(k));
         }
         assert_eq!(m.len(), 2000);
         let m2 = MrMap::default();
-        let k2 = m2.insert(KeyRequest::Provider, Arc::new(Region::new(vec![(1, 1)], 0, true, true)));
+        let k2 = m2.insert(
+            KeyRequest::Provider,
+            Arc::new(Region::new(vec![(1, 1)], 0, Addressing::Virtual, Start::Enabled)),
+        );
         assert!(!seen.contains(&k2.unwrap()) || m2.len() == 1);
     }
 
@@ -826,7 +565,12 @@ mod tests {
         let k = m
             .insert(
                 KeyRequest::App { key: 1, key_size: 8 },
-                Arc::new(Region::new(vec![(base, 100)], FI_REMOTE_WRITE, false, true)),
+                Arc::new(Region::new(
+                    vec![(base, 100)],
+                    FI_REMOTE_WRITE,
+                    Addressing::Offset,
+                    Start::Enabled,
+                )),
             )
             .unwrap();
         assert_eq!(m.verify(k, 0, 100, FI_REMOTE_WRITE), Ok(vec![(base, 100)]));
@@ -850,7 +594,12 @@ mod tests {
         let k = m
             .insert(
                 KeyRequest::App { key: 2, key_size: 8 },
-                Arc::new(Region::new(vec![(base, 64)], FI_REMOTE_READ, true, true)),
+                Arc::new(Region::new(
+                    vec![(base, 64)],
+                    FI_REMOTE_READ,
+                    Addressing::Virtual,
+                    Start::Enabled,
+                )),
             )
             .unwrap();
         assert_eq!(m.verify(k, base as u64 + 8, 8, FI_REMOTE_READ), Ok(vec![(base + 8, 8)]));
@@ -868,14 +617,19 @@ mod tests {
         let r = Region::new(
             vec![(0x1000, 10), (0x5000, 10), (0x100a, 6)],
             FI_REMOTE_READ,
-            false,
-            true,
+            Addressing::Offset,
+            Start::Enabled,
         );
         assert_eq!(r.len(), 26);
         assert_eq!(r.segments(5, 10), Ok(vec![(0x1005, 5), (0x5000, 5)]));
         assert_eq!(r.segments(18, 8), Ok(vec![(0x5008, 2), (0x100a, 6)]));
         assert_eq!(r.segments(20, 7), Err(EACCES));
-        let v = Region::new(vec![(0x1000, 10), (0x100a, 6), (0x5000, 4)], FI_REMOTE_READ, true, true);
+        let v = Region::new(
+            vec![(0x1000, 10), (0x100a, 6), (0x5000, 4)],
+            FI_REMOTE_READ,
+            Addressing::Virtual,
+            Start::Enabled,
+        );
         assert_eq!(v.segments(0x1008, 4), Ok(vec![(0x1008, 2), (0x100a, 2)]));
         assert_eq!(v.segments(0x100e, 4), Err(EACCES), "gap between iovecs");
         assert_eq!(v.segments(0x5000, 4), Ok(vec![(0x5000, 4)]));
@@ -886,7 +640,12 @@ mod tests {
     #[test]
     fn disabled_regions_fail_verify() {
         let m = MrMap::default();
-        let r = Arc::new(Region::new(vec![(0x1000, 8)], FI_REMOTE_READ, false, false));
+        let r = Arc::new(Region::new(
+            vec![(0x1000, 8)],
+            FI_REMOTE_READ,
+            Addressing::Offset,
+            Start::Disabled,
+        ));
         let k = m.insert(KeyRequest::Provider, r.clone()).unwrap();
         assert_eq!(m.verify(k, 0, 8, FI_REMOTE_READ), Err(EACCES));
         r.enable();
@@ -929,7 +688,7 @@ mod tests {
     #[test]
     fn request_mode_effects() {
         let (region, key) = req(vec![(0x1000, 4)]).check(SCALABLE).unwrap();
-        assert!(!region.virt_addr && region.is_enabled());
+        assert!(region.addressing == Addressing::Offset && region.is_enabled());
         assert_eq!(
             key,
             KeyRequest::App {
@@ -942,7 +701,7 @@ mod tests {
             key_size: 8,
         };
         let (region, key) = req(vec![(0x1000, 4)]).check(basic).unwrap();
-        assert!(region.virt_addr);
+        assert_eq!(region.addressing, Addressing::Virtual);
         assert_eq!(key, KeyRequest::Provider);
         let ep = RegRules {
             mode: FI_MR_ENDPOINT,
@@ -960,14 +719,36 @@ mod tests {
     }
 
     #[test]
-    fn mr_complete_event_layout() {
-        let mut ctx = 5u32;
-        let e = mr_complete_entry(0x1234 as *mut fid, &mut ctx as *mut u32 as *mut c_void);
-        // SAFETY: plain data.
-        let b = unsafe { crate::transport::addr::as_bytes(&e) };
-        assert_eq!(b.len(), 24);
-        assert_eq!(&b[0..8], &0x1234usize.to_ne_bytes());
-        assert_eq!(&b[16..24], &0u64.to_ne_bytes());
+    fn registration_enable_bind_and_close() {
+        let f = crate::core::fabric::Fabric::open(None, Default::default()).unwrap();
+        let info = crate::core::attr::Info {
+            domain: Some(crate::core::attr::DomainAttr {
+                mr_mode: FI_MR_ENDPOINT | FI_MR_PROV_KEY,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let d = Domain::open(&f, info, crate::core::fabric::API_VERSION).unwrap();
+        let mr = Mr::register(&d, &req(vec![(0x1000, 64)])).unwrap();
+        assert!(!d.mrs.is_empty() && !mr.region.is_enabled());
+        assert_eq!(mr.enable(), Err(Error::OPBADSTATE), "FI_MR_ENDPOINT: bind first");
+        assert_eq!(mr.bind_ep(7, 1), Err(Error::INVAL));
+        mr.bind_ep(7, 0).unwrap();
+        mr.enable().unwrap();
+        assert_eq!(mr.bind_ep(7, 0), Err(Error::OPBADSTATE));
+        assert_eq!(key_from_raw(mr.raw_key()), mr.key);
+        assert_eq!(d.close(), Err(Error::BUSY), "an MR keeps its domain open");
+        mr.close().unwrap();
+        assert!(d.mrs.is_empty());
+        drop(mr);
+        d.close().unwrap();
+        // Without FI_MR_ENDPOINT, binding to an endpoint is -FI_EINVAL.
+        let d = Domain::open(&f, Default::default(), crate::core::fabric::API_VERSION).unwrap();
+        let mr = Mr::register(&d, &req(vec![(0x1000, 64)])).unwrap();
+        assert!(mr.region.is_enabled());
+        assert_eq!(mr.bind_ep(7, 0), Err(Error::INVAL));
+        assert_eq!(mr.key, 0xC0DE, "the application's key");
+        assert_eq!(Mr::register(&d, &req(vec![(0x2000, 8)])).err(), Some(Error::NOKEY));
     }
 
     #[test]

@@ -20,15 +20,12 @@
 //! * `attr->flags` "is reserved and must be set to 0": anything else is
 //!   -FI_EINVAL.
 
-use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::cntr::Cntr;
 use crate::core::cq::Cq;
 use crate::core::domain::Domain;
 use crate::core::progress::Engine;
 use crate::core::users::Held;
-use crate::fi::{self, noops, FiObject, Obj};
-use core::ffi::{c_int, c_void};
 use parking_lot::Mutex;
 use std::sync::{Arc, Weak};
 
@@ -54,25 +51,29 @@ impl Member {
 }
 
 /// The poll-set core.
-pub struct PollSet {
+pub(crate) struct PollSet {
     members: Mutex<Vec<Member>>,
     _domain: Option<Held<Domain>>,
 }
 
-impl FiObject for PollSet {
-    type Header = fid_poll;
-    const CLASS: usize = FI_CLASS_POLL;
-}
-
 impl PollSet {
-    pub fn new(domain: Option<Held<Domain>>) -> Arc<PollSet> {
+    /// `fi_poll_open`: `attr->flags` "is reserved and must be set to 0".
+    pub(crate) fn open(domain: &Arc<Domain>, flags: u64) -> Result<Arc<PollSet>> {
+        if flags != 0 {
+            return Err(Error::INVAL);
+        }
+        Ok(PollSet::new(Some(Held::new(domain.clone()))))
+    }
+
+    /// `domain` is None only for sets driven directly (unit tests).
+    pub(crate) fn new(domain: Option<Held<Domain>>) -> Arc<PollSet> {
         Arc::new(PollSet {
             members: Mutex::new(Vec::new()),
             _domain: domain,
         })
     }
 
-    pub fn add_cq(&self, cq: &Arc<Cq>) {
+    pub(crate) fn add_cq(&self, cq: &Arc<Cq>) {
         let mut m = self.members.lock();
         m.retain(Member::alive);
         if !m.iter().any(|x| x.is(Arc::as_ptr(cq) as *const ())) {
@@ -80,12 +81,22 @@ impl PollSet {
         }
     }
 
-    pub fn add_cntr(&self, c: &Arc<Cntr>) {
+    pub(crate) fn add_cntr(&self, c: &Arc<Cntr>) {
         let mut m = self.members.lock();
         m.retain(Member::alive);
         if !m.iter().any(|x| x.is(Arc::as_ptr(c) as *const ())) {
             m.push(Member::Cntr(Arc::downgrade(c), c.peek()));
         }
+    }
+
+    /// `fi_poll_del` of a CQ; `Err(INVAL)` if it is not a member.
+    pub(crate) fn remove_cq(&self, cq: &Arc<Cq>) -> Result<()> {
+        self.remove(Arc::as_ptr(cq) as *const ())
+    }
+
+    /// `fi_poll_del` of a counter; `Err(INVAL)` if it is not a member.
+    pub(crate) fn remove_cntr(&self, c: &Arc<Cntr>) -> Result<()> {
+        self.remove(Arc::as_ptr(c) as *const ())
     }
 
     /// Removes a member (by core identity); `Err(INVAL)` if it is not one.
@@ -102,8 +113,9 @@ impl PollSet {
         Ok(())
     }
 
-    /// `fi_poll`: the contexts of members with events, at most `max`.
-    pub fn poll(&self, max: usize) -> Vec<*mut c_void> {
+    /// `fi_poll`: hands `out` the context of each member with events, at
+    /// most `max` of them, and returns how many.
+    pub(crate) fn poll(&self, max: usize, mut out: impl FnMut(usize)) -> usize {
         // Progress first, each engine once, outside the members lock (a
         // progress pass may complete operations into these very members).
         let mut engines: Vec<Arc<Engine>> = Vec::new();
@@ -124,7 +136,7 @@ impl PollSet {
         for e in &engines {
             e.progress();
         }
-        let mut out = Vec::new();
+        let mut n = 0;
         let mut m = self.members.lock();
         m.retain(Member::alive);
         for x in m.iter_mut() {
@@ -133,8 +145,9 @@ impl PollSet {
                 // not empty."
                 Member::Cq(w) => {
                     if let Some(cq) = w.upgrade() {
-                        if cq.has_events() && out.len() < max {
-                            out.push(cq.context());
+                        if cq.has_events() && n < max {
+                            out(cq.context());
+                            n += 1;
                         }
                     }
                 }
@@ -143,114 +156,25 @@ impl PollSet {
                 Member::Cntr(w, last) => {
                     if let Some(c) = w.upgrade() {
                         let now = c.peek();
-                        if now != *last && out.len() < max {
+                        if now != *last && n < max {
                             *last = now;
-                            out.push(c.context());
+                            out(c.context());
+                            n += 1;
                         }
                     }
                 }
             }
         }
-        out
-    }
-}
-
-static POLL_FI_OPS: fi_ops = fi_ops {
-    size: core::mem::size_of::<fi_ops>(),
-    close: Some(poll_close),
-    bind: Some(noops::no_bind),
-    control: Some(noops::no_control),
-    ops_open: Some(noops::no_ops_open),
-    tostr: Some(noops::no_tostr),
-    ops_set: Some(noops::no_ops_set),
-};
-
-static POLL_OPS: fi_ops_poll = fi_ops_poll {
-    size: core::mem::size_of::<fi_ops_poll>(),
-    poll: Some(poll_poll),
-    poll_add: Some(poll_add),
-    poll_del: Some(poll_del),
-};
-
-/// `fi_poll_open`.
-pub fn open(d: &Obj<Domain>, attr: &fi_poll_attr) -> Result<*mut fid_poll> {
-    if attr.flags != 0 {
-        return Err(Error::INVAL);
-    }
-    let core = PollSet::new(Some(Held::new(d.core.clone())));
-    let hdr = fid_poll {
-        fid: fid {
-            fclass: FI_CLASS_POLL,
-            context: core::ptr::null_mut(),
-            ops: &POLL_FI_OPS,
-        },
-        ops: &POLL_OPS,
-    };
-    Ok(Obj::create(hdr, core))
-}
-
-unsafe extern "C" fn poll_close(f: *mut fid) -> c_int {
-    // SAFETY: `f` comes from the application as this object's fid.
-    unsafe {
-        fi::call_obj::<PollSet, c_int>("poll set close", f as *const c_void, |o| {
-            // Nothing binds to a poll set; its members are weak references.
-            Obj::destroy(o);
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn poll_add(p: *mut fid_poll, member: *mut fid, _flags: u64) -> c_int {
-    // SAFETY: arguments come from the application through fi_poll_add().
-    unsafe {
-        fi::call_obj::<PollSet, c_int>("fi_poll_add", p as *const c_void, |o| {
-            match fi::read_in(member)?.fclass {
-                FI_CLASS_CQ => o.core.add_cq(&crate::core::cq::from_fid(member)?),
-                FI_CLASS_CNTR => o.core.add_cntr(&crate::core::cntr::from_fid(member)?),
-                _ => return Err(Error::INVAL),
-            }
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn poll_del(p: *mut fid_poll, member: *mut fid, _flags: u64) -> c_int {
-    // SAFETY: arguments come from the application through fi_poll_del().
-    unsafe {
-        fi::call_obj::<PollSet, c_int>("fi_poll_del", p as *const c_void, |o| {
-            let core: *const () = match fi::read_in(member)?.fclass {
-                FI_CLASS_CQ => Arc::as_ptr(&crate::core::cq::from_fid(member)?) as *const (),
-                FI_CLASS_CNTR => Arc::as_ptr(&crate::core::cntr::from_fid(member)?) as *const (),
-                _ => return Err(Error::INVAL),
-            };
-            o.core.remove(core)?;
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn poll_poll(p: *mut fid_poll, context: *mut *mut c_void, count: c_int) -> c_int {
-    // SAFETY: arguments come from the application through fi_poll().
-    unsafe {
-        fi::call_obj::<PollSet, c_int>("fi_poll", p as *const c_void, |o| {
-            if context.is_null() || count <= 0 {
-                return Err(Error::INVAL);
-            }
-            let got = o.core.poll(count as usize);
-            for (i, c) in got.iter().enumerate() {
-                // SAFETY: the application's array holds `count` pointers and
-                // `got` has at most `count` entries.
-                context.add(i).write(*c);
-            }
-            Ok(got.len() as c_int)
-        })
+        n
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::*;
     use crate::core::cq::CqEntry;
+    use crate::core::wait::Holds;
 
     fn cq(ctx: usize) -> Arc<Cq> {
         let a = fi_cq_attr {
@@ -262,7 +186,7 @@ mod tests {
             wait_cond: 0,
             wait_set: core::ptr::null_mut(),
         };
-        Cq::new(&a, fi_version(1, 17), None, None, ctx as *mut c_void).unwrap()
+        Cq::new(&a, fi_version(1, 17), Holds::none(), ctx).unwrap()
     }
 
     fn cntr(ctx: usize) -> Arc<Cntr> {
@@ -272,7 +196,13 @@ mod tests {
             wait_set: core::ptr::null_mut(),
             flags: 0,
         };
-        Cntr::new(&a, None, None, ctx as *mut c_void).unwrap()
+        Cntr::new(&a, Holds::none(), ctx).unwrap()
+    }
+
+    fn poll(p: &PollSet, max: usize) -> Vec<usize> {
+        let mut v = Vec::new();
+        assert_eq!(p.poll(max, |c| v.push(c)), v.len());
+        v
     }
 
     #[test]
@@ -283,27 +213,21 @@ mod tests {
         p.add_cq(&b);
         p.add_cq(&b);
         p.add_cntr(&c);
-        assert!(p.poll(8).is_empty());
+        assert!(poll(&p, 8).is_empty());
         b.push(CqEntry::new(core::ptr::null_mut(), FI_SEND)).unwrap();
-        assert_eq!(p.poll(8), vec![0x20 as *mut c_void]);
-        assert_eq!(p.poll(8), vec![0x20 as *mut c_void], "a CQ stays reported until empty");
+        assert_eq!(poll(&p, 8), vec![0x20]);
+        assert_eq!(poll(&p, 8), vec![0x20], "a CQ stays reported until empty");
         c.add(1);
-        assert_eq!(p.poll(8), vec![0x20 as *mut c_void, 0x30 as *mut c_void]);
-        assert_eq!(
-            p.poll(8),
-            vec![0x20 as *mut c_void],
-            "a counter is reported once per change"
-        );
+        assert_eq!(poll(&p, 8), vec![0x20, 0x30]);
+        assert_eq!(poll(&p, 8), vec![0x20], "a counter is reported once per change");
         c.inc_err();
         a.push(CqEntry::new(core::ptr::null_mut(), FI_SEND)).unwrap();
-        assert_eq!(p.poll(1).len(), 1, "bounded by count");
-        assert_eq!(
-            p.poll(8),
-            vec![0x10 as *mut c_void, 0x20 as *mut c_void, 0x30 as *mut c_void]
-        );
-        assert_eq!(p.remove(Arc::as_ptr(&b) as *const ()), Ok(()));
-        assert_eq!(p.remove(Arc::as_ptr(&b) as *const ()), Err(Error::INVAL));
+        assert_eq!(poll(&p, 1).len(), 1, "bounded by count");
+        assert_eq!(poll(&p, 8), vec![0x10, 0x20, 0x30]);
+        assert_eq!(p.remove_cq(&b), Ok(()));
+        assert_eq!(p.remove_cq(&b), Err(Error::INVAL));
+        assert_eq!(p.remove_cntr(&c), Ok(()));
         drop(a); // a closed member just disappears
-        assert!(p.poll(8).is_empty());
+        assert!(poll(&p, 8).is_empty());
     }
 }

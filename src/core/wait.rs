@@ -25,16 +25,17 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
+use crate::core::fabric::Fabric;
 use crate::core::progress::Engine;
-use crate::core::users::{HasUsers, Users};
+use crate::core::users::{HasUsers, Held, Users};
 use crate::sys::{self, Deadline, Epoll, EventFd, MutexCond};
-use core::ffi::c_void;
 use parking_lot::Mutex;
+use std::os::fd::RawFd;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 /// The wait kinds a CQ/EQ/counter may be opened with.
-pub fn valid_object_kind(kind: u32) -> bool {
+pub(crate) fn valid_object_kind(kind: u32) -> bool {
     matches!(
         kind,
         FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_SET | FI_WAIT_FD | FI_WAIT_MUTEX_COND | FI_WAIT_YIELD | FI_WAIT_POLLFD
@@ -42,9 +43,9 @@ pub fn valid_object_kind(kind: u32) -> bool {
 }
 
 /// How long a blocking wait polls before it sleeps.
-pub const SPIN_FOR: std::time::Duration = std::time::Duration::from_micros(50);
+pub(crate) const SPIN_FOR: std::time::Duration = std::time::Duration::from_micros(50);
 
-pub struct WaitObj {
+pub(crate) struct WaitObj {
     kind: u32,
     /// Internal doorbell + sleeping set (absent for FI_WAIT_NONE).
     efd: Option<EventFd>,
@@ -69,7 +70,7 @@ pub struct WaitObj {
 
 impl WaitObj {
     /// `set` is required for (and only used with) `FI_WAIT_SET`.
-    pub fn new(kind: u32, set: Option<Arc<WaitSet>>) -> Result<WaitObj> {
+    pub(crate) fn new(kind: u32, set: Option<Arc<WaitSet>>) -> Result<WaitObj> {
         if !valid_object_kind(kind) {
             return Err(Error::INVAL);
         }
@@ -106,18 +107,18 @@ impl WaitObj {
         })
     }
 
-    pub fn kind(&self) -> u32 {
+    pub(crate) fn kind(&self) -> u32 {
         self.kind
     }
 
     /// Whether `sread`-style blocking calls are allowed (fi_cq(3): not with
     /// FI_WAIT_NONE or FI_WAIT_SET).
-    pub fn can_block(&self) -> bool {
+    pub(crate) fn can_block(&self) -> bool {
         !matches!(self.kind, FI_WAIT_NONE | FI_WAIT_SET)
     }
 
     /// Makes `engine`'s progress part of this object's waits.
-    pub fn add_engine(&self, engine: &Arc<Engine>) -> Result<()> {
+    pub(crate) fn add_engine(&self, engine: &Arc<Engine>) -> Result<()> {
         let mut v = self.engines.lock();
         if v.iter().any(|e| Arc::ptr_eq(e, engine)) {
             return Ok(());
@@ -141,13 +142,13 @@ impl WaitObj {
     }
 
     /// The engines feeding this object (a shared snapshot, no allocation).
-    pub fn engines(&self) -> Arc<Vec<Arc<Engine>>> {
+    pub(crate) fn engines(&self) -> Arc<Vec<Arc<Engine>>> {
         self.engines.lock().clone()
     }
 
     /// Runs a progress pass on every engine that feeds this object.
     #[inline]
-    pub fn progress(&self) {
+    pub(crate) fn progress(&self) {
         if self.several.load(Ordering::Acquire) {
             for e in self.engines().iter() {
                 e.progress();
@@ -158,7 +159,7 @@ impl WaitObj {
     }
 
     /// Called by a producer after it queued something (or changed a counter).
-    pub fn notify(&self) {
+    pub(crate) fn notify(&self) {
         // Only objects with a doorbell can have an armed sleeper; the fence
         // (Dekker with `arm`) is skipped for the others (FI_WAIT_NONE CQs of
         // polling applications: the common fast path).
@@ -177,7 +178,7 @@ impl WaitObj {
     }
 
     /// `fi_cq_signal`: wake blocked readers, who return -FI_EAGAIN.
-    pub fn signal(&self) {
+    pub(crate) fn signal(&self) {
         self.signaled.store(true, Ordering::Release);
         if let Some(efd) = &self.efd {
             efd.signal();
@@ -212,7 +213,7 @@ impl WaitObj {
     /// Blocks until `ready()` holds (Ok), the deadline passes or
     /// [`WaitObj::signal`] is called (Err(EAGAIN)). Progresses before every
     /// check. Callers check `can_block` first.
-    pub fn block_until(&self, ready: &dyn Fn() -> bool, deadline: Deadline) -> Result<()> {
+    pub(crate) fn block_until(&self, ready: &dyn Fn() -> bool, deadline: Deadline) -> Result<()> {
         let mut scratch = Vec::new();
         // Before sleeping, poll for a short while: a peer that answers within
         // microseconds (a ping-pong) is then seen without the cost of a
@@ -263,7 +264,7 @@ impl WaitObj {
 
     /// `fi_trywait` for this object: Ok if the application may block on the
     /// native wait object now, Err(EAGAIN) if something is ready already.
-    pub fn trywait(&self, ready: &dyn Fn() -> bool) -> Result<()> {
+    pub(crate) fn trywait(&self, ready: &dyn Fn() -> bool) -> Result<()> {
         if self.kind == FI_WAIT_NONE {
             return Err(Error::INVAL);
         }
@@ -300,68 +301,34 @@ impl WaitObj {
     /// Called on every read: an application that read after trywait is no
     /// longer blocked on the native object, so stop paying for doorbells.
     #[inline]
-    pub fn on_read(&self) {
+    pub(crate) fn on_read(&self) {
         if self.fd_armed.load(Ordering::Relaxed) && self.fd_armed.swap(false, Ordering::AcqRel) {
             self.disarm();
         }
     }
 
-    /// `fi_control(FI_GETWAIT)`.
-    ///
-    /// # Safety
-    /// `arg` must point to the type matching the wait kind: `int` (FD),
-    /// `struct fi_mutex_cond` (MUTEX_COND), `struct fi_wait_pollfd` (POLLFD).
-    pub unsafe fn get_wait(&self, arg: *mut c_void) -> Result<()> {
-        if arg.is_null() {
-            return Err(Error::INVAL);
-        }
+    /// What `fi_control(FI_GETWAIT)` hands the application for this kind
+    /// (the C face writes it into the command's argument).
+    /// `Err(NODATA)`: UNSPEC, YIELD, NONE and SET have no native object.
+    pub(crate) fn native(&self) -> Result<NativeWait<'_>> {
         match self.kind {
-            FI_WAIT_FD => {
-                let fd = self.epoll.as_ref().ok_or(Error::INVAL)?.fd();
-                // SAFETY: per the contract, `arg` is an `int*`.
-                unsafe { *(arg as *mut i32) = fd };
-                Ok(())
-            }
-            FI_WAIT_MUTEX_COND => {
-                let mc = self.mc.as_ref().ok_or(Error::INVAL)?;
-                // SAFETY: per the contract, `arg` is a `struct fi_mutex_cond*`.
-                unsafe {
-                    *(arg as *mut fi_mutex_cond) = fi_mutex_cond {
-                        mutex: mc.mutex_ptr(),
-                        cond: mc.cond_ptr(),
-                    };
-                }
-                Ok(())
-            }
-            FI_WAIT_POLLFD => {
-                let fd = self.epoll.as_ref().ok_or(Error::INVAL)?.fd();
-                let p = arg as *mut fi_wait_pollfd;
-                // SAFETY: per the contract, `arg` is a `struct fi_wait_pollfd*`
-                // whose `fd` array has `nfds` entries.
-                unsafe {
-                    let have = (*p).nfds;
-                    (*p).nfds = 1;
-                    (*p).change_index = 1;
-                    if have < 1 || (*p).fd.is_null() {
-                        return Err(Error::TOOSMALL);
-                    }
-                    *(*p).fd = libc::pollfd {
-                        fd,
-                        events: libc::POLLIN,
-                        revents: 0,
-                    };
-                }
-                Ok(())
-            }
-            // UNSPEC, YIELD, NONE and SET have no native object to hand out.
+            FI_WAIT_FD => Ok(NativeWait::Fd(self.epoll.as_ref().ok_or(Error::INVAL)?.fd())),
+            FI_WAIT_POLLFD => Ok(NativeWait::PollFd(self.epoll.as_ref().ok_or(Error::INVAL)?.fd())),
+            FI_WAIT_MUTEX_COND => Ok(NativeWait::MutexCond(self.mc.as_ref().ok_or(Error::INVAL)?)),
             _ => Err(Error::NODATA),
         }
     }
+}
 
-    /// `fi_control(FI_GETWAITOBJ)`.
-    pub fn kind_for_getwaitobj(&self) -> u32 {
-        self.kind
-    }
+/// The native wait object of a [`WaitObj`], as `FI_GETWAIT` exposes it.
+#[derive(Clone, Copy)]
+pub(crate) enum NativeWait<'a> {
+    /// `FI_WAIT_FD`: the epoll fd (an `int`).
+    Fd(RawFd),
+    /// `FI_WAIT_POLLFD`: the same fd, as a one-entry `struct pollfd` array.
+    PollFd(RawFd),
+    /// `FI_WAIT_MUTEX_COND`: the pthread objects (a `struct fi_mutex_cond`).
+    MutexCond(&'a MutexCond),
 }
 
 impl Drop for WaitObj {
@@ -381,53 +348,72 @@ impl Drop for WaitObj {
 
 /// The wait object a CQ, EQ or counter shows the application: its wait
 /// set's when it belongs to one (as util does), else its own.
-pub struct MemberWait<'a> {
-    pub own: &'a WaitObj,
-    pub set: Option<&'a WaitSet>,
+pub(crate) struct MemberWait<'a> {
+    pub(crate) own: &'a WaitObj,
+    pub(crate) set: Option<&'a WaitSet>,
 }
 
-impl MemberWait<'_> {
-    fn shown(&self) -> &WaitObj {
+impl<'a> MemberWait<'a> {
+    /// The object `FI_GETWAIT`/`FI_GETWAITOBJ` describe.
+    pub(crate) fn shown(&self) -> &'a WaitObj {
         self.set.map_or(self.own, |s| &s.obj)
     }
 
     /// `fi_trywait`: a member of a wait set defers to its set.
-    pub fn trywait(&self, ready: &dyn Fn() -> bool) -> Result<()> {
+    pub(crate) fn trywait(&self, ready: &dyn Fn() -> bool) -> Result<()> {
         match self.set {
             Some(s) => s.trywait(),
             None => self.own.trywait(ready),
         }
     }
+}
 
-    /// `fi_control(FI_GETWAIT / FI_GETWAITOBJ)`; `None` for other commands
-    /// (the object's own).
-    ///
-    /// # Safety
-    /// `arg` must match the command and wait kind (see [`WaitObj::get_wait`]).
-    pub unsafe fn control(&self, cmd: i32, arg: *mut c_void) -> Option<Result<()>> {
-        let w = self.shown();
-        match cmd {
-            // SAFETY: forwarded from this function's contract.
-            FI_GETWAIT => Some(unsafe { w.get_wait(arg) }),
-            // SAFETY: FI_GETWAITOBJ takes an `enum fi_wait_obj *`.
-            FI_GETWAITOBJ => Some(unsafe { crate::fi::write_out(arg as *mut u32, w.kind_for_getwaitobj()) }),
-            _ => None,
+/// What a CQ, EQ or counter core holds on to: its parent (a CQ's or
+/// counter's domain, an EQ's fabric; None only for cores driven directly by
+/// unit tests) and, with `FI_WAIT_SET`, its wait set.
+pub(crate) struct Holds<P: HasUsers> {
+    pub(crate) parent: Option<Held<P>>,
+    pub(crate) set: Option<Held<WaitSet>>,
+}
+
+impl<P: HasUsers> Holds<P> {
+    /// Nothing held (unit tests).
+    #[cfg(test)]
+    pub(crate) fn none() -> Holds<P> {
+        Holds {
+            parent: None,
+            set: None,
+        }
+    }
+
+    /// The wait set a member opened with `wait_obj` joins: required for
+    /// (and only used with) `FI_WAIT_SET`.
+    pub(crate) fn set_for(&mut self, wait_obj: u32) -> Result<Option<Held<WaitSet>>> {
+        match (wait_obj, self.set.take()) {
+            (FI_WAIT_SET, Some(s)) => Ok(Some(s)),
+            (FI_WAIT_SET, None) => Err(Error::INVAL),
+            _ => Ok(None),
         }
     }
 }
 
 /// A member of a wait set or poll set: a CQ, EQ or counter core.
-pub trait Waitable: Send + Sync {
+pub(crate) trait Waitable: Send + Sync {
     /// Whether the object has something for the application.
     fn ready(&self) -> bool;
 }
 
 /// A wait set (`fi_wait_open`): one wait object shared by several CQs, EQs
-/// and counters opened with `FI_WAIT_SET`.
-pub struct WaitSet {
-    pub obj: WaitObj,
+/// and counters opened with `FI_WAIT_SET`. Members hold it with
+/// `Held<WaitSet>`, so closing it returns -FI_EBUSY while any exists
+/// (fi_poll(3): "The wait set must not be bound to any other opened
+/// resources prior to being closed"); it holds the fabric it was opened
+/// from.
+pub(crate) struct WaitSet {
+    pub(crate) obj: WaitObj,
     members: Mutex<Vec<Weak<dyn Waitable>>>,
     users: Users,
+    fabric: Option<Held<Fabric>>,
 }
 
 impl HasUsers for WaitSet {
@@ -438,7 +424,8 @@ impl HasUsers for WaitSet {
 
 impl WaitSet {
     /// Wait sets may use FD, POLLFD, MUTEX_COND, YIELD or UNSPEC (→ FD).
-    pub fn new(kind: u32) -> Result<Arc<WaitSet>> {
+    /// `fabric` is None only for sets driven directly (unit tests).
+    pub(crate) fn new(kind: u32, fabric: Option<Held<Fabric>>) -> Result<Arc<WaitSet>> {
         let kind = match kind {
             FI_WAIT_UNSPEC => FI_WAIT_FD,
             FI_WAIT_FD | FI_WAIT_POLLFD | FI_WAIT_MUTEX_COND | FI_WAIT_YIELD => kind,
@@ -448,10 +435,30 @@ impl WaitSet {
             obj: WaitObj::new(kind, None)?,
             members: Mutex::new(Vec::new()),
             users: Users::default(),
+            fabric,
         }))
     }
 
-    pub fn add_member(&self, m: Weak<dyn Waitable>) {
+    /// `fi_wait_open`: FD, POLLFD, MUTEX_COND, YIELD or UNSPEC (an FD set).
+    /// fi_poll(3): flags "is reserved and must be set to 0 by the caller".
+    /// The set's waits progress the fabric's engine; members add their own
+    /// (domain) engines when they join.
+    pub(crate) fn open(fabric: &Arc<Fabric>, kind: u32, flags: u64) -> Result<Arc<WaitSet>> {
+        if flags != 0 {
+            return Err(Error::INVAL);
+        }
+        let set = WaitSet::new(kind, Some(Held::new(fabric.clone())))?;
+        set.obj.add_engine(&fabric.engine)?;
+        Ok(set)
+    }
+
+    /// Whether the set was opened from `fabric` (a CQ, EQ or counter may
+    /// only join a set of its own fabric).
+    pub(crate) fn belongs_to(&self, fabric: &Arc<Fabric>) -> bool {
+        self.fabric.as_ref().is_some_and(|f| Arc::ptr_eq(f.arc(), fabric))
+    }
+
+    pub(crate) fn add_member(&self, m: Weak<dyn Waitable>) {
         let mut v = self.members.lock();
         v.retain(|w| w.strong_count() > 0);
         v.push(m);
@@ -461,26 +468,30 @@ impl WaitSet {
         self.obj.notify();
     }
 
-    pub fn any_ready(&self) -> bool {
+    pub(crate) fn any_ready(&self) -> bool {
         let members: Vec<_> = self.members.lock().iter().filter_map(Weak::upgrade).collect();
         members.iter().any(|m| m.ready())
     }
 
-    #[cfg(test)]
-    /// `fi_wait`: 0 once a member has something, -FI_EAGAIN on timeout.
-    pub fn wait(&self, timeout_ms: i32) -> Result<()> {
-        self.obj
-            .block_until(&|| self.any_ready(), Deadline::from_ms(timeout_ms))
+    /// `fi_wait`: Ok once a member has something (or a member's
+    /// `fi_cq_signal` woke the set); -FI_ETIMEDOUT when the timeout passes
+    /// first, as libfabric's util and sockets wait sets return.
+    pub(crate) fn wait(&self, timeout_ms: i32) -> Result<()> {
+        let deadline = Deadline::from_ms(timeout_ms);
+        match self.obj.block_until(&|| self.any_ready(), deadline) {
+            Ok(()) => Ok(()),
+            Err(Error::AGAIN) if deadline.expired() && !self.any_ready() => Err(Error::TIMEDOUT),
+            Err(Error::AGAIN) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
-    pub fn trywait(&self) -> Result<()> {
+    pub(crate) fn trywait(&self) -> Result<()> {
         self.obj.trywait(&|| self.any_ready())
     }
 }
 
 #[cfg(test)]
-// The C face of wait sets follows this module by design (see below).
-#[allow(clippy::items_after_test_module)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
@@ -520,7 +531,7 @@ mod tests {
         assert!(!WaitObj::new(FI_WAIT_NONE, None).unwrap().can_block());
         assert!(WaitObj::new(FI_WAIT_SET, None).is_err());
         assert!(WaitObj::new(99, None).is_err());
-        let s = WaitSet::new(FI_WAIT_FD).unwrap();
+        let s = WaitSet::new(FI_WAIT_FD, None).unwrap();
         assert!(!WaitObj::new(FI_WAIT_SET, Some(s)).unwrap().can_block());
     }
 
@@ -568,9 +579,9 @@ mod tests {
             w: WaitObj::new(FI_WAIT_FD, None).unwrap(),
             n: AtomicU64::new(0),
         });
-        let mut fd = -1i32;
-        // SAFETY: FD kind takes an int*.
-        unsafe { f.w.get_wait(&mut fd as *mut i32 as *mut c_void) }.unwrap();
+        let Ok(NativeWait::Fd(fd)) = f.w.native() else {
+            panic!("an FD wait object has an fd")
+        };
         for _ in 0..200 {
             assert!(f.w.trywait(&|| f.ready()).is_ok());
             let f2 = f.clone();
@@ -593,14 +604,14 @@ mod tests {
 
     #[test]
     fn wait_set_wakes_for_member() {
-        let set = WaitSet::new(FI_WAIT_FD).unwrap();
+        let set = WaitSet::new(FI_WAIT_FD, None).unwrap();
         let m = Arc::new(Flag {
             w: WaitObj::new(FI_WAIT_SET, Some(set.clone())).unwrap(),
             n: AtomicU64::new(0),
         });
         let mw: Arc<dyn Waitable> = m.clone();
         set.add_member(Arc::downgrade(&mw));
-        assert_eq!(set.wait(10), Err(Error::AGAIN));
+        assert_eq!(set.wait(10), Err(Error::TIMEDOUT));
         let m2 = m.clone();
         let h = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
@@ -609,133 +620,5 @@ mod tests {
         });
         assert_eq!(set.wait(10_000), Ok(()));
         h.join().unwrap();
-    }
-}
-
-// ---- the C face of wait sets (fi_wait_open / fi_wait / fi_trywait) ----
-
-/// What a `fid_wait` owns: the shared [`WaitSet`] (members hold it with
-/// `Held<WaitSet>`, so closing it returns -FI_EBUSY while any exists) and a
-/// hold on the fabric it was opened from.
-pub struct WaitSetObject {
-    pub set: Arc<WaitSet>,
-    fabric: crate::core::users::Held<crate::core::fabric::Fabric>,
-}
-
-impl crate::fi::FiObject for WaitSetObject {
-    type Header = fid_wait;
-    const CLASS: usize = FI_CLASS_WAIT;
-}
-
-static WAIT_FI_OPS: fi_ops = fi_ops {
-    size: core::mem::size_of::<fi_ops>(),
-    close: Some(wait_close),
-    bind: Some(crate::fi::noops::no_bind),
-    control: Some(wait_control),
-    ops_open: Some(crate::fi::noops::no_ops_open),
-    tostr: Some(crate::fi::noops::no_tostr),
-    ops_set: Some(crate::fi::noops::no_ops_set),
-};
-
-static WAIT_OPS: fi_ops_wait = fi_ops_wait {
-    size: core::mem::size_of::<fi_ops_wait>(),
-    wait: Some(wait_wait),
-};
-
-/// `fi_wait_open`: FD, POLLFD, MUTEX_COND, YIELD or UNSPEC (an FD set).
-/// fi_poll(3): flags "is reserved and must be set to 0 by the caller".
-pub fn open_set(f: &crate::fi::Obj<crate::core::fabric::Fabric>, attr: &fi_wait_attr) -> Result<*mut fid_wait> {
-    if attr.flags != 0 {
-        return Err(Error::INVAL);
-    }
-    let set = WaitSet::new(attr.wait_obj)?;
-    // A set's waits progress the fabric's engine; members add their own
-    // (domain) engines when they join.
-    set.obj.add_engine(&f.core.engine)?;
-    let core = Arc::new(WaitSetObject {
-        set,
-        fabric: crate::core::users::Held::new(f.core.clone()),
-    });
-    let hdr = fid_wait {
-        fid: fid {
-            fclass: FI_CLASS_WAIT,
-            context: core::ptr::null_mut(),
-            ops: &WAIT_FI_OPS,
-        },
-        ops: &WAIT_OPS,
-    };
-    Ok(crate::fi::Obj::create(hdr, core))
-}
-
-/// The wait set behind `attr->wait_set` of a CQ/EQ/counter being opened;
-/// it must belong to `fabric`.
-///
-/// # Safety
-/// `p` must be NULL or readable as a `struct fid`.
-pub unsafe fn set_for_fabric(p: *mut fid, fabric: &Arc<crate::core::fabric::Fabric>) -> Result<Arc<WaitSet>> {
-    // SAFETY: per the contract.
-    let o = unsafe { crate::fi::Obj::<WaitSetObject>::from_ptr(p as *const c_void) }?;
-    if !Arc::ptr_eq(o.core.fabric.arc(), fabric) {
-        return Err(Error::INVAL);
-    }
-    Ok(o.core.set.clone())
-}
-
-/// `fi_trywait` on a wait set fid.
-///
-/// # Safety
-/// `p` must be readable as a `struct fid`.
-pub unsafe fn trywait_set_fid(p: *mut fid) -> Result<()> {
-    // SAFETY: per the contract.
-    unsafe { crate::fi::Obj::<WaitSetObject>::from_ptr(p as *const c_void) }?
-        .core
-        .set
-        .trywait()
-}
-
-unsafe extern "C" fn wait_close(f: *mut fid) -> core::ffi::c_int {
-    // SAFETY: `f` comes from the application as this object's fid.
-    unsafe {
-        crate::fi::call_obj::<WaitSetObject, core::ffi::c_int>("wait set close", f as *const c_void, |o| {
-            // fi_poll(3): "The wait set must not be bound to any other opened
-            // resources prior to being closed, otherwise the call will return
-            // -FI_EBUSY."
-            o.core.set.users().check_idle()?;
-            crate::fi::Obj::destroy(o);
-            Ok(0)
-        })
-    }
-}
-
-unsafe extern "C" fn wait_control(f: *mut fid, cmd: core::ffi::c_int, arg: *mut c_void) -> core::ffi::c_int {
-    // SAFETY: arguments come from the application through fi_control().
-    unsafe {
-        crate::fi::call_obj::<WaitSetObject, core::ffi::c_int>("wait set control", f as *const c_void, |o| {
-            match cmd {
-                FI_GETWAIT => o.core.set.obj.get_wait(arg)?,
-                FI_GETWAITOBJ => crate::fi::write_out(arg as *mut u32, o.core.set.obj.kind_for_getwaitobj())?,
-                _ => return Err(Error::NOSYS),
-            }
-            Ok(0)
-        })
-    }
-}
-
-/// `fi_wait`: 0 once a member has something (or a member's `fi_cq_signal`
-/// woke the set); -FI_ETIMEDOUT when the timeout passes first, as libfabric's
-/// util and sockets wait sets return.
-unsafe extern "C" fn wait_wait(w: *mut fid_wait, timeout: core::ffi::c_int) -> core::ffi::c_int {
-    // SAFETY: arguments come from the application through fi_wait().
-    unsafe {
-        crate::fi::call_obj::<WaitSetObject, core::ffi::c_int>("fi_wait", w as *const c_void, |o| {
-            let set = &o.core.set;
-            let deadline = Deadline::from_ms(timeout);
-            match set.obj.block_until(&|| set.any_ready(), deadline) {
-                Ok(()) => Ok(0),
-                Err(Error::AGAIN) if deadline.expired() && !set.any_ready() => Err(Error::TIMEDOUT),
-                Err(Error::AGAIN) => Ok(0),
-                Err(e) => Err(e),
-            }
-        })
     }
 }

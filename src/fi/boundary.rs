@@ -14,7 +14,7 @@ use core::ffi::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// How a C return type represents an error.
-pub trait FfiRet: Sized {
+pub(crate) trait FfiRet: Sized {
     fn from_err(e: Error) -> Self;
 }
 
@@ -69,7 +69,7 @@ fn injected_panic(what: &str) {
 fn injected_panic(_: &str) {}
 
 /// Runs a thunk body: `Ok(v)` → `v`, `Err(e)` → `-e`, panic → `-FI_EOTHER`.
-pub fn call<R: FfiRet>(what: &'static str, f: impl FnOnce() -> Result<R>) -> R {
+pub(crate) fn call<R: FfiRet>(what: &'static str, f: impl FnOnce() -> Result<R>) -> R {
     match catch_unwind(AssertUnwindSafe(|| {
         injected_panic(what);
         f()
@@ -90,7 +90,7 @@ pub fn call<R: FfiRet>(what: &'static str, f: impl FnOnce() -> Result<R>) -> R {
 /// # Safety
 /// `p` must be NULL or point to memory readable as a `struct fid` (any fid
 /// the application received from libfabric qualifies).
-pub unsafe fn call_obj<T: FiObject, R: FfiRet>(
+pub(crate) unsafe fn call_obj<T: FiObject, R: FfiRet>(
     what: &'static str,
     p: *const core::ffi::c_void,
     f: impl FnOnce(&Obj<T>) -> Result<R>,
@@ -124,7 +124,7 @@ pub unsafe fn call_obj<T: FiObject, R: FfiRet>(
 ///
 /// # Safety
 /// Called by libfabric with the application's fid (any pointer is checked).
-pub unsafe extern "C" fn close_when_idle<T: FiObject + HasUsers>(f: *mut crate::abi::fid) -> c_int {
+pub(crate) unsafe extern "C" fn close_when_idle<T: FiObject + HasUsers>(f: *mut crate::abi::fid) -> c_int {
     // SAFETY: `f` comes from the application as this object's fid.
     unsafe {
         call_obj::<T, c_int>(T::CLOSE, f as *const core::ffi::c_void, |o| {

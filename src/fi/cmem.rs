@@ -7,33 +7,23 @@ use crate::base::error::{Error, Result};
 use core::ffi::{c_char, c_void, CStr};
 
 /// `calloc` of one zeroed `T`.
-pub fn calloc_one<T>() -> Result<*mut T> {
-    // SAFETY: calloc has no preconditions; the result is checked for NULL.
-    let p = unsafe { libc::calloc(1, core::mem::size_of::<T>()) } as *mut T;
-    if p.is_null() {
-        Err(Error::NOMEM)
-    } else {
-        Ok(p)
-    }
+pub(crate) fn calloc_one<T>() -> Result<*mut T> {
+    Ok(crate::sys::cmem::calloc(core::mem::size_of::<T>())? as *mut T)
 }
 
 /// `malloc` + copy of `bytes` (NULL for an empty slice).
-pub fn memdup(bytes: &[u8]) -> Result<*mut c_void> {
+pub(crate) fn memdup(bytes: &[u8]) -> Result<*mut c_void> {
     if bytes.is_empty() {
         return Ok(core::ptr::null_mut());
     }
-    // SAFETY: malloc has no preconditions; the result is checked for NULL.
-    let p = unsafe { libc::malloc(bytes.len()) } as *mut u8;
-    if p.is_null() {
-        return Err(Error::NOMEM);
-    }
+    let p = crate::sys::cmem::malloc(bytes.len())? as *mut u8;
     // SAFETY: `p` has room for `bytes.len()` bytes and does not overlap `bytes`.
     unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) };
     Ok(p as *mut c_void)
 }
 
 /// `strdup` of a Rust string (interior NULs are not expected; they truncate).
-pub fn strdup(s: &str) -> Result<*mut c_char> {
+pub(crate) fn strdup(s: &str) -> Result<*mut c_char> {
     let mut v: Vec<u8> = s.bytes().take_while(|&b| b != 0).collect();
     v.push(0);
     Ok(memdup(&v)? as *mut c_char)
@@ -43,16 +33,16 @@ pub fn strdup(s: &str) -> Result<*mut c_char> {
 ///
 /// # Safety
 /// `p` must be NULL or a live libc allocation not used afterwards.
-pub unsafe fn free<T>(p: *mut T) {
+pub(crate) unsafe fn free<T>(p: *mut T) {
     // SAFETY: per the caller's contract.
-    unsafe { libc::free(p as *mut c_void) }
+    unsafe { crate::sys::cmem::free(p as *mut c_void) }
 }
 
 /// Reads a C string argument. NULL → `None`; invalid UTF-8 → `-FI_EINVAL`.
 ///
 /// # Safety
 /// `p` must be NULL or point to a NUL-terminated string.
-pub unsafe fn opt_str<'a>(p: *const c_char) -> Result<Option<&'a str>> {
+pub(crate) unsafe fn opt_str<'a>(p: *const c_char) -> Result<Option<&'a str>> {
     if p.is_null() {
         return Ok(None);
     }
@@ -66,7 +56,7 @@ pub unsafe fn opt_str<'a>(p: *const c_char) -> Result<Option<&'a str>> {
 ///
 /// # Safety
 /// `buf` must be NULL or valid for writes of `len` bytes.
-pub unsafe fn copy_cstr(s: &str, buf: *mut c_char, len: usize) -> bool {
+pub(crate) unsafe fn copy_cstr(s: &str, buf: *mut c_char, len: usize) -> bool {
     if buf.is_null() || len == 0 {
         return false;
     }

@@ -1,276 +1,89 @@
-//! Endpoints: the C object (`fid_ep`) with all of its operation tables, and
-//! the translation of each libfabric call into the endpoint core
-//! ([`rdm::Inner`]). Matching is in [`matching`], protocols in [`rdm`].
+//! Endpoints, the C face: the `fid_ep` with all of its operation tables,
+//! and the thunks that turn each libfabric call into the endpoint core
+//! (`core/ep.rs`): iovecs into `IovList`s, `fi_msg`/`fi_msg_tagged` into
+//! [`SendOp`]/[`RecvOp`], option values and names out of and into C memory.
+//! Connection-oriented endpoints (`connected.rs`) reuse most of these
+//! thunks with their own CM operations.
 
 use super::connected as msg;
 use crate::abi::*;
 use crate::base::error::{Error, Result};
-use crate::core::domain::{Domain, TransportKind};
+use crate::core::attr::Info;
+use crate::core::domain::Domain;
 use crate::core::engine::matching::{IovList, IOV_MAX};
-use crate::core::engine::{self as rdm, buffered, Binds, EpConfig, RecvArgs, SendArgs};
-use crate::core::progress::Source;
-use crate::core::users::{HasUsers, Held, Users};
+use crate::core::engine::{Binds, Inner};
+use crate::core::ep::{
+    rdm_engine, BindTarget, Connection, Direction, Endpoint, EpOpt, RecvOp, SendMode, SendOp, TagMatch,
+};
 use crate::fi::{self, noops, FiObject, Obj};
 use crate::transport::addr::Addr;
 use core::ffi::{c_int, c_void};
-use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-/// Defaults when the application's info leaves a size at 0.
-pub const DEFAULT_TX_SIZE: usize = 1024;
-pub const DEFAULT_RX_SIZE: usize = 1024;
-pub const DEFAULT_INJECT_SIZE: usize = crate::provider::getinfo::INJECT_SIZE;
-pub const DEFAULT_MAX_MSG_SIZE: usize = 1 << 30;
+/// `connected.rs` and `pep.rs` reach the endpoint's settings here (it
+/// moved to the core; the lead may point them at `crate::core::ep`).
+pub(crate) use crate::core::ep::config_from;
 
-pub struct Ep {
-    users: Users,
-    domain: Held<Domain>,
-    pub addr: Addr,
-    /// Bindings collected before `fi_enable`; moved to `bound` by it.
-    pending: Mutex<Binds>,
-    bound: OnceLock<Binds>,
-    pub(super) enabled: AtomicBool,
-    closed: AtomicBool,
-    pub(super) inner: Mutex<rdm::Inner>,
-    /// Wait fd registered with the domain's engine.
-    pub(super) wait_fd: std::os::fd::RawFd,
-    /// Connection state of a connection-oriented (`FI_EP_MSG`) endpoint.
-    pub(super) msg: Option<Arc<msg::MsgLink>>,
-}
+/// The endpoint object C holds: the core, with a MSG endpoint's connection
+/// state (`connected.rs`) as its [`Connection`].
+pub(crate) type Ep = Endpoint<msg::MsgLink>;
+
+pub(crate) type EpObj = Obj<Ep>;
 
 impl FiObject for Ep {
     type Header = fid_ep;
     const CLASS: usize = FI_CLASS_EP;
 }
 
-impl HasUsers for Ep {
-    fn users(&self) -> &Users {
-        &self.users
+/// The connection hooks of the endpoint core, answered by `connected.rs`.
+impl Connection for msg::MsgLink {
+    fn check_send(&self) -> Result<()> {
+        msg::MsgLink::check_send(self)
     }
-}
-
-impl Source for Ep {
-    fn progress(&self) {
-        if let Some(b) = self.bound.get() {
-            if !self.closed.load(Ordering::Acquire) {
-                let mut g = self.inner.lock();
-                g.progress(b);
-                if let Some(m) = &self.msg {
-                    m.after_progress(&mut g, b);
-                }
-            }
-        }
+    fn check_recv(&self) -> Result<()> {
+        msg::MsgLink::check_recv(self)
     }
-    fn set_sleepers(&self, n: usize) {
-        self.inner.lock().set_sleepers(n);
+    fn on_enable(&self, ep: &Arc<Ep>, b: &Binds) -> Result<()> {
+        msg::MsgLink::on_enable(self, ep, b)
     }
-    fn has_pending(&self) -> bool {
-        match self.inner.try_lock() {
-            Some(g) => g.has_pending(),
-            None => true,
-        }
+    fn on_close(&self, ep: &Arc<Ep>) {
+        msg::MsgLink::on_close(self, ep)
     }
-    fn wants_timer(&self) -> bool {
-        self.inner.try_lock().is_none_or(|g| g.waits_on_peers())
+    fn after_progress(&self, inner: &mut Inner, b: &Binds) {
+        msg::MsgLink::after_progress(self, inner, b)
     }
-}
-
-impl Ep {
-    pub(super) fn bound(&self) -> Result<&Binds> {
-        if !self.enabled.load(Ordering::Acquire) {
-            return Err(Error::OPBADSTATE);
-        }
-        self.bound.get().ok_or(Error::OPBADSTATE)
-    }
-
-    pub fn send(&self, a: SendArgs) -> Result<()> {
-        let b = self.bound()?;
-        let mut g = self.inner.lock();
-        if let Some(m) = &self.msg {
-            m.check_send()?;
-        }
-        g.send(b, a)
-    }
-
-    pub fn recv(&self, a: RecvArgs) -> Result<()> {
-        let b = self.bound()?;
-        let mut g = self.inner.lock();
-        if let Some(m) = &self.msg {
-            m.check_recv()?;
-        }
-        g.recv(b, a)
-    }
-}
-
-fn shm_limits() -> crate::transport::proto::Limits {
-    crate::transport::proto::Limits {
-        max_payload: crate::transport::shm::EAGER_MAX,
-        max_iov: IOV_MAX,
-    }
-}
-
-/// Eager records and DATA chunks are at most the TCP eager limit; larger
-/// messages go by rendezvous (no cross-memory attach over TCP).
-fn tcp_limits() -> crate::transport::proto::Limits {
-    crate::transport::proto::Limits {
-        max_payload: crate::transport::tcp::EAGER_MAX,
-        max_iov: IOV_MAX,
-    }
-}
-
-/// The shm port of an shm endpoint: named by fi_getinfo's src_addr (token 0
-/// is its wildcard: pick a fresh one).
-fn shm_port(info: &crate::core::attr::Info) -> Result<crate::transport::shm::ShmPort> {
-    let token = match &info.src_addr {
-        Some(b) => match Addr::parse(FI_ADDR_STR, b) {
-            Ok((Addr::Shm(0), _)) => crate::transport::addr::shm_token_random(),
-            Ok((Addr::Shm(t), _)) => t,
-            _ => return Err(Error::INVAL),
-        },
-        None => crate::transport::addr::shm_token_random(),
-    };
-    crate::transport::shm::ShmPort::new(token, shm_limits())
-}
-
-/// The TCP port of a tcp endpoint: listens on fi_getinfo's src_addr (a
-/// wildcard IP or port 0 means "choose"), else any IPv4 (IPv6 for
-/// FI_SOCKADDR_IN6).
-fn tcp_port(
-    info: &crate::core::attr::Info,
-    tcp: &crate::transport::tcp::TcpSettings,
-) -> Result<crate::transport::tcp::TcpPort> {
-    let src = match &info.src_addr {
-        Some(b) => match Addr::parse(info.addr_format, b) {
-            Ok((Addr::Inet(a), _)) => a,
-            _ => return Err(Error::INVAL),
-        },
-        None if info.addr_format == FI_SOCKADDR_IN6 => "[::]:0".parse().map_err(|_| Error::INVAL)?,
-        None => "0.0.0.0:0".parse().map_err(|_| Error::INVAL)?,
-    };
-    crate::transport::tcp::TcpPort::new(src, tcp_limits(), tcp)
 }
 
 /// `fi_endpoint`.
 ///
 /// # Safety
 /// `info` must be NULL or a valid `fi_info`.
-pub unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) -> Result<*mut fid_ep> {
+pub(crate) unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) -> Result<*mut fid_ep> {
     // SAFETY: per the contract.
-    let info = unsafe { crate::core::attr::Info::from_c(info) }?;
-    let ep_type = info.ep.as_ref().map(|e| e.ep_type).unwrap_or(FI_EP_RDM);
-    if ep_type == FI_EP_MSG {
+    let info = unsafe { Info::from_c(info) }?;
+    if info.ep.as_ref().is_some_and(|e| e.ep_type == FI_EP_MSG) {
         return msg::open(d, &info, context);
     }
-    if ep_type != FI_EP_RDM && ep_type != FI_EP_UNSPEC {
-        return Err(Error::INVAL);
-    }
-    let settings = &d.core.fabric().settings;
-    let mut cfg = config_from(
-        &info,
-        FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV,
-        settings,
-    );
-    let port: Box<dyn crate::transport::Port> = match d.core.transport {
-        TransportKind::Shm => Box::new(shm_port(&info)?),
-        TransportKind::Tcp => {
-            // No cross-memory attach over TCP: large messages are streamed.
-            cfg.cma = false;
-            Box::new(tcp_port(&info, &settings.tcp)?)
-        }
-        TransportKind::Auto => {
-            let (shm_src, tcp_src) = match &info.src_addr {
-                Some(b) => match Addr::parse(FI_ADDR_STR, b) {
-                    Ok((Addr::Auto { shm, inet, .. }, _)) => (shm, std::net::SocketAddr::V4(inet)),
-                    _ => return Err(Error::INVAL),
-                },
-                None => (0, "0.0.0.0:0".parse().map_err(|_| Error::INVAL)?),
-            };
-            let shm = crate::transport::shm::ShmPort::new(
-                if shm_src == 0 {
-                    crate::transport::addr::shm_token_random()
-                } else {
-                    shm_src
-                },
-                shm_limits(),
-            )?;
-            let tcp = crate::transport::tcp::TcpPort::new(tcp_src, tcp_limits(), &settings.tcp)?;
-            Box::new(crate::transport::auto::AutoPort::new(shm, tcp)?)
-        }
-    };
-    let inner = rdm::Inner::new(port, cfg);
+    let inner = rdm_engine(&d.core, &info)?;
     let addr = inner.addr();
     create(d, &info, inner, addr, None, context, &EP_OPS, &EP_CM_OPS)
 }
 
-/// The endpoint settings `info` asks for (queue sizes and limits default
-/// when 0; `FI_VARIABLE_MSG` lifts `max_msg_size`, fi_msg(3): "Variable
-/// messages are not subject to max message length restrictions"), with
-/// `default_caps` when it names none. Transport choices (`cma`,
-/// `fixed_peer`) are the caller's to adjust.
-pub(super) fn config_from(
-    info: &crate::core::attr::Info,
-    default_caps: u64,
-    settings: &crate::core::settings::Settings,
-) -> EpConfig {
-    let tx = info.tx.clone().unwrap_or_default();
-    let rx = info.rx.clone().unwrap_or_default();
-    let epa = info.ep.clone().unwrap_or_default();
-    let nz = |v: usize, d: usize| if v == 0 { d } else { v };
-    let caps = if info.caps == 0 { default_caps } else { info.caps };
-    EpConfig {
-        caps,
-        tx_op_flags: tx.op_flags,
-        rx_op_flags: rx.op_flags,
-        tx_size: nz(tx.size, DEFAULT_TX_SIZE),
-        rx_size: nz(rx.size, DEFAULT_RX_SIZE),
-        inject_size: nz(tx.inject_size, DEFAULT_INJECT_SIZE),
-        max_msg_size: if caps & FI_VARIABLE_MSG != 0 {
-            usize::MAX
-        } else {
-            nz(epa.max_msg_size, DEFAULT_MAX_MSG_SIZE)
-        },
-        min_multi_recv: 64,
-        unexp_budget: settings.unexp_budget,
-        cma: settings.shm_cma,
-        fixed_peer: None,
-    }
-}
-
-/// Opens the endpoint object around `inner` for either endpoint type:
-/// buffered receives when the info asks for them (or for
-/// `FI_VARIABLE_MSG`), the core registered with the domain's progress
-/// engine, a fid with the type's endpoint and CM operations.
+/// Opens the endpoint object around `inner` for either endpoint type (the
+/// core, registered with the domain's progress engine) with the type's
+/// endpoint and CM operations.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn create(
+pub(crate) fn create(
     d: &Obj<Domain>,
-    info: &crate::core::attr::Info,
-    mut inner: rdm::Inner,
+    info: &Info,
+    inner: Inner,
     addr: Addr,
     msg: Option<Arc<msg::MsgLink>>,
     context: *mut c_void,
     ops: &'static fi_ops_ep,
     cm: &'static fi_ops_cm,
 ) -> Result<*mut fid_ep> {
-    if buffered::requested(info) || inner.config().caps & FI_VARIABLE_MSG != 0 {
-        inner.enable_buffered(d.core.fabric().settings.buffered_pool);
-    }
-    let wait_fd = inner.wait_fd();
-    let core = Arc::new(Ep {
-        users: Users::default(),
-        domain: Held::new(d.core.clone()),
-        addr,
-        pending: Mutex::new(Binds::default()),
-        bound: OnceLock::new(),
-        enabled: AtomicBool::new(false),
-        closed: AtomicBool::new(false),
-        inner: Mutex::new(inner),
-        wait_fd,
-        msg,
-    });
-    let engine = &d.core.engine;
-    engine.watch_fd(wait_fd, crate::sys::IN)?;
-    engine.add_source(core.clone());
+    let core = Ep::new(&d.core, info, inner, addr, msg)?;
     let hdr = fid_ep {
         fid: fid {
             fclass: FI_CLASS_EP,
@@ -350,8 +163,6 @@ static EP_TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
     injectdata: Some(tag_injectdata),
 };
 
-pub(super) type EpObj = Obj<Ep>;
-
 /// Runs `f` on the endpoint behind a C pointer.
 ///
 /// # Safety
@@ -365,31 +176,26 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
     // SAFETY: `f` is the application's endpoint fid.
     unsafe {
         with_ep("ep close", f as *const c_void, |o| {
-            o.core.users.check_idle()?;
-            let ep = &o.core;
-            ep.closed.store(true, Ordering::Release);
-            if let Some(m) = &ep.msg {
-                m.on_close(ep);
-            }
-            let engine = &ep.domain.engine;
-            engine.unwatch_fd(ep.wait_fd);
-            let src: Arc<dyn Source> = o.core.clone();
-            engine.remove_source(&src);
-            {
-                let mut g = ep.inner.lock();
-                if let Some(b) = ep.bound.get() {
-                    let cfg = g.config();
-                    if let Some(c) = &b.tx_cq {
-                        c.release_capacity(cfg.tx_size);
-                    }
-                    if let Some(c) = &b.rx_cq {
-                        c.release_capacity(cfg.rx_size);
-                    }
-                }
-                g.close();
-            }
+            o.core.close()?;
             Obj::destroy(o);
             Ok(0)
+        })
+    }
+}
+
+/// The core behind the fid `fi_ep_bind` names.
+///
+/// # Safety
+/// `bfid` must be NULL or readable as a `struct fid`.
+unsafe fn bind_target(bfid: *mut fid) -> Result<BindTarget> {
+    // SAFETY (all calls): per the contract.
+    unsafe {
+        Ok(match fi::read_in(bfid as *const fid)?.fclass {
+            FI_CLASS_AV => BindTarget::Av(fi::core_of(bfid)?),
+            FI_CLASS_CQ => BindTarget::Cq(fi::cq::from_fid(bfid)?),
+            FI_CLASS_CNTR => BindTarget::Cntr(fi::cntr::from_fid(bfid)?),
+            FI_CLASS_EQ => BindTarget::Eq(fi::eq::from_fid(bfid)?),
+            _ => return Err(Error::INVAL),
         })
     }
 }
@@ -398,165 +204,53 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
     // SAFETY: arguments from fi_ep_bind().
     unsafe {
         with_ep("fi_ep_bind", f as *const c_void, |o| {
-            if o.core.enabled.load(Ordering::Acquire) {
-                return Err(Error::OPBADSTATE);
-            }
-            let class = fi::read_in(bfid as *const fid)?.fclass;
-            let mut b = o.core.pending.lock();
-            match class {
-                FI_CLASS_AV => {
-                    if flags != 0 {
-                        return Err(Error::BADFLAGS);
-                    }
-                    let av = Obj::<crate::core::av::Av>::from_ptr(bfid as *const c_void)?;
-                    if b.av.is_some() {
-                        return Err(Error::INVAL);
-                    }
-                    b.av = Some(Held::new(av.core.clone()));
-                }
-                FI_CLASS_CQ => {
-                    if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0 {
-                        return Err(Error::BADFLAGS);
-                    }
-                    if flags & (FI_TRANSMIT | FI_RECV) == 0 {
-                        return Err(Error::INVAL);
-                    }
-                    let cq = Obj::<crate::core::cq::Cq>::from_ptr(bfid as *const c_void)?;
-                    let sel = flags & FI_SELECTIVE_COMPLETION != 0;
-                    if (flags & FI_TRANSMIT != 0 && b.tx_cq.is_some()) || (flags & FI_RECV != 0 && b.rx_cq.is_some()) {
-                        return Err(Error::INVAL);
-                    }
-                    if flags & FI_TRANSMIT != 0 {
-                        b.tx_cq = Some(Held::new(cq.core.clone()));
-                        b.tx_selective = sel;
-                    }
-                    if flags & FI_RECV != 0 {
-                        b.rx_cq = Some(Held::new(cq.core.clone()));
-                        b.rx_selective = sel;
-                    }
-                }
-                FI_CLASS_CNTR => {
-                    let valid = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-                    if flags & !valid != 0 {
-                        return Err(Error::BADFLAGS);
-                    }
-                    if flags == 0 {
-                        return Err(Error::INVAL);
-                    }
-                    let c = Obj::<crate::core::cntr::Cntr>::from_ptr(bfid as *const c_void)?;
-                    if flags & FI_SEND != 0 {
-                        b.send_cntr = Some(Held::new(c.core.clone()));
-                    }
-                    if flags & FI_RECV != 0 {
-                        b.recv_cntr = Some(Held::new(c.core.clone()));
-                    }
-                    // FI_READ/FI_WRITE/FI_REMOTE_*: accepted; rustfab offers no
-                    // RMA, so those counters never move.
-                }
-                FI_CLASS_EQ => {
-                    let eq = crate::core::eq::from_fid(bfid)?;
-                    b.eq = Some(Held::new(eq));
-                }
-                _ => return Err(Error::INVAL),
-            }
+            // `bfid` comes from the application as a fid (bind_target's
+            // contract); it is read only after the enabled check.
+            o.core.bind(flags, || bind_target(bfid))?;
             Ok(0)
         })
     }
 }
 
-pub(super) unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
+pub(crate) unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
     // SAFETY: arguments from fi_control()/fi_enable().
     unsafe {
-        with_ep("ep control", f as *const c_void, |o| {
-            let ep = &o.core;
-            match command {
-                FI_ENABLE => {
-                    if ep.enabled.load(Ordering::Acquire) {
-                        return Ok(0);
-                    }
-                    let b = std::mem::take(&mut *ep.pending.lock());
-                    let needs = match &ep.msg {
-                        Some(m) => m.on_enable(ep, &b),
-                        None if b.av.is_none() => Err(Error::NOAV),
-                        None => Ok(()),
-                    };
-                    if let Err(e) = needs {
-                        *ep.pending.lock() = b;
-                        return Err(e);
-                    }
-                    if b.rx_cq.is_none() && ep.inner.lock().buffered_opts().is_some() {
-                        // Buffered messages are announced on the receive CQ.
-                        *ep.pending.lock() = b;
-                        return Err(Error::NOCQ);
-                    }
-                    let (tx_size, rx_size) = {
-                        let g = ep.inner.lock();
-                        (g.config().tx_size, g.config().rx_size)
-                    };
-                    // A CQ keeps room for every operation its endpoints may
-                    // have outstanding (cq.rs: capacity and overrun).
-                    let reserved = b
-                        .tx_cq
-                        .as_ref()
-                        .map(|c| c.reserve_capacity(tx_size))
-                        .transpose()
-                        .and_then(|_| {
-                            b.rx_cq
-                                .as_ref()
-                                .map(|c| c.reserve_capacity(rx_size))
-                                .transpose()
-                                .inspect_err(|_| {
-                                    if let Some(c) = &b.tx_cq {
-                                        c.release_capacity(tx_size);
-                                    }
-                                })
-                        });
-                    if let Err(e) = reserved {
-                        *ep.pending.lock() = b;
-                        return Err(e);
-                    }
-                    let _ = ep.bound.set(b);
-                    ep.enabled.store(true, Ordering::Release);
-                    Ok(0)
-                }
-                FI_GETOPSFLAG | FI_SETOPSFLAG => {
-                    if arg.is_null() {
-                        return Err(Error::INVAL);
-                    }
-                    let flags = arg as *mut u64;
-                    let v = *flags;
-                    let mut g = ep.inner.lock();
-                    let cfg = g.config_mut();
-                    let (tx, rx) = (v & FI_TRANSMIT != 0, v & FI_RECV != 0);
-                    if tx == rx {
-                        return Err(Error::INVAL);
-                    }
-                    let slot = if tx { &mut cfg.tx_op_flags } else { &mut cfg.rx_op_flags };
-                    if command == FI_GETOPSFLAG {
-                        *flags = *slot;
-                    } else {
-                        *slot = v & !(FI_TRANSMIT | FI_RECV);
-                    }
-                    Ok(0)
-                }
-                _ => Err(Error::NOSYS),
+        with_ep("ep control", f as *const c_void, |o| match command {
+            FI_ENABLE => {
+                o.core.enable()?;
+                Ok(0)
             }
+            FI_GETOPSFLAG | FI_SETOPSFLAG => {
+                // Both take a `uint64_t *` naming the direction.
+                if arg.is_null() {
+                    return Err(Error::INVAL);
+                }
+                let flags = arg as *mut u64;
+                let v = *flags;
+                let dir = Direction::of_flags(v)?;
+                if command == FI_GETOPSFLAG {
+                    *flags = o.core.ops_flags(dir);
+                } else {
+                    o.core.set_ops_flags(dir, v & !(FI_TRANSMIT | FI_RECV));
+                }
+                Ok(0)
+            }
+            _ => Err(Error::NOSYS),
         })
     }
 }
 
-pub(super) unsafe extern "C" fn ep_cancel(f: *mut fid, context: *mut c_void) -> isize {
+pub(crate) unsafe extern "C" fn ep_cancel(f: *mut fid, context: *mut c_void) -> isize {
     // SAFETY: arguments from fi_cancel().
     unsafe {
         with_ep("fi_cancel", f as *const c_void, |o| {
-            let b = o.core.bound()?;
-            o.core.inner.lock().cancel(b, context as usize)?;
+            o.core.cancel(context as usize)?;
             Ok(0)
         })
     }
 }
 
-pub(super) unsafe extern "C" fn ep_getopt(
+pub(crate) unsafe extern "C" fn ep_getopt(
     f: *mut fid,
     level: c_int,
     name: c_int,
@@ -572,32 +266,20 @@ pub(super) unsafe extern "C" fn ep_getopt(
             if val.is_null() || len.is_null() {
                 return Err(Error::INVAL);
             }
-            match name {
-                FI_OPT_MIN_MULTI_RECV => {
-                    if *len < core::mem::size_of::<usize>() {
-                        *len = core::mem::size_of::<usize>();
-                        return Err(Error::TOOSMALL);
-                    }
-                    *(val as *mut usize) = o.core.inner.lock().config().min_multi_recv;
-                    *len = core::mem::size_of::<usize>();
-                    Ok(0)
-                }
-                FI_OPT_BUFFERED_LIMIT | FI_OPT_BUFFERED_MIN => {
-                    if *len < core::mem::size_of::<usize>() {
-                        *len = core::mem::size_of::<usize>();
-                        return Err(Error::TOOSMALL);
-                    }
-                    *(val as *mut usize) = buffered::getopt(&mut o.core.inner.lock(), name)?;
-                    *len = core::mem::size_of::<usize>();
-                    Ok(0)
-                }
-                _ => Err(Error::NOPROTOOPT),
+            let opt = EpOpt::from_name(name)?;
+            // Every endpoint option is a size_t.
+            if *len < core::mem::size_of::<usize>() {
+                *len = core::mem::size_of::<usize>();
+                return Err(Error::TOOSMALL);
             }
+            *(val as *mut usize) = o.core.getopt(opt)?;
+            *len = core::mem::size_of::<usize>();
+            Ok(0)
         })
     }
 }
 
-pub(super) unsafe extern "C" fn ep_setopt(
+pub(crate) unsafe extern "C" fn ep_setopt(
     f: *mut fid,
     level: c_int,
     name: c_int,
@@ -613,35 +295,18 @@ pub(super) unsafe extern "C" fn ep_setopt(
             if val.is_null() {
                 return Err(Error::INVAL);
             }
-            match name {
-                FI_OPT_MIN_MULTI_RECV => {
-                    if len != core::mem::size_of::<usize>() {
-                        return Err(Error::INVAL);
-                    }
-                    let v = *(val as *const usize);
-                    o.core.inner.lock().config_mut().min_multi_recv = v;
-                    Ok(0)
-                }
-                FI_OPT_BUFFERED_LIMIT | FI_OPT_BUFFERED_MIN => {
-                    if len != core::mem::size_of::<usize>() {
-                        return Err(Error::INVAL);
-                    }
-                    // "Any adjustments must be made prior to enabling the endpoint."
-                    if o.core.enabled.load(Ordering::Acquire) {
-                        return Err(Error::OPBADSTATE);
-                    }
-                    let v = *(val as *const usize);
-                    buffered::setopt(&mut o.core.inner.lock(), name, v)?;
-                    Ok(0)
-                }
-                _ => Err(Error::NOPROTOOPT),
+            let opt = EpOpt::from_name(name)?;
+            if len != core::mem::size_of::<usize>() {
+                return Err(Error::INVAL);
             }
+            o.core.setopt(opt, *(val as *const usize))?;
+            Ok(0)
         })
     }
 }
 
 /// Scalable-endpoint contexts are not offered (max_ep_tx/rx_ctx = 1).
-pub(super) unsafe extern "C" fn ep_tx_ctx(
+pub(crate) unsafe extern "C" fn ep_tx_ctx(
     _: *mut fid_ep,
     _: c_int,
     _: *mut fi_tx_attr,
@@ -651,7 +316,7 @@ pub(super) unsafe extern "C" fn ep_tx_ctx(
     -FI_ENOSYS
 }
 
-pub(super) unsafe extern "C" fn ep_rx_ctx(
+pub(crate) unsafe extern "C" fn ep_rx_ctx(
     _: *mut fid_ep,
     _: c_int,
     _: *mut fi_rx_attr,
@@ -661,24 +326,20 @@ pub(super) unsafe extern "C" fn ep_rx_ctx(
     -FI_ENOSYS
 }
 
-pub(super) unsafe extern "C" fn ep_rx_size_left(e: *mut fid_ep) -> isize {
+pub(crate) unsafe extern "C" fn ep_rx_size_left(e: *mut fid_ep) -> isize {
     // SAFETY: argument from fi_rx_size_left().
     unsafe {
         with_ep("fi_rx_size_left", e as *const c_void, |o| {
-            o.core.bound()?;
-            let g = o.core.inner.lock();
-            Ok(g.config().rx_size.saturating_sub(g.rx_posted()) as isize)
+            Ok(o.core.rx_size_left()? as isize)
         })
     }
 }
 
-pub(super) unsafe extern "C" fn ep_tx_size_left(e: *mut fid_ep) -> isize {
+pub(crate) unsafe extern "C" fn ep_tx_size_left(e: *mut fid_ep) -> isize {
     // SAFETY: argument from fi_tx_size_left().
     unsafe {
         with_ep("fi_tx_size_left", e as *const c_void, |o| {
-            o.core.bound()?;
-            let g = o.core.inner.lock();
-            Ok(g.config().tx_size.saturating_sub(g.tx_outstanding()) as isize)
+            Ok(o.core.tx_size_left()? as isize)
         })
     }
 }
@@ -713,26 +374,26 @@ unsafe extern "C" fn ep_setname(_: *mut fid, _: *mut c_void, _: usize) -> c_int 
 }
 
 /// Connection management applies to FI_EP_MSG endpoints only.
-pub(super) unsafe extern "C" fn ep_getpeer(_: *mut fid_ep, _: *mut c_void, _: *mut usize) -> c_int {
+pub(crate) unsafe extern "C" fn ep_getpeer(_: *mut fid_ep, _: *mut c_void, _: *mut usize) -> c_int {
     -FI_ENOSYS
 }
-pub(super) unsafe extern "C" fn ep_connect(_: *mut fid_ep, _: *const c_void, _: *const c_void, _: usize) -> c_int {
+pub(crate) unsafe extern "C" fn ep_connect(_: *mut fid_ep, _: *const c_void, _: *const c_void, _: usize) -> c_int {
     -FI_ENOSYS
 }
-pub(super) unsafe extern "C" fn ep_listen(_: *mut fid_pep) -> c_int {
+pub(crate) unsafe extern "C" fn ep_listen(_: *mut fid_pep) -> c_int {
     -FI_ENOSYS
 }
-pub(super) unsafe extern "C" fn ep_accept(_: *mut fid_ep, _: *const c_void, _: usize) -> c_int {
+pub(crate) unsafe extern "C" fn ep_accept(_: *mut fid_ep, _: *const c_void, _: usize) -> c_int {
     -FI_ENOSYS
 }
-pub(super) unsafe extern "C" fn ep_reject(_: *mut fid_pep, _: *mut fid, _: *const c_void, _: usize) -> c_int {
+pub(crate) unsafe extern "C" fn ep_reject(_: *mut fid_pep, _: *mut fid, _: *const c_void, _: usize) -> c_int {
     -FI_ENOSYS
 }
-pub(super) unsafe extern "C" fn ep_shutdown(_: *mut fid_ep, _: u64) -> c_int {
+pub(crate) unsafe extern "C" fn ep_shutdown(_: *mut fid_ep, _: u64) -> c_int {
     -FI_ENOSYS
 }
 /// Multicast is not offered.
-pub(super) unsafe extern "C" fn ep_join(
+pub(crate) unsafe extern "C" fn ep_join(
     _: *mut fid_ep,
     _: *const c_void,
     _: u64,
@@ -785,113 +446,13 @@ fn iov_single(buf: *const c_void, len: usize) -> Result<IovList> {
     Ok(IovList::single(buf as usize, len))
 }
 
-const COMPLETION_LEVELS: u64 = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE;
-const SEND_FLAGS: u64 = FI_COMPLETION
-    | FI_INJECT
-    | FI_REMOTE_CQ_DATA
-    | FI_MORE
-    | FI_FENCE
-    | COMPLETION_LEVELS
-    | FI_TRANSMIT
-    | FI_MSG
-    | FI_TAGGED
-    | FI_COMMIT_COMPLETE;
-const RECV_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV | FI_MORE | FI_RECV | FI_MSG | FI_TAGGED | FI_REMOTE_CQ_DATA;
-const TAGGED_RECV_FLAGS: u64 = RECV_FLAGS | FI_PEEK | FI_CLAIM | FI_DISCARD;
-
-fn tx_flags(o: &EpObj, explicit: Option<u64>) -> Result<u64> {
-    let defaults = o.core.inner.lock().config().tx_op_flags;
-    match explicit {
-        None => Ok(defaults),
-        Some(f) => {
-            if f & !SEND_FLAGS != 0 {
-                return Err(Error::BADFLAGS);
-            }
-            // Without an explicit completion level, the endpoint's default applies.
-            Ok(if f & COMPLETION_LEVELS == 0 {
-                f | (defaults & COMPLETION_LEVELS)
-            } else {
-                f
-            })
-        }
-    }
-}
-
-fn rx_flags(o: &EpObj, explicit: Option<u64>, tagged: bool) -> Result<u64> {
-    match explicit {
-        None => Ok(o.core.inner.lock().config().rx_op_flags),
-        Some(f) => {
-            let valid = if tagged {
-                TAGGED_RECV_FLAGS
-            } else if f & (FI_CLAIM | FI_DISCARD) != 0 && o.core.inner.lock().buffered_opts().is_some() {
-                // fi_msg(3): FI_CLAIM/FI_DISCARD apply to endpoints with
-                // FI_BUFFERED_RECV.
-                RECV_FLAGS | FI_CLAIM | FI_DISCARD
-            } else {
-                RECV_FLAGS
-            };
-            if f & !valid != 0 {
-                return Err(Error::BADFLAGS);
-            }
-            Ok(f)
-        }
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn do_send(
-    o: &EpObj,
-    iov: IovList,
-    dest: fi_addr_t,
-    tagged: bool,
-    tag: u64,
-    data: Option<u64>,
-    flags: Option<u64>,
-    context: *mut c_void,
-    inject_call: bool,
-) -> Result<isize> {
-    let mut flags = tx_flags(o, flags)?;
-    if let Some(_d) = data {
-        flags |= FI_REMOTE_CQ_DATA;
-    }
-    if flags & FI_FENCE != 0 && o.core.inner.lock().tx_outstanding() > 0 {
-        // Fence: do not start before every earlier operation completed.
-        return Err(Error::AGAIN);
-    }
-    o.core.send(SendArgs {
-        dest,
-        iov,
-        tagged,
-        tag,
-        data: data.unwrap_or(0),
-        flags,
-        context: context as usize,
-        inject_call,
-    })?;
+fn send(o: &EpObj, op: SendOp) -> Result<isize> {
+    o.core.post_send(op)?;
     Ok(0)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn do_recv(
-    o: &EpObj,
-    iov: IovList,
-    src: fi_addr_t,
-    tagged: bool,
-    tag: u64,
-    ignore: u64,
-    flags: Option<u64>,
-    context: *mut c_void,
-) -> Result<isize> {
-    let flags = rx_flags(o, flags, tagged)?;
-    o.core.recv(RecvArgs {
-        src,
-        iov,
-        tagged,
-        tag,
-        ignore,
-        flags,
-        context: context as usize,
-    })?;
+fn recv(o: &EpObj, op: RecvOp) -> Result<isize> {
+    o.core.post_recv(op)?;
     Ok(0)
 }
 
@@ -906,7 +467,7 @@ unsafe extern "C" fn msg_recv(
     // SAFETY: arguments from fi_recv().
     unsafe {
         with_ep("fi_recv", e as *const c_void, |o| {
-            do_recv(o, iov_single(buf, len)?, src, false, 0, 0, None, ctx)
+            recv(o, RecvOp::new(iov_single(buf, len)?, src, ctx as usize))
         })
     }
 }
@@ -922,7 +483,7 @@ unsafe extern "C" fn msg_recvv(
     // SAFETY: arguments from fi_recvv().
     unsafe {
         with_ep("fi_recvv", e as *const c_void, |o| {
-            do_recv(o, iov_from_c(iov, count)?, src, false, 0, 0, None, ctx)
+            recv(o, RecvOp::new(iov_from_c(iov, count)?, src, ctx as usize))
         })
     }
 }
@@ -932,15 +493,15 @@ unsafe extern "C" fn msg_recvmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64)
     unsafe {
         with_ep("fi_recvmsg", e as *const c_void, |o| {
             let m = fi::read_in(msg)?;
-            do_recv(
+            recv(
                 o,
-                recv_iov(m.msg_iov, m.iov_count, flags)?,
-                m.addr,
-                false,
-                0,
-                0,
-                Some(flags),
-                m.context,
+                RecvOp {
+                    iov: recv_iov(m.msg_iov, m.iov_count, flags)?,
+                    src: m.addr,
+                    tag: None,
+                    flags: Some(flags),
+                    context: m.context as usize,
+                },
             )
         })
     }
@@ -957,7 +518,7 @@ unsafe extern "C" fn msg_send(
     // SAFETY: arguments from fi_send().
     unsafe {
         with_ep("fi_send", e as *const c_void, |o| {
-            do_send(o, iov_single(buf, len)?, dest, false, 0, None, None, ctx, false)
+            send(o, SendOp::post(iov_single(buf, len)?, dest, ctx as usize))
         })
     }
 }
@@ -973,7 +534,7 @@ unsafe extern "C" fn msg_sendv(
     // SAFETY: arguments from fi_sendv().
     unsafe {
         with_ep("fi_sendv", e as *const c_void, |o| {
-            do_send(o, iov_from_c(iov, count)?, dest, false, 0, None, None, ctx, false)
+            send(o, SendOp::post(iov_from_c(iov, count)?, dest, ctx as usize))
         })
     }
 }
@@ -983,17 +544,17 @@ unsafe extern "C" fn msg_sendmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64)
     unsafe {
         with_ep("fi_sendmsg", e as *const c_void, |o| {
             let m = fi::read_in(msg)?;
-            let data = (flags & FI_REMOTE_CQ_DATA != 0).then_some(m.data);
-            do_send(
+            send(
                 o,
-                iov_from_c(m.msg_iov, m.iov_count)?,
-                m.addr,
-                false,
-                0,
-                data,
-                Some(flags),
-                m.context,
-                false,
+                SendOp {
+                    iov: iov_from_c(m.msg_iov, m.iov_count)?,
+                    dest: m.addr,
+                    tag: None,
+                    data: (flags & FI_REMOTE_CQ_DATA != 0).then_some(m.data),
+                    flags: Some(flags),
+                    context: m.context as usize,
+                    mode: SendMode::Post,
+                },
             )
         })
     }
@@ -1003,17 +564,7 @@ unsafe extern "C" fn msg_inject(e: *mut fid_ep, buf: *const c_void, len: usize, 
     // SAFETY: arguments from fi_inject().
     unsafe {
         with_ep("fi_inject", e as *const c_void, |o| {
-            do_send(
-                o,
-                iov_single(buf, len)?,
-                dest,
-                false,
-                0,
-                None,
-                None,
-                core::ptr::null_mut(),
-                true,
-            )
+            send(o, SendOp::inject(iov_single(buf, len)?, dest))
         })
     }
 }
@@ -1030,7 +581,10 @@ unsafe extern "C" fn msg_senddata(
     // SAFETY: arguments from fi_senddata().
     unsafe {
         with_ep("fi_senddata", e as *const c_void, |o| {
-            do_send(o, iov_single(buf, len)?, dest, false, 0, Some(data), None, ctx, false)
+            send(
+                o,
+                SendOp::post(iov_single(buf, len)?, dest, ctx as usize).with_data(data),
+            )
         })
     }
 }
@@ -1045,17 +599,7 @@ unsafe extern "C" fn msg_injectdata(
     // SAFETY: arguments from fi_injectdata().
     unsafe {
         with_ep("fi_injectdata", e as *const c_void, |o| {
-            do_send(
-                o,
-                iov_single(buf, len)?,
-                dest,
-                false,
-                0,
-                Some(data),
-                None,
-                core::ptr::null_mut(),
-                true,
-            )
+            send(o, SendOp::inject(iov_single(buf, len)?, dest).with_data(data))
         })
     }
 }
@@ -1074,7 +618,10 @@ unsafe extern "C" fn tag_recv(
     // SAFETY: arguments from fi_trecv().
     unsafe {
         with_ep("fi_trecv", e as *const c_void, |o| {
-            do_recv(o, iov_single(buf, len)?, src, true, tag, ignore, None, ctx)
+            recv(
+                o,
+                RecvOp::new(iov_single(buf, len)?, src, ctx as usize).tagged(tag, ignore),
+            )
         })
     }
 }
@@ -1093,7 +640,10 @@ unsafe extern "C" fn tag_recvv(
     // SAFETY: arguments from fi_trecvv().
     unsafe {
         with_ep("fi_trecvv", e as *const c_void, |o| {
-            do_recv(o, iov_from_c(iov, count)?, src, true, tag, ignore, None, ctx)
+            recv(
+                o,
+                RecvOp::new(iov_from_c(iov, count)?, src, ctx as usize).tagged(tag, ignore),
+            )
         })
     }
 }
@@ -1103,15 +653,18 @@ unsafe extern "C" fn tag_recvmsg(e: *mut fid_ep, msg: *const fi_msg_tagged, flag
     unsafe {
         with_ep("fi_trecvmsg", e as *const c_void, |o| {
             let m = fi::read_in(msg)?;
-            do_recv(
+            recv(
                 o,
-                recv_iov(m.msg_iov, m.iov_count, flags)?,
-                m.addr,
-                true,
-                m.tag,
-                m.ignore,
-                Some(flags),
-                m.context,
+                RecvOp {
+                    iov: recv_iov(m.msg_iov, m.iov_count, flags)?,
+                    src: m.addr,
+                    tag: Some(TagMatch {
+                        tag: m.tag,
+                        ignore: m.ignore,
+                    }),
+                    flags: Some(flags),
+                    context: m.context as usize,
+                },
             )
         })
     }
@@ -1130,7 +683,7 @@ unsafe extern "C" fn tag_send(
     // SAFETY: arguments from fi_tsend().
     unsafe {
         with_ep("fi_tsend", e as *const c_void, |o| {
-            do_send(o, iov_single(buf, len)?, dest, true, tag, None, None, ctx, false)
+            send(o, SendOp::post(iov_single(buf, len)?, dest, ctx as usize).tagged(tag))
         })
     }
 }
@@ -1148,7 +701,7 @@ unsafe extern "C" fn tag_sendv(
     // SAFETY: arguments from fi_tsendv().
     unsafe {
         with_ep("fi_tsendv", e as *const c_void, |o| {
-            do_send(o, iov_from_c(iov, count)?, dest, true, tag, None, None, ctx, false)
+            send(o, SendOp::post(iov_from_c(iov, count)?, dest, ctx as usize).tagged(tag))
         })
     }
 }
@@ -1158,17 +711,17 @@ unsafe extern "C" fn tag_sendmsg(e: *mut fid_ep, msg: *const fi_msg_tagged, flag
     unsafe {
         with_ep("fi_tsendmsg", e as *const c_void, |o| {
             let m = fi::read_in(msg)?;
-            let data = (flags & FI_REMOTE_CQ_DATA != 0).then_some(m.data);
-            do_send(
+            send(
                 o,
-                iov_from_c(m.msg_iov, m.iov_count)?,
-                m.addr,
-                true,
-                m.tag,
-                data,
-                Some(flags),
-                m.context,
-                false,
+                SendOp {
+                    iov: iov_from_c(m.msg_iov, m.iov_count)?,
+                    dest: m.addr,
+                    tag: Some(m.tag),
+                    data: (flags & FI_REMOTE_CQ_DATA != 0).then_some(m.data),
+                    flags: Some(flags),
+                    context: m.context as usize,
+                    mode: SendMode::Post,
+                },
             )
         })
     }
@@ -1178,17 +731,7 @@ unsafe extern "C" fn tag_inject(e: *mut fid_ep, buf: *const c_void, len: usize, 
     // SAFETY: arguments from fi_tinject().
     unsafe {
         with_ep("fi_tinject", e as *const c_void, |o| {
-            do_send(
-                o,
-                iov_single(buf, len)?,
-                dest,
-                true,
-                tag,
-                None,
-                None,
-                core::ptr::null_mut(),
-                true,
-            )
+            send(o, SendOp::inject(iov_single(buf, len)?, dest).tagged(tag))
         })
     }
 }
@@ -1207,7 +750,8 @@ unsafe extern "C" fn tag_senddata(
     // SAFETY: arguments from fi_tsenddata().
     unsafe {
         with_ep("fi_tsenddata", e as *const c_void, |o| {
-            do_send(o, iov_single(buf, len)?, dest, true, tag, Some(data), None, ctx, false)
+            let iov = iov_single(buf, len)?;
+            send(o, SendOp::post(iov, dest, ctx as usize).tagged(tag).with_data(data))
         })
     }
 }
@@ -1223,16 +767,9 @@ unsafe extern "C" fn tag_injectdata(
     // SAFETY: arguments from fi_tinjectdata().
     unsafe {
         with_ep("fi_tinjectdata", e as *const c_void, |o| {
-            do_send(
+            send(
                 o,
-                iov_single(buf, len)?,
-                dest,
-                true,
-                tag,
-                Some(data),
-                None,
-                core::ptr::null_mut(),
-                true,
+                SendOp::inject(iov_single(buf, len)?, dest).tagged(tag).with_data(data),
             )
         })
     }
@@ -1290,7 +827,7 @@ mod stubs {
     unsafe extern "C" fn rma_injectdata(_: Ep, _: C, _: usize, _: u64, _: fi_addr_t, _: u64, _: u64) -> isize {
         NOSYS
     }
-    pub static RMA_OPS: fi_ops_rma = fi_ops_rma {
+    pub(crate) static RMA_OPS: fi_ops_rma = fi_ops_rma {
         size: core::mem::size_of::<fi_ops_rma>(),
         read: Some(rma_rw),
         readv: Some(rma_v),
@@ -1427,7 +964,7 @@ mod stubs {
     unsafe extern "C" fn at_valid(_: Ep, _: u32, _: u32, _: *mut usize) -> c_int {
         -FI_ENOSYS
     }
-    pub static ATOMIC_OPS: fi_ops_atomic = fi_ops_atomic {
+    pub(crate) static ATOMIC_OPS: fi_ops_atomic = fi_ops_atomic {
         size: core::mem::size_of::<fi_ops_atomic>(),
         write: Some(at_write),
         writev: Some(at_writev),
@@ -1515,7 +1052,7 @@ mod stubs {
     unsafe extern "C" fn co_barrier2(_: Ep, _: fi_addr_t, _: u64, _: V) -> isize {
         NOSYS
     }
-    pub static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {
+    pub(crate) static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {
         size: core::mem::size_of::<fi_ops_collective>(),
         barrier: Some(co_barrier),
         broadcast: Some(co_bcast),

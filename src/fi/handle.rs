@@ -17,7 +17,7 @@ use std::sync::Arc;
 ///
 /// # Safety
 /// Implementors must be `#[repr(C)]` with a `fid` as their first field.
-pub unsafe trait FidHeader: 'static {}
+pub(crate) unsafe trait FidHeader: 'static {}
 // SAFETY: each of these mirrors starts with `struct fid` (checked against the C
 // headers by the ABI test).
 unsafe impl FidHeader for fid_fabric {}
@@ -34,7 +34,7 @@ unsafe impl FidHeader for fid_pep {}
 unsafe impl FidHeader for fid {}
 
 /// A Rust core that C sees through a header of type `Header`.
-pub trait FiObject: Send + Sync + Sized + 'static {
+pub(crate) trait FiObject: Send + Sync + Sized + 'static {
     type Header: FidHeader;
     /// The `fid.fclass` value of this object.
     const CLASS: usize;
@@ -48,7 +48,7 @@ pub trait FiObject: Send + Sync + Sized + 'static {
 ///
 /// # Safety
 /// `p` must be NULL or readable as a `struct fid`.
-pub unsafe fn core_of<T: FiObject>(p: *mut fid) -> Result<Arc<T>> {
+pub(crate) unsafe fn core_of<T: FiObject>(p: *mut fid) -> Result<Arc<T>> {
     // SAFETY: per the contract.
     Ok(unsafe { Obj::<T>::from_ptr(p as *const c_void) }?.core.clone())
 }
@@ -57,12 +57,12 @@ const MAGIC_BASE: u64 = 0x7275_7374_6661_6200; // "rustfab\0"
 
 /// The allocation behind every fid rustfab returns.
 #[repr(C)]
-pub struct Obj<T: FiObject> {
+pub(crate) struct Obj<T: FiObject> {
     /// What C sees. Must stay the first field.
-    pub hdr: T::Header,
+    pub(crate) hdr: T::Header,
     magic: AtomicU64,
     poisoned: AtomicBool,
-    pub core: Arc<T>,
+    pub(crate) core: Arc<T>,
 }
 
 impl<T: FiObject> Obj<T> {
@@ -71,7 +71,7 @@ impl<T: FiObject> Obj<T> {
     }
 
     /// Moves a new object to the heap and returns the header pointer for C.
-    pub fn create(hdr: T::Header, core: Arc<T>) -> *mut T::Header {
+    pub(crate) fn create(hdr: T::Header, core: Arc<T>) -> *mut T::Header {
         let b = Box::new(Obj {
             hdr,
             magic: AtomicU64::new(Self::magic()),
@@ -86,7 +86,7 @@ impl<T: FiObject> Obj<T> {
     /// # Safety
     /// `p` must be NULL or point to memory readable as a `struct fid`; if its
     /// class and magic match, it must be a live `Obj<T>` created by `create`.
-    pub unsafe fn from_ptr<'a>(p: *const c_void) -> Result<&'a Obj<T>> {
+    pub(crate) unsafe fn from_ptr<'a>(p: *const c_void) -> Result<&'a Obj<T>> {
         if p.is_null() {
             return Err(Error::INVAL);
         }
@@ -113,7 +113,7 @@ impl<T: FiObject> Obj<T> {
     /// # Safety
     /// `this` must come from `from_ptr` and no other reference to it may be
     /// used afterwards (C gave up the pointer by calling close).
-    pub unsafe fn destroy(this: &Obj<T>) {
+    pub(crate) unsafe fn destroy(this: &Obj<T>) {
         this.magic.store(0, Ordering::Relaxed);
         let p = this as *const Obj<T> as *mut Obj<T>;
         // SAFETY: `p` was produced by Box::into_raw in `create`.
@@ -121,15 +121,15 @@ impl<T: FiObject> Obj<T> {
     }
 
     /// The `struct fid*` C knows this object by.
-    pub fn fid_ptr(&self) -> *mut fid {
+    pub(crate) fn fid_ptr(&self) -> *mut fid {
         &self.hdr as *const T::Header as *mut fid
     }
 
-    pub fn is_poisoned(&self) -> bool {
+    pub(crate) fn is_poisoned(&self) -> bool {
         self.poisoned.load(Ordering::Relaxed)
     }
 
-    pub fn poison(&self) {
+    pub(crate) fn poison(&self) {
         self.poisoned.store(true, Ordering::Relaxed);
     }
 }
@@ -138,7 +138,7 @@ impl<T: FiObject> Obj<T> {
 ///
 /// # Safety
 /// `out` must be NULL or valid for a write of `T`.
-pub unsafe fn write_out<T>(out: *mut T, value: T) -> Result<()> {
+pub(crate) unsafe fn write_out<T>(out: *mut T, value: T) -> Result<()> {
     if out.is_null() {
         return Err(Error::INVAL);
     }
@@ -151,7 +151,7 @@ pub unsafe fn write_out<T>(out: *mut T, value: T) -> Result<()> {
 ///
 /// # Safety
 /// `p` must be NULL or valid for reads of `T` for the returned lifetime.
-pub unsafe fn read_in<'a, T>(p: *const T) -> Result<&'a T> {
+pub(crate) unsafe fn read_in<'a, T>(p: *const T) -> Result<&'a T> {
     // SAFETY: per the caller's contract.
     unsafe { p.as_ref() }.ok_or(Error::INVAL)
 }
@@ -160,7 +160,7 @@ pub unsafe fn read_in<'a, T>(p: *const T) -> Result<&'a T> {
 ///
 /// # Safety
 /// When non-NULL, `p` must be valid for reads of `n` elements.
-pub unsafe fn slice_in<'a, T>(p: *const T, n: usize) -> Result<&'a [T]> {
+pub(crate) unsafe fn slice_in<'a, T>(p: *const T, n: usize) -> Result<&'a [T]> {
     if n == 0 {
         return Ok(&[]);
     }

@@ -1,14 +1,28 @@
-//! The C face: the one pattern every vtable thunk uses, the checked recovery
-//! of rustfab objects from `fid` pointers, C-allocated helpers, and the
-//! operation tables of every object.
+//! The C face: the one pattern every vtable thunk uses (`boundary`), the
+//! checked recovery of rustfab objects from `fid` pointers (`handle`),
+//! memory C frees (`cmem`), the C form of `fi_info` (`attr`), and one module
+//! per object with its static operation tables, its `extern "C"` thunks and
+//! its C-facing open: the only code that dereferences pointers from C. Each
+//! thunk turns C arguments into slices and structs, calls the object's safe
+//! core in `crate::core`, and writes the results back into C memory.
 
-pub mod boundary;
-pub mod cmem;
-pub mod connected;
-pub mod ep;
-pub mod handle;
-pub mod noops;
-pub mod pep;
+pub(crate) mod attr;
+pub(crate) mod av;
+pub(crate) mod boundary;
+pub(crate) mod cmem;
+pub(crate) mod cntr;
+pub(crate) mod connected;
+pub(crate) mod cq;
+pub(crate) mod domain;
+pub(crate) mod ep;
+pub(crate) mod eq;
+pub(crate) mod fabric;
+pub(crate) mod handle;
+pub(crate) mod mr;
+pub(crate) mod noops;
+pub(crate) mod pep;
+pub(crate) mod poll;
+pub(crate) mod wait;
 
-pub use boundary::*;
-pub use handle::*;
+pub(crate) use boundary::*;
+pub(crate) use handle::*;

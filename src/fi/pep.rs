@@ -457,7 +457,7 @@ impl Pep {
             bytes.extend_from_slice(&data);
             eq.push_event(FI_CONNREQ, &bytes).inspect_err(|_| {
                 // SAFETY: built by to_c just now and not handed out.
-                unsafe { crate::core::attr::free_c_info(ci) };
+                unsafe { crate::fi::attr::free_c_info(ci) };
             })
         });
         if pushed.is_ok() {
@@ -670,7 +670,7 @@ unsafe extern "C" fn pep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int 
             if fi::read_in(bfid as *const fid)?.fclass != FI_CLASS_EQ {
                 return Err(Error::INVAL);
             }
-            let eq = crate::core::eq::from_fid(bfid)?;
+            let eq = crate::fi::eq::from_fid(bfid)?;
             // The EQ's waits must progress this pep (an EQ of another
             // fabric would not otherwise).
             eq.wait().add_engine(&o.core.engine)?;

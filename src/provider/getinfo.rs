@@ -81,11 +81,15 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
-use crate::core::attr::{free_c_info, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use crate::core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use crate::core::domain::TransportKind;
+use crate::core::ep::INJECT_SIZE;
 use crate::core::fabric::FABRIC_NAME;
+use crate::core::host::ip_is_local;
+use crate::fi::attr::free_c_info;
 use crate::fi::{self, cmem};
 use crate::provider::PROVIDER_VERSION;
+use crate::sys::resolve::Lookup;
 use crate::transport::addr::{shm_token_for, Addr};
 use core::ffi::c_char;
 use std::cell::OnceCell;
@@ -101,7 +105,6 @@ pub const AUTO_PROTOCOL: u32 = FI_PROV_SPECIFIC | 3;
 pub const PROTOCOL_VERSION: u32 = 1;
 pub const SHM_MAX_MSG_SIZE: usize = 1 << 30;
 pub const TCP_MAX_MSG_SIZE: usize = 1 << 30;
-pub const INJECT_SIZE: usize = 4096;
 /// tx and rx queue depth (`tx_attr->size`, `rx_attr->size`).
 pub const QUEUE_SIZE: usize = 1024;
 pub const IOV_LIMIT: usize = 8;
@@ -1199,13 +1202,29 @@ fn tcp_addresses(q: &Query, p: &Prepared) -> core::result::Result<(Addr, Option<
     let (src, dest) = if q.source() {
         let src = match node_addr {
             Some(a) => a,
-            None => resolve(q.node, q.service, family, true, q.numeric())?,
+            None => resolve(
+                q.node,
+                q.service,
+                family,
+                Lookup {
+                    passive: true,
+                    numeric: q.numeric(),
+                },
+            )?,
         };
         (src, hint_dest)
     } else {
         let dest = match node_addr {
             Some(a) => Some(a),
-            None if named => Some(resolve(q.node, q.service, family, false, q.numeric())?),
+            None if named => Some(resolve(
+                q.node,
+                q.service,
+                family,
+                Lookup {
+                    passive: false,
+                    numeric: q.numeric(),
+                },
+            )?),
             None => hint_dest,
         };
         let src = match (hint_src, dest) {
@@ -1229,16 +1248,14 @@ fn getaddrinfo(
     node: Option<&str>,
     service: Option<&str>,
     family: Family,
-    passive: bool,
-    numeric: bool,
+    how: Lookup,
 ) -> core::result::Result<Vec<SocketAddr>, &'static str> {
     let fam = match family {
         Family::Any => crate::sys::resolve::Family::Any,
         Family::V4 => crate::sys::resolve::Family::V4,
         Family::V6 => crate::sys::resolve::Family::V6,
     };
-    crate::sys::resolve::resolve(node, service, fam, crate::sys::resolve::Lookup { passive, numeric })
-        .ok_or("cannot resolve node/service")
+    crate::sys::resolve::resolve(node, service, fam, how).ok_or("cannot resolve node/service")
 }
 
 /// One address for node/service: the first of the requested family, or for
@@ -1247,10 +1264,9 @@ fn resolve(
     node: Option<&str>,
     service: Option<&str>,
     family: Family,
-    passive: bool,
-    numeric: bool,
+    how: Lookup,
 ) -> core::result::Result<SocketAddr, &'static str> {
-    let all = getaddrinfo(node, service, family, passive, numeric)?;
+    let all = getaddrinfo(node, service, family, how)?;
     let pick = match family {
         Family::Any => all.iter().find(|a| a.is_ipv4()).or(all.first()),
         _ => all.first(),
@@ -1262,21 +1278,18 @@ fn resolve(
 /// Whether `node` is this host: one of its addresses is loopback,
 /// unspecified, or can be bound here.
 fn node_is_local(node: &str, numeric: bool) -> bool {
-    match getaddrinfo(Some(node), None, Family::Any, false, numeric) {
+    match getaddrinfo(
+        Some(node),
+        None,
+        Family::Any,
+        Lookup {
+            passive: false,
+            numeric,
+        },
+    ) {
         Ok(all) => all.iter().any(ip_is_local),
         Err(_) => false,
     }
-}
-
-/// Whether an IP address belongs to this host (loopback, unspecified, or
-/// bindable here).
-pub(crate) fn ip_is_local(a: &SocketAddr) -> bool {
-    if a.ip().is_loopback() || a.ip().is_unspecified() {
-        return true;
-    }
-    let mut probe = *a;
-    probe.set_port(0);
-    UdpSocket::bind(probe).is_ok()
 }
 
 /// The local address the kernel would use to reach `dest`, port 0 (util's

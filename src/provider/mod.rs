@@ -7,6 +7,7 @@ pub mod getinfo;
 pub mod params;
 
 use crate::abi::*;
+use crate::core::fabric::API_VERSION;
 use crate::fi;
 use core::ffi::{c_char, c_int, c_void};
 
@@ -17,9 +18,6 @@ pub const PROVIDER_VERSION: u32 = fi_version(
     version_part(env!("CARGO_PKG_VERSION_MAJOR")),
     version_part(env!("CARGO_PKG_VERSION_MINOR")),
 );
-/// The newest libfabric API rustfab implements (it answers every older one
-/// too: docs/libfabric2.md).
-pub const API_VERSION: u32 = crate::abi::v2::API_NEWEST;
 /// The provider name (`fi_info -l`, `fabric_attr->prov_name`).
 #[cfg(test)]
 pub const PROVIDER_NAME: &str = "rustfab";
@@ -117,7 +115,7 @@ unsafe extern "C" fn fabric_thunk(
     fi::call("fabric", || {
         // SAFETY: libfabric passes the app's fabric attr and out pointer.
         let attr = unsafe { fi::read_in(attr) }?;
-        let f = crate::core::fabric::open(attr, context, crate::provider::params::settings())?;
+        let f = fi::fabric::open(attr, context, crate::provider::params::settings())?;
         // SAFETY: out pointer from libfabric (checked for NULL).
         unsafe { fi::write_out(fabric, f) }?;
         Ok(0)

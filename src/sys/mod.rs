@@ -11,6 +11,7 @@
 //! (`process_vm_readv`, `getaddrinfo`, `atexit`, pthread mutex/cond).
 
 pub mod cma;
+pub mod cmem;
 pub mod doorbell;
 pub mod mutex_cond;
 pub mod resolve;

@@ -120,7 +120,7 @@ fn cq(size: usize) -> Arc<Cq> {
         wait_cond: FI_CQ_COND_NONE,
         wait_set: core::ptr::null_mut(),
     };
-    Cq::new(&attr, fi_version(1, 17), None, None, core::ptr::null_mut()).expect("cq")
+    Cq::new(&attr, fi_version(1, 17), crate::core::wait::Holds::none(), 0).expect("cq")
 }
 
 fn cntr() -> Arc<Cntr> {
@@ -130,7 +130,7 @@ fn cntr() -> Arc<Cntr> {
         wait_set: core::ptr::null_mut(),
         flags: 0,
     };
-    Cntr::new(&attr, None, None, core::ptr::null_mut()).expect("cntr")
+    Cntr::new(&attr, crate::core::wait::Holds::none(), 0).expect("cntr")
 }
 
 /// Endpoints on one network; each AV holds all of them in order.
@@ -291,53 +291,39 @@ impl ErrComp {
 /// Everything queued in `cq`: successes, then errors (the CQ keeps the
 /// two apart; fi_cq_read answers -FI_EAVAIL while errors wait).
 pub(super) fn drain(cq: &Cq) -> (Vec<Comp>, Vec<ErrComp>) {
+    use crate::core::cq::CqErrRead;
     let mut errs = Vec::new();
     let mut oks = Vec::new();
-    loop {
-        // SAFETY: an 80-byte entry; err_data_size 0 asks for the CQ's own
-        // buffer, copied out before the next read.
-        let mut e: fi_cq_err_entry = unsafe { core::mem::zeroed() };
-        // SAFETY: as above.
-        match unsafe { cq.read_err_raw(&mut e) } {
-            Ok(_) => {
-                let data = if e.err_data.is_null() {
-                    Vec::new()
-                } else {
-                    // SAFETY: the CQ's buffer of `err_data_size` bytes,
-                    // valid until the next read.
-                    unsafe { core::slice::from_raw_parts(e.err_data as *const u8, e.err_data_size) }.to_vec()
-                };
-                errs.push(ErrComp {
-                    ctx: e.op_context as usize,
-                    flags: e.flags,
-                    len: e.len,
-                    buf: e.buf as usize,
-                    data: e.data,
-                    tag: e.tag,
-                    olen: e.olen,
-                    err: e.err,
-                    err_data: data,
-                });
-            }
-            Err(_) => break,
-        }
+    while let Ok(Some(e)) = cq.read_err(|r| match r {
+        CqErrRead::Entry(e) => Some(ErrComp {
+            ctx: e.entry.op_context as usize,
+            flags: e.entry.flags,
+            len: e.entry.len,
+            buf: e.entry.buf as usize,
+            data: e.entry.data,
+            tag: e.entry.tag,
+            olen: e.olen,
+            err: e.err,
+            err_data: e.err_data.clone(),
+        }),
+        CqErrRead::Overrun => None,
+    }) {
+        errs.push(e);
     }
     loop {
-        // SAFETY: plain data.
-        let mut e: fi_cq_tagged_entry = unsafe { core::mem::zeroed() };
-        let mut src: fi_addr_t = 0;
-        // SAFETY: one tagged entry (the CQ's format) and one address.
-        match unsafe { cq.read_raw(&mut e as *mut _ as *mut c_void, 1, &mut src) } {
-            Ok(1) => oks.push(Comp {
+        let mut got = None;
+        match cq.read(1, |_, e| {
+            got = Some(Comp {
                 ctx: e.op_context as usize,
                 flags: e.flags,
                 len: e.len,
                 buf: e.buf as usize,
                 data: e.data,
                 tag: e.tag,
-                src,
-            }),
-            Ok(_) => break,
+                src: e.src,
+            })
+        }) {
+            Ok(_) => oks.extend(got),
             Err(e) => {
                 assert!(e == Error::AGAIN, "cq read: {e:?}");
                 break;
