@@ -19,7 +19,8 @@ MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
-        c-tests c-tests-tcp examples netns fabtests mpi mpi5 bench fmt lint clean panic-test
+        c-tests c-tests-tcp examples netns fabtests mpi mpi5 bench fmt lint clean panic-test \
+        stress
 
 all: lib
 
@@ -215,6 +216,22 @@ examples: lib $(EXAMPLE_BINS)
 	  echo "== $$(basename $$e) ($$t)"; \
 	  RF_TRANSPORT=$$t FI_RUSTFAB_IFACE=lo FI_PROVIDER=rustfab $(TIMEOUT) 60 $$e || exit 1; \
 	done; done
+
+# ---- make stress (not part of make test; ~5 minutes): rf_stress over shm, tcp
+# and auto, with every byte checked, after showing that its checks catch a
+# planted fault; with FABTESTS_PREFIX (an installed fabtests 1.17), also
+# fi_ubertest with the sockets provider's configurations (prov_name rewritten
+# at run time) and fi_rdm_stress (c-tests/stress/run.sh).
+$(BUILD)/stress/rf_stress: c-tests/stress/rf_stress.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric -lpthread
+
+$(BUILD)/stress/no_rma_preload.so: c-tests/stress/no_rma_preload.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -fPIC -o $@ $< -lfabric -ldl
+
+stress: lib $(BUILD)/stress/rf_stress $(BUILD)/stress/no_rma_preload.so
+	c-tests/stress/run.sh $(BUILD)
 
 # ---- between hosts: two network namespaces joined by a veth pair, one rustfab
 # process in each (needs root; prints SKIP and succeeds without it).
