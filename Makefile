@@ -20,7 +20,7 @@ export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
         c-tests c-tests-tcp examples netns fabtests mpi mpi5 bench fmt lint clean panic-test \
-        stress
+        memcheck stress
 
 all: lib
 
@@ -73,7 +73,7 @@ demo: lib $(BUILD)/bench/rf_bench
 	@echo
 	@$(TIMEOUT) 120 c-tests/bench/demo.sh $(BUILD)/bench/rf_bench
 
-test: lint unit abi-check exports-check header-check man-check c-tests netns panic-test mpi mpi5
+test: lint unit abi-check exports-check header-check man-check c-tests memcheck netns panic-test mpi mpi5
 
 unit:
 	$(CARGO) test --release
@@ -216,6 +216,15 @@ examples: lib $(EXAMPLE_BINS)
 	  echo "== $$(basename $$e) ($$t)"; \
 	  RF_TRANSPORT=$$t FI_RUSTFAB_IFACE=lo FI_PROVIDER=rustfab $(TIMEOUT) 60 $$e || exit 1; \
 	done; done
+
+# ---- memory checking: the C test programs (over shm; the RDM, thread and
+# buffered ones over tcp and auto too), rf_bench ping-pongs and a short
+# rf_stress run, every process under valgrind memcheck; any error, or a
+# definite or indirect leak, fails (c-tests/valgrind/run.sh says what counts
+# and why; suppressions, libfabric/glibc/ld.so only, in
+# c-tests/valgrind/rustfab.supp). Part of make test (~2-3 minutes).
+memcheck: lib $(C_TEST_BINS) $(BUILD)/bench/rf_bench $(BUILD)/stress/rf_stress
+	c-tests/valgrind/run.sh $(BUILD)
 
 # ---- make stress (not part of make test; ~5 minutes): rf_stress over shm, tcp
 # and auto, with every byte checked, after showing that its checks catch a
