@@ -19,7 +19,8 @@ MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
-        c-tests c-tests-tcp examples netns fabtests mpi mpi5 bench fmt lint clean panic-test
+        c-tests c-tests-tcp examples netns fabtests mpi mpi5 bench fmt lint clean panic-test \
+        memcheck asan stress
 
 all: lib
 
@@ -72,7 +73,7 @@ demo: lib $(BUILD)/bench/rf_bench
 	@echo
 	@$(TIMEOUT) 120 c-tests/bench/demo.sh $(BUILD)/bench/rf_bench
 
-test: lint unit abi-check exports-check header-check man-check c-tests netns panic-test mpi mpi5
+test: lint unit abi-check exports-check header-check man-check c-tests memcheck netns panic-test mpi mpi5
 
 unit:
 	$(CARGO) test --release
@@ -215,6 +216,58 @@ examples: lib $(EXAMPLE_BINS)
 	  echo "== $$(basename $$e) ($$t)"; \
 	  RF_TRANSPORT=$$t FI_RUSTFAB_IFACE=lo FI_PROVIDER=rustfab $(TIMEOUT) 60 $$e || exit 1; \
 	done; done
+
+# ---- memory checking: the C test programs (over shm; the RDM, thread and
+# buffered ones over tcp and auto too), rf_bench ping-pongs and a short
+# rf_stress run, every process under valgrind memcheck; any error, or a
+# definite or indirect leak, fails (c-tests/valgrind/run.sh says what counts
+# and why; suppressions, libfabric/glibc/ld.so only, in
+# c-tests/valgrind/rustfab.supp). Part of make test (~2-3 minutes).
+memcheck: lib $(C_TEST_BINS) $(BUILD)/bench/rf_bench $(BUILD)/stress/rf_stress
+	c-tests/valgrind/run.sh $(BUILD)
+
+# ---- AddressSanitizer + UndefinedBehaviorSanitizer on the C side (not part
+# of make test): the C tests and rf_stress built with -fsanitize, run over shm
+# (all) and tcp/auto (the transport-parametrized ones). It catches what
+# memcheck cannot in the C programs (overruns of stack and global arrays,
+# undefined behaviour); rustfab itself is not instrumented, but its heap is
+# ASan's and its memcpy/read calls into application buffers are checked.
+ASAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+               -Wall -Wextra -Werror -Wno-unused-parameter
+ASAN_BINS   := $(patsubst c-tests/%.c,$(BUILD)/asan/c-tests/%,$(C_TEST_SRCS)) $(BUILD)/asan/stress/rf_stress
+
+$(BUILD)/asan/c-tests/%: c-tests/%.c c-tests/harness.h c-tests/rdm_common.h $(HEADER)
+	@mkdir -p $(dir $@)
+	$(CC) $(ASAN_CFLAGS) -Iinclude -o $@ $< -lfabric -lpthread
+
+$(BUILD)/asan/stress/rf_stress: c-tests/stress/rf_stress.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ASAN_CFLAGS) -o $@ $< -lfabric -lpthread
+
+asan: lib $(ASAN_BINS)
+	ASAN_OPTIONS=detect_leaks=1 c-tests/run.sh $(BUILD)/asan/c-tests
+	@mkdir -p $(BUILD)/asan/c-tests-tcp
+	for t in test_rdm test_threads test_buffered; do ln -sf ../c-tests/$$t $(BUILD)/asan/c-tests-tcp/$$t; done
+	RF_TRANSPORT=tcp FI_RUSTFAB_IFACE=lo c-tests/run.sh $(BUILD)/asan/c-tests-tcp
+	RF_TRANSPORT=auto FI_RUSTFAB_IFACE=lo c-tests/run.sh $(BUILD)/asan/c-tests-tcp
+	for t in shm tcp auto; do FI_PROVIDER=rustfab FI_RUSTFAB_IFACE=lo $(TIMEOUT) 300 \
+	  $(BUILD)/asan/stress/rf_stress -t $$t -p 4 -n 3 -d 5 -T 200 || exit 1; done
+
+# ---- make stress (not part of make test; ~5 minutes): rf_stress over shm, tcp
+# and auto, with every byte checked, after showing that its checks catch a
+# planted fault; with FABTESTS_PREFIX (an installed fabtests 1.17), also
+# fi_ubertest with the sockets provider's configurations (prov_name rewritten
+# at run time) and fi_rdm_stress (c-tests/stress/run.sh).
+$(BUILD)/stress/rf_stress: c-tests/stress/rf_stress.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric -lpthread
+
+$(BUILD)/stress/no_rma_preload.so: c-tests/stress/no_rma_preload.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -fPIC -o $@ $< -lfabric -ldl
+
+stress: lib $(BUILD)/stress/rf_stress $(BUILD)/stress/no_rma_preload.so
+	c-tests/stress/run.sh $(BUILD)
 
 # ---- between hosts: two network namespaces joined by a veth pair, one rustfab
 # process in each (needs root; prints SKIP and succeeds without it).

@@ -57,6 +57,19 @@ static inline const char *rf_transport(void)
 	return t && *t ? t : "shm";
 }
 
+/*
+ * How much longer than usual a test may wait before it calls a wait a hang
+ * (RF_TIMEOUT_SCALE, default 1): make memcheck runs the programs under
+ * valgrind, 20-50 times slower. Only deadlines stretch; nothing asserts a
+ * duration.
+ */
+static inline double rf_time_scale(void)
+{
+	const char *s = getenv("RF_TIMEOUT_SCALE");
+	double v = s && *s ? atof(s) : 1;
+	return v >= 1 ? v : 1;
+}
+
 static inline double now_sec(void)
 {
 	struct timespec ts;
@@ -195,7 +208,7 @@ static inline void poke(struct end *a, struct end *b)
 static inline int wait_comp(struct end *e, struct end *other, struct fi_cq_tagged_entry *out,
 		     struct fi_cq_err_entry *err, fi_addr_t *src, double timeout)
 {
-	double deadline = now_sec() + timeout;
+	double deadline = now_sec() + timeout * rf_time_scale();
 	if (e->nstash > 0) {
 		*out = e->stash[0];
 		if (src)
@@ -230,7 +243,7 @@ static inline int wait_comp(struct end *e, struct end *other, struct fi_cq_tagge
 #define POST(expr, a, b)                                       \
 	({                                                     \
 		ssize_t _r;                                    \
-		double _d = now_sec() + 10;                    \
+		double _d = now_sec() + 10 * rf_time_scale();  \
 		while ((_r = (expr)) == -FI_EAGAIN && now_sec() < _d) \
 			poke((a), (b));                        \
 		_r;                                            \
