@@ -5,12 +5,14 @@
 pub mod attr;
 pub mod av;
 pub mod cntr;
+pub mod connected;
 pub mod cq;
 pub mod domain;
 pub mod engine;
 pub mod eq;
 pub mod fabric;
 pub mod mr;
+pub mod pep;
 pub mod poll;
 pub mod progress;
 pub mod settings;

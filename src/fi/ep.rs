@@ -36,7 +36,7 @@ pub struct Ep {
     /// Wait fd registered with the domain's engine.
     pub(super) wait_fd: std::os::fd::RawFd,
     /// Connection state of a connection-oriented (`FI_EP_MSG`) endpoint.
-    pub(super) msg: Option<Arc<msg::MsgLink>>,
+    pub(super) msg: Option<Arc<msg::ConnectedLink>>,
 }
 
 impl FiObject for Ep {
@@ -247,7 +247,7 @@ pub(super) fn create(
     info: &crate::core::attr::Info,
     mut inner: rdm::Inner,
     addr: Addr,
-    msg: Option<Arc<msg::MsgLink>>,
+    msg: Option<Arc<msg::ConnectedLink>>,
     context: *mut c_void,
     ops: &'static fi_ops_ep,
     cm: &'static fi_ops_cm,

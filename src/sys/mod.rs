@@ -4,6 +4,7 @@
 //! modules, but every blocking primitive lives here.
 
 pub mod mutex_cond;
+pub mod net;
 pub mod resolve;
 pub use mutex_cond::MutexCond;
 

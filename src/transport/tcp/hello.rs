@@ -27,10 +27,10 @@ use crate::transport::proto::{op, WireHdr};
 use std::net::SocketAddr;
 
 /// Version of the handshake payload (`WireHdr::data` of a HELLO).
-pub const HELLO_VERSION: u64 = 1;
+pub(crate) const HELLO_VERSION: u64 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Request,
     Accept,
     Reject,
@@ -48,15 +48,15 @@ impl Kind {
 
 /// A validated handshake record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Hello {
-    pub kind: Kind,
-    pub addr: SocketAddr,
-    pub nonce: u64,
+pub(crate) struct Hello {
+    pub(crate) kind: Kind,
+    pub(crate) addr: SocketAddr,
+    pub(crate) nonce: u64,
 }
 
 /// Why a HELLO was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BadHello {
+pub(crate) enum BadHello {
     Version,
     Kind,
     Flags,
@@ -66,13 +66,13 @@ pub enum BadHello {
 
 #[cfg(test)]
 /// The header and payload of a HELLO.
-pub fn encode(kind: Kind, me: &SocketAddr, nonce: u64) -> ([u8; crate::transport::proto::HDR_LEN], Vec<u8>) {
+pub(crate) fn encode(kind: Kind, me: &SocketAddr, nonce: u64) -> ([u8; crate::transport::proto::HDR_LEN], Vec<u8>) {
     encode_with_prefix(kind, me, nonce, 0)
 }
 
 /// A HELLO that also asks the peer to push `rts_prefix` bytes behind every
 /// RTS it sends us.
-pub fn encode_with_prefix(
+pub(crate) fn encode_with_prefix(
     kind: Kind,
     me: &SocketAddr,
     nonce: u64,
@@ -91,13 +91,13 @@ pub fn encode_with_prefix(
 
 /// The RTS prefix a (parsed) HELLO asks for, clamped to what one DATA
 /// record carries.
-pub fn rts_prefix(h: &WireHdr) -> usize {
+pub(crate) fn rts_prefix(h: &WireHdr) -> usize {
     h.msg_id.min(super::EAGER_MAX as u64) as usize
 }
 
 /// Validates a HELLO whose header already passed `WireHdr::check`.
 /// `v6`: the family this endpoint speaks (a connection joins one family).
-pub fn parse(h: &WireHdr, payload: &[u8], v6: bool) -> Result<Hello, BadHello> {
+pub(crate) fn parse(h: &WireHdr, payload: &[u8], v6: bool) -> Result<Hello, BadHello> {
     if h.op != op::HELLO || h.data != HELLO_VERSION {
         return Err(BadHello::Version);
     }
@@ -137,7 +137,7 @@ pub fn parse(h: &WireHdr, payload: &[u8], v6: bool) -> Result<Hello, BadHello> {
 /// The simultaneous-connect tie-break: when both endpoints dialed each
 /// other, the connection dialed by the lower listening address survives
 /// (both sides compute the same answer from the same two addresses).
-pub fn keep_own_dial(me: &SocketAddr, peer: &SocketAddr) -> bool {
+pub(crate) fn keep_own_dial(me: &SocketAddr, peer: &SocketAddr) -> bool {
     order_key(me) < order_key(peer)
 }
 
@@ -150,7 +150,7 @@ fn order_key(a: &SocketAddr) -> (u8, [u8; 16], u16) {
 
 /// What this endpoint knows about the peer a REQUEST comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Existing {
+pub(crate) enum Existing {
     /// No connection (or waiting for the peer to dial after a reject).
     None,
     /// Our own dial to the peer, not answered yet.
@@ -162,7 +162,7 @@ pub enum Existing {
 
 /// What to do with an inbound REQUEST.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Our own dial to ourselves: read it as inbound from us.
     SelfConn,
     /// Use the new connection for this peer.
@@ -176,7 +176,7 @@ pub enum Decision {
     Reject,
 }
 
-pub fn decide(me: &SocketAddr, my_nonce: u64, req: &Hello, existing: Existing) -> Decision {
+pub(crate) fn decide(me: &SocketAddr, my_nonce: u64, req: &Hello, existing: Existing) -> Decision {
     if req.addr == *me {
         return if req.nonce == my_nonce {
             Decision::SelfConn
