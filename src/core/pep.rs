@@ -330,3 +330,5 @@ impl ConnReq {
     }
 }
 
+#[cfg(test)]
+mod tests;

@@ -522,3 +522,5 @@ impl Alarm {
     }
 }
 
+#[cfg(test)]
+mod tests;

@@ -243,3 +243,5 @@ impl Listener {
     }
 }
 
+#[cfg(test)]
+mod tests;
