@@ -417,17 +417,23 @@ impl TcpPort {
     /// written.
     fn queue_record(&mut self, to: SocketAddr, rec: OutRecord, how: Queueing) -> Result<bool> {
         self.peer_for_send(to)?;
-        let q = self.queue_of(to).ok_or(Error::CONNRESET)?;
+        // Where the record goes: the established connection's queue, else
+        // the peer's pending records (one lookup each: the send path).
+        let p = self.peers.get_mut(&to).ok_or(Error::CONNRESET)?;
+        let mut up = p
+            .conn
+            .and_then(|id| self.conns.get_mut(&id))
+            .filter(|c| c.conn.phase() == Phase::Up);
+        let q = match up.as_mut() {
+            Some(c) => c.conn.queue_mut(),
+            None => &mut p.pending,
+        };
         if matches!(how, Queueing::Data { .. }) && q.unsent() >= QUEUE_HIGH_WATER {
             return Err(Error::AGAIN);
         }
         q.push(rec);
         if let Queueing::Data { eager: Some(n) } = how {
-            let unsent = q.unsent();
-            if self.cork.defer(n, unsent) {
-                let Some(p) = self.peers.get_mut(&to) else {
-                    return Ok(false);
-                };
+            if self.cork.defer(n, q.unsent()) {
                 if !p.corked {
                     p.corked = true;
                     self.corked.push(to);
@@ -435,8 +441,14 @@ impl TcpPort {
                 return Ok(false);
             }
         }
-        self.flush_peer(to);
-        Ok(self.queue_of(to).is_some_and(|q| q.is_empty()))
+        let Some(c) = up else {
+            return Ok(false);
+        };
+        if c.conn.doomed().is_none() {
+            c.conn.flush(&mut self.sent);
+            c.conn.update(&self.epoll);
+        }
+        Ok(c.conn.queue().is_empty())
     }
 
     /// Writes every queue that waits for a pass.
