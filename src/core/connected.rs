@@ -22,13 +22,32 @@ use crate::base::error::{Error, Result};
 use crate::core::engine::{self as rdm, Binds};
 use crate::core::eq::EqError;
 use crate::core::progress::{Engine, Source};
-use crate::transport::tcp::connected::{CmEvent, Connection, LinkState};
+use crate::transport::proto::Limits;
+use crate::transport::tcp::connected::{CmEvent, ConnOptions, ConnRequest, Connection, LinkState};
+use crate::transport::tcp::{TcpSettings, EAGER_MAX};
+use crate::transport::Port;
 use core::ffi::c_void;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::os::fd::RawFd;
+use std::net::SocketAddr;
+use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+pub(crate) use crate::transport::tcp::cm::CM_DATA_MAX;
+pub(crate) use crate::transport::tcp::connected::CONNECTED_PEER;
+
+/// Where a connected endpoint's connection comes from (`info->handle` at
+/// `fi_endpoint`).
+pub(crate) enum Origin {
+    /// A connection request: the server side of its connection.
+    Request(ConnRequest),
+    /// A passive endpoint's bound socket: its address becomes ours.
+    Bound(OwnedFd),
+    /// A client, bound to this address now (so that `fi_getname` answers
+    /// before `fi_connect`; a wildcard lets the kernel choose at connect).
+    Client(SocketAddr),
+}
 
 /// What the connection core needs of its endpoint: its progress (a source
 /// for the EQ's engine) and the descriptor its sleepers wait on.
@@ -38,7 +57,7 @@ pub(crate) trait Endpoint: Source {
 
 /// What a connected endpoint keeps about its connection.
 pub(crate) struct ConnectedLink {
-    pub(crate) conn: Arc<Connection>,
+    conn: Arc<Connection>,
     /// The endpoint's handle (fid) and context, for events; the handle is
     /// set once the C object exists.
     handle: AtomicUsize,
@@ -70,8 +89,31 @@ fn cm_entry(handle: usize, data: &[u8]) -> Vec<u8> {
 }
 
 impl ConnectedLink {
-    /// The link of an endpoint opened with `context` on `conn`.
-    pub(crate) fn new(conn: Arc<Connection>, context: usize) -> Arc<ConnectedLink> {
+    /// The connection of an endpoint opened with `context`, and the port its
+    /// endpoint core drives (eager records and DATA chunks up to the TCP
+    /// eager limit, as on RDM endpoints).
+    pub(crate) fn open(
+        origin: Origin,
+        tcp: &TcpSettings,
+        context: usize,
+    ) -> Result<(Arc<ConnectedLink>, Box<dyn Port>)> {
+        let opts = ConnOptions {
+            limits: Limits {
+                max_payload: EAGER_MAX,
+                max_iov: crate::core::engine::matching::IOV_MAX,
+            },
+            settings: tcp.clone(),
+        };
+        let conn = match origin {
+            Origin::Request(r) => Connection::new_accepting(r, &opts)?,
+            Origin::Bound(s) => Connection::new_on_socket(s, &opts)?,
+            Origin::Client(src) => Connection::new_client(src, &opts)?,
+        };
+        let port = Box::new(conn.port());
+        Ok((ConnectedLink::new(conn, context), port))
+    }
+
+    fn new(conn: Arc<Connection>, context: usize) -> Arc<ConnectedLink> {
         let addr_format = if conn.is_v6() { FI_SOCKADDR_IN6 } else { FI_SOCKADDR_IN };
         Arc::new(ConnectedLink {
             conn,
@@ -92,6 +134,37 @@ impl ConnectedLink {
     /// The endpoint's address format (`FI_SOCKADDR_IN` or `_IN6`).
     pub(crate) fn addr_format(&self) -> u32 {
         self.addr_format
+    }
+
+    /// `fi_connect` (the caller checked `data` and runs a progress pass
+    /// right after); failures of the connection itself are events.
+    pub(crate) fn connect(&self, to: SocketAddr, data: &[u8]) -> Result<()> {
+        self.conn.connect(to, data)
+    }
+
+    /// `fi_accept`.
+    pub(crate) fn accept(&self, data: &[u8]) -> Result<()> {
+        self.conn.accept(data)
+    }
+
+    /// `fi_shutdown` (acted on by the next progress pass).
+    pub(crate) fn shutdown(&self) {
+        self.conn.shutdown()
+    }
+
+    /// `fi_setname` before `fi_connect`.
+    pub(crate) fn bind(&self, a: SocketAddr) -> Result<()> {
+        self.conn.bind(a)
+    }
+
+    /// Our address (`fi_getname`).
+    pub(crate) fn local(&self) -> Option<SocketAddr> {
+        self.conn.local()
+    }
+
+    /// The peer's address (`fi_getpeer`).
+    pub(crate) fn peer(&self) -> Option<SocketAddr> {
+        self.conn.peer()
     }
 
     /// Posting a send: only on an established connection.

@@ -26,7 +26,9 @@ use crate::core::users::{HasUsers, Held, Users};
 use crate::sys::net;
 use crate::transport::addr::Addr;
 use crate::transport::tcp::advertised_addr;
-use crate::transport::tcp::connected::{ConnRequest, PassiveListener};
+use crate::transport::tcp::connected::PassiveListener;
+
+pub(crate) use crate::transport::tcp::connected::ConnRequest;
 use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};

@@ -37,14 +37,11 @@ use super::ep::{Ep, EpObj};
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::attr::Info;
-use crate::core::connected::Endpoint;
+use crate::core::connected::{Endpoint, Origin, CM_DATA_MAX, CONNECTED_PEER};
 use crate::core::domain::{Domain, TransportKind};
 use crate::core::engine::{self as rdm, Binds};
 use crate::fi::{self, Obj};
 use crate::transport::addr::Addr;
-use crate::transport::proto::Limits;
-use crate::transport::tcp::cm::CM_DATA_MAX;
-use crate::transport::tcp::connected::{ConnOptions, Connection, CONNECTED_PEER};
 use core::ffi::{c_int, c_void};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
@@ -84,23 +81,16 @@ pub(crate) fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result
     // One TCP connection, one peer: no cross-memory attach.
     cfg.cma = false;
     cfg.fixed_peer = Some(CONNECTED_PEER);
-    let opts = ConnOptions {
-        limits: Limits {
-            max_payload: crate::transport::tcp::EAGER_MAX,
-            max_iov: crate::core::engine::matching::IOV_MAX,
-        },
-        settings: settings.tcp.clone(),
-    };
-    let shared = if info.handle != 0 {
+    let origin = if info.handle != 0 {
         let h = info.handle as *mut fid;
         // SAFETY: a non-NULL `info->handle` is a fid (libfabric's contract
         // for handles); reading its class is what libfabric itself does.
         let class = unsafe { fi::read_in(h) }?.fclass;
         match class {
             // SAFETY: `h` is readable as a fid (checked above).
-            FI_CLASS_CONNREQ => Connection::new_accepting(unsafe { super::pep::take_connreq(h) }?, &opts)?,
+            FI_CLASS_CONNREQ => Origin::Request(unsafe { super::pep::take_connreq(h) }?),
             // SAFETY: as above.
-            FI_CLASS_PEP => Connection::new_on_socket(unsafe { super::pep::take_bound_socket(h) }?, &opts)?,
+            FI_CLASS_PEP => Origin::Bound(unsafe { super::pep::take_bound_socket(h) }?),
             _ => return Err(Error::INVAL),
         }
     } else {
@@ -114,21 +104,18 @@ pub(crate) fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result
         if dest.is_some_and(|d| d.is_ipv6() != v6) {
             return Err(Error::INVAL);
         }
-        // Bound now so that fi_getname answers before fi_connect; a
-        // wildcard source lets the kernel pick the interface at connect.
-        let src = src.unwrap_or_else(|| {
+        Origin::Client(src.unwrap_or_else(|| {
             if v6 {
                 SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
             } else {
                 SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, 0))
             }
-        });
-        Connection::new_client(src, &opts)?
+        }))
     };
-    let link = ConnectedLink::new(shared.clone(), context as usize);
+    let (link, port) = ConnectedLink::open(origin, &settings.tcp, context as usize)?;
     // Buffered receives as on RDM endpoints (docs/buffered.md); the RTS
     // prefix travels in the connection handshake.
-    let inner = rdm::Inner::new(Box::new(shared.port()), cfg);
+    let inner = rdm::Inner::new(port, cfg);
     let p = super::ep::create(
         d,
         info,
@@ -293,7 +280,7 @@ unsafe extern "C" fn conn_getname(f: *mut fid, addr: *mut c_void, addrlen: *mut 
     // SAFETY: arguments from fi_getname().
     unsafe {
         with_connected("fi_getname", f as *const c_void, |_, l| {
-            let a = l.conn.local().ok_or(Error::OPBADSTATE)?;
+            let a = l.local().ok_or(Error::OPBADSTATE)?;
             copy_name(a, addr, addrlen)
         })
     }
@@ -303,7 +290,7 @@ unsafe extern "C" fn conn_getpeer(e: *mut fid_ep, addr: *mut c_void, addrlen: *m
     // SAFETY: arguments from fi_getpeer().
     unsafe {
         with_connected("fi_getpeer", e as *const c_void, |_, l| {
-            let a = l.conn.peer().ok_or(Error::NOTCONN)?;
+            let a = l.peer().ok_or(Error::NOTCONN)?;
             copy_name(a, addr, addrlen)
         })
     }
@@ -314,7 +301,7 @@ unsafe extern "C" fn conn_setname(f: *mut fid, addr: *mut c_void, addrlen: usize
     unsafe {
         with_connected("fi_setname", f as *const c_void, |_, l| {
             let a = read_sockaddr(l.addr_format(), addr, Some(addrlen))?;
-            l.conn.bind(a)?;
+            l.bind(a)?;
             Ok(0)
         })
     }
@@ -334,10 +321,10 @@ fn ensure_enabled(o: &EpObj) -> Result<&Binds> {
 }
 
 /// Runs a connection-management step and the progress pass that follows.
-fn cm_step(o: &EpObj, l: &ConnectedLink, step: impl FnOnce(&Connection) -> Result<()>) -> Result<c_int> {
+fn cm_step(o: &EpObj, l: &ConnectedLink, step: impl FnOnce(&ConnectedLink) -> Result<()>) -> Result<c_int> {
     let b = ensure_enabled(o)?;
     let mut g = o.core.inner.lock();
-    step(&l.conn)?;
+    step(l)?;
     g.progress(b);
     l.after_progress(&mut g, b);
     Ok(0)

@@ -21,14 +21,13 @@
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::attr::Info;
+use crate::core::connected::CM_DATA_MAX;
 use crate::core::eq::Eq;
 use crate::core::fabric::Fabric;
-use crate::core::pep::{ConnReq, Pep};
+use crate::core::pep::{ConnReq, ConnRequest, Pep};
 use crate::core::users::HasUsers;
 use crate::fi::{self, noops, FiObject, Obj};
 use crate::transport::addr::Addr;
-use crate::transport::tcp::cm::CM_DATA_MAX;
-use crate::transport::tcp::connected::ConnRequest;
 use core::ffi::{c_int, c_void};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
