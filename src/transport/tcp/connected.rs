@@ -172,9 +172,13 @@ impl ConnRequest {
 }
 
 /// The listening side of connected endpoints (a passive endpoint's
-/// listener): connection requests in arrival order.
+/// listener): connection requests in arrival order. Its epoll set holds the
+/// listening socket, the handshakes and the deadline timer.
 pub(crate) struct PassiveListener {
     listener: Listener,
+    epoll: Epoll,
+    alarm: Alarm,
+    ready: Vec<(u64, u32)>,
     /// A request its owner could not take (its EQ was full), first in line.
     held: Option<ConnRequest>,
 }
@@ -186,8 +190,16 @@ impl PassiveListener {
             max_handshakes: MAX_REQUESTS,
             timeout: HELLO_TIMEOUT,
         };
+        let listener = Listener::on(sock, backlog, opts)?;
+        let epoll = Epoll::new()?;
+        let alarm = Alarm::new()?;
+        listener.watch(&epoll)?;
+        epoll.add(alarm.fd(), IN, TOKEN_TIMER)?;
         Ok(PassiveListener {
-            listener: Listener::on(sock, backlog, opts)?,
+            listener,
+            epoll,
+            alarm,
+            ready: Vec::with_capacity(64),
             held: None,
         })
     }
@@ -198,16 +210,30 @@ impl PassiveListener {
 
     /// Readable when [`PassiveListener::poll`] has something to do.
     pub(crate) fn wait_fd(&self) -> RawFd {
-        self.listener.wait_fd()
+        self.epoll.fd()
     }
 
     pub(crate) fn set_backlog(&self, backlog: i32) -> Result<()> {
         self.listener.set_backlog(backlog)
     }
 
-    /// Accepts and reads handshakes (see [`Listener::poll`]).
+    /// Accepts, reads handshakes, enforces their deadlines: one
+    /// zero-timeout `epoll_wait`.
     pub(crate) fn poll(&mut self) {
-        self.listener.poll();
+        let mut ready = std::mem::take(&mut self.ready);
+        let _ = self.epoll.wait(&mut ready, 64, Some(Duration::ZERO));
+        let mut fired = false;
+        for &(token, _) in &ready {
+            match token {
+                TOKEN_TIMER => fired = true,
+                t => self.listener.event(&self.epoll, t),
+            }
+        }
+        self.ready = ready;
+        if self.alarm.due(fired) {
+            self.listener.check_deadlines(&self.epoll, Instant::now());
+        }
+        self.alarm.arm(self.listener.next_deadline());
     }
 
     /// The oldest connection request read (invalid ones are dropped).

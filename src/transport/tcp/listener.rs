@@ -16,19 +16,22 @@
 //! slot holding one, a newcomer is closed at once (the client sees the
 //! connection close).
 //!
-//! The listening socket, the handshakes and the deadline timer sit in the
-//! listener's own epoll set ([`Listener::wait_fd`]), which the owner nests
-//! into its own (an RDM port) or hands to the progress engine (a passive
-//! endpoint); [`Listener::poll`] is one zero-timeout `epoll_wait`.
+//! The listening socket and the handshakes sit in the owner's epoll set
+//! under tokens with [`TOKEN_TAG`] set (an RDM port's set, or a passive
+//! endpoint's: no extra epoll level, which matters because Linux nests
+//! epoll sets at most five deep and an application may put its wait fd,
+//! itself nesting our engine, into its own set); the owner hands their
+//! events to [`Listener::event`] and keeps the listener's deadlines
+//! ([`Listener::next_deadline`]) in its one timer.
 
-use super::conn::{Alarm, Conn, NullSink, Phase, Read};
+use super::conn::{Conn, NullSink, Phase, Read};
 use crate::base::error::Result;
 use crate::sys::net;
 use crate::sys::{Epoll, IN};
 use crate::transport::proto::{Limits, WireHdr};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// After EMFILE and friends, the listener rests this long.
@@ -36,9 +39,9 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Connections accepted per pass at most.
 const ACCEPTS_PER_PASS: usize = 64;
 
-const TOKEN_LISTENER: u64 = 0;
-const TOKEN_TIMER: u64 = 1;
-const FIRST_HANDSHAKE: u64 = 2;
+/// The bit that marks a listener's tokens in its owner's epoll set (the
+/// listening socket is `TOKEN_TAG` itself, handshake `n` is `TOKEN_TAG | n`).
+pub(crate) const TOKEN_TAG: u64 = 1 << 62;
 
 /// Handshake records only: data records fail validation or the
 /// not-yet-established rule and end the connection.
@@ -66,8 +69,6 @@ pub(crate) struct Handshake {
 
 pub(crate) struct Listener {
     sock: OwnedFd,
-    epoll: Epoll,
-    alarm: Alarm,
     opts: ListenerOptions,
     /// Accepting rests until then (out of descriptors or memory).
     paused_until: Option<Instant>,
@@ -76,7 +77,6 @@ pub(crate) struct Listener {
     /// Complete ones, oldest first, for the owner to take.
     done: VecDeque<Handshake>,
     next_id: u64,
-    ready: Vec<(u64, u32)>,
 }
 
 impl Listener {
@@ -88,31 +88,30 @@ impl Listener {
     /// Listens on `sock`, a bound socket (listening already or not).
     pub(crate) fn on(sock: OwnedFd, backlog: i32, opts: ListenerOptions) -> Result<Listener> {
         net::start_listening(sock.as_fd(), backlog)?;
-        let epoll = Epoll::new()?;
-        let alarm = Alarm::new()?;
-        epoll.add(sock.as_raw_fd(), IN, TOKEN_LISTENER)?;
-        epoll.add(alarm.fd(), IN, TOKEN_TIMER)?;
         Ok(Listener {
             sock,
-            epoll,
-            alarm,
             opts,
             paused_until: None,
             pending: HashMap::new(),
             done: VecDeque::new(),
-            next_id: FIRST_HANDSHAKE,
-            ready: Vec::with_capacity(64),
+            next_id: 1,
         })
+    }
+
+    /// Puts the listening socket in the owner's epoll set (handshakes join
+    /// it as they are accepted, and leave it when complete or closed).
+    pub(crate) fn watch(&self, epoll: &Epoll) -> Result<()> {
+        epoll.add(self.sock.as_raw_fd(), IN, TOKEN_TAG)
+    }
+
+    /// Whether an epoll token is one of a listener's.
+    pub(crate) fn owns(token: u64) -> bool {
+        token & TOKEN_TAG != 0
     }
 
     /// The address the listener is bound to.
     pub(crate) fn local_addr(&self) -> Result<SocketAddr> {
         net::local_addr(self.sock.as_fd())
-    }
-
-    /// Readable when [`Listener::poll`] has something to do.
-    pub(crate) fn wait_fd(&self) -> RawFd {
-        self.epoll.fd()
     }
 
     /// A new backlog (`fi_control(FI_BACKLOG)` on a listening passive
@@ -127,24 +126,14 @@ impl Listener {
         self.pending.len()
     }
 
-    /// Accepts, reads handshakes, enforces deadlines; complete handshakes
-    /// wait for [`Listener::next`].
-    pub(crate) fn poll(&mut self) {
-        let mut ready = std::mem::take(&mut self.ready);
-        let _ = self.epoll.wait(&mut ready, 64, Some(Duration::ZERO));
-        let mut fired = false;
-        for &(token, _) in &ready {
-            match token {
-                TOKEN_LISTENER => self.accept_all(),
-                TOKEN_TIMER => fired = true,
-                id => self.read(id),
-            }
+    /// An epoll event for one of the listener's tokens: accepts, or reads
+    /// a handshake (complete ones wait for [`Listener::next`]).
+    pub(crate) fn event(&mut self, epoll: &Epoll, token: u64) {
+        if token == TOKEN_TAG {
+            self.accept_all(epoll);
+        } else {
+            self.read(epoll, token);
         }
-        self.ready = ready;
-        if self.alarm.due(fired) {
-            self.check_deadlines();
-        }
-        self.arm();
     }
 
     /// The oldest complete handshake.
@@ -152,7 +141,34 @@ impl Listener {
         self.done.pop_front()
     }
 
-    fn accept_all(&mut self) {
+    /// When [`Listener::check_deadlines`] has something to do.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.pending
+            .values()
+            .filter_map(|c| c.deadline())
+            .chain(self.paused_until)
+            .min()
+    }
+
+    /// Closes incomplete handshakes whose time is up; resumes accepting
+    /// after a rest.
+    pub(crate) fn check_deadlines(&mut self, epoll: &Epoll, now: Instant) {
+        if self.paused_until.is_some_and(|t| t <= now) {
+            self.paused_until = None;
+            let _ = epoll.modify(self.sock.as_raw_fd(), IN, TOKEN_TAG);
+        }
+        let late: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, c)| c.expired(now))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in late {
+            self.drop_pending(epoll, id);
+        }
+    }
+
+    fn accept_all(&mut self, epoll: &Epoll) {
         for _ in 0..ACCEPTS_PER_PASS {
             match net::accept(self.sock.as_fd()) {
                 Ok(Some(sock)) => {
@@ -165,14 +181,14 @@ impl Listener {
                             .min_by_key(|(id, c)| (c.deadline(), **id))
                             .map(|(id, _)| *id);
                         match oldest {
-                            Some(id) => self.drop_pending(id),
+                            Some(id) => self.drop_pending(epoll, id),
                             None => continue,
                         }
                     }
                     let mut c = Conn::accepted(sock, self.opts.timeout);
-                    let id = self.next_id;
+                    let id = TOKEN_TAG | self.next_id;
                     self.next_id += 1;
-                    if c.watch(&self.epoll, id).is_ok() {
+                    if c.watch(epoll, id).is_ok() {
                         self.pending.insert(id, c);
                     }
                 }
@@ -181,7 +197,7 @@ impl Listener {
                     // Out of descriptors or memory: rest instead of spinning
                     // on a listener that stays readable.
                     crate::base::log::log_warn!(crate::abi::FI_LOG_EP_CTRL, "tcp: accept failed: {e}");
-                    let _ = self.epoll.modify(self.sock.as_raw_fd(), 0, TOKEN_LISTENER);
+                    let _ = epoll.modify(self.sock.as_raw_fd(), 0, TOKEN_TAG);
                     self.paused_until = Some(Instant::now() + ACCEPT_BACKOFF);
                     return;
                 }
@@ -189,57 +205,30 @@ impl Listener {
         }
     }
 
-    fn drop_pending(&mut self, id: u64) {
+    fn drop_pending(&mut self, epoll: &Epoll, id: u64) {
         if let Some(mut c) = self.pending.remove(&id) {
-            c.unwatch(&self.epoll);
+            c.unwatch(epoll);
         }
     }
 
     /// Reads a handshake; its first record completes it.
-    fn read(&mut self, id: u64) {
+    fn read(&mut self, epoll: &Epoll, id: u64) {
         let Some(c) = self.pending.get_mut(&id) else { return };
         let mut scratch = [0u8; 64];
         match c.read(&mut NullSink, &HANDSHAKE_LIMITS, &mut scratch) {
-            Read::Idle => c.update(&self.epoll),
+            Read::Idle => c.update(epoll),
             Read::Link(hdr) => {
                 let payload = c.link_payload().to_vec();
                 if let Some(mut conn) = self.pending.remove(&id) {
                     // Nothing more is read until the owner answers.
-                    conn.unwatch(&self.epoll);
+                    conn.unwatch(epoll);
                     conn.set_phase(Phase::Held);
                     conn.set_deadline(None);
                     self.done.push_back(Handshake { conn, hdr, payload });
                 }
             }
-            Read::Stalled | Read::Ended(_) => self.drop_pending(id),
+            Read::Stalled | Read::Ended(_) => self.drop_pending(epoll, id),
         }
-    }
-
-    fn check_deadlines(&mut self) {
-        let now = Instant::now();
-        if self.paused_until.is_some_and(|t| t <= now) {
-            self.paused_until = None;
-            let _ = self.epoll.modify(self.sock.as_raw_fd(), IN, TOKEN_LISTENER);
-        }
-        let late: Vec<u64> = self
-            .pending
-            .iter()
-            .filter(|(_, c)| c.expired(now))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in late {
-            self.drop_pending(id);
-        }
-    }
-
-    fn arm(&mut self) {
-        let next = self
-            .pending
-            .values()
-            .filter_map(|c| c.deadline())
-            .chain(self.paused_until)
-            .min();
-        self.alarm.arm(next);
     }
 }
 

@@ -29,10 +29,10 @@
 //!   `placed(.., Err)`, and `PeerEvent::Failed` lets the core end the rest.
 //!   A later send to the address dials again (a restarted peer is a new
 //!   incarnation: its HELLO carries a new nonce).
-//! * **Waiting**: the listener (its own epoll set, nested), every
-//!   connection and a timer for deadlines are in the port's own epoll set,
-//!   whose descriptor the domain's engine nests ([`Port::wait_fd`]); `poll`
-//!   is one zero-timeout `epoll_wait`.
+//! * **Waiting**: the listener and its handshakes, every connection and a
+//!   timer for all deadlines are in the port's own epoll set, whose
+//!   descriptor the domain's engine nests ([`Port::wait_fd`]); `poll` is
+//!   one zero-timeout `epoll_wait`.
 
 pub(crate) mod cm;
 pub(crate) mod conn;
@@ -97,7 +97,7 @@ const LISTEN_BACKLOG: i32 = 512;
 /// Bytes of a dropped (truncated) payload read per call.
 pub(crate) const SCRATCH: usize = 64 << 10;
 
-const TOKEN_LISTENER: u64 = 0;
+// The listener's tokens carry `listener::TOKEN_TAG`.
 const TOKEN_TIMER: u64 = 1;
 const FIRST_CONN: u64 = 2;
 
@@ -246,12 +246,12 @@ pub(crate) const EAGER_MAX: usize = 64 << 10;
 pub(crate) struct TcpPort {
     me: SocketAddr,
     nonce: u64,
-    /// Accepts and reads HELLOs until a connection says its REQUEST; its
-    /// epoll set is nested in ours.
+    /// Accepts and reads HELLOs until a connection says its REQUEST (its
+    /// descriptors are in our epoll set under its tokens).
     listener: Listener,
     epoll: Epoll,
-    /// Deadlines of dials, handshake answers, refusals being written and
-    /// peers we wait for.
+    /// Deadlines of dials, handshake answers, refusals being written, peers
+    /// we wait for, and the listener's.
     alarm: Alarm,
     conns: HashMap<u64, PortConn>,
     peers: HashMap<SocketAddr, Peer>,
@@ -295,7 +295,7 @@ impl TcpPort {
         let me = advertised_addr(bound, settings.iface.as_deref(), &net::interfaces());
         let epoll = Epoll::new()?;
         let alarm = Alarm::new()?;
-        epoll.add(listener.wait_fd(), IN, TOKEN_LISTENER)?;
+        listener.watch(&epoll)?;
         epoll.add(alarm.fd(), IN, TOKEN_TIMER)?;
         Ok(TcpPort {
             me,
@@ -494,13 +494,8 @@ impl TcpPort {
         let mut delivered = false;
         for &(token, ev) in &ready {
             match token {
-                TOKEN_LISTENER => {
-                    self.listener.poll();
-                    while let Some(h) = self.listener.next() {
-                        self.on_request(h, d);
-                    }
-                }
                 TOKEN_TIMER => timer = true,
+                t if Listener::owns(t) => self.listener.event(&self.epoll, t),
                 id => {
                     delivered = true;
                     self.conn_event(id, ev, d)
@@ -508,6 +503,9 @@ impl TcpPort {
             }
         }
         self.ready = ready;
+        while let Some(h) = self.listener.next() {
+            self.on_request(h, d);
+        }
         // What arrived may have freed room for a stalled one (a staged
         // message handed over): retry now rather than after a sleep.
         if delivered {
@@ -777,6 +775,7 @@ impl TcpPort {
 
     fn check_deadlines(&mut self, d: &mut dyn Delivery) {
         let now = Instant::now();
+        self.listener.check_deadlines(&self.epoll, now);
         let late: Vec<(u64, Phase)> = self
             .conns
             .iter()
@@ -803,7 +802,7 @@ impl TcpPort {
     fn next_deadline(&self) -> Option<Instant> {
         let conns = self.conns.values().filter_map(|c| c.conn.deadline());
         let peers = self.peers.values().filter_map(|p| p.waiting_until);
-        conns.chain(peers).min()
+        conns.chain(peers).chain(self.listener.next_deadline()).min()
     }
 
     fn arm_timer(&mut self) {

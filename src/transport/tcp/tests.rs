@@ -648,3 +648,19 @@ fn silent_connection_flood_does_not_lock_out_a_real_peer() {
     );
     drop(flood);
 }
+
+/// Linux nests epoll sets at most five deep, and an application may put its
+/// wait fd (a wait object's set, nesting the engine's, nesting an auto
+/// port's, nesting this port's) into a set of its own: the port's set must
+/// leave four levels above it, so it nests no set of its own (the
+/// listener's descriptors sit in it directly).
+#[test]
+fn the_wait_fd_leaves_four_epoll_levels_above_it() {
+    let a = port();
+    let sets: Vec<Epoll> = (0..4).map(|_| Epoll::new().unwrap()).collect();
+    let mut below = a.wait_fd();
+    for (i, s) in sets.iter().enumerate() {
+        s.add(below, IN, 0).unwrap_or_else(|e| panic!("level {}: {e}", i + 1));
+        below = s.fd();
+    }
+}

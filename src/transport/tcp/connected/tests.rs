@@ -302,3 +302,20 @@ fn peer_death_ends_the_connection() {
         Err(Error::NOTCONN)
     );
 }
+
+/// As for RDM ports (see `the_wait_fd_leaves_four_epoll_levels_above_it`
+/// there): neither a connected endpoint's set nor a passive listener's
+/// nests a set of its own.
+#[test]
+fn wait_fds_leave_four_epoll_levels_above_them() {
+    let l = PassiveListener::on(net::bound_socket(&"127.0.0.1:0".parse().unwrap()).unwrap(), 8).unwrap();
+    let c = Connection::new_client(any(), &opts()).unwrap();
+    for fd in [l.wait_fd(), c.wait_fd] {
+        let sets: Vec<Epoll> = (0..4).map(|_| Epoll::new().unwrap()).collect();
+        let mut below = fd;
+        for s in &sets {
+            s.add(below, IN, 0).unwrap();
+            below = s.fd();
+        }
+    }
+}

@@ -5,11 +5,39 @@
 use super::*;
 use crate::transport::proto::op;
 use crate::transport::tcp::cm::{self, CmKind};
-use crate::transport::tcp::conn::CoreSink;
+use crate::transport::tcp::conn::{Alarm, CoreSink};
 use std::io::{Read as _, Write};
 use std::net::TcpStream;
 
-fn listener(max_handshakes: usize, timeout: Duration) -> (Listener, SocketAddr) {
+/// An owner as the ports are: one epoll set holding the listener's tokens
+/// and one timer for its deadlines.
+struct Owner {
+    l: Listener,
+    epoll: Epoll,
+    alarm: Alarm,
+}
+
+impl Owner {
+    fn poll(&mut self) {
+        let mut ready = Vec::new();
+        self.epoll.wait(&mut ready, 64, Some(Duration::ZERO)).unwrap();
+        let mut fired = false;
+        for (token, _) in ready {
+            if token == 0 {
+                fired = true;
+            } else {
+                assert!(Listener::owns(token));
+                self.l.event(&self.epoll, token);
+            }
+        }
+        if self.alarm.due(fired) {
+            self.l.check_deadlines(&self.epoll, Instant::now());
+        }
+        self.alarm.arm(self.l.next_deadline());
+    }
+}
+
+fn listener(max_handshakes: usize, timeout: Duration) -> (Owner, SocketAddr) {
     let l = Listener::bind(
         &"127.0.0.1:0".parse().unwrap(),
         64,
@@ -20,19 +48,23 @@ fn listener(max_handshakes: usize, timeout: Duration) -> (Listener, SocketAddr) 
     )
     .unwrap();
     let a = l.local_addr().unwrap();
-    (l, a)
+    let epoll = Epoll::new().unwrap();
+    let alarm = Alarm::new().unwrap();
+    l.watch(&epoll).unwrap();
+    epoll.add(alarm.fd(), IN, 0).unwrap();
+    (Owner { l, epoll, alarm }, a)
 }
 
-/// Polls until `done` (5 s: a hang guard), sleeping on the wait fd.
-fn poll_until(l: &mut Listener, mut done: impl FnMut(&mut Listener) -> bool) {
+/// Polls until `done` (5 s: a hang guard), sleeping on the owner's set.
+fn poll_until(o: &mut Owner, mut done: impl FnMut(&mut Listener) -> bool) {
     let t = Instant::now();
     loop {
-        l.poll();
-        if done(l) {
+        o.poll();
+        if done(&mut o.l) {
             return;
         }
         assert!(t.elapsed() < Duration::from_secs(5), "timed out");
-        crate::sys::poll_readable(l.wait_fd(), Some(Duration::from_millis(50)));
+        crate::sys::poll_readable(o.epoll.fd(), Some(Duration::from_millis(50)));
     }
 }
 
@@ -82,7 +114,7 @@ fn a_full_table_closes_the_oldest_silent_handshake_for_a_newcomer() {
     let h = got.unwrap();
     assert_eq!(h.hdr.op, op::HELLO);
     assert_eq!(h.payload, b"me");
-    assert_eq!(l.incomplete(), 3, "the oldest silent one made room");
+    assert_eq!(l.l.incomplete(), 3, "the oldest silent one made room");
     assert!(closed(&mut flood[0]), "the oldest was closed");
     for s in &mut flood[1..] {
         assert!(open(s), "younger ones are left alone");
@@ -103,13 +135,13 @@ fn complete_requests_keep_their_slots() {
     poll_until(&mut l, |l| l.done.len() == 2);
     let mut c = TcpStream::connect(at).unwrap();
     assert!(closed(&mut c), "no room: the newcomer is closed");
-    let first = l.next().unwrap();
-    let second = l.next().unwrap();
+    let first = l.l.next().unwrap();
+    let second = l.l.next().unwrap();
     assert_eq!(
         (first.payload.as_slice(), second.payload.as_slice()),
         (&b"a"[..], &b"b"[..])
     );
-    assert!(l.next().is_none());
+    assert!(l.l.next().is_none());
     assert!(open(&mut a) && open(&mut b), "their owner decides");
 }
 
@@ -146,7 +178,7 @@ fn a_bad_first_record_closes_the_connection() {
     evil.write_all(&h.to_bytes()).unwrap();
     evil.write_all(b"abc").unwrap();
     poll_until(&mut l, |l| l.incomplete() == 0 && l.pending.is_empty());
-    assert!(l.next().is_none());
+    assert!(l.l.next().is_none());
     assert!(closed(&mut evil));
 }
 
