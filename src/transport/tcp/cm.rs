@@ -144,7 +144,7 @@ mod tests {
             7,
         );
         assert_eq!(parse(&WireHdr::from_bytes(&rh), &rp), Err(BadCm::Version));
-        assert!(crate::transport::tcp::hello::parse(&good, &p, false).is_err());
+        assert!(crate::transport::tcp::hello::parse(&good, &p, crate::transport::tcp::hello::Family::V4).is_err());
         let mut x = good;
         x.aux = 2;
         assert_eq!(parse(&x, &p), Err(BadCm::Kind));

@@ -472,6 +472,8 @@ impl Conn {
 pub(crate) struct Alarm {
     timer: TimerFd,
     at: Option<Instant>,
+    /// The timer fired since the last [`Alarm::due`].
+    rang: bool,
 }
 
 impl Alarm {
@@ -479,6 +481,7 @@ impl Alarm {
         Ok(Alarm {
             timer: TimerFd::new()?,
             at: None,
+            rang: false,
         })
     }
 
@@ -502,14 +505,18 @@ impl Alarm {
         self.at = Some(Instant::now());
     }
 
-    /// After the owner's wait: `fired` says the timer's token was ready.
-    /// True when deadlines are due now: the timer is cleared, and the owner
-    /// checks its deadlines and arms it again.
-    pub(crate) fn due(&mut self, fired: bool) -> bool {
-        if fired {
-            self.timer.drain();
-        }
-        if fired || self.at.is_some_and(|t| t <= Instant::now()) {
+    /// The timer's token was ready in the owner's wait: clears it and
+    /// makes [`Alarm::due`] true.
+    pub(crate) fn fired(&mut self) {
+        self.timer.drain();
+        self.rang = true;
+    }
+
+    /// After the owner's wait: true when deadlines are due now (the timer
+    /// fired, or its time passed); the owner then checks its deadlines and
+    /// arms the timer again.
+    pub(crate) fn due(&mut self) -> bool {
+        if std::mem::take(&mut self.rang) || self.at.is_some_and(|t| t <= Instant::now()) {
             self.at = None;
             return true;
         }

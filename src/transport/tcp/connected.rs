@@ -34,6 +34,7 @@
 use super::cm::{self, CmKind, CM_DATA_MAX};
 use super::conn::{Alarm, Conn, CoreSink, Phase, Read, Ready};
 use super::framing::{Body, Cork, OutRecord};
+use super::hello::Family;
 use super::listener::{Handshake, Listener, ListenerOptions};
 use super::{TcpSettings, CONNECT_TIMEOUT, COPY_MAX, EAGER_MAX, HELLO_TIMEOUT, QUEUE_HIGH_WATER, SCRATCH};
 use crate::base::error::{Error, Result};
@@ -222,15 +223,14 @@ impl PassiveListener {
     pub(crate) fn poll(&mut self) {
         let mut ready = std::mem::take(&mut self.ready);
         let _ = self.epoll.wait(&mut ready, 64, Some(Duration::ZERO));
-        let mut fired = false;
         for &(token, _) in &ready {
             match token {
-                TOKEN_TIMER => fired = true,
+                TOKEN_TIMER => self.alarm.fired(),
                 t => self.listener.event(&self.epoll, t),
             }
         }
         self.ready = ready;
-        if self.alarm.due(fired) {
+        if self.alarm.due() {
             self.listener.check_deadlines(&self.epoll, Instant::now());
         }
         self.alarm.arm(self.listener.next_deadline());
@@ -318,7 +318,7 @@ impl Connection {
     /// wildcard: the kernel picks the interface at connect) so that
     /// `fi_getname` answers before `fi_connect`.
     pub(crate) fn new_client(src: SocketAddr, opts: &ConnOptions) -> Result<Arc<Connection>> {
-        let mut c = Inner::new(src.is_ipv6(), opts)?;
+        let mut c = Inner::new(Family::of(&src), opts)?;
         c.bind(src)?;
         Ok(Connection::wrap(c))
     }
@@ -327,7 +327,7 @@ impl Connection {
     /// on the pep, then `fi_endpoint` with `info->handle` = the pep).
     pub(crate) fn new_on_socket(sock: OwnedFd, opts: &ConnOptions) -> Result<Arc<Connection>> {
         let local = net::local_addr(sock.as_fd())?;
-        let mut c = Inner::new(local.is_ipv6(), opts)?;
+        let mut c = Inner::new(Family::of(&local), opts)?;
         c.bound = Some(sock);
         c.local = Some(local);
         Ok(Connection::wrap(c))
@@ -336,7 +336,7 @@ impl Connection {
     /// A server endpoint for a connection request (`fi_endpoint` with
     /// `info->handle` = the request).
     pub(crate) fn new_accepting(req: ConnRequest, opts: &ConnOptions) -> Result<Arc<Connection>> {
-        let mut c = Inner::new(req.local.is_ipv6(), opts)?;
+        let mut c = Inner::new(Family::of(&req.local), opts)?;
         c.local = Some(req.local);
         c.peer = Some(req.peer);
         c.peer_rts_prefix = req.rts_prefix;
@@ -417,7 +417,7 @@ impl Connection {
 }
 
 impl Inner {
-    fn new(v6: bool, opts: &ConnOptions) -> Result<Inner> {
+    fn new(family: Family, opts: &ConnOptions) -> Result<Inner> {
         let epoll = Epoll::new()?;
         let alarm = Alarm::new()?;
         epoll.add(alarm.fd(), IN, TOKEN_TIMER)?;
@@ -427,7 +427,7 @@ impl Inner {
             conn: None,
             local: None,
             peer: None,
-            v6,
+            v6: family == Family::V6,
             epoll,
             alarm,
             limits: opts.limits,
@@ -684,15 +684,14 @@ impl Inner {
         }
         let mut ready = std::mem::take(&mut self.ready);
         let _ = self.epoll.wait(&mut ready, 8, Some(Duration::ZERO));
-        let mut fired = false;
         for &(token, ev) in &ready {
             match token {
-                TOKEN_TIMER => fired = true,
+                TOKEN_TIMER => self.alarm.fired(),
                 _ => self.sock_event(ev, d),
             }
         }
         self.ready = ready;
-        if self.alarm.due(fired) {
+        if self.alarm.due() {
             let now = Instant::now();
             let late = self
                 .conn

@@ -95,9 +95,27 @@ pub(crate) fn rts_prefix(h: &WireHdr) -> usize {
     h.msg_id.min(super::EAGER_MAX as u64) as usize
 }
 
-/// Validates a HELLO whose header already passed `WireHdr::check`.
-/// `v6`: the family this endpoint speaks (a connection joins one family).
-pub(crate) fn parse(h: &WireHdr, payload: &[u8], v6: bool) -> Result<Hello, BadHello> {
+/// The address family an endpoint speaks (a connection joins one family).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    pub(crate) fn of(a: &SocketAddr) -> Family {
+        if a.is_ipv6() {
+            Family::V6
+        } else {
+            Family::V4
+        }
+    }
+}
+
+/// Validates a HELLO whose header already passed `WireHdr::check`, for an
+/// endpoint of `family`.
+pub(crate) fn parse(h: &WireHdr, payload: &[u8], family: Family) -> Result<Hello, BadHello> {
+    let v6 = family == Family::V6;
     if h.op != op::HELLO || h.data != HELLO_VERSION {
         return Err(BadHello::Version);
     }
@@ -227,7 +245,7 @@ mod tests {
         let (h, p) = encode(kind, &addr, nonce);
         let h = WireHdr::from_bytes(&h);
         assert_eq!(h.check(&LIM), Ok(()));
-        parse(&h, &p, addr.is_ipv6())
+        parse(&h, &p, Family::of(&addr))
     }
 
     #[test]
@@ -250,33 +268,33 @@ mod tests {
         let me = sa("10.1.2.3:5000");
         let (hb, p) = encode(Kind::Request, &me, 9);
         let good = WireHdr::from_bytes(&hb);
-        assert!(parse(&good, &p, false).is_ok());
+        assert!(parse(&good, &p, Family::V4).is_ok());
         // Wrong family for this endpoint.
-        assert_eq!(parse(&good, &p, true), Err(BadHello::Address));
+        assert_eq!(parse(&good, &p, Family::V6), Err(BadHello::Address));
         let mut h = good;
         h.data = 2;
-        assert_eq!(parse(&h, &p, false), Err(BadHello::Version));
+        assert_eq!(parse(&h, &p, Family::V4), Err(BadHello::Version));
         let mut h = good;
         h.aux = 3;
-        assert_eq!(parse(&h, &p, false), Err(BadHello::Kind));
+        assert_eq!(parse(&h, &p, Family::V4), Err(BadHello::Kind));
         let mut h = good;
         h.flags = 1;
-        assert_eq!(parse(&h, &p, false), Err(BadHello::Flags));
+        assert_eq!(parse(&h, &p, Family::V4), Err(BadHello::Flags));
         // Truncated / padded address.
         let mut h = good;
         h.payload = 15;
         h.len = 15;
-        assert_eq!(parse(&h, &p[..15], false), Err(BadHello::Address));
+        assert_eq!(parse(&h, &p[..15], Family::V4), Err(BadHello::Address));
         // A sockaddr_in6 payload claiming to be v4-sized garbage: family field wrong.
         let mut garbage = p.clone();
         garbage[0] = 0xff;
         garbage[1] = 0xff;
-        assert_eq!(parse(&good, &garbage, false), Err(BadHello::Family));
+        assert_eq!(parse(&good, &garbage, Family::V4), Err(BadHello::Family));
         // Wildcard address or port 0 cannot be dialed back.
         for bad in ["0.0.0.0:5000", "10.1.2.3:0", "255.255.255.255:1", "224.0.0.1:5"] {
             let (hb, p) = encode(Kind::Request, &sa(bad), 1);
             assert_eq!(
-                parse(&WireHdr::from_bytes(&hb), &p, false),
+                parse(&WireHdr::from_bytes(&hb), &p, Family::V4),
                 Err(BadHello::Address),
                 "{bad}"
             );

@@ -490,11 +490,10 @@ impl TcpPort {
         self.retry_stalled(d);
         let mut ready = std::mem::take(&mut self.ready);
         let _ = self.epoll.wait(&mut ready, 64, Some(Duration::ZERO));
-        let mut timer = false;
         let mut delivered = false;
         for &(token, ev) in &ready {
             match token {
-                TOKEN_TIMER => timer = true,
+                TOKEN_TIMER => self.alarm.fired(),
                 t if Listener::owns(t) => self.listener.event(&self.epoll, t),
                 id => {
                     delivered = true;
@@ -511,7 +510,7 @@ impl TcpPort {
         if delivered {
             self.retry_stalled(d);
         }
-        if self.alarm.due(timer) {
+        if self.alarm.due() {
             self.check_deadlines(d);
         }
         self.arm_timer();
@@ -629,7 +628,7 @@ impl TcpPort {
         let Some(phase) = self.conns.get(&id).map(|c| c.conn.phase()) else {
             return false;
         };
-        let hello = match hello::parse(h, payload, self.me.is_ipv6()) {
+        let hello = match hello::parse(h, payload, hello::Family::of(&self.me)) {
             Ok(x) => x,
             Err(why) => {
                 crate::base::log::log_warn!(crate::abi::FI_LOG_EP_CTRL, "tcp: bad HELLO ({why:?})");
@@ -706,7 +705,7 @@ impl TcpPort {
         if hdr.op == proto::op::BYE {
             return;
         }
-        let req = match hello::parse(&hdr, &payload, self.me.is_ipv6()) {
+        let req = match hello::parse(&hdr, &payload, hello::Family::of(&self.me)) {
             Ok(x) if x.kind == Kind::Request => x,
             r => {
                 crate::base::log::log_warn!(crate::abi::FI_LOG_EP_CTRL, "tcp: bad HELLO request ({r:?})");

@@ -259,7 +259,10 @@ fn malformed_frame_cuts_off_only_that_connection() {
     }
     let hh = WireHdr::from_bytes(ans[..64].try_into().unwrap());
     assert_eq!(hh.op, op::HELLO);
-    assert_eq!(hello::parse(&hh, &ans[64..], false).unwrap().kind, Kind::Accept);
+    assert_eq!(
+        hello::parse(&hh, &ans[64..], hello::Family::V4).unwrap().kind,
+        Kind::Accept
+    );
     let mut bad = WireHdr::new(op::EAGER);
     bad.len = 1 << 40;
     bad.payload = u32::MAX;

@@ -21,16 +21,15 @@ impl Owner {
     fn poll(&mut self) {
         let mut ready = Vec::new();
         self.epoll.wait(&mut ready, 64, Some(Duration::ZERO)).unwrap();
-        let mut fired = false;
         for (token, _) in ready {
             if token == 0 {
-                fired = true;
+                self.alarm.fired();
             } else {
                 assert!(Listener::owns(token));
                 self.l.event(&self.epoll, token);
             }
         }
-        if self.alarm.due(fired) {
+        if self.alarm.due() {
             self.l.check_deadlines(&self.epoll, Instant::now());
         }
         self.alarm.arm(self.l.next_deadline());
