@@ -152,9 +152,18 @@ struct Peer {
 enum Queueing {
     /// A data record: refused beyond [`QUEUE_HIGH_WATER`]; an eager message
     /// (`eager`: its payload length) may wait for the next pass ([`Cork`]).
-    Data { eager: Option<usize> },
+    Data { eager: Option<usize>, if_queued: IfQueued },
     /// A control record: always taken, written at once.
     Control,
+}
+
+/// What a data record needs if it is still queued when its send returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct IfQueued {
+    /// Reported through `Delivery::sent` once written.
+    msg_id: u64,
+    /// Its payload is copied first: the caller needs its buffer back.
+    copy: bool,
 }
 
 /// A control record's payload (read whole into the reader's buffer), as
@@ -362,7 +371,7 @@ impl TcpPort {
     /// The peer entry for a send, dialing if there is none. A dial that
     /// fails at once is reported like one that fails later (an error
     /// completion for the send), by the next progress pass.
-    fn peer_for_send(&mut self, to: SocketAddr) -> Result<&mut Peer> {
+    fn peer_for_send(&mut self, to: SocketAddr) -> Result<()> {
         if self.closed || self.fenced.contains(&to) {
             return Err(Error::CONNRESET);
         }
@@ -377,7 +386,7 @@ impl TcpPort {
             }
             self.peers.insert(to, p);
         }
-        self.peers.get_mut(&to).ok_or(Error::CONNRESET)
+        Ok(())
     }
 
     /// Where a record to `to` goes now: the established connection's queue,
@@ -419,6 +428,10 @@ impl TcpPort {
         self.peer_for_send(to)?;
         // Where the record goes: the established connection's queue, else
         // the peer's pending records (one lookup each: the send path).
+        let if_queued = match how {
+            Queueing::Data { if_queued, .. } => Some(if_queued),
+            Queueing::Control => None,
+        };
         let p = self.peers.get_mut(&to).ok_or(Error::CONNRESET)?;
         let mut up = p
             .conn
@@ -432,23 +445,41 @@ impl TcpPort {
             return Err(Error::AGAIN);
         }
         q.push(rec);
-        if let Queueing::Data { eager: Some(n) } = how {
-            if self.cork.defer(n, q.unsent()) {
-                if !p.corked {
-                    p.corked = true;
-                    self.corked.push(to);
-                }
-                return Ok(false);
-            }
-        }
-        let Some(c) = up else {
-            return Ok(false);
+        let mut written = false;
+        let corked = match how {
+            Queueing::Data { eager: Some(n), .. } => self.cork.defer(n, q.unsent()),
+            _ => false,
         };
-        if c.conn.doomed().is_none() {
-            c.conn.flush(&mut self.sent);
-            c.conn.update(&self.epoll);
+        if corked {
+            if !p.corked {
+                p.corked = true;
+                self.corked.push(to);
+            }
+        } else if let Some(c) = up.as_mut() {
+            if c.conn.doomed().is_none() {
+                c.conn.flush(&mut self.sent);
+                c.conn.update(&self.epoll);
+            }
+            written = c.conn.queue().is_empty();
         }
-        Ok(c.conn.queue().is_empty())
+        if written {
+            return Ok(true);
+        }
+        // Still queued (it is the last record): report it when written.
+        // Small payloads are copied so that, as on shm (whose ring holds a
+        // copy), the buffer is the application's again when the post
+        // returns; larger ones stay in place until written.
+        let q = match up {
+            Some(c) => c.conn.queue_mut(),
+            None => &mut p.pending,
+        };
+        if let (Some(iq), Some(r)) = (if_queued, q.back_mut()) {
+            if iq.copy {
+                r.make_owned();
+            }
+            r.notify = Some(iq.msg_id);
+        }
+        Ok(false)
     }
 
     /// Writes every queue that waits for a pass.
@@ -990,24 +1021,22 @@ impl Port for TcpPort {
         // Eager messages may wait for the pass that follows a burst;
         // rendezvous records (RTS, DATA) go at once.
         let may_wait = (h.op == proto::op::EAGER).then_some(n);
-        if self.queue_record(
+        let if_queued = IfQueued {
+            msg_id: h.msg_id,
+            copy: copy || n <= COPY_MAX,
+        };
+        let rec = OutRecord::new(h.to_bytes(), body);
+        match self.queue_record(
             to,
-            OutRecord::new(h.to_bytes(), body),
-            Queueing::Data { eager: may_wait },
+            rec,
+            Queueing::Data {
+                eager: may_wait,
+                if_queued,
+            },
         )? {
-            return Ok(Sent::Done);
+            true => Ok(Sent::Done),
+            false => Ok(Sent::Queued),
         }
-        // Still queued (it is the last record): report it when written.
-        // Small payloads are copied so that, as on shm (whose ring holds a
-        // copy), the buffer is the application's again when the post
-        // returns; larger ones stay in place until written.
-        if let Some(r) = self.queue_of(to).and_then(|q| q.back_mut()) {
-            if copy || n <= COPY_MAX {
-                r.make_owned();
-            }
-            r.notify = Some(h.msg_id);
-        }
-        Ok(Sent::Queued)
     }
 
     fn send_ctl(&mut self, peer: &Addr, hdr: &WireHdr) -> Result<()> {
