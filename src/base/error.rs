@@ -41,11 +41,6 @@ impl Error {
     pub const NOAV: Error = Error(FI_ENOAV);
     pub const OVERRUN: Error = Error(FI_EOVERRUN);
 
-    /// The current thread's `errno` as an error.
-    pub fn last_os() -> Error {
-        Error::from_errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
-    }
-
     /// A POSIX errno as an error (libfabric's low codes are errno values).
     pub fn from_errno(e: i32) -> Error {
         if e <= 0 {

@@ -7,6 +7,7 @@
 pub(crate) mod attr;
 pub(crate) mod av;
 pub(crate) mod cntr;
+pub(crate) mod connected;
 pub(crate) mod cq;
 pub(crate) mod domain;
 pub(crate) mod engine;
@@ -15,6 +16,7 @@ pub(crate) mod eq;
 pub(crate) mod fabric;
 pub(crate) mod host;
 pub(crate) mod mr;
+pub(crate) mod pep;
 pub(crate) mod poll;
 pub(crate) mod progress;
 pub(crate) mod settings;

@@ -1,8 +1,9 @@
-//! Connection-oriented endpoints (`FI_EP_MSG`, tcp only): the endpoint core
-//! of `rdm.rs` with exactly one peer — the other end of one TCP connection
-//! (`transport/tcp/msg.rs`) — plus libfabric's connection management
-//! (`fi_cm(3)`): `fi_connect`, `fi_accept`, `fi_shutdown`, names, and the
-//! `FI_CONNECTED` / `FI_SHUTDOWN` / error events on the bound EQ. The
+//! Connected endpoints (`FI_EP_MSG`, tcp only): the C face. The endpoint
+//! is the RDM endpoint object of `ep.rs` with exactly one peer — the other
+//! end of one TCP connection (`transport/tcp/connected.rs`) — and its
+//! connection-management core ([`ConnectedLink`], `core/connected.rs`);
+//! this file opens it and holds the `fi_cm(3)` thunks: `fi_connect`,
+//! `fi_accept`, `fi_shutdown`, names, and `FI_OPT_CM_DATA_SIZE`. The
 //! listening side is the passive endpoint (`pep.rs`).
 //!
 //! Decisions:
@@ -21,9 +22,8 @@
 //! * Setup is non-blocking: `fi_connect`/`fi_accept` start it and run one
 //!   progress pass; EQ reads (the enabled endpoint is a source of the
 //!   EQ's engine too, and its socket wakes EQ waits) and CQ reads finish
-//!   it. A
-//!   connect that fails — even at once, like a refused loopback port —
-//!   is an EQ error event, never a `fi_connect` error.
+//!   it. A connect that fails — even at once, like a refused loopback port
+//!   — is an EQ error event, never a `fi_connect` error.
 //! * When the connection ends, every outstanding operation completes in
 //!   error: `FI_ECANCELED` after our `fi_shutdown` (fi_cm(3): "will be
 //!   canceled", written before fi_shutdown returns), `FI_ECONNRESET` when
@@ -37,162 +37,22 @@ use super::ep::{Ep, EpObj};
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::attr::Info;
+use crate::core::connected::{Origin, CM_DATA_MAX, CONNECTED_PEER};
 use crate::core::domain::{Domain, TransportKind};
 use crate::core::engine::{self as rdm, Binds};
-use crate::core::eq::EqError;
-use crate::core::progress::{Engine, Source};
 use crate::fi::{self, Obj};
 use crate::transport::addr::Addr;
-use crate::transport::proto::Limits;
-use crate::transport::tcp::cm::CM_DATA_MAX;
-use crate::transport::tcp::msg::{CmEvent, LinkState, MsgShared, MSG_PEER};
 use core::ffi::{c_int, c_void};
-use parking_lot::Mutex;
-use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+pub(crate) use crate::core::connected::ConnectedLink;
 
 /// Capabilities a connected endpoint's data path delivers (fi_getinfo's
 /// FI_EP_MSG entry): no FI_SOURCE / FI_DIRECTED_RECV — there is only the
 /// one peer.
-pub const MSG_CAPS: u64 =
+pub(crate) const MSG_CAPS: u64 =
     FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_VARIABLE_MSG | FI_LOCAL_COMM | FI_REMOTE_COMM;
-
-/// What the endpoint layer keeps about its connection.
-pub struct MsgLink {
-    pub conn: Arc<MsgShared>,
-    /// The endpoint's fid and context (for events), set once it exists.
-    fid: AtomicUsize,
-    context: AtomicUsize,
-    addr_format: u32,
-    /// Events the EQ had no room for, oldest first (retried every pass).
-    backlog: Mutex<VecDeque<Pending>>,
-    /// `backlog` is not empty.
-    backlogged: AtomicBool,
-    /// The bound EQ's engine, which this endpoint joined at `fi_enable`.
-    eq_engine: Mutex<Option<Arc<Engine>>>,
-}
-
-enum Pending {
-    Event(u32, Vec<u8>),
-    Error(EqError),
-}
-
-/// `struct fi_eq_cm_entry` followed by connection data.
-fn cm_entry(fid: *mut fid, data: &[u8]) -> Vec<u8> {
-    let e = fi_eq_cm_entry {
-        fid,
-        info: core::ptr::null_mut(),
-    };
-    // SAFETY: fi_eq_cm_entry is plain old data.
-    let mut v = unsafe { crate::transport::addr::as_bytes(&e) }.to_vec();
-    v.extend_from_slice(data);
-    v
-}
-
-impl MsgLink {
-    fn fid(&self) -> *mut fid {
-        self.fid.load(Ordering::Acquire) as *mut fid
-    }
-
-    /// Posting a send: only on an established connection.
-    pub fn check_send(&self) -> Result<()> {
-        match self.conn.state() {
-            LinkState::Up => Ok(()),
-            _ => Err(Error::NOTCONN),
-        }
-    }
-
-    /// Posting a receive: any time before the connection ended.
-    pub fn check_recv(&self) -> Result<()> {
-        match self.conn.state() {
-            LinkState::Down => Err(Error::NOTCONN),
-            _ => Ok(()),
-        }
-    }
-
-    /// At `fi_enable`: an EQ is required (connection events go there), and
-    /// its reads and waits must progress this endpoint: the endpoint joins
-    /// the EQ's own engine (its fabric's) as a second source, with its wait
-    /// fd, until it closes ([`MsgLink::on_close`]). CQ reads progress it
-    /// through the domain's engine as any endpoint.
-    pub fn on_enable(&self, ep: &Arc<Ep>, b: &Binds) -> Result<()> {
-        let eq = b.eq.as_ref().ok_or(Error::NOEQ)?;
-        let mut slot = self.eq_engine.lock();
-        if slot.is_some() {
-            return Ok(());
-        }
-        if let Some(engine) = eq.wait().engines().first().cloned() {
-            engine.watch_fd(ep.wait_fd, crate::sys::IN)?;
-            engine.add_source(ep.clone());
-            *slot = Some(engine);
-        }
-        Ok(())
-    }
-
-    /// At endpoint close: leaves the EQ's engine.
-    pub fn on_close(&self, ep: &Arc<Ep>) {
-        if let Some(engine) = self.eq_engine.lock().take() {
-            engine.unwatch_fd(ep.wait_fd);
-            let src: Arc<dyn Source> = ep.clone();
-            engine.remove_source(&src);
-        }
-    }
-
-    /// After a progress pass (endpoint lock held): turns connection changes
-    /// into completions and EQ events.
-    pub fn after_progress(&self, inner: &mut rdm::Inner, b: &Binds) {
-        let evs = self.conn.take_cm_events();
-        if evs.is_empty() && !self.backlogged.load(Ordering::Acquire) {
-            return;
-        }
-        let fid = self.fid();
-        let mut out = Vec::with_capacity(evs.len());
-        for ev in evs {
-            match ev {
-                CmEvent::Connected(data) => out.push(Pending::Event(FI_CONNECTED, cm_entry(fid, &data))),
-                CmEvent::Refused { err, data } => {
-                    inner.fail_all(b, Error::CANCELED);
-                    out.push(Pending::Error(EqError {
-                        fid,
-                        context: self.context.load(Ordering::Acquire) as *mut c_void,
-                        data: 0,
-                        err: err.0,
-                        prov_errno: err.0,
-                        err_data: data,
-                    }));
-                }
-                CmEvent::Shutdown { err } => {
-                    inner.fail_all(b, err);
-                    out.push(Pending::Event(FI_SHUTDOWN, cm_entry(fid, &[])));
-                }
-            }
-        }
-        let mut q = self.backlog.lock();
-        q.extend(out);
-        let Some(eq) = b.eq.as_ref() else {
-            q.clear();
-            self.backlogged.store(false, Ordering::Release);
-            return;
-        };
-        while let Some(p) = q.pop_front() {
-            let r = match &p {
-                Pending::Event(ev, bytes) => eq.push_event(*ev, bytes),
-                Pending::Error(e) => eq.push_error(EqError {
-                    err_data: e.err_data.clone(),
-                    ..*e
-                }),
-            };
-            if r.is_err() {
-                // EQ full: keep the order, try again next pass.
-                q.push_front(p);
-                break;
-            }
-        }
-        self.backlogged.store(!q.is_empty(), Ordering::Release);
-    }
-}
 
 fn sockaddr_of(fmt: u32, b: &[u8]) -> Result<SocketAddr> {
     match Addr::parse(fmt, b) {
@@ -205,7 +65,7 @@ fn sockaddr_of(fmt: u32, b: &[u8]) -> Result<SocketAddr> {
 /// a connection request (`FI_CONNREQ`'s info: the server side of that
 /// connection), a passive endpoint (its bound address becomes ours), or
 /// none (a client; `src_addr` is bound if it names anything).
-pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut fid_ep> {
+pub(crate) fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut fid_ep> {
     if d.core.transport != TransportKind::Tcp {
         return Err(Error::INVAL);
     }
@@ -213,29 +73,17 @@ pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut f
     let mut cfg = super::ep::config_from(info, MSG_CAPS, settings);
     // One TCP connection, one peer: no cross-memory attach.
     cfg.cma = false;
-    cfg.fixed_peer = Some(MSG_PEER);
-    let limits = Limits {
-        max_payload: crate::transport::tcp::EAGER_MAX,
-        max_iov: crate::core::engine::matching::IOV_MAX,
-    };
-    let shared = if info.handle != 0 {
+    cfg.fixed_peer = Some(CONNECTED_PEER);
+    let origin = if info.handle != 0 {
         let h = info.handle as *mut fid;
         // SAFETY: a non-NULL `info->handle` is a fid (libfabric's contract
         // for handles); reading its class is what libfabric itself does.
         let class = unsafe { fi::read_in(h) }?.fclass;
         match class {
             // SAFETY: `h` is readable as a fid (checked above).
-            FI_CLASS_CONNREQ => {
-                // SAFETY: as above.
-                let (sock, prefix) = unsafe { super::pep::take_connreq(h) }?;
-                MsgShared::new_accepting(sock, prefix, limits, settings.tcp.coalesce)?
-            }
+            FI_CLASS_CONNREQ => Origin::Request(unsafe { super::pep::take_connreq(h) }?),
             // SAFETY: as above.
-            FI_CLASS_PEP => MsgShared::new_on_socket(
-                unsafe { super::pep::take_bound_socket(h) }?,
-                limits,
-                settings.tcp.coalesce,
-            )?,
+            FI_CLASS_PEP => Origin::Bound(unsafe { super::pep::take_bound_socket(h) }?),
             _ => return Err(Error::INVAL),
         }
     } else {
@@ -249,53 +97,38 @@ pub fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut f
         if dest.is_some_and(|d| d.is_ipv6() != v6) {
             return Err(Error::INVAL);
         }
-        // Bound now so that fi_getname answers before fi_connect; a
-        // wildcard source lets the kernel pick the interface at connect.
-        let src = src.unwrap_or_else(|| {
+        Origin::Client(src.unwrap_or_else(|| {
             if v6 {
                 SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
             } else {
                 SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, 0))
             }
-        });
-        MsgShared::new_client(v6, Some(src), limits, settings.tcp.coalesce)?
+        }))
     };
-    let link = Arc::new(MsgLink {
-        conn: shared.clone(),
-        fid: AtomicUsize::new(0),
-        context: AtomicUsize::new(context as usize),
-        addr_format: if shared.is_v6() {
-            FI_SOCKADDR_IN6
-        } else {
-            FI_SOCKADDR_IN
-        },
-        backlog: Mutex::new(VecDeque::new()),
-        backlogged: AtomicBool::new(false),
-        eq_engine: Mutex::new(None),
-    });
+    let (link, port) = ConnectedLink::open(origin, &settings.tcp, context as usize)?;
     // Buffered receives as on RDM endpoints (docs/buffered.md); the RTS
     // prefix travels in the connection handshake.
-    let inner = rdm::Inner::new(Box::new(shared.port()), cfg);
+    let inner = rdm::Inner::new(port, cfg);
     let p = super::ep::create(
         d,
         info,
         inner,
-        MSG_PEER,
+        CONNECTED_PEER,
         Some(link.clone()),
         context,
-        &MSG_EP_OPS,
-        &MSG_CM_OPS,
+        &CONNECTED_EP_OPS,
+        &CONNECTED_CM_OPS,
     )?;
-    link.fid.store(p as usize, Ordering::Release);
+    link.set_handle(p as usize);
     Ok(p)
 }
 
-/// The endpoint operations of a MSG endpoint: the RDM ones, plus the
+/// The endpoint operations of a connected endpoint: the RDM ones, plus the
 /// connection-data option.
-static MSG_EP_OPS: fi_ops_ep = fi_ops_ep {
+static CONNECTED_EP_OPS: fi_ops_ep = fi_ops_ep {
     size: core::mem::size_of::<fi_ops_ep>(),
     cancel: Some(super::ep::ep_cancel),
-    getopt: Some(msg_getopt),
+    getopt: Some(conn_getopt),
     setopt: Some(super::ep::ep_setopt),
     tx_ctx: Some(super::ep::ep_tx_ctx),
     rx_ctx: Some(super::ep::ep_rx_ctx),
@@ -303,27 +136,27 @@ static MSG_EP_OPS: fi_ops_ep = fi_ops_ep {
     tx_size_left: Some(super::ep::ep_tx_size_left),
 };
 
-static MSG_CM_OPS: fi_ops_cm = fi_ops_cm {
+static CONNECTED_CM_OPS: fi_ops_cm = fi_ops_cm {
     size: core::mem::size_of::<fi_ops_cm>(),
-    setname: Some(msg_setname),
-    getname: Some(msg_getname),
-    getpeer: Some(msg_getpeer),
-    connect: Some(msg_connect),
+    setname: Some(conn_setname),
+    getname: Some(conn_getname),
+    getpeer: Some(conn_getpeer),
+    connect: Some(conn_connect),
     listen: Some(super::ep::ep_listen),
-    accept: Some(msg_accept),
+    accept: Some(conn_accept),
     reject: Some(super::ep::ep_reject),
-    shutdown: Some(msg_shutdown),
+    shutdown: Some(conn_shutdown),
     join: Some(super::ep::ep_join),
 };
 
-/// Runs `f` on a MSG endpoint (an RDM endpoint is -FI_EINVAL).
+/// Runs `f` on a connected endpoint (an RDM endpoint is -FI_EINVAL).
 ///
 /// # Safety
 /// `p` must be NULL or readable as a `struct fid`.
-unsafe fn with_msg<R: fi::FfiRet>(
+unsafe fn with_connected<R: fi::FfiRet>(
     what: &'static str,
     p: *const c_void,
-    f: impl FnOnce(&EpObj, &MsgLink) -> Result<R>,
+    f: impl FnOnce(&EpObj, &ConnectedLink) -> Result<R>,
 ) -> R {
     // SAFETY: forwarded.
     unsafe {
@@ -364,7 +197,7 @@ unsafe fn copy_name(a: SocketAddr, addr: *mut c_void, addrlen: *mut usize) -> Re
 ///
 /// # Safety
 /// `p` must be NULL or point to a socket address of the endpoint's format.
-pub unsafe fn read_sockaddr(fmt: u32, p: *const c_void, len: Option<usize>) -> Result<SocketAddr> {
+pub(crate) unsafe fn read_sockaddr(fmt: u32, p: *const c_void, len: Option<usize>) -> Result<SocketAddr> {
     if p.is_null() {
         return Err(Error::INVAL);
     }
@@ -393,7 +226,7 @@ pub unsafe fn read_sockaddr(fmt: u32, p: *const c_void, len: Option<usize>) -> R
 ///
 /// # Safety
 /// `param` must be NULL or valid for `len` bytes.
-pub unsafe fn cm_data<'a>(param: *const c_void, len: usize) -> Result<&'a [u8]> {
+pub(crate) unsafe fn cm_data<'a>(param: *const c_void, len: usize) -> Result<&'a [u8]> {
     if len > CM_DATA_MAX {
         return Err(Error::INVAL);
     }
@@ -402,7 +235,7 @@ pub unsafe fn cm_data<'a>(param: *const c_void, len: usize) -> Result<&'a [u8]> 
 }
 
 /// `fi_getopt`: `FI_OPT_CM_DATA_SIZE` here, the rest as on RDM endpoints.
-unsafe extern "C" fn msg_getopt(f: *mut fid, level: c_int, name: c_int, val: *mut c_void, len: *mut usize) -> c_int {
+unsafe extern "C" fn conn_getopt(f: *mut fid, level: c_int, name: c_int, val: *mut c_void, len: *mut usize) -> c_int {
     if level == FI_OPT_ENDPOINT && name == FI_OPT_CM_DATA_SIZE {
         // SAFETY: arguments from fi_getopt().
         return unsafe { cm_data_size_opt(val, len) };
@@ -416,7 +249,7 @@ unsafe extern "C" fn msg_getopt(f: *mut fid, level: c_int, name: c_int, val: *mu
 ///
 /// # Safety
 /// `val` NULL or writable for `*len` bytes; `len` NULL or read/writable.
-pub unsafe fn cm_data_size_opt(val: *mut c_void, len: *mut usize) -> c_int {
+pub(crate) unsafe fn cm_data_size_opt(val: *mut c_void, len: *mut usize) -> c_int {
     fi::call("fi_getopt", || {
         if val.is_null() || len.is_null() {
             return Err(Error::INVAL);
@@ -436,32 +269,32 @@ pub unsafe fn cm_data_size_opt(val: *mut c_void, len: *mut usize) -> c_int {
     })
 }
 
-unsafe extern "C" fn msg_getname(f: *mut fid, addr: *mut c_void, addrlen: *mut usize) -> c_int {
+unsafe extern "C" fn conn_getname(f: *mut fid, addr: *mut c_void, addrlen: *mut usize) -> c_int {
     // SAFETY: arguments from fi_getname().
     unsafe {
-        with_msg("fi_getname", f as *const c_void, |_, l| {
-            let a = l.conn.local().ok_or(Error::OPBADSTATE)?;
+        with_connected("fi_getname", f as *const c_void, |_, l| {
+            let a = l.local().ok_or(Error::OPBADSTATE)?;
             copy_name(a, addr, addrlen)
         })
     }
 }
 
-unsafe extern "C" fn msg_getpeer(e: *mut fid_ep, addr: *mut c_void, addrlen: *mut usize) -> c_int {
+unsafe extern "C" fn conn_getpeer(e: *mut fid_ep, addr: *mut c_void, addrlen: *mut usize) -> c_int {
     // SAFETY: arguments from fi_getpeer().
     unsafe {
-        with_msg("fi_getpeer", e as *const c_void, |_, l| {
-            let a = l.conn.peer().ok_or(Error::NOTCONN)?;
+        with_connected("fi_getpeer", e as *const c_void, |_, l| {
+            let a = l.peer().ok_or(Error::NOTCONN)?;
             copy_name(a, addr, addrlen)
         })
     }
 }
 
-unsafe extern "C" fn msg_setname(f: *mut fid, addr: *mut c_void, addrlen: usize) -> c_int {
+unsafe extern "C" fn conn_setname(f: *mut fid, addr: *mut c_void, addrlen: usize) -> c_int {
     // SAFETY: arguments from fi_setname().
     unsafe {
-        with_msg("fi_setname", f as *const c_void, |_, l| {
-            let a = read_sockaddr(l.addr_format, addr, Some(addrlen))?;
-            l.conn.bind(a)?;
+        with_connected("fi_setname", f as *const c_void, |_, l| {
+            let a = read_sockaddr(l.addr_format(), addr, Some(addrlen))?;
+            l.bind(a)?;
             Ok(0)
         })
     }
@@ -481,30 +314,30 @@ fn ensure_enabled(o: &EpObj) -> Result<&Binds> {
 }
 
 /// Runs a connection-management step and the progress pass that follows.
-fn cm_step(o: &EpObj, l: &MsgLink, step: impl FnOnce(&MsgShared) -> Result<()>) -> Result<c_int> {
+fn cm_step(o: &EpObj, l: &ConnectedLink, step: impl FnOnce(&ConnectedLink) -> Result<()>) -> Result<c_int> {
     let b = ensure_enabled(o)?;
     let mut g = o.core.inner.lock();
-    step(&l.conn)?;
+    step(l)?;
     g.progress(b);
     l.after_progress(&mut g, b);
     Ok(0)
 }
 
-unsafe extern "C" fn msg_connect(e: *mut fid_ep, addr: *const c_void, param: *const c_void, paramlen: usize) -> c_int {
+unsafe extern "C" fn conn_connect(e: *mut fid_ep, addr: *const c_void, param: *const c_void, paramlen: usize) -> c_int {
     // SAFETY: arguments from fi_connect().
     unsafe {
-        with_msg("fi_connect", e as *const c_void, |o, l| {
+        with_connected("fi_connect", e as *const c_void, |o, l| {
             let data = cm_data(param, paramlen)?;
-            let to = read_sockaddr(l.addr_format, addr, None)?;
+            let to = read_sockaddr(l.addr_format(), addr, None)?;
             cm_step(o, l, |c| c.connect(to, data))
         })
     }
 }
 
-unsafe extern "C" fn msg_accept(e: *mut fid_ep, param: *const c_void, paramlen: usize) -> c_int {
+unsafe extern "C" fn conn_accept(e: *mut fid_ep, param: *const c_void, paramlen: usize) -> c_int {
     // SAFETY: arguments from fi_accept().
     unsafe {
-        with_msg("fi_accept", e as *const c_void, |o, l| {
+        with_connected("fi_accept", e as *const c_void, |o, l| {
             let data = cm_data(param, paramlen)?;
             cm_step(o, l, |c| c.accept(data))
         })
@@ -513,10 +346,10 @@ unsafe extern "C" fn msg_accept(e: *mut fid_ep, param: *const c_void, paramlen: 
 
 /// `fi_shutdown`: graceful; cancelled completions are written before it
 /// returns; our `FI_SHUTDOWN` event too. No connection: nothing to do.
-unsafe extern "C" fn msg_shutdown(e: *mut fid_ep, _flags: u64) -> c_int {
+unsafe extern "C" fn conn_shutdown(e: *mut fid_ep, _flags: u64) -> c_int {
     // SAFETY: arguments from fi_shutdown().
     unsafe {
-        with_msg("fi_shutdown", e as *const c_void, |o, l| {
+        with_connected("fi_shutdown", e as *const c_void, |o, l| {
             if !o.core.enabled.load(Ordering::Acquire) {
                 return Ok(0);
             }

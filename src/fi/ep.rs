@@ -11,10 +11,8 @@ use crate::base::error::{Error, Result};
 use crate::core::attr::Info;
 use crate::core::domain::Domain;
 use crate::core::engine::matching::{IovList, IOV_MAX};
-use crate::core::engine::{Binds, Inner};
-use crate::core::ep::{
-    rdm_engine, BindTarget, Connection, Direction, Endpoint, EpOpt, RecvOp, SendMode, SendOp, TagMatch,
-};
+use crate::core::engine::Inner;
+use crate::core::ep::{rdm_engine, BindTarget, Direction, Endpoint, EpOpt, RecvOp, SendMode, SendOp, TagMatch};
 use crate::fi::{self, noops, FiObject, Obj};
 use crate::transport::addr::Addr;
 use core::ffi::{c_int, c_void};
@@ -26,32 +24,13 @@ pub(crate) use crate::core::ep::config_from;
 
 /// The endpoint object C holds: the core, with a MSG endpoint's connection
 /// state (`connected.rs`) as its [`Connection`].
-pub(crate) type Ep = Endpoint<msg::MsgLink>;
+pub(crate) type Ep = Endpoint<msg::ConnectedLink>;
 
 pub(crate) type EpObj = Obj<Ep>;
 
 impl FiObject for Ep {
     type Header = fid_ep;
     const CLASS: usize = FI_CLASS_EP;
-}
-
-/// The connection hooks of the endpoint core, answered by `connected.rs`.
-impl Connection for msg::MsgLink {
-    fn check_send(&self) -> Result<()> {
-        msg::MsgLink::check_send(self)
-    }
-    fn check_recv(&self) -> Result<()> {
-        msg::MsgLink::check_recv(self)
-    }
-    fn on_enable(&self, ep: &Arc<Ep>, b: &Binds) -> Result<()> {
-        msg::MsgLink::on_enable(self, ep, b)
-    }
-    fn on_close(&self, ep: &Arc<Ep>) {
-        msg::MsgLink::on_close(self, ep)
-    }
-    fn after_progress(&self, inner: &mut Inner, b: &Binds) {
-        msg::MsgLink::after_progress(self, inner, b)
-    }
 }
 
 /// `fi_endpoint`.
@@ -78,7 +57,7 @@ pub(crate) fn create(
     info: &Info,
     inner: Inner,
     addr: Addr,
-    msg: Option<Arc<msg::MsgLink>>,
+    msg: Option<Arc<msg::ConnectedLink>>,
     context: *mut c_void,
     ops: &'static fi_ops_ep,
     cm: &'static fi_ops_cm,

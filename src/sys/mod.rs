@@ -14,6 +14,7 @@ pub mod cma;
 pub mod cmem;
 pub mod doorbell;
 pub mod mutex_cond;
+pub mod net;
 pub mod resolve;
 pub mod shm;
 pub mod sockaddr;

@@ -44,13 +44,15 @@ pub struct AutoPort {
 const TCP_IDLE_PERIOD: u32 = 16;
 const TCP_HOT_PASSES: u32 = 256;
 
-/// Forwards to the core and notes whether anything was delivered.
-struct Noting<'a> {
+/// The core as the TCP port's sink: forwards everything and notes whether
+/// anything was delivered (the name every "core as a sink" adapter of the
+/// transports shares the suffix of: `tcp::conn::CoreSink`, `NullSink`).
+struct NotingSink<'a> {
     d: &'a mut dyn Delivery,
     seen: bool,
 }
 
-impl Delivery for Noting<'_> {
+impl Delivery for NotingSink<'_> {
     fn place(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr) -> crate::transport::Place {
         self.seen = true;
         self.d.place(src, src_pid, hdr)
@@ -181,7 +183,7 @@ impl Port for AutoPort {
         Port::poll(&mut self.shm, d);
         self.tick = self.tick.wrapping_add(1);
         if self.tcp_hot > 0 || self.tick.is_multiple_of(TCP_IDLE_PERIOD) || Port::has_pending(&self.tcp) {
-            let mut n = Noting { d, seen: false };
+            let mut n = NotingSink { d, seen: false };
             Port::poll(&mut self.tcp, &mut n);
             if n.seen {
                 self.tcp_hot = TCP_HOT_PASSES;

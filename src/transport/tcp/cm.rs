@@ -1,9 +1,9 @@
-//! Connection management records of connection-oriented (`FI_EP_MSG`)
-//! endpoints over TCP. Pure encoding and validation (no sockets), so every
-//! rule is unit-tested; `msg.rs` (the active side) and `ep/pep.rs` (the
-//! listening side) use them.
+//! Connection management records of connected (`FI_EP_MSG`) endpoints over
+//! TCP. Pure encoding and validation (no sockets), so every rule is
+//! unit-tested; `connected.rs` uses them for both sides (the active
+//! endpoint, and the passive endpoint's listener and connection requests).
 //!
-//! One TCP connection carries one MSG endpoint pair. It starts with exactly
+//! One TCP connection carries one pair of connected endpoints. It starts with exactly
 //! one record from the connecting side and one answer:
 //!
 //! ```text
@@ -16,7 +16,7 @@
 //! ```
 //!
 //! After ACCEPT both directions carry the endpoint records of
-//! docs/protocol.md (MSG, RTS, CTS, DATA, ACK) exactly as between two RDM
+//! docs/protocol.md (EAGER, RTS, CTS, DATA, ACK) exactly as between two RDM
 //! endpoints, and BYE announces an orderly `fi_shutdown`.
 //!
 //! ```text
@@ -29,7 +29,7 @@
 //! ```
 //!
 //! The kinds and `data` differ from the RDM handshake (`hello.rs`: kinds
-//! 0..=2, `data` = its version), so a MSG endpoint dialing an RDM listener,
+//! 0..=2, `data` = its version), so a connected endpoint dialing an RDM listener,
 //! or the reverse, is refused by either side's validation instead of being
 //! misread.
 
@@ -37,12 +37,12 @@ use crate::transport::proto::{op, WireHdr, HDR_LEN};
 
 /// Most bytes of connection data (`FI_OPT_CM_DATA_SIZE`): what one
 /// handshake record may carry (the reader's control buffer).
-pub const CM_DATA_MAX: usize = super::framing::CTL_MAX;
-/// Version of the MSG handshake ("RFCM" + 1), in `WireHdr::data`.
-pub const CM_VERSION: u64 = 0x5246_434d_0000_0001;
+pub(crate) const CM_DATA_MAX: usize = super::framing::CTL_MAX;
+/// Version of the connection handshake ("RFCM" + 1), in `WireHdr::data`.
+pub(crate) const CM_VERSION: u64 = 0x5246_434d_0000_0001;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CmKind {
+pub(crate) enum CmKind {
     ConnReq,
     Accept,
     Reject,
@@ -60,8 +60,8 @@ impl CmKind {
 
 /// Why a handshake record was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BadCm {
-    /// Not a MSG handshake (another op, or another handshake's version).
+pub(crate) enum BadCm {
+    /// Not a connection handshake (another op, or another handshake's version).
     Version,
     Kind,
     /// Non-zero fields that must be zero.
@@ -72,7 +72,7 @@ pub enum BadCm {
 /// The record for `kind` with `data` (the caller checked `data.len()`
 /// against [`CM_DATA_MAX`]) and the RTS prefix this side wants pushed to it
 /// (`Port::set_rts_prefix`): header bytes and payload.
-pub fn encode(kind: CmKind, data: &[u8], rts_prefix: usize) -> ([u8; HDR_LEN], Vec<u8>) {
+pub(crate) fn encode(kind: CmKind, data: &[u8], rts_prefix: usize) -> ([u8; HDR_LEN], Vec<u8>) {
     let n = data.len().min(CM_DATA_MAX);
     let mut h = WireHdr::new(op::HELLO);
     h.aux = kind.code();
@@ -84,12 +84,12 @@ pub fn encode(kind: CmKind, data: &[u8], rts_prefix: usize) -> ([u8; HDR_LEN], V
 }
 
 /// The RTS prefix a validated handshake record asks for.
-pub fn rts_prefix(h: &WireHdr) -> usize {
+pub(crate) fn rts_prefix(h: &WireHdr) -> usize {
     h.msg_id as usize
 }
 
 /// Validates a handshake record whose header passed `WireHdr::check`.
-pub fn parse(h: &WireHdr, payload: &[u8]) -> Result<CmKind, BadCm> {
+pub(crate) fn parse(h: &WireHdr, payload: &[u8]) -> Result<CmKind, BadCm> {
     if h.op != op::HELLO || h.data != CM_VERSION {
         return Err(BadCm::Version);
     }
@@ -137,14 +137,14 @@ mod tests {
     fn hostile_or_foreign_records_refused() {
         let (h, p) = encode(CmKind::ConnReq, b"abc", 0);
         let good = WireHdr::from_bytes(&h);
-        // The RDM handshake (hello.rs) is not a MSG handshake, either way.
+        // The RDM handshake (hello.rs) is not a connection handshake, either way.
         let (rh, rp) = crate::transport::tcp::hello::encode(
             crate::transport::tcp::hello::Kind::Request,
             &"127.0.0.1:5".parse().unwrap(),
             7,
         );
         assert_eq!(parse(&WireHdr::from_bytes(&rh), &rp), Err(BadCm::Version));
-        assert!(crate::transport::tcp::hello::parse(&good, &p, false).is_err());
+        assert!(crate::transport::tcp::hello::parse(&good, &p, crate::transport::tcp::hello::Family::V4).is_err());
         let mut x = good;
         x.aux = 2;
         assert_eq!(parse(&x, &p), Err(BadCm::Kind));

@@ -8,7 +8,7 @@
 //! 1. read the 64-byte header into the reader's own buffer, decode it and
 //!    validate everything with `WireHdr::check` against the endpoint's
 //!    limits, then the ops a TCP stream may carry;
-//! 2. MSG: ask the endpoint core where the payload goes (`place`) and read
+//! 2. EAGER, DATA: ask the endpoint core where the payload goes (`place`) and read
 //!    it **straight into the matched receive buffer** (scatter read over the
 //!    application's iov; the bytes beyond a truncated receive go to a
 //!    scratch buffer and are dropped), or into a vector sized exactly to the
@@ -30,19 +30,19 @@
 //! beyond what the core's placement allows.
 
 use crate::base::error::{Error, Result};
+use crate::sys::net::Io;
 use crate::transport::iov::IovList;
 use crate::transport::proto::{op, BadRecord, Limits, WireHdr, HDR_LEN};
-use crate::transport::tcp::sys::Io;
 use crate::transport::{Disposition, PayloadIn, Place};
 use std::collections::VecDeque;
 
 /// Largest control payload (HELLO: an address; `WireHdr::check` caps it).
-pub const CTL_MAX: usize = 256;
+pub(crate) const CTL_MAX: usize = 256;
 /// Most iovecs one read or write uses.
 const IOV_BATCH: usize = 128;
 
 /// Where stream bytes come from.
-pub trait ByteSource {
+pub(crate) trait ByteSource {
     /// Scatters available bytes into `iov` in order.
     ///
     /// # Safety
@@ -51,7 +51,7 @@ pub trait ByteSource {
 }
 
 /// Where stream bytes go.
-pub trait ByteSink {
+pub(crate) trait ByteSink {
     /// Gathers bytes from `iov` onto the stream.
     ///
     /// # Safety
@@ -60,7 +60,7 @@ pub trait ByteSink {
 }
 
 /// The endpoint core as the reader sees it (the port adds the source).
-pub trait Sink {
+pub(crate) trait Sink {
     fn place(&mut self, hdr: &WireHdr) -> Place;
     fn placed(&mut self, handle: u32, result: Result<()>);
     fn buffered(&mut self, hdr: &WireHdr, data: Vec<u8>);
@@ -69,7 +69,7 @@ pub trait Sink {
 
 /// Why a stream cannot go on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Broken {
+pub(crate) enum Broken {
     /// The socket failed (reset, timeout, ...).
     Io(Error),
     /// End of stream in the middle of a record.
@@ -81,9 +81,20 @@ pub enum Broken {
     Protocol,
 }
 
+/// What a stream may carry now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// Before the connection is established: only handshake records (and
+    /// BYE); anything else is a protocol violation.
+    Handshake,
+    /// Established: the endpoint records (and BYE); a second handshake
+    /// record is a protocol violation.
+    Established,
+}
+
 /// How a [`Reader::pump`] call ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Nothing more to read now.
     Drained,
     /// The per-call read budget is used up; more may be waiting.
@@ -128,10 +139,10 @@ enum State {
 }
 
 /// Bytes a reader reads ahead of the record it is on.
-pub const READ_AHEAD: usize = 4096;
+pub(crate) const READ_AHEAD: usize = 4096;
 
 /// One connection's receive side.
-pub struct Reader {
+pub(crate) struct Reader {
     hdr_buf: [u8; HDR_LEN],
     hdr_got: usize,
     ctl: [u8; CTL_MAX],
@@ -177,7 +188,7 @@ fn iov(p: *const u8, n: usize) -> libc::iovec {
 }
 
 impl Reader {
-    pub fn new() -> Reader {
+    pub(crate) fn new() -> Reader {
         Reader {
             hdr_buf: [0; HDR_LEN],
             hdr_got: 0,
@@ -191,18 +202,18 @@ impl Reader {
     }
 
     /// The payload of the last [`Outcome::Link`] record.
-    pub fn link_payload(&self) -> &[u8] {
+    pub(crate) fn link_payload(&self) -> &[u8] {
         &self.ctl[..self.link_len]
     }
 
     #[cfg(test)]
     /// Whether a record is partly read (end of stream now would cut it).
-    pub fn mid_record(&self) -> bool {
+    pub(crate) fn mid_record(&self) -> bool {
         !matches!(self.state, State::Header) || self.hdr_got > 0 || self.ahead_avail() > 0
     }
 
     /// Bytes held for an unexpected message not yet handed to the core.
-    pub fn staged_bytes(&self) -> usize {
+    pub(crate) fn staged_bytes(&self) -> usize {
         match &self.state {
             State::Buffer { hdr, .. } => hdr.payload as usize,
             State::Staged { buf, .. } => buf.len(),
@@ -213,12 +224,12 @@ impl Reader {
     /// Whether the reader holds stream bytes it has not handed over (a
     /// stalled record, read-ahead bytes): the socket may be empty, so a
     /// sleeper would not wake for them.
-    pub fn holds_input(&self) -> bool {
+    pub(crate) fn holds_input(&self) -> bool {
         self.waiting_for_core() || self.ahead_avail() > 0
     }
 
     /// Whether the reader waits for the core (`Stall`).
-    pub fn waiting_for_core(&self) -> bool {
+    pub(crate) fn waiting_for_core(&self) -> bool {
         matches!(
             self.state,
             State::Place { .. } | State::CtlReady { .. } | State::Staged { .. }
@@ -227,7 +238,7 @@ impl Reader {
 
     /// The stream is gone: a payload being placed into a receive buffer
     /// completes in error (exactly once); everything else is dropped.
-    pub fn abort(&mut self, sink: &mut dyn Sink, err: Error) {
+    pub(crate) fn abort(&mut self, sink: &mut dyn Sink, err: Error) {
         if let State::Into { handle, .. } = std::mem::replace(&mut self.state, State::Header) {
             sink.placed(handle, Err(err));
         }
@@ -265,19 +276,20 @@ impl Reader {
 
     /// Reads and dispatches records until the socket is drained, the core
     /// stalls, a link record arrives, or `max_reads` reads were made.
-    /// `established`: the handshake is done (data records allowed).
+    /// `stage`: whether the handshake is done (data records allowed).
     /// `scratch` receives dropped payload bytes.
-    pub fn pump(
+    pub(crate) fn pump(
         &mut self,
         src: &mut dyn ByteSource,
         sink: &mut dyn Sink,
         lim: &Limits,
-        established: bool,
+        stage: Stage,
         scratch: &mut [u8],
         max_reads: usize,
     ) -> Outcome {
         let mut local = [0u8; 64];
         let scratch: &mut [u8] = if scratch.is_empty() { &mut local } else { scratch };
+        let established = stage == Stage::Established;
         let mut reads = 0usize;
         // The last read came back short: the socket has nothing more now.
         let mut drained = false;
@@ -603,7 +615,7 @@ impl Reader {
 }
 
 /// The payload of a queued record.
-pub enum Body {
+pub(crate) enum Body {
     None,
     /// Copied (inject, or a copy requested).
     Owned(Vec<u8>),
@@ -613,18 +625,18 @@ pub enum Body {
 }
 
 /// A record waiting to go out.
-pub struct OutRecord {
+pub(crate) struct OutRecord {
     hdr: [u8; HDR_LEN],
     body: Body,
     len: usize,
     /// Bytes of header + payload already written.
     done: usize,
     /// The message to report through `Delivery::sent` once written.
-    pub notify: Option<u64>,
+    pub(crate) notify: Option<u64>,
 }
 
 impl OutRecord {
-    pub fn new(hdr: [u8; HDR_LEN], body: Body) -> OutRecord {
+    pub(crate) fn new(hdr: [u8; HDR_LEN], body: Body) -> OutRecord {
         let len = match &body {
             Body::None => 0,
             Body::Owned(v) => v.len(),
@@ -644,7 +656,7 @@ impl OutRecord {
     }
 
     /// Replaces an application buffer by a copy (the caller may reuse it).
-    pub fn make_owned(&mut self) {
+    pub(crate) fn make_owned(&mut self) {
         if let Body::Iov(l) = &self.body {
             let mut v = Vec::with_capacity(self.len);
             l.for_range(0, self.len, |p, n, _| {
@@ -735,7 +747,7 @@ impl IovBuf {
 /// `FI_RUSTFAB_TCP_COALESCE=0` turns the implicit part off (every send is
 /// written at once unless it carries `FI_MORE`), for applications that post
 /// a burst and then compute for long without calling into libfabric.
-pub struct Cork {
+pub(crate) struct Cork {
     /// A data record was queued since the last progress pass (or the
     /// application announced more with `FI_MORE`).
     burst: bool,
@@ -746,72 +758,80 @@ pub struct Cork {
 }
 
 /// Largest payload a record may have to wait in a burst.
-pub const CORK_RECORD_MAX: usize = 4096;
+pub(crate) const CORK_RECORD_MAX: usize = 4096;
 /// A burst is written once this many bytes wait.
-pub const CORK_BYTES: usize = 32 << 10;
+pub(crate) const CORK_BYTES: usize = 32 << 10;
 
 impl Cork {
-    /// `implicit`: coalesce bursts without `FI_MORE` (`FI_RUSTFAB_TCP_COALESCE`).
-    pub fn new(implicit: bool) -> Cork {
+    /// Coalesces bursts without `FI_MORE` when the settings say so
+    /// (`FI_RUSTFAB_TCP_COALESCE`).
+    pub(crate) fn new(settings: &super::TcpSettings) -> Cork {
         Cork {
             burst: false,
             sleepers: false,
-            implicit,
+            implicit: settings.coalesce,
         }
     }
 
     /// A data record with `payload` bytes was just queued, leaving
     /// `unsent` bytes in its queue: may it wait for the next pass?
-    pub fn defer(&mut self, payload: usize, unsent: usize) -> bool {
+    pub(crate) fn defer(&mut self, payload: usize, unsent: usize) -> bool {
         let wait = self.burst && !self.sleepers && payload <= CORK_RECORD_MAX && unsent < CORK_BYTES;
         self.burst = self.implicit;
         wait
     }
 
     /// `FI_MORE`: the application posts more at once.
-    pub fn more(&mut self) {
+    pub(crate) fn more(&mut self) {
         self.burst = true;
     }
 
     /// A progress pass (which writes what waits) ends the burst.
-    pub fn end_burst(&mut self) {
+    pub(crate) fn end_burst(&mut self) {
         self.burst = false;
     }
 
-    pub fn set_sleepers(&mut self, n: usize) {
+    pub(crate) fn set_sleepers(&mut self, n: usize) {
         self.sleepers = n > 0;
     }
 }
 
 /// A peer's queue of records (FIFO: FI_ORDER_SAS).
 #[derive(Default)]
-pub struct WriteQueue {
+pub(crate) struct WriteQueue {
     q: VecDeque<OutRecord>,
     unsent: usize,
 }
 
 impl WriteQueue {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.q.is_empty()
     }
 
     /// Bytes queued and not yet written.
-    pub fn unsent(&self) -> usize {
+    pub(crate) fn unsent(&self) -> usize {
         self.unsent
     }
 
-    pub fn push(&mut self, r: OutRecord) {
+    pub(crate) fn push(&mut self, r: OutRecord) {
         self.unsent += r.total() - r.done;
         self.q.push_back(r);
     }
 
-    pub fn back_mut(&mut self) -> Option<&mut OutRecord> {
+    pub(crate) fn back_mut(&mut self) -> Option<&mut OutRecord> {
         self.q.back_mut()
+    }
+
+    /// Moves every record of `other` behind ours (a connection taking the
+    /// records that waited for it).
+    pub(crate) fn append(&mut self, other: &mut WriteQueue) {
+        self.unsent += std::mem::take(&mut other.unsent);
+        self.q.append(&mut other.q);
     }
 
     /// Writes as much as the stream takes. Records finished meanwhile
     /// that asked for it are appended to `sent`. `Ok(true)`: queue empty.
-    pub fn flush(&mut self, out: &mut dyn ByteSink, sent: &mut Vec<u64>) -> Result<bool> {
+    pub(crate) fn flush(&mut self, out: &mut dyn ByteSink, sent: &mut Vec<u64>) -> Result<bool> {
         // On the stack: a send that writes at once allocates nothing here.
         let mut v = IovBuf::new();
         while !self.q.is_empty() {
@@ -861,7 +881,7 @@ impl WriteQueue {
     }
 
     /// Empties the queue; returns the messages that wanted a report.
-    pub fn take_notifications(&mut self) -> Vec<u64> {
+    pub(crate) fn take_notifications(&mut self) -> Vec<u64> {
         self.unsent = 0;
         self.q.drain(..).filter_map(|r| r.notify).collect()
     }
@@ -1020,7 +1040,7 @@ mod tests {
     fn run(r: &mut Reader, s: &mut Script, c: &mut Core, scratch_len: usize) -> Outcome {
         let mut scratch = vec![0u8; scratch_len];
         for _ in 0..100_000 {
-            let o = r.pump(s, c, &LIM, true, &mut scratch, 7);
+            let o = r.pump(s, c, &LIM, Stage::Established, &mut scratch, 7);
             match o {
                 Outcome::Budget => continue,
                 Outcome::Drained if s.pos < s.avail => continue,
@@ -1061,7 +1081,7 @@ mod tests {
             loop {
                 rounds += 1;
                 assert!(rounds < 200_000, "cuts {cuts:?}");
-                match r.pump(&mut s, &mut core, &LIM, true, &mut scratch, 5) {
+                match r.pump(&mut s, &mut core, &LIM, Stage::Established, &mut scratch, 5) {
                     Outcome::Stalled => {
                         assert_eq!(core.evs.len(), 4, "cuts {cuts:?}");
                         assert!(core.recvs.is_empty());
@@ -1123,7 +1143,10 @@ mod tests {
         let mut core = Core::new();
         let mut r = Reader::new();
         let mut scratch = vec![0u8; 64];
-        assert_eq!(r.pump(&mut s, &mut core, &LIM, true, &mut scratch, 9), Outcome::Drained);
+        assert_eq!(
+            r.pump(&mut s, &mut core, &LIM, Stage::Established, &mut scratch, 9),
+            Outcome::Drained
+        );
         assert!(core.evs.is_empty());
         core.recvs.push_back((3, vec![0; 3000]));
         s.avail = s.data.len();
@@ -1179,7 +1202,7 @@ mod tests {
         let mut r = Reader::new();
         let mut scratch = vec![0u8; 64];
         assert_eq!(
-            r.pump(&mut s, &mut core, &LIM, true, &mut scratch, 100),
+            r.pump(&mut s, &mut core, &LIM, Stage::Established, &mut scratch, 100),
             Outcome::Stalled
         );
         assert_eq!(core.evs.len(), 10);
@@ -1194,7 +1217,7 @@ mod tests {
         core.budget = 10;
         let mut r = Reader::new();
         assert_eq!(
-            r.pump(&mut s, &mut core, &LIM, true, &mut scratch, 100),
+            r.pump(&mut s, &mut core, &LIM, Stage::Established, &mut scratch, 100),
             Outcome::Stalled
         );
         r.abort(&mut core, Error::CONNRESET);
@@ -1213,7 +1236,7 @@ mod tests {
         let mut scratch = vec![0u8; 64];
         let mut o;
         loop {
-            o = r.pump(&mut s, &mut core, &LIM, true, &mut scratch, 3);
+            o = r.pump(&mut s, &mut core, &LIM, Stage::Established, &mut scratch, 3);
             if o != Outcome::Budget && !(o == Outcome::Drained && s.pos < s.avail) {
                 break;
             }
@@ -1223,7 +1246,10 @@ mod tests {
         assert!(r.waiting_for_core());
         // Still no room: stays stalled without reading.
         let pos = s.pos;
-        assert_eq!(r.pump(&mut s, &mut core, &LIM, true, &mut scratch, 3), Outcome::Stalled);
+        assert_eq!(
+            r.pump(&mut s, &mut core, &LIM, Stage::Established, &mut scratch, 3),
+            Outcome::Stalled
+        );
         assert_eq!(s.pos, pos);
         // A receive is posted: #2 goes there, #3 is buffered.
         core.recvs.push_back((7, vec![0; 100]));
@@ -1313,7 +1339,7 @@ mod tests {
         let mut r = Reader::new();
         let mut scratch = [0u8; 8];
         assert_eq!(
-            r.pump(&mut s, &mut Core::new(), &LIM, false, &mut scratch, 9),
+            r.pump(&mut s, &mut Core::new(), &LIM, Stage::Handshake, &mut scratch, 9),
             Outcome::Broken(Broken::Protocol)
         );
     }
@@ -1363,7 +1389,18 @@ mod tests {
         let mut scratch = [0u8; 8];
         let mut got = vec![];
         for _ in 0..1000 {
-            match r.pump(&mut s, &mut core, &LIM, !got.is_empty(), &mut scratch, 4) {
+            match r.pump(
+                &mut s,
+                &mut core,
+                &LIM,
+                if got.is_empty() {
+                    Stage::Handshake
+                } else {
+                    Stage::Established
+                },
+                &mut scratch,
+                4,
+            ) {
                 Outcome::Link(h) => got.push((h.op, r.link_payload().to_vec())),
                 Outcome::Drained if s.pos == s.avail => break,
                 _ => {}

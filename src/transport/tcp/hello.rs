@@ -27,10 +27,10 @@ use crate::transport::proto::{op, WireHdr};
 use std::net::SocketAddr;
 
 /// Version of the handshake payload (`WireHdr::data` of a HELLO).
-pub const HELLO_VERSION: u64 = 1;
+pub(crate) const HELLO_VERSION: u64 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Request,
     Accept,
     Reject,
@@ -48,15 +48,15 @@ impl Kind {
 
 /// A validated handshake record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Hello {
-    pub kind: Kind,
-    pub addr: SocketAddr,
-    pub nonce: u64,
+pub(crate) struct Hello {
+    pub(crate) kind: Kind,
+    pub(crate) addr: SocketAddr,
+    pub(crate) nonce: u64,
 }
 
 /// Why a HELLO was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BadHello {
+pub(crate) enum BadHello {
     Version,
     Kind,
     Flags,
@@ -66,13 +66,13 @@ pub enum BadHello {
 
 #[cfg(test)]
 /// The header and payload of a HELLO.
-pub fn encode(kind: Kind, me: &SocketAddr, nonce: u64) -> ([u8; crate::transport::proto::HDR_LEN], Vec<u8>) {
+pub(crate) fn encode(kind: Kind, me: &SocketAddr, nonce: u64) -> ([u8; crate::transport::proto::HDR_LEN], Vec<u8>) {
     encode_with_prefix(kind, me, nonce, 0)
 }
 
 /// A HELLO that also asks the peer to push `rts_prefix` bytes behind every
 /// RTS it sends us.
-pub fn encode_with_prefix(
+pub(crate) fn encode_with_prefix(
     kind: Kind,
     me: &SocketAddr,
     nonce: u64,
@@ -91,13 +91,31 @@ pub fn encode_with_prefix(
 
 /// The RTS prefix a (parsed) HELLO asks for, clamped to what one DATA
 /// record carries.
-pub fn rts_prefix(h: &WireHdr) -> usize {
+pub(crate) fn rts_prefix(h: &WireHdr) -> usize {
     h.msg_id.min(super::EAGER_MAX as u64) as usize
 }
 
-/// Validates a HELLO whose header already passed `WireHdr::check`.
-/// `v6`: the family this endpoint speaks (a connection joins one family).
-pub fn parse(h: &WireHdr, payload: &[u8], v6: bool) -> Result<Hello, BadHello> {
+/// The address family an endpoint speaks (a connection joins one family).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    pub(crate) fn of(a: &SocketAddr) -> Family {
+        if a.is_ipv6() {
+            Family::V6
+        } else {
+            Family::V4
+        }
+    }
+}
+
+/// Validates a HELLO whose header already passed `WireHdr::check`, for an
+/// endpoint of `family`.
+pub(crate) fn parse(h: &WireHdr, payload: &[u8], family: Family) -> Result<Hello, BadHello> {
+    let v6 = family == Family::V6;
     if h.op != op::HELLO || h.data != HELLO_VERSION {
         return Err(BadHello::Version);
     }
@@ -137,7 +155,7 @@ pub fn parse(h: &WireHdr, payload: &[u8], v6: bool) -> Result<Hello, BadHello> {
 /// The simultaneous-connect tie-break: when both endpoints dialed each
 /// other, the connection dialed by the lower listening address survives
 /// (both sides compute the same answer from the same two addresses).
-pub fn keep_own_dial(me: &SocketAddr, peer: &SocketAddr) -> bool {
+pub(crate) fn keep_own_dial(me: &SocketAddr, peer: &SocketAddr) -> bool {
     order_key(me) < order_key(peer)
 }
 
@@ -150,7 +168,7 @@ fn order_key(a: &SocketAddr) -> (u8, [u8; 16], u16) {
 
 /// What this endpoint knows about the peer a REQUEST comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Existing {
+pub(crate) enum Existing {
     /// No connection (or waiting for the peer to dial after a reject).
     None,
     /// Our own dial to the peer, not answered yet.
@@ -162,7 +180,7 @@ pub enum Existing {
 
 /// What to do with an inbound REQUEST.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Our own dial to ourselves: read it as inbound from us.
     SelfConn,
     /// Use the new connection for this peer.
@@ -176,7 +194,7 @@ pub enum Decision {
     Reject,
 }
 
-pub fn decide(me: &SocketAddr, my_nonce: u64, req: &Hello, existing: Existing) -> Decision {
+pub(crate) fn decide(me: &SocketAddr, my_nonce: u64, req: &Hello, existing: Existing) -> Decision {
     if req.addr == *me {
         return if req.nonce == my_nonce {
             Decision::SelfConn
@@ -227,7 +245,7 @@ mod tests {
         let (h, p) = encode(kind, &addr, nonce);
         let h = WireHdr::from_bytes(&h);
         assert_eq!(h.check(&LIM), Ok(()));
-        parse(&h, &p, addr.is_ipv6())
+        parse(&h, &p, Family::of(&addr))
     }
 
     #[test]
@@ -250,33 +268,33 @@ mod tests {
         let me = sa("10.1.2.3:5000");
         let (hb, p) = encode(Kind::Request, &me, 9);
         let good = WireHdr::from_bytes(&hb);
-        assert!(parse(&good, &p, false).is_ok());
+        assert!(parse(&good, &p, Family::V4).is_ok());
         // Wrong family for this endpoint.
-        assert_eq!(parse(&good, &p, true), Err(BadHello::Address));
+        assert_eq!(parse(&good, &p, Family::V6), Err(BadHello::Address));
         let mut h = good;
         h.data = 2;
-        assert_eq!(parse(&h, &p, false), Err(BadHello::Version));
+        assert_eq!(parse(&h, &p, Family::V4), Err(BadHello::Version));
         let mut h = good;
         h.aux = 3;
-        assert_eq!(parse(&h, &p, false), Err(BadHello::Kind));
+        assert_eq!(parse(&h, &p, Family::V4), Err(BadHello::Kind));
         let mut h = good;
         h.flags = 1;
-        assert_eq!(parse(&h, &p, false), Err(BadHello::Flags));
+        assert_eq!(parse(&h, &p, Family::V4), Err(BadHello::Flags));
         // Truncated / padded address.
         let mut h = good;
         h.payload = 15;
         h.len = 15;
-        assert_eq!(parse(&h, &p[..15], false), Err(BadHello::Address));
+        assert_eq!(parse(&h, &p[..15], Family::V4), Err(BadHello::Address));
         // A sockaddr_in6 payload claiming to be v4-sized garbage: family field wrong.
         let mut garbage = p.clone();
         garbage[0] = 0xff;
         garbage[1] = 0xff;
-        assert_eq!(parse(&good, &garbage, false), Err(BadHello::Family));
+        assert_eq!(parse(&good, &garbage, Family::V4), Err(BadHello::Family));
         // Wildcard address or port 0 cannot be dialed back.
         for bad in ["0.0.0.0:5000", "10.1.2.3:0", "255.255.255.255:1", "224.0.0.1:5"] {
             let (hb, p) = encode(Kind::Request, &sa(bad), 1);
             assert_eq!(
-                parse(&WireHdr::from_bytes(&hb), &p, false),
+                parse(&WireHdr::from_bytes(&hb), &p, Family::V4),
                 Err(BadHello::Address),
                 "{bad}"
             );

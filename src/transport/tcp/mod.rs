@@ -1,4 +1,8 @@
-//! The TCP transport: one [`TcpPort`] per RDM endpoint.
+//! The TCP transport: one [`TcpPort`] per RDM endpoint, one
+//! [`connected::ConnectedPort`] per connected (`FI_EP_MSG`) endpoint. Every
+//! connection of either runs the one state machine of [`conn`], and every
+//! listening socket (an RDM port's, a passive endpoint's) is a
+//! [`listener::Listener`] with its handshake table.
 //!
 //! * **Listener** on the endpoint's source address; its advertised address
 //!   (`fi_getname`) is always one a peer can dial ([`advertised_addr`]).
@@ -25,220 +29,145 @@
 //!   `placed(.., Err)`, and `PeerEvent::Failed` lets the core end the rest.
 //!   A later send to the address dials again (a restarted peer is a new
 //!   incarnation: its HELLO carries a new nonce).
-//! * **Waiting**: the listener, every connection and a timer for deadlines
-//!   are in the port's own epoll set, whose descriptor the domain's engine
-//!   nests ([`Port::wait_fd`]); `poll` is one zero-timeout `epoll_wait`.
+//! * **Waiting**: the listener and its handshakes, every connection and a
+//!   timer for all deadlines are in the port's own epoll set, whose
+//!   descriptor the domain's engine nests ([`Port::wait_fd`]); `poll` is
+//!   one zero-timeout `epoll_wait`.
 
-pub mod cm;
-pub mod framing;
-pub mod hello;
-pub mod msg;
-pub mod sys;
+pub(crate) mod cm;
+pub(crate) mod conn;
+pub(crate) mod connected;
+pub(crate) mod framing;
+pub(crate) mod hello;
+pub(crate) mod listener;
 
 use crate::base::error::{Error, Result};
-use crate::sys::{Epoll, IN, OUT};
+use crate::sys::net::{self, IfAddr, Tuning};
+use crate::sys::{Epoll, IN};
 use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
-use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
-use framing::{Body, ByteSink, ByteSource, Cork, OutRecord, Outcome, Reader, Sink, WriteQueue};
+use crate::transport::{Delivery, Payload, PayloadIn, PeerEvent, Port, Sent};
+use conn::{Alarm, Conn, CoreSink, Phase, Read, Ready};
+use framing::{Body, Cork, OutRecord, WriteQueue};
 use hello::{Decision, Existing, Hello, Kind};
+use listener::{Handshake, Listener, ListenerOptions};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
-use sys::{IfAddr, Io, TimerFd};
 
 /// A dial that is not established (connected and answered) by then fails.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// An accepted connection must say HELLO by then.
-pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// An accepted connection must say HELLO (or CONNREQ) by then.
+pub(crate) const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// After a REJECT (the peer keeps its own dial to us), its connection
 /// must arrive by then.
-pub const REJECTED_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const REJECTED_WAIT: Duration = Duration::from_secs(10);
 /// Idle time before keepalive probes; 3 unanswered probes end a connection.
-pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
+pub(crate) const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
 /// Unacknowledged data older than this ends a connection (TCP_USER_TIMEOUT).
-pub const USER_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const USER_TIMEOUT: Duration = Duration::from_secs(15);
 /// Kernel send buffer per connection: enough for full speed on a LAN, small
 /// enough that a stalled receiver pushes back on the sender's posts.
-pub const SNDBUF: usize = 256 << 10;
+pub(crate) const SNDBUF: usize = 256 << 10;
+/// The options of every data connection, dialed or accepted.
+pub(crate) const TUNING: Tuning = Tuning {
+    sndbuf: SNDBUF,
+    keepalive: KEEPALIVE_IDLE,
+    user_timeout: USER_TIMEOUT,
+};
 /// A peer queue above this many unsent bytes refuses new records
 /// (`-FI_EAGAIN`); one record of any size is taken into an empty queue.
-pub const QUEUE_HIGH_WATER: usize = 64 << 10;
+pub(crate) const QUEUE_HIGH_WATER: usize = 64 << 10;
 /// A payload up to this size that cannot be handed to the kernel at once is
 /// copied into the queue (shm's eager limit: the same buffer-reuse
 /// behaviour on both transports); larger ones are sent from the
 /// application's buffer.
-pub const COPY_MAX: usize = crate::transport::shm::EAGER_MAX;
+pub(crate) const COPY_MAX: usize = crate::transport::shm::EAGER_MAX;
 /// Unexpected payloads being received at once, in bytes, across all
 /// connections (the endpoint's default unexpected budget).
 const STAGING_MAX: usize = crate::transport::DEFAULT_UNEXP_BUDGET;
 /// Accepted connections still in their handshake, at most (a newcomer
-/// beyond it replaces the oldest: see `accept_all`). Smaller in unit tests,
+/// beyond it replaces the oldest: see [`listener`]). Smaller in unit tests,
 /// so that the flood test's sockets stay few.
 const MAX_HANDSHAKES: usize = if cfg!(test) { 32 } else { 256 };
-/// Reads per connection per progress pass (fairness between sockets).
-const READS_PER_PASS: usize = 32;
+/// Listen backlog of an RDM port.
+const LISTEN_BACKLOG: i32 = 512;
 /// Bytes of a dropped (truncated) payload read per call.
-const SCRATCH: usize = 64 << 10;
-/// After EMFILE and friends, the listener rests this long.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+pub(crate) const SCRATCH: usize = 64 << 10;
 
-const TOKEN_LISTENER: u64 = 0;
+// The listener's tokens carry `listener::TOKEN_TAG`.
 const TOKEN_TIMER: u64 = 1;
 const FIRST_CONN: u64 = 2;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ConnState {
-    /// Our dial, connect in progress.
-    Connecting,
-    /// Our dial, REQUEST written or being written, waiting for the answer.
-    HelloSent,
-    /// Accepted, waiting for the peer's REQUEST.
-    AwaitHello,
-    /// Established: records flow both ways.
-    Up,
-    /// Writing a REJECT, then closed.
-    Closing,
-}
-
-/// One socket.
-struct Conn {
-    sock: OwnedFd,
-    state: ConnState,
+/// One connection of the port and what the port knows about its peer.
+struct PortConn {
+    conn: Conn,
     /// The peer's listening address (our dials: the address we dialed).
     peer: Option<SocketAddr>,
+    /// We dialed it (the tie-break's "own dial").
     dialed: bool,
     /// The peer's incarnation (from its HELLO).
     nonce: u64,
     /// Our own dial to ourselves, read as inbound from us.
     self_reader: bool,
-    deadline: Option<Instant>,
-    /// Handshake bytes to write before anything else.
-    hs_out: Vec<u8>,
-    hs_done: usize,
-    reader: Reader,
-    /// Events registered in the epoll set.
-    interest: u32,
-    /// The core could not take the current record: not reading.
-    stalled: bool,
-    /// An error seen outside `poll` (while writing from a send call).
-    doomed: Option<Error>,
     /// The RTS prefix the peer asked for in its HELLO.
     rts_prefix: usize,
 }
 
-impl Conn {
-    fn new(sock: OwnedFd, state: ConnState, dialed: bool, deadline: Instant) -> Conn {
-        Conn {
-            sock,
-            state,
-            peer: None,
-            dialed,
+impl PortConn {
+    fn new(conn: Conn, peer: Option<SocketAddr>) -> PortConn {
+        PortConn {
+            conn,
+            peer,
+            dialed: false,
             nonce: 0,
             self_reader: false,
-            deadline: Some(deadline),
-            hs_out: Vec::new(),
-            hs_done: 0,
-            reader: Reader::new(),
-            interest: 0,
-            stalled: false,
-            doomed: None,
             rts_prefix: 0,
         }
     }
-
-    fn hs_pending(&self) -> bool {
-        self.hs_done < self.hs_out.len()
-    }
-
-    /// Writes what is left of the handshake bytes.
-    fn write_hs(&mut self) -> Result<()> {
-        while self.hs_pending() {
-            let v = [libc::iovec {
-                iov_base: self.hs_out[self.hs_done..].as_ptr() as *mut libc::c_void,
-                iov_len: self.hs_out.len() - self.hs_done,
-            }];
-            // SAFETY: the iovec covers our own handshake buffer.
-            match unsafe { sys::send_iov(self.sock.as_raw_fd(), &v) } {
-                Io::Done(n) => self.hs_done += n,
-                Io::Blocked => return Ok(()),
-                Io::Eof => return Err(Error::CONNRESET),
-                Io::Failed(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
 }
 
-/// A destination: its queue of records and the connection they use.
+/// A destination: the connection its records use, and the records that
+/// wait for that connection to be established.
 #[derive(Default)]
 struct Peer {
     /// The connection records to this peer are written on.
     conn: Option<u64>,
-    /// Rejected: the peer dials us; until then records wait here.
+    /// Rejected: the peer dials us; until then records wait.
     waiting_until: Option<Instant>,
-    queue: WriteQueue,
-    /// Records wait in `queue` for the next pass (send coalescing).
+    /// Records queued before the connection was established (dialing,
+    /// handshake, waiting for the peer's dial); the connection takes them,
+    /// in order, the moment it is up, and later records go to its queue.
+    pending: WriteQueue,
+    /// Records wait for the next pass (send coalescing).
     corked: bool,
     /// A failure found outside `poll`, reported by the next pass.
     doomed: Option<Error>,
 }
 
-/// A non-blocking socket as the framing layer's byte source and sink
-/// (RDM connections, MSG connections, passive endpoints' handshakes).
-pub(crate) struct Fd(pub(crate) RawFd);
-
-impl ByteSource for Fd {
-    unsafe fn read(&mut self, iov: &[libc::iovec]) -> Io {
-        // SAFETY: forwarded contract.
-        unsafe { sys::read_iov(self.0, iov) }
-    }
+/// How [`TcpPort::queue_record`] treats a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Queueing {
+    /// A data record: refused beyond [`QUEUE_HIGH_WATER`]; an eager message
+    /// (`eager`: its payload length) may wait for the next pass ([`Cork`]).
+    Data { eager: Option<usize>, if_queued: IfQueued },
+    /// A control record: always taken, written at once.
+    Control,
 }
 
-impl ByteSink for Fd {
-    unsafe fn write(&mut self, iov: &[libc::iovec]) -> Io {
-        // SAFETY: forwarded contract.
-        unsafe { sys::send_iov(self.0, iov) }
-    }
-}
-
-/// The endpoint core, for records from `src`.
-struct CoreSink<'a> {
-    d: &'a mut dyn Delivery,
-    src: Addr,
-    /// Bytes other connections hold for unexpected messages still arriving
-    /// (the core counts them against its budget only once handed over).
-    staged_elsewhere: usize,
-}
-
-impl Sink for CoreSink<'_> {
-    fn place(&mut self, hdr: &WireHdr) -> Place {
-        match self.d.place(&self.src, 0, hdr) {
-            // The core checked its budget for this message alone; with
-            // several connections filling vectors at once, the port keeps
-            // their sum within one budget's worth (one message at a time
-            // always may go, whatever its size).
-            Place::Buffer if self.staged_elsewhere > 0 && self.staged_elsewhere + hdr.len as usize > STAGING_MAX => {
-                Place::Stall
-            }
-            p => p,
-        }
-    }
-    fn placed(&mut self, handle: u32, result: Result<()>) {
-        self.d.placed(handle, result)
-    }
-    fn buffered(&mut self, hdr: &WireHdr, data: Vec<u8>) {
-        self.d.buffered(&self.src, 0, hdr, data)
-    }
-    fn control(&mut self, hdr: &WireHdr, payload: &[u8]) -> Disposition {
-        self.d.control(&self.src, 0, hdr, &CtlPayload(payload))
-    }
+/// What a data record needs if it is still queued when its send returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct IfQueued {
+    /// Reported through `Delivery::sent` once written.
+    msg_id: u64,
+    /// Its payload is copied first: the caller needs its buffer back.
+    copy: bool,
 }
 
 /// A control record's payload (read whole into the reader's buffer), as
-/// the core takes it (RDM and MSG connections).
+/// the core takes it (RDM and connected endpoints' connections).
 pub(crate) struct CtlPayload<'a>(pub(crate) &'a [u8]);
 
 impl PayloadIn for CtlPayload<'_> {
@@ -256,7 +185,7 @@ impl PayloadIn for CtlPayload<'_> {
 /// interface named by `iface` (`FI_RUSTFAB_IFACE`); else the first
 /// non-loopback interface that is up; else loopback. Never a wildcard, and
 /// never a link-local address (it needs a scope to be dialed).
-pub fn advertised_addr(bound: SocketAddr, iface: Option<&str>, ifs: &[IfAddr]) -> SocketAddr {
+pub(crate) fn advertised_addr(bound: SocketAddr, iface: Option<&str>, ifs: &[IfAddr]) -> SocketAddr {
     if !bound.ip().is_unspecified() {
         return bound;
     }
@@ -303,12 +232,12 @@ fn random_nonce() -> u64 {
 /// What the application's environment sets for TCP (`FI_RUSTFAB_IFACE`,
 /// `FI_RUSTFAB_TCP_COALESCE`), read by the provider and handed down.
 #[derive(Clone, Debug)]
-pub struct TcpSettings {
+pub(crate) struct TcpSettings {
     /// The interface whose address a wildcard-bound endpoint advertises.
-    pub iface: Option<String>,
+    pub(crate) iface: Option<String>,
     /// Small sends posted back to back wait for the next progress pass
     /// (see [`Cork`]); `FI_MORE` works either way.
-    pub coalesce: bool,
+    pub(crate) coalesce: bool,
 }
 
 impl Default for TcpSettings {
@@ -321,17 +250,19 @@ impl Default for TcpSettings {
 }
 
 /// Largest eager message and DATA chunk on a TCP stream.
-pub const EAGER_MAX: usize = 64 << 10;
+pub(crate) const EAGER_MAX: usize = 64 << 10;
 
-pub struct TcpPort {
+pub(crate) struct TcpPort {
     me: SocketAddr,
     nonce: u64,
-    listener: OwnedFd,
-    listen_paused_until: Option<Instant>,
+    /// Accepts and reads HELLOs until a connection says its REQUEST (its
+    /// descriptors are in our epoll set under its tokens).
+    listener: Listener,
     epoll: Epoll,
-    timer: TimerFd,
-    timer_at: Option<Instant>,
-    conns: HashMap<u64, Conn>,
+    /// Deadlines of dials, handshake answers, refusals being written, peers
+    /// we wait for, and the listener's.
+    alarm: Alarm,
+    conns: HashMap<u64, PortConn>,
     peers: HashMap<SocketAddr, Peer>,
     next_id: u64,
     limits: Limits,
@@ -360,22 +291,27 @@ pub struct TcpPort {
 impl TcpPort {
     /// Listens on `src` (port 0: an ephemeral port; wildcard IP: all
     /// interfaces, advertising a reachable one).
-    pub fn new(src: SocketAddr, limits: Limits, settings: &TcpSettings) -> Result<TcpPort> {
-        let listener = sys::listen(&src, 512)?;
-        let bound = sys::local_addr(listener.as_raw_fd())?;
-        let me = advertised_addr(bound, settings.iface.as_deref(), &sys::interfaces());
+    pub(crate) fn new(src: SocketAddr, limits: Limits, settings: &TcpSettings) -> Result<TcpPort> {
+        let listener = Listener::bind(
+            &src,
+            LISTEN_BACKLOG,
+            ListenerOptions {
+                max_handshakes: MAX_HANDSHAKES,
+                timeout: HELLO_TIMEOUT,
+            },
+        )?;
+        let bound = listener.local_addr()?;
+        let me = advertised_addr(bound, settings.iface.as_deref(), &net::interfaces());
         let epoll = Epoll::new()?;
-        let timer = TimerFd::new()?;
-        epoll.add(listener.as_raw_fd(), IN, TOKEN_LISTENER)?;
-        epoll.add(timer.fd(), IN, TOKEN_TIMER)?;
+        let alarm = Alarm::new()?;
+        listener.watch(&epoll)?;
+        epoll.add(alarm.fd(), IN, TOKEN_TIMER)?;
         Ok(TcpPort {
             me,
             nonce: random_nonce(),
             listener,
-            listen_paused_until: None,
             epoll,
-            timer,
-            timer_at: None,
+            alarm,
             conns: HashMap::new(),
             peers: HashMap::new(),
             next_id: FIRST_CONN,
@@ -389,14 +325,14 @@ impl TcpPort {
             closed: false,
             connect_timeout: CONNECT_TIMEOUT,
             rts_prefix: 0,
-            cork: Cork::new(settings.coalesce),
+            cork: Cork::new(settings),
             corked: Vec::new(),
         })
     }
 
     #[cfg(test)]
     /// The advertised (dialable) address.
-    pub fn local(&self) -> SocketAddr {
+    pub(crate) fn local(&self) -> SocketAddr {
         self.me
     }
 
@@ -407,46 +343,25 @@ impl TcpPort {
         }
     }
 
-    fn add_conn(&mut self, c: Conn) -> Result<u64> {
+    fn add_conn(&mut self, mut c: PortConn) -> Result<u64> {
         let id = self.next_id;
         self.next_id += 1;
-        self.epoll.add(c.sock.as_raw_fd(), 0, id)?;
+        c.conn.watch(&self.epoll, id)?;
         self.conns.insert(id, c);
-        self.update_interest(id);
         Ok(id)
     }
 
-    /// Events this connection needs now (EPOLLOUT only while it has
-    /// something to write; EPOLLIN unless the core stalled it).
     fn update_interest(&mut self, id: u64) {
-        let Some(c) = self.conns.get(&id) else { return };
-        let want = match c.state {
-            ConnState::Connecting => OUT,
-            _ => {
-                let queued = c.state == ConnState::Up
-                    && c.peer
-                        .and_then(|p| self.peers.get(&p))
-                        .is_some_and(|p| p.conn == Some(id) && !p.queue.is_empty());
-                (if c.stalled { 0 } else { IN }) | (if c.hs_pending() || queued { OUT } else { 0 })
-            }
-        };
-        if want != c.interest {
-            let fd = c.sock.as_raw_fd();
-            if self.epoll.modify(fd, want, id).is_ok() {
-                if let Some(c) = self.conns.get_mut(&id) {
-                    c.interest = want;
-                }
-            }
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.conn.update(&self.epoll);
         }
     }
 
-    /// Starts a dial to `to`; the peer entry holds the queue meanwhile.
+    /// Starts a dial to `to`; the peer entry holds the records meanwhile.
     fn dial(&mut self, to: SocketAddr) -> Result<u64> {
-        let sock = sys::stream_socket(&to)?;
-        sys::tune_connection(sock.as_raw_fd(), SNDBUF, KEEPALIVE_IDLE, USER_TIMEOUT);
-        sys::connect(sock.as_raw_fd(), &to)?;
-        let mut c = Conn::new(sock, ConnState::Connecting, true, Instant::now() + self.connect_timeout);
-        c.peer = Some(to);
+        let conn = Conn::dial(None, &to, self.connect_timeout)?;
+        let mut c = PortConn::new(conn, Some(to));
+        c.dialed = true;
         let id = self.add_conn(c)?;
         // A sleeper must wake for the deadline even before the next pass.
         self.arm_timer();
@@ -456,7 +371,7 @@ impl TcpPort {
     /// The peer entry for a send, dialing if there is none. A dial that
     /// fails at once is reported like one that fails later (an error
     /// completion for the send), by the next progress pass.
-    fn peer_for_send(&mut self, to: SocketAddr) -> Result<&mut Peer> {
+    fn peer_for_send(&mut self, to: SocketAddr) -> Result<()> {
         if self.closed || self.fenced.contains(&to) {
             return Err(Error::CONNRESET);
         }
@@ -471,52 +386,100 @@ impl TcpPort {
             }
             self.peers.insert(to, p);
         }
-        self.peers.get_mut(&to).ok_or(Error::CONNRESET)
+        Ok(())
     }
 
-    /// Writes what a peer's queue holds, if its connection is established.
-    /// Errors doom the connection (handled by the next pass).
+    /// Where a record to `to` goes now: the established connection's queue,
+    /// else the peer's pending records.
+    fn queue_of(&mut self, to: SocketAddr) -> Option<&mut WriteQueue> {
+        let p = self.peers.get_mut(&to)?;
+        match p.conn.and_then(|id| self.conns.get_mut(&id)) {
+            Some(c) if c.conn.phase() == Phase::Up => Some(c.conn.queue_mut()),
+            _ => Some(&mut p.pending),
+        }
+    }
+
+    /// Connection `id` to `addr` is established: it takes the records that
+    /// waited for it, behind what it holds (its ACCEPT).
+    fn establish(&mut self, id: u64, addr: SocketAddr) {
+        if let (Some(p), Some(c)) = (self.peers.get_mut(&addr), self.conns.get_mut(&id)) {
+            c.conn.queue_mut().append(&mut p.pending);
+        }
+    }
+
+    /// Writes what a peer's connection holds, if it is established. Errors
+    /// doom the connection (handled by the next pass).
     fn flush_peer(&mut self, to: SocketAddr) {
-        let Some(p) = self.peers.get_mut(&to) else { return };
-        let Some(id) = p.conn else { return };
+        let Some(id) = self.peers.get(&to).and_then(|p| p.conn) else {
+            return;
+        };
         let Some(c) = self.conns.get_mut(&id) else { return };
-        if c.state != ConnState::Up || c.hs_pending() || c.doomed.is_some() || p.queue.is_empty() {
+        if c.conn.phase() != Phase::Up || c.conn.doomed().is_some() || c.conn.queue().is_empty() {
             return;
         }
-        let mut done = Vec::new();
-        let r = p.queue.flush(&mut Fd(c.sock.as_raw_fd()), &mut done);
-        self.sent.extend(done.into_iter().map(|id| (id, Ok(()))));
-        if let Err(e) = r {
-            c.doomed = Some(e);
-        }
-        self.update_interest(id);
+        c.conn.flush(&mut self.sent);
+        c.conn.update(&self.epoll);
     }
 
     /// Queues a record and writes the queue, unless the record is an eager
-    /// message (`may_wait`: its payload length) that may wait for the next
-    /// pass ([`Cork`]). `bounded` records (data) are refused beyond
-    /// [`QUEUE_HIGH_WATER`]. `Ok(true)`: written.
-    fn queue_record(&mut self, to: SocketAddr, rec: OutRecord, bounded: bool, may_wait: Option<usize>) -> Result<bool> {
-        let p = self.peer_for_send(to)?;
-        if bounded && p.queue.unsent() >= QUEUE_HIGH_WATER {
+    /// message that may wait for the next pass ([`Cork`]). `Ok(true)`:
+    /// written.
+    fn queue_record(&mut self, to: SocketAddr, rec: OutRecord, how: Queueing) -> Result<bool> {
+        self.peer_for_send(to)?;
+        // Where the record goes: the established connection's queue, else
+        // the peer's pending records (one lookup each: the send path).
+        let if_queued = match how {
+            Queueing::Data { if_queued, .. } => Some(if_queued),
+            Queueing::Control => None,
+        };
+        let p = self.peers.get_mut(&to).ok_or(Error::CONNRESET)?;
+        let mut up = p
+            .conn
+            .and_then(|id| self.conns.get_mut(&id))
+            .filter(|c| c.conn.phase() == Phase::Up);
+        let q = match up.as_mut() {
+            Some(c) => c.conn.queue_mut(),
+            None => &mut p.pending,
+        };
+        if matches!(how, Queueing::Data { .. }) && q.unsent() >= QUEUE_HIGH_WATER {
             return Err(Error::AGAIN);
         }
-        p.queue.push(rec);
-        if let Some(n) = may_wait {
-            let unsent = p.queue.unsent();
-            if self.cork.defer(n, unsent) {
-                let Some(p) = self.peers.get_mut(&to) else {
-                    return Ok(false);
-                };
-                if !p.corked {
-                    p.corked = true;
-                    self.corked.push(to);
-                }
-                return Ok(false);
+        q.push(rec);
+        let mut written = false;
+        let corked = match how {
+            Queueing::Data { eager: Some(n), .. } => self.cork.defer(n, q.unsent()),
+            _ => false,
+        };
+        if corked {
+            if !p.corked {
+                p.corked = true;
+                self.corked.push(to);
             }
+        } else if let Some(c) = up.as_mut() {
+            if c.conn.doomed().is_none() {
+                c.conn.flush(&mut self.sent);
+                c.conn.update(&self.epoll);
+            }
+            written = c.conn.queue().is_empty();
         }
-        self.flush_peer(to);
-        Ok(self.peers.get(&to).is_some_and(|p| p.queue.is_empty()))
+        if written {
+            return Ok(true);
+        }
+        // Still queued (it is the last record): report it when written.
+        // Small payloads are copied so that, as on shm (whose ring holds a
+        // copy), the buffer is the application's again when the post
+        // returns; larger ones stay in place until written.
+        let q = match up {
+            Some(c) => c.conn.queue_mut(),
+            None => &mut p.pending,
+        };
+        if let (Some(iq), Some(r)) = (if_queued, q.back_mut()) {
+            if iq.copy {
+                r.make_owned();
+            }
+            r.notify = Some(iq.msg_id);
+        }
+        Ok(false)
     }
 
     /// Writes every queue that waits for a pass.
@@ -541,7 +504,7 @@ impl TcpPort {
         let doomed: Vec<(u64, Error)> = self
             .conns
             .iter()
-            .filter_map(|(id, c)| c.doomed.map(|e| (*id, e)))
+            .filter_map(|(id, c)| c.conn.doomed().map(|e| (*id, e)))
             .collect();
         for (id, e) in doomed {
             self.fail_conn(id, e, d);
@@ -558,15 +521,11 @@ impl TcpPort {
         self.retry_stalled(d);
         let mut ready = std::mem::take(&mut self.ready);
         let _ = self.epoll.wait(&mut ready, 64, Some(Duration::ZERO));
-        let mut timer = false;
         let mut delivered = false;
         for &(token, ev) in &ready {
             match token {
-                TOKEN_LISTENER => self.accept_all(),
-                TOKEN_TIMER => {
-                    self.timer.drain();
-                    timer = true;
-                }
+                TOKEN_TIMER => self.alarm.fired(),
+                t if Listener::owns(t) => self.listener.event(&self.epoll, t),
                 id => {
                     delivered = true;
                     self.conn_event(id, ev, d)
@@ -574,13 +533,15 @@ impl TcpPort {
             }
         }
         self.ready = ready;
+        while let Some(h) = self.listener.next() {
+            self.on_request(h, d);
+        }
         // What arrived may have freed room for a stalled one (a staged
         // message handed over): retry now rather than after a sleep.
         if delivered {
             self.retry_stalled(d);
         }
-        if timer || self.timer_at.is_some_and(|t| t <= Instant::now()) {
-            self.timer_at = None;
+        if self.alarm.due() {
             self.check_deadlines(d);
         }
         self.arm_timer();
@@ -590,7 +551,7 @@ impl TcpPort {
         let stalled: Vec<u64> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.stalled)
+            .filter(|(_, c)| c.conn.stalled())
             .map(|(id, _)| *id)
             .collect();
         for id in stalled {
@@ -599,30 +560,18 @@ impl TcpPort {
     }
 
     fn conn_event(&mut self, id: u64, ev: u32, d: &mut dyn Delivery) {
-        let Some(c) = self.conns.get_mut(&id) else { return };
-        let err_hup = ev & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0;
-        if c.state == ConnState::Connecting {
-            if ev & OUT != 0 || err_hup {
-                match sys::take_error(c.sock.as_raw_fd()) {
-                    None => self.connected(id, d),
-                    Some(e) => self.fail_conn(id, e, d),
+        let Some(c) = self.conns.get(&id) else { return };
+        match c.conn.ready(ev) {
+            Ready::Dialed(Ok(())) => self.connected(id, d),
+            Ready::Dialed(Err(e)) | Ready::Broken(e) => self.fail_conn(id, e, d),
+            Ready::Io { write, read } => {
+                if write {
+                    self.write_side(id, d);
+                }
+                if read {
+                    self.read_conn(id, d);
                 }
             }
-            return;
-        }
-        if c.stalled && err_hup {
-            // A stalled socket that broke: the peer is gone (its unread
-            // records cannot be taken now and the error would wake sleepers
-            // forever).
-            let e = sys::take_error(c.sock.as_raw_fd()).unwrap_or(Error::CONNRESET);
-            self.fail_conn(id, e, d);
-            return;
-        }
-        if ev & OUT != 0 {
-            self.write_side(id, d);
-        }
-        if ev & IN != 0 || err_hup {
-            self.read_conn(id, d);
         }
     }
 
@@ -632,12 +581,11 @@ impl TcpPort {
         let prefix = self.rts_prefix as u64;
         let Some(c) = self.conns.get_mut(&id) else { return };
         let (h, p) = hello::encode_with_prefix(Kind::Request, &me, nonce, prefix);
-        c.hs_out = h.to_vec();
-        c.hs_out.extend_from_slice(&p);
-        c.hs_done = 0;
-        c.state = ConnState::HelloSent;
-        c.deadline = Some(Instant::now() + connect_timeout);
-        if let Err(e) = c.write_hs() {
+        c.conn.queue_mut().push(OutRecord::new(h, Body::Owned(p)));
+        c.conn.set_phase(Phase::AwaitAnswer);
+        c.conn.set_deadline(Some(Instant::now() + connect_timeout));
+        c.conn.flush(&mut self.sent);
+        if let Some(e) = c.conn.take_doomed() {
             self.fail_conn(id, e, d);
             return;
         }
@@ -646,101 +594,61 @@ impl TcpPort {
 
     fn write_side(&mut self, id: u64, d: &mut dyn Delivery) {
         let Some(c) = self.conns.get_mut(&id) else { return };
-        if c.hs_pending() {
-            if let Err(e) = c.write_hs() {
-                self.fail_conn(id, e, d);
-                return;
-            }
-        }
-        if c.state == ConnState::Closing {
-            if !c.hs_pending() {
-                self.drop_conn(id);
-            } else {
-                self.update_interest(id);
-            }
+        let empty = c.conn.flush(&mut self.sent);
+        if let Some(e) = c.conn.take_doomed() {
+            self.fail_conn(id, e, d);
             return;
         }
-        let peer = c.peer;
-        if let Some(p) = peer {
-            self.flush_peer(p);
-        }
-        let doomed = self.conns.get(&id).and_then(|c| c.doomed);
-        if let Some(e) = doomed {
-            self.fail_conn(id, e, d);
+        if c.conn.phase() == Phase::Closing && empty {
+            // The refusal is out: done with it.
+            self.drop_conn(id);
             return;
         }
         self.update_interest(id);
     }
 
     fn read_conn(&mut self, id: u64, d: &mut dyn Delivery) {
-        // Link records (handshake) are handled between pumps; bounded.
+        // Link records (an answer to our HELLO, BYE) are handled between
+        // reads; bounded.
         for _ in 0..4 {
             let lim = self.limits;
-            let Some(c) = self.conns.get_mut(&id) else { return };
-            if c.state == ConnState::Closing || c.state == ConnState::Connecting {
-                return;
-            }
-            let established = c.state == ConnState::Up;
-            let src = Addr::Inet(c.peer.unwrap_or(self.me));
             let staged_elsewhere: usize = self
                 .conns
                 .iter()
                 .filter(|(cid, _)| **cid != id)
-                .map(|(_, c)| c.reader.staged_bytes())
+                .map(|(_, c)| c.conn.reader().staged_bytes())
                 .sum();
             let Some(c) = self.conns.get_mut(&id) else { return };
+            if matches!(c.conn.phase(), Phase::Closing | Phase::Dialing) {
+                return;
+            }
             let mut sink = CoreSink {
                 d: &mut *d,
-                src,
+                src: Addr::Inet(c.peer.unwrap_or(self.me)),
                 staged_elsewhere,
+                staging_max: STAGING_MAX,
             };
-            let fd = c.sock.as_raw_fd();
-            let out = c.reader.pump(
-                &mut Fd(fd),
-                &mut sink,
-                &lim,
-                established,
-                &mut self.scratch,
-                READS_PER_PASS,
-            );
-            match out {
-                Outcome::Drained | Outcome::Budget => {
-                    c.stalled = false;
-                    self.update_interest(id);
+            match c.conn.read(&mut sink, &lim, &mut self.scratch) {
+                Read::Idle | Read::Stalled => {
+                    c.conn.update(&self.epoll);
                     return;
                 }
-                Outcome::Stalled => {
-                    c.stalled = true;
-                    self.update_interest(id);
-                    return;
-                }
-                Outcome::Link(h) => {
-                    let payload = c.reader.link_payload().to_vec();
+                Read::Link(h) => {
+                    let payload = c.conn.link_payload().to_vec();
                     if !self.on_link(id, &h, &payload, d) {
                         return;
                     }
                 }
-                Outcome::Eof => {
-                    crate::base::log::log_debug!(crate::abi::FI_LOG_EP_DATA, "tcp: peer closed its connection");
-                    self.fail_conn(id, Error::CONNRESET, d);
-                    return;
-                }
-                Outcome::Broken(b) => {
-                    let e = match b {
-                        framing::Broken::Io(e) => e,
-                        _ => {
-                            crate::base::log::log_warn!(crate::abi::FI_LOG_EP_DATA, "tcp: cutting off a peer: {b:?}");
-                            Error::CONNRESET
-                        }
-                    };
-                    self.fail_conn(id, e, d);
+                Read::Ended(end) => {
+                    self.fail_conn(id, end.error(), d);
                     return;
                 }
             }
         }
     }
 
-    /// A HELLO or BYE. Returns whether the connection may be read on.
+    /// The answer to our HELLO, or BYE. Returns whether the connection may
+    /// be read on.
     fn on_link(&mut self, id: u64, h: &WireHdr, payload: &[u8], d: &mut dyn Delivery) -> bool {
         if h.op == proto::op::BYE {
             // The peer closed its endpoint: everything still expected from
@@ -748,10 +656,10 @@ impl TcpPort {
             self.fail_conn(id, Error::CONNRESET, d);
             return false;
         }
-        let Some(state) = self.conns.get(&id).map(|c| c.state) else {
+        let Some(phase) = self.conns.get(&id).map(|c| c.conn.phase()) else {
             return false;
         };
-        let hello = match hello::parse(h, payload, self.me.is_ipv6()) {
+        let hello = match hello::parse(h, payload, hello::Family::of(&self.me)) {
             Ok(x) => x,
             Err(why) => {
                 crate::base::log::log_warn!(crate::abi::FI_LOG_EP_CTRL, "tcp: bad HELLO ({why:?})");
@@ -762,26 +670,27 @@ impl TcpPort {
         if let Some(c) = self.conns.get_mut(&id) {
             c.rts_prefix = hello::rts_prefix(h);
         }
-        match (state, hello.kind) {
-            (ConnState::AwaitHello, Kind::Request) => self.on_request(id, hello, d),
-            (ConnState::HelloSent, Kind::Accept) => {
-                let Some(c) = self.conns.get_mut(&id) else { return false };
-                let key = c.peer;
-                let writer = key.and_then(|k| self.peers.get(&k)).is_some_and(|p| p.conn == Some(id));
+        match (phase, hello.kind) {
+            (Phase::AwaitAnswer, Kind::Accept) => {
+                let Some(key) = self.conns.get(&id).and_then(|c| c.peer) else {
+                    return false;
+                };
+                let writer = self.peers.get(&key).is_some_and(|p| p.conn == Some(id));
                 if !writer {
                     self.drop_conn(id);
                     return false;
                 }
-                c.state = ConnState::Up;
-                c.nonce = hello.nonce;
-                c.deadline = None;
-                if let Some(k) = key {
-                    self.flush_peer(k);
+                if let Some(c) = self.conns.get_mut(&id) {
+                    c.conn.set_phase(Phase::Up);
+                    c.conn.set_deadline(None);
+                    c.nonce = hello.nonce;
                 }
+                self.establish(id, key);
+                self.flush_peer(key);
                 self.update_interest(id);
                 true
             }
-            (ConnState::HelloSent, Kind::Reject) => {
+            (Phase::AwaitAnswer, Kind::Reject) => {
                 // The peer keeps its own dial to us: wait for it.
                 let key = self.conns.get(&id).and_then(|c| c.peer);
                 self.drop_conn(id);
@@ -805,40 +714,48 @@ impl TcpPort {
             return Existing::None;
         };
         match self.conns.get(&cid) {
-            Some(c) if c.state == ConnState::Up => Existing::Up {
+            Some(c) if c.conn.phase() == Phase::Up => Existing::Up {
                 dialed: c.dialed,
                 nonce: c.nonce,
             },
-            Some(c) if matches!(c.state, ConnState::Connecting | ConnState::HelloSent) => Existing::Dialing,
+            Some(c) if matches!(c.conn.phase(), Phase::Dialing | Phase::AwaitAnswer) => Existing::Dialing,
             _ => Existing::None,
         }
     }
 
-    fn reply(&mut self, id: u64, kind: Kind) -> bool {
-        let (me, nonce) = (self.me, self.nonce);
-        let prefix = self.rts_prefix as u64;
-        let Some(c) = self.conns.get_mut(&id) else { return false };
-        let (h, p) = hello::encode_with_prefix(kind, &me, nonce, prefix);
-        c.hs_out = h.to_vec();
-        c.hs_out.extend_from_slice(&p);
-        c.hs_done = 0;
-        c.write_hs().is_ok()
+    /// Our answer to a REQUEST, first in the connection's queue.
+    fn answer(&self, conn: &mut Conn, kind: Kind) {
+        let (h, p) = hello::encode_with_prefix(kind, &self.me, self.nonce, self.rts_prefix as u64);
+        conn.queue_mut().push(OutRecord::new(h, Body::Owned(p)));
     }
 
-    fn on_request(&mut self, id: u64, req: Hello, d: &mut dyn Delivery) -> bool {
+    /// A connection the listener accepted said its first record: a REQUEST
+    /// is answered by the tie-break's decision; anything else closes it.
+    fn on_request(&mut self, h: Handshake, d: &mut dyn Delivery) {
+        let Handshake { mut conn, hdr, payload } = h;
+        if hdr.op == proto::op::BYE {
+            return;
+        }
+        let req = match hello::parse(&hdr, &payload, hello::Family::of(&self.me)) {
+            Ok(x) if x.kind == Kind::Request => x,
+            r => {
+                crate::base::log::log_warn!(crate::abi::FI_LOG_EP_CTRL, "tcp: bad HELLO request ({r:?})");
+                return;
+            }
+        };
         let decision = hello::decide(&self.me, self.nonce, &req, self.existing(&req.addr));
         match decision {
             Decision::Reject => {
-                if let Some(c) = self.conns.get_mut(&id) {
-                    c.state = ConnState::Closing;
-                    c.deadline = Some(Instant::now() + HELLO_TIMEOUT);
+                self.answer(&mut conn, Kind::Reject);
+                conn.set_phase(Phase::Closing);
+                conn.set_deadline(Some(Instant::now() + HELLO_TIMEOUT));
+                if !conn.flush(&mut self.sent) && conn.doomed().is_none() {
+                    // The rest of the refusal goes out when writable, then
+                    // the connection closes (or at its deadline).
+                    let _ = self.add_conn(PortConn::new(conn, None));
+                    self.arm_timer();
                 }
-                if !self.reply(id, Kind::Reject) || !self.conns.get(&id).is_some_and(|c| c.hs_pending()) {
-                    self.drop_conn(id);
-                } else {
-                    self.update_interest(id);
-                }
-                return false;
+                return;
             }
             Decision::Replace => {
                 if let Some(old) = self.peers.get(&req.addr).and_then(|p| p.conn) {
@@ -852,81 +769,52 @@ impl TcpPort {
             }
             Decision::SelfConn | Decision::Adopt => {}
         }
-        let Some(c) = self.conns.get_mut(&id) else { return false };
-        c.state = ConnState::Up;
-        c.peer = Some(req.addr);
+        self.adopt(conn, &hdr, req, decision, d);
+    }
+
+    /// Takes an accepted connection whose REQUEST wins: ACCEPT, then the
+    /// records that waited for the peer.
+    fn adopt(&mut self, mut conn: Conn, hdr: &WireHdr, req: Hello, decision: Decision, d: &mut dyn Delivery) {
+        self.answer(&mut conn, Kind::Accept);
+        conn.set_phase(Phase::Up);
+        conn.set_deadline(None);
+        let mut c = PortConn::new(conn, Some(req.addr));
         c.nonce = req.nonce;
-        c.deadline = None;
-        if decision == Decision::SelfConn {
-            c.self_reader = true;
-        } else {
+        c.rts_prefix = hello::rts_prefix(hdr);
+        c.self_reader = decision == Decision::SelfConn;
+        let Ok(id) = self.add_conn(c) else { return };
+        if decision != Decision::SelfConn {
             let p = self.peers.entry(req.addr).or_default();
             p.conn = Some(id);
             p.waiting_until = None;
+            self.establish(id, req.addr);
         }
-        if !self.reply(id, Kind::Accept) {
-            self.fail_conn(id, Error::CONNRESET, d);
-            return false;
+        let Some(c) = self.conns.get_mut(&id) else { return };
+        c.conn.flush(&mut self.sent);
+        if let Some(e) = c.conn.take_doomed() {
+            self.fail_conn(id, e, d);
+            return;
         }
-        if decision != Decision::SelfConn {
-            self.flush_peer(req.addr);
-        }
-        self.update_interest(id);
-        true
-    }
-
-    fn accept_all(&mut self) {
-        for _ in 0..64 {
-            match sys::accept(self.listener.as_raw_fd()) {
-                Ok(Some(sock)) => {
-                    let pending = self.conns.values().filter(|c| c.state == ConnState::AwaitHello).count();
-                    if pending >= MAX_HANDSHAKES {
-                        // Full: the oldest pending handshake makes room. A
-                        // real peer says HELLO right after connecting, so
-                        // idle or trickling sockets go first and a flood of
-                        // them cannot lock real peers out.
-                        let oldest = self
-                            .conns
-                            .iter()
-                            .filter(|(_, c)| c.state == ConnState::AwaitHello)
-                            .min_by_key(|(_, c)| c.deadline)
-                            .map(|(id, _)| *id);
-                        if let Some(id) = oldest {
-                            self.drop_conn(id);
-                        }
-                    }
-                    sys::tune_connection(sock.as_raw_fd(), SNDBUF, KEEPALIVE_IDLE, USER_TIMEOUT);
-                    let c = Conn::new(sock, ConnState::AwaitHello, false, Instant::now() + HELLO_TIMEOUT);
-                    let _ = self.add_conn(c);
-                }
-                Ok(None) => return,
-                Err(e) => {
-                    // Out of descriptors or memory: rest instead of spinning
-                    // on a listener that stays readable.
-                    crate::base::log::log_warn!(crate::abi::FI_LOG_EP_CTRL, "tcp: accept failed: {e}");
-                    let _ = self.epoll.modify(self.listener.as_raw_fd(), 0, TOKEN_LISTENER);
-                    self.listen_paused_until = Some(Instant::now() + ACCEPT_BACKOFF);
-                    return;
-                }
-            }
+        c.conn.update(&self.epoll);
+        if c.conn.reader().holds_input() {
+            // Records read ahead with the REQUEST: the socket may show
+            // nothing more, so read them now.
+            self.read_conn(id, d);
         }
     }
 
     fn check_deadlines(&mut self, d: &mut dyn Delivery) {
         let now = Instant::now();
-        if self.listen_paused_until.is_some_and(|t| t <= now) {
-            self.listen_paused_until = None;
-            let _ = self.epoll.modify(self.listener.as_raw_fd(), IN, TOKEN_LISTENER);
-        }
-        let late: Vec<(u64, ConnState)> = self
+        self.listener.check_deadlines(&self.epoll, now);
+        let late: Vec<(u64, Phase)> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.deadline.is_some_and(|t| t <= now))
-            .map(|(id, c)| (*id, c.state))
+            .filter(|(_, c)| c.conn.expired(now))
+            .map(|(id, c)| (*id, c.conn.phase()))
             .collect();
-        for (id, state) in late {
-            match state {
-                ConnState::Connecting | ConnState::HelloSent => self.fail_conn(id, Error::TIMEDOUT, d),
+        for (id, phase) in late {
+            match phase {
+                Phase::Dialing | Phase::AwaitAnswer => self.fail_conn(id, Error::TIMEDOUT, d),
                 _ => self.drop_conn(id),
             }
         }
@@ -942,88 +830,90 @@ impl TcpPort {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        let conns = self.conns.values().filter_map(|c| c.deadline);
+        let conns = self.conns.values().filter_map(|c| c.conn.deadline());
         let peers = self.peers.values().filter_map(|p| p.waiting_until);
-        conns.chain(peers).chain(self.listen_paused_until).min()
+        conns.chain(peers).chain(self.listener.next_deadline()).min()
     }
 
     fn arm_timer(&mut self) {
         let next = self.next_deadline();
-        if next != self.timer_at {
-            self.timer_at = next;
-            self.timer
-                .set(next.map(|t| t.saturating_duration_since(Instant::now())));
-        }
+        self.alarm.arm(next);
     }
 
     /// Closes a connection without telling anyone (it carried nothing the
-    /// core knows about: a rejected or superseded dial, a handshake).
+    /// core knows about: a rejected or superseded dial, a refusal).
     fn drop_conn(&mut self, id: u64) {
-        if let Some(c) = self.conns.remove(&id) {
-            self.epoll.delete(c.sock.as_raw_fd());
+        if let Some(mut c) = self.conns.remove(&id) {
+            c.conn.unwatch(&self.epoll);
         }
     }
 
-    /// A connection failed. If it carried records (established, or the dial
-    /// a peer's queue waits on) the peer fails with it.
-    fn fail_conn(&mut self, id: u64, e: Error, d: &mut dyn Delivery) {
+    /// Closes a connection whose failure concerns no peer: a payload being
+    /// placed completes in error, records it held too.
+    fn remove_conn(&mut self, id: u64, e: Error, d: &mut dyn Delivery) {
         let Some(mut c) = self.conns.remove(&id) else { return };
-        self.epoll.delete(c.sock.as_raw_fd());
-        let src = Addr::Inet(c.peer.unwrap_or(self.me));
-        c.reader.abort(
-            &mut CoreSink {
-                d: &mut *d,
-                src,
-                staged_elsewhere: 0,
-            },
-            crate::transport::PEER_FAILED,
-        );
-        let Some(addr) = c.peer else { return };
-        let linked = match c.state {
-            ConnState::Up => true,
-            ConnState::Connecting | ConnState::HelloSent => self.peers.get(&addr).is_some_and(|p| p.conn == Some(id)),
-            _ => false,
-        };
-        if linked {
-            // A dial that never worked reports its own reason (refused,
-            // unreachable, timed out); a broken connection is a peer failure.
-            let e = if c.state == ConnState::Up {
-                crate::transport::PEER_FAILED
-            } else {
-                e
-            };
-            self.fail_peer(addr, e, d);
+        c.conn.unwatch(&self.epoll);
+        for m in c.conn.queue_mut().take_notifications() {
+            d.sent(m, Err(e));
         }
+        let src = Addr::Inet(c.peer.unwrap_or(self.me));
+        c.conn
+            .abort_reader(&mut CoreSink::new(d, src), crate::transport::PEER_FAILED);
+    }
+
+    /// A connection failed. If it carried records (established, or the dial
+    /// a peer's records wait on) the peer fails with it.
+    fn fail_conn(&mut self, id: u64, e: Error, d: &mut dyn Delivery) {
+        let Some(c) = self.conns.get(&id) else { return };
+        let phase = c.conn.phase();
+        let linked = c.peer.filter(|a| match phase {
+            Phase::Up => true,
+            Phase::Dialing | Phase::AwaitAnswer => self.peers.get(a).is_some_and(|p| p.conn == Some(id)),
+            _ => false,
+        });
+        let Some(addr) = linked else {
+            self.remove_conn(id, e, d);
+            return;
+        };
+        // A dial that never worked reports its own reason (refused,
+        // unreachable, timed out); a broken connection is a peer failure.
+        let e = if phase == Phase::Up {
+            crate::transport::PEER_FAILED
+        } else {
+            e
+        };
+        self.fail_peer(addr, e, d);
+        self.remove_conn(id, e, d);
     }
 
     /// Ends everything to and from `addr`: queued records complete with `e`,
     /// its connections close, and the core hears `PeerEvent::Failed`.
     fn fail_peer(&mut self, addr: SocketAddr, e: Error, d: &mut dyn Delivery) {
-        if let Some(mut p) = self.peers.remove(&addr) {
-            for id in p.queue.take_notifications() {
-                d.sent(id, Err(e));
-            }
-        }
         let ids: Vec<u64> = self
             .conns
             .iter()
             .filter(|(_, c)| {
-                c.peer == Some(addr) && matches!(c.state, ConnState::Up | ConnState::Connecting | ConnState::HelloSent)
+                c.peer == Some(addr) && matches!(c.conn.phase(), Phase::Up | Phase::Dialing | Phase::AwaitAnswer)
             })
             .map(|(id, _)| *id)
             .collect();
-        for id in ids {
-            if let Some(mut c) = self.conns.remove(&id) {
-                self.epoll.delete(c.sock.as_raw_fd());
-                c.reader.abort(
-                    &mut CoreSink {
-                        d: &mut *d,
-                        src: Addr::Inet(addr),
-                        staged_elsewhere: 0,
-                    },
-                    crate::transport::PEER_FAILED,
-                );
-            }
+        let mut gone: Vec<PortConn> = ids.iter().filter_map(|id| self.conns.remove(id)).collect();
+        let mut queued = Vec::new();
+        for c in &mut gone {
+            c.conn.unwatch(&self.epoll);
+            queued.extend(c.conn.queue_mut().take_notifications());
+        }
+        if let Some(mut p) = self.peers.remove(&addr) {
+            queued.extend(p.pending.take_notifications());
+        }
+        for id in queued {
+            d.sent(id, Err(e));
+        }
+        for c in &mut gone {
+            c.conn.abort_reader(
+                &mut CoreSink::new(&mut *d, Addr::Inet(addr)),
+                crate::transport::PEER_FAILED,
+            );
         }
         if !self.fenced.contains(&addr) {
             self.fenced.push(addr);
@@ -1049,31 +939,19 @@ impl TcpPort {
                 .get(&a)
                 .and_then(|p| p.conn)
                 .and_then(|id| self.conns.get(&id))
-                .is_some_and(|c| c.state == ConnState::Up && c.doomed.is_none());
+                .is_some_and(|c| c.conn.phase() == Phase::Up && c.conn.doomed().is_none());
             if up {
-                if let Some(p) = self.peers.get_mut(&a) {
-                    p.queue
-                        .push(OutRecord::new(WireHdr::new(proto::op::BYE).to_bytes(), Body::None));
+                if let Some(q) = self.queue_of(a) {
+                    q.push(OutRecord::new(WireHdr::new(proto::op::BYE).to_bytes(), Body::None));
                 }
                 self.flush_peer(a);
             }
         }
-        let mut buf = [0u8; 4096];
         for c in self.conns.values() {
-            for _ in 0..16 {
-                let v = [libc::iovec {
-                    iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-                    iov_len: buf.len(),
-                }];
-                // SAFETY: the iovec covers a local buffer.
-                match unsafe { sys::read_iov(c.sock.as_raw_fd(), &v) } {
-                    Io::Done(_) => continue,
-                    _ => break,
-                }
-            }
+            c.conn.discard_input();
         }
-        for (_, c) in self.conns.drain() {
-            self.epoll.delete(c.sock.as_raw_fd());
+        for (_, mut c) in self.conns.drain() {
+            c.conn.unwatch(&self.epoll);
         }
         self.peers.clear();
     }
@@ -1116,7 +994,7 @@ impl Port for TcpPort {
             || !self.corked.is_empty()
             || !self.events.is_empty()
             || self.peers.values().any(|p| p.doomed.is_some())
-            || self.conns.values().any(|c| c.doomed.is_some())
+            || self.conns.values().any(|c| c.conn.doomed().is_some())
     }
 
     /// Larger messages go by rendezvous (RTS, then DATA once the receiver
@@ -1143,20 +1021,22 @@ impl Port for TcpPort {
         // Eager messages may wait for the pass that follows a burst;
         // rendezvous records (RTS, DATA) go at once.
         let may_wait = (h.op == proto::op::EAGER).then_some(n);
-        if self.queue_record(to, OutRecord::new(h.to_bytes(), body), true, may_wait)? {
-            return Ok(Sent::Done);
+        let if_queued = IfQueued {
+            msg_id: h.msg_id,
+            copy: copy || n <= COPY_MAX,
+        };
+        let rec = OutRecord::new(h.to_bytes(), body);
+        match self.queue_record(
+            to,
+            rec,
+            Queueing::Data {
+                eager: may_wait,
+                if_queued,
+            },
+        )? {
+            true => Ok(Sent::Done),
+            false => Ok(Sent::Queued),
         }
-        // Still queued (it is the last record): report it when written.
-        // Small payloads are copied so that, as on shm (whose ring holds a
-        // copy), the buffer is the application's again when the post
-        // returns; larger ones stay in place until written.
-        if let Some(r) = self.peers.get_mut(&to).and_then(|p| p.queue.back_mut()) {
-            if copy || n <= COPY_MAX {
-                r.make_owned();
-            }
-            r.notify = Some(h.msg_id);
-        }
-        Ok(Sent::Queued)
     }
 
     fn send_ctl(&mut self, peer: &Addr, hdr: &WireHdr) -> Result<()> {
@@ -1168,13 +1048,13 @@ impl Port for TcpPort {
         }
         let mut h = *hdr;
         h.payload = 0;
-        self.queue_record(to, OutRecord::new(h.to_bytes(), Body::None), false, None)
+        self.queue_record(to, OutRecord::new(h.to_bytes(), Body::None), Queueing::Control)
             .map(|_| ())
     }
 
     fn room(&mut self, peer: &Addr) -> usize {
         let Ok(to) = self.inet(peer) else { return 0 };
-        let used = self.peers.get(&to).map_or(0, |p| p.queue.unsent());
+        let used = self.queue_of(to).map_or(0, |q| q.unsent());
         QUEUE_HIGH_WATER.saturating_sub(used)
     }
 
@@ -1206,29 +1086,15 @@ impl Port for TcpPort {
     /// cannot place the record drops the interest again: no spinning).
     fn take_events(&mut self) -> Vec<PeerEvent> {
         if !self.polled {
-            let stalled: Vec<u64> = self
-                .conns
-                .iter()
-                .filter(|(_, c)| c.stalled)
-                .map(|(id, _)| *id)
-                .collect();
             let mut wake = false;
-            for id in stalled {
-                if let Some(c) = self.conns.get_mut(&id) {
-                    c.stalled = false;
-                    wake |= c.reader.holds_input();
-                }
-                self.update_interest(id);
-                if let Some(c) = self.conns.get_mut(&id) {
-                    c.stalled = true;
-                }
+            for c in self.conns.values_mut() {
+                wake |= c.conn.offer_input(&self.epoll);
             }
             if wake {
                 // The stalled record (or bytes read ahead) is in our buffers,
                 // not in the socket: EPOLLIN alone may not wake a sleeper.
                 // The deadline timer, fired now, does.
-                self.timer.set(Some(Duration::from_micros(1)));
-                self.timer_at = Some(Instant::now());
+                self.alarm.ring();
             }
         }
         self.polled = false;
@@ -1261,7 +1127,7 @@ impl Port for TcpPort {
             .and_then(|p| p.conn)
             .and_then(|id| self.conns.get(&id))
         {
-            Some(c) if c.state == ConnState::Up => c.rts_prefix,
+            Some(c) if c.conn.phase() == Phase::Up => c.rts_prefix,
             _ => crate::transport::DEFAULT_RTS_PREFIX,
         }
     }

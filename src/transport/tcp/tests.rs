@@ -2,8 +2,10 @@
 
 use super::*;
 use crate::transport::proto::{flag, op};
+use crate::transport::{Disposition, Place};
 use std::collections::VecDeque;
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 
 const LIM: Limits = Limits {
     max_payload: 1 << 30,
@@ -257,7 +259,10 @@ fn malformed_frame_cuts_off_only_that_connection() {
     }
     let hh = WireHdr::from_bytes(ans[..64].try_into().unwrap());
     assert_eq!(hh.op, op::HELLO);
-    assert_eq!(hello::parse(&hh, &ans[64..], false).unwrap().kind, Kind::Accept);
+    assert_eq!(
+        hello::parse(&hh, &ans[64..], hello::Family::V4).unwrap().kind,
+        Kind::Accept
+    );
     let mut bad = WireHdr::new(op::EAGER);
     bad.len = 1 << 40;
     bad.payload = u32::MAX;
@@ -328,7 +333,10 @@ fn stalled_record_in_our_buffers_still_wakes_a_sleeper() {
     cb.stall = true;
     send_bytes(&mut a, &b.addr(), 1, &pattern(100, 1), 1).unwrap();
     pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| {
-        p[1].0.conns.values().any(|c| c.stalled && c.reader.holds_input())
+        p[1].0
+            .conns
+            .values()
+            .any(|c| c.conn.stalled() && c.conn.reader().holds_input())
     });
     // Quiet: the socket is drained, the record waits in the reader.
     b.poll(&mut cb);
@@ -500,7 +508,7 @@ fn unexpected_payloads_arriving_at_once_stay_within_one_budget() {
         a.poll(&mut ca);
         c.poll(&mut cc);
         b.poll(&mut cb);
-        let staged: usize = b.conns.values().map(|x| x.reader.staged_bytes()).sum();
+        let staged: usize = b.conns.values().map(|x| x.conn.reader().staged_bytes()).sum();
         peak = peak.max(staged);
     }
     assert!(peak <= STAGING_MAX, "{peak} bytes staged at once");
@@ -510,12 +518,12 @@ fn unexpected_payloads_arriving_at_once_stay_within_one_budget() {
 #[test]
 fn silent_peer_fails_at_the_connect_deadline_without_blocking() {
     // A listener whose accept queue is full drops SYNs: the dial hangs.
-    let fd = sys::listen(&"127.0.0.1:0".parse().unwrap(), 0).unwrap();
-    let silent = sys::local_addr(fd.as_raw_fd()).unwrap();
+    let fd = net::listen(&"127.0.0.1:0".parse().unwrap(), 0).unwrap();
+    let silent = net::local_addr(fd.as_fd()).unwrap();
     let _filler: Vec<_> = (0..3)
         .filter_map(|_| {
-            let s = sys::stream_socket(&silent).ok()?;
-            let _ = sys::connect(s.as_raw_fd(), &silent);
+            let s = net::stream_socket(&silent).ok()?;
+            let _ = net::connect(s.as_fd(), &silent);
             Some(s)
         })
         .collect();
@@ -627,8 +635,7 @@ fn silent_connection_flood_does_not_lock_out_a_real_peer() {
     while t.elapsed() < Duration::from_millis(300) {
         b.poll(&mut cb);
     }
-    let pending = b.conns.values().filter(|c| c.state == ConnState::AwaitHello).count();
-    assert_eq!(pending, MAX_HANDSHAKES, "the slots are capped");
+    assert_eq!(b.listener.incomplete(), MAX_HANDSHAKES, "the slots are capped");
     let started = Instant::now();
     let msg = pattern(100, 7);
     send_bytes(&mut a, &b.addr(), 5, &msg, 1).unwrap();
@@ -638,7 +645,25 @@ fn silent_connection_flood_does_not_lock_out_a_real_peer() {
         "got through before any deadline freed a slot"
     );
     assert!(cb.got[0].2 == msg);
-    let pending = b.conns.values().filter(|c| c.state == ConnState::AwaitHello).count();
-    assert!(pending < MAX_HANDSHAKES, "the real peer's handshake completed");
+    assert!(
+        b.listener.incomplete() < MAX_HANDSHAKES,
+        "the real peer's handshake completed"
+    );
     drop(flood);
+}
+
+/// Linux nests epoll sets at most five deep, and an application may put its
+/// wait fd (a wait object's set, nesting the engine's, nesting an auto
+/// port's, nesting this port's) into a set of its own: the port's set must
+/// leave four levels above it, so it nests no set of its own (the
+/// listener's descriptors sit in it directly).
+#[test]
+fn the_wait_fd_leaves_four_epoll_levels_above_it() {
+    let a = port();
+    let sets: Vec<Epoll> = (0..4).map(|_| Epoll::new().unwrap()).collect();
+    let mut below = a.wait_fd();
+    for (i, s) in sets.iter().enumerate() {
+        s.add(below, IN, 0).unwrap_or_else(|e| panic!("level {}: {e}", i + 1));
+        below = s.fd();
+    }
 }

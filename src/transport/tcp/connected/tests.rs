@@ -1,19 +1,43 @@
-//! A MSG connection's transport over real loopback sockets: the client is
-//! a `MsgShared`, the server side is a plain socket playing the passive
-//! endpoint (reading the CONNREQ), then a second `MsgShared` accepting.
+//! A connected endpoint's transport over real loopback sockets: the client
+//! is a `Connection`; the server side is a passive listener handing its
+//! connection request to a second `Connection` accepting, or a plain socket
+//! playing a (hostile) server.
 
 use super::*;
 use crate::transport::proto::op;
-use crate::transport::PayloadIn;
+use crate::transport::{Disposition, PayloadIn, Place};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{FromRawFd, IntoRawFd};
 
 const LIM: Limits = Limits {
     max_payload: EAGER_MAX,
     max_iov: 8,
 };
+
+fn opts() -> ConnOptions {
+    ConnOptions {
+        limits: LIM,
+        settings: TcpSettings::default(),
+    }
+}
+
+fn any() -> SocketAddr {
+    "0.0.0.0:0".parse().unwrap()
+}
+
+/// Polls a passive listener until a connection request arrives.
+fn request(l: &mut PassiveListener) -> ConnRequest {
+    let t = Instant::now();
+    loop {
+        l.poll();
+        if let Some(r) = l.next() {
+            return r;
+        }
+        assert!(t.elapsed() < Duration::from_secs(5), "no request");
+        crate::sys::poll_readable(l.wait_fd(), Some(Duration::from_millis(100)));
+    }
+}
 
 /// A scripted core: posted receives (owned buffers), else buffer.
 #[derive(Default)]
@@ -28,7 +52,7 @@ struct Core {
 
 impl Delivery for Core {
     fn place(&mut self, src: &Addr, _pid: i32, hdr: &WireHdr) -> Place {
-        assert_eq!(*src, MSG_PEER);
+        assert_eq!(*src, CONNECTED_PEER);
         match self.recvs.pop_front() {
             Some(mut buf) => {
                 self.next += 1;
@@ -62,7 +86,7 @@ impl Delivery for Core {
     }
 }
 
-fn events_until(s: &Arc<MsgShared>, p: &mut MsgPort, c: &mut Core) -> CmEvent {
+fn events_until(s: &Arc<Connection>, p: &mut ConnectedPort, c: &mut Core) -> CmEvent {
     let t = Instant::now();
     loop {
         p.poll(c);
@@ -97,14 +121,14 @@ fn msg(len: usize, id: u64) -> WireHdr {
     h
 }
 
-/// Client connects with data, the "pep" reads it and hands the socket to
-/// an accepting endpoint, data flows both ways, an orderly shutdown ends
-/// both sides with one event each.
+/// Client connects with data, the passive listener reads it and hands the
+/// connection to an accepting endpoint, data flows both ways, an orderly
+/// shutdown ends both sides with one event each.
 #[test]
 fn connect_accept_data_shutdown() {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut l = PassiveListener::on(net::bound_socket(&"127.0.0.1:0".parse().unwrap()).unwrap(), 8).unwrap();
     let to = l.local_addr().unwrap();
-    let cs = MsgShared::new_client(false, Some("127.0.0.1:0".parse().unwrap()), LIM, true).unwrap();
+    let cs = Connection::new_client("127.0.0.1:0".parse().unwrap(), &opts()).unwrap();
     let bound = cs.local().unwrap();
     assert_ne!(bound.port(), 0, "bound before connect: getname works");
     let (mut cp, mut cc) = (cs.port(), Core::default());
@@ -113,12 +137,11 @@ fn connect_accept_data_shutdown() {
     assert_eq!(cs.state(), LinkState::Connecting);
     assert_eq!(cs.connect(to, b""), Err(Error::OPBADSTATE), "once in a lifetime");
     cp.poll(&mut cc);
-    let (mut srv, _) = l.accept().unwrap();
-    assert_eq!(read_cm(&mut srv), (CmKind::ConnReq, b"hello".to_vec()));
-    srv.set_nonblocking(true).unwrap();
-    // SAFETY: the fd comes from a TcpStream we give up.
-    let fd = unsafe { OwnedFd::from_raw_fd(srv.into_raw_fd()) };
-    let ss = MsgShared::new_accepting(fd, 0, LIM, true).unwrap();
+    let req = request(&mut l);
+    assert_eq!(req.data(), b"hello");
+    assert_eq!(req.peer(), bound);
+    assert_eq!(req.local(), to);
+    let ss = Connection::new_accepting(req, &opts()).unwrap();
     assert_eq!(ss.peer(), Some(bound));
     let (mut sp, mut sc) = (ss.port(), Core::default());
     assert_eq!(ss.state(), LinkState::Accepting);
@@ -135,11 +158,11 @@ fn connect_accept_data_shutdown() {
     let a = vec![1u8; 1000];
     let b = vec![2u8; 60_000];
     let ia = IovList::single(a.as_ptr() as usize, a.len());
-    cp.send(&MSG_PEER, &msg(a.len(), 1), Payload::Iov(&ia, 0, a.len()), false)
+    cp.send(&CONNECTED_PEER, &msg(a.len(), 1), Payload::Iov(&ia, 0, a.len()), false)
         .unwrap();
     let ib = IovList::single(b.as_ptr() as usize, b.len());
     sc.recvs.push_back(vec![0; 10]); // truncating receive for the first
-    sp.send(&MSG_PEER, &msg(b.len(), 2), Payload::Iov(&ib, 0, b.len()), false)
+    sp.send(&CONNECTED_PEER, &msg(b.len(), 2), Payload::Iov(&ib, 0, b.len()), false)
         .unwrap();
     let t = Instant::now();
     while sc.got.is_empty() || cc.got.is_empty() {
@@ -163,7 +186,7 @@ fn connect_accept_data_shutdown() {
     assert_eq!(ss.state(), LinkState::Down);
     // Posts fail at once afterwards; a second shutdown is a no-op.
     assert_eq!(
-        cp.send(&MSG_PEER, &msg(a.len(), 3), Payload::Iov(&ia, 0, a.len()), false),
+        cp.send(&CONNECTED_PEER, &msg(a.len(), 3), Payload::Iov(&ia, 0, a.len()), false),
         Err(Error::NOTCONN)
     );
     cs.shutdown();
@@ -174,7 +197,7 @@ fn connect_accept_data_shutdown() {
 #[test]
 fn reject_carries_the_servers_data() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let cs = MsgShared::new_client(false, None, LIM, true).unwrap();
+    let cs = Connection::new_client(any(), &opts()).unwrap();
     let (mut cp, mut cc) = (cs.port(), Core::default());
     cs.connect(l.local_addr().unwrap(), &[9u8; CM_DATA_MAX]).unwrap();
     cp.poll(&mut cc);
@@ -198,7 +221,7 @@ fn closed_port_is_refused() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let cs = MsgShared::new_client(false, None, LIM, true).unwrap();
+    let cs = Connection::new_client(any(), &opts()).unwrap();
     let (mut cp, mut cc) = (cs.port(), Core::default());
     cs.connect(SocketAddr::from(([127, 0, 0, 1], port)), b"x").unwrap();
     assert_eq!(
@@ -216,7 +239,7 @@ fn closed_port_is_refused() {
 fn hostile_or_silent_servers() {
     for case in 0..3 {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let cs = MsgShared::new_client(false, None, LIM, true).unwrap();
+        let cs = Connection::new_client(any(), &opts()).unwrap();
         let (mut cp, mut cc) = (cs.port(), Core::default());
         cs.connect(l.local_addr().unwrap(), b"").unwrap();
         cp.poll(&mut cc);
@@ -249,7 +272,7 @@ fn hostile_or_silent_servers() {
 #[test]
 fn peer_death_ends_the_connection() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let cs = MsgShared::new_client(false, None, LIM, true).unwrap();
+    let cs = Connection::new_client(any(), &opts()).unwrap();
     let (mut cp, mut cc) = (cs.port(), Core::default());
     cs.connect(l.local_addr().unwrap(), b"").unwrap();
     cp.poll(&mut cc);
@@ -261,7 +284,12 @@ fn peer_death_ends_the_connection() {
     let big = vec![5u8; 4 << 20];
     let iov = IovList::single(big.as_ptr() as usize, big.len());
     let r = cp
-        .send(&MSG_PEER, &msg(big.len(), 9), Payload::Iov(&iov, 0, big.len()), false)
+        .send(
+            &CONNECTED_PEER,
+            &msg(big.len(), 9),
+            Payload::Iov(&iov, 0, big.len()),
+            false,
+        )
         .unwrap();
     assert_eq!(r, Sent::Queued);
     drop(srv); // unread data: the kernel resets the connection
@@ -270,7 +298,24 @@ fn peer_death_ends_the_connection() {
     assert_eq!(cc.sent.len(), 1);
     assert!(cc.sent[0].1.is_err());
     assert_eq!(
-        cp.send(&MSG_PEER, &msg(1, 10), Payload::Bytes(b"x"), true),
+        cp.send(&CONNECTED_PEER, &msg(1, 10), Payload::Bytes(b"x"), true),
         Err(Error::NOTCONN)
     );
+}
+
+/// As for RDM ports (see `the_wait_fd_leaves_four_epoll_levels_above_it`
+/// there): neither a connected endpoint's set nor a passive listener's
+/// nests a set of its own.
+#[test]
+fn wait_fds_leave_four_epoll_levels_above_them() {
+    let l = PassiveListener::on(net::bound_socket(&"127.0.0.1:0".parse().unwrap()).unwrap(), 8).unwrap();
+    let c = Connection::new_client(any(), &opts()).unwrap();
+    for fd in [l.wait_fd(), c.wait_fd] {
+        let sets: Vec<Epoll> = (0..4).map(|_| Epoll::new().unwrap()).collect();
+        let mut below = fd;
+        for s in &sets {
+            s.add(below, IN, 0).unwrap();
+            below = s.fd();
+        }
+    }
 }

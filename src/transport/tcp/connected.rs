@@ -1,0 +1,1017 @@
+//! The transport of a connected (`FI_EP_MSG`) endpoint: exactly one TCP
+//! connection — the state machine of [`super::conn`], as on RDM ports — set
+//! up with the handshake of [`super::cm`], then carrying the same records as
+//! an RDM endpoint's connections (framing, backpressure and the two-phase
+//! placement are shared: [`super::framing`]); and the listening side of
+//! passive endpoints ([`PassiveListener`]: a [`Listener`] whose handshakes
+//! are connection requests, [`ConnRequest`]).
+//!
+//! [`ConnectedPort`] is the endpoint core's [`Port`]; the endpoint's
+//! connection management calls (`fi_connect`, `fi_accept`, `fi_shutdown`,
+//! names) reach the same state through [`Connection`]. Both are only used
+//! with the endpoint's lock held (the port lives inside the endpoint core),
+//! so the mutex here is never contended; it only makes the sharing safe.
+//!
+//! States ([`LinkState`]): `Idle` (a client before `fi_connect`),
+//! `Accepting` (a server endpoint holding the connection of a connection
+//! request until `fi_accept`), `Connecting` (TCP connect, then the
+//! CONNREQ/answer exchange), `Up`, `Down` (final: shut down, refused or
+//! failed). Every change the application must hear about is queued as a
+//! [`CmEvent`] for the endpoint layer, which turns it into an EQ event:
+//! * `Connected` — `FI_CONNECTED` (client: with the server's data);
+//! * `Refused` — an `FI_ECONNREFUSED` error event (reject, with the
+//!   server's data) or the connect error (refused port, unreachable,
+//!   `FI_ETIMEDOUT` after [`super::CONNECT_TIMEOUT`]);
+//! * `Shutdown` — `FI_SHUTDOWN`: our `fi_shutdown` (outstanding operations
+//!   end with `FI_ECANCELED`) or the peer's (BYE, end of stream, reset,
+//!   keepalive / user timeout: `FI_ECONNRESET`). At most one per endpoint.
+//!
+//! Waiting: the socket and a deadline timer sit in the port's own epoll
+//! set, which the domain's engine nests (and, through it, the EQ's and CQs'
+//! wait objects): a sleeper wakes when the connect completes, the answer
+//! arrives, data arrives or the peer goes away.
+
+use super::cm::{self, CmKind, CM_DATA_MAX};
+use super::conn::{Alarm, Conn, CoreSink, Phase, Read, Ready};
+use super::framing::{Body, Cork, OutRecord};
+use super::hello::Family;
+use super::listener::{Handshake, Listener, ListenerOptions};
+use super::{TcpSettings, CONNECT_TIMEOUT, COPY_MAX, EAGER_MAX, HELLO_TIMEOUT, QUEUE_HIGH_WATER, SCRATCH};
+use crate::base::error::{Error, Result};
+use crate::sys::net;
+use crate::sys::{Epoll, IN};
+use crate::transport::addr::Addr;
+use crate::transport::iov::IovList;
+use crate::transport::proto::{self, Limits, WireHdr};
+use crate::transport::{Delivery, Payload, PeerEvent, Port, Sent};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::{AsFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The one peer of a connected endpoint, as the endpoint core names it
+/// (`EpConfig::fixed_peer`). The port ignores destination addresses: there
+/// is only the connection.
+pub(crate) const CONNECTED_PEER: Addr = Addr::Inet(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
+
+/// Connection requests a passive endpoint holds at most: incomplete
+/// handshakes and requests read but not yet announced (see [`Listener`]).
+pub(crate) const MAX_REQUESTS: usize = 256;
+
+const TOKEN_TIMER: u64 = 0;
+const TOKEN_SOCK: u64 = 1;
+
+/// Where the connection is, as the endpoint layer sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum LinkState {
+    Idle = 0,
+    Accepting = 1,
+    Connecting = 2,
+    Up = 3,
+    Down = 4,
+}
+
+impl LinkState {
+    fn from_u8(v: u8) -> LinkState {
+        match v {
+            0 => LinkState::Idle,
+            1 => LinkState::Accepting,
+            2 => LinkState::Connecting,
+            3 => LinkState::Up,
+            _ => LinkState::Down,
+        }
+    }
+}
+
+/// A connection-management change for the endpoint layer (see the module
+/// documentation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum CmEvent {
+    Connected(Vec<u8>),
+    Refused { err: Error, data: Vec<u8> },
+    Shutdown { err: Error },
+}
+
+/// How a connected endpoint's transport is set up.
+#[derive(Clone, Debug)]
+pub(crate) struct ConnOptions {
+    /// What records the peer may send (the endpoint's limits).
+    pub(crate) limits: Limits,
+    /// `FI_RUSTFAB_TCP_COALESCE` and friends.
+    pub(crate) settings: TcpSettings,
+}
+
+/// A connection request a passive endpoint read: the accepted connection
+/// (nothing more is read from it), the client's data and RTS prefix, until
+/// the application accepts it (a server endpoint takes the connection:
+/// [`Connection::new_accepting`]) or rejects it ([`ConnRequest::reject`]).
+pub(crate) struct ConnRequest {
+    /// Boxed: a request travels (through the C face's announce and back)
+    /// far more than the connection's buffers should.
+    conn: Box<Conn>,
+    data: Vec<u8>,
+    rts_prefix: usize,
+    local: SocketAddr,
+    peer: SocketAddr,
+}
+
+impl ConnRequest {
+    /// A handshake's first record, if it is a valid CONNREQ (anything else
+    /// closes the connection).
+    fn from_handshake(h: Handshake) -> Option<ConnRequest> {
+        let Handshake { conn, hdr, payload } = h;
+        match cm::parse(&hdr, &payload) {
+            Ok(CmKind::ConnReq) => {}
+            r => {
+                crate::base::log::log_warn!(crate::abi::FI_LOG_EP_CTRL, "tcp pep: bad connection request: {r:?}");
+                return None;
+            }
+        }
+        // No addresses: the client is gone already.
+        let (local, peer) = (conn.local_addr().ok()?, conn.peer_addr().ok()?);
+        Some(ConnRequest {
+            conn: Box::new(conn),
+            data: payload,
+            rts_prefix: cm::rts_prefix(&hdr),
+            local,
+            peer,
+        })
+    }
+
+    /// The client's connection data.
+    pub(crate) fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Our address on the connection.
+    pub(crate) fn local(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The client's address.
+    pub(crate) fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// `fi_reject`: REJECT with `data` (the caller checked its length),
+    /// then FIN and close. A fresh connection's send buffer takes the few
+    /// hundred bytes at once; if it does not, the client sees the connection
+    /// close (a refusal without data). Nothing is left unread, so no reset
+    /// overtakes the REJECT.
+    pub(crate) fn reject(self, data: &[u8]) {
+        let mut conn = self.conn;
+        let (h, p) = cm::encode(CmKind::Reject, data, 0);
+        conn.queue_mut().push(OutRecord::new(h, Body::Owned(p)));
+        conn.set_phase(Phase::Closing);
+        conn.flush(&mut Vec::new());
+        conn.shutdown_write();
+    }
+}
+
+/// The listening side of connected endpoints (a passive endpoint's
+/// listener): connection requests in arrival order. Its epoll set holds the
+/// listening socket, the handshakes and the deadline timer.
+pub(crate) struct PassiveListener {
+    listener: Listener,
+    epoll: Epoll,
+    alarm: Alarm,
+    ready: Vec<(u64, u32)>,
+    /// A request its owner could not take (its EQ was full), first in line.
+    held: Option<ConnRequest>,
+}
+
+impl PassiveListener {
+    /// Listens on `sock` (bound) with `backlog`.
+    pub(crate) fn on(sock: OwnedFd, backlog: i32) -> Result<PassiveListener> {
+        let opts = ListenerOptions {
+            max_handshakes: MAX_REQUESTS,
+            timeout: HELLO_TIMEOUT,
+        };
+        let listener = Listener::on(sock, backlog, opts)?;
+        let epoll = Epoll::new()?;
+        let alarm = Alarm::new()?;
+        listener.watch(&epoll)?;
+        epoll.add(alarm.fd(), IN, TOKEN_TIMER)?;
+        Ok(PassiveListener {
+            listener,
+            epoll,
+            alarm,
+            ready: Vec::with_capacity(64),
+            held: None,
+        })
+    }
+
+    pub(crate) fn local_addr(&self) -> Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Readable when [`PassiveListener::poll`] has something to do.
+    pub(crate) fn wait_fd(&self) -> RawFd {
+        self.epoll.fd()
+    }
+
+    pub(crate) fn set_backlog(&self, backlog: i32) -> Result<()> {
+        self.listener.set_backlog(backlog)
+    }
+
+    /// Accepts, reads handshakes, enforces their deadlines: one
+    /// zero-timeout `epoll_wait`.
+    pub(crate) fn poll(&mut self) {
+        let mut ready = std::mem::take(&mut self.ready);
+        let _ = self.epoll.wait(&mut ready, 64, Some(Duration::ZERO));
+        for &(token, _) in &ready {
+            match token {
+                TOKEN_TIMER => self.alarm.fired(),
+                t => self.listener.event(&self.epoll, t),
+            }
+        }
+        self.ready = ready;
+        if self.alarm.due() {
+            self.listener.check_deadlines(&self.epoll, Instant::now());
+        }
+        self.alarm.arm(self.listener.next_deadline());
+    }
+
+    /// The oldest connection request read (invalid ones are dropped).
+    pub(crate) fn next(&mut self) -> Option<ConnRequest> {
+        if let Some(r) = self.held.take() {
+            return Some(r);
+        }
+        while let Some(h) = self.listener.next() {
+            if let Some(r) = ConnRequest::from_handshake(h) {
+                return Some(r);
+            }
+        }
+        None
+    }
+
+    /// Gives back the request [`PassiveListener::next`] returned: its owner
+    /// cannot take it now; it comes first next time.
+    pub(crate) fn put_back(&mut self, r: ConnRequest) {
+        self.held = Some(r);
+    }
+}
+
+/// The connection and everything about it. See the module documentation.
+struct Inner {
+    state: LinkState,
+    /// Before `fi_connect`: the socket the endpoint is bound to.
+    bound: Option<OwnedFd>,
+    /// The connection; after it ended (`Down`) an established one stays
+    /// open, out of the epoll set, until the endpoint closes (so that a FIN,
+    /// not a reset, ends it).
+    conn: Option<Conn>,
+    /// Our address (bound or connected), for `fi_getname`.
+    local: Option<SocketAddr>,
+    /// The peer's address, for `fi_getpeer`.
+    peer: Option<SocketAddr>,
+    /// The address family of the endpoint.
+    v6: bool,
+    epoll: Epoll,
+    /// The connect deadline.
+    alarm: Alarm,
+    limits: Limits,
+    /// `Delivery::sent` reports for the next pass.
+    sent: Vec<(u64, Result<()>)>,
+    events: VecDeque<CmEvent>,
+    /// A failure (or our fi_shutdown) to act on in the next pass.
+    doomed: Option<Error>,
+    scratch: Vec<u8>,
+    ready: Vec<(u64, u32)>,
+    connect_timeout: Duration,
+    /// The RTS prefix we ask the peer for (buffered receives; sent in our
+    /// CONNREQ or ACCEPT) and the one the peer asked us for (from its).
+    rts_prefix: usize,
+    peer_rts_prefix: usize,
+    /// Send coalescing; `corked`: records wait in the queue for a pass.
+    cork: Cork,
+    corked: bool,
+}
+
+/// What the endpoint layer and the port share.
+pub(crate) struct Connection {
+    inner: Mutex<Inner>,
+    /// The current [`LinkState`], readable without the lock (post checks).
+    state: AtomicU8,
+    /// `events` is not empty (checked without the lock after every pass).
+    has_events: AtomicBool,
+    wait_fd: RawFd,
+}
+
+impl Connection {
+    fn wrap(c: Inner) -> Arc<Connection> {
+        let wait_fd = c.epoll.fd();
+        let state = AtomicU8::new(c.state as u8);
+        Arc::new(Connection {
+            inner: Mutex::new(c),
+            state,
+            has_events: AtomicBool::new(false),
+            wait_fd,
+        })
+    }
+
+    /// A client endpoint bound to `src` (fi_getinfo's `src_addr`, or the
+    /// wildcard: the kernel picks the interface at connect) so that
+    /// `fi_getname` answers before `fi_connect`.
+    pub(crate) fn new_client(src: SocketAddr, opts: &ConnOptions) -> Result<Arc<Connection>> {
+        let mut c = Inner::new(Family::of(&src), opts)?;
+        c.bind(src)?;
+        Ok(Connection::wrap(c))
+    }
+
+    /// A client endpoint on a socket a passive endpoint bound (`fi_setname`
+    /// on the pep, then `fi_endpoint` with `info->handle` = the pep).
+    pub(crate) fn new_on_socket(sock: OwnedFd, opts: &ConnOptions) -> Result<Arc<Connection>> {
+        let local = net::local_addr(sock.as_fd())?;
+        let mut c = Inner::new(Family::of(&local), opts)?;
+        c.bound = Some(sock);
+        c.local = Some(local);
+        Ok(Connection::wrap(c))
+    }
+
+    /// A server endpoint for a connection request (`fi_endpoint` with
+    /// `info->handle` = the request).
+    pub(crate) fn new_accepting(req: ConnRequest, opts: &ConnOptions) -> Result<Arc<Connection>> {
+        let mut c = Inner::new(Family::of(&req.local), opts)?;
+        c.local = Some(req.local);
+        c.peer = Some(req.peer);
+        c.peer_rts_prefix = req.rts_prefix;
+        c.conn = Some(*req.conn);
+        c.state = LinkState::Accepting;
+        Ok(Connection::wrap(c))
+    }
+
+    /// The port the endpoint core drives.
+    pub(crate) fn port(self: &Arc<Self>) -> ConnectedPort {
+        ConnectedPort {
+            shared: self.clone(),
+            polled: false,
+            stalled: false,
+        }
+    }
+
+    pub(crate) fn state(&self) -> LinkState {
+        LinkState::from_u8(self.state.load(Ordering::Acquire))
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
+        let mut c = self.inner.lock();
+        let r = f(&mut c);
+        self.state.store(c.state as u8, Ordering::Release);
+        if !c.events.is_empty() {
+            self.has_events.store(true, Ordering::Release);
+        }
+        r
+    }
+
+    /// `fi_connect` (the endpoint layer checked `data` and runs a progress
+    /// pass right after). Failures of the connection itself are events.
+    pub(crate) fn connect(&self, to: SocketAddr, data: &[u8]) -> Result<()> {
+        self.with(|c| c.connect(to, data))
+    }
+
+    /// `fi_accept`.
+    pub(crate) fn accept(&self, data: &[u8]) -> Result<()> {
+        self.with(|c| c.accept(data))
+    }
+
+    /// `fi_shutdown` (acted on by the next progress pass).
+    pub(crate) fn shutdown(&self) {
+        self.with(|c| c.shutdown())
+    }
+
+    /// `fi_setname` before `fi_connect`.
+    pub(crate) fn bind(&self, a: SocketAddr) -> Result<()> {
+        self.with(|c| {
+            if c.state != LinkState::Idle {
+                return Err(Error::OPBADSTATE);
+            }
+            c.bind(a)
+        })
+    }
+
+    pub(crate) fn local(&self) -> Option<SocketAddr> {
+        self.inner.lock().local
+    }
+
+    pub(crate) fn peer(&self) -> Option<SocketAddr> {
+        self.inner.lock().peer
+    }
+
+    pub(crate) fn is_v6(&self) -> bool {
+        self.inner.lock().v6
+    }
+
+    /// Connection-management changes since the last call (cheap when
+    /// there are none: called after every progress pass).
+    pub(crate) fn take_cm_events(&self) -> Vec<CmEvent> {
+        if !self.has_events.load(Ordering::Acquire) || !self.has_events.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        self.inner.lock().events.drain(..).collect()
+    }
+}
+
+impl Inner {
+    fn new(family: Family, opts: &ConnOptions) -> Result<Inner> {
+        let epoll = Epoll::new()?;
+        let alarm = Alarm::new()?;
+        epoll.add(alarm.fd(), IN, TOKEN_TIMER)?;
+        Ok(Inner {
+            state: LinkState::Idle,
+            bound: None,
+            conn: None,
+            local: None,
+            peer: None,
+            v6: family == Family::V6,
+            epoll,
+            alarm,
+            limits: opts.limits,
+            sent: Vec::new(),
+            events: VecDeque::new(),
+            doomed: None,
+            scratch: vec![0u8; SCRATCH],
+            ready: Vec::with_capacity(8),
+            connect_timeout: CONNECT_TIMEOUT,
+            rts_prefix: 0,
+            peer_rts_prefix: 0,
+            cork: Cork::new(&opts.settings),
+            corked: false,
+        })
+    }
+
+    fn bind(&mut self, a: SocketAddr) -> Result<()> {
+        if a.is_ipv6() != self.v6 {
+            return Err(Error::INVAL);
+        }
+        let s = net::bound_socket(&a)?;
+        self.local = Some(net::local_addr(s.as_fd())?);
+        self.bound = Some(s);
+        Ok(())
+    }
+
+    /// Whether the stream waits for the core (backpressure).
+    fn stalled(&self) -> bool {
+        matches!(self.state, LinkState::Connecting | LinkState::Up) && self.conn.as_ref().is_some_and(|c| c.stalled())
+    }
+
+    fn update_interest(&mut self) {
+        if let Some(c) = self.conn.as_mut() {
+            c.update(&self.epoll);
+        }
+    }
+
+    /// Puts the connection in the epoll set; a failure dooms it.
+    fn watch(&mut self) {
+        let Some(c) = self.conn.as_mut() else { return };
+        if c.interest().is_none() {
+            if let Err(e) = c.watch(&self.epoll, TOKEN_SOCK) {
+                self.doomed = Some(e);
+            }
+        }
+    }
+
+    fn connect(&mut self, to: SocketAddr, data: &[u8]) -> Result<()> {
+        if self.state != LinkState::Idle {
+            return Err(Error::OPBADSTATE);
+        }
+        if data.len() > CM_DATA_MAX || to.is_ipv6() != self.v6 {
+            return Err(Error::INVAL);
+        }
+        if to.port() == 0 || to.ip().is_unspecified() || to.ip().is_multicast() {
+            return Err(Error::INVAL);
+        }
+        self.peer = Some(to);
+        self.state = LinkState::Connecting;
+        match Conn::dial(self.bound.take(), &to, self.connect_timeout) {
+            Ok(mut c) => {
+                let (h, p) = cm::encode(CmKind::ConnReq, data, self.rts_prefix);
+                c.queue_mut().push(OutRecord::new(h, Body::Owned(p)));
+                self.conn = Some(c);
+                self.watch();
+                self.arm_timer();
+            }
+            // Refused at once (loopback), unreachable, no route...: an
+            // error event, like a failure found later.
+            Err(e) => self.doomed = Some(e),
+        }
+        Ok(())
+    }
+
+    /// The TCP connection is up: send the CONNREQ, wait for the answer.
+    fn connected(&mut self) {
+        if let Some(c) = self.conn.as_mut() {
+            c.set_phase(Phase::AwaitAnswer);
+            c.set_deadline(None);
+            self.local = c.local_addr().ok().or(self.local);
+        }
+        self.flush();
+    }
+
+    fn accept(&mut self, data: &[u8]) -> Result<()> {
+        if self.state != LinkState::Accepting {
+            return Err(Error::OPBADSTATE);
+        }
+        if data.len() > CM_DATA_MAX {
+            return Err(Error::INVAL);
+        }
+        let Some(c) = self.conn.as_mut() else {
+            return Err(Error::OPBADSTATE);
+        };
+        let (h, p) = cm::encode(CmKind::Accept, data, self.rts_prefix);
+        c.queue_mut().push(OutRecord::new(h, Body::Owned(p)));
+        c.set_phase(Phase::Up);
+        self.state = LinkState::Up;
+        // The ACCEPT is queued ahead of any data, so the connection is ours
+        // to use now; a failure to write it ends it like any other.
+        self.events.push_back(CmEvent::Connected(Vec::new()));
+        let read_ahead = c.reader().holds_input();
+        self.watch();
+        self.flush();
+        if read_ahead {
+            // Bytes read ahead with the CONNREQ: the socket may show
+            // nothing more, so the next pass must not wait for it.
+            self.alarm.ring();
+        }
+        Ok(())
+    }
+
+    fn shutdown(&mut self) {
+        match self.state {
+            LinkState::Idle | LinkState::Down => {}
+            LinkState::Up => {
+                // Orderly: what is queued and fits goes out, then BYE, then
+                // FIN. Whatever could not be written is cancelled.
+                self.flush();
+                if let Some(c) = self.conn.as_mut() {
+                    if c.queue().is_empty() {
+                        c.queue_mut()
+                            .push(OutRecord::new(WireHdr::new(proto::op::BYE).to_bytes(), Body::None));
+                        self.flush();
+                    }
+                }
+                if let Some(c) = self.conn.as_ref() {
+                    c.shutdown_write();
+                }
+                self.doomed = Some(Error::CANCELED);
+            }
+            LinkState::Accepting | LinkState::Connecting => self.doomed = Some(Error::CANCELED),
+        }
+    }
+
+    /// Writes what the queue holds; a failure ends the connection in the
+    /// next pass.
+    fn flush(&mut self) {
+        if !matches!(self.state, LinkState::Connecting | LinkState::Up) || self.doomed.is_some() {
+            return;
+        }
+        let Some(c) = self.conn.as_mut() else { return };
+        c.flush(&mut self.sent);
+        if let Some(e) = c.take_doomed() {
+            self.doomed = Some(e);
+        }
+        c.update(&self.epoll);
+    }
+
+    fn send(&mut self, hdr: &WireHdr, payload: Payload<'_>, copy: bool) -> Result<Sent> {
+        if self.state != LinkState::Up || self.doomed.is_some() {
+            return Err(Error::NOTCONN);
+        }
+        let Some(c) = self.conn.as_mut() else {
+            return Err(Error::NOTCONN);
+        };
+        let n = payload.len();
+        if n > u32::MAX as usize {
+            return Err(Error::MSGSIZE);
+        }
+        if c.queue().unsent() >= QUEUE_HIGH_WATER {
+            return Err(Error::AGAIN);
+        }
+        let mut h = *hdr;
+        h.payload = n as u32;
+        let body = match payload {
+            Payload::None => Body::None,
+            Payload::Bytes(b) => Body::Owned(b.to_vec()),
+            Payload::Iov(iov, off, len) => Body::Iov(iov.sub(off, len)),
+        };
+        c.queue_mut().push(OutRecord::new(h.to_bytes(), body));
+        // Eager messages may wait for the pass that follows a burst (see
+        // `Cork`); rendezvous records go at once.
+        let unsent = c.queue().unsent();
+        if h.op == proto::op::EAGER && self.cork.defer(n, unsent) {
+            self.corked = true;
+        } else {
+            self.flush();
+        }
+        let Some(c) = self.conn.as_mut() else {
+            return Err(Error::NOTCONN);
+        };
+        if c.queue().is_empty() {
+            return Ok(Sent::Done);
+        }
+        // As on the RDM transport: small payloads are copied so the buffer
+        // is the application's again at once; larger ones stay in place
+        // until written, reported through `Delivery::sent`.
+        if let Some(r) = c.queue_mut().back_mut() {
+            if copy || n <= COPY_MAX {
+                r.make_owned();
+            }
+            r.notify = Some(h.msg_id);
+        }
+        Ok(Sent::Queued)
+    }
+
+    fn send_ctl(&mut self, hdr: &WireHdr) -> Result<()> {
+        if self.state != LinkState::Up || self.doomed.is_some() {
+            return Err(Error::CONNRESET);
+        }
+        let Some(c) = self.conn.as_mut() else {
+            return Err(Error::CONNRESET);
+        };
+        let mut h = *hdr;
+        h.payload = 0;
+        c.queue_mut().push(OutRecord::new(h.to_bytes(), Body::None));
+        self.flush();
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ progress
+
+    /// Writes what waits for a pass (send coalescing).
+    fn flush_corked(&mut self) {
+        if self.corked {
+            self.corked = false;
+            self.flush();
+        }
+    }
+
+    fn poll(&mut self, d: &mut dyn Delivery) {
+        self.flush_corked();
+        self.cork.end_burst();
+        for (id, r) in std::mem::take(&mut self.sent) {
+            d.sent(id, r);
+        }
+        if let Some(e) = self.doomed.take() {
+            self.teardown(e, d, None);
+        }
+        if !matches!(self.state, LinkState::Connecting | LinkState::Up) {
+            return;
+        }
+        // A stalled record, or records read ahead with the handshake: the
+        // socket may show nothing for them.
+        if self.conn.as_ref().is_some_and(|c| c.reader().holds_input()) {
+            self.read(d);
+        }
+        let up_and_idle = self.state == LinkState::Up
+            && !self.stalled()
+            && !self.alarm.armed()
+            && self.conn.as_ref().is_some_and(|c| c.interest() == Some(IN));
+        if up_and_idle {
+            // Connected, nothing to write, no timer: readability is all
+            // the epoll set could report, and a read attempt tells as much
+            // (data, end of stream, error) — one system call per arrival
+            // instead of two. The set is level-triggered, so not asking it
+            // leaves nothing stale for sleepers.
+            self.read(d);
+            if let Some(e) = self.doomed.take() {
+                self.teardown(e, d, None);
+            }
+            return;
+        }
+        let mut ready = std::mem::take(&mut self.ready);
+        let _ = self.epoll.wait(&mut ready, 8, Some(Duration::ZERO));
+        for &(token, ev) in &ready {
+            match token {
+                TOKEN_TIMER => self.alarm.fired(),
+                _ => self.sock_event(ev, d),
+            }
+        }
+        self.ready = ready;
+        if self.alarm.due() {
+            let now = Instant::now();
+            let late = self
+                .conn
+                .as_ref()
+                .is_some_and(|c| c.phase() == Phase::Dialing && c.expired(now));
+            if self.state == LinkState::Connecting && late {
+                self.teardown(Error::TIMEDOUT, d, None);
+            }
+        }
+        if let Some(e) = self.doomed.take() {
+            self.teardown(e, d, None);
+        }
+        self.arm_timer();
+    }
+
+    /// The connect deadline, while the connect is in progress.
+    fn arm_timer(&mut self) {
+        let next = self
+            .conn
+            .as_ref()
+            .filter(|c| self.state == LinkState::Connecting && c.phase() == Phase::Dialing)
+            .and_then(|c| c.deadline());
+        self.alarm.arm(next);
+    }
+
+    fn sock_event(&mut self, ev: u32, d: &mut dyn Delivery) {
+        if !matches!(self.state, LinkState::Connecting | LinkState::Up) {
+            return;
+        }
+        let Some(c) = self.conn.as_ref() else { return };
+        match c.ready(ev) {
+            Ready::Dialed(Ok(())) => self.connected(),
+            Ready::Dialed(Err(e)) | Ready::Broken(e) => self.teardown(e, d, None),
+            Ready::Io { write, read } => {
+                if write {
+                    self.flush();
+                }
+                if read {
+                    self.read(d);
+                }
+            }
+        }
+    }
+
+    fn read(&mut self, d: &mut dyn Delivery) {
+        // A handshake record is handled between reads; bounded.
+        for _ in 0..4 {
+            if !matches!(self.state, LinkState::Connecting | LinkState::Up) {
+                return;
+            }
+            let Some(c) = self.conn.as_mut() else { return };
+            if c.phase() == Phase::Dialing {
+                return;
+            }
+            let established = c.phase() == Phase::Up;
+            let out = c.read(&mut CoreSink::new(d, CONNECTED_PEER), &self.limits, &mut self.scratch);
+            match out {
+                Read::Idle | Read::Stalled => {
+                    c.update(&self.epoll);
+                    return;
+                }
+                Read::Link(h) => {
+                    let payload = c.link_payload().to_vec();
+                    if !self.on_link(&h, payload, d) {
+                        return;
+                    }
+                }
+                Read::Ended(end) => {
+                    // The peer closed, broke the protocol or failed: an
+                    // abrupt end of the connection, or — before the answer —
+                    // a server that refused us.
+                    let e = end.error();
+                    let e = if !established && e == Error::CONNRESET {
+                        Error::CONNREFUSED
+                    } else {
+                        e
+                    };
+                    self.teardown(e, d, None);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A handshake record or BYE. Returns whether reading may go on.
+    fn on_link(&mut self, h: &WireHdr, payload: Vec<u8>, d: &mut dyn Delivery) -> bool {
+        let gone = if self.state == LinkState::Up {
+            Error::CONNRESET
+        } else {
+            Error::CONNREFUSED
+        };
+        if h.op == proto::op::BYE {
+            // The peer's fi_shutdown (or close): everything still expected
+            // from or sent to it ends now.
+            self.teardown(gone, d, None);
+            return false;
+        }
+        let phase = self.conn.as_ref().map(|c| c.phase());
+        match (phase, cm::parse(h, &payload)) {
+            (Some(Phase::AwaitAnswer), Ok(CmKind::Accept)) => {
+                self.peer_rts_prefix = cm::rts_prefix(h);
+                if let Some(c) = self.conn.as_mut() {
+                    c.set_phase(Phase::Up);
+                }
+                self.state = LinkState::Up;
+                self.events.push_back(CmEvent::Connected(payload));
+                self.update_interest();
+                true
+            }
+            (Some(Phase::AwaitAnswer), Ok(CmKind::Reject)) => {
+                self.teardown(
+                    Error::CONNREFUSED,
+                    d,
+                    Some(CmEvent::Refused {
+                        err: Error::CONNREFUSED,
+                        data: payload,
+                    }),
+                );
+                false
+            }
+            (phase, r) => {
+                crate::base::log::log_warn!(
+                    crate::abi::FI_LOG_EP_CTRL,
+                    "tcp: unexpected handshake record on a connected endpoint in {phase:?}: {r:?}"
+                );
+                self.teardown(gone, d, None);
+                false
+            }
+        }
+    }
+
+    /// Ends the connection: a payload being placed completes with `e`,
+    /// queued sends too, and the endpoint layer hears about it (`event`, or
+    /// the event the state calls for). The socket leaves the epoll set;
+    /// an established one stays open until the endpoint closes (so that a
+    /// FIN, not a reset, ends it), a failed dial is closed now.
+    fn teardown(&mut self, e: Error, d: &mut dyn Delivery, event: Option<CmEvent>) {
+        if self.state == LinkState::Down {
+            return;
+        }
+        // An established connection that breaks (reset, end of stream,
+        // keepalive or user timeout) is a peer failure, reported as on RDM
+        // endpoints (transport::PEER_FAILED); our own fi_shutdown cancels.
+        let e = if self.state == LinkState::Up && e != Error::CANCELED {
+            crate::transport::PEER_FAILED
+        } else {
+            e
+        };
+        if let Some(c) = self.conn.as_mut() {
+            c.abort_reader(&mut CoreSink::new(&mut *d, CONNECTED_PEER), e);
+            for id in c.queue_mut().take_notifications() {
+                d.sent(id, Err(e));
+            }
+            c.unwatch(&self.epoll);
+        }
+        for (id, r) in std::mem::take(&mut self.sent) {
+            d.sent(id, r);
+        }
+        let ev = event.unwrap_or(match self.state {
+            LinkState::Up | LinkState::Accepting => CmEvent::Shutdown { err: e },
+            LinkState::Connecting if e == Error::CANCELED => CmEvent::Shutdown { err: e },
+            _ => CmEvent::Refused {
+                err: e,
+                data: Vec::new(),
+            },
+        });
+        let keep = self.state == LinkState::Up;
+        self.events.push_back(ev);
+        self.state = LinkState::Down;
+        if !keep {
+            self.conn = None;
+        }
+        self.arm_timer();
+    }
+
+    /// Endpoint close: an established connection says BYE (unless it was
+    /// shut down already), then the socket closes after reading what is
+    /// pending (so the kernel ends it with FIN, not RST).
+    fn close(&mut self) {
+        if self.state == LinkState::Up && self.doomed.is_none() {
+            if let Some(c) = self.conn.as_mut() {
+                c.queue_mut()
+                    .push(OutRecord::new(WireHdr::new(proto::op::BYE).to_bytes(), Body::None));
+            }
+            self.flush();
+        }
+        if let Some(mut c) = self.conn.take() {
+            c.unwatch(&self.epoll);
+            c.shutdown_write();
+            c.discard_input();
+            c.queue_mut().take_notifications();
+        }
+        self.bound = None;
+        self.state = LinkState::Down;
+    }
+}
+
+/// The endpoint core's view of the connection.
+pub(crate) struct ConnectedPort {
+    shared: Arc<Connection>,
+    /// `poll` ran since the last `take_events`.
+    polled: bool,
+    /// The connection's stream was stalled as of the last pass.
+    stalled: bool,
+}
+
+impl Port for ConnectedPort {
+    fn addr(&self) -> Addr {
+        self.shared.local().map(Addr::Inet).unwrap_or(CONNECTED_PEER)
+    }
+
+    fn wait_fd(&self) -> RawFd {
+        self.shared.wait_fd
+    }
+
+    /// Arrivals need nothing (the kernel makes the epoll set readable), but
+    /// a sleeper must not leave records waiting for a pass (see `Cork`).
+    fn set_sleepers(&mut self, n: usize) {
+        self.shared.with(|c| {
+            c.cork.set_sleepers(n);
+            if n > 0 {
+                c.flush_corked();
+            }
+        })
+    }
+
+    fn more_coming(&mut self) {
+        self.shared.with(|c| c.cork.more())
+    }
+
+    fn has_pending(&self) -> bool {
+        let c = self.shared.inner.lock();
+        !c.sent.is_empty() || !c.events.is_empty() || c.doomed.is_some() || c.corked
+    }
+
+    fn eager_limit(&self) -> usize {
+        EAGER_MAX
+    }
+
+    fn send(&mut self, _peer: &Addr, hdr: &WireHdr, payload: Payload<'_>, copy: bool) -> Result<Sent> {
+        self.shared.with(|c| c.send(hdr, payload, copy))
+    }
+
+    fn send_ctl(&mut self, _peer: &Addr, hdr: &WireHdr) -> Result<()> {
+        self.shared.with(|c| c.send_ctl(hdr))
+    }
+
+    fn room(&mut self, _peer: &Addr) -> usize {
+        let c = self.shared.inner.lock();
+        match c.conn.as_ref() {
+            Some(conn) if c.state == LinkState::Up => QUEUE_HIGH_WATER.saturating_sub(conn.queue().unsent()),
+            _ => 0,
+        }
+    }
+
+    fn poll(&mut self, d: &mut dyn Delivery) {
+        self.polled = true;
+        self.stalled = self.shared.with(|c| {
+            c.poll(d);
+            c.stalled()
+        });
+    }
+
+    fn check_peer(&mut self, _peer: &Addr) -> bool {
+        self.shared.state() == LinkState::Up
+    }
+
+    fn sender_alive(&self, _src_pid: i32, _peer: &Addr) -> bool {
+        self.shared.state() == LinkState::Up
+    }
+
+    /// The endpoint layer ends operations on disconnection (they all belong
+    /// to the one peer), so no peer events. As on the RDM transport, a call
+    /// without a pass before it means a receive may have been posted: a
+    /// stalled stream gets EPOLLIN back so that a sleeper wakes and retries.
+    fn take_events(&mut self) -> Vec<PeerEvent> {
+        if !self.polled && self.stalled {
+            let mut g = self.shared.inner.lock();
+            let c = &mut *g;
+            if c.stalled() {
+                if let Some(conn) = c.conn.as_mut() {
+                    if conn.offer_input(&c.epoll) {
+                        // What waits is in our buffers, not in the socket:
+                        // fire the timer so that a sleeper wakes and retries.
+                        c.alarm.ring();
+                    }
+                }
+            }
+        }
+        self.polled = false;
+        Vec::new()
+    }
+
+    fn pull(&self, _src_pid: i32, _remote: &[(u64, u64)], _dst: &IovList, _len: usize) -> Result<usize> {
+        Err(Error::OPNOTSUPP)
+    }
+
+    fn close(&mut self) {
+        self.shared.with(|c| c.close())
+    }
+
+    /// Sent in our CONNREQ / ACCEPT: a change after the handshake reaches
+    /// the peer no more (it then fetches what it misses with a ranged CTS).
+    fn set_rts_prefix(&mut self, n: usize) {
+        self.shared.with(|c| c.rts_prefix = n.min(EAGER_MAX))
+    }
+
+    /// From the peer's CONNREQ / ACCEPT (no data flows before either).
+    fn rts_prefix(&mut self, _peer: &Addr) -> usize {
+        self.shared.with(|c| c.peer_rts_prefix)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.conn.is_some() || self.bound.is_some() {
+            self.close();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
