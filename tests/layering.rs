@@ -11,7 +11,6 @@
 //! `crate::<top>` and every `super::` chain that climbs out of a file's own
 //! top-level module is a use of that module. Comments are skipped.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Rank of a top-level module; `None` for the foundation (abi, base).
@@ -171,60 +170,19 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Violations known when the check was introduced, being removed; a
-/// violation not listed here fails the test.
-fn allowed() -> BTreeSet<String> {
-    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/layering_allow.txt");
-    std::fs::read_to_string(f)
-        .unwrap_or_default()
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(String::from)
-        .collect()
-}
-
-/// A violation without its line number (so that edits elsewhere in a file
-/// do not invalidate the allow list).
-fn key(v: &str) -> String {
-    let mut parts = v.splitn(3, ':');
-    let file = parts.next().unwrap_or("");
-    let _line = parts.next();
-    format!("{file}:{}", parts.next().unwrap_or(""))
-}
-
 #[test]
 fn layers_use_only_layers_below_them() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     files.sort();
-    let allow = allowed();
-    let mut new = Vec::new();
-    let mut seen = BTreeSet::new();
+    let mut found = Vec::new();
     for f in &files {
         let rel = f.strip_prefix(&src).expect("under src/");
         let text = std::fs::read_to_string(f).expect("read source");
-        for v in check_file(rel, &text) {
-            let k = key(&v);
-            if allow.contains(&k) {
-                seen.insert(k);
-            } else {
-                new.push(v);
-            }
-        }
+        found.extend(check_file(rel, &text));
     }
-    let stale: Vec<_> = allow.difference(&seen).collect();
-    if !stale.is_empty() {
-        eprintln!(
-            "layering: {} allow-list entries no longer occur (delete them):",
-            stale.len()
-        );
-        for s in &stale {
-            eprintln!("  {s}");
-        }
-    }
-    assert!(new.is_empty(), "layering violations:\n{}", new.join("\n"));
+    assert!(found.is_empty(), "layering violations:\n{}", found.join("\n"));
 }
 
 // ---- the checker itself, shown to fail on planted violations ----
