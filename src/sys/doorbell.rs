@@ -11,14 +11,9 @@
 //! believes a sender's pid only from these credentials.
 
 use crate::base::error::{Error, Result};
-use core::mem::MaybeUninit;
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
-use rustix::net::{
-    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendFlags, SocketAddrUnix, SocketFlags,
-    SocketType,
-};
-use std::io::IoSliceMut;
+use rustix::net::{AddressFamily, SendFlags, SocketAddrUnix, SocketFlags, SocketType};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
@@ -111,29 +106,56 @@ impl Doorbell {
     pub fn drain(&self, f: &mut dyn FnMut(Cred, &[u8])) -> usize {
         let mut buf = [0u8; 64];
         let mut n = 0;
-        loop {
-            let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmCredentials(1))];
-            let mut cmsg = RecvAncillaryBuffer::new(&mut space);
-            let mut iov = [IoSliceMut::new(&mut buf)];
-            let got = match rustix::net::recvmsg(&self.fd, &mut iov, &mut cmsg, RecvFlags::DONTWAIT) {
-                Ok(m) => m.bytes.min(64),
-                Err(_) => break,
-            };
+        while let Some((got, cred)) = self.recv_one(&mut buf) {
             n += 1;
-            let mut cred = None;
-            for m in cmsg.drain() {
-                if let RecvAncillaryMessage::ScmCredentials(c) = m {
-                    cred = Some(Cred {
-                        pid: c.pid.as_raw_nonzero().get(),
-                        uid: c.uid.as_raw(),
-                    });
-                }
-            }
             if let Some(c) = cred {
-                f(c, &buf[..got]);
+                f(c, &buf[..got.min(buf.len())]);
             }
         }
         n
+    }
+
+    /// One datagram and its credentials (`recvmsg` by hand: rustix reads
+    /// them into a type whose pid may not be 0, which the kernel reports for
+    /// a sender outside our pid namespace). None: nothing queued.
+    fn recv_one(&self, buf: &mut [u8]) -> Option<(usize, Option<Cred>)> {
+        // u64 words: the control buffer must be aligned for cmsghdr.
+        let mut control = [0u64; 8];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: an all-zero msghdr is valid (no name, no buffers).
+        let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = core::mem::size_of_val(&control);
+        // SAFETY: `msg` points at `iov` (into `buf`) and `control`, both
+        // live and writable for the call; the descriptor is ours.
+        let got = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+        if got < 0 {
+            return None;
+        }
+        let mut cred = None;
+        // SAFETY: the CMSG_* macros walk the control buffer the kernel
+        // filled (msg_controllen bytes of `control`); a ucred payload is
+        // read unaligned as three plain integers.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                let want = libc::CMSG_LEN(core::mem::size_of::<libc::ucred>() as u32) as usize;
+                if (*c).cmsg_level == libc::SOL_SOCKET
+                    && (*c).cmsg_type == libc::SCM_CREDENTIALS
+                    && (*c).cmsg_len as usize >= want
+                {
+                    let u = libc::CMSG_DATA(c).cast::<libc::ucred>().read_unaligned();
+                    cred = Some(Cred { pid: u.pid, uid: u.uid });
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        Some((got as usize, cred))
     }
 }
 
