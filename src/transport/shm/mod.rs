@@ -300,7 +300,12 @@ impl ShmPort {
                     return Err(e);
                 }
             };
-            announce(&self.ring_tx, &bell, segment::hello_bytes(token, claim, self.token));
+            announce(
+                &self.ring_tx,
+                &seg,
+                &bell,
+                segment::hello_bytes(token, claim, self.token),
+            );
             seg.activate(claim, self.me);
             let slot = claim.slot;
             let ring = seg.ring(slot);
@@ -655,9 +660,11 @@ pub fn pull(pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Resul
 /// Sends a sender's "who I am" to the owner's doorbell, retrying briefly
 /// while the owner's queue is full; without it the owner takes no pid from
 /// us (our large messages are streamed, not read with CMA).
-fn announce(tx: &Ringer, bell: &DoorbellAddr, hello: [u8; segment::HELLO_LEN]) {
+fn announce(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr, hello: [u8; segment::HELLO_LEN]) {
     let t0 = Instant::now();
     while let Err(e) = tx.send(bell, &hello) {
+        // A busy owner drains its doorbell when claim_seq moves.
+        seg.nudge();
         if e != Error::AGAIN || t0.elapsed() >= HELLO_PATIENCE {
             crate::base::log::log_debug!(
                 crate::abi::FI_LOG_EP_DATA,
@@ -960,6 +967,26 @@ mod tests {
             Ok(8) => assert_eq!(dst, src),
             r => assert_eq!(r.err(), Some(Error::OPNOTSUPP)),
         }
+    }
+
+    #[test]
+    fn a_full_doorbell_leaves_a_sender_unverified_not_unreachable() {
+        let mut b = port();
+        let bell = DoorbellAddr::new(&segment::doorbell_path(b.token)).unwrap();
+        let junk = Ringer::new().unwrap();
+        let mut queued = 0;
+        while junk.ring(&bell) {
+            queued += 1;
+            assert!(queued < 100_000);
+        }
+        let mut a = port();
+        a.send_record(&b.addr(), &eager(&[1]), Payload::Bytes(&[1])).unwrap();
+        assert_eq!(sources(&mut b), vec![(a.addr(), 0)], "delivered, pid unverified");
+        // The owner read its doorbell while taking `a` in: the next sender
+        // is verified.
+        let mut c = port();
+        c.send_record(&b.addr(), &eager(&[2]), Payload::Bytes(&[2])).unwrap();
+        assert_eq!(sources(&mut b), vec![(c.addr(), sys::getpid())]);
     }
 
     #[test]

@@ -396,6 +396,11 @@ impl Segment {
         Err(Error::AGAIN)
     }
 
+    /// Makes the owner look at its slots and doorbell on its next pass.
+    pub fn nudge(&self) {
+        self.word(H_CLAIM_SEQ).fetch_add(1, Ordering::AcqRel);
+    }
+
     /// Sender: makes a claimed slot visible to the owner.
     pub fn activate(&self, c: Claim, me: SlotSender) {
         self.slot_word(c.slot, S_STATE)
