@@ -8,7 +8,8 @@
 //!
 //! Descriptors are [`OwnedFd`]s (closed by dropping them) and calls go
 //! through rustix where it has them; libc remains for what rustix lacks
-//! (`process_vm_readv`, `getaddrinfo`, `atexit`, pthread mutex/cond).
+//! (`process_vm_readv`, `getaddrinfo`, `atexit`, pthread mutex/cond, `recvmsg` of
+//! the doorbell's credentials).
 
 pub mod cma;
 pub mod cmem;
