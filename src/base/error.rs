@@ -40,6 +40,7 @@ impl Error {
     pub const NOKEY: Error = Error(FI_ENOKEY);
     pub const NOAV: Error = Error(FI_ENOAV);
     pub const OVERRUN: Error = Error(FI_EOVERRUN);
+    pub const ACCES: Error = Error(FI_EACCES);
 
     /// A POSIX errno as an error (libfabric's low codes are errno values).
     pub fn from_errno(e: i32) -> Error {

@@ -77,7 +77,7 @@ impl crate::core::ep::Connection for ConnectedLink {
 
 impl Endpoint for crate::core::ep::Endpoint<ConnectedLink> {
     fn wait_fd(&self) -> RawFd {
-        self.wait_fd
+        crate::core::ep::Endpoint::wait_fd(self)
     }
 }
 

@@ -159,13 +159,21 @@ pub(crate) fn rdm_engine(domain: &Domain, info: &Info) -> Result<Inner> {
     }
     let settings = &domain.fabric().settings;
     let mut cfg = config_from(info, RDM_CAPS, settings);
+    if domain.transport == TransportKind::Tcp {
+        // No cross-memory attach over TCP: large messages are streamed.
+        cfg.cma = false;
+    }
+    Ok(Inner::new(rdm_port(domain, info)?, cfg))
+}
+
+/// The port of an RDM endpoint on `domain`'s transport at `info`'s
+/// src_addr: exactly there (an address that cannot be taken is an error,
+/// never another address); a wildcard (token 0, port 0) means "choose".
+fn rdm_port(domain: &Domain, info: &Info) -> Result<Box<dyn crate::transport::Port>> {
+    let settings = &domain.fabric().settings;
     let port: Box<dyn crate::transport::Port> = match domain.transport {
         TransportKind::Shm => Box::new(shm_port(info)?),
-        TransportKind::Tcp => {
-            // No cross-memory attach over TCP: large messages are streamed.
-            cfg.cma = false;
-            Box::new(tcp_port(info, &settings.tcp)?)
-        }
+        TransportKind::Tcp => Box::new(tcp_port(info, &settings.tcp)?),
         TransportKind::Auto => {
             let (shm_src, tcp_src) = match &info.src_addr {
                 Some(b) => match Addr::parse(FI_ADDR_STR, b) {
@@ -186,7 +194,7 @@ pub(crate) fn rdm_engine(domain: &Domain, info: &Info) -> Result<Inner> {
             Box::new(crate::transport::auto::AutoPort::new(shm, tcp)?)
         }
     };
-    Ok(Inner::new(port, cfg))
+    Ok(port)
 }
 
 /// An object `fi_ep_bind` attaches to an endpoint.
@@ -353,15 +361,16 @@ impl RecvOp {
 pub(crate) struct Endpoint<L> {
     users: Users,
     domain: Held<Domain>,
-    pub(crate) addr: Addr,
+    /// Our address (changes only by `fi_setname` before `fi_enable`).
+    addr: Mutex<Addr>,
     /// Bindings collected before `fi_enable`; moved to `bound` by it.
     pending: Mutex<Binds>,
     bound: OnceLock<Binds>,
     pub(crate) enabled: AtomicBool,
     closed: AtomicBool,
     pub(crate) inner: Mutex<Inner>,
-    /// Wait fd registered with the domain's engine.
-    pub(crate) wait_fd: RawFd,
+    /// Wait fd registered with the domain's engine (its port's).
+    wait_fd: core::sync::atomic::AtomicI32,
     /// Connection state of a connection-oriented (`FI_EP_MSG`) endpoint.
     pub(crate) msg: Option<Arc<L>>,
 }
@@ -456,19 +465,64 @@ impl<L: Connection> Endpoint<L> {
         let ep = Arc::new(Endpoint {
             users: Users::default(),
             domain: Held::new(domain.clone()),
-            addr,
+            addr: Mutex::new(addr),
             pending: Mutex::new(Binds::default()),
             bound: OnceLock::new(),
             enabled: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             inner: Mutex::new(inner),
-            wait_fd,
+            wait_fd: core::sync::atomic::AtomicI32::new(wait_fd),
             msg,
         });
         let engine = &domain.engine;
         engine.watch_fd(wait_fd, crate::sys::IN)?;
         engine.add_source(ep.clone());
         Ok(ep)
+    }
+
+    /// Our address (`fi_getname`).
+    pub(crate) fn addr(&self) -> Addr {
+        *self.addr.lock()
+    }
+
+    /// The descriptor the domain's engine watches for us.
+    pub(crate) fn wait_fd(&self) -> RawFd {
+        self.wait_fd.load(Ordering::Acquire)
+    }
+
+    /// `fi_setname` of an RDM endpoint: moves it to the address `bytes`
+    /// (of the endpoint's address format) before `fi_enable`; the address is
+    /// taken exactly or the call fails (`-FI_EADDRINUSE` when another
+    /// endpoint holds it, `-FI_EINVAL` for an address of another kind) and
+    /// the endpoint stays where it was. After `fi_enable`: `-FI_EOPBADSTATE`.
+    pub(crate) fn set_name(&self, bytes: &[u8]) -> Result<()> {
+        if self.msg.is_some() {
+            return Err(Error::INVAL);
+        }
+        let _g = self.pending.lock();
+        if self.enabled.load(Ordering::Acquire) {
+            return Err(Error::OPBADSTATE);
+        }
+        let cur = self.addr();
+        let (want, _) = Addr::parse(cur.format(), bytes)?;
+        if core::mem::discriminant(&want) != core::mem::discriminant(&cur) {
+            return Err(Error::INVAL);
+        }
+        let info = Info {
+            addr_format: cur.format(),
+            src_addr: Some(want.to_bytes()),
+            ..Info::default()
+        };
+        let domain: &Domain = &self.domain;
+        let port = rdm_port(domain, &info)?;
+        let (addr, fd) = (port.addr(), port.wait_fd());
+        let engine = &domain.engine;
+        engine.watch_fd(fd, crate::sys::IN)?;
+        engine.unwatch_fd(self.wait_fd());
+        self.inner.lock().replace_port(port);
+        self.wait_fd.store(fd, Ordering::Release);
+        *self.addr.lock() = addr;
+        Ok(())
     }
 
     /// The bindings of an enabled endpoint (`-FI_EOPBADSTATE` before
@@ -604,7 +658,7 @@ impl<L: Connection> Endpoint<L> {
             m.on_close(self);
         }
         let engine = &self.domain.engine;
-        engine.unwatch_fd(self.wait_fd);
+        engine.unwatch_fd(self.wait_fd());
         let src: Arc<dyn Source> = self.clone();
         engine.remove_source(&src);
         let mut g = self.inner.lock();
@@ -1027,7 +1081,7 @@ mod tests {
             bind_cq(e, q, FI_TRANSMIT | FI_RECV).unwrap();
             e.enable().unwrap();
         }
-        let dest = a.insert(vec![Ok(rx.addr)], None).unwrap()[0].unwrap();
+        let dest = a.insert(vec![Ok(rx.addr())], None).unwrap()[0].unwrap();
         let mut buf = [0u8; 16];
         let iov = IovList::single(buf.as_mut_ptr() as usize, buf.len());
         rx.post_recv(RecvOp::new(iov, FI_ADDR_UNSPEC, 7).tagged(0x50, 0x0f))

@@ -332,7 +332,7 @@ unsafe extern "C" fn ep_getname(f: *mut fid, addr: *mut c_void, addrlen: *mut us
             if addrlen.is_null() {
                 return Err(Error::INVAL);
             }
-            let bytes = o.core.addr.to_bytes();
+            let bytes = o.core.addr().to_bytes();
             let room = *addrlen;
             *addrlen = bytes.len();
             if room < bytes.len() || addr.is_null() {
@@ -347,9 +347,20 @@ unsafe extern "C" fn ep_getname(f: *mut fid, addr: *mut c_void, addrlen: *mut us
     }
 }
 
-/// RDM endpoints take their address from fi_getinfo/fi_endpoint.
-unsafe extern "C" fn ep_setname(_: *mut fid, _: *mut c_void, _: usize) -> c_int {
-    -FI_ENOSYS
+/// fi_cm(3) setname of an RDM endpoint: before fi_enable, moves it to
+/// `addr` exactly (-FI_EADDRINUSE if taken), never elsewhere.
+unsafe extern "C" fn ep_setname(f: *mut fid, addr: *mut c_void, addrlen: usize) -> c_int {
+    // SAFETY: arguments from fi_setname().
+    unsafe {
+        with_ep("fi_setname", f as *const c_void, |o| {
+            if addr.is_null() || addrlen == 0 {
+                return Err(Error::INVAL);
+            }
+            let bytes = core::slice::from_raw_parts(addr as *const u8, addrlen);
+            o.core.set_name(bytes)?;
+            Ok(0)
+        })
+    }
 }
 
 /// Connection management applies to FI_EP_MSG endpoints only.

@@ -8,7 +8,8 @@
 //!
 //! Descriptors are [`OwnedFd`]s (closed by dropping them) and calls go
 //! through rustix where it has them; libc remains for what rustix lacks
-//! (`process_vm_readv`, `getaddrinfo`, `atexit`, pthread mutex/cond).
+//! (`process_vm_readv`, `getaddrinfo`, `atexit`, pthread mutex/cond, `recvmsg` of
+//! the doorbell's credentials).
 
 pub mod cma;
 pub mod cmem;
@@ -240,6 +241,15 @@ pub fn proc_start_time(pid: i32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// Whether some process has the id `pid` (signal 0: `ESRCH` is the only
+/// answer that proves there is none).
+pub fn pid_exists(pid: i32) -> bool {
+    match rustix::process::Pid::from_raw(pid) {
+        Some(p) if pid > 0 => !matches!(rustix::process::test_kill_process(p), Err(Errno::SRCH)),
+        _ => false,
+    }
+}
+
 /// Whether the process incarnation (pid, start time) still exists.
 pub fn process_alive(pid: i32, start: u64) -> bool {
     if pid <= 0 {
@@ -313,6 +323,9 @@ mod tests {
         assert!(!process_alive(me, start + 1), "another incarnation of our pid");
         assert!(!process_alive(0, 0));
         assert!(!process_alive(-1, 0));
+        assert!(pid_exists(me));
+        assert!(!pid_exists(0));
+        assert!(!pid_exists(0x7fff_fff0), "above any pid_max");
         let (a, b) = (random_u64().unwrap(), random_u64().unwrap());
         assert_ne!(a, b);
         assert!(a != 0 || b != 0);

@@ -198,6 +198,13 @@ pub(crate) struct Inner {
 pub(crate) use crate::transport::PEER_FAILED;
 
 impl Inner {
+    /// `fi_setname` before `fi_enable`: the endpoint moves to `port` (no
+    /// traffic has flowed; the old port closes when dropped here).
+    pub(crate) fn replace_port(&mut self, port: Box<dyn Port>) {
+        self.port = port;
+        self.advertise_rts_prefix();
+    }
+
     pub(crate) fn new(port: Box<dyn Port>, cfg: EpConfig) -> Inner {
         Inner {
             port,

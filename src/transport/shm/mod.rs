@@ -13,7 +13,11 @@
 //!   with `process_vm_readv` (CMA) when allowed; otherwise the sender streams
 //!   the message through its ring in DATA records (pipelined copy-through).
 //! * Failure: records are validated before use (`proto::WireHdr::check`); a
-//!   corrupt ring or dead peer (pid + start time) costs only that peer.
+//!   corrupt ring or dead peer (pid + start time) costs only that peer; the
+//!   slots of senders that died without closing are reclaimed.
+//! * Identity: a sender announces its claim to the owner's doorbell, whose
+//!   kernel credentials give the pid CMA reads from; an unverified sender
+//!   reports pid 0 and its large messages are streamed (docs/security.md).
 
 pub mod ring;
 pub mod segment;
@@ -22,13 +26,13 @@ use crate::base::collections::FastMap;
 use crate::base::error::{Error, Result};
 use crate::sys;
 use crate::sys::cma::{self, CmaError, IoRange};
-use crate::sys::doorbell::{Doorbell, DoorbellAddr, Ringer};
+use crate::sys::doorbell::{Cred, Doorbell, DoorbellAddr, Ringer};
 use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
 use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
 use ring::{cells_for, Ring};
-use segment::{Segment, SlotSender, NSLOTS, SLOT_ACTIVE, SLOT_CLOSED};
+use segment::{Segment, SlotSender, NSLOTS, SLOT_ACTIVE, SLOT_CLAIMED, SLOT_CLOSED, SLOT_FREE};
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
@@ -37,6 +41,12 @@ use std::time::{Duration, Instant};
 pub const EAGER_MAX: usize = 16384;
 /// How often a peer we wait on is checked for liveness.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
+/// Fewer free slots than this: look for slots of dead senders (at most
+/// every LIVENESS_PERIOD).
+const RECLAIM_BELOW: usize = 32;
+/// How long a sender retries its "who I am" datagram when the owner's
+/// doorbell queue is full (it then goes on unverified: no CMA from it).
+const HELLO_PATIENCE: Duration = Duration::from_millis(50);
 
 /// A record as the consumer sees it (header copied out and validated).
 pub struct InRecord<'a> {
@@ -101,8 +111,21 @@ struct InSlot {
     slot: usize,
     ring: Ring,
     head: u64,
+    /// Who the sender says it is (written by it into the slot).
     sender: SlotSender,
+    /// Its pid as the kernel told our doorbell (0: not verified); the only
+    /// pid records report and CMA reads from.
+    vpid: i32,
     broken: bool,
+    /// Its sender is proven dead: freed once drained.
+    dead: bool,
+}
+
+/// A sender's claim as the kernel's credentials confirmed it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Verified {
+    gen: u64,
+    pid: i32,
 }
 
 struct PeerOut {
@@ -122,10 +145,12 @@ struct PeerOut {
 }
 
 pub struct ShmPort {
+    /// Before `seg`: its socket file goes before the segment name does, so
+    /// a next owner of this address never finds our file in use.
+    doorbell: Doorbell,
     seg: Segment,
     token: u64,
     me: SlotSender,
-    doorbell: Doorbell,
     ring_tx: Ringer,
     inbound: Vec<InSlot>,
     seen_claims: u64,
@@ -135,13 +160,17 @@ pub struct ShmPort {
     sleeping: bool,
     /// Some peer has control records waiting for ring space.
     backlogged: bool,
+    /// Per slot of our segment: the claim the kernel's credentials
+    /// confirmed (owner-private memory: senders cannot write it).
+    verified: Vec<Option<Verified>>,
+    last_reclaim: Option<Instant>,
 }
 
 impl ShmPort {
     /// Creates the endpoint's segment (named by `token`) and doorbell.
     pub fn new(token: u64, limits: Limits) -> Result<ShmPort> {
         let seg = Segment::create(token)?;
-        let doorbell = Doorbell::bind(&DoorbellAddr::new(&Segment::doorbell_name(token))?)?;
+        let doorbell = segment::bind_doorbell(token)?;
         let pid = sys::getpid();
         Ok(ShmPort {
             me: SlotSender {
@@ -160,6 +189,8 @@ impl ShmPort {
             events: Vec::new(),
             sleeping: false,
             backlogged: false,
+            verified: vec![None; NSLOTS],
+            last_reclaim: None,
         })
     }
 
@@ -193,9 +224,58 @@ impl ShmPort {
         if !self.sleeping {
             return;
         }
-        self.doorbell.drain();
+        self.take_hellos();
         if self.seg.sleepers() == 0 {
             self.sleeping = false;
+        }
+    }
+
+    /// Drains the doorbell, noting the claims senders announced: a claim
+    /// counts only with our uid, and with the pid the kernel gives, which
+    /// must be the one the slot's state word names and (with the slot's
+    /// start time) a live process. Other datagrams only wake us.
+    fn take_hellos(&mut self) {
+        let (seg, verified, token) = (&self.seg, &mut self.verified, self.token);
+        let euid = sys::geteuid();
+        self.doorbell.drain(&mut |c: Cred, b: &[u8]| {
+            if c.uid != euid {
+                return;
+            }
+            let Some((claim, _)) = segment::parse_hello(token, b) else {
+                return;
+            };
+            let w = seg.slot_word_now(claim.slot);
+            let live = (w.state == SLOT_CLAIMED || w.state == SLOT_ACTIVE)
+                && w.gen == claim.gen
+                && w.pid == c.pid
+                && sys::proc_start_time(c.pid) == Some(seg.slot_sender(claim.slot).start);
+            if live {
+                verified[claim.slot] = Some(Verified {
+                    gen: claim.gen,
+                    pid: c.pid,
+                });
+            }
+        });
+    }
+
+    /// Marks inbound slots whose senders are proven dead (freed once
+    /// drained) and frees claimed slots whose claimer no longer exists.
+    fn reclaim_dead(&mut self) {
+        for s in self.inbound.iter_mut().filter(|s| !s.dead) {
+            let (pid, start) = if s.vpid > 0 {
+                (s.vpid, s.sender.start)
+            } else {
+                (s.sender.pid, s.sender.start)
+            };
+            if !sys::process_alive(pid, start) {
+                s.dead = true;
+            }
+        }
+        for slot in 0..NSLOTS {
+            let w = self.seg.slot_word_now(slot);
+            if w.state == SLOT_CLAIMED && !sys::pid_exists(w.pid) && self.seg.reclaim_claimed(slot, w) {
+                self.verified[slot] = None;
+            }
         }
     }
 
@@ -210,8 +290,24 @@ impl ShmPort {
             if !seg.owner_alive() {
                 return Err(Error::ADDRNOTAVAIL);
             }
-            let bell = DoorbellAddr::new(&Segment::doorbell_name(token))?;
-            let slot = seg.claim_slot(self.me)?;
+            let bell = DoorbellAddr::new(&segment::doorbell_path(token))?;
+            let claim = match seg.claim_slot(self.me) {
+                Ok(c) => c,
+                Err(e) => {
+                    // No free slot: the owner was asked to reclaim the
+                    // slots of dead senders; wake it if it sleeps.
+                    ring_doorbell(&self.ring_tx, &seg, &bell);
+                    return Err(e);
+                }
+            };
+            announce(
+                &self.ring_tx,
+                &seg,
+                &bell,
+                segment::hello_bytes(token, claim, self.token),
+            );
+            seg.activate(claim, self.me);
+            let slot = claim.slot;
             let ring = seg.ring(slot);
             self.peers.insert(
                 token,
@@ -254,12 +350,22 @@ impl ShmPort {
         true
     }
 
-    /// Whether an inbound sender is alive (for transfers we wait on).
+    /// Whether an inbound sender is alive (for transfers we wait on);
+    /// `src_pid` is the pid its records reported (0: unverified).
     pub fn sender_alive(&self, src_pid: i32, token: u64) -> bool {
         self.inbound
             .iter()
-            .find(|s| s.sender.token == token && s.sender.pid == src_pid)
-            .is_none_or(|s| !s.broken && sys::process_alive(s.sender.pid, s.sender.start))
+            .find(|s| s.sender.token == token && (src_pid == 0 || s.vpid == src_pid))
+            .is_none_or(|s| {
+                let pid = if s.vpid > 0 { s.vpid } else { s.sender.pid };
+                !s.broken && !s.dead && sys::process_alive(pid, s.sender.start)
+            })
+    }
+
+    /// Whether `pid` is the kernel-verified pid of a sender we hear from:
+    /// the only processes CMA may read.
+    fn verified_sender(&self, pid: i32) -> bool {
+        pid > 0 && self.inbound.iter().any(|s| s.vpid == pid && !s.broken)
     }
 
     /// Writes one record into `peer`'s ring. `Err(AGAIN)`: no room now.
@@ -292,7 +398,7 @@ impl ShmPort {
                 Err(Error::AGAIN)
             }
             Ok(true) => {
-                ring_doorbell(ring_tx, p);
+                ring_doorbell(ring_tx, &p.seg, &p.bell);
                 Ok(())
             }
         }
@@ -339,7 +445,7 @@ impl ShmPort {
             for p in self.peers.values_mut() {
                 if !p.backlog.is_empty() {
                     flush_backlog(p);
-                    ring_doorbell(&self.ring_tx, p);
+                    ring_doorbell(&self.ring_tx, &p.seg, &p.bell);
                     self.backlogged |= !p.backlog.is_empty();
                 }
             }
@@ -354,10 +460,12 @@ impl ShmPort {
                     self.events.push(PeerEvent::Failed(Addr::Shm(s.sender.token)));
                 }
             }
-            // A closed slot that is drained goes back to the free pool.
-            let closed = self.seg.slot_state(s.slot) == SLOT_CLOSED;
+            // A closed slot (or a dead sender's) that is drained goes back
+            // to the free pool.
+            let closed = s.dead || self.seg.slot_state(s.slot) == SLOT_CLOSED;
             if closed && (s.broken || s.ring.available(s.head).is_ok_and(|n| n == 0)) {
                 self.seg.free_slot(s.slot);
+                self.verified[s.slot] = None;
                 self.inbound.swap_remove(i);
                 continue;
             }
@@ -366,19 +474,37 @@ impl ShmPort {
     }
 
     fn discover_slots(&mut self) {
+        // A sender announces its claim before activating it: every "who I
+        // am" of the slots found active below is queued already.
+        self.take_hellos();
+        let mut free = 0;
         for slot in 0..NSLOTS {
-            if self.seg.slot_state(slot) != SLOT_ACTIVE || self.inbound.iter().any(|s| s.slot == slot) {
+            let w = self.seg.slot_word_now(slot);
+            if w.state == SLOT_FREE {
+                free += 1;
+            }
+            if w.state != SLOT_ACTIVE || self.inbound.iter().any(|s| s.slot == slot) {
                 continue;
             }
             let sender = self.seg.slot_sender(slot);
+            let vpid = match self.verified[slot] {
+                Some(v) if v.gen == w.gen && v.pid == w.pid => v.pid,
+                _ => 0,
+            };
             let ring = self.seg.ring(slot);
             self.inbound.push(InSlot {
                 slot,
                 ring,
                 head: 0,
                 sender,
+                vpid,
                 broken: false,
+                dead: false,
             });
+        }
+        if free < RECLAIM_BELOW && self.last_reclaim.is_none_or(|t| t.elapsed() >= LIVENESS_PERIOD) {
+            self.last_reclaim = Some(Instant::now());
+            self.reclaim_dead();
         }
     }
 
@@ -388,7 +514,7 @@ impl ShmPort {
             if !p.failed {
                 let _ = write_record(p, &WireHdr::new(proto::op::BYE), &Payload::None);
                 p.seg.close_slot(p.slot);
-                ring_doorbell(&self.ring_tx, p);
+                ring_doorbell(&self.ring_tx, &p.seg, &p.bell);
             }
         }
         self.peers.clear();
@@ -481,6 +607,10 @@ impl Port for ShmPort {
         if len == 0 {
             return Ok(0);
         }
+        // Only from a sender the kernel named (never a pid a record names).
+        if !self.verified_sender(src_pid) {
+            return Err(Error::CONNRESET);
+        }
         pull(src_pid, remote, dst, len)
     }
     fn close(&mut self) {
@@ -527,17 +657,36 @@ pub fn pull(pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Resul
     })
 }
 
-fn ring_doorbell(tx: &Ringer, p: &PeerOut) {
+/// Sends a sender's "who I am" to the owner's doorbell, retrying briefly
+/// while the owner's queue is full; without it the owner takes no pid from
+/// us (our large messages are streamed, not read with CMA).
+fn announce(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr, hello: [u8; segment::HELLO_LEN]) {
+    let t0 = Instant::now();
+    while let Err(e) = tx.send(bell, &hello) {
+        // A busy owner drains its doorbell when claim_seq moves.
+        seg.nudge();
+        if e != Error::AGAIN || t0.elapsed() >= HELLO_PATIENCE {
+            crate::base::log::log_debug!(
+                crate::abi::FI_LOG_EP_DATA,
+                "shm: claim not announced ({e}): the owner will not use CMA with us"
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn ring_doorbell(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr) {
     // Dekker with the sleeper: we published the tail (a SeqCst swap,
     // Ring::publish) then read `sleepers` (SeqCst); it stored `sleepers`
     // (SeqCst) then re-read the tail (SeqCst). In the single order of SeqCst
     // operations one of the two sees the other.
-    if p.seg.sleepers() == 0 {
+    if seg.sleepers() == 0 {
         return;
     }
     // Failure (full queue, no listener) needs no handling: a full queue
     // already means "readable", and a gone owner is noticed by liveness.
-    tx.ring(&p.bell);
+    tx.ring(bell);
 }
 
 /// Ok(true) written, Ok(false) no room, Err: ring corrupt.
@@ -626,7 +775,7 @@ fn consume_slot(
         }
         let rec = InRecord {
             src: Addr::Shm(s.sender.token),
-            src_pid: s.sender.pid,
+            src_pid: s.vpid,
             hdr,
             payload: PayloadRef {
                 ring: &s.ring,
@@ -750,6 +899,153 @@ mod tests {
                 assert_eq!(dst, src);
             }
             Err(e) => assert_eq!(e, Error::OPNOTSUPP, "CMA refused for another reason"),
+        }
+    }
+
+    fn eager(b: &[u8]) -> WireHdr {
+        let mut h = WireHdr::new(op::EAGER);
+        h.len = b.len() as u64;
+        h
+    }
+
+    /// (source, pid reported) of every record `b` has now.
+    fn sources(b: &mut ShmPort) -> Vec<(Addr, i32)> {
+        let mut v = Vec::new();
+        b.poll_records(&mut |r| {
+            v.push((r.src, r.src_pid));
+            Disposition::Consumed
+        });
+        v
+    }
+
+    #[test]
+    fn records_report_the_pid_the_kernel_gave_never_a_claimed_one() {
+        let mut a = port();
+        let mut b = port();
+        a.send_record(&b.addr(), &eager(&[1]), Payload::Bytes(&[1])).unwrap();
+        assert_eq!(sources(&mut b), vec![(a.addr(), sys::getpid())]);
+        assert!(b.verified_sender(sys::getpid()));
+        // A forger claims a slot saying it is process 1 (any pid but its
+        // own) and even announces the claim: the kernel says who sent the
+        // announcement, so the claim is not believed.
+        let seg = Segment::open(b.token).unwrap();
+        let liar = SlotSender {
+            token: 0x1234,
+            pid: 1,
+            start: sys::proc_start_time(1).unwrap_or(0),
+        };
+        let c = seg.claim_slot(liar).unwrap();
+        let bell = DoorbellAddr::new(&segment::doorbell_path(b.token)).unwrap();
+        Ringer::new()
+            .unwrap()
+            .send(&bell, &segment::hello_bytes(b.token, c, liar.token))
+            .unwrap();
+        seg.activate(c, liar);
+        let ring = seg.ring(c.slot);
+        let mut out = PeerOut {
+            seg,
+            bell,
+            slot: c.slot,
+            ring,
+            tail: 0,
+            free: 0,
+            failed: false,
+            last_check: Instant::now(),
+            backlog: VecDeque::new(),
+        };
+        assert_eq!(write_record(&mut out, &eager(&[2]), &Payload::Bytes(&[2])), Ok(true));
+        assert_eq!(sources(&mut b), vec![(Addr::Shm(0x1234), 0)], "unverified: pid 0");
+        // CMA is refused for any pid but a verified sender's.
+        let mut dst = [0u8; 8];
+        let iov = IovList::single(dst.as_mut_ptr() as usize, dst.len());
+        let src = [7u8; 8];
+        let remote = [(src.as_ptr() as u64, 8u64)];
+        assert_eq!(Port::pull(&b, 1, &remote, &iov, 8).err(), Some(Error::CONNRESET));
+        assert_eq!(Port::pull(&b, 0, &remote, &iov, 8).err(), Some(Error::CONNRESET));
+        assert_eq!(dst, [0u8; 8]);
+        match Port::pull(&b, sys::getpid(), &remote, &iov, 8) {
+            Ok(8) => assert_eq!(dst, src),
+            r => assert_eq!(r.err(), Some(Error::OPNOTSUPP)),
+        }
+    }
+
+    #[test]
+    fn a_full_doorbell_leaves_a_sender_unverified_not_unreachable() {
+        let mut b = port();
+        let bell = DoorbellAddr::new(&segment::doorbell_path(b.token)).unwrap();
+        let junk = Ringer::new().unwrap();
+        let mut queued = 0;
+        while junk.ring(&bell) {
+            queued += 1;
+            assert!(queued < 100_000);
+        }
+        let mut a = port();
+        a.send_record(&b.addr(), &eager(&[1]), Payload::Bytes(&[1])).unwrap();
+        assert_eq!(sources(&mut b), vec![(a.addr(), 0)], "delivered, pid unverified");
+        // The owner read its doorbell while taking `a` in: the next sender
+        // is verified.
+        let mut c = port();
+        c.send_record(&b.addr(), &eager(&[2]), Payload::Bytes(&[2])).unwrap();
+        assert_eq!(sources(&mut b), vec![(c.addr(), sys::getpid())]);
+    }
+
+    #[test]
+    fn slots_of_dead_senders_are_reclaimed_live_ones_kept() {
+        let mut b = port();
+        let seg = Segment::open(b.token).unwrap();
+        let me = sys::getpid();
+        let start = sys::proc_start_time(me).unwrap();
+        // Every slot taken: 200 by "senders" that died (an earlier
+        // incarnation of our pid), 20 claimed-not-activated by a pid that
+        // cannot exist, the rest by live ones (us).
+        let dead = SlotSender {
+            token: 1,
+            pid: me,
+            start: start + 1,
+        };
+        let live = SlotSender {
+            token: 2,
+            pid: me,
+            start,
+        };
+        let never = SlotSender {
+            token: 3,
+            pid: 0x7fff_fff0,
+            start: 0,
+        };
+        let mut live_slots = Vec::new();
+        for i in 0..NSLOTS {
+            match i {
+                0..200 => {
+                    let c = seg.claim_slot(dead).unwrap();
+                    seg.activate(c, dead);
+                }
+                200..220 => {
+                    seg.claim_slot(never).unwrap();
+                }
+                _ => {
+                    let c = seg.claim_slot(live).unwrap();
+                    seg.activate(c, live);
+                    live_slots.push(c.slot);
+                }
+            }
+        }
+        assert_eq!(seg.claim_slot(live).err(), Some(Error::AGAIN));
+        // A new sender finds no slot now, and one once the owner has looked.
+        let mut c = port();
+        let msg = [5u8; 3];
+        assert_eq!(
+            c.send_record(&b.addr(), &eager(&msg), Payload::Bytes(&msg)).err(),
+            Some(Error::AGAIN)
+        );
+        b.poll_records(&mut |_| Disposition::Consumed);
+        b.poll_records(&mut |_| Disposition::Consumed);
+        c.send_record(&b.addr(), &eager(&msg), Payload::Bytes(&msg)).unwrap();
+        assert_eq!(sources(&mut b), vec![(c.addr(), me)]);
+        let free = (0..NSLOTS).filter(|&s| seg.slot_state(s) == SLOT_FREE).count();
+        assert_eq!(free, 220 - 1, "dead and never-activated slots freed, one taken by c");
+        for s in live_slots {
+            assert_eq!(seg.slot_state(s), SLOT_ACTIVE, "a live sender keeps its slot");
         }
     }
 

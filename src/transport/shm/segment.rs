@@ -7,9 +7,17 @@
 //!         uid, token; `sleepers` (own cache line): >0 while the owner may
 //!         sleep, so senders must ring its doorbell; `claim_seq` (own line):
 //!         bumped whenever a slot becomes active.
-//!  4096   slot 0: control line (state, sender token/pid/start time), ring
+//!  4096   slot 0: control line (state word: state | generation | claimer
+//!         pid; sender token/pid/start time), ring
 //!  ...    slot i at 4096 + i * SLOT_STRIDE
 //! ```
+//!
+//! Slots of senders that died without closing are reclaimed by the owner
+//! once their death is proven: a claimed-but-not-active slot when its
+//! claimer's pid no longer exists, an active one when its sender's pid +
+//! start time (kernel-verified through the doorbell when available) no
+//! longer name a live process. A sender that finds no free slot bumps
+//! `claim_seq`, which makes the owner look (docs/shm.md, "Slots").
 //!
 //! Naming and security: `/dev/shm/rustfab-<uid>-<token>` created with
 //! `O_CREAT|O_EXCL` and mode 0600, so another user can neither open ours nor
@@ -17,18 +25,24 @@
 //! header). The owner unlinks the name on close, at `exit()` (atexit
 //! registry) and at provider cleanup; names left by killed processes are
 //! swept when their owner is gone. Everything read from a segment is
-//! validated before use; control words are only accessed atomically.
+//! validated before use; control words are only accessed atomically. The
+//! owner's doorbell is a socket file in the private directory
+//! `/dev/shm/rustfab-<uid>/` (0700), named by the token.
 
 use super::ring::{ring_bytes, Ring};
 use crate::base::error::{Error, Result};
 use crate::sys;
+use crate::sys::doorbell::Doorbell;
 use crate::sys::shm::{Access, SharedMap};
 use core::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use std::ffi::CString;
 
 pub const SEG_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
-pub const SEG_VERSION: u32 = 1;
+/// 2: the slot state word carries a 24-bit generation and the claimer's
+/// pid (reclaiming the slots of dead senders); the doorbell is a socket file
+/// in a private directory and learns who claims a slot (credentials).
+pub const SEG_VERSION: u32 = 2;
 pub const HEADER: usize = 4096;
 pub const SLOT_CTL: usize = 64;
 /// Sender slots per endpoint (peers that may send to it at once).
@@ -58,7 +72,8 @@ const S_TOKEN: usize = 8;
 const S_PID: usize = 16;
 const S_START: usize = 24;
 
-/// Slot states (low byte of the state word).
+/// Slot states (low byte of the state word; bits 8..32 the generation,
+/// bits 32..64 the pid of the process that claimed it).
 pub const SLOT_FREE: u64 = 0;
 pub const SLOT_CLAIMED: u64 = 1;
 pub const SLOT_ACTIVE: u64 = 2;
@@ -92,8 +107,93 @@ fn seg_name(token: u64) -> CString {
     CString::new(format!("/{}{token:016x}", name_prefix())).unwrap_or_default()
 }
 
-/// Names created by this process, unlinked at exit if still present.
-static CREATED: Mutex<Vec<CString>> = Mutex::new(Vec::new());
+/// The private directory of this user's doorbells (docs/security.md).
+pub fn bell_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("/dev/shm/rustfab-{}", sys::geteuid()))
+}
+
+/// The socket file of the doorbell of the endpoint with `token`.
+pub fn doorbell_path(token: u64) -> std::path::PathBuf {
+    bell_dir().join(format!("{token:016x}"))
+}
+
+/// Owner: binds the doorbell of the endpoint with `token`, whose segment it
+/// has just created exclusively (so a socket file of that name can only be
+/// a dead owner's: it is removed first). The directory must be private and
+/// ours (`Err(ACCES)` otherwise, with a warning: another user may have
+/// taken its name).
+pub fn bind_doorbell(token: u64) -> Result<Doorbell> {
+    let dir = bell_dir();
+    if let Err(e) = sys::doorbell::private_dir(&dir) {
+        crate::base::log::log_warn!(
+            crate::abi::FI_LOG_EP_CTRL,
+            "shm: {} is not a private directory of this user (mode 0700, owner uid {}): no shm endpoint can be opened",
+            dir.display(),
+            sys::geteuid()
+        );
+        return Err(e);
+    }
+    let path = doorbell_path(token);
+    sys::doorbell::remove(&path);
+    Doorbell::bind(&path)
+}
+
+/// "Who I am" datagram a sender sends the owner's doorbell between claiming
+/// a slot and activating it: magic, the owner's token, slot | generation<<32,
+/// the sender's token. The owner believes it only with the kernel's
+/// credentials (pid, uid) attached to the datagram.
+pub const HELLO_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMHI1");
+pub const HELLO_LEN: usize = 32;
+
+pub fn hello_bytes(owner_token: u64, c: Claim, sender_token: u64) -> [u8; HELLO_LEN] {
+    let mut b = [0u8; HELLO_LEN];
+    b[0..8].copy_from_slice(&HELLO_MAGIC.to_le_bytes());
+    b[8..16].copy_from_slice(&owner_token.to_le_bytes());
+    b[16..24].copy_from_slice(&(c.slot as u64 | (c.gen << 32)).to_le_bytes());
+    b[24..32].copy_from_slice(&sender_token.to_le_bytes());
+    b
+}
+
+/// Parses a "who I am" datagram meant for `owner_token`: (claim, sender
+/// token); None for anything else (plain rings, garbage).
+pub fn parse_hello(owner_token: u64, b: &[u8]) -> Option<(Claim, u64)> {
+    if b.len() != HELLO_LEN {
+        return None;
+    }
+    let w = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+    if w(0) != HELLO_MAGIC || w(1) != owner_token {
+        return None;
+    }
+    let slot = (w(2) & 0xffff_ffff) as usize;
+    (slot < NSLOTS).then_some((Claim { slot, gen: w(2) >> 32 }, w(3)))
+}
+
+/// A slot claimed by a sender (state CLAIMED until activated).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub slot: usize,
+    pub gen: u64,
+}
+
+/// A slot's state word, decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotWord {
+    pub state: u64,
+    pub gen: u64,
+    /// The pid of the process that claimed it (0 if free).
+    pub pid: i32,
+    raw: u64,
+}
+
+const GEN_MASK: u64 = 0xff_ffff;
+
+fn slot_word_of(state: u64, gen: u64, pid: i32) -> u64 {
+    state | ((gen & GEN_MASK) << 8) | ((pid as u32 as u64) << 32)
+}
+
+/// Tokens of the segments created by this process, unlinked (with their
+/// doorbells) at exit if still present.
+static CREATED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 static ATEXIT: std::sync::Once = std::sync::Once::new();
 
 extern "C" fn unlink_all_at_exit() {
@@ -103,8 +203,9 @@ extern "C" fn unlink_all_at_exit() {
 /// Unlinks every segment name this process still owns (exit, cleanup).
 pub fn unlink_all() {
     if let Some(mut v) = CREATED.try_lock() {
-        for n in v.drain(..) {
-            sys::shm::unlink(&n);
+        for t in v.drain(..) {
+            sys::shm::unlink(&seg_name(t));
+            sys::doorbell::remove(&doorbell_path(t));
         }
     }
 }
@@ -161,7 +262,7 @@ impl Segment {
         seg.word(H_TOKEN).store(token, Ordering::Relaxed);
         seg.word(H_UID).store(sys::geteuid() as u64, Ordering::Relaxed);
         seg.word(H_MAGIC).store(SEG_MAGIC, Ordering::Release);
-        CREATED.lock().push(name);
+        CREATED.lock().push(token);
         Ok(seg)
     }
 
@@ -262,17 +363,25 @@ impl Segment {
         self.slot_word(slot, S_STATE).load(Ordering::Acquire) & 0xff
     }
 
-    /// Sender: claims a free slot and announces itself; returns the slot.
-    pub fn claim_slot(&self, me: SlotSender) -> Result<usize> {
+    /// Sender: claims a free slot and writes who it is into it; the slot
+    /// stays CLAIMED (invisible to the owner) until [`Segment::activate`].
+    /// No free slot: `Err(AGAIN)`, after bumping `claim_seq` so that the
+    /// owner looks for slots of dead senders to reclaim.
+    pub fn claim_slot(&self, me: SlotSender) -> Result<Claim> {
         for slot in 0..NSLOTS {
             let w = self.slot_word(slot, S_STATE);
             let cur = w.load(Ordering::Acquire);
             if cur & 0xff != SLOT_FREE {
                 continue;
             }
-            let gen = (cur >> 8).wrapping_add(1);
-            if w.compare_exchange(cur, SLOT_CLAIMED | (gen << 8), Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
+            let gen = ((cur >> 8) + 1) & GEN_MASK;
+            if w.compare_exchange(
+                cur,
+                slot_word_of(SLOT_CLAIMED, gen, me.pid),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_err()
             {
                 continue;
             }
@@ -281,11 +390,48 @@ impl Segment {
                 .store(me.pid as u32 as u64, Ordering::Relaxed);
             self.slot_word(slot, S_START).store(me.start, Ordering::Relaxed);
             self.ring(slot).reset();
-            w.store(SLOT_ACTIVE | (gen << 8), Ordering::Release);
-            self.word(H_CLAIM_SEQ).fetch_add(1, Ordering::AcqRel);
-            return Ok(slot);
+            return Ok(Claim { slot, gen });
         }
+        self.word(H_CLAIM_SEQ).fetch_add(1, Ordering::AcqRel);
         Err(Error::AGAIN)
+    }
+
+    /// Makes the owner look at its slots and doorbell on its next pass.
+    pub fn nudge(&self) {
+        self.word(H_CLAIM_SEQ).fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Sender: makes a claimed slot visible to the owner.
+    pub fn activate(&self, c: Claim, me: SlotSender) {
+        self.slot_word(c.slot, S_STATE)
+            .store(slot_word_of(SLOT_ACTIVE, c.gen, me.pid), Ordering::Release);
+        self.word(H_CLAIM_SEQ).fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A slot's state word (owner: who claimed it, which generation).
+    pub fn slot_word_now(&self, slot: usize) -> SlotWord {
+        let raw = self.slot_word(slot, S_STATE).load(Ordering::Acquire);
+        SlotWord {
+            state: raw & 0xff,
+            gen: (raw >> 8) & GEN_MASK,
+            pid: (raw >> 32) as u32 as i32,
+            raw,
+        }
+    }
+
+    /// Owner: frees a slot whose claimer died before activating it, if the
+    /// slot still is exactly as `seen` (a live claimer's activation wins).
+    pub fn reclaim_claimed(&self, slot: usize, seen: SlotWord) -> bool {
+        seen.state == SLOT_CLAIMED
+            && self
+                .slot_word(slot, S_STATE)
+                .compare_exchange(
+                    seen.raw,
+                    slot_word_of(SLOT_FREE, seen.gen, 0),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
     }
 
     /// Sender: no more records will come in this slot.
@@ -306,17 +452,12 @@ impl Segment {
         }
     }
 
-    /// Owner: returns a drained slot to the free pool.
+    /// Owner: returns a drained slot (closed, or its sender dead) to the
+    /// free pool, keeping its generation.
     pub fn free_slot(&self, slot: usize) {
         let w = self.slot_word(slot, S_STATE);
         let cur = w.load(Ordering::Acquire);
-        w.store(SLOT_FREE | (cur & !0xff), Ordering::Release);
-    }
-
-    /// The abstract-namespace name of the owner's doorbell socket (without
-    /// the kernel's leading NUL: `@rustfab-<uid>-<token>` in `ss -x`).
-    pub fn doorbell_name(token: u64) -> Vec<u8> {
-        format!("{}{token:016x}", name_prefix()).into_bytes()
+        w.store(slot_word_of(SLOT_FREE, (cur >> 8) & GEN_MASK, 0), Ordering::Release);
     }
 }
 
@@ -325,7 +466,8 @@ impl Drop for Segment {
         if self.owner {
             self.mark_closed();
             sys::shm::unlink(&self.name);
-            CREATED.lock().retain(|n| n != &self.name);
+            let name = &self.name;
+            CREATED.lock().retain(|&t| &seg_name(t) != name);
         }
         // `map` is unmapped after this: Rings taken from the segment are
         // used only while it lives (their users keep both together).
@@ -365,14 +507,41 @@ fn remove_if_stale(name: &CString) -> bool {
     };
     if stale {
         sys::shm::unlink(name);
+        if let Some(t) = token_of(name) {
+            sys::doorbell::remove(&doorbell_path(t));
+        }
     }
     stale
+}
+
+/// The token in one of our segment names.
+fn token_of(name: &CString) -> Option<u64> {
+    let n = name.to_str().ok()?;
+    let hex = n.strip_prefix('/')?.strip_prefix(&name_prefix())?;
+    u64::from_str_radix(hex, 16).ok()
 }
 
 /// Removes our stale segments (owners killed before they could unlink).
 fn sweep_stale() {
     for name in sys::shm::list(&name_prefix()) {
         remove_if_stale(&name);
+    }
+    // Doorbells whose segment is gone (its owner was killed and the segment
+    // swept, or it is closing right now: its own removal then finds nothing).
+    if let Ok(dir) = std::fs::read_dir(bell_dir()) {
+        for e in dir.flatten() {
+            let n = e.file_name();
+            let Some(t) = n
+                .to_str()
+                .filter(|n| n.len() == 16)
+                .and_then(|n| u64::from_str_radix(n, 16).ok())
+            else {
+                continue;
+            };
+            if sys::shm::open(&seg_name(t), Access::ReadOnly).is_err() {
+                sys::doorbell::remove(&e.path());
+            }
+        }
     }
 }
 
@@ -421,12 +590,25 @@ mod tests {
             pid: sys::getpid(),
             start: 7,
         };
-        let s = peer.claim_slot(me).unwrap();
+        let seq0 = owner.claim_seq();
+        let c = peer.claim_slot(me).unwrap();
+        let s = c.slot;
+        assert_eq!(owner.slot_state(s), SLOT_CLAIMED, "invisible until activated");
+        assert_eq!(owner.claim_seq(), seq0);
+        let w = owner.slot_word_now(s);
+        assert_eq!((w.pid, w.gen), (me.pid, c.gen));
+        peer.activate(c, me);
         assert_eq!(owner.slot_state(s), SLOT_ACTIVE);
         assert_eq!(owner.slot_sender(s), me);
-        assert!(owner.claim_seq() >= 1);
-        let s2 = peer.claim_slot(me).unwrap();
-        assert_ne!(s, s2);
+        assert!(owner.claim_seq() > seq0);
+        let c2 = peer.claim_slot(me).unwrap();
+        assert_ne!(s, c2.slot);
+        // Reclaiming a claimed slot only works on the word as seen: an
+        // activation in between wins.
+        let seen = owner.slot_word_now(c2.slot);
+        peer.activate(c2, me);
+        assert!(!owner.reclaim_claimed(c2.slot, seen));
+        assert_eq!(owner.slot_state(c2.slot), SLOT_ACTIVE);
         peer.close_slot(s);
         assert_eq!(owner.slot_state(s), SLOT_CLOSED);
         owner.free_slot(s);
