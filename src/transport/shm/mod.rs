@@ -483,7 +483,11 @@ impl ShmPort {
             if w.state == SLOT_FREE {
                 free += 1;
             }
-            if w.state != SLOT_ACTIVE || self.inbound.iter().any(|s| s.slot == slot) {
+            // A closed slot is found too: a sender may claim, write and close
+            // (its process exits) between two of our passes, and what it
+            // wrote before closing must still be delivered (then the slot
+            // goes back to the pool once drained).
+            if (w.state != SLOT_ACTIVE && w.state != SLOT_CLOSED) || self.inbound.iter().any(|s| s.slot == slot) {
                 continue;
             }
             let sender = self.seg.slot_sender(slot);
@@ -837,6 +841,31 @@ mod tests {
         });
         assert_eq!(seen, 2);
         b.poll_records(&mut |_| panic!("record delivered twice"));
+    }
+
+    #[test]
+    fn records_of_a_sender_that_closed_before_our_first_pass_are_delivered() {
+        // The sender claims a slot, writes, and closes (its process exits)
+        // before the owner polls once: fabtests fi_multi_ep lost its
+        // finalize message this way (the owner skipped closed slots when
+        // discovering new ones, and the slot leaked).
+        let mut a = port();
+        let mut b = port();
+        let mut h = WireHdr::new(op::EAGER);
+        h.len = 4;
+        h.tag = 9;
+        a.send_record(&b.addr(), &h, Payload::Bytes(&[1, 2, 3, 4])).unwrap();
+        a.close();
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            b.poll_records(&mut |r| {
+                got.push((r.hdr.op, r.payload_vec()));
+                Disposition::Consumed
+            });
+        }
+        assert_eq!(got.first(), Some(&(op::EAGER, vec![1, 2, 3, 4])));
+        // The drained closed slot went back to the pool.
+        assert!(b.inbound.is_empty());
     }
 
     #[test]
