@@ -109,7 +109,7 @@ job() {
 		timeout -k 10 "$T" ip netns exec "$head" \
 		mpirun --hostfile "$tmp/hostfile" -np $((nh * rph)) \
 		--mca plm_rsh_agent "$agent" --mca oob_tcp_if_include br0,rf0 \
-		--bind-to none \
+		--bind-to none ${MPI_HOSTS_MPIRUN_ARGS:-} \
 		-x FI_PROVIDER_PATH -x FI_PROVIDER -x FI_RUSTFAB_IFACE -x FI_RUSTFAB_TRANSPORT \
 		-x FI_LOG_LEVEL -x FI_LOG_PROV \
 		--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$prov" \
@@ -185,16 +185,19 @@ for prov in rustfab "tcp;ofi_rxm"; do
 	grep "^pingpong " "$log" | sed "s/^/  [$prov] /"
 done
 
-# 2 hosts x 2 ranks: host 1's ranks ping-pong over shm, host 2's wait.
-want oversub && {
-log=$tmp/pp22
-job 2 2 rustfab "$log" "$pingpong" "${PP_SMALL:-2000}" 0
-rc=$?
-grep -q "pingpong: data FAIL" "$log" && rc=1
-[ $rc -eq 0 ] || tail -n 20 "$log"
-result $rc "pingpong within host 1 while host 2 waits (2 hosts x 2 ranks)"
-grep "^pingpong " "$log" | sed "s/^/  [2+2, shm] /"
-}
+# The ping-pong between ranks 0 and 1 (shm) while ranks 2 and 3 wait in a
+# barrier: all four on one host (they wait over shm), then 2 hosts x 2 ranks
+# (host 2's ranks wait over TCP).
+want oversub && for shape in "1 4" "2 2"; do
+	set -- $shape
+	log=$tmp/pp.$1.$2
+	job "$1" "$2" rustfab "$log" "$pingpong" "${PP_SMALL:-2000}" 0
+	rc=$?
+	grep -q "pingpong: data FAIL" "$log" && rc=1
+	[ $rc -eq 0 ] || tail -n 20 "$log"
+	result $rc "pingpong within host 1 while ranks 2, 3 wait ($1 hosts x $2 ranks)"
+	grep "^pingpong " "$log" | sed "s/^/  [$1 x $2, shm] /"
+done
 
 echo "mpi-hosts: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
