@@ -19,7 +19,7 @@ MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
-        c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts bench fmt lint clean panic-test \
+        c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale bench fmt lint clean panic-test \
         memcheck asan stress
 
 all: lib
@@ -296,6 +296,16 @@ $(BUILD)/bench/rf_bench: c-tests/bench/rf_bench.c
 
 bench: lib $(BUILD)/bench/rf_bench
 	c-tests/bench/run.sh $(BUILD)/bench/rf_bench
+
+# What an endpoint costs per peer (RSS, descriptors, shm mapped, first and
+# steady message round) for 1 ... 256 peers, rustfab next to shm and
+# tcp;ofi_rxm: the table of docs/performance.md "## Scale" (not part of test).
+$(BUILD)/scale/rf_scale: c-tests/scale/rf_scale.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric
+
+scale: lib $(BUILD)/scale/rf_scale
+	c-tests/scale/run.sh $(BUILD)/scale/rf_scale
 
 # ---- Open MPI over rustfab (pml cm, mtl ofi)
 $(BUILD)/mpi/mpi_test: c-tests/mpi/mpi_test.c
