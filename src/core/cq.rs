@@ -297,13 +297,18 @@ pub(crate) struct Cq {
 /// machine), the ranks that do have work then wait for a scheduler tick —
 /// a shm ping-pong went from microseconds to milliseconds next to two
 /// ranks polling for a collective. So after IDLE_YIELD_AFTER empty reads in
-/// a row (tens of microseconds of polling: longer than any small-message
-/// round trip, so a ping-pong never gets here), every IDLE_YIELD_EVERY-th
-/// empty read yields the processor (`sched_yield`): free when nothing else
-/// wants the core, and the core goes to the ranks that have work when
-/// something does. A read that returns a completion starts the count anew.
-pub(crate) const IDLE_YIELD_AFTER: u32 = 1024;
-pub(crate) const IDLE_YIELD_EVERY: u32 = 8;
+/// a row (4-10 microseconds of polling: longer than a small-message
+/// round trip, so a ping-pong does not get there), every
+/// IDLE_YIELD_EVERY-th empty read yields the processor (`sched_yield`):
+/// cheap when nothing else wants the core, and the core goes to the ranks
+/// that have work when something does. A read that returns a completion
+/// starts the count anew. (1024 reads and every 8th left the 2 x 2 ping-pong
+/// at ~150 us: when both ping-pong ranks share a core each of them waited
+/// the whole count before giving the core to the other; 64 and every 2nd
+/// brought it to ~14 us, and `make bench`'s shm latency and bandwidth did
+/// not get worse — docs/performance.md "Scale".)
+pub(crate) const IDLE_YIELD_AFTER: u32 = 64;
+pub(crate) const IDLE_YIELD_EVERY: u32 = 2;
 
 impl HasUsers for Cq {
     fn users(&self) -> &Users {
