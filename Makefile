@@ -19,7 +19,7 @@ MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
-        c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale bench fmt lint clean panic-test \
+        c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale scale-mpi bench fmt lint clean panic-test \
         memcheck asan stress
 
 all: lib
@@ -329,8 +329,17 @@ $(BUILD)/mpi-hosts/pingpong: c-tests/mpi-hosts/pingpong.c
 	@mkdir -p $(dir $@)
 	mpicc -O2 -Wall -Wextra -o $@ $<
 
+$(BUILD)/mpi-hosts/alltoall: c-tests/mpi-hosts/alltoall.c
+	@mkdir -p $(dir $@)
+	mpicc -O2 -Wall -Wextra -o $@ $<
+
 mpi-hosts: lib $(BUILD)/mpi/mpi_test $(BUILD)/mpi-hosts/pingpong
 	$(TIMEOUT) 300 c-tests/mpi-hosts/run.sh $(BUILD)
+
+# MPI_Alltoall for 4-16 ranks on 1, 2 and 4 namespace hosts, rustfab next to
+# Open MPI's own shared memory and TCP (docs/performance.md; minutes, root).
+scale-mpi: lib $(BUILD)/mpi/mpi_test $(BUILD)/mpi-hosts/pingpong $(BUILD)/mpi-hosts/alltoall
+	MPI_HOSTS_ONLY=alltoall $(TIMEOUT) 900 c-tests/mpi-hosts/run.sh $(BUILD)
 
 # ---- libfabric 2.x cores and today's MPI releases: the Open MPI 5 and MPICH 5
 # wheels from PyPI (each bundles libfabric 2.5.1) run the MPI test program over

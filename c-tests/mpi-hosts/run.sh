@@ -16,8 +16,13 @@
 #      ranks over TCP, at their veth addresses;
 #   2. pingpong between 2 hosts (1 rank each): rustfab auto next to
 #      libfabric's tcp;ofi_rxm in the same set-up;
-#   3. pingpong between the 2 ranks of host 1 while host 2's 2 ranks wait in
-#      a barrier over TCP (the oversubscription case of a 2-core machine).
+#   3. pingpong between ranks 0 and 1 of host 1 while ranks 2 and 3 wait in
+#      a barrier: on host 1 too (1 x 4), and on host 2 over TCP (2 x 2; the
+#      oversubscription case of a 2-core machine);
+#   4. only with MPI_HOSTS_ONLY=alltoall (make scale-mpi): MPI_Alltoall on
+#      1, 2 and 4 hosts, 4-16 ranks, rustfab next to Open MPI's own shared
+#      memory and TCP (pml ob1: vader, tcp).
+# MPI_HOSTS_MPIRUN_ARGS adds mpirun options to every job.
 # Every mpirun runs with --bind-to none: with Open MPI's default binding each
 # host's orted binds its first rank to core 0, so on one machine the ranks of
 # all "hosts" share one core.
@@ -105,6 +110,10 @@ job() {
 	for i in $(seq 1 "$nh"); do echo "${pfx}-$i slots=$rph" >>"$tmp/hostfile"; done
 	local provenv=(FI_PROVIDER=rustfab)
 	[ "$prov" = rustfab ] || provenv=(FI_PROVIDER="${prov//;/,}")
+	# ob1: Open MPI's own shared memory (vader) and TCP, no libfabric
+	local pml=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$prov"
+		--mca mtl_ofi_verbose 1 --mca btl self)
+	[ "$prov" = ob1 ] && pml=(--mca pml ob1 --mca btl self,vader,tcp --mca btl_tcp_if_include rf0)
 	env "${provenv[@]}" FI_RUSTFAB_IFACE=rf0 FI_RUSTFAB_TRANSPORT=auto \
 		timeout -k 10 "$T" ip netns exec "$head" \
 		mpirun --hostfile "$tmp/hostfile" -np $((nh * rph)) \
@@ -112,9 +121,7 @@ job() {
 		--bind-to none ${MPI_HOSTS_MPIRUN_ARGS:-} \
 		-x FI_PROVIDER_PATH -x FI_PROVIDER -x FI_RUSTFAB_IFACE -x FI_RUSTFAB_TRANSPORT \
 		-x FI_LOG_LEVEL -x FI_LOG_PROV \
-		--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$prov" \
-		--mca mtl_ofi_verbose 1 --mca btl self \
-		"$@" >"$log" 2>&1
+		"${pml[@]}" "$@" >"$log" 2>&1
 }
 
 # Checks a log of a job run with FI_LOG_LEVEL=info: each rank (pid) sent to
@@ -198,6 +205,23 @@ want oversub && for shape in "1 4" "2 2"; do
 	result $rc "pingpong within host 1 while ranks 2, 3 wait ($1 hosts x $2 ranks)"
 	grep "^pingpong " "$log" | sed "s/^/  [$1 x $2, shm] /"
 done
+
+# MPI_Alltoall for 4-16 ranks, rustfab next to Open MPI's own shared memory
+# and TCP (ob1), each shape in one run: for docs/performance.md, only with
+# MPI_HOSTS_ONLY=alltoall (minutes; not part of make test).
+if [ "${MPI_HOSTS_ONLY:-}" = alltoall ]; then
+	for shape in ${A2A_SHAPES:-1x4 1x8 1x16 2x2 2x4 4x2 2x8 4x4}; do
+		for prov in rustfab ob1; do
+			log=$tmp/a2a
+			job "${shape%x*}" "${shape#*x}" "$prov" "$log" "$build/mpi-hosts/alltoall" "${A2A_ITERS:-50}" 8 4096
+			rc=$?
+			grep -q "data FAIL" "$log" && rc=1
+			[ $rc -eq 0 ] || tail -n 5 "$log"
+			result $rc "alltoall $shape over $prov"
+			grep "^alltoall " "$log" | sed "s/^/  [$shape $prov] /"
+		done
+	done
+fi
 
 echo "mpi-hosts: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
