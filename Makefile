@@ -19,7 +19,7 @@ MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
-        c-tests c-tests-tcp examples netns fabtests mpi mpi5 bench fmt lint clean panic-test \
+        c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale scale-mpi bench fmt lint clean panic-test \
         memcheck asan stress
 
 all: lib
@@ -73,7 +73,7 @@ demo: lib $(BUILD)/bench/rf_bench
 	@echo
 	@$(TIMEOUT) 120 c-tests/bench/demo.sh $(BUILD)/bench/rf_bench
 
-test: lint unit abi-check exports-check header-check man-check c-tests memcheck netns panic-test mpi mpi5
+test: lint unit abi-check exports-check header-check man-check c-tests memcheck netns panic-test mpi mpi5 mpi-hosts
 
 unit:
 	$(CARGO) test --release
@@ -297,6 +297,16 @@ $(BUILD)/bench/rf_bench: c-tests/bench/rf_bench.c
 bench: lib $(BUILD)/bench/rf_bench
 	c-tests/bench/run.sh $(BUILD)/bench/rf_bench
 
+# What an endpoint costs per peer (RSS, descriptors, shm mapped, first and
+# steady message round) for 1 ... 256 peers, rustfab next to shm and
+# tcp;ofi_rxm: the table of docs/performance.md "## Scale" (not part of test).
+$(BUILD)/scale/rf_scale: c-tests/scale/rf_scale.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric
+
+scale: lib $(BUILD)/scale/rf_scale
+	c-tests/scale/run.sh $(BUILD)/scale/rf_scale
+
 # ---- Open MPI over rustfab (pml cm, mtl ofi)
 $(BUILD)/mpi/mpi_test: c-tests/mpi/mpi_test.c
 	@mkdir -p $(dir $@)
@@ -310,6 +320,26 @@ $(BUILD)/mpi/hello: c-tests/mpi/hello.c
 mpi: lib $(BUILD)/mpi/mpi_test
 	c-tests/mpi/run.sh $(BUILD)/mpi/mpi_test
 	RF_TRANSPORT=tcp c-tests/mpi/run.sh $(BUILD)/mpi/mpi_test
+
+# ---- Open MPI across hosts: network namespaces as hosts (2 x 2 and 4 x 1
+# ranks), launched through an rsh agent; shm within a host, TCP between hosts
+# (c-tests/mpi-hosts/run.sh; needs root, prints "SKIP: cannot create network
+# namespaces" and succeeds without it).
+$(BUILD)/mpi-hosts/pingpong: c-tests/mpi-hosts/pingpong.c
+	@mkdir -p $(dir $@)
+	mpicc -O2 -Wall -Wextra -o $@ $<
+
+$(BUILD)/mpi-hosts/alltoall: c-tests/mpi-hosts/alltoall.c
+	@mkdir -p $(dir $@)
+	mpicc -O2 -Wall -Wextra -o $@ $<
+
+mpi-hosts: lib $(BUILD)/mpi/mpi_test $(BUILD)/mpi-hosts/pingpong
+	$(TIMEOUT) 300 c-tests/mpi-hosts/run.sh $(BUILD)
+
+# MPI_Alltoall for 4-16 ranks on 1, 2 and 4 namespace hosts, rustfab next to
+# Open MPI's own shared memory and TCP (docs/performance.md; minutes, root).
+scale-mpi: lib $(BUILD)/mpi/mpi_test $(BUILD)/mpi-hosts/pingpong $(BUILD)/mpi-hosts/alltoall
+	MPI_HOSTS_ONLY=alltoall $(TIMEOUT) 900 c-tests/mpi-hosts/run.sh $(BUILD)
 
 # ---- libfabric 2.x cores and today's MPI releases: the Open MPI 5 and MPICH 5
 # wheels from PyPI (each bundles libfabric 2.5.1) run the MPI test program over

@@ -92,6 +92,7 @@ use crate::sys::Deadline;
 use core::ffi::c_void;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// Default number of entries when `attr.size == 0`.
@@ -284,7 +285,30 @@ pub(crate) struct Cq {
     q: Mutex<Queue>,
     set: Option<Held<WaitSet>>,
     _domain: Option<Held<Domain>>,
+    /// `fi_cq_read` calls in a row that found nothing (see [`IDLE_YIELD_AFTER`]).
+    idle: AtomicU32,
+    #[cfg(test)]
+    yields: AtomicU32,
 }
+
+/// A process that polls an empty CQ (Open MPI's mtl ofi waits in a loop of
+/// `fi_cq_read`) keeps its core busy; when the machine has more busy
+/// processes than cores (several ranks per core, or "hosts" sharing a
+/// machine), the ranks that do have work then wait for a scheduler tick —
+/// a shm ping-pong went from microseconds to milliseconds next to two
+/// ranks polling for a collective. So after IDLE_YIELD_AFTER empty reads in
+/// a row (4-10 microseconds of polling: longer than a small-message
+/// round trip, so a ping-pong does not get there), every
+/// IDLE_YIELD_EVERY-th empty read yields the processor (`sched_yield`):
+/// cheap when nothing else wants the core, and the core goes to the ranks
+/// that have work when something does. A read that returns a completion
+/// starts the count anew. (1024 reads and every 8th left the 2 x 2 ping-pong
+/// at ~150 us: when both ping-pong ranks share a core each of them waited
+/// the whole count before giving the core to the other; 64 and every 2nd
+/// brought it to ~14 us, and `make bench`'s shm latency and bandwidth did
+/// not get worse — docs/performance.md "Scale".)
+pub(crate) const IDLE_YIELD_AFTER: u32 = 64;
+pub(crate) const IDLE_YIELD_EVERY: u32 = 2;
 
 impl HasUsers for Cq {
     fn users(&self) -> &Users {
@@ -358,6 +382,9 @@ impl Cq {
             }),
             set,
             _domain: holds.parent,
+            idle: AtomicU32::new(0),
+            #[cfg(test)]
+            yields: AtomicU32::new(0),
         });
         if let Some(s) = &cq.set {
             let member: Arc<dyn Waitable> = cq.clone();
@@ -499,7 +526,30 @@ impl Cq {
     /// `count == 0` returns 0 if entries are queued (what util's poll set
     /// uses to test a CQ).
     #[inline]
-    pub(crate) fn read(&self, count: usize, mut out: impl FnMut(usize, &CqEntry)) -> Result<usize> {
+    pub(crate) fn read(&self, count: usize, out: impl FnMut(usize, &CqEntry)) -> Result<usize> {
+        let r = self.take(count, out);
+        // One reader polls a CQ in practice; concurrent readers at worst
+        // miscount, which only moves a yield (plain load and store: no
+        // locked instruction on the polling path).
+        match r {
+            Err(Error::AGAIN) => {
+                let n = self.idle.load(Ordering::Relaxed).wrapping_add(1);
+                self.idle.store(n, Ordering::Relaxed);
+                if n >= IDLE_YIELD_AFTER && n.is_multiple_of(IDLE_YIELD_EVERY) {
+                    #[cfg(test)]
+                    self.yields.fetch_add(1, Ordering::Relaxed);
+                    crate::sys::yield_now();
+                }
+            }
+            Ok(n) if n > 0 && self.idle.load(Ordering::Relaxed) != 0 => self.idle.store(0, Ordering::Relaxed),
+            _ => {}
+        }
+        r
+    }
+
+    /// [`Cq::read`] without the idle accounting (`sread` waits its own way).
+    #[inline]
+    fn take(&self, count: usize, mut out: impl FnMut(usize, &CqEntry)) -> Result<usize> {
         self.before_read();
         let mut q = self.q.lock();
         if !q.errs.is_empty() {
@@ -572,7 +622,7 @@ impl Cq {
         let deadline = Deadline::from_ms(timeout);
         loop {
             let woke = self.wait.block_until(&|| self.q.lock().ready(threshold), deadline);
-            match self.read(count, &mut out) {
+            match self.take(count, &mut out) {
                 // Another reader took the entries: keep waiting.
                 Err(Error::AGAIN) if woke.is_ok() && !deadline.expired() => continue,
                 // "If the timeout expires or the calling thread is signaled
@@ -655,6 +705,37 @@ mod tests {
     fn read(q: &Cq, buf: &mut [CqEntry], n: usize) -> Result<usize> {
         assert!(n <= buf.len());
         q.read(n, |i, e| buf[i] = *e)
+    }
+
+    /// An fi_cq_read loop on an empty CQ yields the processor once it has
+    /// polled for a while (every IDLE_YIELD_EVERY-th empty read after
+    /// IDLE_YIELD_AFTER), never before, and a read that returns a
+    /// completion starts the count anew; sread does not count.
+    #[test]
+    fn idle_read_loop_yields_after_a_while() {
+        let q = cq(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD);
+        let mut c = [CqEntry::default(); 4];
+        let yields = || q.yields.load(Ordering::Relaxed);
+        for _ in 0..IDLE_YIELD_AFTER - 1 {
+            assert_eq!(read(&q, &mut c, 4), Err(Error::AGAIN));
+        }
+        assert_eq!(yields(), 0, "yielded before IDLE_YIELD_AFTER empty reads");
+        for _ in 0..IDLE_YIELD_EVERY * 10 {
+            assert_eq!(read(&q, &mut c, 4), Err(Error::AGAIN));
+        }
+        assert_eq!(yields(), 10);
+        // A completion: the count starts again.
+        q.push(CqEntry::new(ctx(1), FI_SEND)).unwrap();
+        assert_eq!(read(&q, &mut c, 4), Ok(1));
+        for _ in 0..IDLE_YIELD_AFTER - 1 {
+            assert_eq!(read(&q, &mut c, 4), Err(Error::AGAIN));
+        }
+        assert_eq!(yields(), 10, "a completion did not reset the idle count");
+        // sread's own wait (timeout 0) does not count as idle polling.
+        for _ in 0..2 * IDLE_YIELD_AFTER {
+            assert_eq!(sread(&q, &mut c, 4, 1, 0), Err(Error::AGAIN));
+        }
+        assert_eq!(yields(), 10);
     }
 
     /// The next error as a Rust record (the overrun event as an entry with

@@ -34,6 +34,10 @@ pub struct AutoPort {
     /// pass since it last delivered something (see `poll`).
     tick: u32,
     tcp_hot: u32,
+    /// Peers already named in the info log (`None` unless FI_LOG_LEVEL
+    /// asks for info lines for this provider when the port opens, so the
+    /// send path pays one branch).
+    logged: Option<rustc_hash::FxHashSet<Addr>>,
 }
 
 /// Polling TCP costs a system call (epoll_wait); a polling loop that talks
@@ -106,6 +110,8 @@ impl AutoPort {
             epoll,
             tick: 0,
             tcp_hot: 0,
+            logged: crate::base::log::enabled(crate::abi::FI_LOG_INFO, crate::abi::FI_LOG_EP_DATA)
+                .map(|_| Default::default()),
         })
     }
 
@@ -154,6 +160,23 @@ impl Port for AutoPort {
 
     fn send(&mut self, peer: &Addr, hdr: &WireHdr, payload: Payload<'_>, copy: bool) -> Result<Sent> {
         let p = self.canonical(peer);
+        if let Some(seen) = self.logged.as_mut().filter(|s| s.len() < 4096) {
+            if seen.insert(p) {
+                let (to, via) = match p {
+                    Addr::Shm(t) => (format!("{t:#x}"), "shm"),
+                    Addr::Inet(a) => (a.to_string(), "tcp"),
+                    Addr::Auto { .. } => (format!("{p:?}"), "?"),
+                };
+                let here = match self.me {
+                    Addr::Auto { inet, .. } => inet.ip().to_string(),
+                    _ => String::new(),
+                };
+                crate::base::log::log_info!(
+                    crate::abi::FI_LOG_EP_DATA,
+                    "auto: first send to {to} over {via} (this host: {here})"
+                );
+            }
+        }
         if Self::via_shm(&p) {
             self.shm.send(&p, hdr, payload, copy)
         } else {

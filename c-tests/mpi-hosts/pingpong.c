@@ -1,0 +1,87 @@
+/*
+ * Ping-pong between ranks 0 and 1 while every other rank waits in
+ * MPI_Barrier (which ranks 0 and 1 join when they are done). Used by
+ * c-tests/mpi-hosts/run.sh for
+ *   - latency and bandwidth between two hosts (1 rank per host), and
+ *   - the oversubscription case: 2 hosts x 2 ranks on a 2-core machine, the
+ *     ping-pong between the two ranks of host 1 (shared memory) while host
+ *     2's ranks wait in the barrier over TCP.
+ * Every message is checked (first and last byte); rank 0 prints
+ *   pingpong SIZE B: LAT us (half round trip), BW MB/s, ITERS iterations
+ * and "pingpong: data FAIL" if a check failed (exit status 1).
+ *
+ *   pingpong [iterations at 8 B] [iterations at 1 MiB]
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, bad;
+
+static void pp(size_t len, int iters, unsigned char *buf)
+{
+	int peer = 1 - rank;
+	/* warm up (connections, registration caches) */
+	for (int i = -10; i < iters; i++) {
+		static double t0;
+		if (i == 0)
+			t0 = MPI_Wtime();
+		unsigned char tag = (unsigned char)(i & 0xff);
+		if (rank == 0) {
+			buf[0] = buf[len - 1] = tag;
+			MPI_Send(buf, (int)len, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+			MPI_Recv(buf, (int)len, MPI_BYTE, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			if (buf[0] != (unsigned char)(tag + 1) || buf[len - 1] != (unsigned char)(tag + 1))
+				bad = 1;
+		} else {
+			MPI_Recv(buf, (int)len, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			if (buf[0] != tag || buf[len - 1] != tag)
+				bad = 1;
+			buf[0] = buf[len - 1] = (unsigned char)(tag + 1);
+			MPI_Send(buf, (int)len, MPI_BYTE, peer, 2, MPI_COMM_WORLD);
+		}
+		if (i == iters - 1 && rank == 0) {
+			double dt = MPI_Wtime() - t0;
+			double lat = dt / iters / 2 * 1e6;
+			printf("pingpong %zu B: %.2f us (half round trip), %.1f MB/s, %d iterations\n", len, lat,
+			       (double)len / (lat * 1e-6) / 1e6, iters);
+			fflush(stdout);
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	int size;
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	int small = argc > 1 ? atoi(argv[1]) : 1000;
+	int large = argc > 2 ? atoi(argv[2]) : 100;
+	if (size < 2) {
+		if (rank == 0)
+			printf("pingpong: needs 2 ranks or more\n");
+		MPI_Finalize();
+		return 1;
+	}
+	/* everyone is up (and connected to rank 0) before the clock starts */
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (rank < 2) {
+		unsigned char *buf = malloc(1 << 20);
+		memset(buf, 0, 1 << 20);
+		if (small > 0)
+			pp(8, small, buf);
+		if (large > 0)
+			pp(1 << 20, large, buf);
+		free(buf);
+	}
+	/* ranks >= 2 wait here (over TCP when they are on another host) */
+	MPI_Barrier(MPI_COMM_WORLD);
+	int any = 0;
+	MPI_Reduce(&bad, &any, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
+	if (rank == 0 && any)
+		printf("pingpong: data FAIL\n");
+	MPI_Finalize();
+	return any;
+}

@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# "Many hosts": Open MPI over rustfab's auto transport across network
+# namespaces that stand in for hosts. Each host is a network namespace
+# (veth "rf0", 10.125.0.H/24) plus, per launch, a mount and UTS namespace of
+# its own (agent.sh: hostname = the namespace's name, a private /dev/shm),
+# so the ranks of one host share rustfab's auto host id and ranks on
+# different hosts do not. A "head" namespace holds the bridge joining them
+# (10.125.0.254) and runs mpirun, which starts one orted per host through
+# agent.sh (--mca plm_rsh_agent), as it would through ssh on a cluster.
+#
+# Runs (timings are printed, never asserted):
+#   1. mpi_test (c-tests/mpi) on 2 hosts x 2 ranks and 4 hosts x 1 rank:
+#      every check passes, every rank used rustfab, and rustfab's own log
+#      (FI_LOG_LEVEL=info: "auto: first send to PEER over shm|tcp") shows
+#      each rank reached its own host's ranks over shm and the other hosts'
+#      ranks over TCP, at their veth addresses;
+#   2. pingpong between 2 hosts (1 rank each): rustfab auto next to
+#      libfabric's tcp;ofi_rxm in the same set-up;
+#   3. pingpong between ranks 0 and 1 of host 1 while ranks 2 and 3 wait in
+#      a barrier: on host 1 too (1 x 4), and on host 2 over TCP (2 x 2; the
+#      oversubscription case of a 2-core machine);
+#   4. only with MPI_HOSTS_ONLY=alltoall (make scale-mpi): MPI_Alltoall on
+#      1, 2 and 4 hosts, 4-16 ranks, rustfab next to Open MPI's own shared
+#      memory and TCP (pml ob1: vader, tcp).
+# MPI_HOSTS_MPIRUN_ARGS adds mpirun options to every job.
+# Every mpirun runs with --bind-to none: with Open MPI's default binding each
+# host's orted binds its first rank to core 0, so on one machine the ranks of
+# all "hosts" share one core.
+#
+# Needs root (or CAP_NET_ADMIN + CAP_SYS_ADMIN), iproute2, unshare and
+# Open MPI; without namespaces it prints "SKIP: cannot create network
+# namespaces" and exits 0. Only namespaces it creates are touched; they are
+# deleted on exit.
+#
+#   c-tests/mpi-hosts/run.sh [build dir]   (FI_PROVIDER_PATH must be set)
+set -u
+build=${1:-build}
+: "${FI_PROVIDER_PATH:?FI_PROVIDER_PATH must point at the directory holding librustfab-fi.so}"
+here=$(cd "$(dirname "$0")" && pwd)
+agent=$here/agent.sh
+mpi_test=$build/mpi/mpi_test
+pingpong=$build/mpi-hosts/pingpong
+T=${MPI_HOSTS_TIMEOUT:-60}
+NHOSTS=4
+pfx=rfh$$
+head=${pfx}-0
+tmp=$(mktemp -d)
+
+cleanup() {
+	for i in $(seq 0 $NHOSTS); do ip netns del "${pfx}-$i" 2>/dev/null; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+skip() {
+	echo "SKIP: cannot create network namespaces ($*)"
+	exit 0
+}
+
+[ "$(id -u)" = 0 ] || skip "not root"
+command -v ip >/dev/null || skip "iproute2 (ip) not installed"
+command -v unshare >/dev/null || skip "unshare (util-linux) not installed"
+command -v mpirun >/dev/null || { echo "FAIL mpi-hosts: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"; exit 1; }
+for f in "$mpi_test" "$pingpong"; do
+	[ -x "$f" ] || { echo "FAIL mpi-hosts: $f not built"; exit 1; }
+done
+
+ip netns add "$head" 2>"$tmp/err" || skip "ip netns add: $(cat "$tmp/err")"
+ip -n "$head" link set lo up
+ip -n "$head" link add br0 type bridge 2>"$tmp/err" || skip "cannot create a bridge: $(cat "$tmp/err")"
+ip -n "$head" addr add 10.125.0.254/24 dev br0
+ip -n "$head" link set br0 up
+for i in $(seq 1 $NHOSTS); do
+	h=${pfx}-$i
+	ip netns add "$h" 2>"$tmp/err" || skip "ip netns add: $(cat "$tmp/err")"
+	ip link add rf0 netns "$h" type veth peer name "h$i" netns "$head" 2>"$tmp/err" ||
+		skip "cannot create a veth pair: $(cat "$tmp/err")"
+	ip -n "$h" addr add "10.125.0.$i/24" dev rf0
+	ip -n "$h" link set lo up
+	ip -n "$h" link set rf0 up
+	ip -n "$head" link set "h$i" master br0
+	ip -n "$head" link set "h$i" up
+done
+# Every host answers before anything runs over the links.
+for i in $(seq 1 $NHOSTS); do
+	for _ in $(seq 50); do
+		ip netns exec "$head" ping -c1 -W1 "10.125.0.$i" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+done
+
+passed=0; failed=0
+# MPI_HOSTS_ONLY=name runs one group (mpi_test, between, oversub).
+want() { [ -z "${MPI_HOSTS_ONLY:-}" ] || [ "$MPI_HOSTS_ONLY" = "$1" ]; }
+result() { # rc, name
+	if [ "$1" -eq 0 ]; then echo "ok   mpi-hosts $2"; passed=$((passed + 1))
+	else echo "FAIL mpi-hosts $2"; failed=$((failed + 1)); fi
+}
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# mpirun HOSTS RANKS_PER_HOST PROVIDER LOG EXE ARGS...: runs in the head
+# namespace, hosts 1..HOSTS with RANKS_PER_HOST slots each (ranks fill host
+# 1 first). PROVIDER: rustfab (auto), or another libfabric provider for
+# comparison ("tcp;ofi_rxm": FI_PROVIDER=tcp,ofi_rxm).
+job() {
+	local nh=$1 rph=$2 prov=$3 log=$4
+	shift 4
+	: >"$tmp/hostfile"
+	for i in $(seq 1 "$nh"); do echo "${pfx}-$i slots=$rph" >>"$tmp/hostfile"; done
+	local provenv=(FI_PROVIDER=rustfab)
+	[ "$prov" = rustfab ] || provenv=(FI_PROVIDER="${prov//;/,}")
+	# ob1: Open MPI's own shared memory (vader) and TCP, no libfabric
+	local pml=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$prov"
+		--mca mtl_ofi_verbose 1 --mca btl self)
+	[ "$prov" = ob1 ] && pml=(--mca pml ob1 --mca btl self,vader,tcp --mca btl_tcp_if_include rf0)
+	env "${provenv[@]}" FI_RUSTFAB_IFACE=rf0 FI_RUSTFAB_TRANSPORT=auto \
+		timeout -k 10 "$T" ip netns exec "$head" \
+		mpirun --hostfile "$tmp/hostfile" -np $((nh * rph)) \
+		--mca plm_rsh_agent "$agent" --mca oob_tcp_if_include br0,rf0 \
+		--bind-to none ${MPI_HOSTS_MPIRUN_ARGS:-} \
+		-x FI_PROVIDER_PATH -x FI_PROVIDER -x FI_RUSTFAB_IFACE -x FI_RUSTFAB_TRANSPORT \
+		-x FI_LOG_LEVEL -x FI_LOG_PROV \
+		"${pml[@]}" "$@" >"$log" 2>&1
+}
+
+# Checks a log of a job run with FI_LOG_LEVEL=info: each rank (pid) sent to
+# ranks of its own host over shm and to every other host over TCP, and never
+# to its own host over TCP. $1 = log, $2 = hosts, $3 = ranks per host.
+check_transports() {
+	awk -v nh="$2" -v rph="$3" '
+	/auto: first send to/ {
+		split($0, f, ":"); pid = f[2]
+		# "... auto: first send to PEER over KIND (this host: IP)"
+		match($0, /first send to [^ ]+ over [a-z]+ \(this host: [0-9.]+\)/)
+		split(substr($0, RSTART, RLENGTH), w, " ")
+		peer = w[4]; kind = w[6]; me = w[9]; sub(/\)/, "", me)
+		pids[pid] = 1
+		if (kind == "shm") shm[pid]++
+		else if (kind == "tcp") {
+			ip = peer; sub(/:.*/, "", ip)
+			if (ip == me) { print "  rank pid " pid " reached its own host (" ip ") over TCP"; bad = 1 }
+			tcp[pid, ip] = 1; ntcp[pid] += 0
+			if (!((pid, ip) in seen)) { seen[pid, ip] = 1; ntcp[pid]++ }
+		}
+	}
+	END {
+		n = 0
+		for (p in pids) {
+			n++
+			# the other ranks of its host over shm (itself too, if Open MPI
+			# sends to itself through the provider), every other host over tcp
+			if (shm[p] < rph - 1 || shm[p] > rph || ntcp[p] != nh - 1) {
+				print "  rank pid " p ": " shm[p] + 0 " peers over shm (want " rph - 1 "), " ntcp[p] + 0 " hosts over tcp (want " nh - 1 ")"
+				bad = 1
+			}
+		}
+		if (n != nh * rph) { print "  " n " ranks logged their peers (want " nh * rph ")"; bad = 1 }
+		exit bad
+	}' "$1"
+}
+
+echo "== mpi-hosts: $NHOSTS hosts (network namespaces ${pfx}-1..$NHOSTS, 10.125.0.1-$NHOSTS on rf0), mpirun in ${pfx}-0"
+for shape in "2 2" "4 1"; do
+	want mpi_test || break
+	set -- $shape
+	nh=$1 rph=$2
+	log=$tmp/mpi_test.$nh.$rph
+	FI_LOG_LEVEL=info FI_LOG_PROV=rustfab job "$nh" "$rph" rustfab "$log" "$mpi_test"
+	rc=$?
+	line=$(grep -E "^mpi \([0-9]+ ranks\): [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
+	used=$(grep -c "mtl:ofi:prov: rustfab" "$log")
+	ok=0
+	if [ $rc -ne 0 ] || [ -z "$line" ] || ! echo "$line" | grep -q " 0 failed"; then
+		ok=1; grep -E "FAIL|rror" "$log" | head -n 20; tail -n 20 "$log"
+	fi
+	[ "$used" -eq $((nh * rph)) ] || { ok=1; echo "  only $used of $((nh * rph)) ranks report mtl:ofi:prov: rustfab"; }
+	result $ok "mpi_test, $nh hosts x $rph ranks (rc=$rc; $line)"
+	check_transports "$log" "$nh" "$rph"
+	result $? "transports, $nh hosts x $rph ranks: shm within a host, TCP between hosts"
+done
+
+# Between two hosts, rustfab next to tcp;ofi_rxm.
+for prov in rustfab "tcp;ofi_rxm"; do
+	want between || break
+	log=$tmp/pp.$$
+	job 2 1 "$prov" "$log" "$pingpong" "${PP_SMALL:-2000}" "${PP_LARGE:-100}"
+	rc=$?
+	grep -q "pingpong: data FAIL" "$log" && rc=1
+	[ $rc -eq 0 ] || tail -n 20 "$log"
+	result $rc "pingpong between 2 hosts over $prov"
+	grep "^pingpong " "$log" | sed "s/^/  [$prov] /"
+done
+
+# The ping-pong between ranks 0 and 1 (shm) while ranks 2 and 3 wait in a
+# barrier: all four on one host (they wait over shm), then 2 hosts x 2 ranks
+# (host 2's ranks wait over TCP).
+want oversub && for shape in "1 4" "2 2"; do
+	set -- $shape
+	log=$tmp/pp.$1.$2
+	job "$1" "$2" rustfab "$log" "$pingpong" "${PP_SMALL:-2000}" 0
+	rc=$?
+	grep -q "pingpong: data FAIL" "$log" && rc=1
+	[ $rc -eq 0 ] || tail -n 20 "$log"
+	result $rc "pingpong within host 1 while ranks 2, 3 wait ($1 hosts x $2 ranks)"
+	grep "^pingpong " "$log" | sed "s/^/  [$1 x $2, shm] /"
+done
+
+# MPI_Alltoall for 4-16 ranks, rustfab next to Open MPI's own shared memory
+# and TCP (ob1), each shape in one run: for docs/performance.md, only with
+# MPI_HOSTS_ONLY=alltoall (minutes; not part of make test).
+if [ "${MPI_HOSTS_ONLY:-}" = alltoall ]; then
+	for shape in ${A2A_SHAPES:-1x4 1x8 1x16 2x2 2x4 4x2 2x8 4x4}; do
+		for prov in rustfab ob1; do
+			log=$tmp/a2a
+			job "${shape%x*}" "${shape#*x}" "$prov" "$log" "$build/mpi-hosts/alltoall" "${A2A_ITERS:-50}" 8 4096
+			rc=$?
+			grep -q "data FAIL" "$log" && rc=1
+			[ $rc -eq 0 ] || tail -n 5 "$log"
+			result $rc "alltoall $shape over $prov"
+			grep "^alltoall " "$log" | sed "s/^/  [$shape $prov] /"
+		done
+	done
+fi
+
+echo "mpi-hosts: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
