@@ -25,6 +25,7 @@ impl Error {
     pub const ADDRINUSE: Error = Error(FI_EADDRINUSE);
     pub const CANCELED: Error = Error(FI_ECANCELED);
     pub const CONNREFUSED: Error = Error(FI_ECONNREFUSED);
+    pub const ACCES: Error = Error(FI_EACCES);
     pub const CONNRESET: Error = Error(FI_ECONNRESET);
     pub const NOTCONN: Error = Error(FI_ENOTCONN);
     pub const TIMEDOUT: Error = Error(FI_ETIMEDOUT);
