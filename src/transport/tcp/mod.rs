@@ -375,6 +375,11 @@ pub(crate) struct TcpPort {
     /// the passes since epoll was last asked.
     hot: Option<u64>,
     since_epoll: u32,
+    /// Connections that may have a deadline (dials, handshakes, refusals)
+    /// and peers waiting for a dial: the only ones deadlines are looked up
+    /// in (established connections have none). Pruned as they lose them.
+    timed: Vec<u64>,
+    waiting: Vec<SocketAddr>,
 }
 
 /// Busy polling: passes that read the hot connection straight from its
@@ -438,6 +443,8 @@ impl TcpPort {
             doomed_peers: Vec::new(),
             hot: None,
             since_epoll: 0,
+            timed: Vec::new(),
+            waiting: Vec::new(),
         })
     }
 
@@ -458,6 +465,9 @@ impl TcpPort {
         let id = self.next_id;
         self.next_id += 1;
         c.conn.watch(&self.epoll, id)?;
+        if c.conn.deadline().is_some() {
+            self.timed.push(id);
+        }
         self.conns.insert(id, c);
         Ok(id)
     }
@@ -894,6 +904,7 @@ impl TcpPort {
                     if p.conn == Some(id) {
                         p.conn = None;
                         p.waiting_until = Some(Instant::now() + REJECTED_WAIT);
+                        self.waiting.push(key.unwrap_or(self.me));
                     }
                 }
                 false
@@ -1244,10 +1255,11 @@ impl TcpPort {
         let now = Instant::now();
         self.listener.check_deadlines(&self.epoll, now);
         let late: Vec<(u64, Phase)> = self
-            .conns
+            .timed
             .iter()
+            .filter_map(|id| self.conns.get(id).map(|c| (*id, c)))
             .filter(|(_, c)| c.conn.expired(now))
-            .map(|(id, c)| (*id, c.conn.phase()))
+            .map(|(id, c)| (id, c.conn.phase()))
             .collect();
         for (id, phase) in late {
             match phase {
@@ -1256,19 +1268,33 @@ impl TcpPort {
             }
         }
         let late: Vec<SocketAddr> = self
-            .peers
+            .waiting
             .iter()
-            .filter(|(_, p)| p.conn.is_none() && p.waiting_until.is_some_and(|t| t <= now))
-            .map(|(a, _)| *a)
+            .filter(|a| {
+                self.peers
+                    .get(a)
+                    .is_some_and(|p| p.conn.is_none() && p.waiting_until.is_some_and(|t| t <= now))
+            })
+            .copied()
             .collect();
         for a in late {
             self.fail_peer(a, Error::TIMEDOUT, d);
         }
     }
 
-    fn next_deadline(&self) -> Option<Instant> {
-        let conns = self.conns.values().filter_map(|c| c.conn.deadline());
-        let peers = self.peers.values().filter_map(|p| p.waiting_until);
+    fn next_deadline(&mut self) -> Option<Instant> {
+        let conns = &self.conns;
+        self.timed
+            .retain(|id| conns.get(id).is_some_and(|c| c.conn.deadline().is_some()));
+        let peers = &self.peers;
+        self.waiting.retain(|a| {
+            peers
+                .get(a)
+                .is_some_and(|p| p.conn.is_none() && p.waiting_until.is_some())
+        });
+        self.waiting.dedup();
+        let conns = self.timed.iter().filter_map(|id| self.conns.get(id)?.conn.deadline());
+        let peers = self.waiting.iter().filter_map(|a| self.peers.get(a)?.waiting_until);
         let parked = self.parked.iter().map(|p| p.until);
         conns
             .chain(peers)
