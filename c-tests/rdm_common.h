@@ -49,6 +49,7 @@ struct end_opts {
 	/* Called after the endpoint is bound, before fi_enable (fi_setopt). */
 	int (*before_enable)(struct end *e, const void *arg);
 	const void *arg;
+	const char *auth_key; /* hints->domain_attr->auth_key (its bytes), or NULL */
 };
 
 static inline const char *rf_transport(void)
@@ -94,6 +95,10 @@ static inline int end_open(struct end *e, const struct end_opts *o)
 	hints->tx_attr->op_flags = o->tx_op_flags;
 	hints->rx_attr->op_flags = o->rx_op_flags;
 	hints->domain_attr->av_type = o->av_type ? o->av_type : FI_AV_MAP;
+	if (o->auth_key) {
+		hints->domain_attr->auth_key = (uint8_t *)strdup(o->auth_key);
+		hints->domain_attr->auth_key_size = strlen(o->auth_key);
+	}
 	if (o->auto_progress) {
 		hints->domain_attr->data_progress = FI_PROGRESS_AUTO;
 		hints->domain_attr->control_progress = FI_PROGRESS_AUTO;

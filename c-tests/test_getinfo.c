@@ -204,8 +204,11 @@ static void m_stx(struct fi_info *h) { h->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEX
 static void m_mr_basic_plus(struct fi_info *h) { h->domain_attr->mr_mode = FI_MR_BASIC | FI_MR_LOCAL; }
 static void m_threading(struct fi_info *h) { h->domain_attr->threading = (enum fi_threading)42; }
 static void m_shared_av(struct fi_info *h) { h->domain_attr->caps = FI_SHARED_AV; }
+/* Keys are taken by tcp RDM endpoints only (docs/security.md). */
 static void m_auth_key(struct fi_info *h)
 {
+	free(h->domain_attr->name);
+	h->domain_attr->name = strdup("shm");
 	h->domain_attr->auth_key = malloc(4);
 	memcpy(h->domain_attr->auth_key, "key", 4);
 	h->domain_attr->auth_key_size = 4;
@@ -244,7 +247,7 @@ TEST(nonmatching_hints_enodata)
 		{"mr_mode BASIC|LOCAL", m_mr_basic_plus},
 		{"threading", m_threading},
 		{"FI_SHARED_AV", m_shared_av},
-		{"auth_key", m_auth_key},
+		{"auth_key on shm", m_auth_key},
 	};
 	size_t k;
 	for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
@@ -577,7 +580,8 @@ TEST(extension_header_matches_provider)
 
 	/* every parameter rustfab declares is in the header, and vice versa */
 	const char *env[] = {FI_RUSTFAB_ENV_TRANSPORT,    FI_RUSTFAB_ENV_IFACE,        FI_RUSTFAB_ENV_BUFFERED_POOL,
-			     FI_RUSTFAB_ENV_UNEXP_BUDGET, FI_RUSTFAB_ENV_TCP_COALESCE, FI_RUSTFAB_ENV_SHM_CMA};
+			     FI_RUSTFAB_ENV_UNEXP_BUDGET, FI_RUSTFAB_ENV_TCP_COALESCE, FI_RUSTFAB_ENV_TCP_MAX_CONNS,
+			     FI_RUSTFAB_ENV_AUTH_KEY,     FI_RUSTFAB_ENV_SHM_CMA};
 	const int n_env = sizeof env / sizeof env[0];
 	struct fi_param *params;
 	int count, ours = 0, found = 0;

@@ -219,16 +219,17 @@ static int evil_connect(struct end *target, struct end *other, int fake_port)
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	if (s < 0 || connect(s, (struct sockaddr *)target->addr, sizeof(struct sockaddr_in)) != 0)
 		return -1;
-	uint8_t hello[64 + 16];
+	uint8_t hello[64 + 64] = {0};
 	struct sockaddr_in me = {.sin_family = AF_INET, .sin_port = htons(fake_port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	put_hdr(hello, 6, 16, 0x1234, 1, 16, 0);
+	/* HELLO version 2: the address, then a challenge and a MAC (unused). */
+	put_hdr(hello, 6, 64, 0x1234, 2, 64, 0);
 	memcpy(hello + 64, &me, 16);
 	if (write(s, hello, sizeof hello) != (ssize_t)sizeof hello)
 		return -1;
 	/* The target answers (ACCEPT) once it progresses. */
 	fcntl(s, F_SETFL, O_NONBLOCK);
-	uint8_t ans[80];
+	uint8_t ans[128];
 	size_t got = 0;
 	double deadline = now_sec() + 5;
 	while (got < sizeof ans && now_sec() < deadline) {

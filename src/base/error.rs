@@ -25,6 +25,7 @@ impl Error {
     pub const ADDRINUSE: Error = Error(FI_EADDRINUSE);
     pub const CANCELED: Error = Error(FI_ECANCELED);
     pub const CONNREFUSED: Error = Error(FI_ECONNREFUSED);
+    pub const ACCES: Error = Error(FI_EACCES);
     pub const CONNRESET: Error = Error(FI_ECONNRESET);
     pub const NOTCONN: Error = Error(FI_ENOTCONN);
     pub const TIMEDOUT: Error = Error(FI_ETIMEDOUT);
@@ -40,7 +41,6 @@ impl Error {
     pub const NOKEY: Error = Error(FI_ENOKEY);
     pub const NOAV: Error = Error(FI_ENOAV);
     pub const OVERRUN: Error = Error(FI_EOVERRUN);
-    pub const ACCES: Error = Error(FI_EACCES);
 
     /// A POSIX errno as an error (libfabric's low codes are errno values).
     pub fn from_errno(e: i32) -> Error {

@@ -150,6 +150,29 @@ fn tcp_port(info: &Info, tcp: &crate::transport::tcp::TcpSettings) -> Result<cra
     crate::transport::tcp::TcpPort::new(src, tcp_limits(), tcp)
 }
 
+/// The TCP settings of an endpoint: the environment's, with the
+/// authentication key the application gives (`ep_attr->auth_key`, else
+/// the domain's `domain_attr->auth_key`) in place of
+/// `FI_RUSTFAB_AUTH_KEY`'s.
+fn tcp_settings(
+    domain: &Domain,
+    info: &Info,
+    env: &crate::transport::tcp::TcpSettings,
+) -> crate::transport::tcp::TcpSettings {
+    let nonempty = |k: &Option<Vec<u8>>| k.as_ref().filter(|k| !k.is_empty()).cloned();
+    let given = info
+        .ep
+        .as_ref()
+        .and_then(|e| nonempty(&e.auth_key))
+        .or_else(|| info.domain.as_ref().and_then(|d| nonempty(&d.auth_key)))
+        .or_else(|| domain.info.domain.as_ref().and_then(|d| nonempty(&d.auth_key)));
+    let mut t = env.clone();
+    if let Some(k) = given {
+        t.auth_key = Some(crate::transport::tcp::AuthKey(k));
+    }
+    t
+}
+
 /// The engine of a reliable-datagram (`FI_EP_RDM`, or unspecified)
 /// endpoint on `domain`'s transport, its port named by `info`'s src_addr.
 pub(crate) fn rdm_engine(domain: &Domain, info: &Info) -> Result<Inner> {
@@ -171,9 +194,10 @@ pub(crate) fn rdm_engine(domain: &Domain, info: &Info) -> Result<Inner> {
 /// never another address); a wildcard (token 0, port 0) means "choose".
 fn rdm_port(domain: &Domain, info: &Info) -> Result<Box<dyn crate::transport::Port>> {
     let settings = &domain.fabric().settings;
+    let tcp = tcp_settings(domain, info, &settings.tcp);
     let port: Box<dyn crate::transport::Port> = match domain.transport {
         TransportKind::Shm => Box::new(shm_port(info)?),
-        TransportKind::Tcp => Box::new(tcp_port(info, &settings.tcp)?),
+        TransportKind::Tcp => Box::new(tcp_port(info, &tcp)?),
         TransportKind::Auto => {
             let (shm_src, tcp_src) = match &info.src_addr {
                 Some(b) => match Addr::parse(FI_ADDR_STR, b) {
@@ -190,7 +214,7 @@ fn rdm_port(domain: &Domain, info: &Info) -> Result<Box<dyn crate::transport::Po
                 },
                 shm_limits(),
             )?;
-            let tcp = crate::transport::tcp::TcpPort::new(tcp_src, tcp_limits(), &settings.tcp)?;
+            let tcp = crate::transport::tcp::TcpPort::new(tcp_src, tcp_limits(), &tcp)?;
             Box::new(crate::transport::auto::AutoPort::new(shm, tcp)?)
         }
     };

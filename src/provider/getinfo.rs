@@ -352,9 +352,10 @@ pub fn template_info(t: &Template, version: u32) -> Info {
             max_err_data: MAX_ERR_DATA,
             mr_cnt: MR_CNT,
             tclass: FI_TC_UNSPEC,
-            // No authorization keys yet (API 1.20+), no peer groups (2.0+);
-            // counters count to the end of a u64 (2.5+).
-            max_ep_auth_key: 0,
+            // One authorization key per endpoint on tcp RDM endpoints
+            // (docs/security.md; API 1.20+), none elsewhere; no peer groups
+            // (2.0+); counters count to the end of a u64 (2.5+).
+            max_ep_auth_key: usize::from(t.transport == TransportKind::Tcp && t.ep_type == FI_EP_RDM),
             max_group_id: 0,
             max_cntr_value: u64::MAX,
             max_err_cntr_value: u64::MAX,
@@ -747,7 +748,8 @@ pub fn check_hints(t: &Template, base: &Info, h: &Info, version: u32) -> Check {
         check_domain(ours, d, version)?;
     }
     if let (Some(e), Some(ours)) = (&h.ep, &base.ep) {
-        check_ep(ours, e, h.caps)?;
+        let keys = base.domain.as_ref().is_some_and(|d| d.max_ep_auth_key > 0);
+        check_ep(ours, e, h.caps, keys)?;
     }
     if let (Some(r), Some(ours)) = (&h.rx, &base.rx) {
         check_rx(ours, r)?;
@@ -848,7 +850,7 @@ fn check_domain(ours: &DomainAttr, d: &DomainAttr, version: u32) -> Check {
     at_most(d.max_err_data, ours.max_err_data, "max err data too large")?;
     subset(d.caps, ours.caps, "requested domain caps not supported")?;
     subset(ours.mode, d.mode, "required domain mode missing")?;
-    if d.auth_key.as_ref().is_some_and(|k| !k.is_empty()) {
+    if d.auth_key.as_ref().is_some_and(|k| !k.is_empty()) && ours.max_ep_auth_key == 0 {
         return Err("authorization keys not supported");
     }
     if !tclass_ok(d.tclass) {
@@ -857,7 +859,7 @@ fn check_domain(ours: &DomainAttr, d: &DomainAttr, version: u32) -> Check {
     Ok(())
 }
 
-fn check_ep(ours: &EpAttr, e: &EpAttr, caps: u64) -> Check {
+fn check_ep(ours: &EpAttr, e: &EpAttr, caps: u64, keys: bool) -> Check {
     if e.protocol != FI_PROTO_UNSPEC && e.protocol != ours.protocol {
         return Err("protocol not supported");
     }
@@ -886,7 +888,7 @@ fn check_ep(ours: &EpAttr, e: &EpAttr, caps: u64) -> Check {
             "max_order_waw_size too large",
         )?;
     }
-    if e.auth_key.as_ref().is_some_and(|k| !k.is_empty()) {
+    if e.auth_key.as_ref().is_some_and(|k| !k.is_empty()) && !keys {
         return Err("authorization keys not supported");
     }
     if (caps == 0 || caps & FI_TAGGED != 0) && max_tag(e.mem_tag_format) > max_tag(ours.mem_tag_format) {
@@ -1006,6 +1008,9 @@ pub fn alter(t: &Template, mut info: Info, hints: Option<&Info>, version: u32) -
             if h.tclass != FI_TC_UNSPEC {
                 d.tclass = h.tclass;
             }
+            if d.max_ep_auth_key > 0 && h.auth_key.as_ref().is_some_and(|k| !k.is_empty()) {
+                d.auth_key = h.auth_key.clone();
+            }
         }
     }
 
@@ -1015,6 +1020,10 @@ pub fn alter(t: &Template, mut info: Info, hints: Option<&Info>, version: u32) -
         }
         if h.rx_ctx_cnt != 0 {
             e.rx_ctx_cnt = h.rx_ctx_cnt;
+        }
+        if h.auth_key.as_ref().is_some_and(|k| !k.is_empty()) {
+            // Accepted by check_hints only where keys are supported.
+            e.auth_key = h.auth_key.clone();
         }
     }
 
@@ -1681,6 +1690,32 @@ mod tests {
 
     /// Each mutation pushes one value just beyond what rustfab offers.
     #[test]
+    fn auth_keys_only_on_tcp_rdm_and_echoed() {
+        for (on_ep, key) in [(true, vec![1u8, 2]), (false, vec![0u8])] {
+            let mut h = alloc_hints();
+            if on_ep {
+                h.ep.as_mut().unwrap().auth_key = Some(key.clone());
+            } else {
+                h.domain.as_mut().unwrap().auth_key = Some(key.clone());
+            }
+            let list = run(&h).unwrap();
+            assert!(!list.is_empty());
+            for i in &list {
+                let d = i.domain.as_ref().unwrap();
+                assert_eq!(d.name.as_deref(), Some("tcp"));
+                assert_eq!(i.ep.as_ref().unwrap().ep_type, FI_EP_RDM);
+                assert_eq!(d.max_ep_auth_key, 1);
+                let echoed = if on_ep {
+                    &i.ep.as_ref().unwrap().auth_key
+                } else {
+                    &d.auth_key
+                };
+                assert_eq!(echoed.as_ref(), Some(&key));
+            }
+        }
+    }
+
+    #[test]
     fn every_limit_is_enforced() {
         type Mutate = fn(&mut Info);
         let cases: &[(&str, Mutate)] = &[
@@ -1708,7 +1743,6 @@ mod tests {
             ("tx ctx", |h| h.ep.as_mut().unwrap().tx_ctx_cnt = 2),
             ("rx ctx", |h| h.ep.as_mut().unwrap().rx_ctx_cnt = 2),
             ("shared tx", |h| h.ep.as_mut().unwrap().tx_ctx_cnt = FI_SHARED_CONTEXT),
-            ("ep key", |h| h.ep.as_mut().unwrap().auth_key = Some(vec![1, 2])),
             ("cq data", |h| h.domain.as_mut().unwrap().cq_data_size = 9),
             ("key size", |h| h.domain.as_mut().unwrap().mr_key_size = 9),
             ("cq cnt", |h| h.domain.as_mut().unwrap().cq_cnt = CQ_CNT + 1),
@@ -1730,7 +1764,6 @@ mod tests {
                 h.domain.as_mut().unwrap().max_err_data = MAX_ERR_DATA + 1
             }),
             ("dom caps", |h| h.domain.as_mut().unwrap().caps = FI_SHARED_AV),
-            ("dom key", |h| h.domain.as_mut().unwrap().auth_key = Some(vec![0])),
             ("dom tclass", |h| h.domain.as_mut().unwrap().tclass = 0x206),
             ("threading", |h| h.domain.as_mut().unwrap().threading = 6),
             ("ctrl prog", |h| h.domain.as_mut().unwrap().control_progress = 3),

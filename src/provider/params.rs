@@ -40,6 +40,16 @@ pub const PARAMS: &[Param] = &[
         help: "tcp: small sends posted back to back (after the first since the last progress call) wait for the next progress call and leave together in one system call; 0 writes every send at once (for applications that post a burst and then compute for long without calling into libfabric) (default: 1)",
     },
     Param {
+        name: "tcp_max_conns",
+        ty: FI_PARAM_SIZE_T,
+        help: "tcp: established connections an endpoint keeps at most; beyond it a newcomer closes the connection idle for longest (none idle: the newcomer is refused), never one that carried traffic in the last second (default: 1024, at least 4)",
+    },
+    Param {
+        name: "auth_key",
+        ty: FI_PARAM_STRING,
+        help: "tcp: an authentication key (its bytes) for endpoints whose application gives none (domain_attr/ep_attr auth_key): peers must prove the same key in the handshake (HMAC-SHA256 challenge-response), connections from or to peers without it are refused (default: none; see docs/security.md)",
+    },
+    Param {
         name: "shm_cma",
         ty: FI_PARAM_BOOL,
         help: "shm: move large messages with one process_vm_readv copy when the kernel allows it; 0 forces the pipelined copy through the sender's ring (default: 1)",
@@ -71,6 +81,8 @@ pub fn settings() -> crate::core::settings::Settings {
         tcp: crate::transport::tcp::TcpSettings {
             iface: get_str("iface"),
             coalesce: get_bool("tcp_coalesce", d.tcp.coalesce),
+            max_conns: get_size("tcp_max_conns", d.tcp.max_conns).max(crate::transport::tcp::MAX_CONNS_MIN),
+            auth_key: get_str("auth_key").map(|k| crate::transport::tcp::AuthKey(k.into_bytes())),
         },
     }
 }

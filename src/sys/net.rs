@@ -63,6 +63,32 @@ pub(crate) fn bound_socket(a: &SocketAddr) -> Result<OwnedFd> {
     Ok(s)
 }
 
+/// A socket for a dial from `ip`: bound to it (IP_BIND_ADDRESS_NO_PORT:
+/// the port is chosen at connect time, so dials from one address to many
+/// peers do not use up the ephemeral ports), so that the connection's
+/// source is the address the dialer advertises.
+pub(crate) fn source_socket(ip: IpAddr) -> Result<OwnedFd> {
+    let a = SocketAddr::new(ip, 0);
+    let s = stream_socket(&a)?;
+    if ip.is_ipv6() {
+        sockopt::set_ipv6_v6only(&s, true).map_err(err)?;
+    }
+    let one: libc::c_int = 1;
+    // SAFETY: a valid socket, an int option of the right size (failure only
+    // costs the port reservation).
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&one as *const libc::c_int).cast(),
+            core::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    rustix::net::bind(&s, &a).map_err(err)?;
+    Ok(s)
+}
+
 /// Turns a bound socket into a listener (again: a new backlog).
 pub(crate) fn start_listening(fd: BorrowedFd<'_>, backlog: i32) -> Result<()> {
     rustix::net::listen(fd, backlog).map_err(err)

@@ -131,6 +131,23 @@ impl ByteSink for Fd<'_> {
     }
 }
 
+/// A socket that counts the bytes read from it.
+struct Counting<'a> {
+    fd: Fd<'a>,
+    got: usize,
+}
+
+impl ByteSource for Counting<'_> {
+    unsafe fn read(&mut self, iov: &[libc::iovec]) -> Io {
+        // SAFETY: forwarded contract.
+        let r = unsafe { self.fd.read(iov) };
+        if let Io::Done(n) = r {
+            self.got += n;
+        }
+        r
+    }
+}
+
 /// The endpoint core as a connection's reader sees it: records from `src`
 /// (an RDM port's peer, or the one peer of a connected endpoint).
 pub(crate) struct CoreSink<'a> {
@@ -211,6 +228,8 @@ pub(crate) struct Conn {
     /// An error found while writing (outside the owner's pass), for the
     /// owner's next pass.
     doomed: Option<Error>,
+    /// Bytes the last [`Conn::read`] took from the socket.
+    last_got: usize,
 }
 
 impl Conn {
@@ -225,6 +244,7 @@ impl Conn {
             interest: None,
             stalled: false,
             doomed: None,
+            last_got: 0,
         }
     }
 
@@ -412,9 +432,12 @@ impl Conn {
         } else {
             Stage::Handshake
         };
-        let out = self
-            .reader
-            .pump(&mut Fd(self.sock.as_fd()), sink, lim, stage, scratch, READS_PER_PASS);
+        let mut src = Counting {
+            fd: Fd(self.sock.as_fd()),
+            got: 0,
+        };
+        let out = self.reader.pump(&mut src, sink, lim, stage, scratch, READS_PER_PASS);
+        self.last_got = src.got;
         match out {
             Outcome::Drained | Outcome::Budget => {
                 self.stalled = false;
@@ -435,6 +458,18 @@ impl Conn {
                 Read::Ended(End::Violation(b))
             }
         }
+    }
+
+    /// Bytes the last [`Conn::read`] took from the socket (0: it found
+    /// nothing there).
+    pub(crate) fn last_got(&self) -> usize {
+        self.last_got
+    }
+
+    /// Whether the connection is read now: established, not stalled, not
+    /// doomed.
+    pub(crate) fn readable_now(&self) -> bool {
+        self.phase == Phase::Up && !self.stalled && self.doomed.is_none()
     }
 
     /// A receive may have been posted: a stalled stream gets its input

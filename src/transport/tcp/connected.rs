@@ -595,7 +595,7 @@ impl Inner {
         h.payload = n as u32;
         let body = match payload {
             Payload::None => Body::None,
-            Payload::Bytes(b) => Body::Owned(b.to_vec()),
+            Payload::Bytes(b) => Body::Owned(super::framing::outgoing_payload(&mut h, b)),
             Payload::Iov(iov, off, len) => Body::Iov(iov.sub(off, len)),
         };
         c.queue_mut().push(OutRecord::new(h.to_bytes(), body));

@@ -41,6 +41,22 @@ pub(crate) const CTL_MAX: usize = 256;
 /// Most iovecs one read or write uses.
 const IOV_BATCH: usize = 128;
 
+/// A control payload as it goes on a stream. An RTS names the sender's
+/// buffers for a pull by cross-memory attach, which no TCP peer can do:
+/// their addresses are zeroed (the message is known to the peer by its
+/// `msg_id` alone; only the lengths stay) and `CMA_OK` is cleared, so no
+/// address of ours ever reaches the network.
+pub(crate) fn outgoing_payload(h: &mut WireHdr, b: &[u8]) -> Vec<u8> {
+    let mut v = b.to_vec();
+    if h.op == op::RTS {
+        h.flags &= !crate::transport::proto::flag::CMA_OK;
+        for e in v.chunks_exact_mut(16) {
+            e[..8].fill(0);
+        }
+    }
+    v
+}
+
 /// Where stream bytes come from.
 pub(crate) trait ByteSource {
     /// Scatters available bytes into `iov` in order.

@@ -50,7 +50,7 @@ use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
 use crate::transport::{Delivery, Payload, PayloadIn, PeerEvent, Port, Sent};
 use conn::{Alarm, Conn, CoreSink, Phase, Read, Ready};
 use framing::{Body, Cork, OutRecord, WriteQueue};
-use hello::{Decision, Existing, Hello, Kind};
+use hello::{Decision, Existing, Extra, Hello, Kind, Refusal, Side, Transcript, CHALLENGE_LEN};
 use listener::{Handshake, Listener, ListenerOptions};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -114,6 +114,43 @@ struct PortConn {
     self_reader: bool,
     /// The RTS prefix the peer asked for in its HELLO.
     rts_prefix: usize,
+    /// Our dial's challenge (keyed handshakes).
+    challenge: [u8; CHALLENGE_LEN],
+    /// An accepted connection whose keyed REQUEST we answered: its PROOF
+    /// is awaited before it is anybody's connection.
+    proving: Option<Box<Proving>>,
+    /// It carried a record either way since its handshake, last at
+    /// `last_active` (the pass's clock): the connection cap spares it.
+    carried: bool,
+    last_active: Option<Instant>,
+}
+
+/// What an acceptor keeps of a keyed REQUEST until its PROOF.
+struct Proving {
+    req: Hello,
+    /// The challenge our ACCEPT carried.
+    mine: [u8; CHALLENGE_LEN],
+}
+
+/// A REQUEST for an address a live connection holds, waiting for that
+/// connection to end ([`Decision::Park`]).
+struct Parked {
+    conn: Conn,
+    req: Hello,
+    /// Our ACCEPT went out already (keyed: the PROOF checked out).
+    answered: bool,
+    until: Instant,
+}
+
+/// An authentication key (`domain_attr->auth_key`, `ep_attr->auth_key`,
+/// `FI_RUSTFAB_AUTH_KEY`); never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct AuthKey(pub(crate) Vec<u8>);
+
+impl std::fmt::Debug for AuthKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AuthKey({} bytes)", self.0.len())
+    }
 }
 
 impl PortConn {
@@ -125,6 +162,10 @@ impl PortConn {
             nonce: 0,
             self_reader: false,
             rts_prefix: 0,
+            challenge: [0; CHALLENGE_LEN],
+            proving: None,
+            carried: false,
+            last_active: None,
         }
     }
 }
@@ -221,6 +262,22 @@ pub(crate) fn advertised_addr(bound: SocketAddr, iface: Option<&str>, ifs: &[IfA
     SocketAddr::new(pick, bound.port())
 }
 
+/// A fresh challenge (the kernel's random numbers).
+fn random_challenge() -> [u8; CHALLENGE_LEN] {
+    let mut c = [0u8; CHALLENGE_LEN];
+    c[..8].copy_from_slice(&crate::transport::addr::shm_token_random().to_le_bytes());
+    c[8..].copy_from_slice(&crate::transport::addr::shm_token_random().to_le_bytes());
+    c
+}
+
+/// The address a socket's peer has, IPv4-mapped IPv6 read as IPv4.
+fn plain_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
 fn random_nonce() -> u64 {
     let mut n = crate::transport::addr::shm_token_random();
     if n == 0 {
@@ -238,13 +295,24 @@ pub(crate) struct TcpSettings {
     /// Small sends posted back to back wait for the next progress pass
     /// (see [`Cork`]); `FI_MORE` works either way.
     pub(crate) coalesce: bool,
+    /// Peers must prove this key in the handshake (`FI_RUSTFAB_AUTH_KEY`,
+    /// or the endpoint's `auth_key`).
+    pub(crate) auth_key: Option<AuthKey>,
+    /// Established connections kept at most (`FI_RUSTFAB_TCP_MAX_CONNS`).
+    pub(crate) max_conns: usize,
 }
+
+/// [`TcpSettings::max_conns`] by default, and at least.
+pub(crate) const MAX_CONNS_DEFAULT: usize = 1024;
+pub(crate) const MAX_CONNS_MIN: usize = 4;
 
 impl Default for TcpSettings {
     fn default() -> TcpSettings {
         TcpSettings {
             iface: None,
             coalesce: true,
+            auth_key: None,
+            max_conns: MAX_CONNS_DEFAULT,
         }
     }
 }
@@ -286,7 +354,45 @@ pub(crate) struct TcpPort {
     /// Send coalescing (see [`Cork`]) and the peers whose records wait.
     cork: Cork,
     corked: Vec<SocketAddr>,
+    /// Peers must prove it (keyed handshake).
+    key: Option<AuthKey>,
+    /// REQUESTs waiting for the live connection holding their address to end.
+    parked: Vec<Parked>,
+    /// Connections kept at most ([`TcpSettings::max_conns`]).
+    max_conns: usize,
+    /// The clock of this pass (activity stamps; one reading per pass).
+    now: Instant,
+    /// Bytes all connections' readers hold for unexpected messages still
+    /// arriving (kept as they change: no scan per read).
+    staged: usize,
+    /// Connections the core stalled, connections doomed by a write and
+    /// peers whose dial failed at once: what a pass must look at, without
+    /// scanning every connection (ids may be stale: skipped).
+    stalled: Vec<u64>,
+    doomed: Vec<u64>,
+    doomed_peers: Vec<SocketAddr>,
+    /// The connection of the last arrival, read first in each pass, and
+    /// the passes since epoll was last asked.
+    hot: Option<u64>,
+    since_epoll: u32,
+    /// Connections that may have a deadline (dials, handshakes, refusals)
+    /// and peers waiting for a dial: the only ones deadlines are looked up
+    /// in (established connections have none). Pruned as they lose them.
+    timed: Vec<u64>,
+    waiting: Vec<SocketAddr>,
 }
+
+/// Busy polling: passes that read the hot connection straight from its
+/// socket between two `epoll_wait`s, at most (see `poll_inner`).
+const EPOLL_EVERY: u32 = 8;
+
+/// A connection that carried traffic this recently is never closed to make
+/// room under the cap.
+const IDLE_MIN: Duration = Duration::from_secs(1);
+
+/// A parked REQUEST is refused if the connection holding its address is
+/// still up by then.
+const PARK_WAIT: Duration = Duration::from_secs(5);
 
 impl TcpPort {
     /// Listens on `src` (port 0: an ephemeral port; wildcard IP: all
@@ -327,6 +433,18 @@ impl TcpPort {
             rts_prefix: 0,
             cork: Cork::new(settings),
             corked: Vec::new(),
+            key: settings.auth_key.clone().filter(|k| !k.0.is_empty()),
+            parked: Vec::new(),
+            max_conns: settings.max_conns.max(MAX_CONNS_MIN),
+            now: Instant::now(),
+            staged: 0,
+            stalled: Vec::new(),
+            doomed: Vec::new(),
+            doomed_peers: Vec::new(),
+            hot: None,
+            since_epoll: 0,
+            timed: Vec::new(),
+            waiting: Vec::new(),
         })
     }
 
@@ -347,6 +465,9 @@ impl TcpPort {
         let id = self.next_id;
         self.next_id += 1;
         c.conn.watch(&self.epoll, id)?;
+        if c.conn.deadline().is_some() {
+            self.timed.push(id);
+        }
         self.conns.insert(id, c);
         Ok(id)
     }
@@ -359,7 +480,14 @@ impl TcpPort {
 
     /// Starts a dial to `to`; the peer entry holds the records meanwhile.
     fn dial(&mut self, to: SocketAddr) -> Result<u64> {
-        let conn = Conn::dial(None, &to, self.connect_timeout)?;
+        // Our own dials are the application's: they close an idle
+        // connection at the cap, but are never refused for it.
+        let _ = self.make_room();
+        // From our advertised IP: the acceptor checks that the address our
+        // HELLO claims is the connection's source (a loopback endpoint
+        // dialing out of the host cannot, and is refused).
+        let from = net::source_socket(self.me.ip()).ok();
+        let conn = Conn::dial(from, &to, self.connect_timeout)?;
         let mut c = PortConn::new(conn, Some(to));
         c.dialed = true;
         let id = self.add_conn(c)?;
@@ -382,7 +510,10 @@ impl TcpPort {
             let mut p = Peer::default();
             match self.dial(to) {
                 Ok(id) => p.conn = Some(id),
-                Err(e) => p.doomed = Some(e),
+                Err(e) => {
+                    p.doomed = Some(e);
+                    self.doomed_peers.push(to);
+                }
             }
             self.peers.insert(to, p);
         }
@@ -419,6 +550,9 @@ impl TcpPort {
         }
         c.conn.flush(&mut self.sent);
         c.conn.update(&self.epoll);
+        if c.conn.doomed().is_some() {
+            self.doomed.push(id);
+        }
     }
 
     /// Queues a record and writes the queue, unless the record is an eager
@@ -433,10 +567,14 @@ impl TcpPort {
             Queueing::Control => None,
         };
         let p = self.peers.get_mut(&to).ok_or(Error::CONNRESET)?;
-        let mut up = p
-            .conn
+        let cid = p.conn;
+        let mut up = cid
             .and_then(|id| self.conns.get_mut(&id))
             .filter(|c| c.conn.phase() == Phase::Up);
+        if let Some(c) = up.as_mut() {
+            c.carried = true;
+            c.last_active = Some(self.now);
+        }
         let q = match up.as_mut() {
             Some(c) => c.conn.queue_mut(),
             None => &mut p.pending,
@@ -459,6 +597,9 @@ impl TcpPort {
             if c.conn.doomed().is_none() {
                 c.conn.flush(&mut self.sent);
                 c.conn.update(&self.epoll);
+                if c.conn.doomed().is_some() {
+                    self.doomed.extend(cid);
+                }
             }
             written = c.conn.queue().is_empty();
         }
@@ -496,29 +637,49 @@ impl TcpPort {
 
     fn poll_inner(&mut self, d: &mut dyn Delivery) {
         self.polled = true;
+        self.now = Instant::now();
         self.flush_corked();
         self.cork.end_burst();
         for (id, r) in std::mem::take(&mut self.sent) {
             d.sent(id, r);
         }
-        let doomed: Vec<(u64, Error)> = self
-            .conns
-            .iter()
-            .filter_map(|(id, c)| c.conn.doomed().map(|e| (*id, e)))
-            .collect();
-        for (id, e) in doomed {
-            self.fail_conn(id, e, d);
+        for id in std::mem::take(&mut self.doomed) {
+            if let Some(e) = self.conns.get(&id).and_then(|c| c.conn.doomed()) {
+                self.fail_conn(id, e, d);
+            }
         }
-        let doomed: Vec<(SocketAddr, Error)> = self
-            .peers
-            .iter()
-            .filter_map(|(a, p)| p.doomed.map(|e| (*a, e)))
-            .collect();
-        for (a, e) in doomed {
-            self.fail_peer(a, e, d);
+        for a in std::mem::take(&mut self.doomed_peers) {
+            if let Some(e) = self.peers.get(&a).and_then(|p| p.doomed) {
+                self.fail_peer(a, e, d);
+            }
         }
         // Stalled connections first: the core may take their record now.
         self.retry_stalled(d);
+        // Busy polling: while a connection is hot (it carried the last
+        // arrival epoll reported), a pass reads it straight from its socket
+        // and asks epoll only every EPOLL_EVERY passes: one system call per
+        // arrival instead of two, and one per idle pass. Other sockets, the
+        // listener and the timer wait a few passes at most; deadlines are
+        // still checked by the clock. Nothing here changes a deadline.
+        if self.since_epoll < EPOLL_EVERY {
+            if let Some(id) = self.hot {
+                if self.conns.get(&id).is_some_and(|c| c.conn.readable_now()) {
+                    self.read_conn(id, d);
+                    self.since_epoll += 1;
+                    let got = self.conns.get(&id).is_some_and(|c| c.conn.last_got() > 0);
+                    if got {
+                        self.retry_stalled(d);
+                    }
+                    if self.alarm.due() {
+                        self.check_deadlines(d);
+                        self.arm_timer();
+                    }
+                    return;
+                }
+                self.hot = None;
+            }
+        }
+        self.since_epoll = 0;
         let mut ready = std::mem::take(&mut self.ready);
         let _ = self.epoll.wait(&mut ready, 64, Some(Duration::ZERO));
         let mut delivered = false;
@@ -528,7 +689,14 @@ impl TcpPort {
                 t if Listener::owns(t) => self.listener.event(&self.epoll, t),
                 id => {
                     delivered = true;
-                    self.conn_event(id, ev, d)
+                    self.conn_event(id, ev, d);
+                    if self
+                        .conns
+                        .get(&id)
+                        .is_some_and(|c| c.conn.last_got() > 0 && c.conn.readable_now())
+                    {
+                        self.hot = Some(id);
+                    }
                 }
             }
         }
@@ -536,8 +704,15 @@ impl TcpPort {
         while let Some(h) = self.listener.next() {
             self.on_request(h, d);
         }
-        // What arrived may have freed room for a stalled one (a staged
-        // message handed over): retry now rather than after a sleep.
+        if !self.parked.is_empty() {
+            self.check_parked(d);
+        }
+        self.finish_pass(delivered, d);
+    }
+
+    /// The end of a pass: stalled connections again (what arrived may have
+    /// freed room: a staged message handed over), deadlines.
+    fn finish_pass(&mut self, delivered: bool, d: &mut dyn Delivery) {
         if delivered {
             self.retry_stalled(d);
         }
@@ -548,19 +723,29 @@ impl TcpPort {
     }
 
     fn retry_stalled(&mut self, d: &mut dyn Delivery) {
-        let stalled: Vec<u64> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.conn.stalled())
-            .map(|(id, _)| *id)
-            .collect();
-        for id in stalled {
-            self.read_conn(id, d);
+        if self.stalled.is_empty() {
+            return;
+        }
+        let stalled = std::mem::take(&mut self.stalled);
+        for &id in &stalled {
+            if self.conns.get(&id).is_some_and(|c| c.conn.stalled()) {
+                // Stalls again: read_conn lists it again.
+                self.read_conn(id, d);
+            }
+        }
+        let mut v = stalled;
+        v.clear();
+        if self.stalled.is_empty() {
+            self.stalled = v;
         }
     }
 
     fn conn_event(&mut self, id: u64, ev: u32, d: &mut dyn Delivery) {
-        let Some(c) = self.conns.get(&id) else { return };
+        let Some(c) = self.conns.get_mut(&id) else { return };
+        if c.conn.phase() == Phase::Up {
+            c.carried = true;
+            c.last_active = Some(self.now);
+        }
         match c.conn.ready(ev) {
             Ready::Dialed(Ok(())) => self.connected(id, d),
             Ready::Dialed(Err(e)) | Ready::Broken(e) => self.fail_conn(id, e, d),
@@ -578,9 +763,16 @@ impl TcpPort {
     /// The connect finished: say HELLO.
     fn connected(&mut self, id: u64, d: &mut dyn Delivery) {
         let (me, nonce, connect_timeout) = (self.me, self.nonce, self.connect_timeout);
-        let prefix = self.rts_prefix as u64;
+        let keyed = self.key.is_some();
+        let x = Extra {
+            keyed,
+            challenge: if keyed { random_challenge() } else { [0; CHALLENGE_LEN] },
+            word: self.rts_prefix as u64,
+            ..Extra::default()
+        };
         let Some(c) = self.conns.get_mut(&id) else { return };
-        let (h, p) = hello::encode_with_prefix(Kind::Request, &me, nonce, prefix);
+        c.challenge = x.challenge;
+        let (h, p) = hello::encode_with(Kind::Request, &me, nonce, &x);
         c.conn.queue_mut().push(OutRecord::new(h, Body::Owned(p)));
         c.conn.set_phase(Phase::AwaitAnswer);
         c.conn.set_deadline(Some(Instant::now() + connect_timeout));
@@ -612,25 +804,28 @@ impl TcpPort {
         // reads; bounded.
         for _ in 0..4 {
             let lim = self.limits;
-            let staged_elsewhere: usize = self
-                .conns
-                .iter()
-                .filter(|(cid, _)| **cid != id)
-                .map(|(_, c)| c.conn.reader().staged_bytes())
-                .sum();
             let Some(c) = self.conns.get_mut(&id) else { return };
             if matches!(c.conn.phase(), Phase::Closing | Phase::Dialing) {
                 return;
             }
+            let mine = c.conn.reader().staged_bytes();
+            let staged_elsewhere = self.staged.saturating_sub(mine);
             let mut sink = CoreSink {
                 d: &mut *d,
                 src: Addr::Inet(c.peer.unwrap_or(self.me)),
                 staged_elsewhere,
                 staging_max: STAGING_MAX,
             };
-            match c.conn.read(&mut sink, &lim, &mut self.scratch) {
-                Read::Idle | Read::Stalled => {
+            let r = c.conn.read(&mut sink, &lim, &mut self.scratch);
+            self.staged = staged_elsewhere + c.conn.reader().staged_bytes();
+            match r {
+                Read::Idle => {
                     c.conn.update(&self.epoll);
+                    return;
+                }
+                Read::Stalled => {
+                    c.conn.update(&self.epoll);
+                    self.stalled.push(id);
                     return;
                 }
                 Read::Link(h) => {
@@ -647,8 +842,8 @@ impl TcpPort {
         }
     }
 
-    /// The answer to our HELLO, or BYE. Returns whether the connection may
-    /// be read on.
+    /// The answer to our HELLO, a keyed dialer's PROOF, or BYE. Returns
+    /// whether the connection may be read on.
     fn on_link(&mut self, id: u64, h: &WireHdr, payload: &[u8], d: &mut dyn Delivery) -> bool {
         if h.op == proto::op::BYE {
             // The peer closed its endpoint: everything still expected from
@@ -667,8 +862,13 @@ impl TcpPort {
                 return false;
             }
         };
-        if let Some(c) = self.conns.get_mut(&id) {
-            c.rts_prefix = hello::rts_prefix(h);
+        if self.conns.get(&id).is_some_and(|c| c.proving.is_some()) {
+            if hello.kind == Kind::Proof {
+                self.on_proof(id, &hello, d);
+            } else {
+                self.fail_conn(id, Error::CONNRESET, d);
+            }
+            return false;
         }
         match (phase, hello.kind) {
             (Phase::AwaitAnswer, Kind::Accept) => {
@@ -680,10 +880,16 @@ impl TcpPort {
                     self.drop_conn(id);
                     return false;
                 }
+                if let Err(e) = self.check_accept(id, &hello) {
+                    self.fail_peer(key, e, d);
+                    self.remove_conn(id, e, d);
+                    return false;
+                }
                 if let Some(c) = self.conns.get_mut(&id) {
                     c.conn.set_phase(Phase::Up);
                     c.conn.set_deadline(None);
                     c.nonce = hello.nonce;
+                    c.rts_prefix = hello::rts_prefix(&hello);
                 }
                 self.establish(id, key);
                 self.flush_peer(key);
@@ -698,8 +904,25 @@ impl TcpPort {
                     if p.conn == Some(id) {
                         p.conn = None;
                         p.waiting_until = Some(Instant::now() + REJECTED_WAIT);
+                        self.waiting.push(key.unwrap_or(self.me));
                     }
                 }
+                false
+            }
+            (Phase::AwaitAnswer, Kind::Refuse) => {
+                let why = Refusal::from_code(hello.word);
+                let to = self.conns.get(&id).and_then(|c| c.peer);
+                crate::base::log::log_warn!(
+                    crate::abi::FI_LOG_EP_CTRL,
+                    "tcp: {} refused our connection: {}",
+                    to.map_or_else(String::new, |a| a.to_string()),
+                    why.map_or("(unknown reason)", Refusal::text)
+                );
+                let e = match why {
+                    Some(Refusal::KeyRequired | Refusal::NoKeyHere | Refusal::BadProof) => Error::ACCES,
+                    _ => Error::CONNREFUSED,
+                };
+                self.fail_conn(id, e, d);
                 false
             }
             _ => {
@@ -707,6 +930,80 @@ impl TcpPort {
                 false
             }
         }
+    }
+
+    /// Checks an ACCEPT to our dial `id` against our key (none: it must be
+    /// unkeyed too); keyed, queues our PROOF ahead of every record.
+    fn check_accept(&mut self, id: u64, acc: &Hello) -> Result<()> {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return Err(Error::CONNRESET);
+        };
+        let to = c.peer.unwrap_or(acc.addr);
+        let Some(key) = &self.key else {
+            if acc.keyed {
+                crate::base::log::log_warn!(
+                    crate::abi::FI_LOG_EP_CTRL,
+                    "tcp: {to} answered with an authentication key and we have none: connection refused"
+                );
+                return Err(Error::ACCES);
+            }
+            return Ok(());
+        };
+        let t = Transcript {
+            dialer: self.me,
+            dialer_nonce: self.nonce,
+            dialer_challenge: c.challenge,
+            acceptor: acc.addr,
+            acceptor_nonce: acc.nonce,
+            acceptor_challenge: acc.challenge,
+        };
+        if !acc.keyed || !hello::verify(&key.0, Side::Acceptor, &t, &acc.mac) {
+            crate::base::log::log_warn!(
+                crate::abi::FI_LOG_EP_CTRL,
+                "tcp: {to} {}: connection refused, nothing sent to it",
+                if acc.keyed {
+                    "proved a different authentication key"
+                } else {
+                    "has no authentication key and ours requires one"
+                }
+            );
+            return Err(Error::ACCES);
+        }
+        let x = Extra {
+            keyed: true,
+            mac: hello::sign(&key.0, Side::Dialer, &t),
+            ..Extra::default()
+        };
+        let (h, p) = hello::encode_with(Kind::Proof, &self.me, self.nonce, &x);
+        c.conn.queue_mut().push(OutRecord::new(h, Body::Owned(p)));
+        Ok(())
+    }
+
+    /// A keyed dialer's PROOF on connection `id` (which we answered).
+    fn on_proof(&mut self, id: u64, proof: &Hello, d: &mut dyn Delivery) {
+        let Some(mut c) = self.take_conn(id) else { return };
+        c.conn.unwatch(&self.epoll);
+        let Some(pv) = c.proving.take() else { return };
+        let ok = self.key.as_ref().is_some_and(|key| {
+            let t = Transcript {
+                dialer: pv.req.addr,
+                dialer_nonce: pv.req.nonce,
+                dialer_challenge: pv.req.challenge,
+                acceptor: self.me,
+                acceptor_nonce: self.nonce,
+                acceptor_challenge: pv.mine,
+            };
+            proof.keyed && proof.addr == pv.req.addr && hello::verify(&key.0, Side::Dialer, &t, &proof.mac)
+        });
+        if !ok {
+            crate::base::log::log_warn!(
+                crate::abi::FI_LOG_EP_CTRL,
+                "tcp: a connection claiming {} failed to prove our authentication key: closed, nothing delivered",
+                pv.req.addr
+            );
+            return;
+        }
+        self.settle(c.conn, pv.req, true, d);
     }
 
     fn existing(&self, addr: &SocketAddr) -> Existing {
@@ -724,13 +1021,52 @@ impl TcpPort {
     }
 
     /// Our answer to a REQUEST, first in the connection's queue.
-    fn answer(&self, conn: &mut Conn, kind: Kind) {
-        let (h, p) = hello::encode_with_prefix(kind, &self.me, self.nonce, self.rts_prefix as u64);
+    fn answer(&self, conn: &mut Conn, kind: Kind, x: Extra) {
+        let (h, p) = hello::encode_with(kind, &self.me, self.nonce, &x);
         conn.queue_mut().push(OutRecord::new(h, Body::Owned(p)));
     }
 
+    /// The plain answer (ACCEPT, REJECT) of an unkeyed endpoint.
+    fn plain(&self) -> Extra {
+        Extra {
+            word: self.rts_prefix as u64,
+            ..Extra::default()
+        }
+    }
+
+    /// Answers `kind` (a REJECT or REFUSE), then closes the connection
+    /// once that is written (or at its deadline).
+    fn answer_and_close(&mut self, mut conn: Conn, kind: Kind, x: Extra) {
+        self.answer(&mut conn, kind, x);
+        conn.set_phase(Phase::Closing);
+        conn.set_deadline(Some(Instant::now() + HELLO_TIMEOUT));
+        if !conn.flush(&mut self.sent) && conn.doomed().is_none() {
+            // The rest of the answer goes out when writable.
+            let _ = self.add_conn(PortConn::new(conn, None));
+            self.arm_timer();
+        }
+    }
+
+    /// Refuses a connection claiming `claimed` (logged: the dialer's sends
+    /// fail, and this side says why).
+    fn refuse(&mut self, conn: Conn, claimed: SocketAddr, why: Refusal) {
+        crate::base::log::log_warn!(
+            crate::abi::FI_LOG_EP_CTRL,
+            "tcp: refused a connection claiming {claimed}: {}",
+            why.text()
+        );
+        let x = Extra {
+            keyed: self.key.is_some(),
+            word: why as u64,
+            ..Extra::default()
+        };
+        self.answer_and_close(conn, Kind::Refuse, x);
+    }
+
     /// A connection the listener accepted said its first record: a REQUEST
-    /// is answered by the tie-break's decision; anything else closes it.
+    /// whose claimed address is the connection's source and whose key
+    /// matches ours (both none, or both one) is answered by the tie-break's
+    /// decision (keyed: after its PROOF); anything else closes it.
     fn on_request(&mut self, h: Handshake, d: &mut dyn Delivery) {
         let Handshake { mut conn, hdr, payload } = h;
         if hdr.op == proto::op::BYE {
@@ -743,44 +1079,156 @@ impl TcpPort {
                 return;
             }
         };
+        // What is provable about who dialed: the source IP of the
+        // connection (its port is the dialer's ephemeral one).
+        let src_ok = conn
+            .peer_addr()
+            .is_ok_and(|a| plain_ip(a.ip()) == plain_ip(req.addr.ip()));
+        if !src_ok {
+            return self.refuse(conn, req.addr, Refusal::Address);
+        }
+        if !self.make_room() {
+            return self.refuse(conn, req.addr, Refusal::Full);
+        }
+        match (self.key.is_some(), req.keyed) {
+            (true, false) => return self.refuse(conn, req.addr, Refusal::KeyRequired),
+            (false, true) => return self.refuse(conn, req.addr, Refusal::NoKeyHere),
+            _ => {}
+        }
         let decision = hello::decide(&self.me, self.nonce, &req, self.existing(&req.addr));
         match decision {
             Decision::Reject => {
-                self.answer(&mut conn, Kind::Reject);
-                conn.set_phase(Phase::Closing);
-                conn.set_deadline(Some(Instant::now() + HELLO_TIMEOUT));
-                if !conn.flush(&mut self.sent) && conn.doomed().is_none() {
-                    // The rest of the refusal goes out when writable, then
-                    // the connection closes (or at its deadline).
-                    let _ = self.add_conn(PortConn::new(conn, None));
-                    self.arm_timer();
-                }
-                return;
+                let x = self.plain();
+                self.answer_and_close(conn, Kind::Reject, x);
             }
-            Decision::Replace => {
-                if let Some(old) = self.peers.get(&req.addr).and_then(|p| p.conn) {
-                    self.fail_conn(old, Error::CONNRESET, d);
+            Decision::Refuse => self.refuse(conn, req.addr, Refusal::InUse),
+            _ => {
+                let Some(key) = &self.key else {
+                    return self.settle(conn, req, false, d);
+                };
+                // Keyed: prove our key over its challenge, and wait for its
+                // proof before the connection is anybody's.
+                let mine = random_challenge();
+                let t = Transcript {
+                    dialer: req.addr,
+                    dialer_nonce: req.nonce,
+                    dialer_challenge: req.challenge,
+                    acceptor: self.me,
+                    acceptor_nonce: self.nonce,
+                    acceptor_challenge: mine,
+                };
+                let x = Extra {
+                    keyed: true,
+                    challenge: mine,
+                    mac: hello::sign(&key.0, Side::Acceptor, &t),
+                    word: self.rts_prefix as u64,
+                };
+                self.answer(&mut conn, Kind::Accept, x);
+                conn.set_phase(Phase::AwaitAnswer);
+                conn.set_deadline(Some(Instant::now() + HELLO_TIMEOUT));
+                let mut c = PortConn::new(conn, None);
+                c.proving = Some(Box::new(Proving { req, mine }));
+                let Ok(id) = self.add_conn(c) else { return };
+                self.arm_timer();
+                if let Some(c) = self.conns.get_mut(&id) {
+                    c.conn.flush(&mut self.sent);
+                    c.conn.update(&self.epoll);
+                    if c.conn.reader().holds_input() {
+                        self.read_conn(id, d);
+                    }
                 }
+            }
+        }
+    }
+
+    /// Takes (or parks, or refuses) an inbound connection whose REQUEST
+    /// passed its checks (keyed: whose PROOF did; `answered`: our ACCEPT
+    /// went out already), by the decision of the moment.
+    fn settle(&mut self, conn: Conn, req: Hello, answered: bool, d: &mut dyn Delivery) {
+        let mut decision = hello::decide(&self.me, self.nonce, &req, self.existing(&req.addr));
+        if decision == Decision::Park {
+            // The old connection may have ended already (a restarted peer's
+            // old socket says so as it dies): read it first.
+            if let Some(old) = self.peers.get(&req.addr).and_then(|p| p.conn) {
+                self.read_conn(old, d);
+            }
+            decision = hello::decide(&self.me, self.nonce, &req, self.existing(&req.addr));
+        }
+        match decision {
+            Decision::Reject if !answered => {
+                let x = self.plain();
+                self.answer_and_close(conn, Kind::Reject, x);
+            }
+            // Proven, but our own dial won meanwhile: close it (the dialer
+            // uses ours).
+            Decision::Reject => {}
+            Decision::Refuse => {
+                if !answered {
+                    self.refuse(conn, req.addr, Refusal::InUse);
+                }
+            }
+            Decision::Park => {
+                if self.parked.len() >= MAX_HANDSHAKES {
+                    if !answered {
+                        self.refuse(conn, req.addr, Refusal::InUse);
+                    }
+                    return;
+                }
+                self.parked.push(Parked {
+                    conn,
+                    req,
+                    answered,
+                    until: Instant::now() + PARK_WAIT,
+                });
+                self.arm_timer();
             }
             Decision::TakeOver => {
                 if let Some(old) = self.peers.get(&req.addr).and_then(|p| p.conn) {
                     self.drop_conn(old);
                 }
+                self.adopt(conn, req, Decision::TakeOver, answered, d);
             }
-            Decision::SelfConn | Decision::Adopt => {}
+            Decision::SelfConn | Decision::Adopt => self.adopt(conn, req, decision, answered, d),
         }
-        self.adopt(conn, &hdr, req, decision, d);
     }
 
-    /// Takes an accepted connection whose REQUEST wins: ACCEPT, then the
-    /// records that waited for the peer.
-    fn adopt(&mut self, mut conn: Conn, hdr: &WireHdr, req: Hello, decision: Decision, d: &mut dyn Delivery) {
-        self.answer(&mut conn, Kind::Accept);
+    /// Parked REQUESTs whose address is free now are settled; those whose
+    /// time is up are refused (the address stays with its live connection).
+    fn check_parked(&mut self, d: &mut dyn Delivery) {
+        let now = Instant::now();
+        for p in std::mem::take(&mut self.parked) {
+            let held = matches!(self.existing(&p.req.addr), Existing::Up { .. });
+            if !held {
+                self.settle(p.conn, p.req, p.answered, d);
+            } else if p.until <= now {
+                if !p.answered {
+                    self.refuse(p.conn, p.req.addr, Refusal::InUse);
+                } else {
+                    crate::base::log::log_warn!(
+                        crate::abi::FI_LOG_EP_CTRL,
+                        "tcp: closed a connection claiming {}: {}",
+                        p.req.addr,
+                        Refusal::InUse.text()
+                    );
+                }
+            } else {
+                self.parked.push(p);
+            }
+        }
+    }
+
+    /// Takes an accepted connection whose REQUEST wins: ACCEPT (unless it
+    /// went out already), then the records that waited for the peer.
+    fn adopt(&mut self, mut conn: Conn, req: Hello, decision: Decision, answered: bool, d: &mut dyn Delivery) {
+        if !answered {
+            let x = self.plain();
+            self.answer(&mut conn, Kind::Accept, x);
+        }
         conn.set_phase(Phase::Up);
         conn.set_deadline(None);
         let mut c = PortConn::new(conn, Some(req.addr));
         c.nonce = req.nonce;
-        c.rts_prefix = hello::rts_prefix(hdr);
+        c.rts_prefix = hello::rts_prefix(&req);
         c.self_reader = decision == Decision::SelfConn;
         let Ok(id) = self.add_conn(c) else { return };
         if decision != Decision::SelfConn {
@@ -807,10 +1255,11 @@ impl TcpPort {
         let now = Instant::now();
         self.listener.check_deadlines(&self.epoll, now);
         let late: Vec<(u64, Phase)> = self
-            .conns
+            .timed
             .iter()
+            .filter_map(|id| self.conns.get(id).map(|c| (*id, c)))
             .filter(|(_, c)| c.conn.expired(now))
-            .map(|(id, c)| (*id, c.conn.phase()))
+            .map(|(id, c)| (id, c.conn.phase()))
             .collect();
         for (id, phase) in late {
             match phase {
@@ -819,20 +1268,39 @@ impl TcpPort {
             }
         }
         let late: Vec<SocketAddr> = self
-            .peers
+            .waiting
             .iter()
-            .filter(|(_, p)| p.conn.is_none() && p.waiting_until.is_some_and(|t| t <= now))
-            .map(|(a, _)| *a)
+            .filter(|a| {
+                self.peers
+                    .get(a)
+                    .is_some_and(|p| p.conn.is_none() && p.waiting_until.is_some_and(|t| t <= now))
+            })
+            .copied()
             .collect();
         for a in late {
             self.fail_peer(a, Error::TIMEDOUT, d);
         }
     }
 
-    fn next_deadline(&self) -> Option<Instant> {
-        let conns = self.conns.values().filter_map(|c| c.conn.deadline());
-        let peers = self.peers.values().filter_map(|p| p.waiting_until);
-        conns.chain(peers).chain(self.listener.next_deadline()).min()
+    fn next_deadline(&mut self) -> Option<Instant> {
+        let conns = &self.conns;
+        self.timed
+            .retain(|id| conns.get(id).is_some_and(|c| c.conn.deadline().is_some()));
+        let peers = &self.peers;
+        self.waiting.retain(|a| {
+            peers
+                .get(a)
+                .is_some_and(|p| p.conn.is_none() && p.waiting_until.is_some())
+        });
+        self.waiting.dedup();
+        let conns = self.timed.iter().filter_map(|id| self.conns.get(id)?.conn.deadline());
+        let peers = self.waiting.iter().filter_map(|a| self.peers.get(a)?.waiting_until);
+        let parked = self.parked.iter().map(|p| p.until);
+        conns
+            .chain(peers)
+            .chain(parked)
+            .chain(self.listener.next_deadline())
+            .min()
     }
 
     fn arm_timer(&mut self) {
@@ -843,15 +1311,69 @@ impl TcpPort {
     /// Closes a connection without telling anyone (it carried nothing the
     /// core knows about: a rejected or superseded dial, a refusal).
     fn drop_conn(&mut self, id: u64) {
-        if let Some(mut c) = self.conns.remove(&id) {
+        if let Some(mut c) = self.take_conn(id) {
             c.conn.unwatch(&self.epoll);
         }
+    }
+
+    /// Removes a connection from the table (its staged bytes with it).
+    fn take_conn(&mut self, id: u64) -> Option<PortConn> {
+        let c = self.conns.remove(&id)?;
+        self.staged = self.staged.saturating_sub(c.conn.reader().staged_bytes());
+        Some(c)
+    }
+
+    /// At the connection cap, closes the connection that waited longest:
+    /// first those that never carried a record since their handshake (a
+    /// flood's), then those idle for [`IDLE_MIN`] at least; never one with
+    /// records queued or a record half read. Its peer fails as if it had
+    /// closed (a later send dials again). False: at the cap, none to close.
+    fn make_room(&mut self) -> bool {
+        if self.conns.len() < self.max_conns {
+            return true;
+        }
+        let now = self.now;
+        let victim = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                c.conn.phase() == Phase::Up
+                    && !c.self_reader
+                    && c.conn.queue().is_empty()
+                    && !c.conn.stalled()
+                    && !c.conn.reader().holds_input()
+                    && c.conn.reader().staged_bytes() == 0
+                    && (!c.carried
+                        || c.last_active
+                            .is_none_or(|t| now.saturating_duration_since(t) >= IDLE_MIN))
+            })
+            .min_by_key(|(id, c)| (c.carried, c.last_active, **id))
+            .map(|(id, c)| (*id, c.peer));
+        let Some((id, peer)) = victim else { return false };
+        crate::base::log::log_info!(
+            crate::abi::FI_LOG_EP_CTRL,
+            "tcp: {} connections (FI_RUSTFAB_TCP_MAX_CONNS): closing the idle one to {}",
+            self.conns.len(),
+            peer.map_or_else(String::new, |a| a.to_string())
+        );
+        if let Some(a) = peer {
+            if let Some(q) = self.queue_of(a) {
+                q.push(OutRecord::new(WireHdr::new(proto::op::BYE).to_bytes(), Body::None));
+            }
+            self.flush_peer(a);
+            if let Some(c) = self.conns.get(&id) {
+                c.conn.discard_input();
+            }
+            self.peers.remove(&a);
+        }
+        self.drop_conn(id);
+        true
     }
 
     /// Closes a connection whose failure concerns no peer: a payload being
     /// placed completes in error, records it held too.
     fn remove_conn(&mut self, id: u64, e: Error, d: &mut dyn Delivery) {
-        let Some(mut c) = self.conns.remove(&id) else { return };
+        let Some(mut c) = self.take_conn(id) else { return };
         c.conn.unwatch(&self.epoll);
         for m in c.conn.queue_mut().take_notifications() {
             d.sent(m, Err(e));
@@ -897,7 +1419,7 @@ impl TcpPort {
             })
             .map(|(id, _)| *id)
             .collect();
-        let mut gone: Vec<PortConn> = ids.iter().filter_map(|id| self.conns.remove(id)).collect();
+        let mut gone: Vec<PortConn> = ids.iter().filter_map(|id| self.take_conn(*id)).collect();
         let mut queued = Vec::new();
         for c in &mut gone {
             c.conn.unwatch(&self.epoll);
@@ -953,6 +1475,8 @@ impl TcpPort {
         for (_, mut c) in self.conns.drain() {
             c.conn.unwatch(&self.epoll);
         }
+        self.staged = 0;
+        self.parked.clear();
         self.peers.clear();
     }
 }
@@ -993,8 +1517,8 @@ impl Port for TcpPort {
         !self.sent.is_empty()
             || !self.corked.is_empty()
             || !self.events.is_empty()
-            || self.peers.values().any(|p| p.doomed.is_some())
-            || self.conns.values().any(|c| c.conn.doomed().is_some())
+            || !self.doomed_peers.is_empty()
+            || !self.doomed.is_empty()
     }
 
     /// Larger messages go by rendezvous (RTS, then DATA once the receiver
@@ -1015,7 +1539,7 @@ impl Port for TcpPort {
         h.payload = n as u32;
         let body = match payload {
             Payload::None => Body::None,
-            Payload::Bytes(b) => Body::Owned(b.to_vec()),
+            Payload::Bytes(b) => Body::Owned(framing::outgoing_payload(&mut h, b)),
             Payload::Iov(iov, off, len) => Body::Iov(iov.sub(off, len)),
         };
         // Eager messages may wait for the pass that follows a burst;
@@ -1087,8 +1611,10 @@ impl Port for TcpPort {
     fn take_events(&mut self) -> Vec<PeerEvent> {
         if !self.polled {
             let mut wake = false;
-            for c in self.conns.values_mut() {
-                wake |= c.conn.offer_input(&self.epoll);
+            for id in &self.stalled {
+                if let Some(c) = self.conns.get_mut(id) {
+                    wake |= c.conn.offer_input(&self.epoll);
+                }
             }
             if wake {
                 // The stalled record (or bytes read ahead) is in our buffers,

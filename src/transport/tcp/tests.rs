@@ -243,7 +243,7 @@ fn malformed_frame_cuts_off_only_that_connection() {
     let (h, p) = hello::encode(Kind::Request, &fake, 1234);
     evil.write_all(&h).unwrap();
     evil.write_all(&p).unwrap();
-    let mut ans = [0u8; 64 + 16];
+    let mut ans = [0u8; 64 + 16 + 48];
     evil.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     // b must poll to answer.
     let t = Instant::now();
