@@ -135,10 +135,45 @@ pub trait Delivery {
     fn placed(&mut self, handle: u32, result: Result<()>);
     /// The whole payload of a `Buffer` placement.
     fn buffered(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, data: Vec<u8>);
+    /// An EAGER or DATA record whose whole payload is at hand (shm: in the
+    /// ring, readable until this returns): place, copy and complete it in
+    /// one step. The default goes through `place`/`placed`; the engine
+    /// overrides it to complete a matched receive without parking it as an
+    /// in-flight placement.
+    fn deliver(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition {
+        place_and_copy(self, src, src_pid, hdr, payload)
+    }
     /// Any other record (ACK, RTS, CTS, DATA, ...).
     fn control(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition;
     /// A `Sent::Queued` record went out (or could not).
     fn sent(&mut self, msg_id: u64, result: Result<()>);
+}
+
+/// [`Delivery::deliver`] in two steps: ask where the payload goes, copy it
+/// there, report it placed (or hand it over whole, or drop it, or stall).
+pub fn place_and_copy<D: Delivery + ?Sized>(
+    d: &mut D,
+    src: &Addr,
+    src_pid: i32,
+    hdr: &WireHdr,
+    payload: &dyn PayloadIn,
+) -> Disposition {
+    match d.place(src, src_pid, hdr) {
+        Place::Into { handle, dst, take } => {
+            // SAFETY: `dst` is the core's placement for this payload (a
+            // matched receive's application buffer or a pool buffer), valid
+            // until `placed`.
+            unsafe { payload.copy_to_iov(0, take, &dst, 0) };
+            d.placed(handle, Ok(()));
+            Disposition::Consumed
+        }
+        Place::Buffer => {
+            d.buffered(src, src_pid, hdr, payload.to_vec());
+            Disposition::Consumed
+        }
+        Place::Discard => Disposition::Consumed,
+        Place::Stall => Disposition::Stall,
+    }
 }
 
 /// A peer-level failure the endpoint turns into error completions.

@@ -297,6 +297,12 @@ impl Delivery for EngineDelivery<'_> {
     fn buffered(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, data: Vec<u8>) {
         self.st.buffered(src, src_pid, hdr, data)
     }
+    fn deliver(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition {
+        if self.st.deliver_matched(self.b, src, hdr, payload) {
+            return Disposition::Consumed;
+        }
+        crate::transport::place_and_copy(self, src, src_pid, hdr, payload)
+    }
     fn control(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition {
         self.st.control(self.b, src, src_pid, hdr, payload)
     }

@@ -164,6 +164,52 @@ impl State {
         }
     }
 
+    /// An EAGER message whose whole payload is at hand (shm's ring), for
+    /// the first posted receive it matches when that is a plain one: copied
+    /// into it and completed at once, as `place` + `placed` would, without
+    /// parking the receive as an in-flight placement. false: not that case
+    /// (nothing was done; the caller places it in two steps).
+    pub(super) fn deliver_matched(&mut self, b: &Bound<'_>, src: &Addr, h: &WireHdr, p: &dyn PayloadIn) -> bool {
+        if h.op != op::EAGER || self.buf.is_some() {
+            return false;
+        }
+        let tagged = h.flags & flag::TAGGED != 0;
+        let Some(idx) = self.m.find_posted(tagged, src, h.tag) else {
+            return false;
+        };
+        if self
+            .m
+            .posted_mut(tagged, idx)
+            .is_none_or(|r| r.flags & FI_MULTI_RECV != 0)
+        {
+            return false;
+        }
+        let Some(r) = self.m.take_posted(tagged, idx) else {
+            return false;
+        };
+        let len = h.len as usize;
+        let take = len.min(r.iov.total());
+        // SAFETY: `r.iov` is the matched receive's application buffer, valid
+        // until the receive completes (below).
+        unsafe { p.copy_to_iov(0, take, &r.iov, 0) };
+        self.complete_rx(
+            b,
+            &r,
+            Received {
+                src: Some(*src),
+                hdr: h,
+                buf: r.iov.addr_at(0),
+                len: take,
+                olen: len - take,
+                extra: 0,
+            },
+        );
+        if h.flags & flag::ACK_REQ != 0 {
+            self.ack(*src, h.msg_id, None, take);
+        }
+        true
+    }
+
     pub(super) fn placed(&mut self, b: &Bound<'_>, handle: u32, result: Result<()>) {
         if handle & STREAM_HANDLE != 0 {
             return self.stream_placed(b, handle & !STREAM_HANDLE, result);

@@ -595,7 +595,10 @@ impl Port for SimPort {
                     break;
                 }
                 let h = rec.hdr;
-                let consumed = if h.op == op::EAGER || h.op == op::DATA {
+                let consumed = if (h.op == op::EAGER || h.op == op::DATA) && !trickle {
+                    // Whole payloads (shm): one step, as shm's ring does.
+                    d.deliver(&src, pid, &h, &Bytes(&rec.payload)) == Disposition::Consumed
+                } else if h.op == op::EAGER || h.op == op::DATA {
                     match d.place(&src, pid, &h) {
                         Place::Into { handle, dst, take } => {
                             let take = take.min(rec.payload.len()).min(dst.total());

@@ -30,7 +30,7 @@ use crate::sys::doorbell::{Cred, Doorbell, DoorbellAddr, Ringer};
 use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
-use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
+use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Port, Sent};
 use ring::{cells_for, Ring};
 use segment::{Segment, SlotSender, NSLOTS, SLOT_ACTIVE, SLOT_CLAIMED, SLOT_CLOSED, SLOT_FREE};
 use std::collections::VecDeque;
@@ -546,21 +546,7 @@ fn dispatch(d: &mut dyn Delivery, rec: InRecord<'_>) -> Disposition {
     if rec.hdr.op != proto::op::EAGER && rec.hdr.op != proto::op::DATA {
         return d.control(&rec.src, rec.src_pid, &rec.hdr, &rec);
     }
-    match d.place(&rec.src, rec.src_pid, &rec.hdr) {
-        Place::Into { handle, dst, take } => {
-            // SAFETY: `dst` is the matched receive's application buffer (the
-            // core's placement), valid until that receive completes.
-            unsafe { rec.copy_to_iov(0, take, &dst, 0) };
-            d.placed(handle, Ok(()));
-            Disposition::Consumed
-        }
-        Place::Buffer => {
-            d.buffered(&rec.src, rec.src_pid, &rec.hdr, rec.payload_vec());
-            Disposition::Consumed
-        }
-        Place::Discard => Disposition::Consumed,
-        Place::Stall => Disposition::Stall,
-    }
+    d.deliver(&rec.src, rec.src_pid, &rec.hdr, &rec)
 }
 
 impl Port for ShmPort {
