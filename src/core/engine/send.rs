@@ -19,7 +19,6 @@ pub(super) enum TxState {
 pub(super) struct TxOp {
     pub(super) peer: Addr,
     pub(super) context: usize,
-    pub(super) flags: u64,
     pub(super) tagged: bool,
     pub(super) len: usize,
     pub(super) iov: IovList,
@@ -67,7 +66,7 @@ impl Inner {
         if a.flags & FI_MORE != 0 {
             self.port.more_coming();
         }
-        let r = self.start_send(b, a, peer, report);
+        let r = self.start_send(b, &a, peer, report);
         if r.is_err() && slot {
             if let Some(cq) = &b.tx_cq {
                 cq.unclaim_slot();
@@ -77,8 +76,10 @@ impl Inner {
     }
 
     /// Puts a checked send (holding its CQ slot, if any) on the wire: one
-    /// eager record, or a rendezvous request.
-    fn start_send(&mut self, b: &Bound<'_>, a: SendArgs, peer: Addr, report: Report) -> Result<()> {
+    /// eager record, or a rendezvous request. The operation is kept (a
+    /// `TxOp`) only while something is still to come for it: an ACK, the
+    /// transport's `sent`, or the rendezvous.
+    fn start_send(&mut self, b: &Bound<'_>, a: &SendArgs, peer: Addr, report: Report) -> Result<()> {
         let len = a.iov.total();
         let inject = a.inject_call || a.flags & FI_INJECT != 0;
         let delivery = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 && !a.inject_call;
@@ -94,19 +95,19 @@ impl Inner {
         if a.flags & FI_REMOTE_CQ_DATA != 0 {
             h.flags |= flag::REMOTE_CQ_DATA;
         }
-        let mut op = TxOp {
+        let eager_limit = self.port.eager_limit_for(&peer);
+        let op = |state| TxOp {
             peer,
             context: a.context,
-            flags: a.flags,
             tagged: a.tagged,
             len,
             iov: a.iov,
-            state: TxState::WaitAck,
+            state,
             report,
-            eager_limit: self.port.eager_limit_for(&peer),
+            eager_limit,
         };
-        if len > op.eager_limit && !inject {
-            return self.send_rts(b, h, op);
+        if len > eager_limit && !inject {
+            return self.send_rts(b, h, op(TxState::WaitAck));
         }
         if delivery {
             h.flags |= flag::ACK_REQ;
@@ -114,13 +115,12 @@ impl Inner {
         let sent = self.send_retry(b, &peer, &h, Payload::Iov(&a.iov, 0, len), inject)?;
         self.st.next_id += 1;
         match (sent, delivery) {
-            (Sent::Done, false) => self.st.finish_tx(b, op, Ok(())),
+            (Sent::Done, false) => self.st.complete_tx(b, a.context, a.tagged, len, report, Ok(())),
             (Sent::Done, true) => {
-                self.st.tx.insert(id, op);
+                self.st.tx.insert(id, op(TxState::WaitAck));
             }
             (Sent::Queued, ack) => {
-                op.state = TxState::WaitSent { ack };
-                self.st.tx.insert(id, op);
+                self.st.tx.insert(id, op(TxState::WaitSent { ack }));
             }
         }
         Ok(())
@@ -174,26 +174,38 @@ impl State {
     }
 
     pub(super) fn finish_tx(&mut self, b: &Bound<'_>, t: TxOp, status: Result<()>) {
-        let flags = FI_SEND | if t.tagged { FI_TAGGED } else { FI_MSG };
+        self.complete_tx(b, t.context, t.tagged, t.len, t.report, status);
+    }
+
+    /// A send's completion: its CQ entry (or error entry) and counter.
+    pub(super) fn complete_tx(
+        &mut self,
+        b: &Bound<'_>,
+        context: usize,
+        tagged: bool,
+        len: usize,
+        report: Report,
+        status: Result<()>,
+    ) {
+        let flags = FI_SEND | if tagged { FI_TAGGED } else { FI_MSG };
         let entry = CqEntry {
             len: 0,
-            ..CqEntry::new(t.context as *mut c_void, flags)
+            ..CqEntry::new(context as *mut c_void, flags)
         };
         match status {
             Ok(()) => {
                 if let Some(c) = &b.send_cntr {
                     c.inc();
                 }
-                cq_success(b.tx_cq, t.report, entry);
+                cq_success(b.tx_cq, report, entry);
             }
             Err(e) => {
                 if let Some(c) = &b.send_cntr {
                     c.inc_err();
                 }
-                let entry = CqEntry { len: t.len, ..entry };
-                cq_error(b.tx_cq, t.report.slot, CqErrEntry::new(entry, e.0));
+                let entry = CqEntry { len, ..entry };
+                cq_error(b.tx_cq, report.slot, CqErrEntry::new(entry, e.0));
             }
         }
-        let _ = t.flags;
     }
 }
