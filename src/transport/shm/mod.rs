@@ -33,6 +33,7 @@ use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
 use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Port, Sent};
 use ring::{cells_for, Ring};
 use segment::{Segment, SlotSender, NSLOTS, SLOT_ACTIVE, SLOT_CLAIMED, SLOT_CLOSED, SLOT_FREE};
+use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
@@ -285,50 +286,7 @@ impl ShmPort {
     }
 
     fn peer(&mut self, token: u64) -> Result<&mut PeerOut> {
-        if !self.peers.contains_key(&token) {
-            let seg = Segment::open(token)?;
-            if !seg.owner_alive() {
-                return Err(Error::ADDRNOTAVAIL);
-            }
-            let bell = DoorbellAddr::new(&segment::doorbell_path(token))?;
-            let claim = match seg.claim_slot(self.me) {
-                Ok(c) => c,
-                Err(e) => {
-                    // No free slot: the owner was asked to reclaim the
-                    // slots of dead senders; wake it if it sleeps.
-                    ring_doorbell(&self.ring_tx, &seg, &bell);
-                    return Err(e);
-                }
-            };
-            announce(
-                &self.ring_tx,
-                &seg,
-                &bell,
-                segment::hello_bytes(token, claim, self.token),
-            );
-            seg.activate(claim, self.me);
-            let slot = claim.slot;
-            let ring = seg.ring(slot);
-            self.peers.insert(
-                token,
-                PeerOut {
-                    seg,
-                    bell,
-                    slot,
-                    ring,
-                    tail: 0,
-                    free: 0,
-                    failed: false,
-                    last_check: Instant::now(),
-                    backlog: VecDeque::new(),
-                },
-            );
-        }
-        let p = self.peers.get_mut(&token).ok_or(Error::ADDRNOTAVAIL)?;
-        if p.failed {
-            return Err(Error::CONNRESET);
-        }
-        Ok(p)
+        peer_out(&mut self.peers, &self.ring_tx, self.me, self.token, token)
     }
 
     /// Whether the peer is (still) reachable; rate-limited liveness check.
@@ -373,9 +331,8 @@ impl ShmPort {
         let Addr::Shm(token) = *peer else {
             return Err(Error::INVAL);
         };
-        self.peer(token)?;
         let (ring_tx, events) = (&self.ring_tx, &mut self.events);
-        let p = self.peers.get_mut(&token).ok_or(Error::ADDRNOTAVAIL)?;
+        let p = peer_out(&mut self.peers, ring_tx, self.me, self.token, token)?;
         if !p.backlog.is_empty() {
             flush_backlog(p);
             if !p.backlog.is_empty() {
@@ -539,6 +496,55 @@ impl PayloadIn for InRecord<'_> {
     fn to_vec(&self) -> Vec<u8> {
         self.payload_vec()
     }
+}
+
+/// The outbound side towards `token` (opened, with a slot claimed and
+/// announced, on first use): one hash lookup for a known peer.
+fn peer_out<'a>(
+    peers: &'a mut FastMap<u64, PeerOut>,
+    ring_tx: &Ringer,
+    me: SlotSender,
+    my_token: u64,
+    token: u64,
+) -> Result<&'a mut PeerOut> {
+    let p = match peers.entry(token) {
+        Entry::Occupied(e) => e.into_mut(),
+        Entry::Vacant(v) => {
+            let seg = Segment::open(token)?;
+            if !seg.owner_alive() {
+                return Err(Error::ADDRNOTAVAIL);
+            }
+            let bell = DoorbellAddr::new(&segment::doorbell_path(token))?;
+            let claim = match seg.claim_slot(me) {
+                Ok(c) => c,
+                Err(e) => {
+                    // No free slot: the owner was asked to reclaim the
+                    // slots of dead senders; wake it if it sleeps.
+                    ring_doorbell(ring_tx, &seg, &bell);
+                    return Err(e);
+                }
+            };
+            announce(ring_tx, &seg, &bell, segment::hello_bytes(token, claim, my_token));
+            seg.activate(claim, me);
+            let slot = claim.slot;
+            let ring = seg.ring(slot);
+            v.insert(PeerOut {
+                seg,
+                bell,
+                slot,
+                ring,
+                tail: 0,
+                free: 0,
+                failed: false,
+                last_check: Instant::now(),
+                backlog: VecDeque::new(),
+            })
+        }
+    };
+    if p.failed {
+        return Err(Error::CONNRESET);
+    }
+    Ok(p)
 }
 
 /// Hands one ring record to the endpoint core.
