@@ -231,10 +231,18 @@ pub fn yield_now() {
     std::thread::yield_now();
 }
 
+#[cfg(test)]
+thread_local! {
+    /// /proc/<pid>/stat reads made by this thread (tests count them).
+    pub static PROC_READS: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+}
+
 /// Start time of process `pid` in clock ticks since boot (field 22 of
 /// /proc/<pid>/stat): with the pid it identifies a process incarnation, so
 /// a recycled pid is not mistaken for a live peer.
 pub fn proc_start_time(pid: i32) -> Option<u64> {
+    #[cfg(test)]
+    PROC_READS.with(|n| n.set(n.get() + 1));
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &s[s.rfind(')')? + 1..];
     // After ") " come fields 3.. ; starttime is field 22 → index 19.

@@ -145,6 +145,23 @@ struct PeerOut {
     backlog: VecDeque<WireHdr>,
 }
 
+impl PeerOut {
+    /// Whether the ring's owner is gone, asked when its ring is full: its
+    /// closed flag every time (one load), its process (a /proc read) at most
+    /// every LIVENESS_PERIOD, so a sender spinning on -FI_EAGAIN against a
+    /// slow receiver does not read /proc on every retry.
+    fn owner_gone(&mut self) -> bool {
+        if self.seg.closed() {
+            return true;
+        }
+        if self.last_check.elapsed() < LIVENESS_PERIOD {
+            return false;
+        }
+        self.last_check = Instant::now();
+        !self.seg.owner_alive()
+    }
+}
+
 pub struct ShmPort {
     /// Before `seg`: its socket file goes before the segment name does, so
     /// a next owner of this address never finds our file in use.
@@ -347,7 +364,7 @@ impl ShmPort {
                 Err(Error::CONNRESET)
             }
             Ok(false) => {
-                if !p.seg.owner_alive() {
+                if p.owner_gone() {
                     p.failed = true;
                     events.push(PeerEvent::Failed(*peer));
                     return Err(Error::CONNRESET);
@@ -880,6 +897,50 @@ mod tests {
         });
         assert_eq!(n, sent);
         assert!(a.send_record(&b.addr(), &h, Payload::Bytes(&msg)).is_ok());
+    }
+
+    /// Fills `a`'s ring towards `b` with eager records.
+    fn fill(a: &mut ShmPort, b: &ShmPort) -> (WireHdr, Vec<u8>) {
+        let msg = vec![5u8; EAGER_MAX];
+        let mut h = WireHdr::new(op::EAGER);
+        h.len = msg.len() as u64;
+        let mut sent = 0;
+        while a.send_record(&b.addr(), &h, Payload::Bytes(&msg)).is_ok() {
+            sent += 1;
+            assert!(sent < 1000);
+        }
+        (h, msg)
+    }
+
+    #[test]
+    fn retries_against_a_full_ring_do_not_read_proc_each_time() {
+        // A sender spinning on -FI_EAGAIN towards a slow receiver asks
+        // whether the receiver lives at most every LIVENESS_PERIOD (a /proc
+        // read is three system calls), not on every retry.
+        let mut a = port();
+        let b = port();
+        let (h, msg) = fill(&mut a, &b);
+        let t0 = Instant::now();
+        let before = sys::PROC_READS.with(|n| n.get());
+        for _ in 0..1000 {
+            assert_eq!(a.send_record(&b.addr(), &h, Payload::Bytes(&msg)), Err(Error::AGAIN));
+        }
+        let reads = sys::PROC_READS.with(|n| n.get()) - before;
+        let periods = (t0.elapsed().as_millis() / LIVENESS_PERIOD.as_millis()) as u64;
+        assert!(reads <= 1 + periods, "{reads} /proc reads for 1000 retries");
+    }
+
+    #[test]
+    fn a_full_ring_whose_owner_closed_fails_at_once() {
+        // The owner's closed flag is read on every retry (one load): no
+        // waiting for the next liveness period.
+        let mut a = port();
+        let b = port();
+        let (h, msg) = fill(&mut a, &b);
+        let to = b.addr();
+        drop(b);
+        assert_eq!(a.send_record(&to, &h, Payload::Bytes(&msg)), Err(Error::CONNRESET));
+        assert_eq!(a.take_events(), vec![PeerEvent::Failed(to)]);
     }
 
     #[test]

@@ -312,7 +312,7 @@ impl Segment {
         self.word(H_CLOSED).store(1, Ordering::Release);
     }
 
-    #[cfg(test)]
+    /// The owner marked the segment closed (its endpoint is gone).
     pub fn closed(&self) -> bool {
         self.read_u64(H_CLOSED) != 0
     }
