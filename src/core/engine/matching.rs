@@ -134,6 +134,7 @@ impl Matching {
         }
     }
 
+    #[inline]
     pub(crate) fn post(&mut self, r: PostedRecv) {
         self.queue(r.tagged).push_back(r);
     }
@@ -184,6 +185,9 @@ impl Matching {
     /// Index of the first unexpected message a receive would match. Claimed
     /// messages only match their claimer (`claim` = that context).
     pub(crate) fn find_unexpected(&self, r: &PostedRecv, claim: Option<usize>) -> Option<usize> {
+        if self.unexpected.is_empty() {
+            return None; // the common case of a receive posted ahead of time
+        }
         self.unexpected.iter().position(|u| {
             let claim_ok = match (u.claimed_by, claim) {
                 (None, None) => true,

@@ -66,6 +66,7 @@ impl Inner {
         res
     }
 
+    #[inline]
     pub(super) fn recv_claimed(&mut self, b: &Bound<'_>, r: PostedRecv) -> Result<()> {
         let a_flags = r.flags;
         if a_flags & FI_PEEK != 0 {
@@ -274,6 +275,7 @@ impl State {
         );
     }
 
+    #[inline]
     pub(super) fn post_recv(&mut self, b: &Bound<'_>, mut r: PostedRecv) {
         while let Some(idx) = self.m.find_unexpected(&r, None) {
             let u = self.m.take_unexpected(idx).expect("index just found");
