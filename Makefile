@@ -294,8 +294,15 @@ $(BUILD)/bench/rf_bench: c-tests/bench/rf_bench.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wno-psabi -o $@ $< -lfabric
 
+# Then, with FABTESTS_PREFIX (a fabtests 1.17 install), rustfab shm and tcp
+# against the fastest peers with fabtests' own ping-pong and bandwidth tests:
+# libfabric 1.17 shm and tcp;ofi_rxm, 2.x shm/sm2/tcp;ofi_rxm with
+# LIBFABRIC2_PREFIX (2.x native tcp also needs FABTESTS2_PREFIX), UCX
+# ucx_perftest when installed; CSV in $(BUILD)/bench/peers.csv
+# (c-tests/bench/peers.sh; it says so when FABTESTS_PREFIX is not set).
 bench: lib $(BUILD)/bench/rf_bench
 	c-tests/bench/run.sh $(BUILD)/bench/rf_bench
+	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/peers.sh
 
 # What an endpoint costs per peer (RSS, descriptors, shm mapped, first and
 # steady message round) for 1 ... 256 peers, rustfab next to shm and

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# make bench, second part: rustfab next to the fastest peers an HPC user
+# compares with, measured with the same programs in one run.
+#
+#   FABTESTS_PREFIX=/opt/fabtests [LIBFABRIC2_PREFIX=/opt/libfabric-2.6] \
+#   [FABTESTS2_PREFIX=/opt/fabtests-2.6] c-tests/bench/peers.sh
+#
+# Programs: fabtests 1.17's fi_rdm_pingpong (-S 1, 64, 4096: one-way latency,
+# usec/xfer) and fi_rdm_tagged_bw -W 64 (-S 4096, 65536, 1048576: MB/s), an
+# installed fabtests (nothing of fabtests is in this repository). Server on
+# CPU 0, client on CPU 1 (taskset), each run under `timeout`.
+#
+# Peers (each found or said to be missing):
+#   shm class: rustfab shm; libfabric 1.17 (Debian) shm; with
+#     LIBFABRIC2_PREFIX, libfabric 2.x shm and sm2 (the same 1.17 fabtests
+#     binaries: the 2.x core answers the 1.17 API, so only the provider
+#     changes); UCX `ucx_perftest` tag_lat / tag_bw with UCX_TLS=posix,self
+#     when installed.
+#   tcp class: rustfab tcp; 1.17 tcp;ofi_rxm; with LIBFABRIC2_PREFIX, 2.x
+#     tcp;ofi_rxm and, with FABTESTS2_PREFIX too, 2.x's native tcp RDM (the
+#     1.17 fabtests binaries fail its fi_av_insert, so its own are used).
+#
+# ROUNDS (3) rounds, each running every peer once per test and size in turn
+# (interleaved, so a burst of load on the shared machine hits all peers);
+# the median of the rounds is reported with its ratio to the fastest peer of
+# the class (rustfab excluded from "peer"): latency < 1 and bandwidth > 1
+# mean rustfab is ahead. Writes $BENCH_OUT/peers.csv (medians) and
+# peers-raw.csv (every run); no PNG plot yet (see the end). Exit status 0
+# unless nothing could be measured.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+ft=${FABTESTS_PREFIX:-}
+if [ -z "$ft" ] || [ ! -x "$ft/bin/fi_rdm_pingpong" ] || [ ! -x "$ft/bin/fi_rdm_tagged_bw" ]; then
+	echo "peers: NOT RUN. FABTESTS_PREFIX is not set or holds no bin/fi_rdm_pingpong and"
+	echo "peers: bin/fi_rdm_tagged_bw; set it to a fabtests 1.17 install (e.g. FABTESTS_PREFIX=/opt/fabtests)"
+	echo "peers: to compare rustfab with libfabric's shm and tcp;ofi_rxm (and 2.x, UCX) in this run."
+	exit 0
+fi
+lib=${FI_PROVIDER_PATH:-$root/build}
+if [ ! -e "$lib/librustfab-fi.so" ]; then
+	echo "peers: no $lib/librustfab-fi.so (make lib builds it)"
+	exit 1
+fi
+ROUNDS=${ROUNDS:-3}
+LAT_SIZES=${LAT_SIZES:-1 64 4096}
+BW_SIZES=${BW_SIZES:-4096 65536 1048576}
+WINDOW=${WINDOW:-64}
+LAT_ITERS=${LAT_ITERS:-10000}
+T=${PEER_TIMEOUT:-60}
+out_dir=${BENCH_OUT:-$root/build/bench}
+mkdir -p "$out_dir"
+raw=$out_dir/peers-raw.csv
+csv=$out_dir/peers.csv
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+bw_iters() { # messages per bandwidth run: ~100-500 MB at the large sizes
+	if [ "$1" -ge 1048576 ]; then echo 500; elif [ "$1" -ge 65536 ]; then echo 4000; else echo 20000; fi
+}
+
+# Peers: name|class|kind|provider|environment|fabtests bin directory
+rf="FI_PROVIDER_PATH=$lib FI_PROVIDER=rustfab"
+peers=(
+	"rustfab shm|shm|ft|rustfab|$rf FI_RUSTFAB_TRANSPORT=shm|$ft/bin"
+	"1.17 shm|shm|ft|shm||$ft/bin"
+	"rustfab tcp|tcp|ft|rustfab|$rf FI_RUSTFAB_TRANSPORT=tcp|$ft/bin"
+	"1.17 tcp;ofi_rxm|tcp|ft|tcp;ofi_rxm||$ft/bin"
+)
+l2=${LIBFABRIC2_PREFIX:-}
+if [ -n "$l2" ] && [ -e "$l2/lib/libfabric.so.1" ]; then
+	v2=$(basename "$(readlink -f "$l2/lib/libfabric.so.1")")
+	peers+=("2.x shm|shm|ft|shm|LD_LIBRARY_PATH=$l2/lib|$ft/bin")
+	peers+=("2.x sm2|shm|ft|sm2|LD_LIBRARY_PATH=$l2/lib|$ft/bin")
+	peers+=("2.x tcp;ofi_rxm|tcp|ft|tcp;ofi_rxm|LD_LIBRARY_PATH=$l2/lib|$ft/bin")
+	ft2=${FABTESTS2_PREFIX:-}
+	if [ -n "$ft2" ] && [ -x "$ft2/bin/fi_rdm_pingpong" ]; then
+		peers+=("2.x tcp|tcp|ft|tcp|LD_LIBRARY_PATH=$l2/lib|$ft2/bin")
+	else
+		echo "peers: libfabric 2.x native tcp RDM left out: set FABTESTS2_PREFIX to a fabtests 2.x install (the 1.17 binaries fail its fi_av_insert)"
+	fi
+	echo "peers: libfabric 2.x from $l2 ($v2)"
+else
+	echo "peers: libfabric 2.x left out (set LIBFABRIC2_PREFIX to its install prefix, e.g. /opt/libfabric-2.6)"
+fi
+if command -v ucx_perftest >/dev/null 2>&1; then
+	peers+=("UCX posix|shm|ucx|||")
+else
+	echo "peers: UCX left out (no ucx_perftest; Debian: ucx-utils)"
+fi
+
+port=$((20000 + $$ % 20000))
+next_port() { port=$((port + 3)); [ $port -lt 60000 ] || port=20000; }
+
+# run_ft env provider bindir program args... -> prints the figure or nothing
+run_ft() {
+	local envs=$1 prov=$2 bin=$3 prog=$4; shift 4
+	next_port
+	# shellcheck disable=SC2086
+	env -u FI_PROVIDER -u FI_PROVIDER_PATH $envs timeout -k 5 "$T" taskset -c 0 \
+		"$bin/$prog" -E$((port + 2)) -B $port -p "$prov" "$@" >"$work/srv" 2>&1 &
+	local spid=$!
+	sleep 0.3
+	# shellcheck disable=SC2086
+	env -u FI_PROVIDER -u FI_PROVIDER_PATH $envs timeout -k 5 "$T" taskset -c 1 \
+		"$bin/$prog" -E$((port + 2)) -P $port -B $((port + 1)) -p "$prov" "$@" 127.0.0.1 >"$work/cli" 2>&1
+	local rc=$?
+	wait $spid
+	local src=$?
+	[ $rc -eq 0 ] && [ $src -eq 0 ] || return 1
+	# bytes iters total time MB/sec usec/xfer Mxfers/sec
+	if [ "$prog" = fi_rdm_pingpong ]; then
+		awk '$1 != "bytes" && NF == 7 {v = $6} END {if (v != "") print v}' "$work/cli"
+	else
+		awk '$1 != "bytes" && NF == 7 {v = $5} END {if (v != "") print v}' "$work/cli"
+	fi
+}
+
+# run_ucx tag_lat|tag_bw size iters -> one-way latency (us) or MB/s (10^6)
+run_ucx() {
+	local t=$1 size=$2 n=$3
+	next_port
+	UCX_TLS=posix,self timeout -k 5 "$T" taskset -c 0 ucx_perftest -p $port >"$work/srv" 2>&1 &
+	local spid=$!
+	sleep 0.3
+	UCX_TLS=posix,self timeout -k 5 "$T" taskset -c 1 ucx_perftest 127.0.0.1 -p $port -t "$t" -s "$size" -n "$n" \
+		>"$work/cli" 2>&1
+	local rc=$?
+	wait $spid
+	[ $rc -eq 0 ] || return 1
+	# Final: iters p50 avg-lat overall-lat avg-bw overall-bw avg-rate overall-rate
+	# (ucx_perftest's MB are 2^20 bytes: converted to fabtests' 10^6)
+	if [ "$t" = tag_lat ]; then
+		awk '$1 == "Final:" {print $5}' "$work/cli"
+	else
+		awk '$1 == "Final:" {printf "%.2f\n", $7 * 1.048576}' "$work/cli"
+	fi
+}
+
+echo "round,class,test,size,peer,value,unit" >"$raw"
+failures=0
+start=$(date +%s)
+echo "peers: $ROUNDS interleaved rounds; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+for r in $(seq "$ROUNDS"); do
+	for test in lat bw; do
+		if [ $test = lat ]; then sizes=$LAT_SIZES; unit=us; else sizes=$BW_SIZES; unit=MB/s; fi
+		for size in $sizes; do
+			for p in "${peers[@]}"; do
+				IFS='|' read -r name class kind prov envs bin <<<"$p"
+				if [ "$kind" = ucx ]; then
+					if [ $test = lat ]; then
+						v=$(run_ucx tag_lat "$size" "$LAT_ITERS")
+					else
+						v=$(run_ucx tag_bw "$size" "$(bw_iters "$size")")
+					fi
+				elif [ $test = lat ]; then
+					v=$(run_ft "$envs" "$prov" "$bin" fi_rdm_pingpong -S "$size" -I "$LAT_ITERS")
+				else
+					v=$(run_ft "$envs" "$prov" "$bin" fi_rdm_tagged_bw -W "$WINDOW" -S "$size" -I "$(bw_iters "$size")")
+				fi
+				if [ -z "$v" ]; then
+					echo "peers: round $r: $name $test $size failed: $(tail -n 2 "$work/cli" | tr '\n' ' ')" >&2
+					failures=$((failures + 1))
+					continue
+				fi
+				echo "$r,$class,$test,$size,$name,$v,$unit" >>"$raw"
+			done
+		done
+	done
+done
+echo "peers: $(($(date +%s) - start)) s; load average at end: $(cut -d' ' -f1-3 /proc/loadavg); $failures failed runs"
+
+# Medians, and the ratio of each to the fastest peer of its class (rustfab
+# rows are never "the fastest peer": the ratio says where rustfab stands).
+awk -F, '
+function median(list,   n, a, i, j, t) {
+	n = split(list, a, " ")
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+NR > 1 {
+	k = $2 "," $3 "," $4; key[k] = 1; unit[k] = $7
+	v[k SUBSEP $5] = v[k SUBSEP $5] " " $6; cnt[k SUBSEP $5]++
+	if (!((k SUBSEP $5) in seen)) { seen[k SUBSEP $5] = 1; order[k] = order[k] "|" $5 }
+}
+END {
+	print "class,test,size,peer,median,unit,runs,fastest_peer,ratio_to_fastest_peer"
+	for (k in key) {
+		split(k, f, ","); n = split(substr(order[k], 2), names, "|")
+		best = ""; bv = 0
+		for (i = 1; i <= n; i++) {
+			m[i] = median(v[k SUBSEP names[i]])
+			if (names[i] ~ /^rustfab/) continue
+			if (best == "" || (f[2] == "lat" ? m[i] < bv : m[i] > bv)) { best = names[i]; bv = m[i] }
+		}
+		for (i = 1; i <= n; i++)
+			printf "%s,%s,%s,%s,%.3f,%s,%d,%s,%s\n", f[1], f[2], f[3], names[i], m[i], unit[k],
+				cnt[k SUBSEP names[i]], best, (best != "" && bv > 0 ? sprintf("%.2f", m[i] / bv) : "")
+	}
+}' "$raw" | sort -t, -k1,1 -k2,2r -k3,3n -k4,4 >"$csv.tmp"
+{ head -n 1 "$csv.tmp" | grep '^class' ; grep -v '^class' "$csv.tmp"; } >"$csv"
+rm -f "$csv.tmp"
+
+printf "\n%-5s %-4s %8s  %-17s %11s %-5s %-17s %6s\n" class test bytes peer median unit "fastest peer" ratio
+tail -n +2 "$csv" | awk -F, '{printf "%-5s %-4s %8s  %-17s %11s %-5s %-17s %6s\n", $1, $2, $3, $4, $5, $6, $8, $9}'
+echo "(lat: one-way us, ratio < 1 = faster than the fastest peer; bw: MB/s, ratio > 1 = more)"
+echo "peers: CSV $csv, every run in $raw"
+
+echo "peers: no PNG plot (not made yet: neither python3-matplotlib nor gnuplot is on the machine it was"
+echo "peers: written on, and an untried plotter is not shipped; the CSV has every figure)"
+[ "$(wc -l <"$raw")" -gt 1 ]
