@@ -123,6 +123,14 @@ impl ConnectedLink {
         tcp: &TcpSettings,
         context: usize,
     ) -> Result<(Arc<ConnectedLink>, Box<dyn Port>)> {
+        if tcp.auth_key.is_some() {
+            // fi_getinfo refuses a key in FI_EP_MSG hints; one from the
+            // environment must not be believed to protect this endpoint.
+            crate::base::log::log_warn!(
+                crate::abi::FI_LOG_EP_CTRL,
+                "FI_RUSTFAB_AUTH_KEY is set, but connected (FI_EP_MSG) endpoints take no key: this connection is not authenticated"
+            );
+        }
         let opts = ConnOptions {
             limits: Limits {
                 max_payload: EAGER_MAX,

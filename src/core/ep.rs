@@ -392,6 +392,9 @@ pub(crate) struct Endpoint<L> {
     bound: OnceLock<Binds>,
     pub(crate) enabled: AtomicBool,
     closed: AtomicBool,
+    /// The progress thread caught a panic in this endpoint's progress: its
+    /// state may be half updated, every later call fails (`-FI_EOTHER`).
+    failed: AtomicBool,
     pub(crate) inner: Mutex<Inner>,
     /// Wait fd registered with the domain's engine (its port's).
     wait_fd: core::sync::atomic::AtomicI32,
@@ -405,10 +408,17 @@ impl<L: Connection> HasUsers for Endpoint<L> {
     }
 }
 
+impl<L: Connection> Endpoint<L> {
+    /// Whether the progress thread failed this endpoint (see [`Source::fail_after_panic`]).
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+}
+
 impl<L: Connection> Source for Endpoint<L> {
     fn progress(&self) {
         if let Some(b) = self.bound.get() {
-            if !self.closed.load(Ordering::Acquire) {
+            if !self.closed.load(Ordering::Acquire) && !self.failed.load(Ordering::Acquire) {
                 let mut g = self.inner.lock();
                 g.progress(b);
                 if let Some(m) = &self.msg {
@@ -419,6 +429,9 @@ impl<L: Connection> Source for Endpoint<L> {
     }
     fn set_sleepers(&self, n: usize) {
         self.inner.lock().set_sleepers(n);
+    }
+    fn fail_after_panic(&self) {
+        self.failed.store(true, Ordering::Release);
     }
     fn has_pending(&self) -> bool {
         match self.inner.try_lock() {
@@ -494,6 +507,7 @@ impl<L: Connection> Endpoint<L> {
             bound: OnceLock::new(),
             enabled: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
             inner: Mutex::new(inner),
             wait_fd: core::sync::atomic::AtomicI32::new(wait_fd),
             msg,

@@ -43,6 +43,11 @@ pub trait Source: Send + Sync {
     fn wants_timer(&self) -> bool {
         false
     }
+    /// The progress thread caught a panic in this source's `progress`: its
+    /// state may be half updated, so it must fail every later call (the
+    /// C face reports `-FI_EOTHER`, as for a panic in a thunk) instead of
+    /// going on. The thread no longer progresses it.
+    fn fail_after_panic(&self) {}
 }
 
 /// Longest sleep while a source wants its timer.
@@ -109,6 +114,35 @@ impl Engine {
         let Some(v) = self.sources.try_lock() else { return };
         for s in v.iter() {
             s.progress();
+        }
+    }
+
+    /// The progress thread's pass: like [`Engine::progress`], but a panic
+    /// in one source is caught here (nothing above this thread would catch
+    /// it: the thread would die and every `FI_PROGRESS_AUTO` endpoint of the
+    /// domain would silently stop moving). The source that panicked is
+    /// failed and dropped from the engine; the others go on.
+    fn progress_catching(&self) {
+        let Some(mut v) = self.sources.try_lock() else { return };
+        let mut i = 0;
+        while i < v.len() {
+            let s = &v[i];
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.progress())) {
+                Ok(()) => i += 1,
+                Err(p) => {
+                    let msg = p
+                        .downcast_ref::<&str>()
+                        .map(|m| m.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "unknown panic".into());
+                    crate::base::log::log_warn!(
+                        crate::abi::FI_LOG_CORE,
+                        "internal error in the progress thread: {msg}; the endpoint it was progressing fails from now on"
+                    );
+                    s.fail_after_panic();
+                    v.swap_remove(i);
+                }
+            }
         }
     }
 
@@ -201,7 +235,7 @@ fn progress_thread(engine: Weak<Engine>, stop: Arc<AtomicBool>) {
     let mut ready = Vec::new();
     while !stop.load(Ordering::Acquire) {
         let Some(e) = engine.upgrade() else { break };
-        e.progress();
+        e.progress_catching();
         e.arm();
         let pending = e.has_pending();
         if !pending {
@@ -242,6 +276,80 @@ pub fn stop_all_threads() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A source that panics on its first pass (when told to), and counts
+    /// its passes and whether it was failed.
+    struct Probe {
+        panic_once: AtomicBool,
+        passes: AtomicUsize,
+        failed: AtomicBool,
+    }
+
+    impl Probe {
+        fn new(panics: bool) -> Arc<Probe> {
+            Arc::new(Probe {
+                panic_once: AtomicBool::new(panics),
+                passes: AtomicUsize::new(0),
+                failed: AtomicBool::new(false),
+            })
+        }
+    }
+
+    impl Source for Probe {
+        fn progress(&self) {
+            self.passes.fetch_add(1, Ordering::AcqRel);
+            if self.panic_once.swap(false, Ordering::AcqRel) {
+                panic!("planted panic in a source");
+            }
+        }
+        fn wants_timer(&self) -> bool {
+            true
+        }
+        fn has_pending(&self) -> bool {
+            true
+        }
+        fn fail_after_panic(&self) {
+            self.failed.store(true, Ordering::Release);
+        }
+    }
+
+    /// A panic inside the progress thread is caught: the source that
+    /// panicked is failed and no longer progressed, the other sources of
+    /// the engine go on being progressed by the thread, and the thread
+    /// still stops when asked. (Without the catch the thread dies at the
+    /// panic and `good` is never progressed again.)
+    #[test]
+    fn a_panic_in_the_progress_thread_fails_only_that_source() {
+        let e = Engine::new().unwrap();
+        let bad = Probe::new(true);
+        let good = Probe::new(false);
+        e.add_source(bad.clone());
+        e.add_source(good.clone());
+        e.require_thread();
+        let deadline = sys::Deadline::after(Duration::from_secs(10));
+        while !bad.failed.load(Ordering::Acquire) && !deadline.expired() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(
+            bad.failed.load(Ordering::Acquire),
+            "the panicking source was not failed"
+        );
+        let seen = good.passes.load(Ordering::Acquire);
+        while good.passes.load(Ordering::Acquire) < seen + 100 && !deadline.expired() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(
+            good.passes.load(Ordering::Acquire) >= seen + 100,
+            "the other source is no longer progressed after the panic"
+        );
+        assert_eq!(
+            bad.passes.load(Ordering::Acquire),
+            1,
+            "a failed source was progressed again"
+        );
+        e.release_thread();
+        assert!(e.thread.lock().is_none());
+    }
 
     /// Stopping the progress thread must not leave the engine's epoll set
     /// readable (it is nested into every FD wait object it feeds).

@@ -100,7 +100,7 @@ pub(crate) unsafe fn call_obj<T: FiObject, R: FfiRet>(
         Ok(o) => o,
         Err(e) => return R::from_err(e),
     };
-    if obj.is_poisoned() {
+    if obj.is_poisoned() || (obj.core.failed() && !what.ends_with("close")) {
         return R::from_err(Error::OTHER);
     }
     match catch_unwind(AssertUnwindSafe(|| {

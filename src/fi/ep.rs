@@ -31,6 +31,9 @@ pub(crate) type EpObj = Obj<Ep>;
 impl FiObject for Ep {
     type Header = fid_ep;
     const CLASS: usize = FI_CLASS_EP;
+    fn failed(&self) -> bool {
+        self.has_failed()
+    }
 }
 
 /// `fi_endpoint`.

@@ -41,6 +41,11 @@ pub(crate) trait FiObject: Send + Sync + Sized + 'static {
     /// How [`close_when_idle`](crate::fi::close_when_idle) names its call
     /// (logs, injected panics).
     const CLOSE: &'static str = "close";
+    /// The core has failed (the progress thread caught a panic in it): every
+    /// call but close gets `-FI_EOTHER`, as for a poisoned object.
+    fn failed(&self) -> bool {
+        false
+    }
 }
 
 /// The core behind an application's `struct fid*` of class `T::CLASS` (a
