@@ -19,7 +19,7 @@ MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
-        c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale scale-mpi bench fmt lint clean panic-test \
+        c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-insns fmt lint clean panic-test \
         memcheck asan stress
 
 all: lib
@@ -300,9 +300,22 @@ $(BUILD)/bench/rf_bench: c-tests/bench/rf_bench.c
 # LIBFABRIC2_PREFIX (2.x native tcp also needs FABTESTS2_PREFIX), UCX
 # ucx_perftest when installed; CSV in $(BUILD)/bench/peers.csv
 # (c-tests/bench/peers.sh; it says so when FABTESTS_PREFIX is not set).
-bench: lib $(BUILD)/bench/rf_bench
+# Last, instructions per small-message round trip (valgrind callgrind over
+# rf_insns: one thread, two endpoints, no waiting, so the count does not
+# depend on machine load) for rustfab shm, 1.17 shm and, with
+# LIBFABRIC2_PREFIX, 2.x shm and sm2 (c-tests/bench/insns.sh; also
+# `make bench-insns` alone).
+bench: lib $(BUILD)/bench/rf_bench $(BUILD)/bench/rf_insns
 	c-tests/bench/run.sh $(BUILD)/bench/rf_bench
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/peers.sh
+	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/insns.sh $(BUILD)/bench/rf_insns
+
+$(BUILD)/bench/rf_insns: c-tests/bench/rf_insns.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric
+
+bench-insns: lib $(BUILD)/bench/rf_insns
+	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/insns.sh $(BUILD)/bench/rf_insns
 
 # What an endpoint costs per peer (RSS, descriptors, shm mapped, first and
 # steady message round) for 1 ... 256 peers, rustfab next to shm and

@@ -1,0 +1,208 @@
+/*
+ * rf_insns: the code path of one small-message round trip, without spinning,
+ * so that an instruction count (valgrind --tool=callgrind) compares
+ * providers independently of machine load.
+ *
+ *   rf_insns -p <prov> [-s bytes] [-i iters] [-t]
+ *
+ * One process, one thread, two RDM endpoints A and B (each its own domain,
+ * CQs and AV, as if in two processes, FI_CQ_FORMAT_CONTEXT, one receive posted ahead as fabtests'
+ * fi_rdm_pingpong does). Each iteration: A sends, B reads its receive
+ * completion (polling until it arrives: the first fi_cq_read usually finds
+ * it, so the count is of work, not of waiting), B reposts its receive and
+ * replies, A reads the reply, and each side reads its send completion.
+ * -t uses fi_tsend/fi_trecv (tag 0x1234) instead of fi_send/fi_recv.
+ * -e N adds N fi_cq_read calls on A's empty receive CQ per round trip: the
+ * difference from a run without them is the cost of one empty poll, the
+ * loop a waiting side spins in (its length bounds how soon an arrival is
+ * seen).
+ *
+ * c-tests/bench/insns.sh runs it under callgrind twice (iters and 3 x iters)
+ * and reports (Ir(3N) - Ir(N)) / 2N: instructions per round trip with set-up
+ * cancelled. It also prints "polls A B" — the number of fi_cq_read calls
+ * that found nothing, per round trip — so a count inflated by waiting shows.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#define DIE(...)                                            \
+	do {                                                \
+		fprintf(stderr, "rf_insns: " __VA_ARGS__);  \
+		fprintf(stderr, "\n");                      \
+		exit(2);                                    \
+	} while (0)
+#define CK(call)                                                                                  \
+	do {                                                                                      \
+		long _r = (long)(call);                                                           \
+		if (_r)                                                                           \
+			DIE("%s:%d %s = %ld (%s)", __FILE__, __LINE__, #call, _r, fi_strerror((int)-_r)); \
+	} while (0)
+
+struct side {
+	struct fid_ep *ep;
+	struct fid_cq *txcq, *rxcq;
+	struct fid_av *av;
+	fi_addr_t peer;
+	char *tx, *rx;
+	struct fi_context txctx, rxctx;
+};
+
+static int tagged;
+static unsigned long extra_empty;
+static size_t len = 1;
+static unsigned long empty_polls;
+
+static void open_side(struct fid_domain *dom, struct fi_info *info, struct side *s)
+{
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT, .size = 128};
+	struct fi_av_attr av_attr = {.type = FI_AV_MAP};
+	CK(fi_endpoint(dom, info, &s->ep, NULL));
+	CK(fi_cq_open(dom, &cq_attr, &s->txcq, NULL));
+	CK(fi_cq_open(dom, &cq_attr, &s->rxcq, NULL));
+	CK(fi_av_open(dom, &av_attr, &s->av, NULL));
+	CK(fi_ep_bind(s->ep, &s->txcq->fid, FI_TRANSMIT));
+	CK(fi_ep_bind(s->ep, &s->rxcq->fid, FI_RECV));
+	CK(fi_ep_bind(s->ep, &s->av->fid, 0));
+	CK(fi_enable(s->ep));
+	s->tx = calloc(1, len + 1);
+	s->rx = calloc(1, len + 1);
+	if (!s->tx || !s->rx)
+		DIE("out of memory");
+}
+
+static void post_recv(struct side *s)
+{
+	ssize_t r;
+	do {
+		r = tagged ? fi_trecv(s->ep, s->rx, len, NULL, FI_ADDR_UNSPEC, 0x1234, 0, &s->rxctx)
+			   : fi_recv(s->ep, s->rx, len, NULL, FI_ADDR_UNSPEC, &s->rxctx);
+	} while (r == -FI_EAGAIN);
+	CK(r);
+}
+
+static unsigned long eagain_sends;
+
+/* Some providers (libfabric 1.17's shm) finish connecting a new peer only
+ * when the peer's endpoint makes progress: a send that returns -FI_EAGAIN
+ * drives the other side's receive CQ with a zero-entry read (which progresses
+ * without consuming a completion) and tries again. */
+static void send_one(struct side *s, struct side *other)
+{
+	ssize_t r;
+	for (;;) {
+		r = tagged ? fi_tsend(s->ep, s->tx, len, NULL, s->peer, 0x1234, &s->txctx)
+			   : fi_send(s->ep, s->tx, len, NULL, s->peer, &s->txctx);
+		if (r != -FI_EAGAIN)
+			break;
+		eagain_sends++;
+		(void)fi_cq_read(other->rxcq, NULL, 0);
+		(void)fi_cq_read(s->txcq, NULL, 0);
+	}
+	CK(r);
+}
+
+static void wait_one(struct fid_cq *cq, void *ctx)
+{
+	struct fi_cq_entry e;
+	ssize_t r;
+	while ((r = fi_cq_read(cq, &e, 1)) == -FI_EAGAIN)
+		empty_polls++;
+	if (r != 1)
+		DIE("fi_cq_read = %zd (%s)", r, fi_strerror((int)-r));
+	if (e.op_context != ctx)
+		DIE("completion for the wrong context");
+}
+
+int main(int argc, char **argv)
+{
+	const char *prov = NULL;
+	unsigned long iters = 10000;
+	int c;
+	while ((c = getopt(argc, argv, "p:s:i:te:")) != -1) {
+		switch (c) {
+		case 'p': prov = optarg; break;
+		case 's': len = strtoul(optarg, NULL, 0); break;
+		case 'i': iters = strtoul(optarg, NULL, 0); break;
+		case 't': tagged = 1; break;
+		case 'e': extra_empty = strtoul(optarg, NULL, 0); break;
+		default: DIE("usage: rf_insns -p <prov> [-s bytes] [-i iters] [-t] [-e empty polls]");
+		}
+	}
+	if (!prov)
+		DIE("usage: rf_insns -p <prov> [-s bytes] [-i iters] [-t] [-e empty polls]");
+
+	struct fi_info *hints = fi_allocinfo(), *info;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG | (tagged ? FI_TAGGED : 0);
+	hints->mode = FI_CONTEXT;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->fabric_attr->prov_name = strdup(prov);
+	CK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
+	if (info->domain_attr->mr_mode & FI_MR_LOCAL)
+		DIE("%s requires FI_MR_LOCAL; not supported by this program", prov);
+
+	struct fid_fabric *fab;
+	struct fid_domain *doma, *domb;
+	CK(fi_fabric(info->fabric_attr, &fab, NULL));
+	CK(fi_domain(fab, info, &doma, NULL));
+	CK(fi_domain(fab, info, &domb, NULL));
+	struct side a = {0}, b = {0};
+	open_side(doma, info, &a);
+	open_side(domb, info, &b);
+
+	char na[256], nb[256];
+	size_t la = sizeof(na), lb = sizeof(nb);
+	CK(fi_getname(&a.ep->fid, na, &la));
+	CK(fi_getname(&b.ep->fid, nb, &lb));
+	if (fi_av_insert(a.av, nb, 1, &a.peer, 0, NULL) != 1 || fi_av_insert(b.av, na, 1, &b.peer, 0, NULL) != 1)
+		DIE("fi_av_insert failed");
+
+	post_recv(&a);
+	post_recv(&b);
+	for (unsigned long i = 0; i < iters; i++) {
+		a.tx[0] = (char)i;
+		send_one(&a, &b);
+		wait_one(b.rxcq, &b.rxctx);
+		if (b.rx[0] != (char)i)
+			DIE("iteration %lu: B received %d", i, b.rx[0]);
+		post_recv(&b);
+		wait_one(a.txcq, &a.txctx);
+		b.tx[0] = (char)~i;
+		send_one(&b, &a);
+		wait_one(a.rxcq, &a.rxctx);
+		if (a.rx[0] != (char)~i)
+			DIE("iteration %lu: A received %d", i, a.rx[0]);
+		post_recv(&a);
+		wait_one(b.txcq, &b.txctx);
+		for (unsigned long k = 0; k < extra_empty; k++) {
+			struct fi_cq_entry e;
+			if (fi_cq_read(a.rxcq, &e, 1) != -FI_EAGAIN)
+				DIE("an extra poll found a completion");
+		}
+	}
+	printf("rf_insns %s %zu bytes %lu round trips, %.2f empty polls and %.2f -FI_EAGAIN sends per round trip\n",
+	       prov, len, iters, (double)empty_polls / (double)iters, (double)eagain_sends / (double)iters);
+
+	struct side *sides[2] = {&a, &b};
+	for (int k = 0; k < 2; k++) {
+		fi_close(&sides[k]->ep->fid);
+		fi_close(&sides[k]->av->fid);
+		fi_close(&sides[k]->txcq->fid);
+		fi_close(&sides[k]->rxcq->fid);
+	}
+	fi_close(&doma->fid);
+	fi_close(&domb->fid);
+	fi_close(&fab->fid);
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+	return 0;
+}
