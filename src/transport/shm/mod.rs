@@ -78,6 +78,18 @@ impl InRecord<'_> {
     pub unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
         let len = len.min(self.payload_len().saturating_sub(off));
         if let Some(b) = &self.inline {
+            // The common small message: all of it into the start of a
+            // one-segment buffer, without a call to memcpy.
+            if off == 0 && dst_off == 0 {
+                if let [(p, cap)] = dst.segments() {
+                    if *cap >= len {
+                        // SAFETY: `p .. p + len` is application memory per
+                        // contract (len <= cap); the source is our local copy.
+                        unsafe { copy_small_raw(b.as_ptr(), *p as *mut u8, len) };
+                        return len;
+                    }
+                }
+            }
             // SAFETY: forwarded contract; the source is our local copy.
             return unsafe { PayloadIn::copy_to_iov(&b[..self.payload_len()], off, len, dst, dst_off) };
         }
@@ -720,12 +732,12 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
         let mut buf = [0u8; proto::INLINE_MAX];
         let mut at = 0;
         payload.for_each(|chunk| {
-            buf[at..at + chunk.len()].copy_from_slice(chunk);
+            copy_small(&mut buf[at..at + chunk.len()], chunk);
             at += chunk.len();
         });
         h.set_inline(&buf[..n]);
         // SAFETY: one free cell at `tail`, ours (producer).
-        unsafe { p.ring.write_at(p.tail, 0, &h.to_bytes()) };
+        unsafe { p.ring.write_cell(p.tail, &h.to_bytes()) };
         p.tail = p.tail.wrapping_add(1);
         p.ring.publish(p.tail);
         return Ok(true);
@@ -742,6 +754,48 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
     p.tail = p.tail.wrapping_add(cells);
     p.ring.publish(p.tail);
     Ok(true)
+}
+
+// A record header is exactly one ring cell (read and written whole).
+const _: () = assert!(HDR_LEN == ring::CELL);
+
+/// Copies at most `INLINE_MAX` bytes without a call to `memcpy` (whose
+/// dispatch costs more than the copy at these sizes).
+#[inline]
+fn copy_small(dst: &mut [u8], src: &[u8]) {
+    let n = src.len().min(dst.len()).min(proto::INLINE_MAX);
+    // SAFETY: both slices hold at least `n` bytes and do not overlap (one
+    // is borrowed mutably).
+    unsafe { copy_small_raw(src.as_ptr(), dst.as_mut_ptr(), n) }
+}
+
+/// `n <= INLINE_MAX` bytes from `src` to `dst`: two overlapping fixed-size
+/// moves cover any length from 4 to 16, three single bytes any below.
+///
+/// # Safety
+/// `src` readable and `dst` writable for `n` bytes, not overlapping.
+#[inline]
+unsafe fn copy_small_raw(src: *const u8, dst: *mut u8, n: usize) {
+    debug_assert!(n <= proto::INLINE_MAX);
+    // SAFETY (every access): offsets below `n`, per the contract; unaligned
+    // reads and writes of plain integers.
+    unsafe {
+        if n >= 8 {
+            dst.cast::<u64>().write_unaligned(src.cast::<u64>().read_unaligned());
+            dst.add(n - 8)
+                .cast::<u64>()
+                .write_unaligned(src.add(n - 8).cast::<u64>().read_unaligned());
+        } else if n >= 4 {
+            dst.cast::<u32>().write_unaligned(src.cast::<u32>().read_unaligned());
+            dst.add(n - 4)
+                .cast::<u32>()
+                .write_unaligned(src.add(n - 4).cast::<u32>().read_unaligned());
+        } else if n > 0 {
+            *dst = *src;
+            *dst.add(n / 2) = *src.add(n / 2);
+            *dst.add(n - 1) = *src.add(n - 1);
+        }
+    }
 }
 
 fn flush_backlog(p: &mut PeerOut) {
@@ -771,9 +825,8 @@ fn consume_slot(
         if avail == 0 {
             return Ok(());
         }
-        let mut hb = [0u8; HDR_LEN];
         // SAFETY: at least one published cell (64 bytes) at `head`.
-        unsafe { s.ring.read_at(s.head, 0, hb.as_mut_ptr(), HDR_LEN) };
+        let hb = unsafe { s.ring.read_cell(s.head) };
         let hdr = WireHdr::from_bytes(&hb);
         hdr.check(lim).map_err(|_| ())?;
         let inline = (hdr.flags & proto::flag::INLINE != 0).then(|| hdr.inline_bytes());

@@ -43,6 +43,9 @@ pub struct Corrupt;
 pub struct Ring {
     base: *mut u8,
     ncells: u64,
+    /// `ncells - 1` (a power of two): a cell index is `idx & mask`, not a
+    /// division on every access.
+    mask: u64,
 }
 
 // SAFETY: the ring is a view of shared memory whose control words are only
@@ -57,10 +60,11 @@ impl Ring {
     /// `base` must point to `ring_bytes(ncells)` bytes, 64-byte aligned, that
     /// stay mapped for the lifetime of every copy of this `Ring`.
     pub unsafe fn new(base: *mut u8, ncells: usize) -> Ring {
-        debug_assert!(ncells.is_power_of_two());
+        assert!(ncells.is_power_of_two(), "ring size must be a power of two");
         Ring {
             base,
             ncells: ncells as u64,
+            mask: ncells as u64 - 1,
         }
     }
 
@@ -76,7 +80,7 @@ impl Ring {
     }
 
     fn cell_ptr(&self, idx: u64) -> *mut u8 {
-        let i = (idx % self.ncells) as usize;
+        let i = (idx & self.mask) as usize;
         // SAFETY: i < ncells, so the cell lies inside the mapped ring.
         unsafe { self.base.add(CTL_BYTES + i * CELL) }
     }
@@ -121,7 +125,7 @@ impl Ring {
             let cell = at.wrapping_add((pos / CELL) as u64);
             let in_cell = pos % CELL;
             // Copy up to the end of the ring's linear run.
-            let run_cells = self.ncells - (cell % self.ncells);
+            let run_cells = self.ncells - (cell & self.mask);
             let room = run_cells as usize * CELL - in_cell;
             let n = room.min(src.len() - done);
             // SAFETY: `n` bytes from `in_cell` stay within the linear run of
@@ -166,7 +170,7 @@ impl Ring {
             let pos = off + done;
             let cell = at.wrapping_add((pos / CELL) as u64);
             let in_cell = pos % CELL;
-            let run_cells = self.ncells - (cell % self.ncells);
+            let run_cells = self.ncells - (cell & self.mask);
             let room = run_cells as usize * CELL - in_cell;
             let n = room.min(len - done);
             // SAFETY: source stays within the published linear run; the
@@ -174,6 +178,33 @@ impl Ring {
             unsafe { core::ptr::copy_nonoverlapping(self.cell_ptr(cell).add(in_cell), dst.add(done), n) };
             done += n;
         }
+    }
+
+    /// Writes one whole cell (a one-cell record: a header carrying its
+    /// payload inline) with a fixed-size copy.
+    ///
+    /// # Safety
+    /// As [`Ring::write_at`]: the cell at `at` is free and ours (producer).
+    #[inline]
+    pub unsafe fn write_cell(&self, at: u64, src: &[u8; CELL]) {
+        // SAFETY: `cell_ptr` points at a whole CELL-byte cell inside the
+        // ring (the index is reduced modulo the ring size); the caller owns
+        // it; raw copy, no reference to shared memory.
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.cell_ptr(at), CELL) }
+    }
+
+    /// Reads one whole cell with a fixed-size copy (the peer may be writing
+    /// anything there: the bytes are validated after the copy).
+    ///
+    /// # Safety
+    /// As [`Ring::read_at`]: the cell at `at` is published and ours to read.
+    #[inline]
+    pub unsafe fn read_cell(&self, at: u64) -> [u8; CELL] {
+        let mut b = [0u8; CELL];
+        // SAFETY: `cell_ptr` points at a whole cell inside the ring; raw
+        // copy into our own array, no reference to shared memory.
+        unsafe { core::ptr::copy_nonoverlapping(self.cell_ptr(at), b.as_mut_ptr(), CELL) };
+        b
     }
 
     /// Lets the producer reuse every cell before `new_head`.
