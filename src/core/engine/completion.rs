@@ -16,6 +16,41 @@ pub(super) struct Report {
     pub(super) slot: bool,
 }
 
+/// What a receive's completion needs of it: a posted receive, or the
+/// few words of one copied out before it left its queue (a [`RxWho`]:
+/// copying the whole receive, iov list and all, costs a call to memcpy on
+/// the small-message path).
+pub(super) trait RxIdent {
+    fn who(&self) -> RxWho;
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RxWho {
+    pub(super) context: usize,
+    pub(super) tagged: bool,
+    pub(super) flags: u64,
+    pub(super) claimed: bool,
+}
+
+impl RxIdent for RxWho {
+    #[inline]
+    fn who(&self) -> RxWho {
+        *self
+    }
+}
+
+impl RxIdent for PostedRecv {
+    #[inline]
+    fn who(&self) -> RxWho {
+        RxWho {
+            context: self.context,
+            tagged: self.tagged,
+            flags: self.flags,
+            claimed: self.claimed,
+        }
+    }
+}
+
 /// What a receive got: `len` bytes placed at `buf` of the message `hdr`
 /// from `src`; `olen` > 0 means truncated (FI_ETRUNC, `olen` = the rest);
 /// `extra` completion flags (FI_MULTI_RECV, FI_CLAIM, FI_MORE, ...).
@@ -67,7 +102,8 @@ impl State {
 
     /// A receive completed (successfully, truncated, or from a source
     /// FI_SOURCE_ERR must report).
-    pub(super) fn complete_rx(&mut self, b: &Bound<'_>, r: &PostedRecv, got: Received<'_>) {
+    pub(super) fn complete_rx(&mut self, b: &Bound<'_>, r: &impl RxIdent, got: Received<'_>) {
+        let r = r.who();
         let Received {
             src,
             hdr: h,

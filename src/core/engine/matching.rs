@@ -134,6 +134,12 @@ impl Matching {
         }
     }
 
+    /// Whether any unexpected message is queued.
+    #[inline]
+    pub(crate) fn has_unexpected(&self) -> bool {
+        !self.unexpected.is_empty()
+    }
+
     #[inline]
     pub(crate) fn post(&mut self, r: PostedRecv) {
         self.queue(r.tagged).push_back(r);
@@ -147,6 +153,18 @@ impl Matching {
 
     pub(crate) fn posted_mut(&mut self, tagged: bool, idx: usize) -> Option<&mut PostedRecv> {
         self.queue(tagged).get_mut(idx)
+    }
+
+    /// Removes a posted receive whose completion is made from a copy of
+    /// its few words (the receive itself is not moved out).
+    #[inline]
+    pub(crate) fn drop_posted(&mut self, tagged: bool, idx: usize) {
+        let q = self.queue(tagged);
+        if idx == 0 {
+            q.pop_front();
+        } else {
+            q.remove(idx);
+        }
     }
 
     pub(crate) fn take_posted(&mut self, tagged: bool, idx: usize) -> Option<PostedRecv> {

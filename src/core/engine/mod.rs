@@ -50,7 +50,7 @@ mod rendezvous;
 mod send;
 
 use self::buffered::{Buffered, BUF_HANDLE, PREFIX_AUX};
-use self::completion::{cq_error, cq_success, Received, RxFailure};
+use self::completion::{cq_error, cq_success, Received, RxFailure, RxIdent};
 use self::matching::{IovList, Matching, PostedRecv, RtsInfo, UnexBody, Unexpected};
 use self::peers::STREAM_LIVENESS;
 use self::recv::Inflight;

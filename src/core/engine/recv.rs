@@ -46,6 +46,25 @@ impl Inner {
             }
             None => false,
         };
+        if a.flags & (FI_PEEK | FI_CLAIM | FI_MULTI_RECV) == 0 && !self.st.m.has_unexpected() {
+            // The common receive: nothing queued can match it, so it goes
+            // straight to the posted queue, built in place (moving the
+            // receive through the general path below copies it several
+            // times, each a call to memcpy).
+            self.st.m.post(PostedRecv {
+                context: a.context,
+                iov: a.iov,
+                src,
+                tagged: a.tagged,
+                tag: a.tag,
+                ignore: a.ignore,
+                flags: a.flags,
+                used: 0,
+                claimed,
+            });
+            self.st.after_poll(self.port.as_mut(), b);
+            return Ok(());
+        }
         let r = PostedRecv {
             context: a.context,
             iov: a.iov,
@@ -178,28 +197,27 @@ impl State {
         let Some(idx) = self.m.find_posted(tagged, src, h.tag) else {
             return false;
         };
-        if self
-            .m
-            .posted_mut(tagged, idx)
-            .is_none_or(|r| r.flags & FI_MULTI_RECV != 0)
-        {
-            return false;
-        }
-        let Some(r) = self.m.take_posted(tagged, idx) else {
+        let Some(r) = self.m.posted_mut(tagged, idx) else {
             return false;
         };
+        if r.flags & FI_MULTI_RECV != 0 {
+            return false;
+        }
         let len = h.len as usize;
         let take = len.min(r.iov.total());
         // SAFETY: `r.iov` is the matched receive's application buffer, valid
         // until the receive completes (below).
         unsafe { p.copy_to_iov(0, take, &r.iov, 0) };
+        let (who, buf) = (r.who(), r.iov.addr_at(0));
+        // Completed from `who`: the receive leaves its queue unread.
+        self.m.drop_posted(tagged, idx);
         self.complete_rx(
             b,
-            &r,
+            &who,
             Received {
                 src: Some(*src),
                 hdr: h,
-                buf: r.iov.addr_at(0),
+                buf,
                 len: take,
                 olen: len - take,
                 extra: 0,
