@@ -205,21 +205,38 @@ TEST(mr_domain_busy)
 	CHECK_OK(close_dom());
 }
 
+/* A real endpoint of the open domain (shm), for fi_mr_bind. */
+static int open_ep(struct fi_info **info, struct fid_ep **ep)
+{
+	*info = rf_getinfo("shm", FI_EP_RDM, FI_MSG);
+	if (!*info)
+		return -FI_ENODATA;
+	return fi_endpoint(dom, *info, ep, NULL);
+}
+
 TEST(mr_bind_enable_refresh)
 {
 	struct fid_mr *mr;
+	struct fid_ep *ep;
+	struct fid_cntr *cntr;
+	struct fi_info *ei;
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+	/* Made-up fids are refused whatever their class (issue 12 finding 7). */
 	struct fid fake_ep = {FI_CLASS_EP, NULL, NULL};
 	struct fid fake_cntr = {FI_CLASS_CNTR, NULL, NULL};
 	struct iovec iov = {buf, 16};
 	CHECK_OK(open_dom("shm", 0));
+	CHECK_OK(open_ep(&ei, &ep));
+	CHECK_OK(fi_cntr_open(dom, &ca, &cntr, NULL));
 	CHECK_OK(fi_mr_reg(dom, buf, 16, RW, 0, 1, 0, &mr, NULL));
 	CHECK_OK(fi_mr_enable(mr));
 	CHECK_OK(fi_mr_refresh(mr, &iov, 1, 0));
 	CHECK_OK(fi_mr_refresh(mr, NULL, 0, 0));
 	CHECK_EQ(fi_mr_refresh(mr, NULL, 0, 1), -FI_EBADFLAGS);
 	/* endpoint binding only with FI_MR_ENDPOINT */
-	CHECK_EQ(fi_mr_bind(mr, &fake_ep, 0), -FI_EINVAL);
-	CHECK_EQ(fi_mr_bind(mr, &fake_cntr, FI_REMOTE_WRITE), -FI_ENOSYS);
+	CHECK_EQ(fi_mr_bind(mr, &ep->fid, 0), -FI_EINVAL);
+	CHECK_EQ(fi_mr_bind(mr, &cntr->fid, FI_REMOTE_WRITE), -FI_ENOSYS);
+	CHECK_EQ(fi_mr_bind(mr, &fake_cntr, FI_REMOTE_WRITE), -FI_EINVAL);
 	CHECK_EQ(fi_mr_bind(mr, &dom->fid, 0), -FI_EINVAL);
 	CHECK_EQ(fi_mr_bind(mr, NULL, 0), -FI_EINVAL);
 	CHECK_EQ(fi_control(&mr->fid, FI_GETWAIT, NULL), -FI_ENOSYS);
@@ -227,17 +244,24 @@ TEST(mr_bind_enable_refresh)
 	/* the MR's close slot must not close a domain */
 	CHECK_EQ(mr->fid.ops->close(&dom->fid), -FI_EINVAL);
 	CHECK_OK(fi_close(&mr->fid));
+	CHECK_OK(fi_close(&cntr->fid));
+	CHECK_OK(fi_close(&ep->fid));
+	fi_freeinfo(ei);
 	CHECK_OK(close_dom());
 
 	/* FI_MR_ENDPOINT: created disabled, bind then enable */
 	CHECK_OK(open_dom("shm", FI_MR_ENDPOINT));
+	CHECK_OK(open_ep(&ei, &ep));
 	CHECK_OK(fi_mr_reg(dom, buf, 16, RW, 0, 1, 0, &mr, NULL));
 	CHECK_EQ(fi_mr_enable(mr), -FI_EOPBADSTATE);
-	CHECK_EQ(fi_mr_bind(mr, &fake_ep, 1), -FI_EINVAL);
-	CHECK_OK(fi_mr_bind(mr, &fake_ep, 0));
+	CHECK_EQ(fi_mr_bind(mr, &ep->fid, 1), -FI_EINVAL);
+	CHECK_EQ(fi_mr_bind(mr, &fake_ep, 0), -FI_EINVAL);
+	CHECK_OK(fi_mr_bind(mr, &ep->fid, 0));
 	CHECK_OK(fi_mr_enable(mr));
-	CHECK_EQ(fi_mr_bind(mr, &fake_ep, 0), -FI_EOPBADSTATE);
+	CHECK_EQ(fi_mr_bind(mr, &ep->fid, 0), -FI_EOPBADSTATE);
 	CHECK_OK(fi_close(&mr->fid));
+	CHECK_OK(fi_close(&ep->fid));
+	fi_freeinfo(ei);
 	CHECK_OK(close_dom());
 }
 

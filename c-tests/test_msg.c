@@ -836,6 +836,87 @@ TEST(unread_connreq_is_refused_and_freed)
 	CHECK_EQ(count_fds(), before);
 }
 
+/*
+ * A connection request's handle lives until it is consumed, however many
+ * requests come and go meanwhile; a consumed one is refused (-FI_EINVAL)
+ * however late it comes back, without a read of it (issue 12 finding 7:
+ * before, consumed handles were freed 256 consumptions later and a later
+ * use read freed memory, which make memcheck reports).
+ */
+TEST(connreq_handles_live_until_consumed)
+{
+	struct side s, c1, c;
+	char buf[sizeof(struct fi_eq_cm_entry) + CM_MAX];
+	struct fi_eq_cm_entry *cm = (struct fi_eq_cm_entry *)buf;
+	struct fi_eq_err_entry err;
+	uint32_t ev;
+	CHECK_OK(srv_open(&s));
+	CHECK_OK(cli_open(&c1, &s.name));
+	CHECK_OK(fi_connect(c1.ep, &s.name, NULL, 0));
+	CHECK_EQ(get_event(s.eq, c1.eq, &ev, buf, sizeof(buf), NULL, 10), sizeof(*cm));
+	CHECK_EQ(ev, FI_CONNREQ);
+	struct fi_info *held = cm->info;
+	/* 300 more requests, each rejected (consumed), from one client domain. */
+	CHECK_OK(cli_open(&c, &s.name));
+	fid_t first_rejected = NULL;
+	for (int k = 0; k < 300; k++) {
+		if (k > 0) {
+			fi_close(&c.ep->fid);
+			c.ep = NULL;
+			CHECK_OK(ep_open(&c, c.info));
+		}
+		CHECK_OK(fi_connect(c.ep, &s.name, NULL, 0));
+		CHECK_EQ(get_event(s.eq, c.eq, &ev, buf, sizeof(buf), NULL, 10), sizeof(*cm));
+		CHECK_EQ(ev, FI_CONNREQ);
+		fid_t h = cm->info->handle;
+		fi_freeinfo(cm->info);
+		CHECK_OK(fi_reject(s.pep, h, NULL, 0));
+		if (!first_rejected)
+			first_rejected = h;
+		memset(&err, 0, sizeof(err));
+		CHECK_EQ(get_event(c.eq, s.eq, &ev, buf, sizeof(buf), &err, 10), -FI_EAVAIL);
+		CHECK_EQ(err.err, FI_ECONNREFUSED);
+	}
+	/* Long consumed: refused, unread. */
+	CHECK_EQ(fi_reject(s.pep, first_rejected, NULL, 0), -FI_EINVAL);
+	/* The held one still takes its connection. */
+	CHECK_OK(ep_open(&s, held));
+	fi_freeinfo(held);
+	CHECK_OK(fi_accept(s.ep, NULL, 0));
+	CHECK_EQ(get_event(s.eq, c1.eq, &ev, buf, sizeof(buf), NULL, 10), sizeof(*cm));
+	CHECK_EQ(ev, FI_CONNECTED);
+	CHECK_EQ(get_event(c1.eq, s.eq, &ev, buf, sizeof(buf), NULL, 10), sizeof(*cm));
+	CHECK_EQ(ev, FI_CONNECTED);
+	side_close(&c);
+	side_close(&c1);
+	side_close(&s);
+}
+
+/*
+ * A request read but never consumed (its info freed with fi_freeinfo,
+ * which does not reach the provider) is consumed when its passive endpoint
+ * closes: the client is refused at once and the handle is freed. Before,
+ * it stayed open (the client waited for ever) and leaked.
+ */
+TEST(pep_close_consumes_its_unconsumed_requests)
+{
+	struct side s, c;
+	char buf[sizeof(struct fi_eq_cm_entry) + CM_MAX];
+	struct fi_eq_cm_entry *cm = (struct fi_eq_cm_entry *)buf;
+	struct fi_eq_err_entry err = {0};
+	uint32_t ev;
+	CHECK_OK(srv_open(&s));
+	CHECK_OK(cli_open(&c, &s.name));
+	CHECK_OK(fi_connect(c.ep, &s.name, NULL, 0));
+	CHECK_EQ(get_event(s.eq, c.eq, &ev, buf, sizeof(buf), NULL, 10), sizeof(*cm));
+	CHECK_EQ(ev, FI_CONNREQ);
+	fi_freeinfo(cm->info);
+	side_close(&s);
+	CHECK_EQ(get_event(c.eq, NULL, &ev, buf, sizeof(buf), &err, 10), -FI_EAVAIL);
+	CHECK_EQ(err.err, FI_ECONNREFUSED);
+	side_close(&c);
+}
+
 /* One passive endpoint and EQ serve many connections in turn (a domain
  * per connection, as fabtests do): descriptors do not build up. */
 TEST(many_connections_one_eq)
@@ -1004,6 +1085,8 @@ int main(int argc, char **argv)
 	RUN(hostile_clients);
 	RUN(silent_flood_does_not_lock_out_a_client);
 	RUN(unread_connreq_is_refused_and_freed);
+	RUN(connreq_handles_live_until_consumed);
+	RUN(pep_close_consumes_its_unconsumed_requests);
 	RUN(many_connections_one_eq);
 	RUN(sread_wakes_across_processes);
 	RUN(peer_killed);

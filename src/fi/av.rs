@@ -269,7 +269,7 @@ unsafe extern "C" fn av_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
             if flags != 0 {
                 return Err(Error::INVAL);
             }
-            if fi::read_in(bfid)?.fclass != FI_CLASS_EQ {
+            if fi::class_of(bfid)? != FI_CLASS_EQ {
                 return Err(Error::INVAL);
             }
             o.core.bind_eq(fi::eq::from_fid(bfid)?, flags)?;

@@ -41,8 +41,7 @@ static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
 /// `fi_cntr_open`.
 pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cntr_attr, ctx: *mut c_void) -> Result<*mut fid_cntr> {
     let set = if attr.wait_obj == FI_WAIT_SET {
-        // SAFETY: `wait_set` is NULL or the application's fid_wait.
-        let s = unsafe { fi::wait::set_for_fabric(attr.wait_set as *mut fid, d.core.fabric()) }?;
+        let s = fi::wait::set_for_fabric(attr.wait_set as *mut fid, d.core.fabric())?;
         Some(Held::new(s))
     } else {
         None
@@ -65,12 +64,9 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cntr_attr, ctx: *mut c_void) -> Re
 }
 
 /// The counter core behind a `struct fid*` (endpoints' and MRs' binds).
-///
-/// # Safety
-/// `p` must be NULL or readable as a `struct fid`.
-pub(crate) unsafe fn from_fid(p: *mut fid) -> Result<Arc<Cntr>> {
-    // SAFETY: per the contract.
-    unsafe { fi::core_of(p) }
+/// Any pointer: one that is not a live rustfab Cntr is `-FI_EINVAL`.
+pub(crate) fn from_fid(p: *mut fid) -> Result<Arc<Cntr>> {
+    fi::core_of(p)
 }
 
 unsafe extern "C" fn cntr_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {

@@ -76,14 +76,12 @@ pub(crate) fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result
     cfg.fixed_peer = Some(CONNECTED_PEER);
     let origin = if info.handle != 0 {
         let h = info.handle as *mut fid;
-        // SAFETY: a non-NULL `info->handle` is a fid (libfabric's contract
-        // for handles); reading its class is what libfabric itself does.
-        let class = unsafe { fi::read_in(h) }?.fclass;
+        // Not a live rustfab object (another provider's handle, one already
+        // consumed): -FI_EINVAL, unread.
+        let class = fi::class_of(h)?;
         match class {
-            // SAFETY: `h` is readable as a fid (checked above).
-            FI_CLASS_CONNREQ => Origin::Request(unsafe { super::pep::take_connreq(h) }?),
-            // SAFETY: as above.
-            FI_CLASS_PEP => Origin::Bound(unsafe { super::pep::take_bound_socket(h) }?),
+            FI_CLASS_CONNREQ => Origin::Request(super::pep::take_connreq(h)?),
+            FI_CLASS_PEP => Origin::Bound(super::pep::take_bound_socket(h)?),
             _ => return Err(Error::INVAL),
         }
     } else {

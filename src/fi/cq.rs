@@ -45,8 +45,7 @@ static CQ_OPS: fi_ops_cq = fi_ops_cq {
 /// `fi_cq_open`.
 pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cq_attr, ctx: *mut c_void) -> Result<*mut fid_cq> {
     let set = if attr.wait_obj == FI_WAIT_SET {
-        // SAFETY: `wait_set` is NULL or the application's fid_wait.
-        let s = unsafe { fi::wait::set_for_fabric(attr.wait_set as *mut fid, d.core.fabric()) }?;
+        let s = fi::wait::set_for_fabric(attr.wait_set as *mut fid, d.core.fabric())?;
         Some(Held::new(s))
     } else {
         None
@@ -69,12 +68,9 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cq_attr, ctx: *mut c_void) -> Resu
 }
 
 /// The CQ core behind a `struct fid*` (endpoints' `fi_ep_bind`).
-///
-/// # Safety
-/// `p` must be NULL or readable as a `struct fid`.
-pub(crate) unsafe fn from_fid(p: *mut fid) -> Result<Arc<Cq>> {
-    // SAFETY: per the contract.
-    unsafe { fi::core_of(p) }
+/// Any pointer: one that is not a live rustfab Cq is `-FI_EINVAL`.
+pub(crate) fn from_fid(p: *mut fid) -> Result<Arc<Cq>> {
+    fi::core_of(p)
 }
 
 #[cfg(test)]

@@ -165,29 +165,23 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
     }
 }
 
-/// The core behind the fid `fi_ep_bind` names.
-///
-/// # Safety
-/// `bfid` must be NULL or readable as a `struct fid`.
-unsafe fn bind_target(bfid: *mut fid) -> Result<BindTarget> {
-    // SAFETY (all calls): per the contract.
-    unsafe {
-        Ok(match fi::read_in(bfid as *const fid)?.fclass {
-            FI_CLASS_AV => BindTarget::Av(fi::core_of(bfid)?),
-            FI_CLASS_CQ => BindTarget::Cq(fi::cq::from_fid(bfid)?),
-            FI_CLASS_CNTR => BindTarget::Cntr(fi::cntr::from_fid(bfid)?),
-            FI_CLASS_EQ => BindTarget::Eq(fi::eq::from_fid(bfid)?),
-            _ => return Err(Error::INVAL),
-        })
-    }
+/// The core behind the fid `fi_ep_bind` names (any pointer: one that is
+/// not a live rustfab AV, CQ, counter or EQ is `-FI_EINVAL`).
+fn bind_target(bfid: *mut fid) -> Result<BindTarget> {
+    Ok(match fi::class_of(bfid)? {
+        FI_CLASS_AV => BindTarget::Av(fi::core_of(bfid)?),
+        FI_CLASS_CQ => BindTarget::Cq(fi::cq::from_fid(bfid)?),
+        FI_CLASS_CNTR => BindTarget::Cntr(fi::cntr::from_fid(bfid)?),
+        FI_CLASS_EQ => BindTarget::Eq(fi::eq::from_fid(bfid)?),
+        _ => return Err(Error::INVAL),
+    })
 }
 
 unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
     // SAFETY: arguments from fi_ep_bind().
     unsafe {
         with_ep("fi_ep_bind", f as *const c_void, |o| {
-            // `bfid` comes from the application as a fid (bind_target's
-            // contract); it is read only after the enabled check.
+            // `bfid` is looked up only after the enabled check.
             o.core.bind(flags, || bind_target(bfid))?;
             Ok(0)
         })

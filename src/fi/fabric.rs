@@ -169,8 +169,7 @@ unsafe extern "C" fn fabric_trywait(f: *mut fid_fabric, fids: *mut *mut fid, cou
             }
             let fids = fi::slice_in(fids, count as usize)?;
             for &p in fids {
-                let r = fi::read_in(p)?;
-                match r.fclass {
+                match fi::class_of(p)? {
                     FI_CLASS_CQ => fi::cq::from_fid(p)?.trywait()?,
                     FI_CLASS_EQ => fi::eq::from_fid(p)?.trywait()?,
                     FI_CLASS_CNTR => fi::cntr::from_fid(p)?.trywait()?,

@@ -6,6 +6,11 @@
 //! (`Arc<T>`, shareable with objects bound to it). C owns the `Obj` between
 //! `create` and `close`; the core may outlive it while an internal user (a
 //! progress thread, a bound endpoint) still holds the `Arc`.
+//!
+//! A pointer from C is read only if it is the address of a live `Obj`
+//! ([`live`](crate::fi::live), the registry `create` adds to and `destroy`
+//! removes from): a foreign fid, a closed handle or a made-up struct is
+//! refused with `-FI_EINVAL` unread.
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
@@ -49,13 +54,22 @@ pub(crate) trait FiObject: Send + Sync + Sized + 'static {
 }
 
 /// The core behind an application's `struct fid*` of class `T::CLASS` (a
-/// CQ given to `fi_ep_bind`, an EQ given to `fi_domain_bind`, ...).
-///
-/// # Safety
-/// `p` must be NULL or readable as a `struct fid`.
-pub(crate) unsafe fn core_of<T: FiObject>(p: *mut fid) -> Result<Arc<T>> {
-    // SAFETY: per the contract.
+/// CQ given to `fi_ep_bind`, an EQ given to `fi_domain_bind`, ...); any
+/// other pointer is `-FI_EINVAL`.
+pub(crate) fn core_of<T: FiObject>(p: *mut fid) -> Result<Arc<T>> {
+    // SAFETY: the reference lives only for the clone of the core.
     Ok(unsafe { Obj::<T>::from_ptr(p as *const c_void) }?.core.clone())
+}
+
+/// The class of a live rustfab object (`fi_ep_bind` and the like dispatch
+/// on it); any other pointer (NULL, foreign, closed) is `-FI_EINVAL`,
+/// without reading it.
+pub(crate) fn class_of(p: *const fid) -> Result<usize> {
+    if !super::live::contains(p as usize) {
+        return Err(Error::INVAL);
+    }
+    // SAFETY: `p` is a live Obj (registry), which starts with a `struct fid`.
+    Ok(unsafe { (*p).fclass })
 }
 
 const MAGIC_BASE: u64 = 0x7275_7374_6661_6200; // "rustfab\0"
@@ -83,44 +97,74 @@ impl<T: FiObject> Obj<T> {
             poisoned: AtomicBool::new(false),
             core,
         });
-        Box::into_raw(b) as *mut T::Header
+        let p = Box::into_raw(b);
+        super::live::insert(p as usize);
+        p as *mut T::Header
     }
 
-    /// Recovers the object behind a pointer from C.
+    /// Recovers the object behind a pointer from C: NULL, a pointer that is
+    /// not a live rustfab object (foreign, made up, closed) or one of another
+    /// class → `-FI_EINVAL`. Nothing is read before the registry says the
+    /// pointer is a live `Obj`.
     ///
     /// # Safety
-    /// `p` must be NULL or point to memory readable as a `struct fid`; if its
-    /// class and magic match, it must be a live `Obj<T>` created by `create`.
+    /// The returned reference must not be used after the object is
+    /// destroyed, which only its `fi_close` does (a call racing with the
+    /// close of its own object is the application's error, libfabric's
+    /// threading rules). Any pointer value may be passed.
     pub(crate) unsafe fn from_ptr<'a>(p: *const c_void) -> Result<&'a Obj<T>> {
-        if p.is_null() {
-            return Err(Error::INVAL);
-        }
-        // SAFETY: the caller guarantees `p` points to a readable `struct fid`.
-        let class = unsafe { (*(p as *const fid)).fclass };
-        if class != T::CLASS {
+        if Self::class_ok(p)? != T::CLASS {
             return Err(Error::INVAL);
         }
         let obj = p as *const Obj<T>;
-        // SAFETY: an object of our class was created by `create`, so the magic
-        // word after the header is readable; a foreign object of the same
-        // class (another provider's) is at least as large as the header and
-        // the magic comparison rejects it before any other use.
+        // SAFETY: a live object of class T::CLASS is an Obj<T> (one FiObject
+        // type per class), created by `create`: the magic word is ours.
         let magic = unsafe { (*obj).magic.load(Ordering::Relaxed) };
         if magic != Self::magic() {
             return Err(Error::INVAL);
         }
-        // SAFETY: class and magic match, so this is a live Obj<T>.
+        // SAFETY: live (registry), class and magic match: a live Obj<T>.
         Ok(unsafe { &*obj })
     }
 
-    /// Frees an object; the caller has checked that nothing uses it.
+    fn class_ok(p: *const c_void) -> Result<usize> {
+        class_of(p as *const fid)
+    }
+
+    /// Frees an object; the caller has checked that nothing uses it. It
+    /// leaves the registry first: a later use of the pointer (a second
+    /// `fi_close`) is `-FI_EINVAL` and reads nothing.
     ///
     /// # Safety
     /// `this` must come from `from_ptr` and no other reference to it may be
     /// used afterwards (C gave up the pointer by calling close).
     pub(crate) unsafe fn destroy(this: &Obj<T>) {
-        this.magic.store(0, Ordering::Relaxed);
+        // SAFETY: forwarded; freed right after.
+        let p = unsafe { Self::unregister(this) };
+        // SAFETY: unregistered just now, freed once.
+        unsafe { Self::free_unregistered(p) };
+    }
+
+    /// Takes an object out of the registry without freeing it (its address
+    /// stays taken: see the CONNREQ quarantine in `fi/pep.rs`). Every use of
+    /// the pointer from C is `-FI_EINVAL` from now on.
+    ///
+    /// # Safety
+    /// As for `destroy`; the pointer returned is freed with
+    /// `free_unregistered` at most once.
+    pub(crate) unsafe fn unregister(this: &Obj<T>) -> *mut Obj<T> {
         let p = this as *const Obj<T> as *mut Obj<T>;
+        let was_live = super::live::remove(p as usize);
+        debug_assert!(was_live, "unregister of an object not in the registry");
+        this.magic.store(0, Ordering::Relaxed);
+        p
+    }
+
+    /// Frees an object `unregister` returned.
+    ///
+    /// # Safety
+    /// `p` comes from `unregister` and is freed once.
+    pub(crate) unsafe fn free_unregistered(p: *mut Obj<T>) {
         // SAFETY: `p` was produced by Box::into_raw in `create`.
         drop(unsafe { Box::from_raw(p) });
     }

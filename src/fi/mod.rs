@@ -1,5 +1,6 @@
 //! The C face: the one pattern every vtable thunk uses (`boundary`), the
-//! checked recovery of rustfab objects from `fid` pointers (`handle`),
+//! checked recovery of rustfab objects from `fid` pointers (`handle`, with
+//! `live`, the registry of live handles it consults before any read),
 //! memory C frees (`cmem`), the C form of `fi_info` (`attr`), and one module
 //! per object with its static operation tables, its `extern "C"` thunks and
 //! its C-facing open: the only code that dereferences pointers from C. Each
@@ -18,6 +19,7 @@ pub(crate) mod ep;
 pub(crate) mod eq;
 pub(crate) mod fabric;
 pub(crate) mod handle;
+pub(crate) mod live;
 pub(crate) mod mr;
 pub(crate) mod noops;
 pub(crate) mod pep;

@@ -230,7 +230,7 @@ unsafe extern "C" fn mr_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
     // SAFETY: arguments come from the application through fi_mr_bind().
     unsafe {
         fi::call_obj::<Mr, c_int>("fi_mr_bind", f as *const c_void, |o| {
-            let class = fi::read_in(bfid)?.fclass;
+            let class = fi::class_of(bfid)?;
             match class {
                 FI_CLASS_EP => {
                     o.core.bind_ep(bfid as usize, flags)?;

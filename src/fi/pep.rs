@@ -11,14 +11,19 @@
 //! Connection requests: `fi_endpoint` with the request's info takes its
 //! connection (the server endpoint, then `fi_accept`); `fi_reject` writes
 //! REJECT with the application's data and closes it. Either consumes the
-//! handle; a second use is `-FI_EINVAL`. The handle's memory outlives its
-//! use (error paths commonly call `fi_reject` after a failed accept):
-//! consumed handles are freed only after [`RETIRED_MAX`] later ones were
-//! consumed. A handle never consumed keeps its connection open until it is
-//! (`fi_close` on the handle also consumes it); an unread `FI_CONNREQ`
-//! event dropped with its EQ consumes it.
+//! handle: it leaves the registry of live objects (`fi/live.rs`) at once,
+//! so a later use (error paths commonly call `fi_reject` after a failed
+//! accept) is `-FI_EINVAL` without a read of the handle, however late it
+//! comes (its memory is kept for a while only so that its address does
+//! not go to the next request's handle at once: [`QUARANTINE_LEN`]). A handle never consumed keeps its
+//! connection open until it is (`fi_close` on the handle also consumes it),
+//! however long that takes, or until its passive endpoint closes (which
+//! consumes and frees the requests it announced); an unread `FI_CONNREQ`
+//! event dropped with its EQ consumes it. `fi_freeinfo` cannot consume it:
+//! libfabric's core frees the info without calling the provider.
 
 use crate::abi::*;
+use crate::base::collections::FastMap;
 use crate::base::error::{Error, Result};
 use crate::core::attr::Info;
 use crate::core::connected::CM_DATA_MAX;
@@ -30,13 +35,10 @@ use crate::fi::{self, noops, FiObject, Obj};
 use crate::transport::addr::Addr;
 use core::ffi::{c_int, c_void};
 use parking_lot::Mutex;
+use rustc_hash::FxBuildHasher;
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-
-/// Consumed connection-request handles kept allocated (see the module
-/// documentation).
-pub(crate) const RETIRED_MAX: usize = 256;
 
 impl FiObject for Pep {
     type Header = fid_pep;
@@ -58,77 +60,101 @@ static CONNREQ_FI_OPS: fi_ops = fi_ops {
     ops_set: Some(noops::no_ops_set),
 };
 
-/// Consumed handles, oldest first, freed beyond [`RETIRED_MAX`].
-static RETIRED: Mutex<VecDeque<usize>> = Mutex::new(VecDeque::new());
+/// Connection requests announced and not consumed yet: handle address →
+/// the address of the passive endpoint's core that announced it. A handle
+/// leaves this table and the registry of live handles together, when it is
+/// consumed (then freed at once) or when its passive endpoint closes.
+static OUTSTANDING: Mutex<FastMap<usize, usize>> = Mutex::new(FastMap::with_hasher(FxBuildHasher));
 
-fn retire(h: *mut fid) {
+/// Consumed handles are out of the registry at once (any use is
+/// `-FI_EINVAL`, unread), but their memory is kept for the next
+/// [`QUARANTINE_LEN`] consumptions, so that the allocator cannot hand the
+/// same address to the next request's handle: a stale handle given to
+/// `fi_reject` right after a failed accept (fabtests' error path) is
+/// refused rather than taken for a newer client's request. Safety does not
+/// rest on it; it only keeps addresses from being reused soon.
+const QUARANTINE_LEN: usize = 256;
+static QUARANTINE: Mutex<VecDeque<usize>> = Mutex::new(VecDeque::new());
+
+fn pep_key(pep: &Pep) -> usize {
+    pep as *const Pep as usize
+}
+
+/// Consumes a connection request: its connection; the handle is freed. Any
+/// pointer: one that is not a live request (another provider's, already
+/// consumed, made up) is `-FI_EINVAL` and is not read. With `pep`, the
+/// request must be one that passive endpoint announced.
+fn take_request(h: *mut fid, pep: Option<&Pep>) -> Result<ConnRequest> {
+    // SAFETY: the reference is used only until the destroy below, which
+    // only the one call that took the request does.
+    let o = unsafe { Obj::<ConnReq>::from_ptr(h as *const c_void) }?;
+    if let Some(p) = pep {
+        if OUTSTANDING.lock().get(&(h as usize)) != Some(&pep_key(p)) {
+            return Err(Error::INVAL);
+        }
+    }
+    let r = o.core.take()?;
+    OUTSTANDING.lock().remove(&(h as usize));
+    // SAFETY: taken: this call is the only one that retires it; nothing
+    // else uses the handle (a later use finds it gone from the registry).
+    let p = unsafe { Obj::unregister(o) };
     let old = {
-        let mut r = RETIRED.lock();
-        r.push_back(h as usize);
-        if r.len() > RETIRED_MAX {
-            r.pop_front()
+        let mut q = QUARANTINE.lock();
+        q.push_back(p as usize);
+        if q.len() > QUARANTINE_LEN {
+            q.pop_front()
         } else {
             None
         }
     };
-    if let Some(p) = old {
-        // SAFETY: `p` was created by `Obj::create` in `announce` and retired
-        // exactly once (only the call that took its request retires it).
-        if let Ok(o) = unsafe { Obj::<ConnReq>::from_ptr(p as *const c_void) } {
-            // SAFETY: nothing else frees it; the application consumed it
-            // RETIRED_MAX handles ago.
-            unsafe { Obj::destroy(o) };
-        }
+    if let Some(old) = old {
+        // SAFETY: unregistered when it entered the quarantine, freed once
+        // (it left the queue here).
+        unsafe { Obj::<ConnReq>::free_unregistered(old as *mut Obj<ConnReq>) };
     }
-}
-
-/// Consumes a connection request: its connection.
-///
-/// # Safety
-/// `h` must be NULL or readable as a `struct fid`.
-unsafe fn take_request(h: *mut fid) -> Result<ConnRequest> {
-    // SAFETY: per the contract.
-    let o = unsafe { Obj::<ConnReq>::from_ptr(h as *const c_void) }?;
-    let r = o.core.take()?;
-    retire(h);
     Ok(r)
 }
 
 /// `fi_endpoint` with a connection request's info: the request (its
-/// connection and the client's RTS prefix).
-///
-/// # Safety
-/// `h` must be NULL or readable as a `struct fid`.
-pub(crate) unsafe fn take_connreq(h: *mut fid) -> Result<ConnRequest> {
-    // SAFETY: forwarded.
-    unsafe { take_request(h) }
+/// connection and the client's RTS prefix). Any pointer (see
+/// [`take_request`]).
+pub(crate) fn take_connreq(h: *mut fid) -> Result<ConnRequest> {
+    take_request(h, None)
 }
 
 /// An unread `FI_CONNREQ` event is dropped (its EQ closes): the request is
-/// consumed (its connection closes; the client sees a refusal).
-///
-/// # Safety
-/// `h` must be NULL or readable as a `struct fid`.
-pub(crate) unsafe fn discard_connreq(h: *mut fid) {
-    // SAFETY: forwarded.
-    if !h.is_null() && unsafe { (*h).fclass } == FI_CLASS_CONNREQ {
-        // SAFETY: forwarded.
-        drop(unsafe { take_request(h) });
+/// consumed (its connection closes; the client sees a refusal). Nothing
+/// if the handle is gone already (its passive endpoint closed first).
+pub(crate) fn discard_connreq(h: *mut fid) {
+    drop(take_request(h, None));
+}
+
+/// A passive endpoint closes: the requests it announced that nobody
+/// consumed are (their connections close) and their handles freed; a later
+/// use of one is `-FI_EINVAL`.
+fn discard_requests_of(pep: &Pep) {
+    let key = pep_key(pep);
+    let mine: Vec<usize> = OUTSTANDING
+        .lock()
+        .iter()
+        .filter(|&(_, &p)| p == key)
+        .map(|(&h, _)| h)
+        .collect();
+    for h in mine {
+        drop(take_request(h as *mut fid, None));
     }
 }
 
 unsafe extern "C" fn connreq_close(f: *mut fid) -> c_int {
-    // SAFETY: `f` is the application's handle.
-    fi::call("connreq close", || unsafe { take_request(f) }.map(|_| 0).or(Ok(0)))
+    fi::call("connreq close", || take_request(f, None).map(|_| 0))
 }
 
 /// `fi_endpoint` with `info->handle` = a passive endpoint: its bound socket
-/// becomes the active endpoint's. Not while it listens.
-///
-/// # Safety
-/// `h` must be NULL or readable as a `struct fid`.
-pub(crate) unsafe fn take_bound_socket(h: *mut fid) -> Result<OwnedFd> {
-    // SAFETY: per the contract.
+/// becomes the active endpoint's. Not while it listens. Any pointer: one
+/// that is not a live rustfab passive endpoint is `-FI_EINVAL`.
+pub(crate) fn take_bound_socket(h: *mut fid) -> Result<OwnedFd> {
+    // SAFETY: the reference is used for this call only; `h` is not closed
+    // meanwhile (the application's fi_endpoint call uses it).
     unsafe { Obj::<Pep>::from_ptr(h as *const c_void) }?.core.take_bound()
 }
 
@@ -147,6 +173,7 @@ fn announce(pep: &Pep, eq: &Eq, req: ConnRequest) -> core::result::Result<(), Co
         },
         core.clone(),
     );
+    OUTSTANDING.lock().insert(handle as usize, pep_key(pep));
     let mut info = pep.info().clone();
     info.handle = handle as usize;
     info.addr_format = Addr::Inet(peer).format();
@@ -173,6 +200,7 @@ fn announce(pep: &Pep, eq: &Eq, req: ConnRequest) -> core::result::Result<(), Co
     }
     // Not queued: the request goes back to the pep, the handle (never seen
     // by anyone) is freed.
+    OUTSTANDING.lock().remove(&(handle as usize));
     // SAFETY: `handle` was created above and never handed out.
     if let Ok(o) = unsafe { Obj::<ConnReq>::from_ptr(handle as *const c_void) } {
         // SAFETY: as above: nobody else knows it.
@@ -253,6 +281,7 @@ unsafe extern "C" fn pep_close(f: *mut fid) -> c_int {
         with_pep("pep close", f as *const c_void, |o| {
             o.core.users().check_idle()?;
             o.core.close();
+            discard_requests_of(&o.core);
             Obj::destroy(o);
             Ok(0)
         })
@@ -266,7 +295,7 @@ unsafe extern "C" fn pep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int 
             if flags != 0 {
                 return Err(Error::BADFLAGS);
             }
-            if fi::read_in(bfid as *const fid)?.fclass != FI_CLASS_EQ {
+            if fi::class_of(bfid)? != FI_CLASS_EQ {
                 return Err(Error::INVAL);
             }
             o.core.bind_eq(crate::fi::eq::from_fid(bfid)?)?;
@@ -365,12 +394,12 @@ unsafe extern "C" fn pep_listen(p: *mut fid_pep) -> c_int {
 unsafe extern "C" fn pep_reject(p: *mut fid_pep, handle: *mut fid, param: *const c_void, paramlen: usize) -> c_int {
     // SAFETY: arguments from fi_reject().
     unsafe {
-        with_pep("fi_reject", p as *const c_void, |_| {
+        with_pep("fi_reject", p as *const c_void, |o| {
             if paramlen > CM_DATA_MAX {
                 return Err(Error::INVAL);
             }
             let data = super::connected::cm_data(param, paramlen)?;
-            take_request(handle)?.reject(data);
+            take_request(handle, Some(&o.core))?.reject(data);
             Ok(0)
         })
     }

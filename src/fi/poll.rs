@@ -59,7 +59,7 @@ unsafe extern "C" fn poll_add(p: *mut fid_poll, member: *mut fid, _flags: u64) -
     // SAFETY: arguments come from the application through fi_poll_add().
     unsafe {
         fi::call_obj::<PollSet, c_int>("fi_poll_add", p as *const c_void, |o| {
-            match fi::read_in(member)?.fclass {
+            match fi::class_of(member)? {
                 FI_CLASS_CQ => o.core.add_cq(&fi::cq::from_fid(member)?),
                 FI_CLASS_CNTR => o.core.add_cntr(&fi::cntr::from_fid(member)?),
                 _ => return Err(Error::INVAL),
@@ -73,7 +73,7 @@ unsafe extern "C" fn poll_del(p: *mut fid_poll, member: *mut fid, _flags: u64) -
     // SAFETY: arguments come from the application through fi_poll_del().
     unsafe {
         fi::call_obj::<PollSet, c_int>("fi_poll_del", p as *const c_void, |o| {
-            match fi::read_in(member)?.fclass {
+            match fi::class_of(member)? {
                 FI_CLASS_CQ => o.core.remove_cq(&fi::cq::from_fid(member)?)?,
                 FI_CLASS_CNTR => o.core.remove_cntr(&fi::cntr::from_fid(member)?)?,
                 _ => return Err(Error::INVAL),

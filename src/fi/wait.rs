@@ -51,12 +51,9 @@ pub(crate) fn open(f: &Obj<Fabric>, attr: &fi_wait_attr) -> Result<*mut fid_wait
 
 /// The wait set behind `attr->wait_set` of a CQ/EQ/counter being opened;
 /// it must belong to `fabric`.
-///
-/// # Safety
-/// `p` must be NULL or readable as a `struct fid`.
-pub(crate) unsafe fn set_for_fabric(p: *mut fid, fabric: &Arc<Fabric>) -> Result<Arc<WaitSet>> {
-    // SAFETY: per the contract.
-    let set = unsafe { fi::core_of::<WaitSet>(p) }?;
+/// Any pointer: one that is not a live rustfab wait set is `-FI_EINVAL`.
+pub(crate) fn set_for_fabric(p: *mut fid, fabric: &Arc<Fabric>) -> Result<Arc<WaitSet>> {
+    let set = fi::core_of::<WaitSet>(p)?;
     if !set.belongs_to(fabric) {
         return Err(Error::INVAL);
     }
@@ -64,12 +61,9 @@ pub(crate) unsafe fn set_for_fabric(p: *mut fid, fabric: &Arc<Fabric>) -> Result
 }
 
 /// `fi_trywait` on a wait set fid.
-///
-/// # Safety
-/// `p` must be readable as a `struct fid`.
-pub(crate) unsafe fn trywait_fid(p: *mut fid) -> Result<()> {
-    // SAFETY: per the contract.
-    unsafe { fi::core_of::<WaitSet>(p) }?.trywait()
+/// Any pointer: one that is not a live rustfab wait set is `-FI_EINVAL`.
+pub(crate) fn trywait_fid(p: *mut fid) -> Result<()> {
+    fi::core_of::<WaitSet>(p)?.trywait()
 }
 
 /// `fi_control(FI_GETWAIT / FI_GETWAITOBJ)` answered for wait object `w`

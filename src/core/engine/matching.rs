@@ -8,7 +8,14 @@
 //! messages in the order they arrived (per-peer FIFO gives FI_ORDER_SAS).
 //! Tag rule (fi_tagged(3)): a message tag `t` matches a receive with tag `r`
 //! and ignore mask `i` when `(t | i) == (r | i)`.
+//!
+//! Budget (`FI_RUSTFAB_UNEXP_BUDGET`): the unexpected queue holds at most
+//! `budget` bytes (data plus [`UNEXP_OVERHEAD`] per message), and each peer
+//! at most its fair share of it ([`Matching::can_buffer`]): one peer that
+//! floods unexpected messages is back-pressured (its records stay in the
+//! transport) while the others' still get in.
 
+use crate::base::collections::FastMap;
 use crate::transport::addr::Addr;
 use std::collections::VecDeque;
 
@@ -98,6 +105,8 @@ pub(crate) struct Matching {
     tagged: VecDeque<PostedRecv>,
     unexpected: VecDeque<Unexpected>,
     unexp_bytes: usize,
+    /// Bytes charged per peer; only peers holding something have an entry.
+    per_peer: FastMap<Addr, usize>,
     budget: usize,
 }
 
@@ -108,6 +117,7 @@ impl Matching {
             tagged: VecDeque::with_capacity(64),
             unexpected: VecDeque::with_capacity(64),
             unexp_bytes: 0,
+            per_peer: FastMap::default(),
             budget,
         }
     }
@@ -121,9 +131,45 @@ impl Matching {
         self.unexp_bytes
     }
 
-    /// Whether an unexpected message costing `len` data bytes fits the budget.
-    pub(crate) fn can_buffer(&self, len: usize) -> bool {
-        self.unexp_bytes + UNEXP_OVERHEAD + len <= self.budget
+    /// Whether an unexpected message of `src` costing `len` data bytes may
+    /// be queued: it must fit the endpoint's budget, and `src` must stay
+    /// within its fair share, `budget / (n + 2)` with `n` the other peers
+    /// holding unexpected messages (alone, a peer gets half: the other half
+    /// stays for peers that have not sent yet). A peer that holds nothing
+    /// is always admitted when the budget has room, so every message can
+    /// make progress whatever its size.
+    pub(crate) fn can_buffer(&self, src: &Addr, len: usize) -> bool {
+        let cost = UNEXP_OVERHEAD.saturating_add(len);
+        if self.unexp_bytes.saturating_add(cost) > self.budget {
+            return false;
+        }
+        let held = self.unexpected_held(src);
+        if held == 0 {
+            return true;
+        }
+        let others = self.per_peer.len() - 1;
+        held + cost <= self.budget / (others + 2)
+    }
+
+    /// Bytes charged to `src`'s unexpected messages.
+    pub(crate) fn unexpected_held(&self, src: &Addr) -> usize {
+        self.per_peer.get(src).copied().unwrap_or(0)
+    }
+
+    fn charge(&mut self, u: &Unexpected) {
+        let c = u.charge();
+        self.unexp_bytes += c;
+        *self.per_peer.entry(u.src).or_insert(0) += c;
+    }
+
+    fn discharge(&mut self, src: &Addr, c: usize) {
+        self.unexp_bytes -= c;
+        if let Some(h) = self.per_peer.get_mut(src) {
+            *h -= c;
+            if *h == 0 {
+                self.per_peer.remove(src);
+            }
+        }
     }
 
     fn queue(&mut self, tagged: bool) -> &mut VecDeque<PostedRecv> {
@@ -190,13 +236,13 @@ impl Matching {
     }
 
     pub(crate) fn push_unexpected(&mut self, u: Unexpected) {
-        self.unexp_bytes += u.charge();
+        self.charge(&u);
         self.unexpected.push_back(u);
     }
 
     /// Puts a message back at the head of the queue (it did not fit).
     pub(crate) fn push_unexpected_front(&mut self, u: Unexpected) {
-        self.unexp_bytes += u.charge();
+        self.charge(&u);
         self.unexpected.push_front(u);
     }
 
@@ -226,7 +272,7 @@ impl Matching {
 
     pub(crate) fn take_unexpected(&mut self, idx: usize) -> Option<Unexpected> {
         let u = self.unexpected.remove(idx)?;
-        self.unexp_bytes -= u.charge();
+        self.discharge(&u.src, u.charge());
         Some(u)
     }
 
@@ -242,7 +288,7 @@ impl Matching {
                 true
             }
         });
-        self.unexp_bytes -= freed;
+        self.discharge(src, freed);
         before - self.unexpected.len()
     }
 }
@@ -311,10 +357,10 @@ mod tests {
     #[test]
     fn unexpected_budget_and_claims() {
         let mut m = Matching::new(UNEXP_OVERHEAD * 2 + 100);
-        assert!(m.can_buffer(100));
+        assert!(m.can_buffer(&a(1), 100));
         m.push_unexpected(unex(a(1), true, 5, 60));
-        assert!(m.can_buffer(40));
-        assert!(!m.can_buffer(41));
+        assert!(m.can_buffer(&a(2), 40));
+        assert!(!m.can_buffer(&a(2), 41));
         m.push_unexpected(unex(a(2), true, 5, 40));
         let r = recv(9, true, 5, 0, None);
         assert_eq!(m.find_unexpected(&r, None), Some(0));
@@ -327,6 +373,47 @@ mod tests {
         assert_eq!(m.unexpected_bytes(), UNEXP_OVERHEAD + 40);
         assert_eq!(m.drop_unexpected_from(&a(2)), 1);
         assert_eq!(m.unexpected_bytes(), 0);
+    }
+
+    /// Issue 12 finding 9: one peer cannot hold the whole budget.
+    #[test]
+    fn each_peer_gets_a_fair_share_of_the_budget() {
+        let cost = UNEXP_OVERHEAD + 100;
+        let mut m = Matching::new(12 * cost);
+        // Alone, a peer takes half of the budget.
+        let mut n = 0;
+        while m.can_buffer(&a(1), 100) {
+            m.push_unexpected(unex(a(1), false, 0, 100));
+            n += 1;
+        }
+        assert_eq!(n, 6);
+        assert_eq!(m.unexpected_held(&a(1)), 6 * cost);
+        // Another peer still gets in, up to its own share (12/3 = 4).
+        n = 0;
+        while m.can_buffer(&a(2), 100) {
+            m.push_unexpected(unex(a(2), false, 0, 100));
+            n += 1;
+        }
+        assert_eq!(n, 4);
+        // Both are at their share now; a third peer gets the rest (its
+        // share, 12/4 = 3, is more than what is left), then the total stops.
+        assert!(!m.can_buffer(&a(1), 100) && !m.can_buffer(&a(2), 100));
+        for _ in 0..2 {
+            assert!(m.can_buffer(&a(3), 100));
+            m.push_unexpected(unex(a(3), false, 0, 100));
+        }
+        assert!(!m.can_buffer(&a(3), 0), "the budget is full");
+        assert_eq!(m.unexpected_bytes(), 12 * cost);
+        // A message bigger than any share still gets in alone.
+        let mut big = Matching::new(cost);
+        assert!(big.can_buffer(&a(1), 100));
+        big.push_unexpected(unex(a(1), false, 0, 100));
+        assert!(!big.can_buffer(&a(2), 0), "the total is a hard bound");
+        // Draining gives the share back.
+        while m.take_unexpected(0).is_some() {}
+        assert_eq!(m.unexpected_bytes(), 0);
+        assert_eq!(m.unexpected_held(&a(1)), 0);
+        assert!(m.per_peer.is_empty());
     }
 
     #[test]

@@ -20,8 +20,9 @@
 //! * **eager** (≤ `EAGER_MAX`, and every inject): one EAGER record carries the
 //!   data; the receiver copies it straight from the ring into the matched
 //!   buffer (one copy each way), or into the unexpected queue within the
-//!   endpoint's budget — beyond it the ring is left full (backpressure) and
-//!   the sender's posts return -FI_EAGAIN.
+//!   endpoint's budget and the sending peer's fair share of it — beyond
+//!   either the ring is left full (backpressure) and the sender's posts
+//!   return -FI_EAGAIN.
 //! * **rendezvous** (larger): an RTS record names the sender's buffer; the
 //!   receiver, once matched, copies it with `process_vm_readv` (single copy)
 //!   and ACKs; without CMA it answers CTS and the sender streams DATA records

@@ -177,7 +177,7 @@ impl State {
         if self.buf.is_some() {
             return self.buf_place(b, src, src_pid, h);
         }
-        if self.m.can_buffer(len) {
+        if self.m.can_buffer(src, len) {
             Place::Buffer
         } else {
             Place::Stall

@@ -198,7 +198,7 @@ impl State {
         if self.buf.is_some() {
             return self.buf_rts(b, src, src_pid, h, rts);
         }
-        if !self.m.can_buffer(rts.remote.len() * IOV_ENTRY) {
+        if !self.m.can_buffer(src, rts.remote.len() * IOV_ENTRY) {
             return Disposition::Stall;
         }
         self.m.push_unexpected(Unexpected {

@@ -22,7 +22,11 @@
 //! budget (`FI_RUSTFAB_BUFFERED_POOL`); the free lists live inside the same
 //! budget. An admission that does not fit is refused and the transport
 //! stalls that sender (backpressure, never a drop) — except that an empty
-//! pool always takes one message, so any message can make progress.
+//! pool always takes one message, so any message can make progress. Each
+//! sender gets a fair share of the pool: one already holding messages may
+//! hold at most `pool / (2 + other senders holding some)`, so that one
+//! flooding sender cannot stall the others (issue 12 finding 9; the
+//! ordering reserve below is outside the shares).
 //!
 //! # Large messages
 //! A message above `FI_OPT_BUFFERED_LIMIT` is reported with `FI_MORE` once
@@ -228,6 +232,11 @@ impl BufPool {
         self.count
     }
 
+    /// What a buffer for `n` data bytes is charged (data lines + overhead).
+    pub(crate) fn cost(n: usize) -> Option<usize> {
+        shape(n).1.checked_mul(LINE)?.checked_add(ENTRY_OVERHEAD)
+    }
+
     /// A buffer for `n` data bytes, if the budget (plus `reserve`) allows
     /// it; an empty pool always gives one. None: over budget (or out of
     /// memory) — the caller stalls the sender.
@@ -414,6 +423,8 @@ pub(crate) struct Buffered {
     unreported: VecDeque<u32>,
     /// Prefix fetches to start after the current poll pass.
     pub(crate) pulls: Vec<u32>,
+    /// Pool bytes charged per sender (only senders holding messages).
+    per_peer: FastMap<Addr, usize>,
 }
 
 impl Buffered {
@@ -426,6 +437,7 @@ impl Buffered {
             by_ctx: FastMap::default(),
             unreported: VecDeque::new(),
             pulls: Vec::new(),
+            per_peer: FastMap::default(),
         }
     }
 
@@ -451,7 +463,16 @@ impl Buffered {
         remote: Option<RtsInfo>,
     ) -> Option<u32> {
         let reserve = if self.holds_back(&src) { self.pool.budget() } else { 0 };
+        let mine = self.per_peer.get(&src).copied().unwrap_or(0);
+        if reserve == 0 && mine > 0 {
+            // Beyond its fair share, a sender waits (the others get in).
+            let others = self.per_peer.len() - 1;
+            if mine.checked_add(BufPool::cost(want)?)? > self.pool.budget() / (others + 2) {
+                return None;
+            }
+        }
         let buf = self.pool.alloc(want, reserve)?;
+        *self.per_peer.entry(src).or_insert(0) += buf.bytes() + ENTRY_OVERHEAD;
         let h = self.msgs.insert(BufMsg {
             buf,
             src,
@@ -519,6 +540,12 @@ impl Buffered {
     /// [`Buffered::release`]).
     pub(crate) fn remove(&mut self, h: u32) -> Option<BufMsg> {
         let m = self.msgs.remove(h)?;
+        if let Some(c) = self.per_peer.get_mut(&m.src) {
+            *c = c.saturating_sub(m.buf.bytes() + ENTRY_OVERHEAD);
+            if *c == 0 {
+                self.per_peer.remove(&m.src);
+            }
+        }
         if m.stage == Stage::Reported {
             self.by_ctx.remove(&m.buf.ctx_addr());
         } else if let Some(i) = self.unreported.iter().position(|&x| x == h) {
@@ -674,6 +701,34 @@ mod tests {
         assert!(p.cached() <= p.budget());
     }
 
+    /// Issue 12 finding 9: a sender beyond its share of the pool waits,
+    /// another still gets in; removing messages gives the share back.
+    #[test]
+    fn each_sender_gets_a_fair_share_of_the_pool() {
+        // 100 bytes → 320 B charged; a pool of 12 such messages.
+        let mut t = Buffered::new(BufOpts::new(16384, 12 * 320), 12 * 320);
+        let mut n = 0;
+        let mut first = Vec::new();
+        while let Some(h) = t.admit(a(1), 0, hdr(100), 100, None) {
+            t.get_mut(h).unwrap().stage = Stage::Ready;
+            first.push(h);
+            n += 1;
+        }
+        assert_eq!(n, 6, "alone: half of the pool");
+        n = 0;
+        while let Some(h) = t.admit(a(2), 0, hdr(100), 100, None) {
+            t.get_mut(h).unwrap().stage = Stage::Ready;
+            n += 1;
+        }
+        assert_eq!(n, 4, "12 / (1 + 2)");
+        assert!(t.admit(a(1), 0, hdr(100), 100, None).is_none());
+        for h in first {
+            let m = t.remove(h).unwrap();
+            t.release(m.buf);
+        }
+        assert!(t.admit(a(1), 0, hdr(100), 100, None).is_some(), "drained: in again");
+    }
+
     #[test]
     fn pool_reuses_buffers_within_budget() {
         let mut p = BufPool::new(8192);
@@ -779,6 +834,7 @@ mod tests {
             n += 1;
             assert!(n < 100_000);
         }
-        assert_eq!(n, MIN_POOL / (64 + ENTRY_OVERHEAD));
+        // One sender alone: half of the pool (its fair share).
+        assert_eq!(n, MIN_POOL / 2 / (64 + ENTRY_OVERHEAD));
     }
 }

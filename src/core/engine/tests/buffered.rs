@@ -270,9 +270,10 @@ fn a_full_pool_stalls_the_sender_until_messages_are_released() {
     }
     b.progress();
     let got = b.rx_ok();
-    // 16 000 bytes → a 256-line buffer plus overhead: 15 fit 256 KiB.
-    assert_eq!(got.len(), 15);
-    assert_eq!(net.queued(&a.addr, &b.addr), 1, "the last stays in the ring");
+    // 16 000 bytes → a 256-line buffer plus overhead: 7 fit half of 256 KiB
+    // (one sender's fair share of the pool).
+    assert_eq!(got.len(), 7);
+    assert_eq!(net.queued(&a.addr, &b.addr), 9, "the rest stays in the ring");
     b.progress();
     assert_eq!(b.rx_ok(), vec![]);
     for (i, r) in got.iter().enumerate() {
@@ -283,9 +284,11 @@ fn a_full_pool_stalls_the_sender_until_messages_are_released() {
     }
     b.progress();
     let next = b.rx_ok();
-    assert_eq!(next.len(), 1);
-    assert_eq!(report_bytes(&next[0], 16_000), msgs[15]);
-    assert_eq!(net.queued(&a.addr, &b.addr), 0);
+    assert_eq!(next.len(), 5);
+    for (i, r) in next.iter().enumerate() {
+        assert_eq!(report_bytes(r, 16_000), msgs[7 + i]);
+    }
+    assert_eq!(net.queued(&a.addr, &b.addr), 4);
 }
 
 #[test]
@@ -401,4 +404,51 @@ fn options_follow_the_setopt_rules() {
     let got = b.rx_ok();
     assert_eq!(got[0].flags, MRECV | FI_MORE);
     assert_eq!(report_bytes(&got[0], 2000), m, "an eager message is all here");
+}
+
+/// Issue 12 finding 9, buffered receives: a sender flooding the pool gets
+/// its share and no more; another sender's message is still reported.
+/// Without the per-sender share the flood filled the pool and the second
+/// sender's message stayed in its ring until the application released
+/// buffers.
+#[test]
+fn a_flooding_sender_cannot_fill_the_whole_pool() {
+    let mut sb = buffered(SimOpts::shm(), MIN_POOL);
+    sb.cq_size = 4096;
+    let (net, mut eps) = network(&[Spec::new(SimOpts::shm()), sb, Spec::new(SimOpts::shm())]);
+    let mut c = eps.pop().expect("c");
+    let mut b = eps.pop().expect("b");
+    let mut a = eps.pop().expect("a");
+    // 100 bytes are charged 320: the pool holds 819 of them.
+    let flood = pattern(100, 1);
+    for i in 0..1000 {
+        while let Err(e) = a.send(sargs(B, &flood, i)) {
+            assert_eq!(e, Error::AGAIN);
+            a.tx_ok(); // room in A's CQ; the records stay in B's ring
+        }
+    }
+    b.progress();
+    let from_a = b.rx_ok();
+    assert_eq!(from_a.len(), MIN_POOL / 2 / 320, "A: half of the pool");
+    let m = pattern(100, 99);
+    c.send(sargs(B, &m, 5000)).unwrap();
+    b.progress();
+    let from_c = b.rx_ok();
+    assert_eq!(from_c.len(), 1, "C's message is reported");
+    assert_eq!(report_bytes(&from_c[0], 100), m);
+    assert!(net.queued(&a.addr, &b.addr) > 0, "A waits");
+    // Releasing A's messages lets the rest of A's in, in order.
+    let mut got = from_a.len();
+    for r in from_a.iter().chain(from_c.iter()) {
+        discard(&mut b, r.ctx).unwrap();
+    }
+    for _ in 0..10 {
+        b.progress();
+        for r in b.rx_ok() {
+            assert_eq!(report_bytes(&r, 100), flood);
+            discard(&mut b, r.ctx).unwrap();
+            got += 1;
+        }
+    }
+    assert_eq!(got, 1000);
 }

@@ -778,3 +778,77 @@ fn fi_more_tells_the_transport() {
     a.send(sargs(B, &m, 2)).unwrap();
     assert_eq!(net.more_calls(&a.addr), 1);
 }
+
+/// Issue 12 finding 9: a peer flooding unexpected messages gets its share of
+/// the budget and no more (the rest of its records wait in the transport);
+/// another peer's message still gets into the unexpected queue, where a peek
+/// finds it. Without the per-peer share the flooder held the whole budget
+/// and the peek said FI_ENOMSG.
+#[test]
+fn a_flooding_peer_cannot_hold_the_whole_unexpected_budget() {
+    for sim in [SimOpts::shm(), SimOpts::tcp()] {
+        let cost = super::super::matching::UNEXP_OVERHEAD + 100;
+        let mut sb = Spec::new(sim);
+        sb.cfg.unexp_budget = 8 * cost;
+        let (net, mut eps) = network(&[Spec::new(sim), sb, Spec::new(sim)]);
+        let mut c = eps.pop().expect("c");
+        let mut b = eps.pop().expect("b");
+        let mut a = eps.pop().expect("a");
+        let tagged = |tag: u64, buf: &[u8], ctx: usize| SendArgs {
+            tagged: true,
+            tag,
+            ..sargs(B, buf, ctx)
+        };
+        let flood: Vec<Vec<u8>> = (0..20).map(|i| pattern(100, i as u8)).collect();
+        for (i, m) in flood.iter().enumerate() {
+            a.send(tagged(1, m, i)).unwrap();
+        }
+        run(&mut [&mut a, &mut b], 3);
+        assert_eq!(net.queued(&a.addr, &b.addr), 16, "A holds half of the budget");
+        let m = pattern(100, 99);
+        c.send(tagged(2, &m, 100)).unwrap();
+        run(&mut [&mut c, &mut a, &mut b], 3);
+        assert_eq!(net.queued(&c.addr, &b.addr), 0, "C's message is in");
+        let mut none: [u8; 0] = [];
+        b.recv(RecvArgs {
+            tagged: true,
+            tag: 2,
+            flags: FI_PEEK,
+            ..rargs(&mut none, 50)
+        })
+        .unwrap();
+        assert_eq!(
+            b.rx_ok(),
+            vec![Comp {
+                tag: 2,
+                ..Comp::recv(50, TRECV, 100, 0)
+            }],
+            "the peek finds C's message"
+        );
+        assert!(net.queued(&a.addr, &b.addr) > 0, "A is still back-pressured");
+        // Receiving drains A's share: all of A's messages arrive, in order.
+        let mut bufs: Vec<Vec<u8>> = (0..20).map(|_| vec![0u8; 100]).collect();
+        let mut got = 0;
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            b.recv(RecvArgs {
+                tagged: true,
+                tag: 1,
+                ..rargs(buf, 200 + i)
+            })
+            .unwrap();
+            run(&mut [&mut a, &mut b], 2);
+            got += b.rx_ok().len();
+        }
+        assert_eq!(got, 20);
+        assert_eq!(bufs, flood);
+        let mut mine = vec![0u8; 100];
+        b.recv(RecvArgs {
+            tagged: true,
+            tag: 2,
+            ..rargs(&mut mine, 300)
+        })
+        .unwrap();
+        assert_eq!(b.rx_ok().len(), 1);
+        assert_eq!(mine, m);
+    }
+}
