@@ -1,5 +1,5 @@
 //! Memory registration (`fi_mr(3)`): memory regions, their keys, and the
-//! domain's key → region map that RMA targets will be checked against.
+//! domain's key → region map every RMA target access is checked against.
 //!
 //! # Decisions
 //! * **Modes** come from the `mr_mode` of the info passed to `fi_domain`
@@ -19,7 +19,7 @@
 //!   0-based offsets into the region ("accessible by peers starting at a
 //!   base address of 0"), counted across the region's iovecs in order; with
 //!   it they are virtual addresses that must fall inside registered iovecs.
-//!   [`MrMap::verify`] implements both.
+//!   [`MrMap::access`] implements both.
 //! * **Only host memory**: `iface` is read only when the domain negotiated
 //!   `FI_HMEM` ("This field is ignored unless the application has requested
 //!   the FI_HMEM capability"); anything but `FI_HMEM_SYSTEM` is then
@@ -66,6 +66,7 @@ use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::domain::Domain;
 use crate::core::users::{HasUsers, Held, Users};
+use crate::transport::iov::IovList;
 use parking_lot::{Mutex, RwLock};
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -84,9 +85,8 @@ pub(crate) const MR_ACCESS: u64 =
 const REG_FLAGS: u64 = FI_RMA_EVENT;
 /// fi_errno.h: `FI_EKEYREJECTED` = EKEYREJECTED.
 const EKEYREJECTED: Error = Error(FI_EKEYREJECTED);
-#[cfg(test)]
 /// fi_errno.h: `FI_EACCES` = EACCES.
-const EACCES: Error = Error(FI_EACCES);
+pub(crate) const EACCES: Error = Error(FI_EACCES);
 
 /// The registration rules a domain's `mr_mode` amounts to (see the module
 /// comment): BASIC expanded, SCALABLE/UNSPEC removed.
@@ -124,7 +124,6 @@ pub(crate) enum Start {
 pub(crate) struct Region {
     /// (base address, length) of each registered buffer, in order.
     pub(crate) iov: Vec<(usize, usize)>,
-    #[cfg_attr(not(test), allow(dead_code))] // checked by `verify` (tests; RMA is not offered yet)
     pub(crate) access: u64,
     pub(crate) addressing: Addressing,
     enabled: AtomicBool,
@@ -162,12 +161,12 @@ impl Region {
         }
     }
 
-    #[cfg(test)]
-    /// The host memory segments behind `[addr, addr + len)` as a peer names
-    /// them, or -FI_EACCES if any byte is outside the region.
-    pub(crate) fn segments(&self, addr: u64, len: usize) -> Result<Vec<(usize, usize)>> {
+    /// The host memory behind `[addr, addr + len)` as a peer names it, or
+    /// -FI_EACCES if any byte is outside the region. A region has at most
+    /// [`MR_IOV_LIMIT`] buffers, so the pieces fit an [`IovList`].
+    pub(crate) fn range(&self, addr: u64, len: usize) -> Result<IovList> {
         let end = addr.checked_add(len as u64).ok_or(EACCES)?;
-        let mut out = Vec::new();
+        let mut out = IovList::new();
         if self.addressing == Addressing::Virtual {
             // Virtual addresses: every byte must lie in some registered iov.
             if len == 0 {
@@ -185,13 +184,16 @@ impl Region {
                     .find(|&&(b, l)| cur >= b as u64 && cur < b as u64 + l as u64)
                     .ok_or(EACCES)?;
                 let stop = end.min(b as u64 + l as u64);
-                out.push((cur as usize, (stop - cur) as usize));
+                if !out.push(cur as usize, (stop - cur) as usize) {
+                    return Err(EACCES);
+                }
                 cur = stop;
             }
             return Ok(out);
         }
         // 0-based offsets across the iovecs in order.
-        if end > self.len() as u64 {
+        let total: u64 = self.iov.iter().map(|&(_, l)| l as u64).sum();
+        if end > total {
             return Err(EACCES);
         }
         let (mut off, mut left) = (addr, len as u64);
@@ -205,11 +207,19 @@ impl Region {
                 continue;
             }
             let n = left.min(l - off);
-            out.push((b + off as usize, n as usize));
+            if !out.push(b + off as usize, n as usize) {
+                return Err(EACCES);
+            }
             left -= n;
             off = 0;
         }
         Ok(out)
+    }
+
+    #[cfg(test)]
+    /// [`Region::range`] as a vector of (address, length).
+    pub(crate) fn segments(&self, addr: u64, len: usize) -> Result<Vec<(usize, usize)>> {
+        self.range(addr, len).map(|l| l.segments().to_vec())
     }
 }
 
@@ -232,7 +242,7 @@ struct MapInner {
 }
 
 /// The domain's key → region map. `is_empty` keeps the domain open while
-/// any MR exists; `verify` is what RMA targets will call.
+/// any MR exists; `access` is what RMA targets call.
 #[derive(Default)]
 pub(crate) struct MrMap {
     inner: RwLock<MapInner>,
@@ -287,17 +297,24 @@ impl MrMap {
         self.inner.read().regions.get(&key).cloned()
     }
 
-    #[cfg(test)]
     /// Checks a peer's access to `[addr, addr + len)` of the region `key`
-    /// and returns the host segments to copy to/from. Unknown key →
-    /// -FI_EINVAL; missing access right, disabled region or out of range →
-    /// -FI_EACCES (as `util_mr_map.c:ofi_mr_map_verify`).
-    pub(crate) fn verify(&self, key: u64, addr: u64, len: usize, access: u64) -> Result<Vec<(usize, usize)>> {
-        let r = self.get(key).ok_or(Error::INVAL)?;
+    /// and returns the host memory to copy to/from: what an RMA target
+    /// calls before every access (docs/rma.md). Unknown key → -FI_EINVAL;
+    /// missing access right, disabled region or out of range → -FI_EACCES
+    /// (as `util_mr_map.c:ofi_mr_map_verify`).
+    pub(crate) fn access(&self, key: u64, addr: u64, len: usize, access: u64) -> Result<IovList> {
+        let m = self.inner.read();
+        let r = m.regions.get(&key).ok_or(Error::INVAL)?;
         if access & r.access != access || !r.is_enabled() {
             return Err(EACCES);
         }
-        r.segments(addr, len)
+        r.range(addr, len)
+    }
+
+    #[cfg(test)]
+    /// [`MrMap::access`] as a vector of (address, length).
+    pub(crate) fn verify(&self, key: u64, addr: u64, len: usize, access: u64) -> Result<Vec<(usize, usize)>> {
+        self.access(key, addr, len, access).map(|l| l.segments().to_vec())
     }
 }
 
