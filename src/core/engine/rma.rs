@@ -850,10 +850,7 @@ impl State {
             let status = match self.rma_target(&j.hdr, FI_REMOTE_WRITE) {
                 Err(e) => Some(e),
                 Ok(_) if !self.cfg.cma || j.src_pid <= 0 => Some(Error::OPNOTSUPP),
-                Ok(dst) => match port.pull(j.src_pid, &j.table, &dst, len) {
-                    Ok(_) => None,
-                    Err(e) => Some(e),
-                },
+                Ok(dst) => port.pull(j.src_pid, &j.table, &dst, len).err(),
             };
             self.rma_ack(j.src, &j.hdr, status);
             if status.is_none() {

@@ -579,7 +579,7 @@ fn post_time_checks() {
 /// a TCP reset in the middle of a streamed read fails it too.
 #[test]
 fn a_failing_peer_ends_its_operations() {
-    let (net, mut a, mut b) = rma_pair(SimOpts::shm());
+    let (net, mut a, b) = rma_pair(SimOpts::shm());
     let mut target = vec![0u8; 100_000];
     let key = b.register(&mut target, FI_REMOTE_WRITE | FI_REMOTE_READ, Addressing::Offset, 1);
     let src = pattern(100_000, 1);
