@@ -9,6 +9,10 @@ use crate::core::engine::matching::IovList;
 use crate::core::engine::{RmaArgs, RmaIovList, RmaKind};
 use crate::core::ep::{Connection, Endpoint};
 
+/// The RMA capabilities every endpoint kind offers (docs/rma.md): reads
+/// and writes, both ends, with remote events.
+pub(crate) const RMA_CAPS: u64 = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
+
 const COMPLETION_LEVELS: u64 = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_COMMIT_COMPLETE;
 /// Flags `fi_readmsg`/`fi_writemsg` take (fi_rma(3) FLAGS, and the
 /// operation and direction bits an application may leave in them).

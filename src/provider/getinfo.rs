@@ -127,7 +127,7 @@ pub const MR_CNT: usize = 65536;
 pub const MAX_ERR_DATA: usize = 64;
 
 /// RMA (docs/rma.md): reads and writes, both ends, with remote events.
-pub const RMA_CAPS: u64 = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
+pub const RMA_CAPS: u64 = crate::core::rma::RMA_CAPS;
 /// The RMA direction caps (`fi_getinfo(3)`: none named means all).
 const RMA_DIRECTION_CAPS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 /// Tx-side and rx-side RMA caps.
@@ -1657,7 +1657,8 @@ mod tests {
         assert_eq!(l[0].rx.as_ref().unwrap().caps, FI_MSG | FI_RECV | FI_MULTI_RECV);
     }
 
-    /// RMA is offered on the RDM entries only, with the attributes
+    /// RMA is offered on the RDM entries (the connected entry: the
+    /// msg_entry tests; this file's `getinfo` leaves it out), with the attributes
     /// fabtests' fi_getinfo_test checks: FI_RMA in info, tx and rx caps,
     /// the directions named or all of them, nothing beyond what was asked,
     /// no RMA ordering (so no ordering sizes).
@@ -1666,7 +1667,7 @@ mod tests {
         let mut h = alloc_hints();
         h.caps = FI_RMA;
         let l = run(&h).unwrap();
-        assert_eq!(names(&l), ["shm", "tcp"], "not the connected entry");
+        assert_eq!(names(&l), ["shm", "tcp"]);
         for i in &l {
             let dirs = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
             assert_eq!(i.caps & !(FI_LOCAL_COMM | FI_REMOTE_COMM), FI_RMA | dirs);
@@ -2533,11 +2534,15 @@ mod tests {
         assert_eq!(m.caps, crate::fi::connected::MSG_CAPS & !FI_VARIABLE_MSG);
         let l = super::getinfo(&query(Some(&msg_hints(FI_MSG | FI_VARIABLE_MSG)))).unwrap();
         assert_ne!(l[0].caps & FI_VARIABLE_MSG, 0);
-        assert_eq!(m.caps & (FI_SOURCE | FI_DIRECTED_RECV | FI_RMA | FI_ATOMIC), 0);
-        assert_eq!(m.tx.as_ref().unwrap().caps, FI_MSG | FI_TAGGED | FI_SEND);
+        assert_eq!(m.caps & (FI_SOURCE | FI_DIRECTED_RECV | FI_ATOMIC), 0);
+        assert_eq!(m.caps & RMA_CAPS, RMA_CAPS, "RMA on connected endpoints too");
+        assert_eq!(
+            m.tx.as_ref().unwrap().caps,
+            FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_READ | FI_WRITE
+        );
         assert_eq!(
             m.rx.as_ref().unwrap().caps,
-            FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV
+            FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT
         );
         assert_eq!(m.addr_format, FI_SOCKADDR_IN);
         assert_eq!(m.ep.as_ref().unwrap().protocol, TCP_PROTOCOL);
@@ -2556,8 +2561,11 @@ mod tests {
         let l = super::getinfo(&query(Some(&h))).unwrap();
         assert_eq!(l.len(), 1);
         assert_eq!(l[0].caps, FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM);
+        // fi_rma_bw -e msg's request.
+        let l = super::getinfo(&query(Some(&msg_hints(FI_MSG | FI_RMA)))).unwrap();
+        assert_eq!(l[0].tx.as_ref().unwrap().rma_iov_limit, RMA_IOV_LIMIT);
         // Capabilities the connected data path does not have.
-        for c in [FI_SOURCE, FI_DIRECTED_RECV, FI_RMA] {
+        for c in [FI_SOURCE, FI_DIRECTED_RECV, FI_ATOMIC] {
             assert_eq!(
                 super::getinfo(&query(Some(&msg_hints(FI_MSG | c)))).unwrap_err(),
                 Error::NODATA
