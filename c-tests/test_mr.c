@@ -219,7 +219,16 @@ TEST(mr_bind_enable_refresh)
 	CHECK_EQ(fi_mr_refresh(mr, NULL, 0, 1), -FI_EBADFLAGS);
 	/* endpoint binding only with FI_MR_ENDPOINT */
 	CHECK_EQ(fi_mr_bind(mr, &fake_ep, 0), -FI_EINVAL);
-	CHECK_EQ(fi_mr_bind(mr, &fake_cntr, FI_REMOTE_WRITE), -FI_ENOSYS);
+	CHECK_EQ(fi_mr_bind(mr, &fake_cntr, FI_REMOTE_WRITE), -FI_EINVAL); /* not a rustfab counter */
+	/* A real counter: FI_REMOTE_WRITE and/or FI_REMOTE_READ; it stays
+	 * busy until the MR closes (test_rma counts through it). */
+	struct fid_cntr *cntr;
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+	CHECK_OK(fi_cntr_open(dom, &ca, &cntr, NULL));
+	CHECK_EQ(fi_mr_bind(mr, &cntr->fid, 0), -FI_EINVAL);
+	CHECK_EQ(fi_mr_bind(mr, &cntr->fid, FI_SEND), -FI_EBADFLAGS);
+	CHECK_OK(fi_mr_bind(mr, &cntr->fid, FI_REMOTE_WRITE | FI_REMOTE_READ));
+	CHECK_EQ(fi_close(&cntr->fid), -FI_EBUSY);
 	CHECK_EQ(fi_mr_bind(mr, &dom->fid, 0), -FI_EINVAL);
 	CHECK_EQ(fi_mr_bind(mr, NULL, 0), -FI_EINVAL);
 	CHECK_EQ(fi_control(&mr->fid, FI_GETWAIT, NULL), -FI_ENOSYS);
@@ -227,6 +236,7 @@ TEST(mr_bind_enable_refresh)
 	/* the MR's close slot must not close a domain */
 	CHECK_EQ(mr->fid.ops->close(&dom->fid), -FI_EINVAL);
 	CHECK_OK(fi_close(&mr->fid));
+	CHECK_OK(fi_close(&cntr->fid));
 	CHECK_OK(close_dom());
 
 	/* FI_MR_ENDPOINT: created disabled, bind then enable */

@@ -2,7 +2,7 @@
  * (shm, tcp, auto): fi_write/writev/writemsg, fi_read/readv/readmsg,
  * fi_inject_write, fi_writedata, fi_inject_writedata with the bytes checked
  * at both ends, sizes from 1 byte to past the rendezvous limits, remote CQ
- * data, initiator and target counters, both addressing modes (0-based
+ * data, initiator, target and region (fi_mr_bind) counters, both addressing modes (0-based
  * offsets; FI_MR_VIRT_ADDR with provider keys), and the target's checks: a
  * bad key, a range outside the region or an access the region does not
  * grant is an error completion at the initiator and changes no memory at
@@ -129,6 +129,13 @@ TEST(write_read_sizes)
 	CHECK(tgt && loc);
 	CHECK_OK(open_pair(&a, &b, 0, 1));
 	CHECK_OK(fi_mr_reg(b.domain, tgt, cap, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, KEY_RW, 0, &mr, NULL));
+	/* The region's own counters (fi_mr_bind): writes, reads. */
+	struct fid_cntr *mw, *mrd;
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+	CHECK_OK(fi_cntr_open(b.domain, &ca, &mw, NULL));
+	CHECK_OK(fi_cntr_open(b.domain, &ca, &mrd, NULL));
+	CHECK_OK(fi_mr_bind(mr, &mw->fid, FI_REMOTE_WRITE));
+	CHECK_OK(fi_mr_bind(mr, &mrd->fid, FI_REMOTE_READ));
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		size_t n = sizes[i], off = 100 + i;
 		struct fi_cq_tagged_entry c;
@@ -157,8 +164,13 @@ TEST(write_read_sizes)
 	CHECK_EQ(fi_cntr_read(c_read), ops);
 	CHECK_EQ(fi_cntr_read(c_rwrite), ops);
 	CHECK_EQ(fi_cntr_read(c_rread), ops);
+	CHECK_EQ(fi_cntr_read(mw), ops);
+	CHECK_EQ(fi_cntr_read(mrd), ops);
 	CHECK(no_comp(&b, &a)); /* no remote CQ data asked: no target entry */
+	CHECK_EQ(fi_close(&mw->fid), -FI_EBUSY); /* bound to the MR */
 	fi_close(&mr->fid);
+	CHECK_OK(fi_close(&mw->fid));
+	CHECK_OK(fi_close(&mrd->fid));
 	close_pair(&a, &b);
 	munmap(tgt, cap);
 	munmap(loc, cap);
@@ -368,6 +380,10 @@ TEST(access_violations)
 	CHECK_OK(fi_mr_reg(b.domain, rw, R, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, KEY_RW, 0, &mrw, NULL));
 	CHECK_OK(fi_mr_reg(b.domain, ro, R, FI_REMOTE_READ, 0, KEY_RO, 0, &mro, NULL));
 	CHECK_OK(fi_mr_reg(b.domain, wo, R, FI_REMOTE_WRITE, 0, KEY_WO, 0, &mwo, NULL));
+	struct fid_cntr *rc;
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+	CHECK_OK(fi_cntr_open(b.domain, &ca, &rc, NULL));
+	CHECK_OK(fi_mr_bind(mrw, &rc->fid, FI_REMOTE_WRITE | FI_REMOTE_READ));
 	/* Unknown key: -FI_EINVAL (small and large: the CMA path on shm). */
 	REFUSED(&a, &b, 0, 100, 0, 0x9999, FI_EINVAL, rw, R, loc);
 	REFUSED(&a, &b, 1, 100, 0, 0x9999, FI_EINVAL, rw, R, loc);
@@ -401,7 +417,9 @@ TEST(access_violations)
 	CHECK_EQ(comp(&a, &b, &c, NULL), 1);
 	CHECK(check_fill(rw + 7, 500, 3));
 	CHECK(no_comp(&b, &a));
+	CHECK_EQ(fi_cntr_read(rc), 1); /* the refused ones did not count */
 	fi_close(&mrw->fid);
+	fi_close(&rc->fid);
 	fi_close(&mwo->fid);
 	close_pair(&a, &b);
 	munmap(rw, R);

@@ -36,9 +36,10 @@
 //! * **Enabling**: with `FI_MR_ENDPOINT` (or `FI_MR_RMA_EVENT` and the
 //!   FI_RMA_EVENT flag) a region starts disabled; `fi_mr_bind` to an
 //!   endpoint (flags 0) and `fi_mr_enable` enable it. Binding to an endpoint
-//!   without `FI_MR_ENDPOINT` is -FI_EINVAL; binding to a counter is
-//!   -FI_ENOSYS ("if the provider does not support reporting events based on
-//!   access to registered memory regions"). A disabled region fails
+//!   without `FI_MR_ENDPOINT` is -FI_EINVAL. Binding to a counter with
+//!   `FI_REMOTE_WRITE` and/or `FI_REMOTE_READ` makes it count every remote
+//!   write (read) segment done in the region (`Region::count`, called by
+//!   the RMA target); the MR's close releases the counter. A disabled region fails
 //!   `verify`.
 //! * **Raw keys** (`fi_mr_raw_attr`, `fi_mr_map_raw`, `fi_mr_unmap_key`) are
 //!   supported for every region, as fi_mr(3) recommends for portable
@@ -64,6 +65,7 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
+use crate::core::cntr::Cntr;
 use crate::core::domain::Domain;
 use crate::core::users::{HasUsers, Held, Users};
 use crate::transport::iov::IovList;
@@ -119,14 +121,34 @@ pub(crate) enum Start {
     Disabled,
 }
 
+/// Counters bound to a region (`fi_mr_bind` with a counter).
+#[derive(Default)]
+struct RegionCntrs {
+    write: Option<Held<Cntr>>,
+    read: Option<Held<Cntr>>,
+}
+
 /// One registered region: what a peer may touch, and how it addresses it.
-#[derive(Debug)]
 pub(crate) struct Region {
     /// (base address, length) of each registered buffer, in order.
     pub(crate) iov: Vec<(usize, usize)>,
     pub(crate) access: u64,
     pub(crate) addressing: Addressing,
     enabled: AtomicBool,
+    /// Counted when a remote write (read) of a segment in the region is
+    /// done; taken out when the MR closes.
+    cntrs: Mutex<RegionCntrs>,
+}
+
+impl core::fmt::Debug for Region {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Region")
+            .field("iov", &self.iov)
+            .field("access", &self.access)
+            .field("addressing", &self.addressing)
+            .field("enabled", &self.is_enabled())
+            .finish()
+    }
 }
 
 impl Region {
@@ -136,6 +158,17 @@ impl Region {
             access,
             addressing,
             enabled: AtomicBool::new(start == Start::Enabled),
+            cntrs: Mutex::new(RegionCntrs::default()),
+        }
+    }
+
+    /// A remote write (`FI_REMOTE_WRITE`) or read (`FI_REMOTE_READ`) of a
+    /// segment in the region is done: its bound counter counts it.
+    pub(crate) fn count(&self, access: u64) {
+        let c = self.cntrs.lock();
+        let cntr = if access == FI_REMOTE_WRITE { &c.write } else { &c.read };
+        if let Some(cntr) = cntr {
+            cntr.inc();
         }
     }
 
@@ -311,6 +344,14 @@ impl MrMap {
         r.range(addr, len)
     }
 
+    /// Counts a finished remote access (`FI_REMOTE_WRITE`/`FI_REMOTE_READ`)
+    /// on the counter bound to `key`'s region, if any.
+    pub(crate) fn count(&self, key: u64, access: u64) {
+        if let Some(r) = self.inner.read().regions.get(&key) {
+            r.count(access);
+        }
+    }
+
     #[cfg(test)]
     /// [`MrMap::access`] as a vector of (address, length).
     pub(crate) fn verify(&self, key: u64, addr: u64, len: usize, access: u64) -> Result<Vec<(usize, usize)>> {
@@ -444,6 +485,29 @@ impl Mr {
     pub(crate) fn close(&self) -> Result<()> {
         self.users.check_idle()?;
         self.unregister();
+        // The counters are free to close once the MR is.
+        *self.region.cntrs.lock() = RegionCntrs::default();
+        Ok(())
+    }
+
+    /// `fi_mr_bind` to a counter: `FI_REMOTE_WRITE` ("an event whenever a
+    /// remote RMA write ... modifies the memory region") and/or
+    /// `FI_REMOTE_READ` (likewise for reads); anything else -FI_EBADFLAGS,
+    /// none -FI_EINVAL. A later binding replaces an earlier one.
+    pub(crate) fn bind_cntr(&self, cntr: Arc<Cntr>, flags: u64) -> Result<()> {
+        if flags & !(FI_REMOTE_WRITE | FI_REMOTE_READ) != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        if flags == 0 {
+            return Err(Error::INVAL);
+        }
+        let mut c = self.region.cntrs.lock();
+        if flags & FI_REMOTE_WRITE != 0 {
+            c.write = Some(Held::new(cntr.clone()));
+        }
+        if flags & FI_REMOTE_READ != 0 {
+            c.read = Some(Held::new(cntr));
+        }
         Ok(())
     }
 

@@ -612,8 +612,21 @@ impl State {
         h.flags & flag::FINAL == 0 || h.flags & flag::REMOTE_CQ_DATA == 0 || b.rx_cq.is_none_or(|c| c.has_room())
     }
 
-    /// The target's events for an operation whose last segment `h` is done.
+    /// The target's events for a segment `h` that is done: the counter
+    /// bound to its region; with the operation's last (`FINAL`) segment, the
+    /// endpoint's `FI_REMOTE_*` counters and the remote CQ data entry.
     fn rma_remote_event(&mut self, b: &Bound<'_>, src: &Addr, h: &WireHdr, kind: RmaKind) {
+        // A counter bound to the region counts every segment done in it.
+        if let Some(m) = &self.rma.mrs {
+            m.count(
+                h.tag,
+                if kind == RmaKind::Write {
+                    FI_REMOTE_WRITE
+                } else {
+                    FI_REMOTE_READ
+                },
+            );
+        }
         if h.flags & flag::FINAL == 0 {
             return;
         }
