@@ -576,6 +576,82 @@ TEST(target_in_another_process)
 	munmap(l, BIG);
 }
 
+/* A target that dies while operations wait on it: a large write and a
+ * large read are posted to a child that never progresses (it blocks on a
+ * pipe), then the child is killed. Both complete in error
+ * (FI_ECONNRESET), nothing hangs, and the endpoint still works with
+ * another peer. */
+TEST(peer_killed_during_transfer)
+{
+	enum { N = 8 << 20 };
+	int to_child[2], to_parent[2];
+	CHECK(pipe(to_child) == 0 && pipe(to_parent) == 0);
+	pid_t pid = rf_fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct end b;
+		struct end_opts o = {.caps = FI_MSG | FI_RMA};
+		unsigned char *t = region(N);
+		struct fid_mr *mr;
+		char c;
+		if (!t || end_open(&b, &o) ||
+		    fi_mr_reg(b.domain, t, N, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, KEY_RW, 0, &mr, NULL))
+			_exit(2);
+		if (write(to_parent[1], &b.addrlen, sizeof(b.addrlen)) < 0 ||
+		    write(to_parent[1], b.addr, b.addrlen) < 0)
+			_exit(3);
+		/* No progress from here on: the parent's operations wait. */
+		if (read(to_child[0], &c, 1) < 0)
+			_exit(4);
+		_exit(0);
+	}
+	struct end a, c2;
+	struct end_opts o = {.caps = FI_MSG | FI_RMA};
+	unsigned char *w = region(N), *r = region(N);
+	char peer[128];
+	size_t plen;
+	struct fi_cq_tagged_entry c;
+	struct fi_cq_err_entry err;
+	CHECK(w && r);
+	CHECK_OK(end_open(&a, &o));
+	CHECK(read(to_parent[0], &plen, sizeof(plen)) == sizeof(plen) && plen <= sizeof(peer));
+	CHECK(read(to_parent[0], peer, plen) == (ssize_t)plen);
+	CHECK(fi_av_insert(a.av, peer, 1, &a.peer, 0, NULL) == 1);
+	fill(w, N, 5);
+	CHECK_EQ(POST(fi_write(a.ep, w, N, NULL, a.peer, 0, KEY_RW, w), &a, NULL), 0);
+	CHECK_EQ(POST(fi_read(a.ep, r, N, NULL, a.peer, 0, KEY_RW, r), &a, NULL), 0);
+	/* Progress for a while: nothing can complete. */
+	for (int i = 0; i < 2000; i++)
+		poke1(&a);
+	CHECK_EQ(a.nstash, 0);
+	CHECK(kill(pid, SIGKILL) == 0);
+	int status;
+	CHECK(waitpid(pid, &status, 0) == pid);
+	int seen = 0;
+	for (int k = 0; k < 2; k++) {
+		memset(&err, 0, sizeof(err));
+		CHECK_EQ(wait_comp(&a, NULL, &c, &err, NULL, 60), -FI_EAVAIL);
+		CHECK_EQ(err.err, FI_ECONNRESET);
+		seen |= err.op_context == w ? 1 : err.op_context == r ? 2 : 4;
+	}
+	CHECK_EQ(seen, 3);
+	/* The endpoint still works: RMA with a new peer. */
+	unsigned char t2[4096];
+	struct fid_mr *mr2;
+	CHECK_OK(end_open(&c2, &o));
+	CHECK_OK(ends_connect(&a, &c2));
+	CHECK_OK(fi_mr_reg(c2.domain, t2, sizeof(t2), FI_REMOTE_WRITE, 0, KEY_WO, 0, &mr2, NULL));
+	CHECK_EQ(POST(fi_write(a.ep, w, 4096, NULL, a.peer, 0, KEY_WO, NULL), &a, &c2), 0);
+	CHECK_EQ(comp(&a, &c2, &c, NULL), 1);
+	CHECK(check_fill(t2, 4096, 5));
+	fi_close(&mr2->fid);
+	end_close(&c2);
+	end_close(&a);
+	munmap(w, N);
+	munmap(r, N);
+	close(to_child[1]);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -586,5 +662,6 @@ int main(int argc, char **argv)
 	RUN(virt_addr_prov_key);
 	RUN(endpoint_without_rma);
 	RUN(target_in_another_process);
+	RUN(peer_killed_during_transfer);
 	return harness_done();
 }
