@@ -260,6 +260,22 @@ TEST(vectors_and_segments)
 	CHECK_EQ(comp(&a, &b, &c, NULL), 1);
 	CHECK_EQ(c.flags, FI_RMA | FI_READ);
 	CHECK(check_fill(dst, 103200, 9));
+	/* FI_FENCE: the fenced write starts only after the one before it
+	 * completed (the call says -FI_EAGAIN until then), so when it has
+	 * been accepted the first one's completion is already there. */
+	fill(src, 200000, 12);
+	CHECK_EQ(POST(fi_write(a.ep, src, 200000, NULL, a.peer, 0, KEY_RW, src), &a, &b), 0);
+	struct iovec fv = {src + 100, 10};
+	struct fi_rma_iov fseg = {.addr = 5, .len = 10, .key = KEY_RW + 1};
+	struct fi_msg_rma fm = {.msg_iov = &fv, .iov_count = 1, .addr = a.peer, .rma_iov = &fseg,
+				.rma_iov_count = 1, .context = &fm};
+	CHECK_EQ(POST(fi_writemsg(a.ep, &fm, FI_COMPLETION | FI_FENCE), &a, &b), 0);
+	CHECK_EQ(comp(&a, &b, &c, NULL), 1);
+	CHECK(c.op_context == src);
+	CHECK_EQ(comp(&a, &b, &c, NULL), 1);
+	CHECK(c.op_context == &fm);
+	CHECK(check_fill(t1, 200000, 12));
+	CHECK(memcmp(t2 + R + 5, src + 100, 10) == 0);
 	/* Lengths that do not add up, or no segment: -FI_EINVAL at post. */
 	seg[2].len = 99999;
 	CHECK_EQ(fi_readmsg(a.ep, &msg, FI_COMPLETION), -FI_EINVAL);

@@ -81,11 +81,16 @@ impl<L: Connection> Endpoint<L> {
         if data.is_some() {
             flags |= FI_REMOTE_CQ_DATA;
         }
-        if flags & FI_FENCE != 0 && g.tx_outstanding() > 0 {
-            // Fence: do not start before every earlier operation completed.
-            return Err(Error::AGAIN);
-        }
         let b = self.bound()?;
+        if flags & FI_FENCE != 0 && g.tx_outstanding() > 0 {
+            // Fence: do not start before every earlier operation completed
+            // (one progress pass first, so a caller that only retries
+            // still gets there).
+            g.progress(b);
+            if g.tx_outstanding() > 0 {
+                return Err(Error::AGAIN);
+            }
+        }
         if let Some(m) = &self.msg {
             m.check_send()?;
         }
