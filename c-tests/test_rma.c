@@ -32,6 +32,9 @@ static int bind_rma_cntrs(struct end *e, const void *arg)
 		    (ret = fi_ep_bind(e->ep, &c_write->fid, FI_WRITE)) ||
 		    (ret = fi_ep_bind(e->ep, &c_read->fid, FI_READ)))
 			return ret;
+		/* end_close closes them (after the endpoint, before the domain). */
+		e->tx_cntr = c_write;
+		e->rx_cntr = c_read;
 		return 0;
 	}
 	if ((ret = fi_cntr_open(e->domain, &ca, &c_rwrite, NULL)) ||
@@ -39,17 +42,15 @@ static int bind_rma_cntrs(struct end *e, const void *arg)
 	    (ret = fi_ep_bind(e->ep, &c_rwrite->fid, FI_REMOTE_WRITE)) ||
 	    (ret = fi_ep_bind(e->ep, &c_rread->fid, FI_REMOTE_READ)))
 		return ret;
+	e->tx_cntr = c_rwrite;
+	e->rx_cntr = c_rread;
 	return 0;
 }
 
+/* The counters were closed with their ends (end_close). */
 static void close_cntrs(void)
 {
-	struct fid_cntr **all[] = {&c_write, &c_read, &c_rwrite, &c_rread};
-	for (size_t i = 0; i < 4; i++)
-		if (*all[i]) {
-			fi_close(&(*all[i])->fid);
-			*all[i] = NULL;
-		}
+	c_write = c_read = c_rwrite = c_rread = NULL;
 }
 
 /* Two ends with RMA; `mr_mode` is set in the info before fi_domain. */
@@ -504,44 +505,90 @@ TEST(endpoint_without_rma)
 	close_pair(&a, &b);
 }
 
+/*
+ * The other process of the two tests below is this program again, started
+ * fresh (fork + exec: "test_rma --child target|idle <read fd> <write fd>"),
+ * so that it holds nothing of the parent's earlier tests (under valgrind a
+ * forked copy would report the parent's objects as its own leaks).
+ *   target: registers BIG bytes filled with 77, sends its name, takes the
+ *           parent's, waits for a "done" message, then exits 0 if the
+ *           first BIG - 1000 bytes hold the fill of 78.
+ *   idle:   registers 8 MiB, sends its name and never progresses again
+ *           (blocks reading its pipe until killed).
+ */
+#define IDLE_SIZE (8 << 20)
+
+static int child_main(const char *mode, int rfd, int wfd)
+{
+	struct end b;
+	struct end_opts o = {.caps = FI_MSG | FI_RMA};
+	int idle = !strcmp(mode, "idle");
+	size_t size = idle ? IDLE_SIZE : BIG;
+	unsigned char *t = region(size);
+	struct fid_mr *mr;
+	char peer[128];
+	size_t plen;
+	int rc = 1;
+	if (!t || end_open(&b, &o) ||
+	    fi_mr_reg(b.domain, t, size, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, KEY_RW, 0, &mr, NULL))
+		return 2;
+	fill(t, size, 77);
+	if (write(wfd, &b.addrlen, sizeof(b.addrlen)) < 0 || write(wfd, b.addr, b.addrlen) < 0)
+		return 3;
+	if (idle) {
+		char c;
+		return read(rfd, &c, 1) < 0 ? 4 : 0; /* no progress from here on */
+	}
+	if (read(rfd, &plen, sizeof(plen)) != sizeof(plen) || plen > sizeof(peer) ||
+	    read(rfd, peer, plen) != (ssize_t)plen || fi_av_insert(b.av, peer, 1, &b.peer, 0, NULL) != 1)
+		return 3;
+	char done[8] = {0};
+	if (fi_recv(b.ep, done, sizeof(done), NULL, FI_ADDR_UNSPEC, NULL))
+		return 4;
+	struct fi_cq_tagged_entry c;
+	if (wait_comp(&b, NULL, &c, NULL, NULL, 60) == 1 && !strcmp(done, "done"))
+		rc = check_fill(t, BIG - 1000, 78) ? 0 : 5;
+	fi_close(&mr->fid);
+	end_close(&b);
+	munmap(t, size);
+	return rc;
+}
+
+static char self_exe[4096];
+
+/* Starts "this program --child mode" with pipes both ways: *to_child is
+ * the write end to it, *from_child the read end from it. */
+static pid_t spawn_child(const char *mode, int *to_child, int *from_child)
+{
+	int down[2], up[2];
+	if (pipe(down) || pipe(up))
+		return -1;
+	pid_t pid = rf_fork();
+	if (pid == 0) {
+		char r[16], w[16];
+		close(down[1]);
+		close(up[0]);
+		snprintf(r, sizeof(r), "%d", down[0]);
+		snprintf(w, sizeof(w), "%d", up[1]);
+		execl(self_exe, self_exe, "--child", mode, r, w, (char *)NULL);
+		_exit(98);
+	}
+	close(down[0]);
+	close(up[1]);
+	*to_child = down[1];
+	*from_child = up[0];
+	return pid;
+}
+
 /* The target in another process (on shm the process_vm_* path between
  * kernel-verified peers): a large write and read, bytes checked on both
  * sides; then a refused one. Names and the key cross on pipes; "done"
  * is a message. */
 TEST(target_in_another_process)
 {
-	int to_child[2], to_parent[2];
-	CHECK(pipe(to_child) == 0 && pipe(to_parent) == 0);
-	pid_t pid = rf_fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		struct end b;
-		struct end_opts o = {.caps = FI_MSG | FI_RMA};
-		unsigned char *t = region(BIG);
-		struct fid_mr *mr;
-		char peer[128];
-		size_t plen;
-		int rc = 1;
-		if (!t || end_open(&b, &o) ||
-		    fi_mr_reg(b.domain, t, BIG, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, KEY_RW, 0, &mr, NULL))
-			_exit(2);
-		fill(t, BIG, 77);
-		if (write(to_parent[1], &b.addrlen, sizeof(b.addrlen)) < 0 ||
-		    write(to_parent[1], b.addr, b.addrlen) < 0 ||
-		    read(to_child[0], &plen, sizeof(plen)) != sizeof(plen) || plen > sizeof(peer) ||
-		    read(to_child[0], peer, plen) != (ssize_t)plen || fi_av_insert(b.av, peer, 1, &b.peer, 0, NULL) != 1)
-			_exit(3);
-		char done[8] = {0};
-		if (fi_recv(b.ep, done, sizeof(done), NULL, FI_ADDR_UNSPEC, NULL))
-			_exit(4);
-		struct fi_cq_tagged_entry c;
-		if (wait_comp(&b, NULL, &c, NULL, NULL, 60) == 1 && !strcmp(done, "done"))
-			/* The parent wrote the fill of 78 over the first BIG - 1000 bytes. */
-			rc = check_fill(t, BIG - 1000, 78) ? 0 : 5;
-		fi_close(&mr->fid);
-		end_close(&b);
-		_exit(rc);
-	}
+	int to_child, from_child;
+	pid_t pid = spawn_child("target", &to_child, &from_child);
+	CHECK(pid > 0);
 	struct end a;
 	struct end_opts o = {.caps = FI_MSG | FI_RMA};
 	unsigned char *l = region(BIG);
@@ -550,10 +597,10 @@ TEST(target_in_another_process)
 	struct fi_cq_tagged_entry c;
 	CHECK(l);
 	CHECK_OK(end_open(&a, &o));
-	CHECK(read(to_parent[0], &plen, sizeof(plen)) == sizeof(plen) && plen <= sizeof(peer));
-	CHECK(read(to_parent[0], peer, plen) == (ssize_t)plen);
+	CHECK(read(from_child, &plen, sizeof(plen)) == sizeof(plen) && plen <= sizeof(peer));
+	CHECK(read(from_child, peer, plen) == (ssize_t)plen);
 	CHECK(fi_av_insert(a.av, peer, 1, &a.peer, 0, NULL) == 1);
-	CHECK(write(to_child[1], &a.addrlen, sizeof(a.addrlen)) > 0 && write(to_child[1], a.addr, a.addrlen) > 0);
+	CHECK(write(to_child, &a.addrlen, sizeof(a.addrlen)) > 0 && write(to_child, a.addr, a.addrlen) > 0);
 	/* Read the child's region. */
 	memset(l, 0, BIG);
 	CHECK_EQ(POST(fi_read(a.ep, l, BIG, NULL, a.peer, 0, KEY_RW, l), &a, NULL), 0);
@@ -590,6 +637,8 @@ TEST(target_in_another_process)
 	CHECK_EQ(WEXITSTATUS(status), 0);
 	end_close(&a);
 	munmap(l, BIG);
+	close(to_child);
+	close(from_child);
 }
 
 /* A target that dies while operations wait on it: a large write and a
@@ -599,28 +648,10 @@ TEST(target_in_another_process)
  * another peer. */
 TEST(peer_killed_during_transfer)
 {
-	enum { N = 8 << 20 };
-	int to_child[2], to_parent[2];
-	CHECK(pipe(to_child) == 0 && pipe(to_parent) == 0);
-	pid_t pid = rf_fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		struct end b;
-		struct end_opts o = {.caps = FI_MSG | FI_RMA};
-		unsigned char *t = region(N);
-		struct fid_mr *mr;
-		char c;
-		if (!t || end_open(&b, &o) ||
-		    fi_mr_reg(b.domain, t, N, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, KEY_RW, 0, &mr, NULL))
-			_exit(2);
-		if (write(to_parent[1], &b.addrlen, sizeof(b.addrlen)) < 0 ||
-		    write(to_parent[1], b.addr, b.addrlen) < 0)
-			_exit(3);
-		/* No progress from here on: the parent's operations wait. */
-		if (read(to_child[0], &c, 1) < 0)
-			_exit(4);
-		_exit(0);
-	}
+	enum { N = IDLE_SIZE };
+	int to_child, from_child;
+	pid_t pid = spawn_child("idle", &to_child, &from_child);
+	CHECK(pid > 0);
 	struct end a, c2;
 	struct end_opts o = {.caps = FI_MSG | FI_RMA};
 	unsigned char *w = region(N), *r = region(N);
@@ -630,8 +661,8 @@ TEST(peer_killed_during_transfer)
 	struct fi_cq_err_entry err;
 	CHECK(w && r);
 	CHECK_OK(end_open(&a, &o));
-	CHECK(read(to_parent[0], &plen, sizeof(plen)) == sizeof(plen) && plen <= sizeof(peer));
-	CHECK(read(to_parent[0], peer, plen) == (ssize_t)plen);
+	CHECK(read(from_child, &plen, sizeof(plen)) == sizeof(plen) && plen <= sizeof(peer));
+	CHECK(read(from_child, peer, plen) == (ssize_t)plen);
 	CHECK(fi_av_insert(a.av, peer, 1, &a.peer, 0, NULL) == 1);
 	fill(w, N, 5);
 	CHECK_EQ(POST(fi_write(a.ep, w, N, NULL, a.peer, 0, KEY_RW, w), &a, NULL), 0);
@@ -665,11 +696,18 @@ TEST(peer_killed_during_transfer)
 	end_close(&a);
 	munmap(w, N);
 	munmap(r, N);
-	close(to_child[1]);
+	close(to_child);
+	close(from_child);
 }
 
 int main(int argc, char **argv)
 {
+	if (argc == 5 && !strcmp(argv[1], "--child"))
+		return child_main(argv[2], atoi(argv[3]), atoi(argv[4]));
+	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+	if (n <= 0)
+		return 1;
+	self_exe[n] = 0;
 	harness_init(argc, argv);
 	RUN(write_read_sizes);
 	RUN(vectors_and_segments);
