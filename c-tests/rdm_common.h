@@ -50,6 +50,7 @@ struct end_opts {
 	int (*before_enable)(struct end *e, const void *arg);
 	const void *arg;
 	const char *auth_key; /* hints->domain_attr->auth_key (its bytes), or NULL */
+	int mr_mode; /* set in the info before fi_domain (0: as returned) */
 };
 
 static inline const char *rf_transport(void)
@@ -109,6 +110,8 @@ static inline int end_open(struct end *e, const struct end_opts *o)
 		return ret;
 	if ((ret = fi_fabric(e->info->fabric_attr, &e->fabric, NULL)))
 		return ret;
+	if (o->mr_mode)
+		e->info->domain_attr->mr_mode = o->mr_mode;
 	if ((ret = fi_domain(e->fabric, e->info, &e->domain, NULL)))
 		return ret;
 	if (o->max_msg_size)

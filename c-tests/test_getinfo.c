@@ -177,7 +177,7 @@ TEST(matching_hints_narrow_caps)
 }
 
 typedef void (*mutate_fn)(struct fi_info *);
-static void m_caps_rma(struct fi_info *h) { h->caps = FI_RMA; }
+static void m_caps_rma(struct fi_info *h) { h->caps = FI_RMA | FI_RMA_PMEM; } /* RMA is offered, persistent memory not */
 static void m_caps_atomic(struct fi_info *h) { h->caps = FI_TAGGED | FI_ATOMIC; }
 static void m_caps_hmem(struct fi_info *h) { h->caps = FI_MSG | FI_HMEM; }
 static void m_tx_size(struct fi_info *h) { h->tx_attr->size = 1 << 20; }
@@ -185,7 +185,7 @@ static void m_rx_size(struct fi_info *h) { h->rx_attr->size = 1 << 20; }
 static void m_inject(struct fi_info *h) { h->tx_attr->inject_size = 1 << 20; }
 static void m_tx_iov(struct fi_info *h) { h->tx_attr->iov_limit = 1024; }
 static void m_rx_iov(struct fi_info *h) { h->rx_attr->iov_limit = 1024; }
-static void m_rma_iov(struct fi_info *h) { h->tx_attr->rma_iov_limit = 1; }
+static void m_rma_iov(struct fi_info *h) { h->caps = FI_RMA; h->tx_attr->rma_iov_limit = 9; } /* limit 8 */
 static void m_msg_size(struct fi_info *h) { h->ep_attr->max_msg_size = (size_t)1 << 40; }
 static void m_cq_data(struct fi_info *h) { h->domain_attr->cq_data_size = 16; }
 static void m_ep_cnt(struct fi_info *h) { h->domain_attr->ep_cnt = 1 << 20; }
@@ -220,7 +220,7 @@ TEST(nonmatching_hints_enodata)
 		const char *what;
 		mutate_fn f;
 	} cases[] = {
-		{"caps FI_RMA", m_caps_rma},
+		{"caps FI_RMA_PMEM", m_caps_rma},
 		{"caps FI_ATOMIC", m_caps_atomic},
 		{"caps FI_HMEM", m_caps_hmem},
 		{"tx size", m_tx_size},

@@ -12,6 +12,7 @@
  */
 #include "rdm_common.h"
 #include <arpa/inet.h>
+#include <rdma/fi_rma.h>
 #include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -34,12 +35,14 @@ struct side {
 
 /* Mode bits the next srv_open/cli_open asks for (FI_BUFFERED_RECV). */
 static uint64_t hint_mode;
+/* Caps the next srv_open/cli_open asks for on top of FI_MSG | FI_TAGGED. */
+static uint64_t hint_caps;
 
 static struct fi_info *msg_hints(void)
 {
 	struct fi_info *h = rf_hints("tcp", FI_EP_MSG);
 	if (h) {
-		h->caps = FI_MSG | FI_TAGGED;
+		h->caps = FI_MSG | FI_TAGGED | hint_caps;
 		h->mode |= hint_mode;
 	}
 	return h;
@@ -554,6 +557,69 @@ TEST(data_on_a_connected_pair)
 	line = both_shut_down(&s, &c);
 	if (line)
 		FAIL_AT("shutdown failed at line %d", line);
+	side_close(&c);
+	side_close(&s);
+}
+
+/* RMA on a connected pair (the destination address is ignored): writes and
+ * reads of 1 MiB and a few bytes with the bytes checked, writedata's remote
+ * CQ data at the server, and a bad key / out-of-range access refused
+ * (error completion, no memory changed). */
+TEST(rma_on_a_connected_pair)
+{
+	struct side s, c;
+	static unsigned char tgt[(1 << 20) + 4096], loc[(1 << 20) + 4096];
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry ce;
+	struct fid_mr *mr;
+	hint_caps = FI_RMA;
+	int r1 = srv_open(&s), r2 = r1 ? r1 : cli_open(&c, &s.name);
+	hint_caps = 0;
+	CHECK_OK(r1);
+	CHECK_OK(r2);
+	int line = pair_connect(&s, &c, 0);
+	if (line)
+		FAIL_AT("pair_connect failed at line %d", line);
+	CHECK_OK(fi_mr_reg(s.domain, tgt, sizeof(tgt), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0x42, 0, &mr, NULL));
+	memset(tgt, 0, sizeof(tgt));
+	fill(loc, 1 << 20, 41);
+	CHECK_OK(fi_write(c.ep, loc, 1 << 20, NULL, 12345, 4096, 0x42, loc));
+	CHECK_EQ(get_comp(c.cq, s.eq, &e, &ce, 10), 1);
+	CHECK(e.op_context == loc);
+	CHECK_EQ(e.flags, FI_RMA | FI_WRITE);
+	CHECK(check_fill(tgt + 4096, 1 << 20, 41));
+	memset(loc, 0, sizeof(loc));
+	CHECK_OK(fi_read(c.ep, loc, 1 << 20, NULL, 0, 4096, 0x42, loc));
+	CHECK_EQ(get_comp(c.cq, s.eq, &e, &ce, 10), 1);
+	CHECK_EQ(e.flags, FI_RMA | FI_READ);
+	CHECK(check_fill(loc, 1 << 20, 41));
+	fill(loc, 32, 42);
+	CHECK_OK(fi_writedata(c.ep, loc, 32, NULL, 0x5150, 0, 10, 0x42, NULL));
+	CHECK_EQ(get_comp(c.cq, s.eq, &e, &ce, 10), 1);
+	CHECK_EQ(get_comp(s.cq, c.eq, &e, &ce, 10), 1);
+	CHECK_EQ(e.flags, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
+	CHECK_EQ(e.data, 0x5150);
+	CHECK(check_fill(tgt + 10, 32, 42));
+	/* Refused: unknown key, then past the region's end. */
+	memset(tgt, 0x5a, sizeof(tgt));
+	CHECK_OK(fi_write(c.ep, loc, 64, NULL, 0, 0, 0x43, loc));
+	CHECK_EQ(get_comp(c.cq, s.eq, &e, &ce, 10), -FI_EAVAIL);
+	CHECK_EQ(ce.err, FI_EINVAL);
+	memset(loc, 0xa5, 128);
+	CHECK_OK(fi_read(c.ep, loc, 128, NULL, 0, sizeof(tgt) - 64, 0x42, loc));
+	CHECK_EQ(get_comp(c.cq, s.eq, &e, &ce, 10), -FI_EAVAIL);
+	CHECK_EQ(ce.err, FI_EACCES);
+	for (size_t i = 0; i < sizeof(tgt); i++)
+		if (tgt[i] != 0x5a)
+			FAIL_AT("target byte %zu changed", i);
+	for (size_t i = 0; i < 128; i++)
+		if (loc[i] != 0xa5)
+			FAIL_AT("initiator byte %zu changed", i);
+	CHECK_OK(fi_shutdown(s.ep, 0));
+	line = both_shut_down(&s, &c);
+	if (line)
+		FAIL_AT("shutdown failed at line %d", line);
+	fi_close(&mr->fid);
 	side_close(&c);
 	side_close(&s);
 }
@@ -1079,6 +1145,7 @@ int main(int argc, char **argv)
 	RUN(reject_with_data);
 	RUN(connect_to_closed_port);
 	RUN(data_on_a_connected_pair);
+	RUN(rma_on_a_connected_pair);
 	RUN(buffered_receives_on_a_connected_pair);
 	RUN(shutdown_cancels_outstanding);
 	RUN(endpoint_on_a_pep_address);

@@ -49,7 +49,7 @@ pub(crate) struct Domain {
     /// `fid_fabric.api_version` of the parent, read when the domain opened.
     pub(crate) api_version: u32,
     pub(crate) engine: Arc<Engine>,
-    pub(crate) mrs: crate::core::mr::MrMap,
+    pub(crate) mrs: Arc<crate::core::mr::MrMap>,
     /// EQ bound with `fi_domain_bind` (asynchronous MR/AV events).
     eq: Mutex<Option<(Held<Eq>, u64)>>,
 }
@@ -103,7 +103,7 @@ impl Domain {
             info,
             api_version,
             engine: Engine::new()?,
-            mrs: crate::core::mr::MrMap::default(),
+            mrs: Arc::default(),
             eq: Mutex::new(None),
         });
         if d.domain_attr().data_progress == FI_PROGRESS_AUTO {

@@ -498,6 +498,8 @@ impl<L: Connection> Endpoint<L> {
         if buffered::requested(info) || inner.config().caps & FI_VARIABLE_MSG != 0 {
             inner.enable_buffered(domain.fabric().settings.buffered_pool);
         }
+        // RMA targets check every access against the domain's regions.
+        inner.set_mr_map(domain.mrs.clone());
         let wait_fd = inner.wait_fd();
         let ep = Arc::new(Endpoint {
             users: Users::default(),
@@ -622,10 +624,22 @@ impl<L: Connection> Endpoint<L> {
                     b.send_cntr = Some(Held::new(c.clone()));
                 }
                 if flags & FI_RECV != 0 {
-                    b.recv_cntr = Some(Held::new(c));
+                    b.recv_cntr = Some(Held::new(c.clone()));
                 }
-                // FI_READ/FI_WRITE/FI_REMOTE_*: accepted; rustfab offers no
-                // RMA, so those counters never move.
+                // RMA events (core/engine/rma.rs): initiated reads and
+                // writes, and this endpoint as their target.
+                let r = &mut b.rma;
+                let rma = [
+                    (FI_READ, &mut r.read),
+                    (FI_WRITE, &mut r.write),
+                    (FI_REMOTE_READ, &mut r.remote_read),
+                    (FI_REMOTE_WRITE, &mut r.remote_write),
+                ];
+                for (bit, slot) in rma {
+                    if flags & bit != 0 {
+                        *slot = Some(Held::new(c.clone()));
+                    }
+                }
             }
             BindTarget::Eq(eq) => b.eq = Some(Held::new(eq)),
         }
@@ -988,7 +1002,7 @@ mod tests {
             e.bind(FI_SEND | FI_RECV | FI_REMOTE_WRITE, || Ok(BindTarget::Cntr(c.clone()))),
             Ok(())
         );
-        assert_eq!(c.users().count(), 2);
+        assert_eq!(c.users().count(), 3, "send, receive and remote write");
         assert_eq!(
             e.bind(0, || Err(Error::INVAL)),
             Err(Error::INVAL),

@@ -19,6 +19,7 @@ pub(crate) mod mr;
 pub(crate) mod pep;
 pub(crate) mod poll;
 pub(crate) mod progress;
+pub(crate) mod rma;
 pub(crate) mod settings;
 pub(crate) mod users;
 pub(crate) mod wait;

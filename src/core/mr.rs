@@ -1,5 +1,5 @@
 //! Memory registration (`fi_mr(3)`): memory regions, their keys, and the
-//! domain's key → region map that RMA targets will be checked against.
+//! domain's key → region map every RMA target access is checked against.
 //!
 //! # Decisions
 //! * **Modes** come from the `mr_mode` of the info passed to `fi_domain`
@@ -19,7 +19,7 @@
 //!   0-based offsets into the region ("accessible by peers starting at a
 //!   base address of 0"), counted across the region's iovecs in order; with
 //!   it they are virtual addresses that must fall inside registered iovecs.
-//!   [`MrMap::verify`] implements both.
+//!   [`MrMap::access`] implements both.
 //! * **Only host memory**: `iface` is read only when the domain negotiated
 //!   `FI_HMEM` ("This field is ignored unless the application has requested
 //!   the FI_HMEM capability"); anything but `FI_HMEM_SYSTEM` is then
@@ -36,9 +36,10 @@
 //! * **Enabling**: with `FI_MR_ENDPOINT` (or `FI_MR_RMA_EVENT` and the
 //!   FI_RMA_EVENT flag) a region starts disabled; `fi_mr_bind` to an
 //!   endpoint (flags 0) and `fi_mr_enable` enable it. Binding to an endpoint
-//!   without `FI_MR_ENDPOINT` is -FI_EINVAL; binding to a counter is
-//!   -FI_ENOSYS ("if the provider does not support reporting events based on
-//!   access to registered memory regions"). A disabled region fails
+//!   without `FI_MR_ENDPOINT` is -FI_EINVAL. Binding to a counter with
+//!   `FI_REMOTE_WRITE` and/or `FI_REMOTE_READ` makes it count every remote
+//!   write (read) segment done in the region (`Region::count`, called by
+//!   the RMA target); the MR's close releases the counter. A disabled region fails
 //!   `verify`.
 //! * **Raw keys** (`fi_mr_raw_attr`, `fi_mr_map_raw`, `fi_mr_unmap_key`) are
 //!   supported for every region, as fi_mr(3) recommends for portable
@@ -64,8 +65,10 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
+use crate::core::cntr::Cntr;
 use crate::core::domain::Domain;
 use crate::core::users::{HasUsers, Held, Users};
+use crate::transport::iov::IovList;
 use parking_lot::{Mutex, RwLock};
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -84,9 +87,8 @@ pub(crate) const MR_ACCESS: u64 =
 const REG_FLAGS: u64 = FI_RMA_EVENT;
 /// fi_errno.h: `FI_EKEYREJECTED` = EKEYREJECTED.
 const EKEYREJECTED: Error = Error(FI_EKEYREJECTED);
-#[cfg(test)]
 /// fi_errno.h: `FI_EACCES` = EACCES.
-const EACCES: Error = Error(FI_EACCES);
+pub(crate) const EACCES: Error = Error(FI_EACCES);
 
 /// The registration rules a domain's `mr_mode` amounts to (see the module
 /// comment): BASIC expanded, SCALABLE/UNSPEC removed.
@@ -119,15 +121,34 @@ pub(crate) enum Start {
     Disabled,
 }
 
+/// Counters bound to a region (`fi_mr_bind` with a counter).
+#[derive(Default)]
+struct RegionCntrs {
+    write: Option<Held<Cntr>>,
+    read: Option<Held<Cntr>>,
+}
+
 /// One registered region: what a peer may touch, and how it addresses it.
-#[derive(Debug)]
 pub(crate) struct Region {
     /// (base address, length) of each registered buffer, in order.
     pub(crate) iov: Vec<(usize, usize)>,
-    #[cfg_attr(not(test), allow(dead_code))] // checked by `verify` (tests; RMA is not offered yet)
     pub(crate) access: u64,
     pub(crate) addressing: Addressing,
     enabled: AtomicBool,
+    /// Counted when a remote write (read) of a segment in the region is
+    /// done; taken out when the MR closes.
+    cntrs: Mutex<RegionCntrs>,
+}
+
+impl core::fmt::Debug for Region {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Region")
+            .field("iov", &self.iov)
+            .field("access", &self.access)
+            .field("addressing", &self.addressing)
+            .field("enabled", &self.is_enabled())
+            .finish()
+    }
 }
 
 impl Region {
@@ -137,6 +158,17 @@ impl Region {
             access,
             addressing,
             enabled: AtomicBool::new(start == Start::Enabled),
+            cntrs: Mutex::new(RegionCntrs::default()),
+        }
+    }
+
+    /// A remote write (`FI_REMOTE_WRITE`) or read (`FI_REMOTE_READ`) of a
+    /// segment in the region is done: its bound counter counts it.
+    pub(crate) fn count(&self, access: u64) {
+        let c = self.cntrs.lock();
+        let cntr = if access == FI_REMOTE_WRITE { &c.write } else { &c.read };
+        if let Some(cntr) = cntr {
+            cntr.inc();
         }
     }
 
@@ -162,12 +194,12 @@ impl Region {
         }
     }
 
-    #[cfg(test)]
-    /// The host memory segments behind `[addr, addr + len)` as a peer names
-    /// them, or -FI_EACCES if any byte is outside the region.
-    pub(crate) fn segments(&self, addr: u64, len: usize) -> Result<Vec<(usize, usize)>> {
+    /// The host memory behind `[addr, addr + len)` as a peer names it, or
+    /// -FI_EACCES if any byte is outside the region. A region has at most
+    /// [`MR_IOV_LIMIT`] buffers, so the pieces fit an [`IovList`].
+    pub(crate) fn range(&self, addr: u64, len: usize) -> Result<IovList> {
         let end = addr.checked_add(len as u64).ok_or(EACCES)?;
-        let mut out = Vec::new();
+        let mut out = IovList::new();
         if self.addressing == Addressing::Virtual {
             // Virtual addresses: every byte must lie in some registered iov.
             if len == 0 {
@@ -185,13 +217,16 @@ impl Region {
                     .find(|&&(b, l)| cur >= b as u64 && cur < b as u64 + l as u64)
                     .ok_or(EACCES)?;
                 let stop = end.min(b as u64 + l as u64);
-                out.push((cur as usize, (stop - cur) as usize));
+                if !out.push(cur as usize, (stop - cur) as usize) {
+                    return Err(EACCES);
+                }
                 cur = stop;
             }
             return Ok(out);
         }
         // 0-based offsets across the iovecs in order.
-        if end > self.len() as u64 {
+        let total: u64 = self.iov.iter().map(|&(_, l)| l as u64).sum();
+        if end > total {
             return Err(EACCES);
         }
         let (mut off, mut left) = (addr, len as u64);
@@ -205,11 +240,19 @@ impl Region {
                 continue;
             }
             let n = left.min(l - off);
-            out.push((b + off as usize, n as usize));
+            if !out.push(b + off as usize, n as usize) {
+                return Err(EACCES);
+            }
             left -= n;
             off = 0;
         }
         Ok(out)
+    }
+
+    #[cfg(test)]
+    /// [`Region::range`] as a vector of (address, length).
+    pub(crate) fn segments(&self, addr: u64, len: usize) -> Result<Vec<(usize, usize)>> {
+        self.range(addr, len).map(|l| l.segments().to_vec())
     }
 }
 
@@ -232,7 +275,7 @@ struct MapInner {
 }
 
 /// The domain's key → region map. `is_empty` keeps the domain open while
-/// any MR exists; `verify` is what RMA targets will call.
+/// any MR exists; `access` is what RMA targets call.
 #[derive(Default)]
 pub(crate) struct MrMap {
     inner: RwLock<MapInner>,
@@ -287,17 +330,32 @@ impl MrMap {
         self.inner.read().regions.get(&key).cloned()
     }
 
-    #[cfg(test)]
     /// Checks a peer's access to `[addr, addr + len)` of the region `key`
-    /// and returns the host segments to copy to/from. Unknown key →
-    /// -FI_EINVAL; missing access right, disabled region or out of range →
-    /// -FI_EACCES (as `util_mr_map.c:ofi_mr_map_verify`).
-    pub(crate) fn verify(&self, key: u64, addr: u64, len: usize, access: u64) -> Result<Vec<(usize, usize)>> {
-        let r = self.get(key).ok_or(Error::INVAL)?;
+    /// and returns the host memory to copy to/from: what an RMA target
+    /// calls before every access (docs/rma.md). Unknown key → -FI_EINVAL;
+    /// missing access right, disabled region or out of range → -FI_EACCES
+    /// (as `util_mr_map.c:ofi_mr_map_verify`).
+    pub(crate) fn access(&self, key: u64, addr: u64, len: usize, access: u64) -> Result<IovList> {
+        let m = self.inner.read();
+        let r = m.regions.get(&key).ok_or(Error::INVAL)?;
         if access & r.access != access || !r.is_enabled() {
             return Err(EACCES);
         }
-        r.segments(addr, len)
+        r.range(addr, len)
+    }
+
+    /// Counts a finished remote access (`FI_REMOTE_WRITE`/`FI_REMOTE_READ`)
+    /// on the counter bound to `key`'s region, if any.
+    pub(crate) fn count(&self, key: u64, access: u64) {
+        if let Some(r) = self.inner.read().regions.get(&key) {
+            r.count(access);
+        }
+    }
+
+    #[cfg(test)]
+    /// [`MrMap::access`] as a vector of (address, length).
+    pub(crate) fn verify(&self, key: u64, addr: u64, len: usize, access: u64) -> Result<Vec<(usize, usize)>> {
+        self.access(key, addr, len, access).map(|l| l.segments().to_vec())
     }
 }
 
@@ -427,6 +485,29 @@ impl Mr {
     pub(crate) fn close(&self) -> Result<()> {
         self.users.check_idle()?;
         self.unregister();
+        // The counters are free to close once the MR is.
+        *self.region.cntrs.lock() = RegionCntrs::default();
+        Ok(())
+    }
+
+    /// `fi_mr_bind` to a counter: `FI_REMOTE_WRITE` ("an event whenever a
+    /// remote RMA write ... modifies the memory region") and/or
+    /// `FI_REMOTE_READ` (likewise for reads); anything else -FI_EBADFLAGS,
+    /// none -FI_EINVAL. A later binding replaces an earlier one.
+    pub(crate) fn bind_cntr(&self, cntr: Arc<Cntr>, flags: u64) -> Result<()> {
+        if flags & !(FI_REMOTE_WRITE | FI_REMOTE_READ) != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        if flags == 0 {
+            return Err(Error::INVAL);
+        }
+        let mut c = self.region.cntrs.lock();
+        if flags & FI_REMOTE_WRITE != 0 {
+            c.write = Some(Held::new(cntr.clone()));
+        }
+        if flags & FI_REMOTE_READ != 0 {
+            c.read = Some(Held::new(cntr));
+        }
         Ok(())
     }
 

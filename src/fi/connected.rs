@@ -51,8 +51,15 @@ pub(crate) use crate::core::connected::ConnectedLink;
 /// Capabilities a connected endpoint's data path delivers (fi_getinfo's
 /// FI_EP_MSG entry): no FI_SOURCE / FI_DIRECTED_RECV — there is only the
 /// one peer.
-pub(crate) const MSG_CAPS: u64 =
-    FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_VARIABLE_MSG | FI_LOCAL_COMM | FI_REMOTE_COMM;
+pub(crate) const MSG_CAPS: u64 = FI_MSG
+    | FI_TAGGED
+    | FI_SEND
+    | FI_RECV
+    | FI_MULTI_RECV
+    | FI_VARIABLE_MSG
+    | FI_LOCAL_COMM
+    | FI_REMOTE_COMM
+    | crate::core::rma::RMA_CAPS;
 
 fn sockaddr_of(fmt: u32, b: &[u8]) -> Result<SocketAddr> {
     match Addr::parse(fmt, b) {

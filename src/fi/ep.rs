@@ -75,7 +75,7 @@ pub(crate) fn create(
         ops,
         cm,
         msg: &EP_MSG_OPS,
-        rma: &stubs::RMA_OPS,
+        rma: &super::rma::RMA_OPS,
         tagged: &EP_TAGGED_OPS,
         atomic: &stubs::ATOMIC_OPS,
         collective: &stubs::COLLECTIVE_OPS,
@@ -149,7 +149,11 @@ static EP_TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
 ///
 /// # Safety
 /// `p` must be NULL or readable as a `struct fid`.
-unsafe fn with_ep<R: fi::FfiRet>(what: &'static str, p: *const c_void, f: impl FnOnce(&EpObj) -> Result<R>) -> R {
+pub(crate) unsafe fn with_ep<R: fi::FfiRet>(
+    what: &'static str,
+    p: *const c_void,
+    f: impl FnOnce(&EpObj) -> Result<R>,
+) -> R {
     // SAFETY: forwarded.
     unsafe { fi::call_obj::<Ep, R>(what, p, f) }
 }
@@ -396,7 +400,7 @@ pub(crate) unsafe extern "C" fn ep_join(
 ///
 /// # Safety
 /// `iov` must be NULL or point to `count` iovecs.
-unsafe fn iov_from_c(iov: *const libc::iovec, count: usize) -> Result<IovList> {
+pub(crate) unsafe fn iov_from_c(iov: *const libc::iovec, count: usize) -> Result<IovList> {
     if count > IOV_MAX {
         return Err(Error::INVAL);
     }
@@ -426,7 +430,7 @@ unsafe fn recv_iov(iov: *const libc::iovec, count: usize, flags: u64) -> Result<
     unsafe { iov_from_c(iov, count) }
 }
 
-fn iov_single(buf: *const c_void, len: usize) -> Result<IovList> {
+pub(crate) fn iov_single(buf: *const c_void, len: usize) -> Result<IovList> {
     if buf.is_null() && len > 0 {
         return Err(Error::INVAL);
     }
@@ -762,7 +766,7 @@ unsafe extern "C" fn tag_injectdata(
     }
 }
 
-/// Operation tables for capabilities rustfab does not offer (RMA, atomics,
+/// Operation tables for capabilities rustfab does not offer (atomics,
 /// collectives): every slot returns -FI_ENOSYS, as libfabric's own
 /// `fi_no_*` stubs do. fi_getinfo never advertises these capabilities.
 mod stubs {
@@ -773,59 +777,6 @@ mod stubs {
     type V = *mut c_void;
     type C = *const c_void;
     const NOSYS: isize = -(FI_ENOSYS as isize);
-
-    unsafe extern "C" fn rma_rw(_: Ep, _: V, _: usize, _: V, _: fi_addr_t, _: u64, _: u64, _: V) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn rma_w(_: Ep, _: C, _: usize, _: V, _: fi_addr_t, _: u64, _: u64, _: V) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn rma_v(
-        _: Ep,
-        _: *const libc::iovec,
-        _: D,
-        _: usize,
-        _: fi_addr_t,
-        _: u64,
-        _: u64,
-        _: V,
-    ) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn rma_msg(_: Ep, _: *const fi_msg_rma, _: u64) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn rma_inject(_: Ep, _: C, _: usize, _: fi_addr_t, _: u64, _: u64) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn rma_writedata(
-        _: Ep,
-        _: C,
-        _: usize,
-        _: V,
-        _: u64,
-        _: fi_addr_t,
-        _: u64,
-        _: u64,
-        _: V,
-    ) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn rma_injectdata(_: Ep, _: C, _: usize, _: u64, _: fi_addr_t, _: u64, _: u64) -> isize {
-        NOSYS
-    }
-    pub(crate) static RMA_OPS: fi_ops_rma = fi_ops_rma {
-        size: core::mem::size_of::<fi_ops_rma>(),
-        read: Some(rma_rw),
-        readv: Some(rma_v),
-        readmsg: Some(rma_msg),
-        write: Some(rma_w),
-        writev: Some(rma_v),
-        writemsg: Some(rma_msg),
-        inject: Some(rma_inject),
-        writedata: Some(rma_writedata),
-        injectdata: Some(rma_injectdata),
-    };
 
     unsafe extern "C" fn at_write(
         _: Ep,

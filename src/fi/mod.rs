@@ -24,6 +24,7 @@ pub(crate) mod mr;
 pub(crate) mod noops;
 pub(crate) mod pep;
 pub(crate) mod poll;
+pub(crate) mod rma;
 pub(crate) mod wait;
 
 pub(crate) use boundary::*;

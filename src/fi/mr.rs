@@ -224,8 +224,9 @@ unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
 }
 
 /// `fi_mr_bind`: "Endpoint bindings are needed if the provider associates
-/// memory regions with endpoints (see FI_MR_ENDPOINT)"; counters count RMA
-/// events, which rustfab does not generate.
+/// memory regions with endpoints (see FI_MR_ENDPOINT)"; a counter counts
+/// the remote writes (`FI_REMOTE_WRITE`) and reads (`FI_REMOTE_READ`) done
+/// in the region (core/mr.rs `bind_cntr`).
 unsafe extern "C" fn mr_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
     // SAFETY: arguments come from the application through fi_mr_bind().
     unsafe {
@@ -236,7 +237,10 @@ unsafe extern "C" fn mr_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
                     o.core.bind_ep(bfid as usize, flags)?;
                     Ok(0)
                 }
-                FI_CLASS_CNTR => Err(Error::NOSYS),
+                FI_CLASS_CNTR => {
+                    o.core.bind_cntr(fi::cntr::from_fid(bfid)?, flags)?;
+                    Ok(0)
+                }
                 _ => Err(Error::INVAL),
             }
         })

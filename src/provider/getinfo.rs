@@ -108,6 +108,8 @@ pub const TCP_MAX_MSG_SIZE: usize = 1 << 30;
 /// tx and rx queue depth (`tx_attr->size`, `rx_attr->size`).
 pub const QUEUE_SIZE: usize = 1024;
 pub const IOV_LIMIT: usize = 8;
+/// Target segments of one RMA operation (`tx_attr->rma_iov_limit`).
+pub const RMA_IOV_LIMIT: usize = crate::core::engine::RMA_IOV_MAX;
 /// Open MPI needs bit 63 (docs/mpi.md §2); matching uses all 64 bits.
 pub const MEM_TAG_FORMAT: u64 = 0xaaaa_aaaa_aaaa_aaaa;
 pub const MSG_ORDER: u64 = FI_ORDER_SAS;
@@ -124,6 +126,14 @@ pub const MR_CNT: usize = 65536;
 /// err_data carries a raw source address for `FI_SOURCE_ERR`.
 pub const MAX_ERR_DATA: usize = 64;
 
+/// RMA (docs/rma.md): reads and writes, both ends, with remote events.
+pub const RMA_CAPS: u64 = crate::core::rma::RMA_CAPS;
+/// The RMA direction caps (`fi_getinfo(3)`: none named means all).
+const RMA_DIRECTION_CAPS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+/// Tx-side and rx-side RMA caps.
+const RMA_TX_CAPS: u64 = FI_RMA | FI_READ | FI_WRITE;
+const RMA_RX_CAPS: u64 = FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
+
 /// Capabilities the shm data path delivers. Host-local only.
 pub const SHM_CAPS: u64 = FI_MSG
     | FI_TAGGED
@@ -134,7 +144,8 @@ pub const SHM_CAPS: u64 = FI_MSG
     | FI_SOURCE_ERR
     | FI_DIRECTED_RECV
     | FI_VARIABLE_MSG
-    | FI_LOCAL_COMM;
+    | FI_LOCAL_COMM
+    | RMA_CAPS;
 /// Capabilities the tcp data path delivers.
 pub const TCP_CAPS: u64 = FI_MSG
     | FI_TAGGED
@@ -146,13 +157,21 @@ pub const TCP_CAPS: u64 = FI_MSG
     | FI_DIRECTED_RECV
     | FI_VARIABLE_MSG
     | FI_LOCAL_COMM
-    | FI_REMOTE_COMM;
+    | FI_REMOTE_COMM
+    | RMA_CAPS;
 
 /// Caps that may appear in `tx_attr->caps` (masked with the entry's caps).
-pub const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND;
+pub const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | RMA_TX_CAPS;
 /// Caps that may appear in `rx_attr->caps` (masked with the entry's caps).
-pub const RX_CAPS: u64 =
-    FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_DIRECTED_RECV | FI_VARIABLE_MSG;
+pub const RX_CAPS: u64 = FI_MSG
+    | FI_TAGGED
+    | FI_RECV
+    | FI_MULTI_RECV
+    | FI_SOURCE
+    | FI_SOURCE_ERR
+    | FI_DIRECTED_RECV
+    | FI_VARIABLE_MSG
+    | RMA_RX_CAPS;
 /// Domain-level capabilities (`fi_domain(3)`).
 pub const DOMAIN_LEVEL_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
 
@@ -299,7 +318,7 @@ pub fn template_info(t: &Template, version: u32) -> Info {
             inject_size: INJECT_SIZE,
             size: QUEUE_SIZE,
             iov_limit: IOV_LIMIT,
-            rma_iov_limit: 0,
+            rma_iov_limit: if t.caps & FI_RMA != 0 { RMA_IOV_LIMIT } else { 0 },
             tclass: FI_TC_UNSPEC,
         }),
         rx: Some(RxAttr {
@@ -938,6 +957,28 @@ fn with_directions(caps: u64) -> u64 {
     }
 }
 
+/// `FI_RMA` without a direction means every direction offered (util's
+/// `ofi_get_caps`).
+fn with_rma_directions(caps: u64, offered: u64) -> u64 {
+    if caps & FI_RMA != 0 && caps & RMA_DIRECTION_CAPS == 0 {
+        caps | (offered & RMA_DIRECTION_CAPS)
+    } else {
+        caps
+    }
+}
+
+/// The RMA part of a tx (`side` = `FI_READ | FI_WRITE`, `RMA_TX_CAPS`) or
+/// rx (`FI_REMOTE_READ | FI_REMOTE_WRITE`, `RMA_RX_CAPS`) attribute's caps:
+/// present when the caps have `FI_RMA` and that side is named or no RMA
+/// direction is.
+fn rma_side(caps: u64, side: u64, mask: u64) -> u64 {
+    if caps & FI_RMA != 0 && (caps & side != 0 || caps & RMA_DIRECTION_CAPS == 0) {
+        caps & mask
+    } else {
+        0
+    }
+}
+
 /// Whether `caps` allow one direction (`FI_SEND` or `FI_RECV`): named, or no
 /// direction named at all.
 fn allows(caps: u64, direction: u64) -> bool {
@@ -954,16 +995,21 @@ fn allows(caps: u64, direction: u64) -> bool {
 /// `FI_VARIABLE_MSG` is never implied (by an empty request or one naming
 /// only secondary caps): it turns the receive side into buffered receives
 /// (fi_msg(3) "Variable Length Messages"), so only an application that names
-/// it gets it.
+/// it gets it. `FI_RMA` is implied by an empty request only (or by
+/// `FI_RMA_EVENT`); `FI_RMA` without a direction gets every RMA direction.
 pub fn effective_caps(offered: u64, requested: u64) -> u64 {
     if requested == 0 {
         return offered & !FI_VARIABLE_MSG;
     }
     let mut c = requested;
     if c & PRIMARY_CAPS == 0 {
-        c |= offered & PRIMARY_CAPS & !FI_VARIABLE_MSG;
+        // RMA comes only with a request that names it (or FI_RMA_EVENT):
+        // the messaging primaries are what a bare secondary request meant
+        // before RMA was offered, and still means.
+        let rma = if c & FI_RMA_EVENT != 0 { FI_RMA } else { 0 };
+        c |= offered & PRIMARY_CAPS & !(FI_VARIABLE_MSG | FI_RMA) | (offered & rma);
     }
-    c = with_directions(c) & (offered | requested);
+    c = with_rma_directions(with_directions(c), offered) & (offered | requested);
     if c & COMM_CAPS == 0 {
         c |= offered & COMM_CAPS;
     }
@@ -1031,11 +1077,16 @@ pub fn alter(t: &Template, mut info: Info, hints: Option<&Info>, version: u32) -
     if let Some(x) = info.tx.as_mut() {
         let asked = htx.map_or(0, |h| h.caps & !IGNORED_TX_CAPS);
         let caps = if asked != 0 {
-            with_directions(asked) & ep_caps
+            with_rma_directions(with_directions(asked), ep_caps) & ep_caps
         } else {
             ep_caps
         };
-        x.caps = if allows(caps, FI_SEND) { caps & TX_CAPS } else { 0 };
+        let msg = if allows(caps, FI_SEND) {
+            caps & TX_CAPS & !RMA_TX_CAPS
+        } else {
+            0
+        };
+        x.caps = msg | rma_side(caps, FI_READ | FI_WRITE, RMA_TX_CAPS);
         if let Some(h) = htx {
             x.op_flags = h.op_flags;
             if h.inject_size != 0 {
@@ -1060,11 +1111,16 @@ pub fn alter(t: &Template, mut info: Info, hints: Option<&Info>, version: u32) -
     if let Some(r) = info.rx.as_mut() {
         let asked = hrx.map_or(0, |h| h.caps & !IGNORED_RX_CAPS);
         let caps = if asked != 0 {
-            with_directions(asked) & ep_caps
+            with_rma_directions(with_directions(asked), ep_caps) & ep_caps
         } else {
             ep_caps
         };
-        r.caps = if allows(caps, FI_RECV) { caps & RX_CAPS } else { 0 };
+        let msg = if allows(caps, FI_RECV) {
+            caps & RX_CAPS & !RMA_RX_CAPS
+        } else {
+            0
+        };
+        r.caps = msg | rma_side(caps, FI_REMOTE_READ | FI_REMOTE_WRITE, RMA_RX_CAPS);
         r.mode = info.mode & FI_BUFFERED_RECV;
         if let Some(h) = hrx {
             r.op_flags = h.op_flags;
@@ -1425,11 +1481,11 @@ mod tests {
             assert_eq!(f.prov_name, None);
             assert_eq!(f.prov_version, PROVIDER_VERSION);
             let tx = i.tx.as_ref().unwrap();
-            assert_eq!(tx.caps, FI_MSG | FI_TAGGED | FI_SEND);
+            assert_eq!(tx.caps, FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_READ | FI_WRITE);
             assert_eq!((tx.msg_order, tx.comp_order), (FI_ORDER_SAS, FI_ORDER_NONE));
             assert_eq!(
                 (tx.inject_size, tx.size, tx.iov_limit, tx.rma_iov_limit),
-                (INJECT_SIZE, 1024, 8, 0)
+                (INJECT_SIZE, 1024, 8, 8)
             );
             let rx = i.rx.as_ref().unwrap();
             assert_eq!(rx.caps, RX_CAPS & !FI_VARIABLE_MSG);
@@ -1529,11 +1585,10 @@ mod tests {
     #[test]
     fn caps_must_be_a_subset() {
         for bad in [
-            FI_RMA,
             FI_ATOMIC,
-            FI_MSG | FI_RMA,
+            FI_RMA | FI_ATOMIC,
             FI_HMEM,
-            FI_VARIABLE_MSG | FI_RMA,
+            FI_RMA_PMEM,
             FI_SHARED_AV,
             FI_TRIGGER,
         ] {
@@ -1602,6 +1657,61 @@ mod tests {
         assert_eq!(l[0].rx.as_ref().unwrap().caps, FI_MSG | FI_RECV | FI_MULTI_RECV);
     }
 
+    /// RMA is offered on the RDM entries (the connected entry: the
+    /// msg_entry tests; this file's `getinfo` leaves it out), with the attributes
+    /// fabtests' fi_getinfo_test checks: FI_RMA in info, tx and rx caps,
+    /// the directions named or all of them, nothing beyond what was asked,
+    /// no RMA ordering (so no ordering sizes).
+    #[test]
+    fn rma_on_rdm_entries() {
+        let mut h = alloc_hints();
+        h.caps = FI_RMA;
+        let l = run(&h).unwrap();
+        assert_eq!(names(&l), ["shm", "tcp"]);
+        for i in &l {
+            let dirs = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+            assert_eq!(i.caps & !(FI_LOCAL_COMM | FI_REMOTE_COMM), FI_RMA | dirs);
+            assert_eq!(i.tx.as_ref().unwrap().caps, FI_RMA | FI_READ | FI_WRITE);
+            assert_eq!(i.rx.as_ref().unwrap().caps, FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE);
+            assert_eq!(i.tx.as_ref().unwrap().rma_iov_limit, RMA_IOV_LIMIT);
+            let e = i.ep.as_ref().unwrap();
+            assert_eq!(
+                (e.max_order_raw_size, e.max_order_war_size, e.max_order_waw_size),
+                (0, 0, 0)
+            );
+        }
+        // One side only: the other attribute has no RMA.
+        h.caps = FI_MSG | FI_RMA | FI_WRITE;
+        let l = run(&h).unwrap();
+        assert_eq!(l[0].tx.as_ref().unwrap().caps, FI_MSG | FI_SEND | FI_RMA | FI_WRITE);
+        assert_eq!(l[0].rx.as_ref().unwrap().caps, FI_MSG | FI_RECV);
+        h.caps = FI_RMA | FI_REMOTE_WRITE | FI_RMA_EVENT;
+        let l = run(&h).unwrap();
+        assert_eq!(l[0].tx.as_ref().unwrap().caps, 0);
+        assert_eq!(l[0].rx.as_ref().unwrap().caps, FI_RMA | FI_REMOTE_WRITE | FI_RMA_EVENT);
+        // fi_rdm_rma_event's and fi_rma_bw's requests.
+        h.caps = FI_MSG | FI_RMA | FI_RMA_EVENT;
+        assert_eq!(run_names(&h), ["shm", "tcp"]);
+        h.caps = FI_MSG | FI_RMA;
+        h.domain.as_mut().unwrap().resource_mgmt = FI_RM_ENABLED;
+        h.tx.as_mut().unwrap().rma_iov_limit = 2;
+        let l = run(&h).unwrap();
+        assert_eq!(l[0].tx.as_ref().unwrap().rma_iov_limit, 2, "echoed");
+        // No RMA ordering is offered (fi_getinfo_test then expects ENODATA).
+        let mut h = alloc_hints();
+        h.caps = FI_RMA;
+        h.tx.as_mut().unwrap().msg_order = FI_ORDER_RAW;
+        assert_eq!(run(&h).unwrap_err(), Error::NODATA);
+        // Asked for messaging only: no RMA anywhere in the answer.
+        let mut h = alloc_hints();
+        h.caps = FI_MSG | FI_TAGGED;
+        for i in run(&h).unwrap() {
+            assert_eq!(i.caps & RMA_CAPS, 0);
+            assert_eq!(i.tx.as_ref().unwrap().caps & RMA_CAPS, 0);
+            assert_eq!(i.rx.as_ref().unwrap().caps & RMA_CAPS, 0);
+        }
+    }
+
     #[test]
     fn effective_caps_rules() {
         assert_eq!(effective_caps(TCP_CAPS, 0), TCP_CAPS & !FI_VARIABLE_MSG);
@@ -1619,8 +1729,37 @@ mod tests {
             effective_caps(TCP_CAPS, FI_MULTI_RECV),
             FI_MULTI_RECV | FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_SEND | FI_RECV | COMM_CAPS
         );
+        // RMA: all directions when none is named, only what is named else;
+        // never with a request that names other primary caps only, nor
+        // with a bare secondary request (FI_RMA_EVENT aside).
+        const DIRS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+        assert_eq!(effective_caps(SHM_CAPS, FI_RMA), FI_RMA | DIRS | FI_LOCAL_COMM);
+        assert_eq!(
+            effective_caps(SHM_CAPS, FI_MSG | FI_RMA),
+            FI_MSG | FI_SEND | FI_RECV | FI_RMA | DIRS | FI_LOCAL_COMM
+        );
+        assert_eq!(
+            effective_caps(SHM_CAPS, FI_RMA | FI_READ),
+            FI_RMA | FI_READ | FI_LOCAL_COMM
+        );
+        assert_eq!(effective_caps(TCP_CAPS, FI_MSG | FI_TAGGED) & RMA_CAPS, 0);
+        assert_eq!(effective_caps(TCP_CAPS, FI_SOURCE) & RMA_CAPS, 0);
+        assert_eq!(
+            effective_caps(SHM_CAPS, FI_RMA_EVENT) & RMA_CAPS,
+            RMA_CAPS,
+            "FI_RMA_EVENT implies FI_RMA"
+        );
+        assert_eq!(effective_caps(SHM_CAPS, 0) & RMA_CAPS, RMA_CAPS, "no hints: all");
         // Results never exceed what is offered.
-        for req in [0, FI_MSG, FI_SOURCE, FI_TAGGED | FI_SOURCE_ERR, FI_RECV] {
+        for req in [
+            0,
+            FI_MSG,
+            FI_SOURCE,
+            FI_TAGGED | FI_SOURCE_ERR,
+            FI_RECV,
+            FI_RMA,
+            FI_RMA | FI_WRITE,
+        ] {
             assert_eq!(effective_caps(SHM_CAPS, req) & !SHM_CAPS, 0, "{req:#x}");
         }
     }
@@ -1722,13 +1861,13 @@ mod tests {
             ("tx size", |h| h.tx.as_mut().unwrap().size = QUEUE_SIZE + 1),
             ("tx iov", |h| h.tx.as_mut().unwrap().iov_limit = IOV_LIMIT + 1),
             ("inject", |h| h.tx.as_mut().unwrap().inject_size = INJECT_SIZE + 1),
-            ("rma iov", |h| h.tx.as_mut().unwrap().rma_iov_limit = 1),
+            ("rma iov", |h| h.tx.as_mut().unwrap().rma_iov_limit = RMA_IOV_LIMIT + 1),
             ("tx order", |h| {
                 h.tx.as_mut().unwrap().msg_order = FI_ORDER_SAS | FI_ORDER_RAW
             }),
             ("tx comp", |h| h.tx.as_mut().unwrap().comp_order = FI_ORDER_STRICT),
             ("tx op", |h| h.tx.as_mut().unwrap().op_flags = FI_COMMIT_COMPLETE),
-            ("tx caps", |h| h.tx.as_mut().unwrap().caps = FI_RMA),
+            ("tx caps", |h| h.tx.as_mut().unwrap().caps = FI_ATOMIC),
             ("tx tclass", |h| h.tx.as_mut().unwrap().tclass = 0x100 | 64),
             ("rx size", |h| h.rx.as_mut().unwrap().size = QUEUE_SIZE + 1),
             ("rx iov", |h| h.rx.as_mut().unwrap().iov_limit = IOV_LIMIT + 1),
@@ -1736,7 +1875,7 @@ mod tests {
             ("rx order", |h| h.rx.as_mut().unwrap().msg_order = FI_ORDER_DATA),
             ("rx comp", |h| h.rx.as_mut().unwrap().comp_order = FI_ORDER_DATA),
             ("rx op", |h| h.rx.as_mut().unwrap().op_flags = FI_DELIVERY_COMPLETE),
-            ("rx caps", |h| h.rx.as_mut().unwrap().caps = FI_REMOTE_WRITE),
+            ("rx caps", |h| h.rx.as_mut().unwrap().caps = FI_ATOMIC),
             ("max msg", |h| h.ep.as_mut().unwrap().max_msg_size = (1 << 30) + 1),
             ("protocol", |h| h.ep.as_mut().unwrap().protocol = FI_PROTO_SOCK_TCP),
             ("proto ver", |h| h.ep.as_mut().unwrap().protocol_version = 2),
@@ -2245,7 +2384,7 @@ mod tests {
         // No match: the out pointer is left NULL.
         let mut out: *mut fi_info = core::ptr::dangling_mut();
         let h = Info {
-            caps: FI_RMA,
+            caps: FI_ATOMIC,
             ..alloc_hints()
         }
         .to_c()
@@ -2395,11 +2534,15 @@ mod tests {
         assert_eq!(m.caps, crate::fi::connected::MSG_CAPS & !FI_VARIABLE_MSG);
         let l = super::getinfo(&query(Some(&msg_hints(FI_MSG | FI_VARIABLE_MSG)))).unwrap();
         assert_ne!(l[0].caps & FI_VARIABLE_MSG, 0);
-        assert_eq!(m.caps & (FI_SOURCE | FI_DIRECTED_RECV | FI_RMA | FI_ATOMIC), 0);
-        assert_eq!(m.tx.as_ref().unwrap().caps, FI_MSG | FI_TAGGED | FI_SEND);
+        assert_eq!(m.caps & (FI_SOURCE | FI_DIRECTED_RECV | FI_ATOMIC), 0);
+        assert_eq!(m.caps & RMA_CAPS, RMA_CAPS, "RMA on connected endpoints too");
+        assert_eq!(
+            m.tx.as_ref().unwrap().caps,
+            FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_READ | FI_WRITE
+        );
         assert_eq!(
             m.rx.as_ref().unwrap().caps,
-            FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV
+            FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT
         );
         assert_eq!(m.addr_format, FI_SOCKADDR_IN);
         assert_eq!(m.ep.as_ref().unwrap().protocol, TCP_PROTOCOL);
@@ -2418,8 +2561,11 @@ mod tests {
         let l = super::getinfo(&query(Some(&h))).unwrap();
         assert_eq!(l.len(), 1);
         assert_eq!(l[0].caps, FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM);
+        // fi_rma_bw -e msg's request.
+        let l = super::getinfo(&query(Some(&msg_hints(FI_MSG | FI_RMA)))).unwrap();
+        assert_eq!(l[0].tx.as_ref().unwrap().rma_iov_limit, RMA_IOV_LIMIT);
         // Capabilities the connected data path does not have.
-        for c in [FI_SOURCE, FI_DIRECTED_RECV, FI_RMA] {
+        for c in [FI_SOURCE, FI_DIRECTED_RECV, FI_ATOMIC] {
             assert_eq!(
                 super::getinfo(&query(Some(&msg_hints(FI_MSG | c)))).unwrap_err(),
                 Error::NODATA

@@ -244,6 +244,10 @@ impl Port for AutoPort {
         Port::pull(&self.shm, src_pid, remote, dst, len)
     }
 
+    fn push(&self, dst_pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
+        Port::push(&self.shm, dst_pid, remote, src, len)
+    }
+
     fn close(&mut self) {
         Port::close(&mut self.shm);
         Port::close(&mut self.tcp);

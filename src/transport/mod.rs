@@ -224,6 +224,14 @@ pub trait Port: Send {
     /// Pulls a rendezvous payload from the sender's memory (shm CMA).
     /// `Err(OPNOTSUPP)`: not possible here; the core asks for streaming.
     fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize>;
+    /// Writes `len` bytes of `src` (memory of this process the core has
+    /// checked) into a peer's buffers `remote` (shm CMA: an RMA read served
+    /// by its target straight into the initiator's memory; `dst_pid` as a
+    /// record reported it). `Err(OPNOTSUPP)`: not possible here; the core
+    /// streams the data instead.
+    fn push(&self, _dst_pid: i32, _remote: &[(u64, u64)], _src: &IovList, _len: usize) -> Result<usize> {
+        Err(Error::OPNOTSUPP)
+    }
     /// Orderly goodbye to peers.
     fn close(&mut self);
     /// Bytes of every rendezvous message this endpoint wants pushed right

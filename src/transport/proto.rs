@@ -41,7 +41,44 @@ pub mod op {
     pub const HELLO: u8 = 6;
     /// Orderly close of a connection / ring slot.
     pub const BYE: u8 = 7;
-    pub const MAX: u8 = 7;
+    /// RMA records (docs/rma.md). In all of them `msg_id` is the
+    /// initiator's operation and `aux` the index of the target segment
+    /// (`fi_rma_iov` entry) the record is about.
+    ///
+    /// A chunk of an RMA write: `payload` bytes for bytes `reserved ..` of
+    /// the target segment `offset` (address or offset, per the target's
+    /// `mr_mode`), `len` bytes long, key `tag`; `LAST` on the segment's last
+    /// chunk, `FINAL` on every record of the operation's last segment.
+    pub const WRITE: u8 = 8;
+    /// An RMA write the target is to pull itself (shm, cross-memory
+    /// attach): segment as in `WRITE`; `reserved` (address, length) entries
+    /// of the initiator's buffer follow (16 bytes each); `CMA_OK` set.
+    pub const WRITE_REQ: u8 = 9;
+    /// An RMA read of target segment (`offset`, `len`, key `tag`). With
+    /// `CMA_OK` the target writes straight into the `reserved` (address,
+    /// length) entries that follow; else it answers `READ_RESP` chunks.
+    pub const READ_REQ: u8 = 10;
+    /// A chunk of read data: `payload` bytes for bytes `reserved ..` of the
+    /// segment (`len` long); `LAST` on the last.
+    pub const READ_RESP: u8 = 11;
+    /// The target is done with segment `aux` of operation `msg_id`:
+    /// `data` = 0 or an FI_E* code (FI_EOPNOTSUPP on a `WRITE_REQ`: "cannot
+    /// pull, push it").
+    pub const RMA_ACK: u8 = 12;
+    pub const MAX: u8 = 12;
+
+    /// Whether the endpoint core places this record's payload (two-phase
+    /// delivery: `Delivery::place` / `placed`): messages, rendezvous
+    /// chunks, RMA write chunks and read responses. Every other record goes
+    /// to `Delivery::control` with its payload.
+    pub const fn placed(op: u8) -> bool {
+        matches!(op, EAGER | DATA | WRITE | READ_RESP)
+    }
+
+    /// Whether the record belongs to the RMA protocol (`core/engine/rma.rs`).
+    pub const fn is_rma(op: u8) -> bool {
+        op >= WRITE && op <= RMA_ACK
+    }
 }
 
 /// Record flags.
@@ -64,7 +101,10 @@ pub mod flag {
     /// MSG over shm: the payload (at most `INLINE_MAX` bytes) sits in the
     /// header's `offset` and `reserved` fields; the record is one cell.
     pub const INLINE: u32 = 1 << 7;
-    pub const ALL: u32 = TAGGED | REMOTE_CQ_DATA | ACK_REQ | CMA_OK | LAST | RANGE | PUSH | INLINE;
+    /// RMA: the record belongs to the operation's last target segment (the
+    /// target reports remote events when that segment is done).
+    pub const FINAL: u32 = 1 << 8;
+    pub const ALL: u32 = TAGGED | REMOTE_CQ_DATA | ACK_REQ | CMA_OK | LAST | RANGE | PUSH | INLINE | FINAL;
 }
 
 /// The header. Plain data: copied out of shared memory / the socket before
@@ -169,6 +209,26 @@ impl WireHdr {
                         .is_some_and(|end| end <= self.len)
             }
             op::HELLO => payload <= 256,
+            // RMA chunks: inside the segment they name, within the limit.
+            op::WRITE | op::READ_RESP => {
+                payload <= lim.max_payload
+                    && self
+                        .reserved
+                        .checked_add(payload as u64)
+                        .is_some_and(|end| end <= self.len)
+            }
+            // An iov table of the initiator's buffer for a CMA transfer
+            // (required for WRITE_REQ, optional for READ_REQ).
+            op::WRITE_REQ | op::READ_REQ => {
+                let n = self.reserved;
+                let cma = self.flags & flag::CMA_OK != 0;
+                let table = n <= lim.max_iov as u64 && payload as u64 == n * IOV_ENTRY as u64;
+                match self.op {
+                    op::WRITE_REQ => cma && n >= 1 && table && self.len > 0,
+                    _ => table && (n >= 1) == cma,
+                }
+            }
+            op::RMA_ACK => payload == 0,
             _ => false,
         };
         if ok {
@@ -309,7 +369,7 @@ mod tests {
         let mut h = good;
         h.version = 9;
         assert_eq!(h.check(&LIM), Err(BadRecord::Version));
-        for bad_op in [0u8, 8, 255] {
+        for bad_op in [0u8, op::MAX + 1, 255] {
             let mut h = good;
             h.op = bad_op;
             assert_eq!(h.check(&LIM), Err(BadRecord::Op));
@@ -358,5 +418,61 @@ mod tests {
         let mut a = WireHdr::new(op::ACK);
         a.payload = 1;
         assert!(a.check(&LIM).is_err());
+    }
+
+    #[test]
+    fn rma_records_stay_inside_their_segment() {
+        // A write chunk names its place in the segment: it must fit.
+        let mut w = WireHdr::new(op::WRITE);
+        w.len = 100;
+        w.reserved = 90;
+        w.payload = 10;
+        assert_eq!(w.check(&LIM), Ok(()));
+        w.payload = 11;
+        assert_eq!(w.check(&LIM), Err(BadRecord::Length));
+        w.reserved = u64::MAX - 4;
+        w.payload = 8;
+        assert_eq!(w.check(&LIM), Err(BadRecord::Length), "offset overflow");
+        let mut big = WireHdr::new(op::READ_RESP);
+        big.len = 1 << 40;
+        big.payload = LIM.max_payload as u32 + 1;
+        assert_eq!(big.check(&LIM), Err(BadRecord::Length), "chunk above the limit");
+        big.payload = LIM.max_payload as u32;
+        assert_eq!(big.check(&LIM), Ok(()));
+        // A zero-length write is one empty chunk.
+        let z = WireHdr::new(op::WRITE);
+        assert_eq!(z.check(&LIM), Ok(()));
+        // Requests: the iov table is what `reserved` says, CMA only with it.
+        let mut r = WireHdr::new(op::READ_REQ);
+        r.len = 1 << 20;
+        assert_eq!(r.check(&LIM), Ok(()), "a streamed read carries nothing");
+        r.flags = flag::CMA_OK;
+        assert_eq!(r.check(&LIM), Err(BadRecord::Length), "CMA without a table");
+        r.reserved = 2;
+        r.payload = 32;
+        assert_eq!(r.check(&LIM), Ok(()));
+        r.flags = 0;
+        assert_eq!(r.check(&LIM), Err(BadRecord::Length), "a table without CMA");
+        let mut q = WireHdr::new(op::WRITE_REQ);
+        q.len = 1 << 20;
+        q.flags = flag::CMA_OK | flag::FINAL;
+        q.reserved = 1;
+        q.payload = 16;
+        assert_eq!(q.check(&LIM), Ok(()));
+        q.reserved = LIM.max_iov as u64 + 1;
+        q.payload = 16 * q.reserved as u32;
+        assert_eq!(q.check(&LIM), Err(BadRecord::Length), "too many entries");
+        q.reserved = 1;
+        q.payload = 16;
+        q.len = 0;
+        assert_eq!(q.check(&LIM), Err(BadRecord::Length), "nothing to pull");
+        let mut a = WireHdr::new(op::RMA_ACK);
+        assert_eq!(a.check(&LIM), Ok(()));
+        a.payload = 4;
+        assert_eq!(a.check(&LIM), Err(BadRecord::Length));
+        // The placed records are exactly the data-carrying ones.
+        let placed: Vec<u8> = (1..=op::MAX).filter(|&o| op::placed(o)).collect();
+        assert_eq!(placed, vec![op::EAGER, op::DATA, op::WRITE, op::READ_RESP]);
+        assert!((1..=op::MAX).filter(|&o| op::is_rma(o)).eq(op::WRITE..=op::RMA_ACK));
     }
 }

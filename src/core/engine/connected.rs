@@ -60,6 +60,7 @@ impl Inner {
                 },
             );
         }
+        st.rma_fail_all(b, e);
         if let Some(p) = st.cfg.fixed_peer {
             st.m.drop_unexpected_from(&p);
         }

@@ -48,6 +48,7 @@ pub(crate) mod matching;
 mod peers;
 mod recv;
 mod rendezvous;
+mod rma;
 mod send;
 
 use self::buffered::{Buffered, BUF_HANDLE, PREFIX_AUX};
@@ -56,6 +57,7 @@ use self::matching::{IovList, Matching, PostedRecv, RtsInfo, UnexBody, Unexpecte
 use self::peers::STREAM_LIVENESS;
 use self::recv::Inflight;
 use self::rendezvous::{PendingPull, RxStream, STREAM_HANDLE};
+pub(crate) use self::rma::{RmaArgs, RmaBinds, RmaBound, RmaIov, RmaIovList, RmaKind, RMA_IOV_MAX};
 use self::send::{TxOp, TxState};
 use crate::abi::*;
 use crate::base::collections::{FastMap, FastSet, Slab};
@@ -101,6 +103,8 @@ pub(crate) struct Binds {
     pub(crate) send_cntr: Option<Held<Cntr>>,
     pub(crate) recv_cntr: Option<Held<Cntr>>,
     pub(crate) eq: Option<Held<crate::core::eq::Eq>>,
+    /// Counters of RMA events (`FI_READ`, `FI_WRITE`, `FI_REMOTE_*`).
+    pub(crate) rma: RmaBinds,
 }
 
 /// The endpoint's bindings as the engine uses them during one call: where
@@ -116,6 +120,7 @@ pub(crate) struct Bound<'a> {
     pub(crate) rx_selective: bool,
     pub(crate) send_cntr: Option<&'a Cntr>,
     pub(crate) recv_cntr: Option<&'a Cntr>,
+    pub(crate) rma: RmaBound<'a>,
 }
 
 impl<'a> From<&'a Binds> for Bound<'a> {
@@ -128,6 +133,7 @@ impl<'a> From<&'a Binds> for Bound<'a> {
             rx_selective: b.rx_selective,
             send_cntr: b.send_cntr.as_deref(),
             recv_cntr: b.recv_cntr.as_deref(),
+            rma: (&b.rma).into(),
         }
     }
 }
@@ -189,6 +195,8 @@ struct State {
     watch_tick: u32,
     /// Buffered receives (FI_BUFFERED_RECV): None on endpoints without.
     buf: Option<Box<Buffered>>,
+    /// RMA operations and the target's work (`rma.rs`).
+    rma: rma::Rma,
 }
 
 pub(crate) struct Inner {
@@ -221,6 +229,7 @@ impl Inner {
                 no_cma: Default::default(),
                 watch_tick: 0,
                 buf: None,
+                rma: Default::default(),
             },
         }
     }
@@ -255,7 +264,7 @@ impl Inner {
     }
 
     pub(crate) fn tx_outstanding(&self) -> usize {
-        self.st.tx.len()
+        self.st.tx.len() + self.st.rma.outstanding()
     }
 
     pub(crate) fn rx_posted(&self) -> usize {
@@ -290,9 +299,15 @@ struct EngineDelivery<'a> {
 
 impl Delivery for EngineDelivery<'_> {
     fn place(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr) -> Place {
+        if op::is_rma(hdr.op) {
+            return self.st.rma_place(self.b, src, hdr);
+        }
         self.st.place(self.b, src, src_pid, hdr)
     }
     fn placed(&mut self, handle: u32, result: Result<()>) {
+        if rma::owns_handle(handle) {
+            return self.st.rma_placed(self.b, handle, result);
+        }
         self.st.placed(self.b, handle, result)
     }
     fn buffered(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, data: Vec<u8>) {
@@ -305,6 +320,9 @@ impl Delivery for EngineDelivery<'_> {
         crate::transport::place_and_copy(self, src, src_pid, hdr, payload)
     }
     fn control(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition {
+        if op::is_rma(hdr.op) {
+            return self.st.rma_control(self.b, src, src_pid, hdr, payload);
+        }
         self.st.control(self.b, src, src_pid, hdr, payload)
     }
     fn sent(&mut self, msg_id: u64, result: Result<()>) {
@@ -330,6 +348,7 @@ impl State {
             self.run_pulls(port, b);
         }
         self.buf_run_pulls(port, b);
+        self.rma_after_poll(port, b);
         for (to, h) in self.outbox.drain(..) {
             // A dead peer's control records are dropped: its failure is
             // reported through the peer events instead.
@@ -352,6 +371,7 @@ impl State {
                 // shm: the sender closed its endpoint (its ring is done);
                 // what of its messages is still in its memory is gone.
                 self.buf_peer_failed(b, src);
+                self.rma_peer_failed(b, src);
                 Disposition::Consumed
             }
             op::CTS => {

@@ -11,7 +11,10 @@ impl State {
     /// Whether operations wait on peers (liveness checks and a bounded
     /// sleep are needed so a dead peer is noticed).
     pub(crate) fn waits_on_peers(&self) -> bool {
-        !self.tx.is_empty() || !self.rx.is_empty() || self.buf.as_ref().is_some_and(|x| x.streaming())
+        !self.tx.is_empty()
+            || !self.rx.is_empty()
+            || self.buf.as_ref().is_some_and(|x| x.streaming())
+            || self.rma.busy()
     }
 
     pub(super) fn watch_peers(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
@@ -79,6 +82,7 @@ impl State {
                 }
             }
             self.buf_peer_failed(b, &peer);
+            self.rma_peer_failed(b, &peer);
         }
     }
 }

@@ -23,6 +23,7 @@
 //! * `pull` copies from the sender's buffers (CMA; the "remote" addresses are
 //!   in this process) or answers `Err(OPNOTSUPP)` ([`Cma::Refused`]); a
 //!   dead sender gives `Err(CONNRESET)`, as `process_vm_readv`'s ESRCH.
+//!   `push` (an RMA read's target writing into the reader) likewise.
 //! * Failures: [`Net::kill`] ends a process (noticed through `check_peer`
 //!   and `sender_alive`, as shm notices); [`Net::reset`] breaks a
 //!   connection (both ends get `PeerEvent::Failed` at once, as TCP does).
@@ -166,6 +167,8 @@ struct Node {
     aborted: Vec<u32>,
     pull_fault: Option<Error>,
     pulls: usize,
+    /// Successful `push`es (CMA writes into a peer).
+    pushes: usize,
     more_calls: usize,
     sleepers: usize,
     /// Peers this node has sent to (BYE goes to them on close).
@@ -305,6 +308,7 @@ impl Net {
             aborted: Vec::new(),
             pull_fault: None,
             pulls: 0,
+            pushes: 0,
             more_calls: 0,
             sleepers: 0,
             contacted: Vec::new(),
@@ -384,6 +388,11 @@ impl Net {
     /// Successful pulls by `a` so far.
     pub(super) fn pulls(&self, a: &Addr) -> usize {
         self.with(a, |n| n.pulls)
+    }
+
+    /// Successful pushes by `a` so far.
+    pub(super) fn pushes(&self, a: &Addr) -> usize {
+        self.with(a, |n| n.pushes)
     }
 
     /// `Port::more_coming` calls on `a`'s port.
@@ -595,10 +604,10 @@ impl Port for SimPort {
                     break;
                 }
                 let h = rec.hdr;
-                let consumed = if (h.op == op::EAGER || h.op == op::DATA) && !trickle {
+                let consumed = if op::placed(h.op) && !trickle {
                     // Whole payloads (shm): one step, as shm's ring does.
                     d.deliver(&src, pid, &h, &Bytes(&rec.payload)) == Disposition::Consumed
-                } else if h.op == op::EAGER || h.op == op::DATA {
+                } else if op::placed(h.op) {
                     match d.place(&src, pid, &h) {
                         Place::Into { handle, dst, take } => {
                             let take = take.min(rec.payload.len()).min(dst.total());
@@ -692,6 +701,40 @@ impl Port for SimPort {
             done += unsafe { src.copy_to_iov(0, n, dst, done) };
         }
         w.nodes[self.me].pulls += 1;
+        Ok(done)
+    }
+
+    fn push(&self, dst_pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
+        let mut w = self.net.0.lock();
+        if w.nodes[self.me].opts.cma == Cma::Refused {
+            return Err(Error::OPNOTSUPP);
+        }
+        if let Some(e) = w.nodes[self.me].pull_fault {
+            return Err(e);
+        }
+        if len == 0 {
+            return Ok(0);
+        }
+        if !w.nodes.iter().any(|n| n.pid == dst_pid && n.alive) {
+            return Err(Error::CONNRESET);
+        }
+        let mut done = 0;
+        for &(a, l) in remote {
+            if done == len {
+                break;
+            }
+            let n = (l as usize).min(len - done);
+            let dst = IovList::single(a as usize, n);
+            src.for_range(done, n, |p, k, off| {
+                // SAFETY: the "remote" process is this one: `a .. a + n` is
+                // a test's read buffer, alive until that read completes
+                // (after the ACK this push precedes); `p .. p + k` is the
+                // engine's checked source.
+                unsafe { core::slice::from_raw_parts(p as *const u8, k).copy_to_iov(0, k, &dst, off - done) };
+            });
+            done += n;
+        }
+        w.nodes[self.me].pushes += 1;
         Ok(done)
     }
 

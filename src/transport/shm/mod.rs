@@ -578,7 +578,7 @@ fn peer_out<'a>(
 
 /// Hands one ring record to the endpoint core.
 fn dispatch(d: &mut dyn Delivery, rec: InRecord<'_>) -> Disposition {
-    if rec.hdr.op != proto::op::EAGER && rec.hdr.op != proto::op::DATA {
+    if !proto::op::placed(rec.hdr.op) {
         return d.control(&rec.src, rec.src_pid, &rec.hdr, &rec);
     }
     d.deliver(&rec.src, rec.src_pid, &rec.hdr, &rec)
@@ -638,6 +638,16 @@ impl Port for ShmPort {
         }
         pull(src_pid, remote, dst, len)
     }
+    fn push(&self, dst_pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
+        if len == 0 {
+            return Ok(0);
+        }
+        // Only into a sender the kernel named, as `pull`.
+        if !self.verified_sender(dst_pid) {
+            return Err(Error::CONNRESET);
+        }
+        push(dst_pid, remote, src, len)
+    }
     fn close(&mut self) {
         ShmPort::close(self)
     }
@@ -676,6 +686,33 @@ pub fn pull(pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Resul
     // Rust code; the remote ones are addresses in the peer process, which
     // only the kernel touches (checked there).
     unsafe { cma::read_process(pid, &local, &rem, len) }.map_err(|e| match e {
+        CmaError::Gone => Error::CONNRESET,
+        CmaError::Fault => Error::IO,
+        CmaError::Refused => Error::OPNOTSUPP,
+    })
+}
+
+/// Writes `len` bytes of `src` into a peer's buffers (`remote` segments)
+/// with `process_vm_writev`: an RMA read served by its target. Errors as
+/// [`pull`].
+pub fn push(pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
+    let mut local: Vec<IoRange> = Vec::with_capacity(8);
+    src.for_range(0, len, |p, n, _| local.push(IoRange::new(p, n)));
+    let mut rem: Vec<IoRange> = Vec::with_capacity(remote.len());
+    let mut left = len;
+    for &(a, l) in remote {
+        if left == 0 {
+            break;
+        }
+        let n = (l as usize).min(left);
+        rem.push(IoRange::new(a as usize, n));
+        left -= n;
+    }
+    // SAFETY: the local ranges are registered memory the core checked
+    // (key, range, access) for this read, only read here; the remote ones
+    // are the reader's own buffers in its process, which only the kernel
+    // touches (checked there).
+    unsafe { cma::write_process(pid, &local, &rem, len) }.map_err(|e| match e {
         CmaError::Gone => Error::CONNRESET,
         CmaError::Fault => Error::IO,
         CmaError::Refused => Error::OPNOTSUPP,

@@ -8,7 +8,8 @@
 //! 1. read the 64-byte header into the reader's own buffer, decode it and
 //!    validate everything with `WireHdr::check` against the endpoint's
 //!    limits, then the ops a TCP stream may carry;
-//! 2. EAGER, DATA: ask the endpoint core where the payload goes (`place`) and read
+//! 2. EAGER, DATA, and the RMA chunks WRITE and READ_RESP (`op::placed`):
+//!    ask the endpoint core where the payload goes (`place`) and read
 //!    it **straight into the matched receive buffer** (scatter read over the
 //!    application's iov; the bytes beyond a truncated receive go to a
 //!    scratch buffer and are dropped), or into a vector sized exactly to the
@@ -353,6 +354,8 @@ impl Reader {
                         op::HELLO => !established,
                         op::BYE => true,
                         op::EAGER | op::ACK | op::RTS | op::CTS | op::DATA => established,
+                        // RMA (docs/rma.md): chunks are placed like DATA.
+                        o if op::is_rma(o) => established,
                         _ => false,
                     };
                     if !allowed {
@@ -362,7 +365,7 @@ impl Reader {
                     self.state = match hdr.op {
                         // Payload-carrying data records are placed by the core
                         // (straight into the matched buffer).
-                        op::EAGER | op::DATA => State::Place { hdr },
+                        o if op::placed(o) => State::Place { hdr },
                         _ if n > CTL_MAX => return Outcome::Broken(Broken::Bad(BadRecord::Length)),
                         _ if n > 0 => State::Ctl { hdr, got: 0 },
                         op::HELLO | op::BYE => {

@@ -9,6 +9,7 @@ mod corners;
 mod eager;
 mod failure;
 mod rendezvous;
+mod rma;
 
 use super::sim::{Net, SimOpts};
 use super::{AddrBook, Bound, EpConfig, Inner, RecvArgs, SendArgs};
@@ -100,6 +101,7 @@ impl Sinks {
             rx_selective: self.rx_selective,
             send_cntr: Some(&self.send_cntr),
             recv_cntr: Some(&self.recv_cntr),
+            ..Default::default()
         }
     }
 }

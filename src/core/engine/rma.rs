@@ -1,0 +1,990 @@
+//! RMA (`fi_rma(3)`): the initiator's operations and the target's side of
+//! them, on top of any transport (docs/rma.md has the records and the
+//! reasons).
+//!
+//! * An operation names local buffers (an [`IovList`]) and up to
+//!   [`RMA_IOV_MAX`] target segments ([`RmaIov`]: address, length, key).
+//!   Its segments go one after the other: the next starts when the target
+//!   acknowledged the previous one, so the target's remote event (counter,
+//!   CQ data), sent with the operation's last (`FINAL`) segment, follows
+//!   every byte of the operation.
+//! * **Write**: the data goes in `WRITE` chunks (at most the eager limit
+//!   each, as the transport has room); the target checks the key, the
+//!   range and the access right of the whole segment for every chunk,
+//!   places the chunk straight into registered memory (the shm ring copy,
+//!   or the TCP reader's `readv`), and answers `RMA_ACK` after the segment's
+//!   last chunk. A large write to an shm peer is a `WRITE_REQ` naming the
+//!   initiator's buffer instead: the target checks the segment and pulls it
+//!   with `process_vm_readv` (one copy), or answers `FI_EOPNOTSUPP` and the
+//!   initiator sends chunks.
+//! * **Read**: `READ_REQ`; the target checks the segment and answers
+//!   `READ_RESP` chunks (checked again before each, placed straight into the
+//!   initiator's buffer), or — a large read from an shm peer that named its
+//!   buffer — writes the data into the initiator with `process_vm_writev`
+//!   and answers `RMA_ACK`.
+//! * A refused access (unknown key: `FI_EINVAL`; out of the region, right
+//!   not granted, region disabled, endpoint not an RMA target:
+//!   `FI_EACCES`) is an `RMA_ACK` with the code; the target's memory is
+//!   never touched, and the initiator's operation completes in error.
+//! * Completions: an operation completes once the target answered every
+//!   segment (`RMA_ACK`, or a read's last chunk placed): delivery complete,
+//!   whatever level was asked (every level is met). `fi_inject_write` and
+//!   `FI_INJECT`: the data is copied or on its way when the call returns,
+//!   no completion. Counters: `FI_WRITE`/`FI_READ` at the initiator,
+//!   `FI_REMOTE_WRITE`/`FI_REMOTE_READ` at the target (once per
+//!   operation); remote CQ data is a completion on the target's receive
+//!   CQ (`FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA`).
+//! * Failure: a peer that fails completes the operations that wait on it
+//!   with `PEER_FAILED`; the target drops what it was serving it.
+
+use super::completion::Report;
+use super::*;
+use crate::core::mr::{MrMap, EACCES};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// RMA operation ids carry this bit: message ids count from 1 and never
+/// reach it, so a transport's `sent` report or a stray `ACK` for an RMA
+/// record can never complete a send.
+pub(super) const RMA_ID: u64 = 1 << 63;
+/// Placement handles of RMA chunks (below the rendezvous and buffered bits,
+/// above any slab handle of in-flight receives).
+pub(super) const RMA_HANDLE: u32 = 1 << 29;
+/// Most target segments one operation may name (`rma_iov_limit`).
+pub(crate) const RMA_IOV_MAX: usize = 8;
+/// Reads being served and writes waiting to be pulled, at most, per
+/// endpoint: beyond it a request stays with the transport (backpressure).
+const MAX_JOBS: usize = 1024;
+/// Segments remembered as spoiled (a chunk refused before the last one).
+const MAX_SPOILED: usize = 4096;
+/// Chunks below this are not sent while more of the segment remains (the
+/// transport has too little room now: wait for more).
+const MIN_CHUNK: usize = 4096;
+
+/// One target segment (`struct fi_rma_iov`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RmaIov {
+    pub(crate) addr: u64,
+    pub(crate) len: usize,
+    pub(crate) key: u64,
+}
+
+/// The target segments of one operation.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RmaIovList {
+    n: usize,
+    seg: [RmaIov; RMA_IOV_MAX],
+}
+
+impl RmaIovList {
+    pub(crate) fn single(addr: u64, len: usize, key: u64) -> RmaIovList {
+        let mut l = RmaIovList::default();
+        l.push(RmaIov { addr, len, key });
+        l
+    }
+
+    /// Appends a segment; false if the list is full.
+    pub(crate) fn push(&mut self, s: RmaIov) -> bool {
+        if self.n == RMA_IOV_MAX {
+            return false;
+        }
+        self.seg[self.n] = s;
+        self.n += 1;
+        true
+    }
+
+    pub(crate) fn segments(&self) -> &[RmaIov] {
+        &self.seg[..self.n]
+    }
+
+    /// Total bytes (None on overflow).
+    pub(crate) fn total(&self) -> Option<usize> {
+        self.segments().iter().try_fold(0usize, |t, s| t.checked_add(s.len))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RmaKind {
+    Read,
+    Write,
+}
+
+/// An RMA operation as the thunks describe it.
+pub(crate) struct RmaArgs {
+    pub(crate) kind: RmaKind,
+    pub(crate) dest: fi_addr_t,
+    pub(crate) local: IovList,
+    pub(crate) remote: RmaIovList,
+    /// Remote CQ data (`fi_writedata`, `FI_REMOTE_CQ_DATA`).
+    pub(crate) data: Option<u64>,
+    /// Effective operation flags.
+    pub(crate) flags: u64,
+    pub(crate) context: usize,
+    /// `fi_inject_write*`: buffer reusable on return, no completion.
+    pub(crate) inject_call: bool,
+}
+
+/// The counters `fi_ep_bind` attaches for RMA events.
+#[derive(Default)]
+pub(crate) struct RmaBinds {
+    pub(crate) read: Option<Held<Cntr>>,
+    pub(crate) write: Option<Held<Cntr>>,
+    pub(crate) remote_read: Option<Held<Cntr>>,
+    pub(crate) remote_write: Option<Held<Cntr>>,
+}
+
+/// [`RmaBinds`] as the engine uses them during one call.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct RmaBound<'a> {
+    pub(crate) read: Option<&'a Cntr>,
+    pub(crate) write: Option<&'a Cntr>,
+    pub(crate) remote_read: Option<&'a Cntr>,
+    pub(crate) remote_write: Option<&'a Cntr>,
+}
+
+impl<'a> From<&'a RmaBinds> for RmaBound<'a> {
+    fn from(b: &'a RmaBinds) -> RmaBound<'a> {
+        RmaBound {
+            read: b.read.as_deref(),
+            write: b.write.as_deref(),
+            remote_read: b.remote_read.as_deref(),
+            remote_write: b.remote_write.as_deref(),
+        }
+    }
+}
+
+/// Where the current segment of an operation is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Its request (or first chunk) has not gone out yet.
+    Start,
+    /// Write chunks going out: `off` bytes of the segment so far.
+    Push { off: usize },
+    /// Everything sent; waiting for the target's `RMA_ACK`.
+    WaitAck,
+    /// A read: `got` bytes of `READ_RESP` so far (`chunk`: bytes of the one
+    /// being placed), or an `RMA_ACK` (CMA done, or an error).
+    Reading { got: usize, chunk: usize },
+}
+
+/// An operation this endpoint initiated.
+struct Op {
+    peer: Addr,
+    kind: RmaKind,
+    context: usize,
+    local: IovList,
+    remote: RmaIovList,
+    /// The current segment and its first byte in `local`.
+    seg: usize,
+    seg_off: usize,
+    phase: Phase,
+    data: Option<u64>,
+    report: Report,
+    len: usize,
+    /// Chunk size towards the peer (its eager limit).
+    chunk: usize,
+    /// The peer is on this host and cross-memory attach is allowed.
+    cma: bool,
+    /// `fi_inject_write*`/`FI_INJECT`: the caller's buffer is its own again
+    /// when the call returns.
+    inject: bool,
+    /// An injected write's own copy of its data (`local` points into it).
+    owned: Option<Box<[u8]>>,
+}
+
+impl Op {
+    fn segment(&self) -> RmaIov {
+        self.remote.segments()[self.seg]
+    }
+    fn final_seg(&self) -> bool {
+        self.seg + 1 == self.remote.n
+    }
+}
+
+/// A chunk being placed.
+enum Placing {
+    /// At the target: a `WRITE` chunk going into registered memory.
+    Write { src: Addr, hdr: WireHdr },
+    /// At the initiator: `n` bytes of `READ_RESP` for operation `id`.
+    Read { id: u64, n: usize },
+}
+
+/// A request the target works on after the transport's pass: a read to
+/// serve (streamed, or pushed by CMA when `table` is not empty), or a
+/// `WRITE_REQ` to pull.
+struct Job {
+    src: Addr,
+    src_pid: i32,
+    hdr: WireHdr,
+    /// The initiator's buffer (CMA).
+    table: Vec<(u64, u64)>,
+    /// Read response bytes sent so far.
+    off: usize,
+}
+
+/// The engine's RMA state.
+#[derive(Default)]
+pub(super) struct Rma {
+    /// The domain's registrations (targets check every access here).
+    mrs: Option<Arc<MrMap>>,
+    ops: FastMap<u64, Op>,
+    /// Operations with something to send (phase `Start` or `Push`).
+    sending: Vec<u64>,
+    next: u64,
+    placing: Slab<Placing>,
+    reads: VecDeque<Job>,
+    pulls: VecDeque<Job>,
+    /// (initiator, operation, segment) whose chunk was refused before the
+    /// segment's last one: the last one reports that error.
+    spoiled: FastMap<(Addr, u64, u32), Error>,
+    tick: u32,
+}
+
+impl Rma {
+    pub(super) fn outstanding(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether anything waits on a peer (liveness checks needed).
+    pub(super) fn busy(&self) -> bool {
+        !self.ops.is_empty() || !self.reads.is_empty() || !self.pulls.is_empty()
+    }
+}
+
+/// Whether a placement handle is an RMA chunk's.
+pub(super) fn owns_handle(h: u32) -> bool {
+    h & (STREAM_HANDLE | BUF_HANDLE) == 0 && h & RMA_HANDLE != 0
+}
+
+fn iov_table(l: &IovList) -> (Vec<u8>, u64) {
+    let segs = l.segments();
+    let mut t = Vec::with_capacity(segs.len() * IOV_ENTRY);
+    for &(p, n) in segs {
+        t.extend_from_slice(&(p as u64).to_le_bytes());
+        t.extend_from_slice(&(n as u64).to_le_bytes());
+    }
+    (t, segs.len() as u64)
+}
+
+/// The (address, length) table of a CMA request, if it covers `len` bytes.
+fn parse_table(p: &dyn PayloadIn, len: u64) -> Option<Vec<(u64, u64)>> {
+    let raw = p.to_vec();
+    let mut v = Vec::with_capacity(raw.len() / IOV_ENTRY);
+    let mut total = 0u64;
+    for e in raw.chunks_exact(IOV_ENTRY) {
+        let a = u64::from_le_bytes(e[..8].try_into().ok()?);
+        let l = u64::from_le_bytes(e[8..].try_into().ok()?);
+        total = total.checked_add(l)?;
+        v.push((a, l));
+    }
+    (total >= len).then_some(v)
+}
+
+impl Inner {
+    /// The domain's registrations, which this endpoint's RMA targets check.
+    pub(crate) fn set_mr_map(&mut self, m: Arc<MrMap>) {
+        self.st.rma.mrs = Some(m);
+    }
+
+    /// Every RMA call: checks, the CQ slot (`FI_RM_ENABLED`), then the
+    /// operation starts (its first records go out as the transport has
+    /// room; the rest in later passes).
+    pub(crate) fn rma<'a>(&mut self, b: impl Into<Bound<'a>>, a: RmaArgs) -> Result<()> {
+        let b = &b.into();
+        let cfg = &self.st.cfg;
+        let need = match a.kind {
+            RmaKind::Read => FI_READ,
+            RmaKind::Write => FI_WRITE,
+        };
+        let dirs = cfg.caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+        if cfg.caps & FI_RMA == 0 || (dirs != 0 && dirs & need == 0) {
+            // The endpoint was not opened for this (fi_getinfo(3):
+            // FI_RMA, FI_READ, FI_WRITE).
+            return Err(Error::OPNOTSUPP);
+        }
+        let len = a.local.total();
+        if a.remote.n == 0 || a.remote.total() != Some(len) {
+            return Err(Error::INVAL);
+        }
+        if len > cfg.max_msg_size {
+            return Err(Error::MSGSIZE);
+        }
+        let inject = a.kind == RmaKind::Write && (a.inject_call || a.flags & FI_INJECT != 0);
+        if inject && len > cfg.inject_size {
+            return Err(Error::MSGSIZE);
+        }
+        let peer = self.destination(b, a.dest)?;
+        if self.st.tx.len() + self.st.rma.ops.len() >= self.st.cfg.tx_size {
+            self.pass(b);
+            if self.st.tx.len() + self.st.rma.ops.len() >= self.st.cfg.tx_size {
+                return Err(Error::AGAIN);
+            }
+        }
+        let slot = match &b.tx_cq {
+            Some(cq) if !a.inject_call => {
+                if cq.claim_slot().is_err() {
+                    self.pass(b);
+                    cq.claim_slot()?;
+                }
+                true
+            }
+            _ => false,
+        };
+        if a.flags & FI_MORE != 0 {
+            self.port.more_coming();
+        }
+        let report = Report {
+            on_success: !a.inject_call && (!b.tx_selective || a.flags & FI_COMPLETION != 0),
+            slot,
+        };
+        let r = self.start_rma(b, a, peer, report, inject);
+        if r.is_err() && slot {
+            if let Some(cq) = &b.tx_cq {
+                cq.unclaim_slot();
+            }
+        }
+        r
+    }
+
+    fn start_rma(&mut self, b: &Bound<'_>, a: RmaArgs, peer: Addr, report: Report, inject: bool) -> Result<()> {
+        let id = RMA_ID | self.st.rma.next;
+        self.st.rma.next = (self.st.rma.next + 1) & !RMA_ID;
+        let mut op = Op {
+            peer,
+            kind: a.kind,
+            context: a.context,
+            local: a.local,
+            remote: a.remote,
+            seg: 0,
+            seg_off: 0,
+            phase: Phase::Start,
+            data: a.data,
+            report,
+            len: a.local.total(),
+            chunk: self.port.eager_limit_for(&peer),
+            cma: self.st.cfg.cma && matches!(peer, Addr::Shm(_)) && !self.st.no_cma.contains(&peer),
+            inject,
+            owned: None,
+        };
+        if inject && op.remote.n > 1 {
+            // Later segments leave after this call returns: keep a copy.
+            own_data(&mut op);
+        }
+        self.st.rma.ops.insert(id, op);
+        let mut sent = self.st.rma_advance(self.port.as_mut(), id);
+        if sent == Err(Error::AGAIN) {
+            // Our own backlog may be in the way: one pass, one more try.
+            self.pass(b);
+            sent = self.st.rma_advance(self.port.as_mut(), id);
+        }
+        let ops = &mut self.st.rma.ops;
+        let Some(op) = ops.get_mut(&id) else {
+            return Ok(()); // cannot be: nothing completes it before it is sent
+        };
+        match (sent, op.phase) {
+            (Err(e), _) if e != Error::AGAIN => {
+                // As a send: refused at post time, no completion.
+                ops.remove(&id);
+                return Err(e);
+            }
+            (_, Phase::Start | Phase::Push { off: 0 }) if op.inject && op.owned.is_none() => {
+                // Nothing could go: the caller keeps its buffer and tries
+                // again (an injected write leaves nothing behind).
+                ops.remove(&id);
+                return Err(Error::AGAIN);
+            }
+            (_, Phase::Push { .. }) if op.inject && op.owned.is_none() => own_data(op),
+            _ => {}
+        }
+        if matches!(op.phase, Phase::Start | Phase::Push { .. }) {
+            self.st.rma.sending.push(id);
+        }
+        Ok(())
+    }
+}
+
+/// Gives an injected write its own copy of the data (the caller may reuse
+/// its buffer when the call returns); `local` then points into the copy.
+fn own_data(op: &mut Op) {
+    let mut v = vec![0u8; op.len].into_boxed_slice();
+    let dst = IovList::single(v.as_mut_ptr() as usize, v.len());
+    op.local.for_range(0, op.len, |p, n, off| {
+        // SAFETY: the application's buffer, valid during the call that
+        // injects it; `v[off .. off + n]` is inside the copy.
+        unsafe { core::ptr::copy_nonoverlapping(p as *const u8, v.as_mut_ptr().add(off), n) };
+    });
+    op.local = dst;
+    op.owned = Some(v);
+}
+
+impl State {
+    /// Sends what operation `id` can send now. `Err(AGAIN)`: nothing could
+    /// go (no room); other errors: the transport refused the peer (the
+    /// caller ends the operation).
+    fn rma_advance(&mut self, port: &mut dyn Port, id: u64) -> Result<()> {
+        let mut progressed = false;
+        loop {
+            let Some(op) = self.rma.ops.get_mut(&id) else {
+                return Ok(());
+            };
+            let seg = op.segment();
+            let fin = op.final_seg();
+            let mut h = WireHdr::new(op::WRITE);
+            h.msg_id = id;
+            h.aux = op.seg as u32;
+            h.tag = seg.key;
+            h.offset = seg.addr;
+            h.len = seg.len as u64;
+            if fin {
+                h.flags |= flag::FINAL;
+                if let Some(d) = op.data {
+                    h.flags |= flag::REMOTE_CQ_DATA;
+                    h.data = d;
+                }
+            }
+            let r = match (op.phase, op.kind) {
+                (Phase::Start, RmaKind::Write) if op.cma && seg.len > op.chunk => {
+                    let (table, n) = iov_table(&op.local.sub(op.seg_off, seg.len));
+                    h.op = op::WRITE_REQ;
+                    h.flags |= flag::CMA_OK;
+                    h.reserved = n;
+                    port.send(&op.peer, &h, Payload::Bytes(&table), true)
+                        .map(|_| Phase::WaitAck)
+                }
+                (Phase::Start, RmaKind::Write) => Ok(Phase::Push { off: 0 }),
+                (Phase::Start, RmaKind::Read) => {
+                    h.op = op::READ_REQ;
+                    h.flags &= !flag::REMOTE_CQ_DATA;
+                    h.data = 0;
+                    let table = if op.cma && seg.len > op.chunk {
+                        let (t, n) = iov_table(&op.local.sub(op.seg_off, seg.len));
+                        h.flags |= flag::CMA_OK;
+                        h.reserved = n;
+                        t
+                    } else {
+                        Vec::new()
+                    };
+                    port.send(&op.peer, &h, Payload::Bytes(&table), true)
+                        .map(|_| Phase::Reading { got: 0, chunk: 0 })
+                }
+                (Phase::Push { off }, _) => {
+                    let rest = seg.len - off;
+                    let n = rest.min(op.chunk).min(port.room(&op.peer));
+                    if rest > 0 && (n == 0 || (n < MIN_CHUNK && n < rest)) {
+                        Err(Error::AGAIN)
+                    } else {
+                        h.reserved = off as u64;
+                        if off + n == seg.len {
+                            h.flags |= flag::LAST;
+                        }
+                        // An injected write's first chunk leaves from the
+                        // caller's buffer: copied if it must wait.
+                        let copy = op.inject && op.owned.is_none();
+                        port.send(&op.peer, &h, Payload::Iov(&op.local, op.seg_off + off, n), copy)
+                            .map(|_| {
+                                if off + n == seg.len {
+                                    Phase::WaitAck
+                                } else {
+                                    Phase::Push { off: off + n }
+                                }
+                            })
+                    }
+                }
+                (Phase::WaitAck | Phase::Reading { .. }, _) => return Ok(()),
+            };
+            match r {
+                Ok(p) => {
+                    op.phase = p;
+                    progressed = true;
+                }
+                Err(e) if e == Error::AGAIN => return if progressed { Ok(()) } else { Err(e) },
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Completes an operation this endpoint initiated.
+    fn rma_finish(&mut self, b: &Bound<'_>, op: Op, status: Result<()>) {
+        let (flags, cntr) = match op.kind {
+            RmaKind::Read => (FI_RMA | FI_READ, b.rma.read),
+            RmaKind::Write => (FI_RMA | FI_WRITE, b.rma.write),
+        };
+        let entry = CqEntry {
+            len: 0,
+            ..CqEntry::new(op.context as *mut c_void, flags)
+        };
+        match status {
+            Ok(()) => {
+                if let Some(c) = cntr {
+                    c.inc();
+                }
+                cq_success(b.tx_cq, op.report, entry);
+            }
+            Err(e) => {
+                if let Some(c) = cntr {
+                    c.inc_err();
+                }
+                let entry = CqEntry { len: op.len, ..entry };
+                cq_error(b.tx_cq, op.report.slot, CqErrEntry::new(entry, e.0));
+            }
+        }
+    }
+
+    /// The current segment of `id` is done: the next one starts, or the
+    /// operation completes.
+    fn rma_segment_done(&mut self, b: &Bound<'_>, id: u64, status: Result<()>) {
+        let Some(op) = self.rma.ops.get_mut(&id) else { return };
+        if status.is_ok() && !op.final_seg() {
+            op.seg_off += op.segment().len;
+            op.seg += 1;
+            op.phase = Phase::Start;
+            self.rma.sending.push(id);
+            return;
+        }
+        let op = self.rma.ops.remove(&id).expect("op just found");
+        self.rma_finish(b, op, status);
+    }
+
+    /// An `RMA_ACK` for segment `aux` of `msg_id` (`data`: status).
+    fn rma_on_ack(&mut self, b: &Bound<'_>, src: &Addr, h: &WireHdr) {
+        let Some(op) = self.rma.ops.get_mut(&h.msg_id) else {
+            return;
+        };
+        if op.peer != *src || op.seg as u32 != h.aux {
+            return; // not ours: a confused or hostile peer
+        }
+        let status = match h.data {
+            0 => Ok(()),
+            e => Err(Error(i32::try_from(e).unwrap_or(FI_EIO))),
+        };
+        match op.phase {
+            Phase::WaitAck if op.kind == RmaKind::Write && status == Err(Error::OPNOTSUPP) && op.cma => {
+                // The target cannot pull from us: send chunks instead, to
+                // this peer from now on.
+                op.cma = false;
+                op.phase = Phase::Push { off: 0 };
+                let peer = op.peer;
+                self.no_cma.insert(peer);
+                self.rma.sending.push(h.msg_id);
+            }
+            Phase::WaitAck => self.rma_segment_done(b, h.msg_id, status),
+            Phase::Reading { chunk: 0, .. } => self.rma_segment_done(b, h.msg_id, status),
+            _ => {}
+        }
+    }
+
+    /// Where an RMA chunk's payload goes.
+    pub(super) fn rma_place(&mut self, b: &Bound<'_>, src: &Addr, h: &WireHdr) -> Place {
+        match h.op {
+            op::WRITE => self.rma_place_write(b, src, h),
+            op::READ_RESP => self.rma_place_read(src, h),
+            _ => Place::Discard,
+        }
+    }
+
+    /// The target's check of a segment (before any access): the endpoint
+    /// takes RMA, the key exists, the range is inside its region and the
+    /// region grants `access`.
+    fn rma_target(&self, h: &WireHdr, access: u64) -> Result<IovList> {
+        let dirs = self.cfg.caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+        if self.cfg.caps & FI_RMA == 0 || (dirs != 0 && dirs & access == 0) {
+            return Err(EACCES);
+        }
+        let len = usize::try_from(h.len).map_err(|_| EACCES)?;
+        self.rma
+            .mrs
+            .as_ref()
+            .ok_or(EACCES)?
+            .access(h.tag, h.offset, len, access)
+    }
+
+    fn rma_ack(&mut self, to: Addr, h: &WireHdr, status: Option<Error>) {
+        let mut a = WireHdr::new(op::RMA_ACK);
+        a.msg_id = h.msg_id;
+        a.aux = h.aux;
+        a.data = status.map_or(0, |e| e.0 as u64);
+        self.outbox.push((to, a));
+    }
+
+    /// Whether the remote event of a finished segment `h` fits the receive
+    /// CQ (only remote CQ data makes an entry).
+    fn rma_event_fits(b: &Bound<'_>, h: &WireHdr) -> bool {
+        h.flags & flag::FINAL == 0 || h.flags & flag::REMOTE_CQ_DATA == 0 || b.rx_cq.is_none_or(|c| c.has_room())
+    }
+
+    /// The target's events for a segment `h` that is done: the counter
+    /// bound to its region; with the operation's last (`FINAL`) segment, the
+    /// endpoint's `FI_REMOTE_*` counters and the remote CQ data entry.
+    fn rma_remote_event(&mut self, b: &Bound<'_>, src: &Addr, h: &WireHdr, kind: RmaKind) {
+        // A counter bound to the region counts every segment done in it.
+        if let Some(m) = &self.rma.mrs {
+            m.count(
+                h.tag,
+                if kind == RmaKind::Write {
+                    FI_REMOTE_WRITE
+                } else {
+                    FI_REMOTE_READ
+                },
+            );
+        }
+        if h.flags & flag::FINAL == 0 {
+            return;
+        }
+        match kind {
+            RmaKind::Read => {
+                if let Some(c) = b.rma.remote_read {
+                    c.inc();
+                }
+            }
+            RmaKind::Write => {
+                if let Some(c) = b.rma.remote_write {
+                    c.inc();
+                }
+                if h.flags & flag::REMOTE_CQ_DATA != 0 {
+                    let src_fi = if self.cfg.caps & FI_SOURCE != 0 {
+                        self.src_fi_addr(b, src)
+                    } else {
+                        None
+                    };
+                    let entry = CqEntry {
+                        len: h.len as usize,
+                        data: h.data,
+                        src: src_fi.unwrap_or(FI_ADDR_NOTAVAIL),
+                        ..CqEntry::new(core::ptr::null_mut(), FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA)
+                    };
+                    cq_success(
+                        b.rx_cq,
+                        Report {
+                            on_success: true,
+                            slot: false,
+                        },
+                        entry,
+                    );
+                }
+            }
+        }
+    }
+
+    /// A `WRITE` chunk arrives at its target: checked (the whole segment,
+    /// every chunk), then placed straight into registered memory.
+    fn rma_place_write(&mut self, b: &Bound<'_>, src: &Addr, h: &WireHdr) -> Place {
+        let last = h.flags & flag::LAST != 0;
+        if last && !Self::rma_event_fits(b, h) {
+            return Place::Stall;
+        }
+        match self.rma_target(h, FI_REMOTE_WRITE) {
+            Ok(dst) => {
+                let n = h.payload as usize;
+                let handle = self.rma.placing.insert(Placing::Write { src: *src, hdr: *h });
+                Place::Into {
+                    handle: RMA_HANDLE | handle,
+                    dst: dst.sub(h.reserved as usize, n),
+                    take: n,
+                }
+            }
+            Err(e) => {
+                let key = (*src, h.msg_id, h.aux);
+                if last {
+                    self.rma.spoiled.remove(&key);
+                    self.rma_ack(*src, h, Some(e));
+                } else if self.rma.spoiled.len() < MAX_SPOILED {
+                    self.rma.spoiled.entry(key).or_insert(e);
+                }
+                Place::Discard
+            }
+        }
+    }
+
+    /// A `READ_RESP` chunk arrives at the reader: it must be the next bytes
+    /// of the segment its operation waits for.
+    fn rma_place_read(&mut self, src: &Addr, h: &WireHdr) -> Place {
+        let Some(op) = self.rma.ops.get_mut(&h.msg_id) else {
+            return Place::Discard;
+        };
+        let Phase::Reading { got, chunk: 0 } = op.phase else {
+            return Place::Discard;
+        };
+        let seg = op.segment();
+        if op.peer != *src || op.seg as u32 != h.aux || h.len != seg.len as u64 || h.reserved != got as u64 {
+            return Place::Discard;
+        }
+        let n = h.payload as usize;
+        op.phase = Phase::Reading { got, chunk: n };
+        let dst = op.local.sub(op.seg_off + got, n);
+        let handle = self.rma.placing.insert(Placing::Read { id: h.msg_id, n });
+        Place::Into {
+            handle: RMA_HANDLE | handle,
+            dst,
+            take: n,
+        }
+    }
+
+    /// An RMA chunk is in place (or its stream broke).
+    pub(super) fn rma_placed(&mut self, b: &Bound<'_>, handle: u32, result: Result<()>) {
+        let Some(p) = self.rma.placing.remove(handle & !RMA_HANDLE) else {
+            return;
+        };
+        match p {
+            Placing::Write { src, hdr } => {
+                if hdr.flags & flag::LAST == 0 {
+                    return;
+                }
+                let spoiled = self.rma.spoiled.remove(&(src, hdr.msg_id, hdr.aux));
+                if result.is_err() {
+                    return; // the initiator is gone: nobody to answer
+                }
+                self.rma_ack(src, &hdr, spoiled);
+                if spoiled.is_none() {
+                    self.rma_remote_event(b, &src, &hdr, RmaKind::Write);
+                }
+            }
+            Placing::Read { id, n } => {
+                let Some(op) = self.rma.ops.get_mut(&id) else { return };
+                let Phase::Reading { got, .. } = op.phase else { return };
+                if let Err(e) = result {
+                    let op = self.rma.ops.remove(&id).expect("op just found");
+                    self.rma_finish(b, op, Err(e));
+                    return;
+                }
+                let got = got + n;
+                op.phase = Phase::Reading { got, chunk: 0 };
+                if got == op.segment().len {
+                    self.rma_segment_done(b, id, Ok(()));
+                }
+            }
+        }
+    }
+
+    /// The RMA records that are not placed: requests and acknowledgements.
+    pub(super) fn rma_control(
+        &mut self,
+        b: &Bound<'_>,
+        src: &Addr,
+        src_pid: i32,
+        h: &WireHdr,
+        p: &dyn PayloadIn,
+    ) -> Disposition {
+        match h.op {
+            op::RMA_ACK => self.rma_on_ack(b, src, h),
+            op::READ_REQ | op::WRITE_REQ => {
+                let queue = if h.op == op::READ_REQ {
+                    &self.rma.reads
+                } else {
+                    &self.rma.pulls
+                };
+                if queue.len() >= MAX_JOBS {
+                    return Disposition::Stall;
+                }
+                let table = if h.flags & flag::CMA_OK != 0 {
+                    match parse_table(p, h.len) {
+                        Some(t) => t,
+                        None => {
+                            self.rma_ack(*src, h, Some(Error::INVAL));
+                            return Disposition::Consumed;
+                        }
+                    }
+                } else {
+                    Vec::new()
+                };
+                let job = Job {
+                    src: *src,
+                    src_pid,
+                    hdr: *h,
+                    table,
+                    off: 0,
+                };
+                if h.op == op::READ_REQ {
+                    self.rma.reads.push_back(job);
+                } else {
+                    self.rma.pulls.push_back(job);
+                }
+            }
+            _ => {}
+        }
+        Disposition::Consumed
+    }
+
+    /// RMA work after the transport's pass: pulls of large writes, reads
+    /// served, initiator chunks, liveness. Cheap when idle.
+    pub(super) fn rma_after_poll(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
+        if !self.rma.busy() {
+            return;
+        }
+        if !self.rma.pulls.is_empty() {
+            self.rma_run_pulls(port, b);
+        }
+        if !self.rma.reads.is_empty() {
+            self.rma_serve_reads(port, b);
+        }
+        if !self.rma.sending.is_empty() {
+            for id in std::mem::take(&mut self.rma.sending) {
+                match self.rma_advance(port, id) {
+                    Err(e) if e != Error::AGAIN => {
+                        if let Some(op) = self.rma.ops.remove(&id) {
+                            self.rma_finish(b, op, Err(e));
+                        }
+                    }
+                    _ => {
+                        let more = self
+                            .rma
+                            .ops
+                            .get(&id)
+                            .is_some_and(|op| matches!(op.phase, Phase::Start | Phase::Push { .. }));
+                        if more && !self.rma.sending.contains(&id) {
+                            self.rma.sending.push(id);
+                        }
+                    }
+                }
+            }
+        }
+        // Liveness of the peers we wait on or serve (shm notices a dead
+        // peer only when asked), every 64th busy pass.
+        self.rma.tick = self.rma.tick.wrapping_add(1);
+        if self.rma.tick.is_multiple_of(64) {
+            let mut peers = FastSet::default();
+            peers.extend(self.rma.ops.values().map(|o| o.peer));
+            peers.extend(self.rma.reads.iter().map(|j| j.src));
+            for p in peers {
+                port.check_peer(&p);
+            }
+        }
+    }
+
+    /// `WRITE_REQ`s: the segment is checked, then pulled from the
+    /// initiator's memory (CMA), then acknowledged.
+    fn rma_run_pulls(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
+        let mut keep = VecDeque::new();
+        while let Some(j) = self.rma.pulls.pop_front() {
+            if !Self::rma_event_fits(b, &j.hdr) {
+                keep.push_back(j);
+                continue;
+            }
+            let len = j.hdr.len as usize;
+            let status = match self.rma_target(&j.hdr, FI_REMOTE_WRITE) {
+                Err(e) => Some(e),
+                Ok(_) if !self.cfg.cma || j.src_pid <= 0 => Some(Error::OPNOTSUPP),
+                Ok(dst) => port.pull(j.src_pid, &j.table, &dst, len).err(),
+            };
+            self.rma_ack(j.src, &j.hdr, status);
+            if status.is_none() {
+                self.rma_remote_event(b, &j.src, &j.hdr, RmaKind::Write);
+            }
+        }
+        self.rma.pulls = keep;
+    }
+
+    /// Reads being served: each chunk checked again before its bytes are
+    /// read (a region closed in the middle ends the read in error), pushed
+    /// by CMA when the reader named its buffer and it is allowed.
+    fn rma_serve_reads(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
+        let mut keep = VecDeque::new();
+        while let Some(mut j) = self.rma.reads.pop_front() {
+            let len = j.hdr.len as usize;
+            let src_iov = match self.rma_target(&j.hdr, FI_REMOTE_READ) {
+                Ok(l) => l,
+                Err(e) => {
+                    self.rma_ack(j.src, &j.hdr, Some(e));
+                    continue;
+                }
+            };
+            if !j.table.is_empty() {
+                let table = std::mem::take(&mut j.table);
+                if self.cfg.cma && j.src_pid > 0 {
+                    match port.push(j.src_pid, &table, &src_iov, len) {
+                        Ok(_) => {
+                            self.rma_ack(j.src, &j.hdr, None);
+                            self.rma_remote_event(b, &j.src, &j.hdr, RmaKind::Read);
+                            continue;
+                        }
+                        Err(e) if e == Error::OPNOTSUPP => {} // stream it
+                        Err(e) => {
+                            self.rma_ack(j.src, &j.hdr, Some(e));
+                            continue;
+                        }
+                    }
+                }
+            }
+            if len == 0 {
+                self.rma_ack(j.src, &j.hdr, None);
+                self.rma_remote_event(b, &j.src, &j.hdr, RmaKind::Read);
+                continue;
+            }
+            let limit = port.eager_limit_for(&j.src);
+            let mut dead = false;
+            while j.off < len {
+                let rest = len - j.off;
+                let n = rest.min(limit).min(port.room(&j.src));
+                if n == 0 || (n < MIN_CHUNK && n < rest) {
+                    break;
+                }
+                let mut r = WireHdr::new(op::READ_RESP);
+                r.msg_id = j.hdr.msg_id;
+                r.aux = j.hdr.aux;
+                r.len = j.hdr.len;
+                r.reserved = j.off as u64;
+                if j.off + n == len {
+                    r.flags |= flag::LAST;
+                }
+                // A copy if the transport must queue it: the region may go
+                // once this pass is over.
+                match port.send(&j.src, &r, Payload::Iov(&src_iov, j.off, n), true) {
+                    Ok(_) => j.off += n,
+                    Err(e) if e == Error::AGAIN => break,
+                    Err(_) => {
+                        dead = true;
+                        break;
+                    }
+                }
+            }
+            if dead {
+                continue;
+            }
+            if j.off == len {
+                self.rma_remote_event(b, &j.src, &j.hdr, RmaKind::Read);
+            } else {
+                keep.push_back(j);
+            }
+        }
+        self.rma.reads = keep;
+    }
+
+    /// A peer failed (or closed its endpoint): operations waiting on it
+    /// complete in error; what it asked of us is dropped.
+    pub(super) fn rma_peer_failed(&mut self, b: &Bound<'_>, peer: &Addr) {
+        if !self.rma.busy() && self.rma.spoiled.is_empty() {
+            return;
+        }
+        let ids: Vec<u64> = self
+            .rma
+            .ops
+            .iter()
+            .filter(|(_, o)| o.peer == *peer)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            if let Some(op) = self.rma.ops.remove(&id) {
+                self.rma_finish(b, op, Err(PEER_FAILED));
+            }
+        }
+        self.rma.reads.retain(|j| j.src != *peer);
+        self.rma.pulls.retain(|j| j.src != *peer);
+        self.rma.spoiled.retain(|k, _| k.0 != *peer);
+        let ops = &self.rma.ops;
+        self.rma.sending.retain(|id| ops.contains_key(id));
+    }
+
+    /// Every operation ends with `e` (a connected endpoint's connection
+    /// ended).
+    pub(super) fn rma_fail_all(&mut self, b: &Bound<'_>, e: Error) {
+        let ids: Vec<u64> = self.rma.ops.keys().copied().collect();
+        for id in ids {
+            if let Some(op) = self.rma.ops.remove(&id) {
+                self.rma_finish(b, op, Err(e));
+            }
+        }
+        self.rma.sending.clear();
+        self.rma.reads.clear();
+        self.rma.pulls.clear();
+        self.rma.spoiled.clear();
+    }
+}
