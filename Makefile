@@ -308,13 +308,15 @@ $(BUILD)/bench/rf_bench: c-tests/bench/rf_bench.c
 # Then Open MPI ping-pong, 2 ranks bound to cores, 1 B ... 1 MiB: rustfab
 # (pml cm + mtl ofi, auto) next to ob1+vader and pml ucx; CSV in
 # $(BUILD)/bench/mpi.csv (c-tests/bench/mpi.sh; also `make bench-mpi`
-# alone; without Open MPI it says so).
+# alone; without Open MPI it says so). Last, with gnuplot, latency.png and
+# bandwidth.png against size from both CSVs (c-tests/bench/plot.sh).
 bench: lib $(BUILD)/bench/rf_bench $(BUILD)/bench/rf_insns
 	c-tests/bench/run.sh $(BUILD)/bench/rf_bench
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/peers.sh
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/insns.sh $(BUILD)/bench/rf_insns
 	@if command -v mpicc >/dev/null; then $(MAKE) --no-print-directory $(BUILD)/mpi-hosts/pingpong; fi
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/mpi.sh $(CURDIR)/$(BUILD)/mpi-hosts/pingpong
+	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/plot.sh
 
 bench-mpi: lib $(BUILD)/mpi-hosts/pingpong
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/mpi.sh $(CURDIR)/$(BUILD)/mpi-hosts/pingpong
