@@ -19,7 +19,7 @@ MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
-        c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-insns fmt lint clean panic-test \
+        c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-insns bench-mpi fmt lint clean panic-test \
         memcheck asan stress
 
 all: lib
@@ -306,10 +306,21 @@ $(BUILD)/bench/rf_bench: c-tests/bench/rf_bench.c
 # depend on machine load) for rustfab shm, 1.17 shm and, with
 # LIBFABRIC2_PREFIX, 2.x shm and sm2 (c-tests/bench/insns.sh; also
 # `make bench-insns` alone).
+# Then Open MPI ping-pong, 2 ranks bound to cores, 1 B ... 1 MiB: rustfab
+# (pml cm + mtl ofi, auto) next to ob1+vader and pml ucx; CSV in
+# $(BUILD)/bench/mpi.csv (c-tests/bench/mpi.sh; also `make bench-mpi`
+# alone; without Open MPI it says so). Last, with gnuplot, latency.png and
+# bandwidth.png against size from both CSVs (c-tests/bench/plot.sh).
 bench: lib $(BUILD)/bench/rf_bench $(BUILD)/bench/rf_insns
 	c-tests/bench/run.sh $(BUILD)/bench/rf_bench
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/peers.sh
+	@if command -v mpicc >/dev/null; then $(MAKE) --no-print-directory $(BUILD)/mpi-hosts/pingpong; fi
+	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/mpi.sh $(CURDIR)/$(BUILD)/mpi-hosts/pingpong
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/insns.sh $(BUILD)/bench/rf_insns
+	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/plot.sh
+
+bench-mpi: lib $(BUILD)/mpi-hosts/pingpong
+	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/mpi.sh $(CURDIR)/$(BUILD)/mpi-hosts/pingpong
 
 $(BUILD)/bench/rf_insns: c-tests/bench/rf_insns.c
 	@mkdir -p $(dir $@)

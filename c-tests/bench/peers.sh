@@ -25,7 +25,7 @@
 # the median of the rounds is reported with its ratio to the fastest peer of
 # the class (rustfab excluded from "peer"): latency < 1 and bandwidth > 1
 # mean rustfab is ahead. Writes $BENCH_OUT/peers.csv (medians) and
-# peers-raw.csv (every run); no PNG plot yet (see the end). Exit status 0
+# peers-raw.csv (every run); make bench plots it (c-tests/bench/plot.sh). Exit status 0
 # unless nothing could be measured.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -170,34 +170,9 @@ for r in $(seq "$ROUNDS"); do
 done
 echo "peers: $(($(date +%s) - start)) s; load average at end: $(cut -d' ' -f1-3 /proc/loadavg); $failures failed runs"
 
-# Medians, and the ratio of each to the fastest peer of its class (rustfab
-# rows are never "the fastest peer": the ratio says where rustfab stands).
-awk -F, '
-function median(list,   n, a, i, j, t) {
-	n = split(list, a, " ")
-	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
-NR > 1 {
-	k = $2 "," $3 "," $4; key[k] = 1; unit[k] = $7
-	v[k SUBSEP $5] = v[k SUBSEP $5] " " $6; cnt[k SUBSEP $5]++
-	if (!((k SUBSEP $5) in seen)) { seen[k SUBSEP $5] = 1; order[k] = order[k] "|" $5 }
-}
-END {
-	print "class,test,size,peer,median,unit,runs,fastest_peer,ratio_to_fastest_peer"
-	for (k in key) {
-		split(k, f, ","); n = split(substr(order[k], 2), names, "|")
-		best = ""; bv = 0
-		for (i = 1; i <= n; i++) {
-			m[i] = median(v[k SUBSEP names[i]])
-			if (names[i] ~ /^rustfab/) continue
-			if (best == "" || (f[2] == "lat" ? m[i] < bv : m[i] > bv)) { best = names[i]; bv = m[i] }
-		}
-		for (i = 1; i <= n; i++)
-			printf "%s,%s,%s,%s,%.3f,%s,%d,%s,%s\n", f[1], f[2], f[3], names[i], m[i], unit[k],
-				cnt[k SUBSEP names[i]], best, (best != "" && bv > 0 ? sprintf("%.2f", m[i] / bv) : "")
-	}
-}' "$raw" | sort -t, -k1,1 -k2,2r -k3,3n -k4,4 >"$csv.tmp"
+# Medians, and the ratio of each to the fastest peer of its class
+# (medians.awk: rustfab rows are never "the fastest peer").
+awk -f "$here/medians.awk" "$raw" | sort -t, -k1,1 -k2,2r -k3,3n -k4,4 >"$csv.tmp"
 { head -n 1 "$csv.tmp" | grep '^class' ; grep -v '^class' "$csv.tmp"; } >"$csv"
 rm -f "$csv.tmp"
 
@@ -206,6 +181,4 @@ tail -n +2 "$csv" | awk -F, '{printf "%-5s %-4s %8s  %-17s %11s %-5s %-17s %6s\n
 echo "(lat: one-way us, ratio < 1 = faster than the fastest peer; bw: MB/s, ratio > 1 = more)"
 echo "peers: CSV $csv, every run in $raw"
 
-echo "peers: no PNG plot (not made yet: neither python3-matplotlib nor gnuplot is on the machine it was"
-echo "peers: written on, and an untried plotter is not shipped; the CSV has every figure)"
 [ "$(wc -l <"$raw")" -gt 1 ]

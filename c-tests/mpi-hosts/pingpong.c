@@ -6,16 +6,24 @@
  *   - the oversubscription case: 2 hosts x 2 ranks on a 2-core machine, the
  *     ping-pong between the two ranks of host 1 (shared memory) while host
  *     2's ranks wait in the barrier over TCP.
+ * and by make bench (c-tests/bench/mpi.sh: 2 ranks on one host, rustfab
+ * next to Open MPI's ob1+vader and pml ucx, a list of sizes).
  * Every message is checked (first and last byte); rank 0 prints
  *   pingpong SIZE B: LAT us (half round trip), BW MB/s, ITERS iterations
  * and "pingpong: data FAIL" if a check failed (exit status 1).
  *
  *   pingpong [iterations at 8 B] [iterations at 1 MiB]
+ *   pingpong -s SIZE,SIZE,... [-n ITERS] [-N ITERS]
+ *     sizes in bytes (1 ... 1 MiB), in the order given; -n iterations for
+ *     sizes below 64 KiB (default 10000), -N from 64 KiB up (default 500)
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define MAX_SIZE (1 << 20)
+#define MAX_SIZES 32
 
 static int rank, bad;
 
@@ -51,14 +59,73 @@ static void pp(size_t len, int iters, unsigned char *buf)
 	}
 }
 
+static void usage(void)
+{
+	if (rank == 0)
+		printf("usage: pingpong [iters at 8 B] [iters at 1 MiB]\n"
+		       "       pingpong -s SIZE,SIZE,... [-n iters below 64 KiB] [-N iters from 64 KiB]\n"
+		       "       (sizes 1 ... %d bytes)\n",
+		       MAX_SIZE);
+}
+
 int main(int argc, char **argv)
 {
 	int size;
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	int small = argc > 1 ? atoi(argv[1]) : 1000;
-	int large = argc > 2 ? atoi(argv[2]) : 100;
+	/* the two-number form: 8 B and 1 MiB (c-tests/mpi-hosts/run.sh) */
+	size_t sizes[MAX_SIZES] = {8, MAX_SIZE};
+	int nsizes = 2, small = 1000, large = 100;
+	if (argc > 1 && argv[1][0] == '-') {
+		nsizes = 0;
+		small = 10000;
+		large = 500;
+		for (int a = 1; a < argc; a++) {
+			const char *v = a + 1 < argc ? argv[a + 1] : NULL;
+			char *end;
+			if (!v || argv[a][0] != '-' || argv[a][1] == 0 || argv[a][2] != 0) {
+				usage();
+				MPI_Finalize();
+				return 2;
+			}
+			a++;
+			if (argv[a - 1][1] == 's') {
+				const char *p = v;
+				while (*p) {
+					unsigned long n = strtoul(p, &end, 10);
+					if (end == p || n < 1 || n > MAX_SIZE || nsizes == MAX_SIZES ||
+					    (*end != ',' && *end != 0)) {
+						usage();
+						MPI_Finalize();
+						return 2;
+					}
+					sizes[nsizes++] = n;
+					p = *end ? end + 1 : end;
+				}
+			} else if (argv[a - 1][1] == 'n' || argv[a - 1][1] == 'N') {
+				long n = strtol(v, &end, 10);
+				if (end == v || *end || n < 1 || n > 100000000) {
+					usage();
+					MPI_Finalize();
+					return 2;
+				}
+				*(argv[a - 1][1] == 'n' ? &small : &large) = (int)n;
+			} else {
+				usage();
+				MPI_Finalize();
+				return 2;
+			}
+		}
+		if (nsizes == 0) {
+			usage();
+			MPI_Finalize();
+			return 2;
+		}
+	} else {
+		small = argc > 1 ? atoi(argv[1]) : 1000;
+		large = argc > 2 ? atoi(argv[2]) : 100;
+	}
 	if (size < 2) {
 		if (rank == 0)
 			printf("pingpong: needs 2 ranks or more\n");
@@ -68,12 +135,13 @@ int main(int argc, char **argv)
 	/* everyone is up (and connected to rank 0) before the clock starts */
 	MPI_Barrier(MPI_COMM_WORLD);
 	if (rank < 2) {
-		unsigned char *buf = malloc(1 << 20);
-		memset(buf, 0, 1 << 20);
-		if (small > 0)
-			pp(8, small, buf);
-		if (large > 0)
-			pp(1 << 20, large, buf);
+		unsigned char *buf = malloc(MAX_SIZE);
+		memset(buf, 0, MAX_SIZE);
+		for (int i = 0; i < nsizes; i++) {
+			int iters = sizes[i] < 65536 ? small : large;
+			if (iters > 0)
+				pp(sizes[i], iters, buf);
+		}
 		free(buf);
 	}
 	/* ranks >= 2 wait here (over TCP when they are on another host) */
