@@ -20,7 +20,7 @@ export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
         c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale scale-mpi bench fmt lint clean panic-test \
-        memcheck asan stress
+        memcheck asan stress fuzz fuzz-corpus
 
 all: lib
 
@@ -268,6 +268,20 @@ $(BUILD)/stress/no_rma_preload.so: c-tests/stress/no_rma_preload.c
 
 stress: lib $(BUILD)/stress/rf_stress $(BUILD)/stress/no_rma_preload.so
 	c-tests/stress/run.sh $(BUILD)
+
+# ---- fuzzing (not part of make test): the cargo-fuzz targets of fuzz/, each
+# for FUZZ_SECONDS (default 60), with nightly + cargo-fuzz; without them the
+# same harness bodies (src/fuzzing.rs) as property tests with more cases
+# (fuzz/run.sh; docs/testing.md). make test runs them bounded (cargo test).
+FUZZ_SECONDS ?= 60
+export FUZZ_SECONDS
+fuzz:
+	fuzz/run.sh
+
+# Rewrites the seed corpus fuzz/corpus/<target>/ from real frames
+# (rustfab::fuzzing::seeds; cargo test fails while it differs).
+fuzz-corpus:
+	$(CARGO) test --release --lib fuzzing::tests::write_seed_corpus -- --ignored
 
 # ---- between hosts: two network namespaces joined by a veth pair, one rustfab
 # process in each (needs root; prints SKIP and succeeds without it).

@@ -47,6 +47,8 @@ pub(crate) mod matching;
 mod peers;
 mod recv;
 mod rendezvous;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use rendezvous::parse_rts;
 mod send;
 
 use self::buffered::{Buffered, BUF_HANDLE, PREFIX_AUX};

@@ -751,6 +751,33 @@ fn flush_backlog(p: &mut PeerOut) {
     }
 }
 
+/// The consumer of [`ShmPort::poll_records`] on one ring alone, from
+/// `head`: the head it reached and whether it found the ring corrupt (the
+/// `shm_ring` fuzz target, `crate::fuzzing`).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn consume_image(
+    ring: Ring,
+    head: u64,
+    lim: &Limits,
+    f: &mut dyn FnMut(InRecord<'_>) -> Disposition,
+) -> (u64, bool) {
+    let mut s = InSlot {
+        slot: 0,
+        ring,
+        head,
+        sender: SlotSender {
+            token: 1,
+            pid: 0,
+            start: 0,
+        },
+        vpid: 0,
+        broken: false,
+        dead: false,
+    };
+    let r = consume_slot(&mut s, lim, f);
+    (s.head, r.is_err())
+}
+
 /// Consumes records of one slot; Err(()) if the ring or a record is corrupt.
 fn consume_slot(
     s: &mut InSlot,
