@@ -21,6 +21,7 @@
 
 pub mod ring;
 pub mod segment;
+pub mod sync;
 
 use crate::base::collections::FastMap;
 use crate::base::error::{Error, Result};
@@ -681,11 +682,10 @@ fn announce(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr, hello: [u8; segment
 }
 
 fn ring_doorbell(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr) {
-    // Dekker with the sleeper: we published the tail (a SeqCst swap,
-    // Ring::publish) then read `sleepers` (SeqCst); it stored `sleepers`
-    // (SeqCst) then re-read the tail (SeqCst). In the single order of SeqCst
-    // operations one of the two sees the other.
-    if seg.sleepers() == 0 {
+    // Dekker with the sleeper (sync.rs, checked by its loom models): we
+    // published the tail, then fence and read `sleepers`; it stored
+    // `sleepers`, then fences and re-reads the tail. One sees the other.
+    if !seg.must_wake() {
         return;
     }
     // Failure (full queue, no listener) needs no handling: a full queue
