@@ -20,7 +20,7 @@ export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
         c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-insns bench-mpi fmt lint clean panic-test \
-        memcheck asan stress
+        memcheck asan stress fuzz fuzz-corpus loom
 
 all: lib
 
@@ -73,7 +73,7 @@ demo: lib $(BUILD)/bench/rf_bench
 	@echo
 	@$(TIMEOUT) 120 c-tests/bench/demo.sh $(BUILD)/bench/rf_bench
 
-test: lint unit abi-check exports-check header-check man-check c-tests memcheck netns panic-test mpi mpi5 mpi-hosts
+test: lint unit loom abi-check exports-check header-check man-check c-tests memcheck netns panic-test mpi mpi5 mpi-hosts
 
 unit:
 	$(CARGO) test --release
@@ -269,6 +269,27 @@ $(BUILD)/stress/no_rma_preload.so: c-tests/stress/no_rma_preload.c
 
 stress: lib $(BUILD)/stress/rf_stress $(BUILD)/stress/no_rma_preload.so
 	c-tests/stress/run.sh $(BUILD)
+
+# ---- loom models of the shm ring and the wake-up handshake
+# (src/transport/shm/sync.rs, the code the provider runs) in a --cfg loom build
+# of its own target directory; the models take about a second, the build a
+# couple of minutes from clean. Part of make test.
+loom:
+	CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" $(TIMEOUT) 900 $(CARGO) test --lib transport::shm::sync::models
+
+# ---- fuzzing (not part of make test): the cargo-fuzz targets of fuzz/, each
+# for FUZZ_SECONDS (default 60), with nightly + cargo-fuzz; without them the
+# same harness bodies (src/fuzzing.rs) as property tests with more cases
+# (fuzz/run.sh; docs/testing.md). make test runs them bounded (cargo test).
+FUZZ_SECONDS ?= 60
+export FUZZ_SECONDS
+fuzz:
+	fuzz/run.sh
+
+# Rewrites the seed corpus fuzz/corpus/<target>/ from real frames
+# (rustfab::fuzzing::seeds; cargo test fails while it differs).
+fuzz-corpus:
+	$(CARGO) test --release --lib fuzzing::tests::write_seed_corpus -- --ignored
 
 # ---- between hosts: two network namespaces joined by a veth pair, one rustfab
 # process in each (needs root; prints SKIP and succeeds without it).

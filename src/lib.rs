@@ -23,6 +23,9 @@ pub(crate) mod base;
 pub mod capi;
 pub(crate) mod core;
 pub(crate) mod fi;
+/// Fuzz harness bodies (tests, and the cargo feature `fuzzing` for `fuzz/`).
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub(crate) mod provider;
 pub(crate) mod sys;
 pub(crate) mod transport;

@@ -22,6 +22,9 @@ fn rank(top: &str) -> Option<Option<u8>> {
         "core" => Some(2),
         "fi" => Some(3),
         "provider" | "capi" => Some(4),
+        // Test harness bodies (cargo test, and fuzz/ through the cargo
+        // feature `fuzzing`): they drive every layer, nothing uses them.
+        "fuzzing" => Some(5),
         _ => return None,
     })
 }

@@ -49,6 +49,8 @@ mod peers;
 mod recv;
 mod rendezvous;
 mod rma;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use rendezvous::parse_rts;
 mod send;
 
 use self::buffered::{Buffered, BUF_HANDLE, PREFIX_AUX};

@@ -108,26 +108,6 @@ impl State {
         }
     }
 
-    pub(super) fn parse_rts(h: &WireHdr, p: &dyn PayloadIn) -> Option<RtsInfo> {
-        let table = p.to_vec();
-        let mut remote = Vec::with_capacity(table.len() / IOV_ENTRY);
-        let mut total: u64 = 0;
-        for e in table.chunks_exact(IOV_ENTRY) {
-            let a = u64::from_le_bytes(e[..8].try_into().ok()?);
-            let l = u64::from_le_bytes(e[8..].try_into().ok()?);
-            total = total.checked_add(l)?;
-            remote.push((a, l));
-        }
-        if total < h.len {
-            return None;
-        }
-        Some(RtsInfo {
-            msg_id: h.msg_id,
-            remote,
-            cma_ok: h.flags & flag::CMA_OK != 0,
-        })
-    }
-
     pub(super) fn on_rts(
         &mut self,
         b: &Bound<'_>,
@@ -136,7 +116,7 @@ impl State {
         h: &WireHdr,
         p: &dyn PayloadIn,
     ) -> Disposition {
-        let Some(rts) = Self::parse_rts(h, p) else {
+        let Some(rts) = parse_rts(h, p) else {
             self.ack(*src, h.msg_id, Some(Error::IO), 0);
             return Disposition::Consumed;
         };
@@ -373,4 +353,26 @@ impl State {
             }
         }
     }
+}
+
+/// Decodes an RTS's iov table (peer bytes): `None` when it does not
+/// cover the message. `pub(crate)` for the `records` fuzz target.
+pub(crate) fn parse_rts(h: &WireHdr, p: &dyn PayloadIn) -> Option<RtsInfo> {
+    let table = p.to_vec();
+    let mut remote = Vec::with_capacity(table.len() / IOV_ENTRY);
+    let mut total: u64 = 0;
+    for e in table.chunks_exact(IOV_ENTRY) {
+        let a = u64::from_le_bytes(e[..8].try_into().ok()?);
+        let l = u64::from_le_bytes(e[8..].try_into().ok()?);
+        total = total.checked_add(l)?;
+        remote.push((a, l));
+    }
+    if total < h.len {
+        return None;
+    }
+    Some(RtsInfo {
+        msg_id: h.msg_id,
+        remote,
+        cma_ok: h.flags & flag::CMA_OK != 0,
+    })
 }

@@ -21,6 +21,7 @@
 
 pub mod ring;
 pub mod segment;
+pub mod sync;
 
 use crate::base::collections::FastMap;
 use crate::base::error::{Error, Result};
@@ -739,11 +740,10 @@ fn announce(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr, hello: [u8; segment
 }
 
 fn ring_doorbell(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr) {
-    // Dekker with the sleeper: we published the tail (a SeqCst swap,
-    // Ring::publish) then read `sleepers` (SeqCst); it stored `sleepers`
-    // (SeqCst) then re-read the tail (SeqCst). In the single order of SeqCst
-    // operations one of the two sees the other.
-    if seg.sleepers() == 0 {
+    // Dekker with the sleeper (sync.rs, checked by its loom models): we
+    // published the tail, then fence and read `sleepers`; it stored
+    // `sleepers`, then fences and re-reads the tail. One sees the other.
+    if !seg.must_wake() {
         return;
     }
     // Failure (full queue, no listener) needs no handling: a full queue
@@ -849,6 +849,33 @@ fn flush_backlog(p: &mut PeerOut) {
             }
         }
     }
+}
+
+/// The consumer of [`ShmPort::poll_records`] on one ring alone, from
+/// `head`: the head it reached and whether it found the ring corrupt (the
+/// `shm_ring` fuzz target, `crate::fuzzing`).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn consume_image(
+    ring: Ring,
+    head: u64,
+    lim: &Limits,
+    f: &mut dyn FnMut(InRecord<'_>) -> Disposition,
+) -> (u64, bool) {
+    let mut s = InSlot {
+        slot: 0,
+        ring,
+        head,
+        sender: SlotSender {
+            token: 1,
+            pid: 0,
+            start: 0,
+        },
+        vpid: 0,
+        broken: false,
+        dead: false,
+    };
+    let r = consume_slot(&mut s, lim, f);
+    (s.head, r.is_err())
 }
 
 /// Consumes records of one slot; Err(()) if the ring or a record is corrupt.

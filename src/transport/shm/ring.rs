@@ -11,14 +11,15 @@
 //!
 //! Indices count cells and only grow (wrapping u64); a record starting at
 //! index `i` occupies cells `i % ncells ..` and may wrap around the end.
-//! Publication: the producer copies the record into free cells, then stores
-//! `tail` with Release; the consumer loads `tail` with Acquire, copies the
-//! record out, then stores `head` with Release so the producer may reuse the
-//! cells. Nothing in the ring is referenced in place: control words are
+//! Publication (the orderings live in sync.rs, checked by loom): the producer
+//! copies the record into free cells, then stores `tail` with Release; the
+//! consumer loads `tail` with Acquire, copies the record out, then stores
+//! `head` with Release so the producer may reuse the cells. Nothing in the ring is referenced in place: control words are
 //! accessed only through `AtomicU64::from_ptr`, payload only by copying.
 //! Because the other side may be hostile or dead, every index read from the
 //! shared side is checked (`tail - head <= ncells`) before use.
 
+use super::sync;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 pub const CELL: usize = 64;
@@ -95,7 +96,7 @@ impl Ring {
 
     /// Free cells as seen by the producer whose own tail is `tail`.
     pub fn free_cells(&self, tail: u64) -> Result<u64, Corrupt> {
-        let head = self.head_word().load(Ordering::Acquire);
+        let head = sync::consumed(self.head_word());
         let used = tail.wrapping_sub(head);
         if used > self.ncells {
             return Err(Corrupt);
@@ -135,23 +136,19 @@ impl Ring {
         }
     }
 
-    /// Makes everything written before `new_tail` visible to the consumer.
-    ///
-    /// A SeqCst swap rather than a Release store: it is also the producer's
-    /// half of the wake-up handshake (it must be ordered before the
-    /// producer's read of the consumer's `sleepers` word; on x86 the locked
-    /// exchange is that barrier, cheaper than a store plus a fence).
+    /// Makes everything written before `new_tail` visible to the consumer
+    /// (sync.rs; the sender then asks `Segment::must_wake`).
     pub fn publish(&self, new_tail: u64) {
-        self.tail_word().swap(new_tail, Ordering::SeqCst);
+        sync::publish(self.tail_word(), new_tail);
     }
 
     // ---------------- consumer side ----------------
 
     /// Cells published beyond the consumer's own `head`.
     pub fn available(&self, head: u64) -> Result<u64, Corrupt> {
-        // SeqCst (a plain load on x86): the consumer's half of the wake-up
-        // handshake re-checks the ring after publishing `sleepers`.
-        let tail = self.tail_word().load(Ordering::SeqCst);
+        // The consumer's half of the wake-up handshake re-checks the ring
+        // with this after `Segment::set_sleepers` (sync.rs).
+        let tail = sync::published(self.tail_word());
         let n = tail.wrapping_sub(head);
         if n > self.ncells {
             return Err(Corrupt);
@@ -209,7 +206,7 @@ impl Ring {
 
     /// Lets the producer reuse every cell before `new_head`.
     pub fn release(&self, new_head: u64) {
-        self.head_word().store(new_head, Ordering::Release);
+        sync::release(self.head_word(), new_head);
     }
 }
 

@@ -321,8 +321,16 @@ impl Segment {
         self.word(H_SLEEPERS).load(Ordering::SeqCst)
     }
 
+    /// Owner: `n` threads may sleep; with `n > 0` the caller re-checks its
+    /// rings afterwards (the wake-up handshake, sync.rs).
     pub fn set_sleepers(&self, n: u64) {
-        self.word(H_SLEEPERS).store(n, Ordering::SeqCst);
+        super::sync::announce_sleepers(self.word(H_SLEEPERS), n);
+    }
+
+    /// Sender, after publishing a record: whether the owner may sleep and
+    /// its doorbell must be rung (the wake-up handshake, sync.rs).
+    pub fn must_wake(&self) -> bool {
+        super::sync::must_wake(self.word(H_SLEEPERS))
     }
 
     /// Owner: the RTS prefix it wants (buffered receives).

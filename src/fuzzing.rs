@@ -1,0 +1,1220 @@
+//! Fuzz harness bodies (docs/testing.md). Each `pub fn <target>(data)`
+//! takes arbitrary bytes, drives one decoder of peer- or application-
+//! controlled input through the provider's own code, and panics when a
+//! property fails. The same bodies run
+//! * from the cargo-fuzz targets in `fuzz/` (nightly; `make fuzz`), built
+//!   with the cargo feature `fuzzing` (which is all that compiles this
+//!   module outside `cargo test`), and
+//! * as bounded property tests on stable in `cargo test`
+//!   (`fuzzing::tests`, proptest inputs built from real frames, then
+//!   mutated), and over the committed seed corpus `fuzz/corpus/<target>/`.
+//!
+//! The module is the top of the layering (`tests/layering.rs`): it may use
+//! every layer, nothing uses it. It is never compiled into the provider.
+
+use crate::abi::*;
+use crate::core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use crate::core::av::{check_dest, AvFormat, AvState};
+use crate::core::domain::TransportKind;
+use crate::provider::getinfo::{getinfo, Query, TransportChoice};
+use crate::transport::addr::Addr;
+use crate::transport::iov::IovList;
+use crate::transport::proto::{flag, op, Limits, WireHdr, HDR_LEN, INLINE_MAX, IOV_ENTRY};
+use crate::transport::shm::ring::{self, cells_for, Ring, CELL};
+use crate::transport::tcp::framing::{Broken, ByteSource, Outcome, Reader, Sink, Stage, CTL_MAX};
+use crate::transport::tcp::{cm, hello};
+use crate::transport::{Disposition, Place};
+use std::net::SocketAddr;
+
+/// A harness body.
+pub type Body = fn(&[u8]);
+
+/// The fuzz targets: name (the `fuzz/fuzz_targets/<name>.rs` file and the
+/// corpus directory) and body.
+pub const TARGETS: &[(&str, Body)] = &[
+    ("tcp_reader", tcp_reader),
+    ("records", records),
+    ("shm_ring", shm_ring),
+    ("getinfo_hints", getinfo_hints),
+    ("av_insert", av_insert),
+];
+
+/// Reads fuzzer bytes as values; past the end everything is zero.
+struct Cursor<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(data: &'a [u8]) -> Cursor<'a> {
+        Cursor { data, pos: 0 }
+    }
+    fn u8(&mut self) -> u8 {
+        let b = self.data.get(self.pos).copied().unwrap_or(0);
+        self.pos += 1;
+        b
+    }
+    fn u64(&mut self) -> u64 {
+        let mut b = [0u8; 8];
+        for x in &mut b {
+            *x = self.u8();
+        }
+        u64::from_le_bytes(b)
+    }
+    fn u32(&mut self) -> u32 {
+        self.u64() as u32
+    }
+    fn bytes(&mut self, n: usize) -> &'a [u8] {
+        let s = self.pos.min(self.data.len());
+        let e = (s + n).min(self.data.len());
+        self.pos += n;
+        &self.data[s..e]
+    }
+    fn rest(&mut self) -> &'a [u8] {
+        let s = self.pos.min(self.data.len());
+        self.pos = self.data.len();
+        &self.data[s..]
+    }
+    /// Mostly one of `choices`; sometimes 0 or a raw value.
+    fn pick(&mut self, choices: &[u64]) -> u64 {
+        match self.u8() {
+            i @ 0..=223 => choices[i as usize % choices.len()],
+            224..=239 => 0,
+            _ => self.u64(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// tcp_reader: the TCP stream reader under any chunking of any bytes
+// ---------------------------------------------------------------------------
+
+/// Limits of the reader targets: small enough that a payload allocation
+/// stays cheap, large enough for real records.
+const READER_LIM: Limits = Limits {
+    max_payload: 1 << 16,
+    max_iov: 8,
+};
+
+/// What the reader handed the core (or the connection layer).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Ev {
+    /// Payload placed into a receive: the bytes that reached it, and the
+    /// completion status.
+    Placed(WireHdr, Vec<u8>, bool),
+    Buffered(WireHdr, Vec<u8>),
+    Ctl(WireHdr, Vec<u8>),
+    Link(WireHdr, Vec<u8>),
+}
+
+/// Where the core puts a record: a pure function of its header, so that
+/// the expected events follow from the record list alone.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Choice {
+    Into(usize),
+    Buffer,
+    Discard,
+}
+
+fn choice(h: &WireHdr) -> Choice {
+    match h.tag % 4 {
+        0 => Choice::Into((h.data % 301) as usize),
+        1 => Choice::Buffer,
+        2 => Choice::Discard,
+        _ => Choice::Into(1 << 17),
+    }
+}
+
+/// What the core says when a buffered payload has fully arrived and the
+/// reader asks again: some records find a receive posted meanwhile.
+fn choice_when_staged(h: &WireHdr) -> Choice {
+    if h.tag & 8 != 0 {
+        Choice::Into((h.data % 301) as usize)
+    } else {
+        Choice::Buffer
+    }
+}
+
+/// Whether the core answers Stall once before taking this record.
+fn stalls(h: &WireHdr) -> bool {
+    h.tag & 4 != 0
+}
+
+/// A core that places by [`choice`], stalls once where [`stalls`] says and
+/// records every event.
+struct FuzzCore {
+    evs: Vec<Ev>,
+    /// The receive buffer of the placement in flight.
+    inflight: Option<(u32, WireHdr, Vec<u8>, usize)>,
+    next_handle: u32,
+    stalled: bool,
+    /// The record's payload is being buffered (the next place() is the
+    /// reader asking again once it is whole).
+    buffering: bool,
+}
+
+impl FuzzCore {
+    fn new() -> FuzzCore {
+        FuzzCore {
+            evs: Vec::new(),
+            inflight: None,
+            next_handle: 1,
+            stalled: false,
+            buffering: false,
+        }
+    }
+    fn stall_once(&mut self, h: &WireHdr) -> bool {
+        if stalls(h) && !self.stalled {
+            self.stalled = true;
+            return true;
+        }
+        self.stalled = false;
+        false
+    }
+}
+
+impl Sink for FuzzCore {
+    fn place(&mut self, hdr: &WireHdr) -> Place {
+        assert!(self.inflight.is_none(), "place() while a placement is in flight");
+        if self.stall_once(hdr) {
+            return Place::Stall;
+        }
+        let ch = if std::mem::take(&mut self.buffering) {
+            choice_when_staged(hdr)
+        } else {
+            choice(hdr)
+        };
+        match ch {
+            Choice::Into(cap) => {
+                let cap = cap.min(hdr.payload as usize);
+                let mut buf = vec![0u8; cap];
+                let dst = IovList::single(buf.as_mut_ptr() as usize, buf.len());
+                let handle = self.next_handle;
+                self.next_handle += 1;
+                self.inflight = Some((handle, *hdr, buf, cap));
+                Place::Into { handle, dst, take: cap }
+            }
+            Choice::Buffer => {
+                self.buffering = true;
+                Place::Buffer
+            }
+            Choice::Discard => Place::Discard,
+        }
+    }
+    fn placed(&mut self, handle: u32, result: crate::base::error::Result<()>) {
+        let (h, hdr, buf, _) = self.inflight.take().expect("placed() without a placement");
+        assert_eq!(h, handle, "placed() for another handle");
+        self.evs.push(Ev::Placed(hdr, buf, result.is_ok()));
+    }
+    fn buffered(&mut self, hdr: &WireHdr, data: Vec<u8>) {
+        self.buffering = false;
+        assert_eq!(data.len(), hdr.payload as usize, "buffered payload of the wrong length");
+        self.evs.push(Ev::Buffered(*hdr, data));
+    }
+    fn control(&mut self, hdr: &WireHdr, payload: &[u8]) -> Disposition {
+        if self.stall_once(hdr) {
+            return Disposition::Stall;
+        }
+        self.evs.push(Ev::Ctl(*hdr, payload.to_vec()));
+        Disposition::Consumed
+    }
+}
+
+/// A stream handing out its bytes in pieces of the cut sizes (cycled),
+/// with a Blocked now and then, then end of stream.
+struct Chunked<'a> {
+    data: &'a [u8],
+    pos: usize,
+    cuts: Vec<usize>,
+    k: usize,
+    block_every: usize,
+}
+
+impl ByteSource for Chunked<'_> {
+    unsafe fn read(&mut self, iov: &[libc::iovec]) -> crate::sys::net::Io {
+        use crate::sys::net::Io;
+        self.k += 1;
+        if self.block_every > 0 && self.k.is_multiple_of(self.block_every) {
+            return Io::Blocked;
+        }
+        if self.pos == self.data.len() {
+            return Io::Eof;
+        }
+        let mut n = (self.data.len() - self.pos).min(self.cuts[self.k % self.cuts.len()]);
+        let mut done = 0;
+        for v in iov {
+            if n == 0 {
+                break;
+            }
+            let m = n.min(v.iov_len);
+            // SAFETY: the reader's iovecs describe writable memory of
+            // `iov_len` bytes (the ByteSource contract); the source range
+            // is inside `data`.
+            unsafe { core::ptr::copy_nonoverlapping(self.data.as_ptr().add(self.pos), v.iov_base as *mut u8, m) };
+            self.pos += m;
+            done += m;
+            n -= m;
+        }
+        Io::Done(done)
+    }
+}
+
+/// How a whole stream ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    Eof,
+    Broken(Broken),
+}
+
+/// Runs the reader over `stream` cut by `cuts` until it ends; the events
+/// and how it ended. `start` is the stage of a new connection (a link
+/// record moves a handshaking stream to established, as the port does).
+fn run_reader(stream: &[u8], cuts: &[usize], block_every: usize, start: Stage, max_reads: usize) -> (Vec<Ev>, End) {
+    let mut src = Chunked {
+        data: stream,
+        pos: 0,
+        cuts: cuts.iter().map(|&c| c.max(1)).collect(),
+        k: 0,
+        block_every,
+    };
+    let mut core = FuzzCore::new();
+    let mut r = Reader::new();
+    let mut scratch = vec![0u8; 1 + cuts.first().copied().unwrap_or(0) % 200];
+    let mut stage = start;
+    // Every call either moves at least one byte or one record, or returns
+    // Blocked/Stalled (each at most every other call here): the bound is a
+    // hang detector, far above what any input needs.
+    let bound = 8 * stream.len() + 10_000;
+    for _ in 0..bound {
+        match r.pump(&mut src, &mut core, &READER_LIM, stage, &mut scratch, max_reads) {
+            Outcome::Drained | Outcome::Budget | Outcome::Stalled => {}
+            Outcome::Link(h) => {
+                core.evs.push(Ev::Link(h, r.link_payload().to_vec()));
+                if h.op == op::HELLO {
+                    stage = Stage::Established;
+                }
+            }
+            Outcome::Eof => return (core.evs, End::Eof),
+            Outcome::Broken(b) => {
+                r.abort(&mut core, crate::base::error::Error::CONNRESET);
+                r.abort(&mut core, crate::base::error::Error::CONNRESET);
+                return (core.evs, End::Broken(b));
+            }
+        }
+    }
+    panic!("the reader made no progress: {} bytes, cuts {cuts:?}", stream.len());
+}
+
+/// The records of a stream decoded in one piece, by the rules of
+/// docs/protocol.md written out again: the events a correct reader must
+/// produce under the [`FuzzCore`] policy, and how the stream ends.
+fn reference_decode(stream: &[u8], start: Stage) -> (Vec<Ev>, End) {
+    let mut evs = Vec::new();
+    let mut at = 0;
+    let mut established = start == Stage::Established;
+    loop {
+        let left = stream.len() - at;
+        if left == 0 {
+            return (evs, End::Eof);
+        }
+        if left < HDR_LEN {
+            return (evs, End::Broken(Broken::Truncated));
+        }
+        let hdr = WireHdr::from_bytes(stream[at..at + HDR_LEN].try_into().expect("64 bytes"));
+        if let Err(b) = hdr.check(&READER_LIM) {
+            return (evs, End::Broken(Broken::Bad(b)));
+        }
+        let allowed = match hdr.op {
+            op::HELLO => !established,
+            op::BYE => true,
+            _ => established,
+        };
+        if !allowed {
+            return (evs, End::Broken(Broken::Protocol));
+        }
+        let n = hdr.payload as usize;
+        let data = &stream[at + HDR_LEN..];
+        let whole = data.len() >= n;
+        match hdr.op {
+            op::EAGER | op::DATA => match choice(&hdr) {
+                Choice::Into(cap) => {
+                    let cap = cap.min(n);
+                    let got = data.len().min(cap);
+                    let mut buf = vec![0u8; cap];
+                    buf[..got].copy_from_slice(&data[..got]);
+                    evs.push(Ev::Placed(hdr, buf, whole));
+                }
+                Choice::Buffer if whole => match choice_when_staged(&hdr) {
+                    Choice::Into(cap) => {
+                        let cap = cap.min(n);
+                        evs.push(Ev::Placed(hdr, data[..cap].to_vec(), true));
+                    }
+                    _ => evs.push(Ev::Buffered(hdr, data[..n].to_vec())),
+                },
+                _ => {}
+            },
+            _ if n > CTL_MAX => {
+                return (
+                    evs,
+                    End::Broken(Broken::Bad(crate::transport::proto::BadRecord::Length)),
+                )
+            }
+            op::HELLO | op::BYE if whole => {
+                evs.push(Ev::Link(hdr, data[..n].to_vec()));
+                if hdr.op == op::HELLO {
+                    established = true;
+                }
+            }
+            _ if whole => evs.push(Ev::Ctl(hdr, data[..n].to_vec())),
+            _ => {}
+        }
+        if !whole {
+            return (evs, End::Broken(Broken::Truncated));
+        }
+        at += HDR_LEN + n;
+    }
+}
+
+/// The TCP stream reader (`transport/tcp/framing.rs`, `Reader::pump`) over
+/// arbitrary bytes cut into arbitrary pieces. Properties: no panic, no
+/// hang; the events (placements with the bytes that reached each receive
+/// buffer, buffered payloads, control and link records) and the end of the
+/// stream equal those of the one-piece reference decode, whatever the
+/// cuts, read budget and interleaved EAGAINs.
+///
+/// Input: a control byte (bit 0: start in the handshake stage; bits 1-3:
+/// reads per call; bits 4-7: n > 0, an EAGAIN every n+1 reads), four cut sizes,
+/// then the stream.
+pub fn tcp_reader(data: &[u8]) {
+    let mut c = Cursor::new(data);
+    let ctl = c.u8();
+    let cuts: Vec<usize> = (0..4)
+        .map(|i| {
+            let b = c.u8() as usize;
+            // Mostly small pieces, sometimes whole header+payload runs.
+            if i == 3 && b > 200 {
+                b * 64
+            } else {
+                b % 97 + 1
+            }
+        })
+        .collect();
+    let stream = c.rest();
+    let start = if ctl & 1 != 0 {
+        Stage::Handshake
+    } else {
+        Stage::Established
+    };
+    let max_reads = 1 + ((ctl >> 1) & 7) as usize;
+    // 0: never; else every 2nd .. 16th read.
+    let block_every = match (ctl >> 4) as usize {
+        0 => 0,
+        n => n + 1,
+    };
+    let want = reference_decode(stream, start);
+    let got = run_reader(stream, &cuts, block_every, start, max_reads);
+    assert_eq!(got, want, "reader != reference decode (cuts {cuts:?}, ctl {ctl:#x})");
+    // The same stream in one piece gives the same again.
+    let whole = run_reader(stream, &[usize::MAX / 2], 0, start, 64);
+    assert_eq!(whole, want, "one-piece reader != reference decode");
+}
+
+// ---------------------------------------------------------------------------
+// records: header, HELLO, CM, rendezvous and shm doorbell decoders
+// ---------------------------------------------------------------------------
+
+const RECORD_LIM: Limits = Limits {
+    max_payload: crate::transport::shm::EAGER_MAX,
+    max_iov: 8,
+};
+
+/// The record decoders over arbitrary bytes: the first 64 are a header, the
+/// rest its payload. Properties: header bytes round-trip; an accepted
+/// header's lengths are consistent with its op and within the limits (so
+/// no later code reads past a buffer); an accepted HELLO or CM record has
+/// exactly the payload length it claims and encodes back to the same
+/// record (CM: byte for byte; HELLO: to a record that parses the same);
+/// an accepted RTS table has `aux` entries covering the message; the shm
+/// doorbell's "who I am" datagram parses only at its exact length and
+/// encodes back to the same bytes.
+pub fn records(data: &[u8]) {
+    let mut hb = [0u8; HDR_LEN];
+    let n = data.len().min(HDR_LEN);
+    hb[..n].copy_from_slice(&data[..n]);
+    let payload = &data[n..];
+    let h = WireHdr::from_bytes(&hb);
+    assert_eq!(h.to_bytes(), hb, "header bytes do not round-trip");
+    let ok = h.check(&RECORD_LIM).is_ok();
+    if ok {
+        let p = h.payload as usize;
+        let len_ok = match h.op {
+            op::EAGER if h.flags & flag::INLINE != 0 => p as u64 == h.len && p <= INLINE_MAX,
+            op::EAGER => p as u64 == h.len && p <= RECORD_LIM.max_payload,
+            op::RTS => {
+                (1..=RECORD_LIM.max_iov).contains(&(h.aux as usize))
+                    && p == h.aux as usize * IOV_ENTRY
+                    && h.len > 0
+                    && h.offset <= h.len
+            }
+            op::ACK | op::CTS | op::BYE => p == 0,
+            op::DATA => p <= RECORD_LIM.max_payload && h.offset.checked_add(p as u64).is_some_and(|e| e <= h.len),
+            op::HELLO => p <= CTL_MAX,
+            o => panic!("check() accepted op {o}"),
+        };
+        assert!(len_ok, "check() accepted inconsistent lengths: {h:?}");
+        assert!(h.flags & !flag::ALL == 0 && h.magic == crate::transport::proto::MAGIC);
+    }
+    // The TCP handshakes (parse is called only after check()).
+    for fam in [hello::Family::V4, hello::Family::V6] {
+        if let Ok(x) = hello::parse(&h, payload, fam) {
+            let alen = if fam == hello::Family::V6 { 28 } else { 16 };
+            assert_eq!(payload.len(), alen + hello::CHALLENGE_LEN + hello::MAC_LEN);
+            assert_eq!(h.payload as usize, payload.len());
+            assert!(x.addr.port() != 0 && !x.addr.ip().is_unspecified());
+            assert_eq!(hello::Family::of(&x.addr), fam);
+            let extra = hello::Extra {
+                keyed: x.keyed,
+                challenge: x.challenge,
+                mac: x.mac,
+                word: x.word,
+            };
+            let kind_code = h.aux;
+            let (eh, ep) = hello::encode_with(x.kind, &x.addr, x.nonce, &extra);
+            let eh = WireHdr::from_bytes(&eh);
+            assert_eq!(eh.aux, kind_code);
+            assert_eq!(hello::parse(&eh, &ep, fam), Ok(x), "HELLO does not re-encode to itself");
+            if ok {
+                assert_eq!(eh.check(&RECORD_LIM), Ok(()));
+            }
+            assert!(hello::rts_prefix(&x) <= crate::transport::tcp::EAGER_MAX);
+        }
+    }
+    if let Ok(kind) = cm::parse(&h, payload) {
+        assert!(payload.len() <= cm::CM_DATA_MAX);
+        assert!(cm::rts_prefix(&h) <= crate::transport::tcp::EAGER_MAX);
+        if ok {
+            let (eh, ep) = cm::encode(kind, payload, cm::rts_prefix(&h));
+            assert_eq!(
+                (eh, ep.as_slice()),
+                (hb, payload),
+                "CM record does not re-encode to itself"
+            );
+        }
+    }
+    // Rendezvous: the RTS iov table.
+    if ok && h.op == op::RTS && payload.len() >= h.payload as usize {
+        let table = &payload[..h.payload as usize];
+        if let Some(info) = crate::core::engine::parse_rts(&h, &crate::transport::tcp::CtlPayload(table)) {
+            assert_eq!(info.remote.len(), h.aux as usize);
+            let total = info.remote.iter().try_fold(0u64, |s, &(_, l)| s.checked_add(l));
+            assert!(total.is_some_and(|t| t >= h.len), "RTS table shorter than the message");
+            assert_eq!(info.msg_id, h.msg_id);
+        }
+    }
+    // The shm doorbell's "who I am" datagram.
+    use crate::transport::shm::segment;
+    let owner = if data.len() >= 16 {
+        u64::from_le_bytes(data[8..16].try_into().expect("8 bytes"))
+    } else {
+        0
+    };
+    if let Some((claim, sender)) = segment::parse_hello(owner, data) {
+        assert_eq!(data.len(), segment::HELLO_LEN);
+        assert!(claim.slot < segment::NSLOTS);
+        assert_eq!(&segment::hello_bytes(owner, claim, sender)[..], data);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// shm_ring: the shm record consumer over a fuzzed ring image
+// ---------------------------------------------------------------------------
+
+/// The shm consumer (`transport/shm/mod.rs`, `consume_slot`) over a ring
+/// image whose indices and cells are arbitrary (a hostile or corrupted
+/// sender). Properties: no panic; the consumer never releases beyond the
+/// published tail, never hands out a record reaching past it, and hands
+/// out exactly the records (headers and payload bytes, through both copy
+/// paths) of a reference walk of the published cells, in order; a ring
+/// it breaks on is one the reference finds corrupt (bad indices, a record
+/// failing `check`, or a record longer than what is published).
+///
+/// Input: ring size (2..64 cells), head, published cell count, which
+/// record to stall on, then the cells' bytes.
+pub fn shm_ring(data: &[u8]) {
+    let mut c = Cursor::new(data);
+    let ncells = 2usize << (c.u8() % 6);
+    let head = match c.u8() % 4 {
+        0 => 0,
+        1 => u64::MAX - (c.u8() as u64),
+        _ => c.u64(),
+    };
+    let used = c.u8() as u64 % (2 * ncells as u64 + 2);
+    let tail = head.wrapping_add(used);
+    let stall_at = c.u8() as usize;
+    let cells = c.rest();
+    let mut backing = vec![0u64; ring::ring_bytes(ncells) / 8 + 8];
+    let base = {
+        let p = backing.as_mut_ptr() as usize;
+        ((p + 63) & !63) as *mut u8
+    };
+    // SAFETY: `base` is 64-aligned inside `backing`, which has room for
+    // ring_bytes(ncells) bytes after the alignment and outlives the ring.
+    let r = unsafe { Ring::new(base, ncells) };
+    {
+        let image: Vec<u8> = (0..ncells * CELL).map(|i| cells.get(i).copied().unwrap_or(0)).collect();
+        // SAFETY: the ring is ours alone here (no other side): writing its
+        // whole cell area from cell 0 is in bounds.
+        unsafe { r.write_at(0, 0, &image) };
+        r.reset();
+        r.publish(tail);
+        r.release(head);
+    }
+    // The reference: a walk over the published cells, linearised.
+    let want = {
+        let mut recs = Vec::new();
+        let mut corrupt = used > ncells as u64;
+        if !corrupt {
+            let mut lin = vec![0u8; used as usize * CELL];
+            // SAFETY: `used <= ncells` cells from `head`, all in the image.
+            unsafe { r.read_at(head, 0, lin.as_mut_ptr(), lin.len()) };
+            let mut at = 0usize;
+            while at < lin.len() {
+                let h = WireHdr::from_bytes(lin[at..at + HDR_LEN].try_into().expect("64 bytes"));
+                if h.check(&RECORD_LIM).is_err() {
+                    corrupt = true;
+                    break;
+                }
+                let inline = h.flags & flag::INLINE != 0;
+                let n = h.payload as usize;
+                let span = if inline {
+                    CELL
+                } else {
+                    cells_for(HDR_LEN + n) as usize * CELL
+                };
+                if at + span > lin.len() {
+                    corrupt = true;
+                    break;
+                }
+                let p = if inline {
+                    h.inline_bytes()[..n].to_vec()
+                } else {
+                    lin[at + HDR_LEN..at + HDR_LEN + n].to_vec()
+                };
+                recs.push((h, p, span as u64 / CELL as u64));
+                at += span;
+            }
+        }
+        (recs, corrupt)
+    };
+    let mut got = Vec::new();
+    let mut calls = 0usize;
+    let res = crate::transport::shm::consume_image(r, head, &RECORD_LIM, &mut |rec| {
+        calls += 1;
+        if calls == stall_at {
+            return Disposition::Stall;
+        }
+        let n = rec.payload_len();
+        let v = rec.payload_vec();
+        assert_eq!(v.len(), n);
+        // The copy into an application iov, in two pieces, clipped.
+        let mut a = vec![0u8; n / 2 + 1];
+        let mut b = vec![0u8; n];
+        let mut iov = IovList::new();
+        iov.push(a.as_mut_ptr() as usize, a.len());
+        iov.push(b.as_mut_ptr() as usize, b.len());
+        // SAFETY: the iov describes our two vectors.
+        let k = unsafe { rec.copy_to_iov(0, usize::MAX, &iov, 0) };
+        assert_eq!(k, n, "copy_to_iov copied a different length");
+        let mut joined = a;
+        joined.extend_from_slice(&b);
+        assert_eq!(&joined[..n], &v[..], "the two copy paths disagree");
+        got.push((rec.hdr, v));
+        Disposition::Consumed
+    });
+    let (want_recs, want_corrupt) = want;
+    let stalled = stall_at >= 1 && stall_at <= want_recs.len();
+    let take = if stalled { stall_at - 1 } else { want_recs.len() };
+    let got_hdrs: Vec<_> = got.iter().map(|(h, p)| (*h, p.clone())).collect();
+    let want_hdrs: Vec<_> = want_recs[..take].iter().map(|(h, p, _)| (*h, p.clone())).collect();
+    assert_eq!(got_hdrs, want_hdrs, "consumer != reference walk");
+    let consumed: u64 = want_recs[..take].iter().map(|r| r.2).sum();
+    let (new_head, broke) = res;
+    assert_eq!(
+        new_head,
+        head.wrapping_add(consumed),
+        "released a different number of cells"
+    );
+    assert!(
+        new_head.wrapping_sub(head) <= used.min(ncells as u64),
+        "released beyond the tail"
+    );
+    assert_eq!(
+        r.free_cells(tail).map(|f| ncells as u64 - f).ok(),
+        (used <= ncells as u64).then(|| used - consumed),
+        "the shared head word is not what was released"
+    );
+    assert_eq!(
+        broke,
+        want_corrupt && !stalled,
+        "consumer broke on a sound ring or missed corruption"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// getinfo_hints: fi_getinfo's hint matching over any hints
+// ---------------------------------------------------------------------------
+
+fn fuzz_info(c: &mut Cursor) -> Info {
+    let caps_bits = [
+        FI_MSG,
+        FI_TAGGED,
+        FI_MSG | FI_TAGGED,
+        FI_MSG | FI_TAGGED | FI_SEND | FI_RECV,
+        FI_RMA,
+        FI_ATOMIC,
+        FI_DIRECTED_RECV | FI_TAGGED,
+        FI_SOURCE | FI_MSG,
+        FI_MULTI_RECV | FI_MSG,
+        FI_LOCAL_COMM | FI_REMOTE_COMM | FI_MSG,
+    ];
+    let caps = c.pick(&caps_bits);
+    let mode = c.pick(&[FI_CONTEXT, FI_CONTEXT2, FI_CONTEXT | FI_CONTEXT2, FI_MSG_PREFIX]);
+    let addr_format = c.pick(&[
+        FI_FORMAT_UNSPEC as u64,
+        FI_SOCKADDR as u64,
+        FI_SOCKADDR_IN as u64,
+        FI_SOCKADDR_IN6 as u64,
+        FI_ADDR_STR as u64,
+    ]) as u32;
+    let sel = c.u8();
+    // Addresses: rarely, mostly real ones of every format, else raw bytes.
+    let addr = |c: &mut Cursor, bit: u8| {
+        (sel & bit != 0 && c.u8() < 64).then(|| match c.u8() % 5 {
+            0 => Addr::Shm(0x1234).to_bytes(),
+            1 => Addr::Inet("127.0.0.1:5000".parse().expect("an address")).to_bytes(),
+            2 => Addr::Inet("[::1]:5000".parse().expect("an address")).to_bytes(),
+            3 => b"fi_sockaddr_in://127.0.0.1:5000\0".to_vec(),
+            _ => {
+                let n = c.u8() as usize % 40;
+                c.bytes(n).to_vec()
+            }
+        })
+    };
+    let src_addr = addr(c, 1);
+    let dest_addr = addr(c, 2);
+    let ep = (sel & 4 != 0).then(|| EpAttr {
+        ep_type: c.pick(&[
+            FI_EP_UNSPEC as u64,
+            FI_EP_RDM as u64,
+            FI_EP_MSG as u64,
+            FI_EP_DGRAM as u64,
+        ]) as u32,
+        protocol: c.pick(&[0]) as u32,
+        max_msg_size: c.pick(&[0, 1 << 20, usize::MAX as u64]) as usize,
+        msg_prefix_size: c.pick(&[0]) as usize,
+        mem_tag_format: c.pick(&[0, u64::MAX, 0xaaaa_aaaa_aaaa_aaaa]),
+        tx_ctx_cnt: c.pick(&[0, 1]) as usize,
+        rx_ctx_cnt: c.pick(&[0, 1]) as usize,
+        auth_key: (c.u8() & 1 != 0).then(|| {
+            let n = c.u8() as usize % 40;
+            c.bytes(n).to_vec()
+        }),
+        ..Default::default()
+    });
+    let domain = (sel & 8 != 0).then(|| DomainAttr {
+        name: (c.u8() & 1 != 0).then(|| ["shm", "tcp", "auto", "x", ""][c.u8() as usize % 5].to_string()),
+        threading: c.pick(&[
+            0,
+            FI_THREAD_SAFE as u64,
+            FI_THREAD_DOMAIN as u64,
+            FI_THREAD_COMPLETION as u64,
+        ]) as u32,
+        control_progress: c.pick(&[0, FI_PROGRESS_AUTO as u64, FI_PROGRESS_MANUAL as u64]) as u32,
+        data_progress: c.pick(&[0, FI_PROGRESS_AUTO as u64, FI_PROGRESS_MANUAL as u64]) as u32,
+        resource_mgmt: c.pick(&[0, FI_RM_ENABLED as u64, FI_RM_DISABLED as u64]) as u32,
+        av_type: c.pick(&[0, FI_AV_MAP as u64, FI_AV_TABLE as u64]) as u32,
+        mr_mode: c.pick(&[0, FI_MR_LOCAL as u64, FI_MR_BASIC as u64, FI_MR_SCALABLE as u64]) as i32,
+        cq_data_size: c.pick(&[0, 8]) as usize,
+        ep_cnt: c.pick(&[0, 1]) as usize,
+        caps: c.pick(&[FI_LOCAL_COMM, FI_REMOTE_COMM]),
+        mode: c.pick(&[0]),
+        auth_key: None,
+        tclass: c.pick(&[0]) as u32,
+        ..Default::default()
+    });
+    let fabric = (sel & 16 != 0).then(|| FabricAttr {
+        name: (c.u8() & 1 != 0).then(|| ["rustfab", "RUSTFAB", "other"][c.u8() as usize % 3].to_string()),
+        prov_name: (c.u8() & 1 != 0).then(|| ["rustfab", "rustfab;ofi_rxm", "shm"][c.u8() as usize % 3].to_string()),
+        prov_version: c.u32(),
+        api_version: c.u32(),
+    });
+    let tx = (sel & 32 != 0).then(|| TxAttr {
+        caps: c.pick(&caps_bits),
+        mode: c.pick(&[0]),
+        op_flags: c.pick(&[0, FI_COMPLETION, FI_INJECT_COMPLETE, FI_DELIVERY_COMPLETE]),
+        msg_order: c.pick(&[0, FI_ORDER_SAS]),
+        inject_size: c.pick(&[0, 64]) as usize,
+        size: c.pick(&[0, 64]) as usize,
+        iov_limit: c.pick(&[0, 1, 4]) as usize,
+        tclass: c.pick(&[0]) as u32,
+        ..Default::default()
+    });
+    let rx = (sel & 64 != 0).then(|| RxAttr {
+        caps: c.pick(&caps_bits),
+        op_flags: c.pick(&[0, FI_MULTI_RECV]),
+        msg_order: c.pick(&[0, FI_ORDER_SAS]),
+        total_buffered_recv: c.pick(&[0]) as usize,
+        size: c.pick(&[0, 64]) as usize,
+        iov_limit: c.pick(&[0, 1, 4]) as usize,
+        ..Default::default()
+    });
+    Info {
+        caps,
+        mode,
+        addr_format,
+        src_addr,
+        dest_addr,
+        handle: 0,
+        tx,
+        rx,
+        ep,
+        domain,
+        fabric,
+    }
+}
+
+/// fi_getinfo (`provider/getinfo.rs`, `getinfo`: hint parsing, matching
+/// against every template, alteration) with arbitrary hints and no node or
+/// service. Properties: no panic; an error is `FI_ENODATA` or `FI_EINVAL`;
+/// each entry offered honours the hints' endpoint type, has an address of
+/// the format it names, and, given back as hints (what applications do
+/// with `fi_dupinfo`), is offered again.
+pub fn getinfo_hints(data: &[u8]) {
+    let mut c = Cursor::new(data);
+    let version = [
+        fi_version(1, 17),
+        fi_version(1, 18),
+        fi_version(1, 20),
+        fi_version(2, 0),
+        fi_version(2, 5),
+    ][c.u8() as usize % 5];
+    let hints = fuzz_info(&mut c);
+    let q = Query {
+        version,
+        node: None,
+        service: None,
+        flags: 0,
+        hints: Some(&hints),
+        transports: TransportChoice::All,
+    };
+    match getinfo(&q) {
+        Err(e) => assert!(
+            e == crate::base::error::Error::NODATA || e == crate::base::error::Error::INVAL,
+            "fi_getinfo failed with {e:?}"
+        ),
+        Ok(list) => {
+            assert!(!list.is_empty());
+            for i in &list {
+                let ep_type = i.ep.as_ref().map(|e| e.ep_type).unwrap_or(0);
+                if let Some(h) = hints.ep.as_ref().filter(|e| e.ep_type != FI_EP_UNSPEC) {
+                    assert_eq!(ep_type, h.ep_type, "an entry of another endpoint type");
+                }
+                let src = i.src_addr.as_deref().expect("an entry without a source address");
+                let (a, _) = Addr::parse(i.addr_format, src).expect("an entry whose address does not parse");
+                assert_eq!(a.format(), i.addr_format);
+                let again = Query { hints: Some(i), ..q };
+                let name = i.domain.as_ref().and_then(|d| d.name.clone());
+                let back =
+                    getinfo(&again).unwrap_or_else(|e| panic!("an offered entry is refused as hints ({e:?}): {i:?}"));
+                assert!(
+                    back.iter()
+                        .any(|b| b.domain.as_ref().and_then(|d| d.name.clone()) == name),
+                    "an offered entry given back as hints offers another domain"
+                );
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// av_insert: AV insertion of arbitrary address bytes
+// ---------------------------------------------------------------------------
+
+/// AV insertion (`core/av.rs`: decoding in the AV's format, destination
+/// checks, the table) of arbitrary address bytes, split as `fi_av_insert`
+/// walks them (NUL-terminated strings, or sockaddr slots of the first
+/// entry's size). Properties: no panic; an entry is inserted exactly when
+/// it decodes and passes `check_dest`; every inserted entry is found again
+/// by index and by reverse lookup, and its lookup form decodes back to the
+/// same address; the string form parses back to the same address.
+pub fn av_insert(data: &[u8]) {
+    let mut c = Cursor::new(data);
+    let transport = [TransportKind::Shm, TransportKind::Tcp, TransportKind::Auto][c.u8() as usize % 3];
+    let fmt = [
+        FI_FORMAT_UNSPEC,
+        FI_SOCKADDR,
+        FI_SOCKADDR_IN,
+        FI_SOCKADDR_IN6,
+        FI_ADDR_STR,
+    ][c.u8() as usize % 5];
+    let format = AvFormat::for_domain(transport, fmt);
+    let bytes = c.rest();
+    let mut entries: Vec<&[u8]> = Vec::new();
+    if format == AvFormat::Str {
+        entries.extend(bytes.split_inclusive(|&b| b == 0).take(64));
+    } else if bytes.len() >= 2 {
+        let family = u16::from_ne_bytes([bytes[0], bytes[1]]);
+        let stride = format.stride(family);
+        entries.extend(bytes.chunks_exact(stride).take(64));
+    }
+    let decoded: Vec<_> = entries.iter().map(|e| format.decode(e)).collect();
+    let av = AvState::new(0, transport, format, entries.len());
+    let checked = av.validate(decoded.clone());
+    let res = av.insert_batch(&checked, None).expect("no memory shortage here");
+    assert_eq!(res.len(), entries.len());
+    let table = av.table.read();
+    for (i, r) in res.iter().enumerate() {
+        let want = decoded[i].and_then(|a| check_dest(transport, format, a));
+        assert_eq!(
+            r.is_ok(),
+            want.is_ok(),
+            "entry {i}: inserted != decodes and passes check_dest"
+        );
+        let Ok(idx) = r else { continue };
+        let a = want.expect("checked");
+        assert_eq!(
+            table.get(*idx).map(|e| e.addr),
+            Some(a),
+            "entry {i} not found by its index"
+        );
+        let rev = table.reverse(&a).expect("an inserted address has a reverse lookup");
+        assert_eq!(table.get(rev).map(|e| e.addr), Some(a));
+        let stored = format.encode(&a);
+        assert_eq!(format.decode(&stored), Ok(a), "lookup form does not decode back");
+        // The string form (fi_av_straddr's, like libfabric's own) carries
+        // no IPv6 flow label.
+        let mut plain = a;
+        if let Addr::Inet(SocketAddr::V6(v6)) = &mut plain {
+            v6.set_flowinfo(0);
+        }
+        assert_eq!(
+            Addr::parse_str(&a.to_string_form()),
+            Ok(plain),
+            "string form does not parse back"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Seeds: real frames, for the committed corpus and the property tests
+// ---------------------------------------------------------------------------
+
+fn eager(tag: u64, data: u64, payload: &[u8]) -> Vec<u8> {
+    let mut h = WireHdr::new(op::EAGER);
+    h.flags = flag::TAGGED;
+    h.tag = tag;
+    h.data = data;
+    h.len = payload.len() as u64;
+    h.payload = payload.len() as u32;
+    let mut v = h.to_bytes().to_vec();
+    v.extend_from_slice(payload);
+    v
+}
+
+fn ctl(o: u8, id: u64) -> Vec<u8> {
+    let mut h = WireHdr::new(o);
+    h.msg_id = id;
+    h.to_bytes().to_vec()
+}
+
+fn rts(len: u64, segs: &[(u64, u64)], tag: u64) -> Vec<u8> {
+    let mut h = WireHdr::new(op::RTS);
+    h.tag = tag;
+    h.len = len;
+    h.aux = segs.len() as u32;
+    h.payload = (segs.len() * IOV_ENTRY) as u32;
+    h.msg_id = 77;
+    let mut v = h.to_bytes().to_vec();
+    for &(a, l) in segs {
+        v.extend_from_slice(&a.to_le_bytes());
+        v.extend_from_slice(&l.to_le_bytes());
+    }
+    v
+}
+
+fn data_rec(len: u64, off: u64, payload: &[u8], tag: u64) -> Vec<u8> {
+    let mut h = WireHdr::new(op::DATA);
+    h.flags = flag::LAST;
+    h.tag = tag;
+    h.len = len;
+    h.offset = off;
+    h.payload = payload.len() as u32;
+    let mut v = h.to_bytes().to_vec();
+    v.extend_from_slice(payload);
+    v
+}
+
+fn hello_rec(kind: hello::Kind, addr: &str, keyed: bool) -> Vec<u8> {
+    let x = hello::Extra {
+        keyed,
+        challenge: [7; hello::CHALLENGE_LEN],
+        mac: [9; hello::MAC_LEN],
+        word: 4096,
+    };
+    let (h, p) = hello::encode_with(kind, &addr.parse().expect("an address"), 0x1234_5678, &x);
+    let mut v = h.to_vec();
+    v.extend_from_slice(&p);
+    v
+}
+
+fn cm_rec(kind: cm::CmKind, data: &[u8]) -> Vec<u8> {
+    let (h, p) = cm::encode(kind, data, 4096);
+    let mut v = h.to_vec();
+    v.extend_from_slice(&p);
+    v
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+/// A TCP stream of real records: handshake, then data of every kind.
+pub fn seed_stream() -> Vec<u8> {
+    let mut s = hello_rec(hello::Kind::Request, "127.0.0.1:4000", false);
+    // Tags 0..16: every placement the fuzz core makes (see `choice`).
+    for i in 0..16u64 {
+        let n = [0usize, 5, 16, 100, 1000, 5000][i as usize % 6];
+        s.extend(eager(i, 50 + 7 * i, &pattern(n, i as u8)));
+    }
+    s.extend(ctl(op::ACK, 42));
+    s.extend(rts(100_000, &[(0, 60_000), (0, 40_000)], 5));
+    s.extend(ctl(op::CTS, 77));
+    s.extend(data_rec(100_000, 99_000, &pattern(1000, 3), 6));
+    s.extend(ctl(op::BYE, 0));
+    s
+}
+
+/// A ring image (the `shm_ring` input) holding `records` published from
+/// cell 0 (with inline records where the payload fits).
+pub fn seed_ring(log2_cells: u8, head_sel: u8, records: &[Vec<u8>]) -> Vec<u8> {
+    let mut cells = Vec::new();
+    for r in records {
+        let mut h = WireHdr::from_bytes(r[..HDR_LEN].try_into().expect("a header"));
+        let p = &r[HDR_LEN..];
+        if h.op == op::EAGER && p.len() <= INLINE_MAX {
+            h.set_inline(p);
+            cells.extend_from_slice(&h.to_bytes());
+        } else {
+            cells.extend_from_slice(r);
+            cells.resize(cells.len().div_ceil(CELL) * CELL, 0);
+        }
+    }
+    let used = (cells.len() / CELL) as u8;
+    let mut v = vec![log2_cells, head_sel, used, 0];
+    v.extend(cells);
+    v
+}
+
+/// The seed corpus: (target, file name, bytes), from real frames.
+pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let stream = seed_stream();
+    let mut reader = |name: &str, ctl: u8, cuts: [u8; 4], s: &[u8]| {
+        let mut v = vec![ctl];
+        v.extend_from_slice(&cuts);
+        v.extend_from_slice(s);
+        out.push(("tcp_reader", name.to_string(), v));
+    };
+    reader("handshake_then_data_bytewise", 0x01, [1, 1, 1, 1], &stream);
+    reader("handshake_then_data_mixed_cuts", 0x37, [63, 1, 65, 250], &stream);
+    reader("data_whole", 0x0e, [96, 96, 96, 255], &stream[stream.len() - 2000..]);
+    let mut bad = eager(1, 0, b"abc");
+    bad.extend(eager(2, 0, b"xyz"));
+    bad[64 + 3 + 3] = 200; // the second header's op
+    reader("bad_op_after_a_record", 0x00, [7, 3, 64, 10], &bad);
+    let mut cut = eager(4, 0, &pattern(300, 1));
+    cut.truncate(200);
+    reader("truncated_payload", 0x10, [5, 9, 13, 17], &cut);
+
+    let mut rec = |name: &str, v: Vec<u8>| out.push(("records", name.to_string(), v));
+    rec("eager", eager(1, 2, b"hello"));
+    rec("rts", rts(100_000, &[(0x1000, 50_000), (0x9000, 50_000)], 1));
+    rec("data", data_rec(1000, 900, &pattern(100, 2), 3));
+    rec("hello_v4", hello_rec(hello::Kind::Request, "10.1.2.3:4000", true));
+    rec("hello_v6", hello_rec(hello::Kind::Accept, "[fe80::1]:4000", false));
+    rec("cm_connreq", cm_rec(cm::CmKind::ConnReq, b"private data"));
+    rec("cm_reject", cm_rec(cm::CmKind::Reject, b""));
+    rec(
+        "shm_doorbell_hello",
+        crate::transport::shm::segment::hello_bytes(
+            0xabcd,
+            crate::transport::shm::segment::Claim { slot: 3, gen: 9 },
+            0x1111,
+        )
+        .to_vec(),
+    );
+
+    let small = [
+        eager(1, 0, b"hi"),
+        eager(2, 5, &pattern(100, 1)),
+        ctl(op::ACK, 3),
+        rts(1 << 20, &[(0x1000, 1 << 20)], 4),
+        data_rec(1 << 20, 0, &pattern(200, 2), 5),
+    ];
+    let mut ring_seed = |name: &str, v: Vec<u8>| out.push(("shm_ring", name.to_string(), v));
+    ring_seed("mixed_records", seed_ring(4, 0, &small));
+    ring_seed("wrapping_indices", seed_ring(5, 1, &small));
+    let mut partial = seed_ring(4, 0, &[eager(9, 0, &pattern(1000, 3))]);
+    partial[2] = 3; // only 3 of the record's cells published
+    ring_seed("partial_record", partial);
+
+    let mut gi = |name: &str, v: Vec<u8>| out.push(("getinfo_hints", name.to_string(), v));
+    gi("rdm_tagged", vec![0, 1, 0, 0, 4, 1, 1, 1, 1, 0, 0, 0, 0]);
+    gi(
+        "msg_endpoint",
+        vec![1, 0, 1, 5, 12, 2, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1],
+    );
+    gi("everything", vec![3; 64]);
+
+    let mut av = |name: &str, v: Vec<u8>| out.push(("av_insert", name.to_string(), v));
+    let shm_str = Addr::Shm(0x1234).to_bytes();
+    let mut strs = vec![0u8, 4];
+    strs.extend(&shm_str);
+    strs.extend(b"fi_sockaddr_in://10.0.0.1:7\0garbage\0");
+    av("shm_strings", strs);
+    let mut sins = vec![1u8, 2];
+    for a in ["10.0.0.1:7", "127.0.0.1:0", "224.0.0.1:9"] {
+        sins.extend(Addr::Inet(a.parse().expect("an address")).to_bytes());
+    }
+    av("tcp_sockaddr_in", sins);
+    let mut sin6 = vec![1u8, 3];
+    sin6.extend(Addr::Inet("[::1]:9".parse().expect("an address")).to_bytes());
+    av("tcp_sockaddr_in6", sin6);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Cases per property in `cargo test` (`PROPTEST_CASES` overrides):
+    /// enough to find a planted bug, few enough for make test.
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(512),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// Mutations of a real input: bytes overwritten, inserted, removed, and
+    /// the input cut; most cases keep most of the structure.
+    fn mutated(seed: Vec<u8>) -> impl Strategy<Value = Vec<u8>> {
+        let len = seed.len().max(1);
+        (
+            proptest::collection::vec((0..len, any::<u8>(), 0u8..4), 0..6),
+            0..=len,
+            any::<bool>(),
+        )
+            .prop_map(move |(edits, cut, do_cut)| {
+                let mut v = seed.clone();
+                for (at, b, kind) in edits {
+                    let at = at.min(v.len().saturating_sub(1));
+                    match kind {
+                        0 | 1 if !v.is_empty() => v[at] = b,
+                        2 => v.insert(at, b),
+                        _ if !v.is_empty() => {
+                            v.remove(at);
+                        }
+                        _ => v.push(b),
+                    }
+                }
+                if do_cut {
+                    v.truncate(cut);
+                }
+                v
+            })
+    }
+
+    fn seeds_of(target: &str) -> Vec<Vec<u8>> {
+        seeds().into_iter().filter(|s| s.0 == target).map(|s| s.2).collect()
+    }
+
+    /// Inputs: a seed of the target, mutated, or plain random bytes.
+    fn inputs(target: &'static str) -> impl Strategy<Value = Vec<u8>> {
+        let seeds = seeds_of(target);
+        let n = seeds.len();
+        prop_oneof![
+            4 => (0..n).prop_flat_map(move |i| mutated(seeds[i].clone())),
+            1 => proptest::collection::vec(any::<u8>(), 0..512),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn prop_tcp_reader(data in inputs("tcp_reader")) { tcp_reader(&data) }
+
+        #[test]
+        fn prop_records(data in inputs("records")) { records(&data) }
+
+        #[test]
+        fn prop_shm_ring(data in inputs("shm_ring")) { shm_ring(&data) }
+
+        #[test]
+        fn prop_av_insert(data in inputs("av_insert")) { av_insert(&data) }
+    }
+
+    proptest! {
+        // fi_getinfo resolves interfaces for each tcp entry: fewer cases.
+        #![proptest_config(ProptestConfig { cases: config().cases / 4, ..config() })]
+
+        #[test]
+        fn prop_getinfo_hints(data in proptest::collection::vec(any::<u8>(), 0..160)) { getinfo_hints(&data) }
+    }
+
+    /// The committed corpus is what [`seeds`] makes (regenerate with
+    /// `make fuzz-corpus`), and every file of every corpus directory (the
+    /// seeds and anything a fuzzing run added) passes its target.
+    #[test]
+    fn corpus_passes_and_seeds_are_committed() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+        for (target, name, bytes) in seeds() {
+            let p = root.join(target).join(&name);
+            let on_disk = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e} (make fuzz-corpus)", p.display()));
+            assert_eq!(
+                on_disk,
+                bytes,
+                "{} differs from its seed (make fuzz-corpus)",
+                p.display()
+            );
+        }
+        for (target, body) in TARGETS {
+            let dir = root.join(target);
+            let mut n = 0;
+            for e in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+                let p = e.expect("a directory entry").path();
+                body(&std::fs::read(&p).expect("a corpus file"));
+                n += 1;
+            }
+            assert!(n > 0, "{}: empty corpus", dir.display());
+        }
+    }
+
+    /// Writes the seed corpus (`make fuzz-corpus` runs this).
+    #[test]
+    #[ignore]
+    fn write_seed_corpus() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+        for (target, name, bytes) in seeds() {
+            let d = root.join(target);
+            std::fs::create_dir_all(&d).expect("corpus directory");
+            std::fs::write(d.join(name), bytes).expect("corpus file");
+        }
+    }
+}
