@@ -5,11 +5,14 @@
 //! and the segment call these functions, so the orderings loom checks are
 //! the orderings the provider runs.
 //!
-//! * Ring indices (ring.rs): the producer writes cells, then [`publish`]es
-//!   the tail (Release); the consumer reads the tail with [`published`]
-//!   (Acquire), copies the record out, then [`release`]s the head
-//!   (Release); the producer reads it with [`consumed`] (Acquire) before
-//!   reusing cells.
+//! * Ring (ring.rs, segment version 3: readiness in the cell): the
+//!   producer writes a record's cells except its first word, then
+//!   [`publish`]es that word (Release; never zero); the consumer polls the
+//!   first word of the cell at its head with [`published`] (Acquire),
+//!   copies the record out, [`clear`]s the first word of every cell the
+//!   record used, then [`release`]s the head (Release); the producer reads
+//!   it with [`consumed`] (Acquire) before reusing cells, so a stale word
+//!   of an earlier lap never reads as a record.
 //! * Wake-up (Dekker): a consumer about to sleep [`announce_sleepers`]
 //!   (store, then a SeqCst fence) and then re-checks its rings; a producer,
 //!   after publishing, asks [`must_wake`] (a SeqCst fence, then a load of
@@ -48,16 +51,26 @@ impl Word for core::sync::atomic::AtomicU64 {
     }
 }
 
-/// Producer: makes the cells written before `new_tail` visible.
+/// Producer: publishes a record whose other bytes are written, by storing
+/// its first word `word` (never zero) last.
 #[inline(always)]
-pub fn publish<W: Word>(tail: &W, new_tail: u64) {
-    tail.store(new_tail, Ordering::Release);
+pub fn publish<W: Word>(first: &W, word: u64) {
+    first.store(word, Ordering::Release);
 }
 
-/// Consumer: the tail, with the cells published before it.
+/// Consumer: the first word of a record published in the cell whose first
+/// word is `first`, with the record's other bytes; None if none is there.
 #[inline(always)]
-pub fn published<W: Word>(tail: &W) -> u64 {
-    tail.load(Ordering::Acquire)
+pub fn published<W: Word>(first: &W) -> Option<u64> {
+    let w = first.load(Ordering::Acquire);
+    (w != 0).then_some(w)
+}
+
+/// Consumer: marks a consumed cell as holding no record (before
+/// [`release`] gives it back; ordered by it).
+#[inline(always)]
+pub fn clear<W: Word>(first: &W) {
+    first.store(0, Ordering::Relaxed);
 }
 
 /// Consumer: gives the cells before `new_head` back (read before this).
@@ -128,18 +141,18 @@ mod models {
     /// consumer that sleeps without looking at the ring again.
     fn wake_model<W: Word + Send + Sync + 'static>(mk: fn() -> W, recheck: bool) {
         loom::model(move || {
-            let tail = Arc::new(mk());
+            let first = Arc::new(mk());
             let sleepers = Arc::new(mk());
             let cell = Arc::new(UnsafeCell::new(0u64));
-            let (t2, s2, c2) = (tail.clone(), sleepers.clone(), cell.clone());
+            let (f2, s2, c2) = (first.clone(), sleepers.clone(), cell.clone());
             let producer = thread::spawn(move || {
                 // SAFETY (model): the producer owns the free cell.
                 c2.with_mut(|p| unsafe { *p = 42 });
-                publish(&*t2, 1);
+                publish(&*f2, 1);
                 must_wake(&*s2)
             });
             announce_sleepers(&*sleepers, 1);
-            let slept = if recheck { published(&*tail) == 0 } else { true };
+            let slept = if recheck { published(&*first).is_none() } else { true };
             if !slept {
                 // SAFETY (model): the cell is published.
                 assert_eq!(cell.with(|p| unsafe { *p }), 42, "published cell not visible");
@@ -166,43 +179,94 @@ mod models {
         wake_model(|| AtomicU64::new(0), false);
     }
 
-    /// SPSC ring of 2 cells, 3 records: every record consumed once, in
-    /// order, with its contents; no cell written while being read (loom's
-    /// UnsafeCell reports such a race).
-    #[test]
-    fn ring_publish_consume() {
-        loom::model(|| {
+    /// A cell of the model ring: its first word (atomic: published,
+    /// polled, cleared) and the rest of its bytes (loom reports a write
+    /// racing a read of them).
+    struct Cell {
+        first: AtomicU64,
+        rest: UnsafeCell<u64>,
+    }
+
+    /// SPSC ring of 2 cells, three records of 2, 1 and 1 cells (so the
+    /// third starts in a cell that held the first one's payload: its stale
+    /// word must not read as a record). Every record consumed once, in
+    /// order, with its contents; no cell written while it is read.
+    /// `clear_cells: false` is the consumer that forgets to clear, which
+    /// must fail.
+    fn ring_model(clear_cells: bool) {
+        loom::model(move || {
             const N: u64 = 2;
-            let tail = Arc::new(AtomicU64::new(0));
+            const SIZES: [u64; 3] = [2, 1, 1];
             let head = Arc::new(AtomicU64::new(0));
-            let cells: Arc<[UnsafeCell<u64>; 2]> = Arc::new([UnsafeCell::new(0), UnsafeCell::new(0)]);
-            let (t2, h2, c2) = (tail.clone(), head.clone(), cells.clone());
+            let cells: Arc<[Cell; 2]> = Arc::new([
+                Cell {
+                    first: AtomicU64::new(0),
+                    rest: UnsafeCell::new(0),
+                },
+                Cell {
+                    first: AtomicU64::new(0),
+                    rest: UnsafeCell::new(0),
+                },
+            ]);
+            let (h2, c2) = (head.clone(), cells.clone());
             let producer = thread::spawn(move || {
-                for i in 0..3u64 {
-                    while i - consumed(&*h2) >= N {
+                let mut tail = 0u64;
+                for (r, &n) in SIZES.iter().enumerate() {
+                    while tail + n - consumed(&*h2) > N {
                         thread::yield_now();
                     }
-                    // SAFETY (model): cell i % N is free (checked above).
-                    c2[(i % N) as usize].with_mut(|p| unsafe { *p = 100 + i });
-                    publish(&*t2, i + 1);
+                    let tag = 100 * (r as u64 + 1);
+                    for k in 0..n {
+                        let c = &c2[((tail + k) % N) as usize];
+                        // SAFETY (model): cell is free (checked above).
+                        c.rest.with_mut(|p| unsafe { *p = tag + k });
+                        if k > 0 {
+                            // Payload covers a later cell's first word too
+                            // (a memcpy; never zero here, as real payload may be).
+                            c.first.store(tag + k, Ordering::Relaxed);
+                        }
+                    }
+                    publish(&c2[(tail % N) as usize].first, tag);
+                    tail += n;
                 }
             });
             let mut h = 0u64;
-            while h < 3 {
-                let t = published(&*tail);
-                assert!(t - h <= N, "tail beyond the ring");
-                while h < t {
-                    // SAFETY (model): cell h % N is published, not released.
-                    let v = cells[(h % N) as usize].with(|p| unsafe { *p });
-                    assert_eq!(v, 100 + h, "record lost, doubled or out of order");
-                    h += 1;
-                    release(&*head, h);
-                }
-                if h < 3 {
+            for (r, &n) in SIZES.iter().enumerate() {
+                let c = &cells[(h % N) as usize];
+                let w = loop {
+                    if let Some(w) = published(&c.first) {
+                        break w;
+                    }
                     thread::yield_now();
+                };
+                let tag = 100 * (r as u64 + 1);
+                assert_eq!(w, tag, "record lost, doubled, out of order or stale");
+                for k in 0..n {
+                    let c = &cells[((h + k) % N) as usize];
+                    // SAFETY (model): the record is published, not released.
+                    let v = c.rest.with(|p| unsafe { *p });
+                    assert_eq!(v, tag + k, "record contents not visible");
                 }
+                for k in 0..n {
+                    if clear_cells {
+                        clear(&cells[((h + k) % N) as usize].first);
+                    }
+                }
+                h += n;
+                release(&*head, h);
             }
             producer.join().expect("producer");
         });
+    }
+
+    #[test]
+    fn ring_publish_consume() {
+        ring_model(true);
+    }
+
+    #[test]
+    #[should_panic(expected = "record lost, doubled, out of order or stale")]
+    fn ring_without_clearing_reads_a_stale_word() {
+        ring_model(false);
     }
 }
