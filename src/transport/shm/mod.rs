@@ -771,15 +771,16 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
             at += chunk.len();
         });
         h.set_inline(&buf[..n]);
-        // SAFETY: one free cell at `tail`, ours (producer).
+        // SAFETY: one free cell at `tail` and the one after it (free_cells
+        // keeps one more free), ours (producer).
         unsafe { p.ring.write_cell_and_publish(p.tail, &h.to_bytes()) };
         p.tail = p.tail.wrapping_add(1);
         return Ok(true);
     }
     let hb = h.to_bytes();
     let first = u64::from_le_bytes([hb[0], hb[1], hb[2], hb[3], hb[4], hb[5], hb[6], hb[7]]);
-    // SAFETY: `cells` cells from `tail` are free and ours (producer); the
-    // record's first word goes last (publication).
+    // SAFETY: `cells` cells from `tail` and the one after them are free
+    // and ours (producer); the record's first word goes last (publication).
     unsafe {
         p.ring.write_at(p.tail, 8, &hb[8..]);
         let mut at = HDR_LEN;
@@ -787,7 +788,7 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
             p.ring.write_at(p.tail, at, chunk);
             at += chunk.len();
         });
-        p.ring.publish_at(p.tail, first);
+        p.ring.publish_at(p.tail, cells, first);
     }
     p.tail = p.tail.wrapping_add(cells);
     Ok(true)
@@ -884,8 +885,12 @@ fn consume_slot(
     lim: &Limits,
     f: &mut dyn FnMut(InRecord<'_>) -> Disposition,
 ) -> core::result::Result<(), ()> {
+    // At most one ring's worth per call: a sender that keeps its ring full
+    // (or a hostile one that writes records endlessly) leaves the pass to
+    // the other peers.
+    let mut budget = s.ring.ncells();
     loop {
-        if s.ring.ready(s.head).is_none() {
+        if budget == 0 || s.ring.ready(s.head).is_none() {
             return Ok(());
         }
         // SAFETY: a record is published at `head` (its first word, written
@@ -899,8 +904,9 @@ fn consume_slot(
         } else {
             cells_for(HDR_LEN + hdr.payload as usize)
         };
-        if cells > s.ring.ncells() {
-            // `check` bounds the payload far below the ring: corruption.
+        if cells >= s.ring.ncells() {
+            // A producer keeps one cell free, and `check` bounds the
+            // payload far below the ring: corruption.
             return Err(());
         }
         let rec = InRecord {
@@ -915,8 +921,9 @@ fn consume_slot(
         };
         match f(rec) {
             Disposition::Consumed => {
-                s.ring.release_cells(s.head, cells);
                 s.head = s.head.wrapping_add(cells);
+                s.ring.release(s.head);
+                budget = budget.saturating_sub(cells);
             }
             Disposition::Stall => return Ok(()),
         }

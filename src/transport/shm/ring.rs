@@ -17,15 +17,19 @@
 //! zero — are written last ([`Ring::publish_at`]); the consumer polls that
 //! word of the cell at its head ([`Ring::ready`]), so one cache line brings
 //! both "a record is here" and the record (a separate tail word cost a
-//! second cross-core transfer per message). The consumer clears the first
-//! word of every cell it consumed, then stores `head` with Release
-//! ([`Ring::release_cells`]): a stale word can never look like a record,
-//! and the producer reuses cells only below `head`. Nothing in the ring is
-//! referenced in place: control words are accessed only through
-//! `AtomicU64::from_ptr`, payload only by copying. Because the other side
-//! may be hostile or dead, every index read from the shared side is
-//! checked (`tail - head <= ncells`), and every record is validated after
-//! the copy.
+//! second cross-core transfer per message). Before publishing a record the
+//! producer zeroes the first word of the cell after it, where the next
+//! record will start: a stale word of an earlier lap (another record's
+//! header or payload) can never look like a record, and the consumer
+//! writes no cell (one store per message, not one per consumed cell). So
+//! the producer keeps one cell free: at most `ncells - 1` are in use. The
+//! consumer copies a record out, then stores `head` with Release
+//! ([`Ring::release`]); the producer reuses cells only below `head`.
+//! Nothing in the ring is referenced in place: control words are accessed
+//! only through `AtomicU64::from_ptr`, payload only by copying. Because the
+//! other side may be hostile or dead, every index read from the shared
+//! side is checked (`tail - head < ncells`), and every record is validated
+//! after the copy.
 
 use super::sync;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -119,14 +123,15 @@ impl Ring {
 
     // ---------------- producer side ----------------
 
-    /// Free cells as seen by the producer whose own tail is `tail`.
+    /// Cells the producer whose own tail is `tail` may fill (one cell is
+    /// always kept free: the zeroed start of the next record).
     pub fn free_cells(&self, tail: u64) -> Result<u64, Corrupt> {
         let head = sync::consumed(self.head_word());
         let used = tail.wrapping_sub(head);
-        if used > self.ncells {
+        if used >= self.ncells {
             return Err(Corrupt);
         }
-        Ok(self.ncells - used)
+        Ok(self.ncells - 1 - used)
     }
 
     /// Copies `src` to byte `off` of the record starting at cell `at`.
@@ -152,9 +157,10 @@ impl Ring {
         }
     }
 
-    /// Publishes the record whose first cell is `at`, every other byte of
-    /// which is written: stores its first word `first` (the header's first
-    /// 8 bytes, never zero) last.
+    /// Publishes the record of `cells` cells whose first cell is `at`,
+    /// every other byte of which is written: zeroes the first word of the
+    /// cell after it, then stores its first word `first` (the header's
+    /// first 8 bytes, never zero) last.
     ///
     /// A Release store (sync.rs; the sender then asks
     /// `Segment::must_wake`, whose fence is its half of the wake-up
@@ -162,10 +168,12 @@ impl Ring {
     /// producer's cache.
     ///
     /// # Safety
-    /// The caller is the producer and owns the cell at `at`.
-    pub unsafe fn publish_at(&self, at: u64, first: u64) {
+    /// The caller is the producer and owns the record's cells and the one
+    /// after them (`free_cells` keeps it free).
+    #[inline]
+    pub unsafe fn publish_at(&self, at: u64, cells: u64, first: u64) {
         debug_assert!(first != 0);
-        sync::publish(self.first_word(at), first);
+        sync::publish(self.first_word(at.wrapping_add(cells)), self.first_word(at), first);
     }
 
     // ---------------- consumer side ----------------
@@ -205,7 +213,8 @@ impl Ring {
     /// word ([`Ring::publish_at`]).
     ///
     /// # Safety
-    /// As [`Ring::write_at`]: the cell at `at` is free and ours (producer).
+    /// As [`Ring::publish_at`]: the cell at `at` and the next are free and
+    /// ours (producer).
     #[inline]
     pub unsafe fn write_cell_and_publish(&self, at: u64, src: &[u8; CELL]) {
         // SAFETY: `cell_ptr` points at a whole CELL-byte cell inside the
@@ -214,7 +223,7 @@ impl Ring {
         unsafe { core::ptr::copy_nonoverlapping(src.as_ptr().add(8), self.cell_ptr(at).add(8), CELL - 8) };
         let first = u64::from_le_bytes([src[0], src[1], src[2], src[3], src[4], src[5], src[6], src[7]]);
         // SAFETY: forwarded.
-        unsafe { self.publish_at(at, first) };
+        unsafe { self.publish_at(at, 1, first) };
     }
 
     /// Reads one whole cell with a fixed-size copy (the peer may be writing
@@ -231,14 +240,10 @@ impl Ring {
         b
     }
 
-    /// Consumes the `cells` cells of the record at `head`: clears the
-    /// first word of each (a stale word must never read as a record when a
-    /// later record starts there), then lets the producer reuse them.
-    pub fn release_cells(&self, head: u64, cells: u64) {
-        for i in 0..cells {
-            sync::clear(self.first_word(head.wrapping_add(i)));
-        }
-        sync::release(self.head_word(), head.wrapping_add(cells));
+    /// Lets the producer reuse every cell before `new_head`.
+    #[inline]
+    pub fn release(&self, new_head: u64) {
+        sync::release(self.head_word(), new_head);
     }
 }
 
@@ -265,7 +270,7 @@ mod tests {
         // SAFETY: the callers checked the cells free; we are the producer.
         unsafe {
             r.write_at(tail, 8, &rec[8..]);
-            r.publish_at(tail, first);
+            r.publish_at(tail, cells_for(rec.len()), first);
         }
     }
 
@@ -288,30 +293,46 @@ mod tests {
             // SAFETY: published, unreleased; `out` has `len` bytes.
             unsafe { r.read_at(head, 0, out.as_mut_ptr(), len) };
             assert_eq!(out, msg);
-            r.release_cells(head, cells);
             head += cells;
+            r.release(head);
         }
     }
 
     /// A record's later cells hold payload; when a later lap starts a
     /// record at one of those cells, the stale payload word must not read
-    /// as "a record is here" (the consumer clears it when it consumes).
+    /// as "a record is here" (the producer zeroed it when it published the
+    /// record before).
     #[test]
     fn a_stale_payload_word_never_reads_as_a_record() {
         let mut v = backing(8);
         let r = ring_in(&mut v, 8);
         let big = vec![0xffu8; 3 * CELL]; // cells 0..3, every word non-zero
         produce(&r, 0, &big);
-        r.release_cells(0, 3);
+        r.release(3);
         let one = [0x11u8; CELL];
         for at in 3..9 {
             produce(&r, at, &one);
-            r.release_cells(at, 1);
+            assert_eq!(r.ready(at + 1), None, "the next record's cell is zeroed");
+            r.release(at + 1);
         }
         // Index 9 is cell 1: the middle of the first record one lap ago.
         assert_eq!(r.ready(9), None);
         produce(&r, 9, &one);
         assert_eq!(r.ready(9), Some(0x1111_1111_1111_1111));
+        // And a stale header: index 11 is cell 3, where a record started
+        // one lap ago; the record at 10 zeroed it.
+        produce(&r, 10, &one);
+        assert_eq!(r.ready(11), None);
+    }
+
+    #[test]
+    fn one_cell_stays_free() {
+        let mut v = backing(8);
+        let r = ring_in(&mut v, 8);
+        assert_eq!(r.free_cells(0), Ok(7));
+        produce(&r, 0, &[0x33u8; 7 * CELL]);
+        assert_eq!(r.free_cells(7), Ok(0));
+        assert_eq!(r.free_cells(8), Err(Corrupt), "a full ring is corrupt");
     }
 
     #[test]
@@ -330,7 +351,7 @@ mod tests {
     fn corrupt_indices_detected() {
         let mut v = backing(8);
         let r = ring_in(&mut v, 8);
-        r.release_cells(0, 200); // head beyond anything produced
+        r.release(200); // head beyond anything produced
         assert_eq!(r.free_cells(100), Err(Corrupt));
     }
 
@@ -373,8 +394,8 @@ mod tests {
             for (j, b) in body.iter().enumerate() {
                 assert_eq!(*b, (i as usize + j) as u8);
             }
-            r.release_cells(head, cells);
             head += cells;
+            r.release(head);
         }
         prod.join().unwrap();
     }

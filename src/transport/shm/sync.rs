@@ -7,12 +7,14 @@
 //!
 //! * Ring (ring.rs, segment version 3: readiness in the cell): the
 //!   producer writes a record's cells except its first word, then
-//!   [`publish`]es that word (Release; never zero); the consumer polls the
-//!   first word of the cell at its head with [`published`] (Acquire),
-//!   copies the record out, [`clear`]s the first word of every cell the
-//!   record used, then [`release`]s the head (Release); the producer reads
-//!   it with [`consumed`] (Acquire) before reusing cells, so a stale word
-//!   of an earlier lap never reads as a record.
+//!   [`publish`]es it: zeroes the first word of the cell after the record
+//!   (Relaxed, where the next record starts: a stale word of an earlier
+//!   lap never reads as a record) and stores the record's first word
+//!   (Release; never zero). The consumer polls the first word of the cell
+//!   at its head with [`published`] (Acquire): having seen a record, it
+//!   sees the zero after it too. It copies the record out, then
+//!   [`release`]s the head (Release); the producer reads it with
+//!   [`consumed`] (Acquire) before reusing cells.
 //! * Wake-up (Dekker): a consumer about to sleep [`announce_sleepers`]
 //!   (store, then a SeqCst fence) and then re-checks its rings; a producer,
 //!   after publishing, asks [`must_wake`] (a SeqCst fence, then a load of
@@ -51,10 +53,12 @@ impl Word for core::sync::atomic::AtomicU64 {
     }
 }
 
-/// Producer: publishes a record whose other bytes are written, by storing
-/// its first word `word` (never zero) last.
+/// Producer: publishes a record whose other bytes are written: zeroes
+/// `next` (the first word of the cell after the record, ours), then stores
+/// the record's first word `word` (never zero) in `first`, last.
 #[inline(always)]
-pub fn publish<W: Word>(first: &W, word: u64) {
+pub fn publish<W: Word>(next: &W, first: &W, word: u64) {
+    next.store(0, Ordering::Relaxed);
     first.store(word, Ordering::Release);
 }
 
@@ -64,13 +68,6 @@ pub fn publish<W: Word>(first: &W, word: u64) {
 pub fn published<W: Word>(first: &W) -> Option<u64> {
     let w = first.load(Ordering::Acquire);
     (w != 0).then_some(w)
-}
-
-/// Consumer: marks a consumed cell as holding no record (before
-/// [`release`] gives it back; ordered by it).
-#[inline(always)]
-pub fn clear<W: Word>(first: &W) {
-    first.store(0, Ordering::Relaxed);
 }
 
 /// Consumer: gives the cells before `new_head` back (read before this).
@@ -142,13 +139,14 @@ mod models {
     fn wake_model<W: Word + Send + Sync + 'static>(mk: fn() -> W, recheck: bool) {
         loom::model(move || {
             let first = Arc::new(mk());
+            let next = Arc::new(mk());
             let sleepers = Arc::new(mk());
             let cell = Arc::new(UnsafeCell::new(0u64));
-            let (f2, s2, c2) = (first.clone(), sleepers.clone(), cell.clone());
+            let (f2, n2, s2, c2) = (first.clone(), next.clone(), sleepers.clone(), cell.clone());
             let producer = thread::spawn(move || {
                 // SAFETY (model): the producer owns the free cell.
                 c2.with_mut(|p| unsafe { *p = 42 });
-                publish(&*f2, 1);
+                publish(&*n2, &*f2, 1);
                 must_wake(&*s2)
             });
             announce_sleepers(&*sleepers, 1);
@@ -187,18 +185,22 @@ mod models {
         rest: UnsafeCell<u64>,
     }
 
-    /// SPSC ring of 2 cells, three records of 2, 1 and 1 cells (so the
-    /// third starts in a cell that held the first one's payload: its stale
-    /// word must not read as a record). Every record consumed once, in
-    /// order, with its contents; no cell written while it is read.
-    /// `clear_cells: false` is the consumer that forgets to clear, which
-    /// must fail.
-    fn ring_model(clear_cells: bool) {
+    /// SPSC ring of 3 cells (at most 2 in use), records of 2, 2 and 1
+    /// cells: the third starts in cell 1, which held the first record's
+    /// payload; its stale word must not read as a record. Every record consumed once, in order, with its
+    /// contents; no cell written while it is read. `zero_next: false` is
+    /// the producer that does not zero the next record's cell, which must
+    /// fail.
+    fn ring_model(zero_next: bool) {
         loom::model(move || {
-            const N: u64 = 2;
-            const SIZES: [u64; 3] = [2, 1, 1];
+            const N: u64 = 3;
+            const SIZES: [u64; 3] = [2, 2, 1];
             let head = Arc::new(AtomicU64::new(0));
-            let cells: Arc<[Cell; 2]> = Arc::new([
+            let cells: Arc<[Cell; 3]> = Arc::new([
+                Cell {
+                    first: AtomicU64::new(0),
+                    rest: UnsafeCell::new(0),
+                },
                 Cell {
                     first: AtomicU64::new(0),
                     rest: UnsafeCell::new(0),
@@ -208,11 +210,13 @@ mod models {
                     rest: UnsafeCell::new(0),
                 },
             ]);
+            let spare = AtomicU64::new(0);
             let (h2, c2) = (head.clone(), cells.clone());
             let producer = thread::spawn(move || {
                 let mut tail = 0u64;
                 for (r, &n) in SIZES.iter().enumerate() {
-                    while tail + n - consumed(&*h2) > N {
+                    // One cell stays free (ring.rs `free_cells`).
+                    while tail + n - consumed(&*h2) > N - 1 {
                         thread::yield_now();
                     }
                     let tag = 100 * (r as u64 + 1);
@@ -222,11 +226,16 @@ mod models {
                         c.rest.with_mut(|p| unsafe { *p = tag + k });
                         if k > 0 {
                             // Payload covers a later cell's first word too
-                            // (a memcpy; never zero here, as real payload may be).
+                            // (a memcpy; non-zero, as real payload may be).
                             c.first.store(tag + k, Ordering::Relaxed);
                         }
                     }
-                    publish(&c2[(tail % N) as usize].first, tag);
+                    let next = if zero_next {
+                        &c2[((tail + n) % N) as usize].first
+                    } else {
+                        &spare
+                    };
+                    publish(next, &c2[(tail % N) as usize].first, tag);
                     tail += n;
                 }
             });
@@ -247,11 +256,6 @@ mod models {
                     let v = c.rest.with(|p| unsafe { *p });
                     assert_eq!(v, tag + k, "record contents not visible");
                 }
-                for k in 0..n {
-                    if clear_cells {
-                        clear(&cells[((h + k) % N) as usize].first);
-                    }
-                }
                 h += n;
                 release(&*head, h);
             }
@@ -266,7 +270,7 @@ mod models {
 
     #[test]
     #[should_panic(expected = "record lost, doubled, out of order or stale")]
-    fn ring_without_clearing_reads_a_stale_word() {
+    fn ring_without_zeroing_the_next_cell_reads_a_stale_word() {
         ring_model(false);
     }
 }
