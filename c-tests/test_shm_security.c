@@ -1,7 +1,7 @@
 /*
  * shm security (issue 12, docs/security.md "Shared memory"): hostile and
  * crashed peers of the same host, speaking to an endpoint's segment and
- * doorbell directly (the layout of docs/shm.md, segment version 2).
+ * doorbell directly (the layout of docs/shm.md, segment version 3).
  *
  *  - crashed senders: 300 processes claim a slot in an endpoint's segment
  *    and _exit without closing (30 processes of 10 claims under valgrind) (plus two real rustfab senders that _exit
@@ -131,7 +131,7 @@ static int claim(struct seg *s, uint64_t token, pid_t pid, unsigned long long st
 		__atomic_store_n((uint64_t *)(sl + 8), token, __ATOMIC_RELAXED);
 		__atomic_store_n((uint64_t *)(sl + 16), (uint64_t)(uint32_t)pid, __ATOMIC_RELAXED);
 		__atomic_store_n((uint64_t *)(sl + 24), (uint64_t)start, __ATOMIC_RELAXED);
-		/* ring: tail at +64, head at +128, cells from +192 */
+		/* ring: (unused word) at +64, head at +128, cells from +192 */
 		__atomic_store_n((uint64_t *)(sl + 64), 0, __ATOMIC_RELAXED);
 		__atomic_store_n((uint64_t *)(sl + 128), 0, __ATOMIC_RELAXED);
 		__atomic_store_n(w, SLOT_ACTIVE | gen << 8 | (uint64_t)(uint32_t)pid << 32, __ATOMIC_RELEASE);
@@ -296,8 +296,12 @@ TEST(forged_cma_pid)
 		uint64_t a = (uint64_t)(uintptr_t)secret; /* same layout: forked */
 		memcpy(rec + 64, &a, 8);
 		memcpy(rec + 72, &l, 8);
-		memcpy(cells, rec, sizeof rec);
-		__atomic_store_n((uint64_t *)(slot_at(&s, i) + 64), 2, __ATOMIC_SEQ_CST); /* tail: 2 cells */
+		/* Version 3 publication: everything but the record's first word,
+		 * then that word (never zero: the magic) with a SeqCst store. */
+		memcpy(cells + 8, rec + 8, sizeof rec - 8);
+		uint64_t first;
+		memcpy(&first, rec, 8);
+		__atomic_store_n((uint64_t *)cells, first, __ATOMIC_SEQ_CST);
 		_exit(0);
 	}
 	int st;

@@ -459,6 +459,17 @@ pub fn records(data: &[u8]) {
             op::ACK | op::CTS | op::BYE => p == 0,
             op::DATA => p <= RECORD_LIM.max_payload && h.offset.checked_add(p as u64).is_some_and(|e| e <= h.len),
             op::HELLO => p <= CTL_MAX,
+            // RMA (docs/rma.md): a chunk stays inside the segment it names;
+            // a request's payload is exactly its (address, length) table.
+            op::WRITE | op::READ_RESP => {
+                p <= RECORD_LIM.max_payload && h.reserved.checked_add(p as u64).is_some_and(|e| e <= h.len)
+            }
+            op::WRITE_REQ | op::READ_REQ => {
+                h.reserved <= RECORD_LIM.max_iov as u64
+                    && p as u64 == h.reserved * IOV_ENTRY as u64
+                    && (h.op == op::READ_REQ || h.reserved >= 1)
+            }
+            op::RMA_ACK => p == 0,
             o => panic!("check() accepted op {o}"),
         };
         assert!(len_ok, "check() accepted inconsistent lengths: {h:?}");
@@ -530,16 +541,20 @@ pub fn records(data: &[u8]) {
 // ---------------------------------------------------------------------------
 
 /// The shm consumer (`transport/shm/mod.rs`, `consume_slot`) over a ring
-/// image whose indices and cells are arbitrary (a hostile or corrupted
-/// sender). Properties: no panic; the consumer never releases beyond the
-/// published tail, never hands out a record reaching past it, and hands
-/// out exactly the records (headers and payload bytes, through both copy
-/// paths) of a reference walk of the published cells, in order; a ring
-/// it breaks on is one the reference finds corrupt (bad indices, a record
-/// failing `check`, or a record longer than what is published).
+/// image whose head and cells are arbitrary (a hostile or corrupted
+/// sender; segment version 3: a record is there when its first cell's
+/// first word is not zero). Properties: no panic; the consumer hands out
+/// exactly the records (headers and payload bytes, through both copy
+/// paths) of a reference walk, in order, consuming at most one ring's
+/// worth of cells per call (a ring whose every first word is set must not
+/// keep it forever); it releases exactly the cells of the records it
+/// consumed and writes no cell; a ring it breaks on is one the reference
+/// finds corrupt (a record failing `check`, or not shorter than the ring:
+/// a producer keeps one cell free).
 ///
-/// Input: ring size (2..64 cells), head, published cell count, which
-/// record to stall on, then the cells' bytes.
+/// Input: ring size (2..64 cells), head, how many cells from the head are
+/// written (the first words of the others are zero), which record to stall
+/// on, then the cells' bytes.
 pub fn shm_ring(data: &[u8]) {
     let mut c = Cursor::new(data);
     let ncells = 2usize << (c.u8() % 6);
@@ -548,8 +563,7 @@ pub fn shm_ring(data: &[u8]) {
         1 => u64::MAX - (c.u8() as u64),
         _ => c.u64(),
     };
-    let used = c.u8() as u64 % (2 * ncells as u64 + 2);
-    let tail = head.wrapping_add(used);
+    let written = c.u8() as usize % (ncells + 1);
     let stall_at = c.u8() as usize;
     let cells = c.rest();
     let mut backing = vec![0u64; ring::ring_bytes(ncells) / 8 + 8];
@@ -560,49 +574,52 @@ pub fn shm_ring(data: &[u8]) {
     // SAFETY: `base` is 64-aligned inside `backing`, which has room for
     // ring_bytes(ncells) bytes after the alignment and outlives the ring.
     let r = unsafe { Ring::new(base, ncells) };
-    {
-        let image: Vec<u8> = (0..ncells * CELL).map(|i| cells.get(i).copied().unwrap_or(0)).collect();
-        // SAFETY: the ring is ours alone here (no other side): writing its
-        // whole cell area from cell 0 is in bounds.
-        unsafe { r.write_at(0, 0, &image) };
-        r.reset();
-        r.publish(tail);
-        r.release(head);
+    let cell_of = |i: u64| (i % ncells as u64) as usize;
+    // The image, by ring position, with unwritten cells' first words zero.
+    let mut image: Vec<u8> = (0..ncells * CELL).map(|i| cells.get(i).copied().unwrap_or(0)).collect();
+    for k in written..ncells {
+        let at = cell_of(head.wrapping_add(k as u64)) * CELL;
+        image[at..at + 8].fill(0);
     }
-    // The reference: a walk over the published cells, linearised.
-    let want = {
+    r.reset();
+    // SAFETY: the ring is ours alone here (no other side): writing its
+    // whole cell area from cell 0 is in bounds.
+    unsafe { r.write_at(0, 0, &image) };
+    r.release(head); // the head word
+    let first_word = |img: &[u8], i: u64| {
+        let at = cell_of(i) * CELL;
+        u64::from_le_bytes(img[at..at + 8].try_into().expect("8 bytes"))
+    };
+    // The reference walk over the image.
+    let (want_recs, want_corrupt) = {
+        let img = &image;
         let mut recs = Vec::new();
-        let mut corrupt = used > ncells as u64;
-        if !corrupt {
-            let mut lin = vec![0u8; used as usize * CELL];
-            // SAFETY: `used <= ncells` cells from `head`, all in the image.
-            unsafe { r.read_at(head, 0, lin.as_mut_ptr(), lin.len()) };
-            let mut at = 0usize;
-            while at < lin.len() {
-                let h = WireHdr::from_bytes(lin[at..at + HDR_LEN].try_into().expect("64 bytes"));
-                if h.check(&RECORD_LIM).is_err() {
-                    corrupt = true;
-                    break;
-                }
-                let inline = h.flags & flag::INLINE != 0;
-                let n = h.payload as usize;
-                let span = if inline {
-                    CELL
-                } else {
-                    cells_for(HDR_LEN + n) as usize * CELL
-                };
-                if at + span > lin.len() {
-                    corrupt = true;
-                    break;
-                }
-                let p = if inline {
-                    h.inline_bytes()[..n].to_vec()
-                } else {
-                    lin[at + HDR_LEN..at + HDR_LEN + n].to_vec()
-                };
-                recs.push((h, p, span as u64 / CELL as u64));
-                at += span;
+        let mut corrupt = false;
+        let mut pos = head;
+        while pos.wrapping_sub(head) < ncells as u64 && first_word(img, pos) != 0 {
+            let at = cell_of(pos) * CELL;
+            let h = WireHdr::from_bytes(img[at..at + HDR_LEN].try_into().expect("64 bytes"));
+            if h.check(&RECORD_LIM).is_err() {
+                corrupt = true;
+                break;
             }
+            let inline = h.flags & flag::INLINE != 0;
+            let n = h.payload as usize;
+            let span = if inline { 1 } else { cells_for(HDR_LEN + n) };
+            if span >= ncells as u64 {
+                corrupt = true;
+                break;
+            }
+            let lin: Vec<u8> = (0..span as usize * CELL)
+                .map(|j| img[(cell_of(pos) * CELL + j) % (ncells * CELL)])
+                .collect();
+            let p = if inline {
+                h.inline_bytes()[..n].to_vec()
+            } else {
+                lin[HDR_LEN..HDR_LEN + n].to_vec()
+            };
+            recs.push((h, p, span));
+            pos = pos.wrapping_add(span);
         }
         (recs, corrupt)
     };
@@ -610,6 +627,7 @@ pub fn shm_ring(data: &[u8]) {
     let mut calls = 0usize;
     let res = crate::transport::shm::consume_image(r, head, &RECORD_LIM, &mut |rec| {
         calls += 1;
+        assert!(calls <= want_recs.len() + 1, "the consumer walks past the reference");
         if calls == stall_at {
             return Disposition::Stall;
         }
@@ -631,12 +649,10 @@ pub fn shm_ring(data: &[u8]) {
         got.push((rec.hdr, v));
         Disposition::Consumed
     });
-    let (want_recs, want_corrupt) = want;
     let stalled = stall_at >= 1 && stall_at <= want_recs.len();
     let take = if stalled { stall_at - 1 } else { want_recs.len() };
-    let got_hdrs: Vec<_> = got.iter().map(|(h, p)| (*h, p.clone())).collect();
     let want_hdrs: Vec<_> = want_recs[..take].iter().map(|(h, p, _)| (*h, p.clone())).collect();
-    assert_eq!(got_hdrs, want_hdrs, "consumer != reference walk");
+    assert_eq!(got, want_hdrs, "consumer != reference walk");
     let consumed: u64 = want_recs[..take].iter().map(|r| r.2).sum();
     let (new_head, broke) = res;
     assert_eq!(
@@ -644,15 +660,15 @@ pub fn shm_ring(data: &[u8]) {
         head.wrapping_add(consumed),
         "released a different number of cells"
     );
-    assert!(
-        new_head.wrapping_sub(head) <= used.min(ncells as u64),
-        "released beyond the tail"
-    );
     assert_eq!(
-        r.free_cells(tail).map(|f| ncells as u64 - f).ok(),
-        (used <= ncells as u64).then(|| used - consumed),
+        r.free_cells(new_head),
+        Ok(ncells as u64 - 1),
         "the shared head word is not what was released"
     );
+    let mut after = vec![0u8; ncells * CELL];
+    // SAFETY: the whole cell area of our private ring, from cell 0.
+    unsafe { r.read_at(0, 0, after.as_mut_ptr(), after.len()) };
+    assert!(after == image, "the consumer wrote a cell");
     assert_eq!(
         broke,
         want_corrupt && !stalled,
@@ -1065,8 +1081,17 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     ring_seed("mixed_records", seed_ring(4, 0, &small));
     ring_seed("wrapping_indices", seed_ring(5, 1, &small));
     let mut partial = seed_ring(4, 0, &[eager(9, 0, &pattern(1000, 3))]);
-    partial[2] = 3; // only 3 of the record's cells published
-    ring_seed("partial_record", partial);
+    partial[2] = 3; // only 3 of the record's cells written
+    ring_seed("record_over_unwritten_cells", partial);
+    // A 300-byte eager record (6 cells) in a 4-cell ring: corruption.
+    ring_seed(
+        "record_longer_than_the_ring",
+        seed_ring(1, 0, &[eager(7, 0, &pattern(300, 4))]),
+    );
+    // Every cell of a 4-cell ring holds a record (no honest producer does
+    // that: one cell stays free): one lap per call, never an endless walk.
+    let lap: Vec<_> = (0..4).map(|i| eager(i, 0, b"lap")).collect();
+    ring_seed("every_cell_a_record", seed_ring(1, 0, &lap));
 
     let mut gi = |name: &str, v: Vec<u8>| out.push(("getinfo_hints", name.to_string(), v));
     gi("rdm_tagged", vec![0, 1, 0, 0, 4, 1, 1, 1, 1, 0, 0, 0, 0]);

@@ -245,10 +245,7 @@ impl ShmPort {
     /// Whether records are waiting (a waiter must not sleep).
     pub fn has_pending(&self) -> bool {
         self.seg.claim_seq() != self.seen_claims
-            || self
-                .inbound
-                .iter()
-                .any(|s| !s.broken && s.ring.available(s.head).is_ok_and(|n| n > 0))
+            || self.inbound.iter().any(|s| !s.broken && s.ring.ready(s.head).is_some())
     }
 
     fn drain_doorbell(&mut self) {
@@ -450,7 +447,7 @@ impl ShmPort {
             // A closed slot (or a dead sender's) that is drained goes back
             // to the free pool.
             let closed = s.dead || self.seg.slot_state(s.slot) == SLOT_CLOSED;
-            if closed && (s.broken || s.ring.available(s.head).is_ok_and(|n| n == 0)) {
+            if closed && (s.broken || s.ring.ready(s.head).is_none()) {
                 self.seg.free_slot(s.slot);
                 self.verified[s.slot] = None;
                 self.inbound.swap_remove(i);
@@ -741,8 +738,9 @@ fn announce(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr, hello: [u8; segment
 
 fn ring_doorbell(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr) {
     // Dekker with the sleeper (sync.rs, checked by its loom models): we
-    // published the tail, then fence and read `sleepers`; it stored
-    // `sleepers`, then fences and re-reads the tail. One sees the other.
+    // published a record's first word, then fence and read `sleepers`; it
+    // stored `sleepers`, then fences and re-reads its rings' head cells.
+    // One sees the other.
     if !seg.must_wake() {
         return;
     }
@@ -773,23 +771,26 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
             at += chunk.len();
         });
         h.set_inline(&buf[..n]);
-        // SAFETY: one free cell at `tail`, ours (producer).
-        unsafe { p.ring.write_cell(p.tail, &h.to_bytes()) };
+        // SAFETY: one free cell at `tail` and the one after it (free_cells
+        // keeps one more free), ours (producer).
+        unsafe { p.ring.write_cell_and_publish(p.tail, &h.to_bytes()) };
         p.tail = p.tail.wrapping_add(1);
-        p.ring.publish(p.tail);
         return Ok(true);
     }
-    // SAFETY: `cells` cells from `tail` are free and ours (producer).
+    let hb = h.to_bytes();
+    let first = u64::from_le_bytes([hb[0], hb[1], hb[2], hb[3], hb[4], hb[5], hb[6], hb[7]]);
+    // SAFETY: `cells` cells from `tail` and the one after them are free
+    // and ours (producer); the record's first word goes last (publication).
     unsafe {
-        p.ring.write_at(p.tail, 0, &h.to_bytes());
+        p.ring.write_at(p.tail, 8, &hb[8..]);
         let mut at = HDR_LEN;
         payload.for_each(|chunk| {
             p.ring.write_at(p.tail, at, chunk);
             at += chunk.len();
         });
+        p.ring.publish_at(p.tail, cells, first);
     }
     p.tail = p.tail.wrapping_add(cells);
-    p.ring.publish(p.tail);
     Ok(true)
 }
 
@@ -884,12 +885,16 @@ fn consume_slot(
     lim: &Limits,
     f: &mut dyn FnMut(InRecord<'_>) -> Disposition,
 ) -> core::result::Result<(), ()> {
+    // At most one ring's worth per call: a sender that keeps its ring full
+    // (or a hostile one that writes records endlessly) leaves the pass to
+    // the other peers.
+    let mut budget = s.ring.ncells();
     loop {
-        let avail = s.ring.available(s.head).map_err(|_| ())?;
-        if avail == 0 {
+        if budget == 0 || s.ring.ready(s.head).is_none() {
             return Ok(());
         }
-        // SAFETY: at least one published cell (64 bytes) at `head`.
+        // SAFETY: a record is published at `head` (its first word, written
+        // last, is set): its first cell (64 bytes) is readable.
         let hb = unsafe { s.ring.read_cell(s.head) };
         let hdr = WireHdr::from_bytes(&hb);
         hdr.check(lim).map_err(|_| ())?;
@@ -899,8 +904,9 @@ fn consume_slot(
         } else {
             cells_for(HDR_LEN + hdr.payload as usize)
         };
-        if cells > avail {
-            // A producer publishes whole records; a partial one is corruption.
+        if cells >= s.ring.ncells() {
+            // A producer keeps one cell free, and `check` bounds the
+            // payload far below the ring: corruption.
             return Err(());
         }
         let rec = InRecord {
@@ -917,6 +923,7 @@ fn consume_slot(
             Disposition::Consumed => {
                 s.head = s.head.wrapping_add(cells);
                 s.ring.release(s.head);
+                budget = budget.saturating_sub(cells);
             }
             Disposition::Stall => return Ok(()),
         }

@@ -4,20 +4,32 @@
 //! Layout (one ring per sender slot of a segment):
 //!
 //! ```text
-//!  +0    tail: u64  (producer = the sending process writes it)   own cache line
-//!  +64   head: u64  (consumer = the segment owner writes it)      own cache line
+//!  +0    (unused since segment version 3: was the producer's tail)  own cache line
+//!  +64   head: u64  (consumer = the segment owner writes it)        own cache line
 //!  +128  cells: [ncells × 64 bytes]
 //! ```
 //!
 //! Indices count cells and only grow (wrapping u64); a record starting at
 //! index `i` occupies cells `i % ncells ..` and may wrap around the end.
-//! Publication (the orderings live in sync.rs, checked by loom): the producer
-//! copies the record into free cells, then stores `tail` with Release; the
-//! consumer loads `tail` with Acquire, copies the record out, then stores
-//! `head` with Release so the producer may reuse the cells. Nothing in the ring is referenced in place: control words are
-//! accessed only through `AtomicU64::from_ptr`, payload only by copying.
-//! Because the other side may be hostile or dead, every index read from the
-//! shared side is checked (`tail - head <= ncells`) before use.
+//!
+//! Readiness lives in the cell (segment version 3): the first 8 bytes of a
+//! record's first cell — its header's magic, version, op and flags, never
+//! zero — are written last ([`Ring::publish_at`]); the consumer polls that
+//! word of the cell at its head ([`Ring::ready`]), so one cache line brings
+//! both "a record is here" and the record (a separate tail word cost a
+//! second cross-core transfer per message). Before publishing a record the
+//! producer zeroes the first word of the cell after it, where the next
+//! record will start: a stale word of an earlier lap (another record's
+//! header or payload) can never look like a record, and the consumer
+//! writes no cell (one store per message, not one per consumed cell). So
+//! the producer keeps one cell free: at most `ncells - 1` are in use. The
+//! consumer copies a record out, then stores `head` with Release
+//! ([`Ring::release`]); the producer reuses cells only below `head`.
+//! Nothing in the ring is referenced in place: control words are accessed
+//! only through `AtomicU64::from_ptr`, payload only by copying. Because the
+//! other side may be hostile or dead, every index read from the shared
+//! side is checked (`tail - head < ncells`), and every record is validated
+//! after the copy.
 
 use super::sync;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -86,39 +98,48 @@ impl Ring {
         unsafe { self.base.add(CTL_BYTES + i * CELL) }
     }
 
-    /// Resets both indices (only while no producer is attached).
+    /// Resets the ring for a new producer (only while none is attached):
+    /// both indices, and the first word of every cell.
     pub fn reset(&self) {
         self.tail_word().store(0, Ordering::Relaxed);
+        for i in 0..self.ncells {
+            self.first_word(i).store(0, Ordering::Relaxed);
+        }
         self.head_word().store(0, Ordering::Release);
+    }
+
+    /// Cells in the ring.
+    #[inline]
+    pub fn ncells(&self) -> u64 {
+        self.ncells
+    }
+
+    /// The first 8 bytes of the cell at index `idx`.
+    fn first_word(&self, idx: u64) -> &AtomicU64 {
+        // SAFETY: every cell lies inside the mapped ring and is 64-byte
+        // aligned; the word is only ever accessed atomically or copied.
+        unsafe { AtomicU64::from_ptr(self.cell_ptr(idx) as *mut u64) }
     }
 
     // ---------------- producer side ----------------
 
-    /// Free cells as seen by the producer whose own tail is `tail`.
+    /// Cells the producer whose own tail is `tail` may fill (one cell is
+    /// always kept free: the zeroed start of the next record).
     pub fn free_cells(&self, tail: u64) -> Result<u64, Corrupt> {
         let head = sync::consumed(self.head_word());
         let used = tail.wrapping_sub(head);
-        if used > self.ncells {
+        if used >= self.ncells {
             return Err(Corrupt);
         }
-        Ok(self.ncells - used)
-    }
-
-    #[cfg(test)]
-    /// Copies `src` into the ring starting at cell index `at` (wrapping).
-    ///
-    /// # Safety
-    /// The caller is the ring's producer and owns cells `at ..
-    /// at + cells_for(src.len())` (checked with `free_cells`).
-    pub unsafe fn write(&self, at: u64, src: &[u8]) {
-        // SAFETY: forwarded; byte offset 0 of the record.
-        unsafe { self.write_at(at, 0, src) }
+        Ok(self.ncells - 1 - used)
     }
 
     /// Copies `src` to byte `off` of the record starting at cell `at`.
     ///
     /// # Safety
-    /// As for [`Ring::write`], covering bytes `off .. off + src.len()`.
+    /// The caller is the ring's producer and owns the cells of the record
+    /// at `at` covering bytes `off .. off + src.len()` (checked with
+    /// `free_cells`).
     pub unsafe fn write_at(&self, at: u64, off: usize, src: &[u8]) {
         let mut done = 0;
         while done < src.len() {
@@ -136,24 +157,34 @@ impl Ring {
         }
     }
 
-    /// Makes everything written before `new_tail` visible to the consumer
-    /// (sync.rs; the sender then asks `Segment::must_wake`).
-    pub fn publish(&self, new_tail: u64) {
-        sync::publish(self.tail_word(), new_tail);
+    /// Publishes the record of `cells` cells whose first cell is `at`,
+    /// every other byte of which is written: zeroes the first word of the
+    /// cell after it, then stores its first word `first` (the header's
+    /// first 8 bytes, never zero) last.
+    ///
+    /// A Release store (sync.rs; the sender then asks
+    /// `Segment::must_wake`, whose fence is its half of the wake-up
+    /// handshake). The line is the record's own, already in the
+    /// producer's cache.
+    ///
+    /// # Safety
+    /// The caller is the producer and owns the record's cells and the one
+    /// after them (`free_cells` keeps it free).
+    #[inline]
+    pub unsafe fn publish_at(&self, at: u64, cells: u64, first: u64) {
+        debug_assert!(first != 0);
+        sync::publish(self.first_word(at.wrapping_add(cells)), self.first_word(at), first);
     }
 
     // ---------------- consumer side ----------------
 
-    /// Cells published beyond the consumer's own `head`.
-    pub fn available(&self, head: u64) -> Result<u64, Corrupt> {
-        // The consumer's half of the wake-up handshake re-checks the ring
-        // with this after `Segment::set_sleepers` (sync.rs).
-        let tail = sync::published(self.tail_word());
-        let n = tail.wrapping_sub(head);
-        if n > self.ncells {
-            return Err(Corrupt);
-        }
-        Ok(n)
+    /// The first word of a record published at the consumer's `head`, or
+    /// None (sync.rs: Acquire; the consumer's half of the wake-up
+    /// handshake re-checks the ring with this after
+    /// `Segment::set_sleepers`).
+    #[inline]
+    pub fn ready(&self, head: u64) -> Option<u64> {
+        sync::published(self.first_word(head))
     }
 
     /// Copies `dst.len()` bytes from byte `off` of the record at cell `at`.
@@ -177,17 +208,22 @@ impl Ring {
         }
     }
 
-    /// Writes one whole cell (a one-cell record: a header carrying its
-    /// payload inline) with a fixed-size copy.
+    /// Writes and publishes a one-cell record (a header carrying its
+    /// payload inline): bytes 8..64 with a fixed-size copy, then the first
+    /// word ([`Ring::publish_at`]).
     ///
     /// # Safety
-    /// As [`Ring::write_at`]: the cell at `at` is free and ours (producer).
+    /// As [`Ring::publish_at`]: the cell at `at` and the next are free and
+    /// ours (producer).
     #[inline]
-    pub unsafe fn write_cell(&self, at: u64, src: &[u8; CELL]) {
+    pub unsafe fn write_cell_and_publish(&self, at: u64, src: &[u8; CELL]) {
         // SAFETY: `cell_ptr` points at a whole CELL-byte cell inside the
         // ring (the index is reduced modulo the ring size); the caller owns
         // it; raw copy, no reference to shared memory.
-        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.cell_ptr(at), CELL) }
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr().add(8), self.cell_ptr(at).add(8), CELL - 8) };
+        let first = u64::from_le_bytes([src[0], src[1], src[2], src[3], src[4], src[5], src[6], src[7]]);
+        // SAFETY: forwarded.
+        unsafe { self.publish_at(at, 1, first) };
     }
 
     /// Reads one whole cell with a fixed-size copy (the peer may be writing
@@ -205,6 +241,7 @@ impl Ring {
     }
 
     /// Lets the producer reuse every cell before `new_head`.
+    #[inline]
     pub fn release(&self, new_head: u64) {
         sync::release(self.head_word(), new_head);
     }
@@ -226,21 +263,32 @@ mod tests {
         unsafe { Ring::new(aligned, ncells) }
     }
 
+    /// Writes a record as the transport does: all but its first word, then
+    /// the first word (which must be non-zero) last.
+    fn produce(r: &Ring, tail: u64, rec: &[u8]) {
+        let first = u64::from_le_bytes(rec[..8].try_into().unwrap());
+        // SAFETY: the callers checked the cells free; we are the producer.
+        unsafe {
+            r.write_at(tail, 8, &rec[8..]);
+            r.publish_at(tail, cells_for(rec.len()), first);
+        }
+    }
+
     #[test]
     fn wraps_and_round_trips() {
         let mut v = backing(8);
         let r = ring_in(&mut v, 8);
         let (mut tail, mut head) = (0u64, 0u64);
         for round in 0..100u32 {
-            let len = (round as usize * 37) % (3 * CELL) + 1;
-            let msg: Vec<u8> = (0..len).map(|i| (i as u32 ^ round) as u8).collect();
+            let len = (round as usize * 37) % (3 * CELL) + 8;
+            let mut msg: Vec<u8> = (0..len).map(|i| (i as u32 ^ round) as u8).collect();
+            msg[0] = 0x80; // a record's first word is never zero
             let cells = cells_for(len);
             assert!(r.free_cells(tail).unwrap() >= cells);
-            // SAFETY: cells checked free; we are the producer.
-            unsafe { r.write(tail, &msg) };
+            assert_eq!(r.ready(head), None);
+            produce(&r, tail, &msg);
             tail += cells;
-            r.publish(tail);
-            assert_eq!(r.available(head).unwrap(), cells);
+            assert!(r.ready(head).is_some());
             let mut out = vec![0u8; len];
             // SAFETY: published, unreleased; `out` has `len` bytes.
             unsafe { r.read_at(head, 0, out.as_mut_ptr(), len) };
@@ -250,13 +298,60 @@ mod tests {
         }
     }
 
+    /// A record's later cells hold payload; when a later lap starts a
+    /// record at one of those cells, the stale payload word must not read
+    /// as "a record is here" (the producer zeroed it when it published the
+    /// record before).
+    #[test]
+    fn a_stale_payload_word_never_reads_as_a_record() {
+        let mut v = backing(8);
+        let r = ring_in(&mut v, 8);
+        let big = vec![0xffu8; 3 * CELL]; // cells 0..3, every word non-zero
+        produce(&r, 0, &big);
+        r.release(3);
+        let one = [0x11u8; CELL];
+        for at in 3..9 {
+            produce(&r, at, &one);
+            assert_eq!(r.ready(at + 1), None, "the next record's cell is zeroed");
+            r.release(at + 1);
+        }
+        // Index 9 is cell 1: the middle of the first record one lap ago.
+        assert_eq!(r.ready(9), None);
+        produce(&r, 9, &one);
+        assert_eq!(r.ready(9), Some(0x1111_1111_1111_1111));
+        // And a stale header: index 11 is cell 3, where a record started
+        // one lap ago; the record at 10 zeroed it.
+        produce(&r, 10, &one);
+        assert_eq!(r.ready(11), None);
+    }
+
+    #[test]
+    fn one_cell_stays_free() {
+        let mut v = backing(8);
+        let r = ring_in(&mut v, 8);
+        assert_eq!(r.free_cells(0), Ok(7));
+        produce(&r, 0, &[0x33u8; 7 * CELL]);
+        assert_eq!(r.free_cells(7), Ok(0));
+        assert_eq!(r.free_cells(8), Err(Corrupt), "a full ring is corrupt");
+    }
+
+    #[test]
+    fn reset_clears_unconsumed_records() {
+        let mut v = backing(8);
+        let r = ring_in(&mut v, 8);
+        produce(&r, 0, &[0x22u8; CELL]);
+        produce(&r, 1, &[0x22u8; 2 * CELL]);
+        r.reset();
+        for i in 0..8 {
+            assert_eq!(r.ready(i), None);
+        }
+    }
+
     #[test]
     fn corrupt_indices_detected() {
         let mut v = backing(8);
         let r = ring_in(&mut v, 8);
-        r.publish(100); // tail far beyond head 0
-        assert_eq!(r.available(0), Err(Corrupt));
-        r.release(200); // head beyond tail
+        r.release(200); // head beyond anything produced
         assert_eq!(r.free_cells(100), Err(Corrupt));
     }
 
@@ -274,28 +369,25 @@ mod tests {
                     std::hint::spin_loop();
                 }
                 let mut rec = vec![0u8; len + 8];
-                rec[..8].copy_from_slice(&(len as u64).to_le_bytes());
+                rec[..8].copy_from_slice(&(len as u64 | 1 << 63).to_le_bytes());
                 for (j, b) in rec[8..].iter_mut().enumerate() {
                     *b = (i as usize + j) as u8;
                 }
-                // SAFETY: producer owns the free cells.
-                unsafe { r.write(tail, &rec) };
+                produce(&r, tail, &rec);
                 tail += cells;
-                r.publish(tail);
             }
         });
         let mut head = 0u64;
         for i in 0..n {
-            while r.available(head).unwrap() == 0 {
+            let first = loop {
+                if let Some(w) = r.ready(head) {
+                    break w;
+                }
                 std::hint::spin_loop();
-            }
-            let mut lenb = [0u8; 8];
-            // SAFETY: at least one cell is published.
-            unsafe { r.read_at(head, 0, lenb.as_mut_ptr(), 8) };
-            let len = u64::from_le_bytes(lenb) as usize;
+            };
+            let len = (first & !(1 << 63)) as usize;
             assert_eq!(len, (i % 150 + 1) as usize);
             let cells = cells_for(len + 8);
-            assert!(r.available(head).unwrap() >= cells);
             let mut body = vec![0u8; len];
             // SAFETY: the whole record is published.
             unsafe { r.read_at(head, 8, body.as_mut_ptr(), len) };

@@ -42,7 +42,10 @@ pub const SEG_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
 /// 2: the slot state word carries a 24-bit generation and the claimer's
 /// pid (reclaiming the slots of dead senders); the doorbell is a socket file
 /// in a private directory and learns who claims a slot (credentials).
-pub const SEG_VERSION: u32 = 2;
+/// 3: a record is published by its first word, written last, which the
+/// consumer polls in the cell (the ring's tail word is no longer used; the
+/// consumer clears the first word of every cell it consumes).
+pub const SEG_VERSION: u32 = 3;
 pub const HEADER: usize = 4096;
 pub const SLOT_CTL: usize = 64;
 /// Sender slots per endpoint (peers that may send to it at once).

@@ -5,11 +5,16 @@
 //! and the segment call these functions, so the orderings loom checks are
 //! the orderings the provider runs.
 //!
-//! * Ring indices (ring.rs): the producer writes cells, then [`publish`]es
-//!   the tail (Release); the consumer reads the tail with [`published`]
-//!   (Acquire), copies the record out, then [`release`]s the head
-//!   (Release); the producer reads it with [`consumed`] (Acquire) before
-//!   reusing cells.
+//! * Ring (ring.rs, segment version 3: readiness in the cell): the
+//!   producer writes a record's cells except its first word, then
+//!   [`publish`]es it: zeroes the first word of the cell after the record
+//!   (Relaxed, where the next record starts: a stale word of an earlier
+//!   lap never reads as a record) and stores the record's first word
+//!   (Release; never zero). The consumer polls the first word of the cell
+//!   at its head with [`published`] (Acquire): having seen a record, it
+//!   sees the zero after it too. It copies the record out, then
+//!   [`release`]s the head (Release); the producer reads it with
+//!   [`consumed`] (Acquire) before reusing cells.
 //! * Wake-up (Dekker): a consumer about to sleep [`announce_sleepers`]
 //!   (store, then a SeqCst fence) and then re-checks its rings; a producer,
 //!   after publishing, asks [`must_wake`] (a SeqCst fence, then a load of
@@ -48,16 +53,21 @@ impl Word for core::sync::atomic::AtomicU64 {
     }
 }
 
-/// Producer: makes the cells written before `new_tail` visible.
+/// Producer: publishes a record whose other bytes are written: zeroes
+/// `next` (the first word of the cell after the record, ours), then stores
+/// the record's first word `word` (never zero) in `first`, last.
 #[inline(always)]
-pub fn publish<W: Word>(tail: &W, new_tail: u64) {
-    tail.store(new_tail, Ordering::Release);
+pub fn publish<W: Word>(next: &W, first: &W, word: u64) {
+    next.store(0, Ordering::Relaxed);
+    first.store(word, Ordering::Release);
 }
 
-/// Consumer: the tail, with the cells published before it.
+/// Consumer: the first word of a record published in the cell whose first
+/// word is `first`, with the record's other bytes; None if none is there.
 #[inline(always)]
-pub fn published<W: Word>(tail: &W) -> u64 {
-    tail.load(Ordering::Acquire)
+pub fn published<W: Word>(first: &W) -> Option<u64> {
+    let w = first.load(Ordering::Acquire);
+    (w != 0).then_some(w)
 }
 
 /// Consumer: gives the cells before `new_head` back (read before this).
@@ -128,18 +138,19 @@ mod models {
     /// consumer that sleeps without looking at the ring again.
     fn wake_model<W: Word + Send + Sync + 'static>(mk: fn() -> W, recheck: bool) {
         loom::model(move || {
-            let tail = Arc::new(mk());
+            let first = Arc::new(mk());
+            let next = Arc::new(mk());
             let sleepers = Arc::new(mk());
             let cell = Arc::new(UnsafeCell::new(0u64));
-            let (t2, s2, c2) = (tail.clone(), sleepers.clone(), cell.clone());
+            let (f2, n2, s2, c2) = (first.clone(), next.clone(), sleepers.clone(), cell.clone());
             let producer = thread::spawn(move || {
                 // SAFETY (model): the producer owns the free cell.
                 c2.with_mut(|p| unsafe { *p = 42 });
-                publish(&*t2, 1);
+                publish(&*n2, &*f2, 1);
                 must_wake(&*s2)
             });
             announce_sleepers(&*sleepers, 1);
-            let slept = if recheck { published(&*tail) == 0 } else { true };
+            let slept = if recheck { published(&*first).is_none() } else { true };
             if !slept {
                 // SAFETY (model): the cell is published.
                 assert_eq!(cell.with(|p| unsafe { *p }), 42, "published cell not visible");
@@ -166,43 +177,100 @@ mod models {
         wake_model(|| AtomicU64::new(0), false);
     }
 
-    /// SPSC ring of 2 cells, 3 records: every record consumed once, in
-    /// order, with its contents; no cell written while being read (loom's
-    /// UnsafeCell reports such a race).
-    #[test]
-    fn ring_publish_consume() {
-        loom::model(|| {
-            const N: u64 = 2;
-            let tail = Arc::new(AtomicU64::new(0));
+    /// A cell of the model ring: its first word (atomic: published,
+    /// polled, cleared) and the rest of its bytes (loom reports a write
+    /// racing a read of them).
+    struct Cell {
+        first: AtomicU64,
+        rest: UnsafeCell<u64>,
+    }
+
+    /// SPSC ring of 3 cells (at most 2 in use), records of 2, 2 and 1
+    /// cells: the third starts in cell 1, which held the first record's
+    /// payload; its stale word must not read as a record. Every record consumed once, in order, with its
+    /// contents; no cell written while it is read. `zero_next: false` is
+    /// the producer that does not zero the next record's cell, which must
+    /// fail.
+    fn ring_model(zero_next: bool) {
+        loom::model(move || {
+            const N: u64 = 3;
+            const SIZES: [u64; 3] = [2, 2, 1];
             let head = Arc::new(AtomicU64::new(0));
-            let cells: Arc<[UnsafeCell<u64>; 2]> = Arc::new([UnsafeCell::new(0), UnsafeCell::new(0)]);
-            let (t2, h2, c2) = (tail.clone(), head.clone(), cells.clone());
+            let cells: Arc<[Cell; 3]> = Arc::new([
+                Cell {
+                    first: AtomicU64::new(0),
+                    rest: UnsafeCell::new(0),
+                },
+                Cell {
+                    first: AtomicU64::new(0),
+                    rest: UnsafeCell::new(0),
+                },
+                Cell {
+                    first: AtomicU64::new(0),
+                    rest: UnsafeCell::new(0),
+                },
+            ]);
+            let spare = AtomicU64::new(0);
+            let (h2, c2) = (head.clone(), cells.clone());
             let producer = thread::spawn(move || {
-                for i in 0..3u64 {
-                    while i - consumed(&*h2) >= N {
+                let mut tail = 0u64;
+                for (r, &n) in SIZES.iter().enumerate() {
+                    // One cell stays free (ring.rs `free_cells`).
+                    while tail + n - consumed(&*h2) > N - 1 {
                         thread::yield_now();
                     }
-                    // SAFETY (model): cell i % N is free (checked above).
-                    c2[(i % N) as usize].with_mut(|p| unsafe { *p = 100 + i });
-                    publish(&*t2, i + 1);
+                    let tag = 100 * (r as u64 + 1);
+                    for k in 0..n {
+                        let c = &c2[((tail + k) % N) as usize];
+                        // SAFETY (model): cell is free (checked above).
+                        c.rest.with_mut(|p| unsafe { *p = tag + k });
+                        if k > 0 {
+                            // Payload covers a later cell's first word too
+                            // (a memcpy; non-zero, as real payload may be).
+                            c.first.store(tag + k, Ordering::Relaxed);
+                        }
+                    }
+                    let next = if zero_next {
+                        &c2[((tail + n) % N) as usize].first
+                    } else {
+                        &spare
+                    };
+                    publish(next, &c2[(tail % N) as usize].first, tag);
+                    tail += n;
                 }
             });
             let mut h = 0u64;
-            while h < 3 {
-                let t = published(&*tail);
-                assert!(t - h <= N, "tail beyond the ring");
-                while h < t {
-                    // SAFETY (model): cell h % N is published, not released.
-                    let v = cells[(h % N) as usize].with(|p| unsafe { *p });
-                    assert_eq!(v, 100 + h, "record lost, doubled or out of order");
-                    h += 1;
-                    release(&*head, h);
-                }
-                if h < 3 {
+            for (r, &n) in SIZES.iter().enumerate() {
+                let c = &cells[(h % N) as usize];
+                let w = loop {
+                    if let Some(w) = published(&c.first) {
+                        break w;
+                    }
                     thread::yield_now();
+                };
+                let tag = 100 * (r as u64 + 1);
+                assert_eq!(w, tag, "record lost, doubled, out of order or stale");
+                for k in 0..n {
+                    let c = &cells[((h + k) % N) as usize];
+                    // SAFETY (model): the record is published, not released.
+                    let v = c.rest.with(|p| unsafe { *p });
+                    assert_eq!(v, tag + k, "record contents not visible");
                 }
+                h += n;
+                release(&*head, h);
             }
             producer.join().expect("producer");
         });
+    }
+
+    #[test]
+    fn ring_publish_consume() {
+        ring_model(true);
+    }
+
+    #[test]
+    #[should_panic(expected = "record lost, doubled, out of order or stale")]
+    fn ring_without_zeroing_the_next_cell_reads_a_stale_word() {
+        ring_model(false);
     }
 }
