@@ -312,7 +312,7 @@ fabtests: lib
 # ---- benchmarks: rustfab vs the built-in providers in one run (not part of `test`)
 # -Wno-psabi: gcc notes an ABI change of GCC 4.4 (a struct with a flexible
 # array member returned by value), irrelevant here and confusing in make demo.
-$(BUILD)/bench/rf_bench: c-tests/bench/rf_bench.c
+$(BUILD)/bench/rf_bench: c-tests/bench/rf_bench.c c-tests/bench/bench_common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wno-psabi -o $@ $< -lfabric
 
@@ -343,7 +343,7 @@ bench: lib $(BUILD)/bench/rf_bench $(BUILD)/bench/rf_insns
 bench-mpi: lib $(BUILD)/mpi-hosts/pingpong
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/mpi.sh $(CURDIR)/$(BUILD)/mpi-hosts/pingpong
 
-$(BUILD)/bench/rf_insns: c-tests/bench/rf_insns.c
+$(BUILD)/bench/rf_insns: c-tests/bench/rf_insns.c c-tests/bench/bench_common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lfabric
 
@@ -353,7 +353,7 @@ bench-insns: lib $(BUILD)/bench/rf_insns
 # What an endpoint costs per peer (RSS, descriptors, shm mapped, first and
 # steady message round) for 1 ... 256 peers, rustfab next to shm and
 # tcp;ofi_rxm: the table of docs/performance.md "## Scale" (not part of test).
-$(BUILD)/scale/rf_scale: c-tests/scale/rf_scale.c
+$(BUILD)/scale/rf_scale: c-tests/scale/rf_scale.c c-tests/bench/bench_common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lfabric
 
