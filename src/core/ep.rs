@@ -1195,7 +1195,7 @@ mod tests {
         use crate::core::cq::CqErrRead;
         use crate::core::engine::{RmaIovList, RmaKind};
         use crate::core::rma::RmaOp;
-        const EINVAL_CODE: i32 = Error::INVAL.0 as i32;
+        const EINVAL_CODE: i32 = Error::INVAL.0;
         let d = domain();
         let info = Info {
             caps: FI_MSG | crate::core::rma::RMA_CAPS,
