@@ -312,7 +312,7 @@ fabtests: lib
 # ---- benchmarks: rustfab vs the built-in providers in one run (not part of `test`)
 # -Wno-psabi: gcc notes an ABI change of GCC 4.4 (a struct with a flexible
 # array member returned by value), irrelevant here and confusing in make demo.
-$(BUILD)/bench/rf_bench: c-tests/bench/rf_bench.c
+$(BUILD)/bench/rf_bench: c-tests/bench/rf_bench.c c-tests/bench/bench_common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wno-psabi -o $@ $< -lfabric
 
@@ -343,7 +343,7 @@ bench: lib $(BUILD)/bench/rf_bench $(BUILD)/bench/rf_insns
 bench-mpi: lib $(BUILD)/mpi-hosts/pingpong
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/mpi.sh $(CURDIR)/$(BUILD)/mpi-hosts/pingpong
 
-$(BUILD)/bench/rf_insns: c-tests/bench/rf_insns.c
+$(BUILD)/bench/rf_insns: c-tests/bench/rf_insns.c c-tests/bench/bench_common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lfabric
 
@@ -353,7 +353,7 @@ bench-insns: lib $(BUILD)/bench/rf_insns
 # What an endpoint costs per peer (RSS, descriptors, shm mapped, first and
 # steady message round) for 1 ... 256 peers, rustfab next to shm and
 # tcp;ofi_rxm: the table of docs/performance.md "## Scale" (not part of test).
-$(BUILD)/scale/rf_scale: c-tests/scale/rf_scale.c
+$(BUILD)/scale/rf_scale: c-tests/scale/rf_scale.c c-tests/bench/bench_common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lfabric
 
@@ -369,10 +369,22 @@ $(BUILD)/mpi/hello: c-tests/mpi/hello.c
 	@mkdir -p $(dir $@)
 	mpicc -O2 -Wall -o $@ $<
 
-# The default entry (auto: shm between the ranks of this host) and tcp.
-mpi: lib $(BUILD)/mpi/mpi_test
+$(BUILD)/mpi/onesided: c-tests/mpi/onesided.c
+	@mkdir -p $(dir $@)
+	mpicc -O2 -Wall -Wextra -o $@ $<
+
+$(BUILD)/mpi/atomic_cap.so: c-tests/mpi/atomic_cap.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -fPIC -o $@ $< -ldl -lfabric
+
+# The default entry (auto: shm between the ranks of this host) and tcp;
+# then MPI one-sided (osc rdma over btl ofi on rustfab's RMA,
+# c-tests/mpi/onesided.sh) on both.
+mpi: lib $(BUILD)/mpi/mpi_test $(BUILD)/mpi/onesided $(BUILD)/mpi/atomic_cap.so
 	c-tests/mpi/run.sh $(BUILD)/mpi/mpi_test
 	RF_TRANSPORT=tcp c-tests/mpi/run.sh $(BUILD)/mpi/mpi_test
+	c-tests/mpi/onesided.sh $(BUILD)/mpi/onesided $(BUILD)/mpi/atomic_cap.so
+	RF_TRANSPORT=tcp c-tests/mpi/onesided.sh $(BUILD)/mpi/onesided $(BUILD)/mpi/atomic_cap.so
 
 # ---- Open MPI across hosts: network namespaces as hosts (2 x 2 and 4 x 1
 # ranks), launched through an rsh agent; shm within a host, TCP between hosts

@@ -9,7 +9,10 @@
 #                  class, one line per peer (the "lat" rows);
 #   bandwidth.png  MB/s against size: shm and tcp streaming bandwidth (the
 #                  "bw" rows, fi_rdm_tagged_bw / ucx_perftest tag_bw) and, for
-#                  mpi, ping-pong bandwidth (size / one-way time).
+#                  mpi, ping-pong bandwidth (size / one-way time);
+#   rma.png        MB/s against size of fi_rma_bw writes and reads (the
+#                  "rma_write"/"rma_read" rows), one panel per class and
+#                  operation.
 # Both axes logarithmic; rustfab's lines are red and thicker. Needs gnuplot
 # (Debian: gnuplot-nox); without it, or without any CSV, it says so and
 # exits 0.
@@ -43,6 +46,7 @@ FNR == 1 { next }
 	if (t == "lat") add("lat", cls, peer, size, v)
 	if (t == "bw") add("bw", cls, peer, size, v)
 	if (t == "lat" && cls == "mpi" && v > 0) add("bw", cls, peer, size, size / v)
+	if (t ~ /^rma_/) add("rma", cls "-" substr(t, 5), peer, size, v)
 }
 function add(fig, cls, peer, size, v,   k) {
 	k = fig SUBSEP cls SUBSEP peer
@@ -59,13 +63,16 @@ plot() {
 	local fig=$1 png=$2 ylabel=$3
 	local classes
 	classes=$(awk -F'|' -v f="$fig" '$1 == f {print $2}' "$work/index.txt" | sort -u | awk '
-		{ c[$1] = 1 } END { n = split("shm tcp mpi", o, " "); for (i = 1; i <= n; i++) if (o[i] in c) { printf "%s ", o[i]; delete c[o[i]] }
+		{ c[$1] = 1 } END { n = split("shm tcp mpi shm-write shm-read tcp-write tcp-read", o, " "); for (i = 1; i <= n; i++) if (o[i] in c) { printf "%s ", o[i]; delete c[o[i]] }
 		for (k in c) printf "%s ", k }')
 	local n
 	n=$(echo "$classes" | wc -w)
 	[ "$n" -gt 0 ] || { echo "plot: no $fig rows, $png not written"; return 0; }
+	# up to 3 panels side by side, more in rows of 2
+	local cols=$n rows=1
+	[ "$n" -le 3 ] || { cols=2; rows=$(((n + 1) / 2)); }
 	{
-		echo "set terminal pngcairo size $((560 * n)),480 noenhanced font ',10'"
+		echo "set terminal pngcairo size $((560 * cols)),$((480 * rows)) noenhanced font ',10'"
 		echo "set output '$png'"
 		echo "set logscale xy"
 		echo "set grid"
@@ -73,8 +80,8 @@ plot() {
 		echo "set format x '%.0s%cB'"
 		echo "set xlabel 'message size (bytes)'"
 		echo "set ylabel '$ylabel'"
-		[ "$fig" = bw ] && echo "set key bottom right"
-		echo "set multiplot layout 1,$n title 'rustfab make bench: medians of interleaved rounds ($names UTC)'"
+		[ "$fig" != lat ] && echo "set key bottom right"
+		echo "set multiplot layout $rows,$cols title 'rustfab make bench: medians of interleaved rounds ($names UTC)'"
 		local c
 		for c in $classes; do
 			local what=$c
@@ -83,6 +90,7 @@ plot() {
 				bw-mpi) what="mpi: Open MPI ping-pong (size / one-way time)" ;;
 				lat-*) what="$c: fi_rdm_pingpong / ucx_perftest tag_lat, one-way" ;;
 				bw-*) what="$c: streaming, fi_rdm_tagged_bw -W 64 / ucx_perftest tag_bw" ;;
+				rma-*) what="${c%-*}: fi_rma_bw -o ${c#*-} -W 64 (both directions)" ;;
 			esac
 			echo "set title \"$what\""
 			awk -F'|' -v f="$fig" -v c="$c" '
@@ -104,4 +112,5 @@ plot() {
 status=0
 plot lat "$dir/latency.png" "one-way latency (us)" || status=1
 plot bw "$dir/bandwidth.png" "bandwidth (MB/s, 10^6 bytes/s)" || status=1
+plot rma "$dir/rma.png" "RMA bandwidth (MB/s, 10^6 bytes/s)" || status=1
 exit $status

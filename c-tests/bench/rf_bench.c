@@ -42,18 +42,8 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
-#define DIE(...)                                        \
-	do {                                            \
-		fprintf(stderr, "rf_bench: " __VA_ARGS__); \
-		fprintf(stderr, "\n");                  \
-		exit(2);                                \
-	} while (0)
-#define CK(call)                                                                          \
-	do {                                                                              \
-		long _r = (long)(call);                                                   \
-		if (_r)                                                                   \
-			DIE("%s:%d %s = %ld (%s)", __FILE__, __LINE__, #call, _r, fi_strerror((int)-_r)); \
-	} while (0)
+#define BENCH_PROG "rf_bench"
+#include "bench_common.h"
 
 static const char *prov = "rustfab", *domain_name;
 static size_t iters = 10000, window = 64;

@@ -41,18 +41,8 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
-#define DIE(...)                                        \
-	do {                                            \
-		fprintf(stderr, "rf_scale: " __VA_ARGS__); \
-		fprintf(stderr, "\n");                  \
-		exit(2);                                \
-	} while (0)
-#define CK(call)                                                                          \
-	do {                                                                              \
-		long _r = (long)(call);                                                   \
-		if (_r)                                                                   \
-			DIE("%s:%d %s = %ld (%s)", __FILE__, __LINE__, #call, _r, fi_strerror((int)-_r)); \
-	} while (0)
+#define BENCH_PROG "rf_scale"
+#include "../bench/bench_common.h"
 
 #define NAMELEN 256
 #define STEADY_ROUNDS 5

@@ -31,7 +31,7 @@ use crate::transport::addr::Addr;
 use crate::transport::proto::Limits;
 use parking_lot::Mutex;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Defaults when the application's info leaves a size at 0.
@@ -400,6 +400,28 @@ pub(crate) struct Endpoint<L> {
     wait_fd: core::sync::atomic::AtomicI32,
     /// Connection state of a connection-oriented (`FI_EP_MSG`) endpoint.
     pub(crate) msg: Option<Arc<L>>,
+    /// RMA operations this endpoint started, reported when it closes.
+    pub(crate) rma_tally: RmaTally,
+}
+
+/// The RMA operations an endpoint started (`fi_write*`, `fi_read*`
+/// accepted), written to the log at `FI_LOG_LEVEL=info` when it closes: how
+/// a test sees that an application (Open MPI's btl ofi under MPI one-sided
+/// communication, c-tests/mpi/onesided.sh) really moved its data through
+/// rustfab's RMA.
+#[derive(Default)]
+pub(crate) struct RmaTally {
+    pub(crate) writes: AtomicU64,
+    pub(crate) reads: AtomicU64,
+}
+
+impl RmaTally {
+    /// The close-time report, if the endpoint started any RMA.
+    fn report(&self) -> Option<String> {
+        let w = self.writes.load(Ordering::Relaxed);
+        let r = self.reads.load(Ordering::Relaxed);
+        (w + r > 0).then(|| format!("endpoint closed: RMA operations started: {w} writes, {r} reads"))
+    }
 }
 
 impl<L: Connection> HasUsers for Endpoint<L> {
@@ -513,6 +535,7 @@ impl<L: Connection> Endpoint<L> {
             inner: Mutex::new(inner),
             wait_fd: core::sync::atomic::AtomicI32::new(wait_fd),
             msg,
+            rma_tally: RmaTally::default(),
         });
         let engine = &domain.engine;
         engine.watch_fd(wait_fd, crate::sys::IN)?;
@@ -724,6 +747,9 @@ impl<L: Connection> Endpoint<L> {
             }
         }
         g.close();
+        if let Some(r) = self.rma_tally.report() {
+            crate::base::log::log_info!(FI_LOG_EP_DATA, "{r}");
+        }
         Ok(())
     }
 
@@ -1160,5 +1186,65 @@ mod tests {
         assert_eq!(tq.read(1, |_, _| ()), Err(Error::AGAIN));
         tx.close().unwrap();
         rx.close().unwrap();
+    }
+
+    /// The RMA tally (reported at close) counts the operations an endpoint
+    /// accepted, by direction, and nothing refused at the call.
+    #[test]
+    fn rma_tally_counts_accepted_operations() {
+        use crate::core::cq::CqErrRead;
+        use crate::core::engine::{RmaIovList, RmaKind};
+        use crate::core::rma::RmaOp;
+        const EINVAL_CODE: i32 = Error::INVAL.0;
+        let d = domain();
+        let info = Info {
+            caps: FI_MSG | crate::core::rma::RMA_CAPS,
+            ..Default::default()
+        };
+        let (e, q, a) = (ep_with(&d, &info), cq(&d, 8), av(&d));
+        let mut buf = [0u8; 8];
+        let op = |kind, buf: &mut [u8; 8], dest| RmaOp {
+            kind,
+            local: IovList::single(buf.as_mut_ptr() as usize, buf.len()),
+            remote: RmaIovList::single(0, 8, 0x5eed),
+            dest,
+            data: None,
+            flags: None,
+            context: 1,
+            inject: false,
+        };
+        assert_eq!(e.post_rma(op(RmaKind::Write, &mut buf, 0)), Err(Error::OPBADSTATE));
+        assert_eq!(e.rma_tally.report(), None, "nothing accepted, nothing reported");
+        bind_av(&e, &a).unwrap();
+        bind_cq(&e, &q, FI_TRANSMIT | FI_RECV).unwrap();
+        e.enable().unwrap();
+        let me = a.insert(vec![Ok(e.addr())], None).unwrap()[0].unwrap();
+        // Accepted (the unknown key fails later, in a completion).
+        e.post_rma(op(RmaKind::Write, &mut buf, me)).unwrap();
+        e.post_rma(op(RmaKind::Write, &mut buf, me)).unwrap();
+        e.post_rma(op(RmaKind::Read, &mut buf, me)).unwrap();
+        let bad = RmaOp {
+            flags: Some(FI_TAGGED),
+            ..op(RmaKind::Read, &mut buf, me)
+        };
+        assert_eq!(e.post_rma(bad), Err(Error::BADFLAGS));
+        assert_eq!(
+            e.rma_tally.report().as_deref(),
+            Some("endpoint closed: RMA operations started: 2 writes, 1 reads")
+        );
+        // The three end in error completions (no region has that key).
+        let (start, mut errs) = (Instant::now(), 0);
+        while errs < 3 {
+            match q.read_err(|r| matches!(r, CqErrRead::Entry(x) if x.err == EINVAL_CODE)) {
+                Ok(true) => errs += 1,
+                Ok(false) => panic!("unexpected error entry"),
+                Err(_) => {
+                    let _ = q.read(1, |_, _| ());
+                }
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "no completion");
+            std::thread::yield_now();
+        }
+        e.close().unwrap();
     }
 }

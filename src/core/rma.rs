@@ -94,6 +94,10 @@ impl<L: Connection> Endpoint<L> {
         if let Some(m) = &self.msg {
             m.check_send()?;
         }
+        let tally = match op.kind {
+            RmaKind::Write => &self.rma_tally.writes,
+            RmaKind::Read => &self.rma_tally.reads,
+        };
         g.rma(
             b,
             RmaArgs {
@@ -107,6 +111,9 @@ impl<L: Connection> Endpoint<L> {
                 inject_call: op.inject,
             },
         )
+        .map(|()| {
+            tally.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        })
     }
 }
 

@@ -1,5 +1,6 @@
 //! Cross-memory attach: copying straight out of another process's memory
-//! with `process_vm_readv` (one copy for large shm messages, docs/shm.md).
+//! with `process_vm_readv` (one copy for large shm messages, docs/shm.md)
+//! and into it with `process_vm_writev` (RMA reads, docs/rma.md).
 //! rustix has no wrapper for it, so this is libc.
 
 /// One range of memory: a destination in this process, or a source in the
@@ -61,44 +62,9 @@ fn after(v: &[IoRange], mut skip: usize) -> Vec<IoRange> {
 /// Every `local` range must be memory of this process that may be written
 /// for the duration of the call and that no Rust reference points into.
 pub unsafe fn read_process(pid: i32, local: &[IoRange], remote: &[IoRange], len: usize) -> Result<usize, CmaError> {
-    let mut done = 0usize;
-    while done < len {
-        // The first pass uses the caller's ranges as they are; only a
-        // partial copy needs shifted copies of them.
-        let (lv, rv);
-        let (l, r) = if done == 0 {
-            (local, remote)
-        } else {
-            (lv, rv) = (after(local, done), after(remote, done));
-            (&lv[..], &rv[..])
-        };
-        // SAFETY: `IoRange` is a transparent `iovec`, so both slices are
-        // arrays of iovecs of the given lengths; the local ranges are
-        // writable per the caller's contract, the remote ones are only read
-        // by the kernel in the other process (checked there: EFAULT).
-        let n = unsafe {
-            libc::process_vm_readv(
-                pid,
-                l.as_ptr().cast::<libc::iovec>(),
-                l.len() as libc::c_ulong,
-                r.as_ptr().cast::<libc::iovec>(),
-                r.len() as libc::c_ulong,
-                0,
-            )
-        };
-        if n < 0 {
-            return Err(match std::io::Error::last_os_error().raw_os_error() {
-                Some(libc::ESRCH) => CmaError::Gone,
-                Some(libc::EFAULT) => CmaError::Fault,
-                _ => CmaError::Refused,
-            });
-        }
-        if n == 0 {
-            return Err(CmaError::Fault);
-        }
-        done += n as usize;
-    }
-    Ok(done)
+    // SAFETY: the local ranges are writable per the caller's contract; the
+    // remote ones are only read by the kernel in the other process.
+    unsafe { copy(libc::process_vm_readv, pid, local, remote, len) }
 }
 
 /// Copies `len` bytes from the ranges `local` of this process into the
@@ -111,8 +77,33 @@ pub unsafe fn read_process(pid: i32, local: &[IoRange], remote: &[IoRange], len:
 /// for the duration of the call. The remote ranges are only touched by the
 /// kernel, in the other process (checked there: EFAULT).
 pub unsafe fn write_process(pid: i32, local: &[IoRange], remote: &[IoRange], len: usize) -> Result<usize, CmaError> {
+    // SAFETY: the local ranges are readable per the caller's contract; the
+    // remote ones are only written by the kernel in the other process.
+    unsafe { copy(libc::process_vm_writev, pid, local, remote, len) }
+}
+
+/// `process_vm_readv` or `process_vm_writev` (the same arguments).
+type CmaCall = unsafe extern "C" fn(
+    libc::pid_t,
+    *const libc::iovec,
+    libc::c_ulong,
+    *const libc::iovec,
+    libc::c_ulong,
+    libc::c_ulong,
+) -> libc::ssize_t;
+
+/// The loop both directions share: `call` until `len` bytes moved, the
+/// ranges shifted past what a partial copy did.
+///
+/// # Safety
+/// The local ranges must be memory of this process that `call` may access
+/// (written by `process_vm_readv`, read by `process_vm_writev`) for the
+/// duration of the call, with no Rust reference into memory it writes.
+unsafe fn copy(call: CmaCall, pid: i32, local: &[IoRange], remote: &[IoRange], len: usize) -> Result<usize, CmaError> {
     let mut done = 0usize;
     while done < len {
+        // The first pass uses the caller's ranges as they are; only a
+        // partial copy needs shifted copies of them.
         let (lv, rv);
         let (l, r) = if done == 0 {
             (local, remote)
@@ -120,11 +111,12 @@ pub unsafe fn write_process(pid: i32, local: &[IoRange], remote: &[IoRange], len
             (lv, rv) = (after(local, done), after(remote, done));
             (&lv[..], &rv[..])
         };
-        // SAFETY: `IoRange` is a transparent `iovec`; the local ranges are
-        // readable per the caller's contract, the remote ones are written by
-        // the kernel in the other process only.
+        // SAFETY: `IoRange` is a transparent `iovec`, so both slices are
+        // arrays of iovecs of the given lengths; the local ranges may be
+        // accessed per the caller's contract, the remote ones are touched
+        // only by the kernel in the other process (checked there: EFAULT).
         let n = unsafe {
-            libc::process_vm_writev(
+            call(
                 pid,
                 l.as_ptr().cast::<libc::iovec>(),
                 l.len() as libc::c_ulong,

@@ -667,50 +667,47 @@ impl Port for ShmPort {
 /// (`Err(OPNOTSUPP)`), peer gone → `Err(CONNRESET)`, bad remote
 /// addresses → `Err(IO)`.
 pub fn pull(pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
-    let mut local: Vec<IoRange> = Vec::with_capacity(8);
-    dst.for_range(0, len, |p, n, _| local.push(IoRange::new(p, n)));
-    let mut rem: Vec<IoRange> = Vec::with_capacity(remote.len());
-    let mut left = len;
-    for &(a, l) in remote {
-        if left == 0 {
-            break;
-        }
-        let n = (l as usize).min(left);
-        rem.push(IoRange::new(a as usize, n));
-        left -= n;
-    }
+    let (local, rem) = cma_ranges(dst, remote, len);
     // SAFETY: the local ranges are the receive's application buffers,
     // writable until it completes (fi_recv contract) and never referenced by
     // Rust code; the remote ones are addresses in the peer process, which
     // only the kernel touches (checked there).
-    unsafe { cma::read_process(pid, &local, &rem, len) }.map_err(|e| match e {
-        CmaError::Gone => Error::CONNRESET,
-        CmaError::Fault => Error::IO,
-        CmaError::Refused => Error::OPNOTSUPP,
-    })
+    cma_result(unsafe { cma::read_process(pid, &local, &rem, len) })
 }
 
 /// Writes `len` bytes of `src` into a peer's buffers (`remote` segments)
 /// with `process_vm_writev`: an RMA read served by its target. Errors as
 /// [`pull`].
 pub fn push(pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
-    let mut local: Vec<IoRange> = Vec::with_capacity(8);
-    src.for_range(0, len, |p, n, _| local.push(IoRange::new(p, n)));
-    let mut rem: Vec<IoRange> = Vec::with_capacity(remote.len());
-    let mut left = len;
-    for &(a, l) in remote {
-        if left == 0 {
-            break;
-        }
-        let n = (l as usize).min(left);
-        rem.push(IoRange::new(a as usize, n));
-        left -= n;
-    }
+    let (local, rem) = cma_ranges(src, remote, len);
     // SAFETY: the local ranges are registered memory the core checked
     // (key, range, access) for this read, only read here; the remote ones
     // are the reader's own buffers in its process, which only the kernel
     // touches (checked there).
-    unsafe { cma::write_process(pid, &local, &rem, len) }.map_err(|e| match e {
+    cma_result(unsafe { cma::write_process(pid, &local, &rem, len) })
+}
+
+/// The first `len` bytes of `local` and of the peer's `remote` segments
+/// (address, length) as the ranges of one cross-memory copy.
+fn cma_ranges(local: &IovList, remote: &[(u64, u64)], len: usize) -> (Vec<IoRange>, Vec<IoRange>) {
+    let mut l: Vec<IoRange> = Vec::with_capacity(8);
+    local.for_range(0, len, |p, n, _| l.push(IoRange::new(p, n)));
+    let mut rem: Vec<IoRange> = Vec::with_capacity(remote.len());
+    let mut left = len;
+    for &(a, n) in remote {
+        if left == 0 {
+            break;
+        }
+        let n = (n as usize).min(left);
+        rem.push(IoRange::new(a as usize, n));
+        left -= n;
+    }
+    (l, rem)
+}
+
+/// A cross-memory copy's failure as the engine sees it.
+fn cma_result(r: core::result::Result<usize, CmaError>) -> Result<usize> {
+    r.map_err(|e| match e {
         CmaError::Gone => Error::CONNRESET,
         CmaError::Fault => Error::IO,
         CmaError::Refused => Error::OPNOTSUPP,
