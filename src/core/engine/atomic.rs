@@ -408,6 +408,11 @@ impl State {
         let dst = self.target_check(h, rights(kind, op), FI_ATOMIC)?;
         valid(kind, op, dt)?;
         let len = usize::try_from(h.len).map_err(|_| EACCES)?;
+        if len > ATOMIC_MAX {
+            // No initiator sends more (a hostile one could name a whole
+            // region for FI_ATOMIC_READ, which carries no operand).
+            return Err(Error::INVAL);
+        }
         let operand_len = if op == FI_ATOMIC_READ { 0 } else { len };
         let (operand, compare) = payload.split_at(operand_len.min(payload.len()));
         let mut cur = vec![0u8; len];
