@@ -204,6 +204,7 @@ impl Inner {
             len,
         };
         self.st.rma.atomics.insert(id, op);
+        self.st.rma.mark_active();
         let r = match self.st.atomic_advance(self.port.as_mut(), id) {
             Err(e) if e == Error::AGAIN => {
                 // Our own backlog may be in the way: one pass, then it
@@ -385,6 +386,7 @@ impl State {
                 r.len = hdr.len;
                 r.data = status.map_or(0, |e| e.0 as u64);
                 self.rma.replies.push_back(AtomicReply { to: src, hdr: r, old });
+                self.rma.mark_active();
                 if status.is_none() {
                     let op = (hdr.reserved & 0xff) as u32;
                     let kind = if op == FI_ATOMIC_READ {

@@ -247,6 +247,11 @@ pub(super) struct Rma {
     /// segment's last one: the last one reports that error.
     spoiled: FastMap<(Addr, u64, u32), Error>,
     tick: u32,
+    /// Set whenever an operation, a job or an answer is queued; cleared by
+    /// the pass that finds nothing left ([`Rma::any`]). The one word every
+    /// progress pass reads to skip RMA and atomics when idle (never false
+    /// while something is queued; possibly true for one pass after).
+    active: bool,
 }
 
 impl Rma {
@@ -254,8 +259,19 @@ impl Rma {
         self.ops.len() + self.atomics.len()
     }
 
-    /// Whether anything waits on a peer (liveness checks needed).
+    /// Whether anything waits on a peer (liveness checks needed): the
+    /// cheap check of every pass.
     pub(super) fn busy(&self) -> bool {
+        self.active
+    }
+
+    /// Something was queued (an operation, a job, an answer).
+    pub(super) fn mark_active(&mut self) {
+        self.active = true;
+    }
+
+    /// Whether anything is queued at all (what [`Rma::busy`] caches).
+    fn any(&self) -> bool {
         !self.ops.is_empty()
             || !self.reads.is_empty()
             || !self.pulls.is_empty()
@@ -403,6 +419,7 @@ impl Inner {
             own_data(&mut op);
         }
         self.st.rma.ops.insert(id, op);
+        self.st.rma.mark_active();
         let mut sent = self.st.rma_advance(self.port.as_mut(), id);
         if sent == Err(Error::AGAIN) {
             // Our own backlog may be in the way: one pass, one more try.
@@ -845,6 +862,7 @@ impl State {
                 } else {
                     self.rma.pulls.push_back(job);
                 }
+                self.rma.mark_active();
             }
             _ => {}
         }
@@ -899,6 +917,7 @@ impl State {
                 port.check_peer(&p);
             }
         }
+        self.rma.active = self.rma.any();
     }
 
     /// `WRITE_REQ`s: the segment is checked, then pulled from the
