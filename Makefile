@@ -194,9 +194,11 @@ c-tests: lib $(C_TEST_BINS)
 # The transport-parametrized RDM suite again, over tcp (test_tcp always runs
 # over tcp). Endpoints bound to a wildcard advertise loopback here, so the
 # tests' traffic stays on 127.0.0.1 whatever interfaces the host has.
-c-tests-tcp: lib $(BUILD)/c-tests/test_rdm $(BUILD)/c-tests/test_threads $(BUILD)/c-tests/test_buffered $(BUILD)/c-tests/test_rma
+c-tests-tcp: lib $(BUILD)/c-tests/test_rdm $(BUILD)/c-tests/test_threads $(BUILD)/c-tests/test_buffered $(BUILD)/c-tests/test_rma \
+             $(BUILD)/c-tests/test_atomic
 	@mkdir -p $(BUILD)/c-tests-tcp
 	ln -sf ../c-tests/test_rma $(BUILD)/c-tests-tcp/test_rma
+	ln -sf ../c-tests/test_atomic $(BUILD)/c-tests-tcp/test_atomic
 	ln -sf ../c-tests/test_rdm $(BUILD)/c-tests-tcp/test_rdm
 	ln -sf ../c-tests/test_threads $(BUILD)/c-tests-tcp/test_threads
 	ln -sf ../c-tests/test_buffered $(BUILD)/c-tests-tcp/test_buffered

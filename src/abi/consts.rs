@@ -246,9 +246,11 @@ abi_consts! { const_values;
     FI_LOG_CNTR: u32 = 9;
     FI_TYPE_INFO: u32 = 0;
 
-    // ---- atomics (only for query_atomic's argument checks) ----
+    // ---- atomics (fi_atomic.h, fi_domain.h) ----
     FI_DATATYPE_LAST: u32 = 14;
     FI_ATOMIC_OP_LAST: u32 = 19;
+    FI_FETCH_ATOMIC: u64 = 1 << 58;
+    FI_COMPARE_ATOMIC: u64 = 1 << 59;
 
     // ---- errno values (returned negated) ----
     FI_SUCCESS: i32 = 0;

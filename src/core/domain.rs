@@ -147,15 +147,6 @@ impl Domain {
     }
 }
 
-/// fi_atomic(3): "-FI_EOPNOTSUPP if the operation is not supported"; rustfab
-/// does not advertise FI_ATOMIC. Invalid datatype/op values are -FI_EINVAL.
-pub(crate) fn query_atomic(datatype: u32, op: u32) -> Result<()> {
-    if datatype >= FI_DATATYPE_LAST + 2 || op >= FI_ATOMIC_OP_LAST {
-        return Err(Error::INVAL);
-    }
-    Err(Error::OPNOTSUPP)
-}
-
 impl Drop for Domain {
     fn drop(&mut self) {
         if self.domain_attr().data_progress == FI_PROGRESS_AUTO {
@@ -234,12 +225,5 @@ mod tests {
         assert_eq!(eq.users().count(), 1, "the binding holds the EQ");
         d.close().unwrap();
         assert_eq!(eq.users().count(), 0, "close releases it");
-    }
-
-    #[test]
-    fn atomics_are_not_offered() {
-        assert_eq!(query_atomic(0, 0), Err(Error::OPNOTSUPP));
-        assert_eq!(query_atomic(FI_DATATYPE_LAST + 2, 0), Err(Error::INVAL));
-        assert_eq!(query_atomic(0, FI_ATOMIC_OP_LAST), Err(Error::INVAL));
     }
 }

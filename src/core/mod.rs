@@ -4,6 +4,7 @@
 //! plain values; the C face (`fi`) turns each call into these types and
 //! writes what they return into C memory.
 
+pub(crate) mod atomic;
 pub(crate) mod attr;
 pub(crate) mod av;
 pub(crate) mod cntr;

@@ -5,13 +5,17 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
+use crate::core::atomic::AtomicKind;
 use crate::core::engine::matching::IovList;
-use crate::core::engine::{RmaArgs, RmaIovList, RmaKind};
+use crate::core::engine::{AtomicArgs, Inner, RmaArgs, RmaIovList, RmaKind};
 use crate::core::ep::{Connection, Endpoint};
 
 /// The RMA capabilities every endpoint kind offers (docs/rma.md): reads
 /// and writes, both ends, with remote events.
 pub(crate) const RMA_CAPS: u64 = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
+/// The atomic capabilities every endpoint kind offers (docs/rma.md,
+/// Atomics): initiator and target.
+pub(crate) const ATOMIC_CAPS: u64 = FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 const COMPLETION_LEVELS: u64 = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_COMMIT_COMPLETE;
 /// Flags `fi_readmsg`/`fi_writemsg` take (fi_rma(3) FLAGS, and the
@@ -29,6 +33,37 @@ const RMA_FLAGS: u64 = FI_COMPLETION
 /// Flags that apply to writes only ("Applies to fi_writemsg"): a read
 /// ignores them, whether they come from the call or the defaults.
 const WRITE_ONLY: u64 = FI_INJECT | FI_REMOTE_CQ_DATA | FI_INJECT_COMPLETE;
+/// Flags `fi_atomicmsg`, `fi_fetch_atomicmsg` and `fi_compare_atomicmsg`
+/// take (fi_atomic(3) FLAGS; the operation bits an application may leave).
+const ATOMIC_FLAGS: u64 = FI_COMPLETION
+    | FI_INJECT
+    | FI_REMOTE_CQ_DATA
+    | FI_MORE
+    | FI_FENCE
+    | COMPLETION_LEVELS
+    | FI_TRANSMIT
+    | FI_ATOMIC
+    | FI_READ
+    | FI_WRITE;
+
+/// An atomic call as the C face describes it (bytes, not elements: the
+/// thunks multiply counts by the datatype's size).
+pub(crate) struct AtomicOp {
+    pub(crate) kind: AtomicKind,
+    pub(crate) op: u32,
+    pub(crate) datatype: u32,
+    pub(crate) operand: IovList,
+    pub(crate) compare: IovList,
+    pub(crate) result: IovList,
+    pub(crate) remote: RmaIovList,
+    pub(crate) dest: fi_addr_t,
+    pub(crate) data: Option<u64>,
+    /// The flags of the `*msg` calls; `None`: the endpoint's defaults.
+    pub(crate) flags: Option<u64>,
+    pub(crate) context: usize,
+    /// `fi_inject_atomic`.
+    pub(crate) inject: bool,
+}
 
 /// An RMA call as the C face describes it.
 pub(crate) struct RmaOp {
@@ -46,13 +81,13 @@ pub(crate) struct RmaOp {
     pub(crate) inject: bool,
 }
 
-/// The effective flags of an RMA call: explicit ones checked, the
-/// endpoint's completion level when they name none.
-fn rma_flags(defaults: u64, op: &RmaOp) -> Result<u64> {
-    let f = match op.flags {
+/// The effective flags of a call: explicit ones checked against
+/// `allowed`, the endpoint's completion level when they name none.
+fn call_flags(defaults: u64, flags: Option<u64>, allowed: u64) -> Result<u64> {
+    Ok(match flags {
         None => defaults,
         Some(f) => {
-            if f & !RMA_FLAGS != 0 {
+            if f & !allowed != 0 {
                 return Err(Error::BADFLAGS);
             }
             if f & COMPLETION_LEVELS == 0 {
@@ -61,7 +96,12 @@ fn rma_flags(defaults: u64, op: &RmaOp) -> Result<u64> {
                 f
             }
         }
-    };
+    })
+}
+
+/// The effective flags of an RMA call.
+fn rma_flags(defaults: u64, op: &RmaOp) -> Result<u64> {
+    let f = call_flags(defaults, op.flags, RMA_FLAGS)?;
     Ok(match op.kind {
         RmaKind::Read => f & !WRITE_ONLY,
         RmaKind::Write => f,
@@ -69,18 +109,16 @@ fn rma_flags(defaults: u64, op: &RmaOp) -> Result<u64> {
 }
 
 impl<L: Connection> Endpoint<L> {
-    /// Every RMA call: flags first, then the endpoint's state (enabled,
-    /// connected), then the engine (one lock for all of it).
-    pub(crate) fn post_rma(&self, op: RmaOp) -> Result<()> {
+    /// What every RMA and atomic call goes through once its flags are
+    /// known: the endpoint's state (enabled, connected), `FI_FENCE`, then
+    /// `start` on the engine (one lock for all of it).
+    fn post_op(
+        &self,
+        flags: impl FnOnce(u64) -> Result<u64>,
+        start: impl FnOnce(&mut Inner, &crate::core::engine::Binds, u64) -> Result<()>,
+    ) -> Result<()> {
         let mut g = self.inner.lock();
-        let mut flags = rma_flags(g.config().tx_op_flags, &op)?;
-        let data = match op.kind {
-            RmaKind::Write => op.data,
-            RmaKind::Read => None,
-        };
-        if data.is_some() {
-            flags |= FI_REMOTE_CQ_DATA;
-        }
+        let flags = flags(g.config().tx_op_flags)?;
         let b = self.bound()?;
         if flags & FI_FENCE != 0 && g.tx_outstanding() > 0 {
             // Fence: do not start before every earlier operation completed
@@ -94,23 +132,62 @@ impl<L: Connection> Endpoint<L> {
         if let Some(m) = &self.msg {
             m.check_send()?;
         }
+        start(&mut g, b, flags)
+    }
+
+    /// Every atomic call (`fi_atomic(3)`).
+    pub(crate) fn post_atomic(&self, op: AtomicOp) -> Result<()> {
+        let with_data = |f: u64| if op.data.is_some() { f | FI_REMOTE_CQ_DATA } else { f };
+        self.post_op(
+            |d| call_flags(d, op.flags, ATOMIC_FLAGS).map(with_data),
+            |g, b, flags| {
+                g.atomic(
+                    b,
+                    AtomicArgs {
+                        kind: op.kind,
+                        op: op.op,
+                        datatype: op.datatype,
+                        dest: op.dest,
+                        operand: op.operand,
+                        compare: op.compare,
+                        result: op.result,
+                        remote: op.remote,
+                        data: op.data,
+                        flags,
+                        context: op.context,
+                        inject_call: op.inject,
+                    },
+                )
+            },
+        )
+    }
+
+    /// Every RMA call: flags first, then as [`Endpoint::post_op`].
+    pub(crate) fn post_rma(&self, op: RmaOp) -> Result<()> {
+        let data = match op.kind {
+            RmaKind::Write => op.data,
+            RmaKind::Read => None,
+        };
+        let flags = |d| rma_flags(d, &op).map(|f| if data.is_some() { f | FI_REMOTE_CQ_DATA } else { f });
         let tally = match op.kind {
             RmaKind::Write => &self.rma_tally.writes,
             RmaKind::Read => &self.rma_tally.reads,
         };
-        g.rma(
-            b,
-            RmaArgs {
-                kind: op.kind,
-                dest: op.dest,
-                local: op.local,
-                remote: op.remote,
-                data,
-                flags,
-                context: op.context,
-                inject_call: op.inject,
-            },
-        )
+        self.post_op(flags, |g, b, flags| {
+            g.rma(
+                b,
+                RmaArgs {
+                    kind: op.kind,
+                    dest: op.dest,
+                    local: op.local,
+                    remote: op.remote,
+                    data,
+                    flags,
+                    context: op.context,
+                    inject_call: op.inject,
+                },
+            )
+        })
         .map(|()| {
             tally.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
         })

@@ -59,7 +59,8 @@ pub(crate) const MSG_CAPS: u64 = FI_MSG
     | FI_VARIABLE_MSG
     | FI_LOCAL_COMM
     | FI_REMOTE_COMM
-    | crate::core::rma::RMA_CAPS;
+    | crate::core::rma::RMA_CAPS
+    | crate::core::rma::ATOMIC_CAPS;
 
 fn sockaddr_of(fmt: u32, b: &[u8]) -> Result<SocketAddr> {
     match Addr::parse(fmt, b) {

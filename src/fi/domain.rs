@@ -255,13 +255,15 @@ unsafe extern "C" fn domain_srx_ctx(
     -FI_ENOSYS
 }
 
-/// `fi_query_atomic`: atomics are not offered (core/domain.rs).
+/// `fi_query_atomic`: the table of `core/atomic.rs` (flags 0,
+/// `FI_FETCH_ATOMIC` or `FI_COMPARE_ATOMIC`): `count` elements of `size`
+/// bytes at most per call.
 unsafe extern "C" fn domain_query_atomic(
     d: *mut fid_domain,
     datatype: u32,
     op: u32,
     attr: *mut fi_atomic_attr,
-    _: u64,
+    flags: u64,
 ) -> c_int {
     // SAFETY: arguments come from the application through fi_query_atomic().
     unsafe {
@@ -269,7 +271,15 @@ unsafe extern "C" fn domain_query_atomic(
             if attr.is_null() {
                 return Err(Error::INVAL);
             }
-            crate::core::domain::query_atomic(datatype, op)?;
+            let kind = crate::core::atomic::AtomicKind::from_query_flags(flags)?;
+            let count = crate::core::atomic::valid(kind, op, datatype)?;
+            fi::write_out(
+                attr,
+                fi_atomic_attr {
+                    count,
+                    size: crate::core::atomic::datatype_size(datatype),
+                },
+            )?;
             Ok(0)
         })
     }

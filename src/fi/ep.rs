@@ -77,7 +77,7 @@ pub(crate) fn create(
         msg: &EP_MSG_OPS,
         rma: &super::rma::RMA_OPS,
         tagged: &EP_TAGGED_OPS,
-        atomic: &stubs::ATOMIC_OPS,
+        atomic: &super::atomic::ATOMIC_OPS,
         collective: &stubs::COLLECTIVE_OPS,
     };
     let ep = Obj::create(hdr, core.clone());
@@ -766,158 +766,17 @@ unsafe extern "C" fn tag_injectdata(
     }
 }
 
-/// Operation tables for capabilities rustfab does not offer (atomics,
-/// collectives): every slot returns -FI_ENOSYS, as libfabric's own
+/// Operation tables for capabilities rustfab does not offer
+/// (collectives): every slot returns -FI_ENOSYS, as libfabric's own
 /// `fi_no_*` stubs do. fi_getinfo never advertises these capabilities.
 mod stubs {
     use crate::abi::*;
-    use core::ffi::{c_int, c_void};
+    use core::ffi::c_void;
     type Ep = *mut fid_ep;
     type D = *mut *mut c_void;
     type V = *mut c_void;
     type C = *const c_void;
     const NOSYS: isize = -(FI_ENOSYS as isize);
-
-    unsafe extern "C" fn at_write(
-        _: Ep,
-        _: C,
-        _: usize,
-        _: V,
-        _: fi_addr_t,
-        _: u64,
-        _: u64,
-        _: u32,
-        _: u32,
-        _: V,
-    ) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn at_writev(
-        _: Ep,
-        _: *const fi_ioc,
-        _: D,
-        _: usize,
-        _: fi_addr_t,
-        _: u64,
-        _: u64,
-        _: u32,
-        _: u32,
-        _: V,
-    ) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn at_writemsg(_: Ep, _: *const fi_msg_atomic, _: u64) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn at_inject(_: Ep, _: C, _: usize, _: fi_addr_t, _: u64, _: u64, _: u32, _: u32) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn at_rw(
-        _: Ep,
-        _: C,
-        _: usize,
-        _: V,
-        _: V,
-        _: V,
-        _: fi_addr_t,
-        _: u64,
-        _: u64,
-        _: u32,
-        _: u32,
-        _: V,
-    ) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn at_rwv(
-        _: Ep,
-        _: *const fi_ioc,
-        _: D,
-        _: usize,
-        _: *mut fi_ioc,
-        _: D,
-        _: usize,
-        _: fi_addr_t,
-        _: u64,
-        _: u64,
-        _: u32,
-        _: u32,
-        _: V,
-    ) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn at_rwmsg(_: Ep, _: *const fi_msg_atomic, _: *mut fi_ioc, _: D, _: usize, _: u64) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn at_cw(
-        _: Ep,
-        _: C,
-        _: usize,
-        _: V,
-        _: C,
-        _: V,
-        _: V,
-        _: V,
-        _: fi_addr_t,
-        _: u64,
-        _: u64,
-        _: u32,
-        _: u32,
-        _: V,
-    ) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn at_cwv(
-        _: Ep,
-        _: *const fi_ioc,
-        _: D,
-        _: usize,
-        _: *const fi_ioc,
-        _: D,
-        _: usize,
-        _: *mut fi_ioc,
-        _: D,
-        _: usize,
-        _: fi_addr_t,
-        _: u64,
-        _: u64,
-        _: u32,
-        _: u32,
-        _: V,
-    ) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn at_cwmsg(
-        _: Ep,
-        _: *const fi_msg_atomic,
-        _: *const fi_ioc,
-        _: D,
-        _: usize,
-        _: *mut fi_ioc,
-        _: D,
-        _: usize,
-        _: u64,
-    ) -> isize {
-        NOSYS
-    }
-    unsafe extern "C" fn at_valid(_: Ep, _: u32, _: u32, _: *mut usize) -> c_int {
-        -FI_ENOSYS
-    }
-    pub(crate) static ATOMIC_OPS: fi_ops_atomic = fi_ops_atomic {
-        size: core::mem::size_of::<fi_ops_atomic>(),
-        write: Some(at_write),
-        writev: Some(at_writev),
-        writemsg: Some(at_writemsg),
-        inject: Some(at_inject),
-        readwrite: Some(at_rw),
-        readwritev: Some(at_rwv),
-        readwritemsg: Some(at_rwmsg),
-        compwrite: Some(at_cw),
-        compwritev: Some(at_cwv),
-        compwritemsg: Some(at_cwmsg),
-        writevalid: Some(at_valid),
-        readwritevalid: Some(at_valid),
-        compwritevalid: Some(at_valid),
-    };
 
     unsafe extern "C" fn co_barrier(_: Ep, _: fi_addr_t, _: V) -> isize {
         NOSYS

@@ -7,6 +7,7 @@
 //! thunk turns C arguments into slices and structs, calls the object's safe
 //! core in `crate::core`, and writes the results back into C memory.
 
+pub(crate) mod atomic;
 pub(crate) mod attr;
 pub(crate) mod av;
 pub(crate) mod boundary;

@@ -1,15 +1,18 @@
 //! RMA, the C face: the endpoint's `fi_ops_rma` (`fi_read`, `fi_readv`,
 //! `fi_readmsg`, `fi_write`, `fi_writev`, `fi_writemsg`,
-//! `fi_inject_write`, `fi_writedata`, `fi_inject_writedata`). Each thunk
-//! reads its C arguments (iovecs, `fi_msg_rma` and its `fi_rma_iov`
-//! array) into an [`RmaOp`] and posts it through the endpoint core
-//! (`core/rma.rs`). Descriptors (`desc`) are accepted and not needed:
-//! rustfab requires no local registration (`FI_MR_LOCAL` is never asked
-//! of applications; a domain opened with it still works).
+//! `fi_inject_write`, `fi_writedata`, `fi_inject_writedata`). Every thunk
+//! is one call of [`post_one`] (the calls naming one target segment) or
+//! [`post_msg`] (the `fi_msg_rma` ones): they read the C arguments into an
+//! [`RmaOp`] and post it through the endpoint core (`core/rma.rs`).
+//! Descriptors (`desc`) are accepted and not needed: rustfab requires no
+//! local registration (`FI_MR_LOCAL` is never asked of applications; a
+//! domain opened with it still works). The atomics (`fi/atomic.rs`) have
+//! the same shape.
 
-use super::ep::{iov_from_c, iov_single, with_ep, EpObj};
+use super::ep::{iov_from_c, iov_single, with_ep};
 use crate::abi::*;
 use crate::base::error::{Error, Result};
+use crate::core::engine::matching::IovList;
 use crate::core::engine::{RmaIov, RmaIovList, RmaKind, RMA_IOV_MAX};
 use crate::core::rma::RmaOp;
 use crate::fi;
@@ -18,59 +21,93 @@ use core::ffi::c_void;
 type Ep = *mut fid_ep;
 type Desc = *mut *mut c_void;
 
-fn post(o: &EpObj, op: RmaOp) -> Result<isize> {
-    o.core.post_rma(op)?;
-    Ok(0)
+/// What a call adds to its operation beyond the buffers and the target.
+#[derive(Clone, Copy, Default)]
+struct Extra {
+    context: usize,
+    data: Option<u64>,
+    inject: bool,
 }
 
-/// An operation on one target segment (the non-msg calls).
-fn simple(kind: RmaKind, local: crate::core::engine::matching::IovList, dest: fi_addr_t, addr: u64, key: u64) -> RmaOp {
-    RmaOp {
-        kind,
-        remote: RmaIovList::single(addr, local.total(), key),
-        local,
-        dest,
-        data: None,
-        flags: None,
-        context: 0,
-        inject: false,
+/// The body of every call naming one target segment: `local()` reads the
+/// local buffers (inside the boundary, so a bad iovec is an error return).
+///
+/// # Safety
+/// `e` and what `local` reads come from the application's call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn post_one(
+    what: &'static str,
+    e: Ep,
+    kind: RmaKind,
+    local: impl FnOnce() -> Result<IovList>,
+    dest: fi_addr_t,
+    addr: u64,
+    key: u64,
+    x: Extra,
+) -> isize {
+    // SAFETY: forwarded from the application's call.
+    unsafe {
+        with_ep(what, e as *const c_void, |o| {
+            let local = local()?;
+            o.core.post_rma(RmaOp {
+                kind,
+                remote: RmaIovList::single(addr, local.total(), key),
+                local,
+                dest,
+                data: x.data,
+                flags: None,
+                context: x.context,
+                inject: x.inject,
+            })?;
+            Ok(0isize)
+        })
     }
 }
 
-/// Reads a `fi_msg_rma`: its local iovecs and its target segments
-/// (`rma_iov_count` 0 or above [`RMA_IOV_MAX`]: -FI_EINVAL).
+/// The body of `fi_readmsg`/`fi_writemsg`: the local iovecs and the
+/// target segments of a `fi_msg_rma` (`rma_iov_count` 0 or above
+/// [`RMA_IOV_MAX`]: -FI_EINVAL).
 ///
 /// # Safety
 /// `msg` must be NULL or a valid `fi_msg_rma` whose arrays hold their
 /// counts (when those are within the limits).
-unsafe fn from_msg(kind: RmaKind, msg: *const fi_msg_rma, flags: u64) -> Result<RmaOp> {
-    // SAFETY: per the contract.
-    let m = unsafe { fi::read_in(msg) }?;
-    if m.rma_iov_count == 0 || m.rma_iov_count > RMA_IOV_MAX {
-        return Err(Error::INVAL);
+unsafe fn post_msg(what: &'static str, e: Ep, kind: RmaKind, msg: *const fi_msg_rma, flags: u64) -> isize {
+    // SAFETY: forwarded from the application's call.
+    unsafe {
+        with_ep(what, e as *const c_void, |o| {
+            let m = fi::read_in(msg)?;
+            if m.rma_iov_count == 0 || m.rma_iov_count > RMA_IOV_MAX {
+                return Err(Error::INVAL);
+            }
+            let local = iov_from_c(m.msg_iov, m.iov_count)?;
+            let mut remote = RmaIovList::default();
+            for r in fi::slice_in(m.rma_iov, m.rma_iov_count)? {
+                remote.push(RmaIov {
+                    addr: r.addr,
+                    len: r.len,
+                    key: r.key,
+                });
+            }
+            o.core.post_rma(RmaOp {
+                kind,
+                local,
+                remote,
+                dest: m.addr,
+                data: (kind == RmaKind::Write && flags & FI_REMOTE_CQ_DATA != 0).then_some(m.data),
+                flags: Some(flags),
+                context: m.context as usize,
+                inject: false,
+            })?;
+            Ok(0isize)
+        })
     }
-    // SAFETY: per the contract.
-    let local = unsafe { iov_from_c(m.msg_iov, m.iov_count) }?;
-    // SAFETY: per the contract (count checked above).
-    let rv = unsafe { fi::slice_in(m.rma_iov, m.rma_iov_count) }?;
-    let mut remote = RmaIovList::default();
-    for r in rv {
-        remote.push(RmaIov {
-            addr: r.addr,
-            len: r.len,
-            key: r.key,
-        });
+}
+
+fn ctx(c: *mut c_void) -> Extra {
+    Extra {
+        context: c as usize,
+        ..Extra::default()
     }
-    Ok(RmaOp {
-        kind,
-        local,
-        remote,
-        dest: m.addr,
-        data: (kind == RmaKind::Write && flags & FI_REMOTE_CQ_DATA != 0).then_some(m.data),
-        flags: Some(flags),
-        context: m.context as usize,
-        inject: false,
-    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -82,20 +119,20 @@ unsafe extern "C" fn read(
     src: fi_addr_t,
     addr: u64,
     key: u64,
-    ctx: *mut c_void,
+    c: *mut c_void,
 ) -> isize {
     // SAFETY: arguments from fi_read().
     unsafe {
-        with_ep("fi_read", e as *const c_void, |o| {
-            let op = simple(RmaKind::Read, iov_single(buf, len)?, src, addr, key);
-            post(
-                o,
-                RmaOp {
-                    context: ctx as usize,
-                    ..op
-                },
-            )
-        })
+        post_one(
+            "fi_read",
+            e,
+            RmaKind::Read,
+            || iov_single(buf, len),
+            src,
+            addr,
+            key,
+            ctx(c),
+        )
     }
 }
 
@@ -108,30 +145,26 @@ unsafe extern "C" fn readv(
     src: fi_addr_t,
     addr: u64,
     key: u64,
-    ctx: *mut c_void,
+    c: *mut c_void,
 ) -> isize {
     // SAFETY: arguments from fi_readv().
     unsafe {
-        with_ep("fi_readv", e as *const c_void, |o| {
-            let op = simple(RmaKind::Read, iov_from_c(iov, count)?, src, addr, key);
-            post(
-                o,
-                RmaOp {
-                    context: ctx as usize,
-                    ..op
-                },
-            )
-        })
+        post_one(
+            "fi_readv",
+            e,
+            RmaKind::Read,
+            || iov_from_c(iov, count),
+            src,
+            addr,
+            key,
+            ctx(c),
+        )
     }
 }
 
 unsafe extern "C" fn readmsg(e: Ep, msg: *const fi_msg_rma, flags: u64) -> isize {
     // SAFETY: arguments from fi_readmsg().
-    unsafe {
-        with_ep("fi_readmsg", e as *const c_void, |o| {
-            post(o, from_msg(RmaKind::Read, msg, flags)?)
-        })
-    }
+    unsafe { post_msg("fi_readmsg", e, RmaKind::Read, msg, flags) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -143,20 +176,20 @@ unsafe extern "C" fn write(
     dest: fi_addr_t,
     addr: u64,
     key: u64,
-    ctx: *mut c_void,
+    c: *mut c_void,
 ) -> isize {
     // SAFETY: arguments from fi_write().
     unsafe {
-        with_ep("fi_write", e as *const c_void, |o| {
-            let op = simple(RmaKind::Write, iov_single(buf, len)?, dest, addr, key);
-            post(
-                o,
-                RmaOp {
-                    context: ctx as usize,
-                    ..op
-                },
-            )
-        })
+        post_one(
+            "fi_write",
+            e,
+            RmaKind::Write,
+            || iov_single(buf, len),
+            dest,
+            addr,
+            key,
+            ctx(c),
+        )
     }
 }
 
@@ -169,30 +202,26 @@ unsafe extern "C" fn writev(
     dest: fi_addr_t,
     addr: u64,
     key: u64,
-    ctx: *mut c_void,
+    c: *mut c_void,
 ) -> isize {
     // SAFETY: arguments from fi_writev().
     unsafe {
-        with_ep("fi_writev", e as *const c_void, |o| {
-            let op = simple(RmaKind::Write, iov_from_c(iov, count)?, dest, addr, key);
-            post(
-                o,
-                RmaOp {
-                    context: ctx as usize,
-                    ..op
-                },
-            )
-        })
+        post_one(
+            "fi_writev",
+            e,
+            RmaKind::Write,
+            || iov_from_c(iov, count),
+            dest,
+            addr,
+            key,
+            ctx(c),
+        )
     }
 }
 
 unsafe extern "C" fn writemsg(e: Ep, msg: *const fi_msg_rma, flags: u64) -> isize {
     // SAFETY: arguments from fi_writemsg().
-    unsafe {
-        with_ep("fi_writemsg", e as *const c_void, |o| {
-            post(o, from_msg(RmaKind::Write, msg, flags)?)
-        })
-    }
+    unsafe { post_msg("fi_writemsg", e, RmaKind::Write, msg, flags) }
 }
 
 unsafe extern "C" fn inject_write(
@@ -203,12 +232,22 @@ unsafe extern "C" fn inject_write(
     addr: u64,
     key: u64,
 ) -> isize {
+    let x = Extra {
+        inject: true,
+        ..Extra::default()
+    };
     // SAFETY: arguments from fi_inject_write().
     unsafe {
-        with_ep("fi_inject_write", e as *const c_void, |o| {
-            let op = simple(RmaKind::Write, iov_single(buf, len)?, dest, addr, key);
-            post(o, RmaOp { inject: true, ..op })
-        })
+        post_one(
+            "fi_inject_write",
+            e,
+            RmaKind::Write,
+            || iov_single(buf, len),
+            dest,
+            addr,
+            key,
+            x,
+        )
     }
 }
 
@@ -222,21 +261,24 @@ unsafe extern "C" fn writedata(
     dest: fi_addr_t,
     addr: u64,
     key: u64,
-    ctx: *mut c_void,
+    c: *mut c_void,
 ) -> isize {
+    let x = Extra {
+        data: Some(data),
+        ..ctx(c)
+    };
     // SAFETY: arguments from fi_writedata().
     unsafe {
-        with_ep("fi_writedata", e as *const c_void, |o| {
-            let op = simple(RmaKind::Write, iov_single(buf, len)?, dest, addr, key);
-            post(
-                o,
-                RmaOp {
-                    data: Some(data),
-                    context: ctx as usize,
-                    ..op
-                },
-            )
-        })
+        post_one(
+            "fi_writedata",
+            e,
+            RmaKind::Write,
+            || iov_single(buf, len),
+            dest,
+            addr,
+            key,
+            x,
+        )
     }
 }
 
@@ -249,19 +291,23 @@ unsafe extern "C" fn inject_writedata(
     addr: u64,
     key: u64,
 ) -> isize {
+    let x = Extra {
+        data: Some(data),
+        inject: true,
+        ..Extra::default()
+    };
     // SAFETY: arguments from fi_inject_writedata().
     unsafe {
-        with_ep("fi_inject_writedata", e as *const c_void, |o| {
-            let op = simple(RmaKind::Write, iov_single(buf, len)?, dest, addr, key);
-            post(
-                o,
-                RmaOp {
-                    data: Some(data),
-                    inject: true,
-                    ..op
-                },
-            )
-        })
+        post_one(
+            "fi_inject_writedata",
+            e,
+            RmaKind::Write,
+            || iov_single(buf, len),
+            dest,
+            addr,
+            key,
+            x,
+        )
     }
 }
 

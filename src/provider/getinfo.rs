@@ -128,11 +128,15 @@ pub const MAX_ERR_DATA: usize = 64;
 
 /// RMA (docs/rma.md): reads and writes, both ends, with remote events.
 pub const RMA_CAPS: u64 = crate::core::rma::RMA_CAPS;
-/// The RMA direction caps (`fi_getinfo(3)`: none named means all).
+/// Atomics (docs/rma.md, Atomics): both ends.
+pub const ATOMIC_CAPS: u64 = crate::core::rma::ATOMIC_CAPS;
+/// The RMA and atomic direction caps (`fi_getinfo(3)`: none named means all).
 const RMA_DIRECTION_CAPS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-/// Tx-side and rx-side RMA caps.
-const RMA_TX_CAPS: u64 = FI_RMA | FI_READ | FI_WRITE;
-const RMA_RX_CAPS: u64 = FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
+/// The primary caps the directions apply to.
+const REMOTE_MEMORY: u64 = FI_RMA | FI_ATOMIC;
+/// Tx-side and rx-side RMA and atomic caps.
+const RMA_TX_CAPS: u64 = REMOTE_MEMORY | FI_READ | FI_WRITE;
+const RMA_RX_CAPS: u64 = REMOTE_MEMORY | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
 
 /// Capabilities the shm data path delivers. Host-local only.
 pub const SHM_CAPS: u64 = FI_MSG
@@ -145,7 +149,8 @@ pub const SHM_CAPS: u64 = FI_MSG
     | FI_DIRECTED_RECV
     | FI_VARIABLE_MSG
     | FI_LOCAL_COMM
-    | RMA_CAPS;
+    | RMA_CAPS
+    | ATOMIC_CAPS;
 /// Capabilities the tcp data path delivers.
 pub const TCP_CAPS: u64 = FI_MSG
     | FI_TAGGED
@@ -158,7 +163,8 @@ pub const TCP_CAPS: u64 = FI_MSG
     | FI_VARIABLE_MSG
     | FI_LOCAL_COMM
     | FI_REMOTE_COMM
-    | RMA_CAPS;
+    | RMA_CAPS
+    | ATOMIC_CAPS;
 
 /// Caps that may appear in `tx_attr->caps` (masked with the entry's caps).
 pub const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | RMA_TX_CAPS;
@@ -318,7 +324,7 @@ pub fn template_info(t: &Template, version: u32) -> Info {
             inject_size: INJECT_SIZE,
             size: QUEUE_SIZE,
             iov_limit: IOV_LIMIT,
-            rma_iov_limit: if t.caps & FI_RMA != 0 { RMA_IOV_LIMIT } else { 0 },
+            rma_iov_limit: if t.caps & REMOTE_MEMORY != 0 { RMA_IOV_LIMIT } else { 0 },
             tclass: FI_TC_UNSPEC,
         }),
         rx: Some(RxAttr {
@@ -957,10 +963,10 @@ fn with_directions(caps: u64) -> u64 {
     }
 }
 
-/// `FI_RMA` without a direction means every direction offered (util's
-/// `ofi_get_caps`).
+/// `FI_RMA` or `FI_ATOMIC` without a direction means every direction
+/// offered (util's `ofi_get_caps`).
 fn with_rma_directions(caps: u64, offered: u64) -> u64 {
-    if caps & FI_RMA != 0 && caps & RMA_DIRECTION_CAPS == 0 {
+    if caps & REMOTE_MEMORY != 0 && caps & RMA_DIRECTION_CAPS == 0 {
         caps | (offered & RMA_DIRECTION_CAPS)
     } else {
         caps
@@ -969,10 +975,10 @@ fn with_rma_directions(caps: u64, offered: u64) -> u64 {
 
 /// The RMA part of a tx (`side` = `FI_READ | FI_WRITE`, `RMA_TX_CAPS`) or
 /// rx (`FI_REMOTE_READ | FI_REMOTE_WRITE`, `RMA_RX_CAPS`) attribute's caps:
-/// present when the caps have `FI_RMA` and that side is named or no RMA
-/// direction is.
+/// present when the caps have `FI_RMA` or `FI_ATOMIC` and that side is
+/// named or no direction is.
 fn rma_side(caps: u64, side: u64, mask: u64) -> u64 {
-    if caps & FI_RMA != 0 && (caps & side != 0 || caps & RMA_DIRECTION_CAPS == 0) {
+    if caps & REMOTE_MEMORY != 0 && (caps & side != 0 || caps & RMA_DIRECTION_CAPS == 0) {
         caps & mask
     } else {
         0
@@ -996,7 +1002,8 @@ fn allows(caps: u64, direction: u64) -> bool {
 /// only secondary caps): it turns the receive side into buffered receives
 /// (fi_msg(3) "Variable Length Messages"), so only an application that names
 /// it gets it. `FI_RMA` is implied by an empty request only (or by
-/// `FI_RMA_EVENT`); `FI_RMA` without a direction gets every RMA direction.
+/// `FI_RMA_EVENT`), `FI_ATOMIC` by an empty request only; either without a
+/// direction gets every direction.
 pub fn effective_caps(offered: u64, requested: u64) -> u64 {
     if requested == 0 {
         return offered & !FI_VARIABLE_MSG;
@@ -1007,7 +1014,7 @@ pub fn effective_caps(offered: u64, requested: u64) -> u64 {
         // the messaging primaries are what a bare secondary request meant
         // before RMA was offered, and still means.
         let rma = if c & FI_RMA_EVENT != 0 { FI_RMA } else { 0 };
-        c |= offered & PRIMARY_CAPS & !(FI_VARIABLE_MSG | FI_RMA) | (offered & rma);
+        c |= offered & PRIMARY_CAPS & !(FI_VARIABLE_MSG | REMOTE_MEMORY) | (offered & rma);
     }
     c = with_rma_directions(with_directions(c), offered) & (offered | requested);
     if c & COMM_CAPS == 0 {
@@ -1481,7 +1488,10 @@ mod tests {
             assert_eq!(f.prov_name, None);
             assert_eq!(f.prov_version, PROVIDER_VERSION);
             let tx = i.tx.as_ref().unwrap();
-            assert_eq!(tx.caps, FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_READ | FI_WRITE);
+            assert_eq!(
+                tx.caps,
+                FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE
+            );
             assert_eq!((tx.msg_order, tx.comp_order), (FI_ORDER_SAS, FI_ORDER_NONE));
             assert_eq!(
                 (tx.inject_size, tx.size, tx.iov_limit, tx.rma_iov_limit),
@@ -1585,8 +1595,8 @@ mod tests {
     #[test]
     fn caps_must_be_a_subset() {
         for bad in [
-            FI_ATOMIC,
-            FI_RMA | FI_ATOMIC,
+            FI_COLLECTIVE,
+            FI_RMA | FI_ATOMIC | FI_COLLECTIVE,
             FI_HMEM,
             FI_RMA_PMEM,
             FI_SHARED_AV,
@@ -1655,6 +1665,41 @@ mod tests {
         let l = run(&h).unwrap();
         assert_eq!(l[0].tx.as_ref().unwrap().caps, FI_TAGGED | FI_SEND);
         assert_eq!(l[0].rx.as_ref().unwrap().caps, FI_MSG | FI_RECV | FI_MULTI_RECV);
+    }
+
+    /// Atomics are offered on every entry and matched like RMA: asked for
+    /// (fi_rdm_atomic's FI_MSG | FI_ATOMICS), both sides, every direction;
+    /// a request naming RMA only gets no atomics, and the reverse.
+    #[test]
+    fn atomics_on_every_entry() {
+        let mut h = alloc_hints();
+        h.caps = FI_MSG | FI_ATOMIC;
+        let l = run(&h).unwrap();
+        assert_eq!(l.len(), 2);
+        for i in &l {
+            let dirs = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+            assert_eq!(i.caps & (ATOMIC_CAPS | FI_RMA), FI_ATOMIC | dirs);
+            assert_eq!(
+                i.tx.as_ref().unwrap().caps & !(FI_MSG | FI_SEND),
+                FI_ATOMIC | FI_READ | FI_WRITE
+            );
+            assert_eq!(
+                i.rx.as_ref().unwrap().caps & !(FI_MSG | FI_RECV),
+                FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE
+            );
+        }
+        h.caps = FI_RMA;
+        for i in run(&h).unwrap() {
+            assert_eq!(i.caps & FI_ATOMIC, 0, "RMA alone brings no atomics");
+        }
+        h.caps = FI_ATOMIC | FI_REMOTE_WRITE;
+        for i in run(&h).unwrap() {
+            assert_eq!(i.caps & (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ), 0);
+            assert_eq!(i.tx.as_ref().unwrap().caps & FI_ATOMIC, 0, "target only");
+        }
+        // The connected entry too.
+        let l = super::getinfo(&query(Some(&msg_hints(FI_MSG | FI_ATOMIC)))).unwrap();
+        assert_eq!(l[0].caps & FI_ATOMIC, FI_ATOMIC);
     }
 
     /// RMA is offered on the RDM entries (the connected entry: the
@@ -1867,7 +1912,7 @@ mod tests {
             }),
             ("tx comp", |h| h.tx.as_mut().unwrap().comp_order = FI_ORDER_STRICT),
             ("tx op", |h| h.tx.as_mut().unwrap().op_flags = FI_COMMIT_COMPLETE),
-            ("tx caps", |h| h.tx.as_mut().unwrap().caps = FI_ATOMIC),
+            ("tx caps", |h| h.tx.as_mut().unwrap().caps = FI_COLLECTIVE),
             ("tx tclass", |h| h.tx.as_mut().unwrap().tclass = 0x100 | 64),
             ("rx size", |h| h.rx.as_mut().unwrap().size = QUEUE_SIZE + 1),
             ("rx iov", |h| h.rx.as_mut().unwrap().iov_limit = IOV_LIMIT + 1),
@@ -1875,7 +1920,7 @@ mod tests {
             ("rx order", |h| h.rx.as_mut().unwrap().msg_order = FI_ORDER_DATA),
             ("rx comp", |h| h.rx.as_mut().unwrap().comp_order = FI_ORDER_DATA),
             ("rx op", |h| h.rx.as_mut().unwrap().op_flags = FI_DELIVERY_COMPLETE),
-            ("rx caps", |h| h.rx.as_mut().unwrap().caps = FI_ATOMIC),
+            ("rx caps", |h| h.rx.as_mut().unwrap().caps = FI_COLLECTIVE),
             ("max msg", |h| h.ep.as_mut().unwrap().max_msg_size = (1 << 30) + 1),
             ("protocol", |h| h.ep.as_mut().unwrap().protocol = FI_PROTO_SOCK_TCP),
             ("proto ver", |h| h.ep.as_mut().unwrap().protocol_version = 2),
@@ -2384,7 +2429,7 @@ mod tests {
         // No match: the out pointer is left NULL.
         let mut out: *mut fi_info = core::ptr::dangling_mut();
         let h = Info {
-            caps: FI_ATOMIC,
+            caps: FI_TRIGGER,
             ..alloc_hints()
         }
         .to_c()
@@ -2534,15 +2579,24 @@ mod tests {
         assert_eq!(m.caps, crate::fi::connected::MSG_CAPS & !FI_VARIABLE_MSG);
         let l = super::getinfo(&query(Some(&msg_hints(FI_MSG | FI_VARIABLE_MSG)))).unwrap();
         assert_ne!(l[0].caps & FI_VARIABLE_MSG, 0);
-        assert_eq!(m.caps & (FI_SOURCE | FI_DIRECTED_RECV | FI_ATOMIC), 0);
+        assert_eq!(m.caps & (FI_SOURCE | FI_DIRECTED_RECV), 0);
         assert_eq!(m.caps & RMA_CAPS, RMA_CAPS, "RMA on connected endpoints too");
+        assert_eq!(m.caps & ATOMIC_CAPS, ATOMIC_CAPS, "atomics too");
         assert_eq!(
             m.tx.as_ref().unwrap().caps,
-            FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_READ | FI_WRITE
+            FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE
         );
         assert_eq!(
             m.rx.as_ref().unwrap().caps,
-            FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT
+            FI_MSG
+                | FI_TAGGED
+                | FI_RECV
+                | FI_MULTI_RECV
+                | FI_RMA
+                | FI_ATOMIC
+                | FI_REMOTE_READ
+                | FI_REMOTE_WRITE
+                | FI_RMA_EVENT
         );
         assert_eq!(m.addr_format, FI_SOCKADDR_IN);
         assert_eq!(m.ep.as_ref().unwrap().protocol, TCP_PROTOCOL);
@@ -2565,7 +2619,7 @@ mod tests {
         let l = super::getinfo(&query(Some(&msg_hints(FI_MSG | FI_RMA)))).unwrap();
         assert_eq!(l[0].tx.as_ref().unwrap().rma_iov_limit, RMA_IOV_LIMIT);
         // Capabilities the connected data path does not have.
-        for c in [FI_SOURCE, FI_DIRECTED_RECV, FI_ATOMIC] {
+        for c in [FI_SOURCE, FI_DIRECTED_RECV] {
             assert_eq!(
                 super::getinfo(&query(Some(&msg_hints(FI_MSG | c)))).unwrap_err(),
                 Error::NODATA

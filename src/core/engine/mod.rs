@@ -41,6 +41,7 @@
 //! pushed to CQs (their own locks) while it is held — the order is always
 //! endpoint → CQ, never the reverse (CQ reads progress before locking).
 
+mod atomic;
 pub(crate) mod buffered;
 mod completion;
 mod connected;
@@ -53,6 +54,7 @@ mod rma;
 pub(crate) use rendezvous::parse_rts;
 mod send;
 
+pub(crate) use self::atomic::AtomicArgs;
 use self::buffered::{Buffered, BUF_HANDLE, PREFIX_AUX};
 use self::completion::{cq_error, cq_success, Received, RxFailure, RxIdent};
 use self::matching::{IovList, Matching, PostedRecv, RtsInfo, UnexBody, Unexpected};

@@ -37,6 +37,7 @@
 //! * Failure: a peer that fails completes the operations that wait on it
 //!   with `PEER_FAILED`; the target drops what it was serving it.
 
+use super::atomic::{AtomicOp, AtomicPlacing, AtomicReply};
 use super::completion::Report;
 use super::*;
 use crate::core::mr::{MrMap, EACCES};
@@ -202,11 +203,13 @@ impl Op {
 }
 
 /// A chunk being placed.
-enum Placing {
+pub(super) enum Placing {
     /// At the target: a `WRITE` chunk going into registered memory.
     Write { src: Addr, hdr: WireHdr },
     /// At the initiator: `n` bytes of `READ_RESP` for operation `id`.
     Read { id: u64, n: usize },
+    /// An atomic record (`core/engine/atomic.rs`).
+    Atomic(AtomicPlacing),
 }
 
 /// A request the target works on after the transport's pass: a read to
@@ -222,32 +225,65 @@ struct Job {
     off: usize,
 }
 
-/// The engine's RMA state.
+/// The engine's RMA state (atomics too: `core/engine/atomic.rs`).
 #[derive(Default)]
 pub(super) struct Rma {
     /// The domain's registrations (targets check every access here).
-    mrs: Option<Arc<MrMap>>,
+    pub(super) mrs: Option<Arc<MrMap>>,
     ops: FastMap<u64, Op>,
     /// Operations with something to send (phase `Start` or `Push`).
     sending: Vec<u64>,
     next: u64,
-    placing: Slab<Placing>,
+    pub(super) placing: Slab<Placing>,
+    /// Atomic operations this endpoint initiated, and those of them with a
+    /// record to send.
+    pub(super) atomics: FastMap<u64, AtomicOp>,
+    pub(super) atomic_sending: Vec<u64>,
+    /// Answers to atomics this target executed, waiting for room.
+    pub(super) replies: VecDeque<AtomicReply>,
     reads: VecDeque<Job>,
     pulls: VecDeque<Job>,
     /// (initiator, operation, segment) whose chunk was refused before the
     /// segment's last one: the last one reports that error.
     spoiled: FastMap<(Addr, u64, u32), Error>,
     tick: u32,
+    /// Set whenever an operation, a job or an answer is queued; cleared by
+    /// the pass that finds nothing left ([`Rma::any`]). The one word every
+    /// progress pass reads to skip RMA and atomics when idle (never false
+    /// while something is queued; possibly true for one pass after).
+    active: bool,
 }
 
 impl Rma {
     pub(super) fn outstanding(&self) -> usize {
-        self.ops.len()
+        self.ops.len() + self.atomics.len()
     }
 
-    /// Whether anything waits on a peer (liveness checks needed).
+    /// Whether anything waits on a peer (liveness checks needed): the
+    /// cheap check of every pass.
     pub(super) fn busy(&self) -> bool {
-        !self.ops.is_empty() || !self.reads.is_empty() || !self.pulls.is_empty()
+        self.active
+    }
+
+    /// Something was queued (an operation, a job, an answer).
+    pub(super) fn mark_active(&mut self) {
+        self.active = true;
+    }
+
+    /// Whether anything is queued at all (what [`Rma::busy`] caches).
+    fn any(&self) -> bool {
+        !self.ops.is_empty()
+            || !self.reads.is_empty()
+            || !self.pulls.is_empty()
+            || !self.atomics.is_empty()
+            || !self.replies.is_empty()
+    }
+
+    /// A fresh operation id (RMA and atomics share them).
+    pub(super) fn next_id(&mut self) -> u64 {
+        let id = RMA_ID | self.next;
+        self.next = (self.next + 1) & !RMA_ID;
+        id
     }
 }
 
@@ -314,14 +350,25 @@ impl Inner {
             return Err(Error::MSGSIZE);
         }
         let peer = self.destination(b, a.dest)?;
-        if self.st.tx.len() + self.st.rma.ops.len() >= self.st.cfg.tx_size {
+        let report = self.admit(b, a.inject_call, a.flags)?;
+        let r = self.start_rma(b, a, peer, report, inject);
+        self.unadmit(b, &r, report);
+        r
+    }
+
+    /// What every RMA or atomic operation takes before it starts: room in
+    /// the endpoint's transmit queue, a slot in its transmit CQ (unless an
+    /// inject call, which makes no completion), and how it reports.
+    pub(super) fn admit(&mut self, b: &Bound<'_>, inject_call: bool, flags: u64) -> Result<Report> {
+        let full = |s: &State| s.tx.len() + s.rma.outstanding() >= s.cfg.tx_size;
+        if full(&self.st) {
             self.pass(b);
-            if self.st.tx.len() + self.st.rma.ops.len() >= self.st.cfg.tx_size {
+            if full(&self.st) {
                 return Err(Error::AGAIN);
             }
         }
         let slot = match &b.tx_cq {
-            Some(cq) if !a.inject_call => {
+            Some(cq) if !inject_call => {
                 if cq.claim_slot().is_err() {
                     self.pass(b);
                     cq.claim_slot()?;
@@ -330,25 +377,26 @@ impl Inner {
             }
             _ => false,
         };
-        if a.flags & FI_MORE != 0 {
+        if flags & FI_MORE != 0 {
             self.port.more_coming();
         }
-        let report = Report {
-            on_success: !a.inject_call && (!b.tx_selective || a.flags & FI_COMPLETION != 0),
+        Ok(Report {
+            on_success: !inject_call && (!b.tx_selective || flags & FI_COMPLETION != 0),
             slot,
-        };
-        let r = self.start_rma(b, a, peer, report, inject);
-        if r.is_err() && slot {
+        })
+    }
+
+    /// Gives back the CQ slot of an operation that did not start.
+    pub(super) fn unadmit(&self, b: &Bound<'_>, r: &Result<()>, report: Report) {
+        if r.is_err() && report.slot {
             if let Some(cq) = &b.tx_cq {
                 cq.unclaim_slot();
             }
         }
-        r
     }
 
     fn start_rma(&mut self, b: &Bound<'_>, a: RmaArgs, peer: Addr, report: Report, inject: bool) -> Result<()> {
-        let id = RMA_ID | self.st.rma.next;
-        self.st.rma.next = (self.st.rma.next + 1) & !RMA_ID;
+        let id = self.st.rma.next_id();
         let mut op = Op {
             peer,
             kind: a.kind,
@@ -371,6 +419,7 @@ impl Inner {
             own_data(&mut op);
         }
         self.st.rma.ops.insert(id, op);
+        self.st.rma.mark_active();
         let mut sent = self.st.rma_advance(self.port.as_mut(), id);
         if sent == Err(Error::AGAIN) {
             // Our own backlog may be in the way: one pass, one more try.
@@ -578,6 +627,8 @@ impl State {
         match h.op {
             op::WRITE => self.rma_place_write(b, src, h),
             op::READ_RESP => self.rma_place_read(src, h),
+            op::ATOMIC => self.atomic_place_request(b, src, h),
+            op::ATOMIC_RESP => self.atomic_place_response(b, src, h),
             _ => Place::Discard,
         }
     }
@@ -586,8 +637,14 @@ impl State {
     /// takes RMA, the key exists, the range is inside its region and the
     /// region grants `access`.
     fn rma_target(&self, h: &WireHdr, access: u64) -> Result<IovList> {
+        self.target_check(h, access, FI_RMA)
+    }
+
+    /// [`State::rma_target`] for `class` (`FI_RMA` or `FI_ATOMIC`): the
+    /// endpoint takes it and every right in `access`.
+    pub(super) fn target_check(&self, h: &WireHdr, access: u64, class: u64) -> Result<IovList> {
         let dirs = self.cfg.caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
-        if self.cfg.caps & FI_RMA == 0 || (dirs != 0 && dirs & access == 0) {
+        if self.cfg.caps & class == 0 || (dirs != 0 && dirs & access != access) {
             return Err(EACCES);
         }
         let len = usize::try_from(h.len).map_err(|_| EACCES)?;
@@ -598,7 +655,7 @@ impl State {
             .access(h.tag, h.offset, len, access)
     }
 
-    fn rma_ack(&mut self, to: Addr, h: &WireHdr, status: Option<Error>) {
+    pub(super) fn rma_ack(&mut self, to: Addr, h: &WireHdr, status: Option<Error>) {
         let mut a = WireHdr::new(op::RMA_ACK);
         a.msg_id = h.msg_id;
         a.aux = h.aux;
@@ -608,14 +665,20 @@ impl State {
 
     /// Whether the remote event of a finished segment `h` fits the receive
     /// CQ (only remote CQ data makes an entry).
-    fn rma_event_fits(b: &Bound<'_>, h: &WireHdr) -> bool {
+    pub(super) fn rma_event_fits(b: &Bound<'_>, h: &WireHdr) -> bool {
         h.flags & flag::FINAL == 0 || h.flags & flag::REMOTE_CQ_DATA == 0 || b.rx_cq.is_none_or(|c| c.has_room())
     }
 
     /// The target's events for a segment `h` that is done: the counter
     /// bound to its region; with the operation's last (`FINAL`) segment, the
-    /// endpoint's `FI_REMOTE_*` counters and the remote CQ data entry.
-    fn rma_remote_event(&mut self, b: &Bound<'_>, src: &Addr, h: &WireHdr, kind: RmaKind) {
+    /// endpoint's `FI_REMOTE_*` counters and the remote CQ data entry
+    /// (flags `class` = `FI_RMA` or `FI_ATOMIC`, `FI_REMOTE_WRITE`,
+    /// `FI_REMOTE_CQ_DATA`).
+    pub(super) fn rma_remote_event(&mut self, b: &Bound<'_>, src: &Addr, h: &WireHdr, kind: RmaKind) {
+        self.remote_event(b, src, h, kind, FI_RMA)
+    }
+
+    pub(super) fn remote_event(&mut self, b: &Bound<'_>, src: &Addr, h: &WireHdr, kind: RmaKind, class: u64) {
         // A counter bound to the region counts every segment done in it.
         if let Some(m) = &self.rma.mrs {
             m.count(
@@ -650,7 +713,7 @@ impl State {
                         len: h.len as usize,
                         data: h.data,
                         src: src_fi.unwrap_or(FI_ADDR_NOTAVAIL),
-                        ..CqEntry::new(core::ptr::null_mut(), FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA)
+                        ..CqEntry::new(core::ptr::null_mut(), class | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA)
                     };
                     cq_success(
                         b.rx_cq,
@@ -752,6 +815,7 @@ impl State {
                     self.rma_segment_done(b, id, Ok(()));
                 }
             }
+            Placing::Atomic(a) => self.atomic_placed(b, a, result),
         }
     }
 
@@ -798,6 +862,7 @@ impl State {
                 } else {
                     self.rma.pulls.push_back(job);
                 }
+                self.rma.mark_active();
             }
             _ => {}
         }
@@ -815,6 +880,9 @@ impl State {
         }
         if !self.rma.reads.is_empty() {
             self.rma_serve_reads(port, b);
+        }
+        if !self.rma.replies.is_empty() || !self.rma.atomic_sending.is_empty() {
+            self.atomic_after_poll(port, b);
         }
         if !self.rma.sending.is_empty() {
             for id in std::mem::take(&mut self.rma.sending) {
@@ -843,11 +911,13 @@ impl State {
         if self.rma.tick.is_multiple_of(64) {
             let mut peers = FastSet::default();
             peers.extend(self.rma.ops.values().map(|o| o.peer));
+            peers.extend(self.rma.atomics.values().map(|o| o.peer));
             peers.extend(self.rma.reads.iter().map(|j| j.src));
             for p in peers {
                 port.check_peer(&p);
             }
         }
+        self.rma.active = self.rma.any();
     }
 
     /// `WRITE_REQ`s: the segment is checked, then pulled from the
@@ -966,6 +1036,7 @@ impl State {
                 self.rma_finish(b, op, Err(PEER_FAILED));
             }
         }
+        self.atomic_peer_failed(b, peer);
         self.rma.reads.retain(|j| j.src != *peer);
         self.rma.pulls.retain(|j| j.src != *peer);
         self.rma.spoiled.retain(|k, _| k.0 != *peer);
@@ -982,6 +1053,7 @@ impl State {
                 self.rma_finish(b, op, Err(e));
             }
         }
+        self.atomic_fail_all(b, e);
         self.rma.sending.clear();
         self.rma.reads.clear();
         self.rma.pulls.clear();
