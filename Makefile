@@ -20,7 +20,7 @@ export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
         c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-insns bench-mpi fmt lint clean panic-test \
-        memcheck asan stress fuzz fuzz-corpus loom
+        memcheck asan stress fuzz fuzz-corpus loom miri
 
 all: lib
 
@@ -273,11 +273,22 @@ stress: lib $(BUILD)/stress/rf_stress $(BUILD)/stress/no_rma_preload.so
 	c-tests/stress/run.sh $(BUILD)
 
 # ---- loom models of the shm ring and the wake-up handshake
-# (src/transport/shm/sync.rs, the code the provider runs) in a --cfg loom build
-# of its own target directory; the models take about a second, the build a
-# couple of minutes from clean. Part of make test.
+# (src/transport/shm/sync.rs) and of a CQ's slot accounting and empty-read
+# flag under FI_THREAD_SAFE (src/core/cq_queue.rs), the code the provider
+# runs, in a --cfg loom build of its own target directory; the models take
+# about half a minute, the build a couple of minutes from clean. Part of
+# make test.
 loom:
-	CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" $(TIMEOUT) 900 $(CARGO) test --lib transport::shm::sync::models
+	CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" $(TIMEOUT) 900 $(CARGO) test --lib -- \
+	  transport::shm::sync::models core::cq_queue::models
+
+# ---- Miri (not part of make test: needs a nightly toolchain with the miri
+# component): the unit tests of the pure-Rust modules (no FFI, no system
+# calls) under the interpreter, failing on undefined behaviour
+# (c-tests/miri.sh says which modules and why; docs/testing.md). Without
+# nightly Miri it says so and fails.
+miri:
+	$(TIMEOUT) 3600 c-tests/miri.sh
 
 # ---- fuzzing (not part of make test): the cargo-fuzz targets of fuzz/, each
 # for FUZZ_SECONDS (default 60), with nightly + cargo-fuzz; without them the

@@ -336,7 +336,9 @@ fn reference_decode(stream: &[u8], start: Stage) -> (Vec<Ev>, End) {
         let data = &stream[at + HDR_LEN..];
         let whole = data.len() >= n;
         match hdr.op {
-            op::EAGER | op::DATA => match choice(&hdr) {
+            // Messages, rendezvous chunks and the RMA chunks (WRITE,
+            // READ_RESP) are placed by the core; the rest are control.
+            op::EAGER | op::DATA | op::WRITE | op::READ_RESP => match choice(&hdr) {
                 Choice::Into(cap) => {
                     let cap = cap.min(n);
                     let got = data.len().min(cap);
@@ -459,17 +461,37 @@ pub fn records(data: &[u8]) {
             op::ACK | op::CTS | op::BYE => p == 0,
             op::DATA => p <= RECORD_LIM.max_payload && h.offset.checked_add(p as u64).is_some_and(|e| e <= h.len),
             op::HELLO => p <= CTL_MAX,
-            // RMA (docs/rma.md): a chunk stays inside the segment it names;
-            // a request's payload is exactly its (address, length) table.
+            // RMA (docs/protocol.md, docs/rma.md): a chunk lies inside its
+            // segment; a pull request carries its (address, length) table,
+            // `reserved` entries, required with CMA_OK and only then.
             op::WRITE | op::READ_RESP => {
                 p <= RECORD_LIM.max_payload && h.reserved.checked_add(p as u64).is_some_and(|e| e <= h.len)
             }
             op::WRITE_REQ | op::READ_REQ => {
-                h.reserved <= RECORD_LIM.max_iov as u64
-                    && p as u64 == h.reserved * IOV_ENTRY as u64
-                    && (h.op == op::READ_REQ || h.reserved >= 1)
+                let cma = h.flags & flag::CMA_OK != 0;
+                let table = h.reserved <= RECORD_LIM.max_iov as u64 && p as u64 == h.reserved * IOV_ENTRY as u64;
+                table
+                    && if h.op == op::WRITE_REQ {
+                        cma && h.reserved >= 1 && h.len > 0
+                    } else {
+                        (h.reserved >= 1) == cma
+                    }
             }
             op::RMA_ACK => p == 0,
+            // Atomics (docs/rma.md): the payload is exactly the operand
+            // (none for FI_ATOMIC_READ) plus, for compare, the compare
+            // values; an answer carries nothing or the whole segment.
+            op::ATOMIC_RESP => p <= RECORD_LIM.max_payload && (p == 0 || p as u64 == h.len),
+            op::ATOMIC => {
+                let (kind, aop) = (h.reserved >> 16, h.reserved & 0xff);
+                let operand = if aop == 10 { 0 } else { h.len as u128 };
+                let want = match kind {
+                    0 | 1 => operand,
+                    2 => h.len as u128 + operand,
+                    _ => u128::MAX,
+                };
+                p <= RECORD_LIM.max_payload && h.reserved >> 24 == 0 && p as u128 == want
+            }
             o => panic!("check() accepted op {o}"),
         };
         assert!(len_ok, "check() accepted inconsistent lengths: {h:?}");

@@ -204,6 +204,18 @@ fn iov(p: *const u8, n: usize) -> libc::iovec {
     }
 }
 
+/// An iovec a read writes into: the pointer must come from a mutable
+/// borrow (`as_mut_ptr`), taken after any `&mut self` call whose result
+/// goes into the same iovec array (such a call re-asserts unique access to
+/// the whole reader and would invalidate a pointer into its inline
+/// buffers; Miri's Stacked Borrows check, `make miri`).
+fn iov_mut(p: *mut u8, n: usize) -> libc::iovec {
+    libc::iovec {
+        iov_base: p as *mut libc::c_void,
+        iov_len: n,
+    }
+}
+
 impl Reader {
     pub(crate) fn new() -> Reader {
         Reader {
@@ -324,7 +336,8 @@ impl Reader {
                             return stop;
                         }
                         let want = HDR_LEN - self.hdr_got;
-                        let v = [iov(self.hdr_buf[self.hdr_got..].as_ptr(), want), self.ahead_iov()];
+                        let ahead = self.ahead_iov();
+                        let v = [iov_mut(self.hdr_buf[self.hdr_got..].as_mut_ptr(), want), ahead];
                         // SAFETY: the iovecs cover the unfilled tail of our
                         // own header buffer and our (empty) read-ahead buffer.
                         match unsafe { src.read(&v) } {
@@ -392,7 +405,8 @@ impl Reader {
                             return stop;
                         }
                         let want = n - got0;
-                        let v = [iov(self.ctl[got0..].as_ptr(), want), self.ahead_iov()];
+                        let ahead = self.ahead_iov();
+                        let v = [iov_mut(self.ctl[got0..].as_mut_ptr(), want), ahead];
                         // SAFETY: the iovecs cover part of our control buffer
                         // (`n <= CTL_MAX`, checked with the header) and our
                         // (empty) read-ahead buffer.
@@ -491,7 +505,7 @@ impl Reader {
                     }
                     if got0 + want >= take && got0 + want < len {
                         let d = (len - (got0 + want)).min(scratch.len());
-                        v[nv] = iov(scratch.as_ptr(), d);
+                        v[nv] = iov_mut(scratch.as_mut_ptr(), d);
                         nv += 1;
                         want += d;
                     }
@@ -527,8 +541,8 @@ impl Reader {
                     let State::Buffer { buf, .. } = &mut self.state else {
                         continue;
                     };
-                    let spare = buf.spare_capacity_mut().as_ptr() as *const u8;
-                    let mut v = [iov(spare, want), iov(core::ptr::null(), 0)];
+                    let spare = buf.spare_capacity_mut().as_mut_ptr() as *mut u8;
+                    let mut v = [iov_mut(spare, want), iov(core::ptr::null(), 0)];
                     match self.read_payload(src, &mut v, 1, want, want) {
                         Ok((p, short)) => {
                             if let State::Buffer { buf, .. } = &mut self.state {
@@ -582,7 +596,7 @@ impl Reader {
                         return stop;
                     }
                     let want = (len - got0).min(scratch.len());
-                    let mut v = [iov(scratch.as_ptr(), want), iov(core::ptr::null(), 0)];
+                    let mut v = [iov_mut(scratch.as_mut_ptr(), want), iov(core::ptr::null(), 0)];
                     match self.read_payload(src, &mut v, 1, want, len - got0) {
                         Ok((p, short)) => {
                             if let State::Discard { got, .. } = &mut self.state {
