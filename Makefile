@@ -276,6 +276,7 @@ stress: lib $(BUILD)/stress/rf_stress $(BUILD)/stress/no_rma_preload.so
 # couple of minutes from clean. Part of make test.
 loom:
 	CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" $(TIMEOUT) 900 $(CARGO) test --lib transport::shm::sync::models
+	CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" $(TIMEOUT) 900 $(CARGO) test --lib transport::shm::ready::models
 
 # ---- fuzzing (not part of make test): the cargo-fuzz targets of fuzz/, each
 # for FUZZ_SECONDS (default 60), with nightly + cargo-fuzz; without them the
@@ -349,6 +350,17 @@ $(BUILD)/bench/rf_insns: c-tests/bench/rf_insns.c
 
 bench-insns: lib $(BUILD)/bench/rf_insns
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/insns.sh $(BUILD)/bench/rf_insns
+
+# Instructions of one empty fi_cq_read of an endpoint with 1, 8, 64 and 256
+# connected peers (callgrind over rf_idle: rustfab shm, tcp, auto and 1.17's
+# shm), so that a progress pass whose cost grows with idle peers shows
+# (c-tests/bench/idle.sh; docs/performance.md "Scale"; not part of test).
+$(BUILD)/bench/rf_idle: c-tests/bench/rf_idle.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric
+
+bench-idle: lib $(BUILD)/bench/rf_idle
+	c-tests/bench/idle.sh $(BUILD)/bench/rf_idle
 
 # What an endpoint costs per peer (RSS, descriptors, shm mapped, first and
 # steady message round) for 1 ... 256 peers, rustfab next to shm and
