@@ -19,7 +19,7 @@ MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
-        c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-insns bench-mpi fmt lint clean panic-test \
+        c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-insns bench-idle bench-mpi fmt lint clean panic-test \
         memcheck asan stress fuzz fuzz-corpus loom
 
 all: lib
