@@ -376,9 +376,7 @@ impl ShmPort {
 
     /// Whether records are waiting (a waiter must not sleep).
     pub fn has_pending(&self) -> bool {
-        self.seg.claim_seq() != self.seen_claims
-            || self.seg.any_ready()
-            || self.inbound.iter().any(InSlot::has_records)
+        self.seg.claim_seq() != self.seen_claims || self.seg.any_ready() || self.inbound.iter().any(InSlot::has_records)
     }
 
     fn drain_doorbell(&mut self) {
@@ -1521,7 +1519,9 @@ mod tests {
         idle_out(&mut b);
         assert_eq!(b.inbound.nhot, 0, "idle rings are still polled on every pass");
         // The next record of an idle sender is found on the next pass.
-        senders[5].send_record(&b.addr(), &eager(&[2]), Payload::Bytes(&[2])).unwrap();
+        senders[5]
+            .send_record(&b.addr(), &eager(&[2]), Payload::Bytes(&[2]))
+            .unwrap();
         assert_eq!(sources(&mut b), vec![(senders[5].addr(), sys::getpid())]);
         assert_eq!(b.inbound.nhot, 1);
     }

@@ -54,7 +54,10 @@ impl ReadyWord for core::sync::atomic::AtomicU64 {
 #[inline(always)]
 pub fn after_publish<W: Word>(sleepers: &W, watched: &W) -> (bool, bool) {
     W::fence(Ordering::SeqCst);
-    (sleepers.load(Ordering::Relaxed) != 0, watched.load(Ordering::Relaxed) == 0)
+    (
+        sleepers.load(Ordering::Relaxed) != 0,
+        watched.load(Ordering::Relaxed) == 0,
+    )
 }
 
 /// Producer: marks slot `bit` of bitmap word `word` (index `w` in the
@@ -156,7 +159,13 @@ mod models {
             let summary = Arc::new(mk());
             let bits = Arc::new(mk());
             watch(&*watched);
-            let (t2, w2, s2, sum2, b2) = (tail.clone(), watched.clone(), sleepers.clone(), summary.clone(), bits.clone());
+            let (t2, w2, s2, sum2, b2) = (
+                tail.clone(),
+                watched.clone(),
+                sleepers.clone(),
+                summary.clone(),
+                bits.clone(),
+            );
             let producer = thread::spawn(move || {
                 publish(&*t2, 1);
                 let (_, sig) = after_publish(&*s2, &*w2);
