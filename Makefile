@@ -19,7 +19,7 @@ MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
-        c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-insns bench-mpi fmt lint clean panic-test \
+        c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-insns bench-idle bench-mpi fmt lint clean panic-test \
         memcheck asan stress fuzz fuzz-corpus loom miri
 
 all: lib
@@ -280,7 +280,7 @@ stress: lib $(BUILD)/stress/rf_stress $(BUILD)/stress/no_rma_preload.so
 # make test.
 loom:
 	CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" $(TIMEOUT) 900 $(CARGO) test --lib -- \
-	  transport::shm::sync::models core::cq_queue::models
+	  transport::shm::sync::models transport::shm::ready::models core::cq_queue::models
 
 # ---- Miri (not part of make test: needs a nightly toolchain with the miri
 # component): the unit tests of the pure-Rust modules (no FFI, no system
@@ -362,6 +362,17 @@ $(BUILD)/bench/rf_insns: c-tests/bench/rf_insns.c c-tests/bench/bench_common.h
 
 bench-insns: lib $(BUILD)/bench/rf_insns
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/insns.sh $(BUILD)/bench/rf_insns
+
+# Instructions of one empty fi_cq_read of an endpoint with 1, 8, 64 and 256
+# connected peers (callgrind over rf_idle: rustfab shm, tcp, auto and 1.17's
+# shm), so that a progress pass whose cost grows with idle peers shows
+# (c-tests/bench/idle.sh; docs/performance.md "Scale"; not part of test).
+$(BUILD)/bench/rf_idle: c-tests/bench/rf_idle.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric
+
+bench-idle: lib $(BUILD)/bench/rf_idle
+	c-tests/bench/idle.sh $(BUILD)/bench/rf_idle
 
 # What an endpoint costs per peer (RSS, descriptors, shm mapped, first and
 # steady message round) for 1 ... 256 peers, rustfab next to shm and

@@ -19,9 +19,11 @@ impl State {
 
     pub(super) fn watch_peers(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         // Liveness checks cost a clock read and possibly a /proc read: do
-        // them only while something waits on a peer, every 64th pass.
+        // them only while something waits on a peer, every 64th pass (the
+        // pass count first: `waits_on_peers` is a call and four loads, on
+        // every pass of a polling application).
         self.watch_tick = self.watch_tick.wrapping_add(1);
-        if self.waits_on_peers() && self.watch_tick.is_multiple_of(64) {
+        if self.watch_tick.is_multiple_of(64) && self.waits_on_peers() {
             self.check_liveness(port, b);
         }
         self.handle_events(port, b);

@@ -2,7 +2,10 @@
 //!
 //! * Inbound: the endpoint's own [`segment::Segment`]; every peer that sends
 //!   to it claims a slot and produces records into that slot's SPSC ring;
-//!   [`ShmPort::poll`] consumes them in per-peer FIFO order.
+//!   [`ShmPort::poll`] consumes them in per-peer FIFO order. A pass polls
+//!   only the rings that carried records lately and those their senders
+//!   signalled on the segment's ready list (`ready.rs`): an idle peer costs
+//!   a pass nothing.
 //! * Outbound: for each destination, its segment mapped, a slot claimed in
 //!   it, and our producer tail.
 //! * Waking: a sleeping owner publishes `sleepers > 0` in its header; a
@@ -19,6 +22,7 @@
 //!   kernel credentials give the pid CMA reads from; an unverified sender
 //!   reports pid 0 and its large messages are streamed (docs/security.md).
 
+pub mod ready;
 pub mod ring;
 pub mod segment;
 pub mod sync;
@@ -46,6 +50,14 @@ const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
 /// Fewer free slots than this: look for slots of dead senders (at most
 /// every LIVENESS_PERIOD).
 const RECLAIM_BELOW: usize = 32;
+/// Every this many passes, watched rings that carried nothing since the
+/// last time stop being polled on every pass (ready.rs).
+const EVICT_PERIOD: u32 = 64;
+/// Every this many eviction rounds (4096 passes), and after a sleeper was
+/// announced, every inbound ring is looked at once: a sender that died
+/// between publishing a record and signalling it costs latency, never the
+/// record.
+const SWEEP_ROUNDS: u32 = 64;
 /// How long a sender retries its "who I am" datagram when the owner's
 /// doorbell queue is full (it then goes on unverified: no CMA from it).
 const HELLO_PATIENCE: Duration = Duration::from_millis(50);
@@ -133,6 +145,111 @@ struct InSlot {
     broken: bool,
     /// Its sender is proven dead: freed once drained.
     dead: bool,
+    /// `head` at the last eviction round (moved since: the ring is busy).
+    round_head: u64,
+    /// Look at its state after the next consume (signalled: it may have
+    /// closed; its sender died).
+    look: bool,
+}
+
+impl InSlot {
+    fn new(slot: usize, ring: Ring, sender: SlotSender, vpid: i32) -> InSlot {
+        InSlot {
+            slot,
+            ring,
+            head: 0,
+            sender,
+            vpid,
+            broken: false,
+            dead: false,
+            round_head: 0,
+            look: false,
+        }
+    }
+
+    fn has_records(&self) -> bool {
+        !self.broken && self.ring.ready(self.head).is_some()
+    }
+}
+
+/// The senders an endpoint knows, dense, the watched ones first: a pass
+/// walks `v[..nhot]` only (ready.rs); `pos` finds a slot's entry.
+struct Inbound {
+    v: Vec<InSlot>,
+    /// By slot of our segment: the index in `v` (`NONE`: unknown sender).
+    pos: Box<[u16]>,
+    nhot: usize,
+}
+
+impl Inbound {
+    const NONE: u16 = u16::MAX;
+
+    fn new() -> Inbound {
+        Inbound {
+            v: Vec::new(),
+            pos: vec![Self::NONE; NSLOTS].into_boxed_slice(),
+            nhot: 0,
+        }
+    }
+
+    fn find(&self, slot: usize) -> Option<usize> {
+        match self.pos.get(slot) {
+            Some(&i) if i != Self::NONE => Some(i as usize),
+            _ => None,
+        }
+    }
+
+    fn swap(&mut self, a: usize, b: usize) {
+        self.v.swap(a, b);
+        self.pos[self.v[a].slot] = a as u16;
+        self.pos[self.v[b].slot] = b as u16;
+    }
+
+    /// A new sender, not watched yet; its index.
+    fn adopt(&mut self, s: InSlot) -> usize {
+        let i = self.v.len();
+        self.pos[s.slot] = i as u16;
+        self.v.push(s);
+        i
+    }
+
+    /// Moves entry `i` among the watched ones (marked to be looked at);
+    /// whether it was not watched before. Its new index is `pos[slot]`.
+    fn heat(&mut self, i: usize) -> bool {
+        self.v[i].look = true;
+        if i < self.nhot {
+            return false;
+        }
+        self.swap(i, self.nhot);
+        self.nhot += 1;
+        true
+    }
+
+    /// Moves watched entry `i` out of the watched ones.
+    fn cool(&mut self, i: usize) {
+        debug_assert!(i < self.nhot);
+        self.nhot -= 1;
+        self.swap(i, self.nhot);
+    }
+
+    /// Forgets entry `i` (its slot is freed).
+    fn remove(&mut self, mut i: usize) {
+        if i < self.nhot {
+            self.cool(i);
+            i = self.nhot;
+        }
+        let last = self.v.len() - 1;
+        if i != last {
+            self.swap(i, last);
+        }
+        if let Some(s) = self.v.pop() {
+            self.pos[s.slot] = Self::NONE;
+        }
+    }
+
+    fn iter(&self) -> core::slice::Iter<'_, InSlot> {
+        self.v.iter()
+    }
 }
 
 /// A sender's claim as the kernel's credentials confirmed it.
@@ -183,7 +300,16 @@ pub struct ShmPort {
     token: u64,
     me: SlotSender,
     ring_tx: Ringer,
-    inbound: Vec<InSlot>,
+    /// The senders we know; the watched ones are polled on every pass.
+    inbound: Inbound,
+    /// Passes left before the next eviction round.
+    round: u32,
+    /// Eviction rounds left before the next sweep.
+    rounds: u32,
+    /// Look at every inbound ring on the next pass (a sleeper was announced).
+    sweep_due: bool,
+    /// Some watched entry is marked to be looked at (`InSlot::look`).
+    looking: bool,
     seen_claims: u64,
     peers: FastMap<u64, PeerOut>,
     limits: Limits,
@@ -213,7 +339,11 @@ impl ShmPort {
             token,
             doorbell,
             ring_tx: Ringer::new()?,
-            inbound: Vec::new(),
+            inbound: Inbound::new(),
+            round: EVICT_PERIOD,
+            rounds: SWEEP_ROUNDS,
+            sweep_due: false,
+            looking: false,
             seen_claims: 0,
             peers: FastMap::default(),
             limits,
@@ -239,13 +369,14 @@ impl ShmPort {
         self.seg.set_sleepers(n as u64);
         if n > 0 {
             self.sleeping = true;
+            self.sweep_due = true;
+            self.round = 1;
         }
     }
 
     /// Whether records are waiting (a waiter must not sleep).
     pub fn has_pending(&self) -> bool {
-        self.seg.claim_seq() != self.seen_claims
-            || self.inbound.iter().any(|s| !s.broken && s.ring.ready(s.head).is_some())
+        self.seg.claim_seq() != self.seen_claims || self.seg.any_ready() || self.inbound.iter().any(InSlot::has_records)
     }
 
     fn drain_doorbell(&mut self) {
@@ -289,7 +420,11 @@ impl ShmPort {
     /// Marks inbound slots whose senders are proven dead (freed once
     /// drained) and frees claimed slots whose claimer no longer exists.
     fn reclaim_dead(&mut self) {
-        for s in self.inbound.iter_mut().filter(|s| !s.dead) {
+        for i in 0..self.inbound.v.len() {
+            let s = &mut self.inbound.v[i];
+            if s.dead {
+                continue;
+            }
             let (pid, start) = if s.vpid > 0 {
                 (s.vpid, s.sender.start)
             } else {
@@ -297,6 +432,9 @@ impl ShmPort {
             };
             if !sys::process_alive(pid, start) {
                 s.dead = true;
+                // Freed by the next pass once drained.
+                let slot = s.slot;
+                self.make_hot(slot);
             }
         }
         for slot in 0..NSLOTS {
@@ -382,7 +520,7 @@ impl ShmPort {
                 Err(Error::AGAIN)
             }
             Ok(true) => {
-                ring_doorbell(ring_tx, &p.seg, &p.bell);
+                after_publish(ring_tx, p);
                 Ok(())
             }
         }
@@ -416,7 +554,9 @@ impl ShmPort {
         }
     }
 
-    /// Consumes inbound records in per-peer FIFO order.
+    /// Consumes inbound records in per-peer FIFO order: the rings polled
+    /// on every pass (those that carried records lately) and those on the
+    /// ready list (ready.rs).
     pub fn poll_records(&mut self, f: &mut dyn FnMut(InRecord<'_>) -> Disposition) {
         self.drain_doorbell();
         let claims = self.seg.claim_seq();
@@ -425,33 +565,144 @@ impl ShmPort {
             self.discover_slots();
         }
         if self.backlogged {
-            self.backlogged = false;
-            for p in self.peers.values_mut() {
-                if !p.backlog.is_empty() {
-                    flush_backlog(p);
-                    ring_doorbell(&self.ring_tx, &p.seg, &p.bell);
-                    self.backlogged |= !p.backlog.is_empty();
-                }
-            }
+            self.flush_backlogs();
+        }
+        if self.seg.any_ready() {
+            self.take_ready();
+        }
+        self.round -= 1;
+        if self.round == 0 {
+            self.eviction_round();
         }
         let lim = self.limits;
-        let mut i = 0;
-        while i < self.inbound.len() {
-            let s = &mut self.inbound[i];
+        for s in &mut self.inbound.v[..self.inbound.nhot] {
             if !s.broken {
                 if let Err(()) = consume_slot(s, &lim, f) {
                     s.broken = true;
+                    s.look = true;
+                    self.looking = true;
                     self.events.push(PeerEvent::Failed(Addr::Shm(s.sender.token)));
                 }
             }
-            // A closed slot (or a dead sender's) that is drained goes back
-            // to the free pool.
-            let closed = s.dead || self.seg.slot_state(s.slot) == SLOT_CLOSED;
-            if closed && (s.broken || s.ring.ready(s.head).is_none()) {
-                self.seg.free_slot(s.slot);
-                self.verified[s.slot] = None;
-                self.inbound.swap_remove(i);
+        }
+        if self.looking {
+            self.free_closed();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn flush_backlogs(&mut self) {
+        self.backlogged = false;
+        for p in self.peers.values_mut() {
+            if !p.backlog.is_empty() {
+                flush_backlog(p);
+                after_publish(&self.ring_tx, p);
+                self.backlogged |= !p.backlog.is_empty();
+            }
+        }
+    }
+
+    /// Watches `slot`'s ring (known sender) and marks it to be looked at.
+    fn make_hot(&mut self, slot: usize) {
+        if let Some(i) = self.inbound.find(slot) {
+            if self.inbound.heat(i) {
+                self.seg.watch(slot);
+            }
+            self.looking = true;
+        }
+    }
+
+    /// Watched entries marked to be looked at: a closed slot (or a dead
+    /// sender's) that is drained goes back to the free pool.
+    #[inline(never)]
+    fn free_closed(&mut self) {
+        self.looking = false;
+        let mut i = 0;
+        while i < self.inbound.nhot {
+            let s = &mut self.inbound.v[i];
+            if s.look {
+                s.look = false;
+                let closed = s.dead || self.seg.slot_state(s.slot) == SLOT_CLOSED;
+                if closed && (s.broken || s.ring.ready(s.head).is_none()) {
+                    let slot = s.slot;
+                    self.inbound.remove(i);
+                    self.seg.free_slot(slot);
+                    self.verified[slot] = None;
+                    continue;
+                }
+            }
+            i += 1;
+        }
+    }
+
+    /// Watches the slots on the ready list; a slot we do not know yet (its
+    /// sender's first records can be seen before its claim) is looked for.
+    #[inline(never)]
+    fn take_ready(&mut self) {
+        let mut unknown = false;
+        let mut ready = [0u64; NSLOTS / 64];
+        self.seg.take_ready(|slot| ready[slot / 64] |= 1 << (slot % 64));
+        for (w, mut bits) in ready.into_iter().enumerate() {
+            while bits != 0 {
+                let slot = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if self.inbound.find(slot).is_some() {
+                    self.make_hot(slot);
+                } else {
+                    unknown = true;
+                }
+            }
+        }
+        if unknown {
+            self.discover_slots();
+        }
+    }
+
+    /// Every EVICT_PERIOD passes: rings that carried nothing since the last
+    /// round stop being polled on every pass — unwatched, then looked at
+    /// once more (ready.rs); every SWEEP_ROUNDS rounds, and after a sleeper
+    /// was announced, every ring not watched is looked at.
+    #[cold]
+    #[inline(never)]
+    fn eviction_round(&mut self) {
+        self.round = EVICT_PERIOD;
+        let mut i = 0;
+        while i < self.inbound.nhot {
+            let s = &mut self.inbound.v[i];
+            let busy = s.head != s.round_head;
+            s.round_head = s.head;
+            if busy {
+                i += 1;
                 continue;
+            }
+            self.seg.unwatch(s.slot);
+            if s.has_records() {
+                self.seg.watch(s.slot);
+                i += 1;
+                continue;
+            }
+            self.inbound.cool(i);
+        }
+        self.rounds -= 1;
+        if self.rounds == 0 || self.sweep_due {
+            self.rounds = SWEEP_ROUNDS;
+            self.sweep_due = false;
+            self.sweep();
+        }
+    }
+
+    /// Looks at every ring we do not poll on every pass: records (or a
+    /// close) there make it watched.
+    fn sweep(&mut self) {
+        let mut i = self.inbound.nhot;
+        while i < self.inbound.v.len() {
+            let s = &self.inbound.v[i];
+            let slot = s.slot;
+            if s.has_records() || self.seg.slot_state(slot) == SLOT_CLOSED || s.dead {
+                // Moves it among the watched; what comes to `i` in its place
+                // was looked at already (or is it).
+                self.make_hot(slot);
             }
             i += 1;
         }
@@ -471,7 +722,7 @@ impl ShmPort {
             // (its process exits) between two of our passes, and what it
             // wrote before closing must still be delivered (then the slot
             // goes back to the pool once drained).
-            if (w.state != SLOT_ACTIVE && w.state != SLOT_CLOSED) || self.inbound.iter().any(|s| s.slot == slot) {
+            if (w.state != SLOT_ACTIVE && w.state != SLOT_CLOSED) || self.inbound.find(slot).is_some() {
                 continue;
             }
             let sender = self.seg.slot_sender(slot);
@@ -480,15 +731,8 @@ impl ShmPort {
                 _ => 0,
             };
             let ring = self.seg.ring(slot);
-            self.inbound.push(InSlot {
-                slot,
-                ring,
-                head: 0,
-                sender,
-                vpid,
-                broken: false,
-                dead: false,
-            });
+            self.inbound.adopt(InSlot::new(slot, ring, sender, vpid));
+            self.make_hot(slot);
         }
         if free < RECLAIM_BELOW && self.last_reclaim.is_none_or(|t| t.elapsed() >= LIVENESS_PERIOD) {
             self.last_reclaim = Some(Instant::now());
@@ -502,6 +746,8 @@ impl ShmPort {
             if !p.failed {
                 let _ = write_record(p, &WireHdr::new(proto::op::BYE), &Payload::None);
                 p.seg.close_slot(p.slot);
+                // A close is always signalled: the owner frees the slot.
+                p.seg.signal(p.slot);
                 ring_doorbell(&self.ring_tx, &p.seg, &p.bell);
             }
         }
@@ -733,6 +979,21 @@ fn announce(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr, hello: [u8; segment
     }
 }
 
+/// After publishing records towards `p`: signal its ring if its owner does
+/// not watch it, ring its doorbell if the owner may sleep (one fence for
+/// both: sync.rs, ready.rs).
+#[inline]
+fn after_publish(tx: &Ringer, p: &PeerOut) {
+    let (wake, signal) = p.seg.after_publish(p.slot);
+    if signal {
+        p.seg.signal(p.slot);
+    }
+    if wake {
+        // As in `ring_doorbell`: a failure needs no handling.
+        tx.ring(&p.bell);
+    }
+}
+
 fn ring_doorbell(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr) {
     // Dekker with the sleeper (sync.rs, checked by its loom models): we
     // published a record's first word, then fence and read `sleepers`; it
@@ -859,19 +1120,13 @@ pub(crate) fn consume_image(
     lim: &Limits,
     f: &mut dyn FnMut(InRecord<'_>) -> Disposition,
 ) -> (u64, bool) {
-    let mut s = InSlot {
-        slot: 0,
-        ring,
-        head,
-        sender: SlotSender {
-            token: 1,
-            pid: 0,
-            start: 0,
-        },
-        vpid: 0,
-        broken: false,
-        dead: false,
+    let sender = SlotSender {
+        token: 1,
+        pid: 0,
+        start: 0,
     };
+    let mut s = InSlot::new(0, ring, sender, 0);
+    s.head = head;
     let r = consume_slot(&mut s, lim, f);
     (s.head, r.is_err())
 }
@@ -995,7 +1250,7 @@ mod tests {
         }
         assert_eq!(got.first(), Some(&(op::EAGER, vec![1, 2, 3, 4])));
         // The drained closed slot went back to the pool.
-        assert!(b.inbound.is_empty());
+        assert_eq!(b.inbound.iter().count(), 0);
     }
 
     #[test]
@@ -1250,6 +1505,65 @@ mod tests {
         for s in live_slots {
             assert_eq!(seg.slot_state(s), SLOT_ACTIVE, "a live sender keeps its slot");
         }
+    }
+
+    /// Polls `b` until its rings have gone idle (unwatched).
+    fn idle_out(b: &mut ShmPort) {
+        for _ in 0..2 * EVICT_PERIOD {
+            b.poll_records(&mut |_| panic!("nothing was sent"));
+        }
+    }
+
+    #[test]
+    fn idle_rings_are_not_polled_and_their_next_record_is_signalled() {
+        let mut b = port();
+        let mut senders: Vec<ShmPort> = (0..8).map(|_| port()).collect();
+        for a in senders.iter_mut() {
+            a.send_record(&b.addr(), &eager(&[1]), Payload::Bytes(&[1])).unwrap();
+        }
+        assert_eq!(sources(&mut b).len(), 8);
+        assert_eq!(b.inbound.nhot, 8, "rings that just carried records are polled");
+        idle_out(&mut b);
+        assert_eq!(b.inbound.nhot, 0, "idle rings are still polled on every pass");
+        // The next record of an idle sender is found on the next pass.
+        senders[5]
+            .send_record(&b.addr(), &eager(&[2]), Payload::Bytes(&[2]))
+            .unwrap();
+        assert_eq!(sources(&mut b), vec![(senders[5].addr(), sys::getpid())]);
+        assert_eq!(b.inbound.nhot, 1);
+    }
+
+    #[test]
+    fn an_idle_sender_that_closes_gets_its_slot_freed() {
+        let mut a = port();
+        let mut b = port();
+        a.send_record(&b.addr(), &eager(&[1]), Payload::Bytes(&[1])).unwrap();
+        assert_eq!(sources(&mut b).len(), 1);
+        idle_out(&mut b);
+        a.close();
+        let got = sources(&mut b);
+        assert_eq!(got.len(), 1, "the BYE");
+        assert_eq!(b.inbound.iter().count(), 0, "the closed slot is not freed");
+    }
+
+    #[test]
+    fn an_unsignalled_record_in_an_idle_ring_is_found_before_sleeping() {
+        // A sender that died between publishing and signalling: its record
+        // keeps a waiter from sleeping, and the pass after announcing a
+        // sleeper finds it.
+        let mut a = port();
+        let mut b = port();
+        a.send_record(&b.addr(), &eager(&[1]), Payload::Bytes(&[1])).unwrap();
+        assert_eq!(sources(&mut b).len(), 1);
+        idle_out(&mut b);
+        let Addr::Shm(t) = b.addr() else { unreachable!() };
+        let p = a.peers.get_mut(&t).unwrap();
+        assert_eq!(write_record(p, &eager(&[3]), &Payload::Bytes(&[3])), Ok(true));
+        assert!(sources(&mut b).is_empty(), "not signalled, not watched");
+        assert!(b.has_pending());
+        b.set_sleepers(1);
+        assert_eq!(sources(&mut b).len(), 1);
+        b.set_sleepers(0);
     }
 
     #[test]

@@ -6,9 +6,12 @@
 //!  0      header (4 KiB): magic, version, geometry, owner pid + start time,
 //!         uid, token; `sleepers` (own cache line): >0 while the owner may
 //!         sleep, so senders must ring its doorbell; `claim_seq` (own line):
-//!         bumped whenever a slot becomes active.
+//!         bumped whenever a slot becomes active; the ready list (own
+//!         line): a summary word and a bitmap of the slots whose senders
+//!         signalled records the owner does not watch for (ready.rs).
 //!  4096   slot 0: control line (state word: state | generation | claimer
-//!         pid; sender token/pid/start time), ring
+//!         pid; sender token/pid/start time; `watched`, written by the
+//!         owner: it polls this ring on every pass), ring
 //!  ...    slot i at 4096 + i * SLOT_STRIDE
 //! ```
 //!
@@ -44,7 +47,10 @@ pub const SEG_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
 /// in a private directory and learns who claims a slot (credentials).
 /// 3: a record is published by its first word, written last, which the
 /// consumer polls in the cell (the ring's tail word is no longer used; the
-/// consumer clears the first word of every cell it consumes).
+/// producer zeroes the first word of the next record's cell); the ready
+/// list (a bitmap in the header, a `watched` word per slot): the owner
+/// polls only the rings that carried records lately, and a sender signals
+/// the others (ready.rs).
 pub const SEG_VERSION: u32 = 3;
 pub const HEADER: usize = 4096;
 pub const SLOT_CTL: usize = 64;
@@ -68,12 +74,19 @@ const H_CLOSED: usize = 192;
 /// Bytes the owner wants pushed behind every RTS (`Port::rts_prefix`);
 /// 0 (and so in segments of builds without it): none.
 const H_RTS_PREFIX: usize = 256;
+/// The ready list (ready.rs): the summary word, then one bit per slot.
+const H_READY: usize = 512;
+const H_READY_BITS: usize = H_READY + 8;
+const READY_WORDS: usize = NSLOTS / 64;
 
 // Slot control offsets.
 const S_STATE: usize = 0;
 const S_TOKEN: usize = 8;
 const S_PID: usize = 16;
 const S_START: usize = 24;
+/// Written by the owner only: non-zero while it polls this ring on every
+/// pass (senders then need not signal it).
+const S_WATCH: usize = 32;
 
 /// Slot states (low byte of the state word; bits 8..32 the generation,
 /// bits 32..64 the pid of the process that claimed it).
@@ -336,6 +349,46 @@ impl Segment {
         super::sync::must_wake(self.word(H_SLEEPERS))
     }
 
+    /// Sender, after publishing a record in `slot`: (whether the owner may
+    /// sleep and its doorbell must be rung, whether the owner does not
+    /// watch the slot and it must be [`Segment::signal`]led) — the wake-up
+    /// handshake (sync.rs) and the ready list (ready.rs) on one fence.
+    #[inline]
+    pub fn after_publish(&self, slot: usize) -> (bool, bool) {
+        super::ready::after_publish(self.word(H_SLEEPERS), self.slot_word(slot, S_WATCH))
+    }
+
+    /// Sender: puts `slot` on the owner's ready list.
+    pub fn signal(&self, slot: usize) {
+        let (w, bit) = (slot / 64, slot % 64);
+        if w < READY_WORDS {
+            super::ready::signal(self.word(H_READY), self.word(H_READY_BITS + w * 8), w, bit);
+        }
+    }
+
+    /// Owner: whether any slot may be on the ready list (one load).
+    #[inline(always)]
+    pub fn any_ready(&self) -> bool {
+        super::ready::any(self.word(H_READY))
+    }
+
+    /// Owner: takes the ready list, calling `f` with every slot on it.
+    pub fn take_ready(&self, mut f: impl FnMut(usize)) {
+        let words: [&AtomicU64; READY_WORDS] = core::array::from_fn(|w| self.word(H_READY_BITS + w * 8));
+        super::ready::take(self.word(H_READY), &words, |w, bit| f(w * 64 + bit));
+    }
+
+    /// Owner: it polls `slot`'s ring on every pass from now on.
+    pub fn watch(&self, slot: usize) {
+        super::ready::watch(self.slot_word(slot, S_WATCH));
+    }
+
+    /// Owner: it stops polling `slot`'s ring on every pass; it must look at
+    /// the ring once more afterwards (ready.rs).
+    pub fn unwatch(&self, slot: usize) {
+        super::ready::unwatch(self.slot_word(slot, S_WATCH));
+    }
+
     /// Owner: the RTS prefix it wants (buffered receives).
     pub fn set_rts_prefix(&self, n: u64) {
         self.word(H_RTS_PREFIX).store(n, Ordering::Release);
@@ -466,6 +519,8 @@ impl Segment {
     /// Owner: returns a drained slot (closed, or its sender dead) to the
     /// free pool, keeping its generation.
     pub fn free_slot(&self, slot: usize) {
+        // Its next sender starts unwatched (it signals its first records).
+        self.slot_word(slot, S_WATCH).store(0, Ordering::Relaxed);
         let w = self.slot_word(slot, S_STATE);
         let cur = w.load(Ordering::Acquire);
         w.store(slot_word_of(SLOT_FREE, (cur >> 8) & GEN_MASK, 0), Ordering::Release);
