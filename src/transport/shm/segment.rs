@@ -521,6 +521,12 @@ impl Segment {
     pub fn free_slot(&self, slot: usize) {
         // Its next sender starts unwatched (it signals its first records).
         self.slot_word(slot, S_WATCH).store(0, Ordering::Relaxed);
+        // And with an empty ring: the records its last sender left (their
+        // first words are set, only the cell after the last one is zero)
+        // must not read as the next sender's, whether or not that one
+        // resets the ring as a rustfab sender does (ordered before FREE by
+        // the Release store below).
+        self.ring(slot).reset();
         let w = self.slot_word(slot, S_STATE);
         let cur = w.load(Ordering::Acquire);
         w.store(slot_word_of(SLOT_FREE, (cur >> 8) & GEN_MASK, 0), Ordering::Release);
