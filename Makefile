@@ -367,7 +367,7 @@ bench-insns: lib $(BUILD)/bench/rf_insns
 # connected peers (callgrind over rf_idle: rustfab shm, tcp, auto and 1.17's
 # shm), so that a progress pass whose cost grows with idle peers shows
 # (c-tests/bench/idle.sh; docs/performance.md "Scale"; not part of test).
-$(BUILD)/bench/rf_idle: c-tests/bench/rf_idle.c
+$(BUILD)/bench/rf_idle: c-tests/bench/rf_idle.c c-tests/bench/bench_common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lfabric
 

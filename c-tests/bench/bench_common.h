@@ -1,8 +1,10 @@
 /*
- * What the benchmark programs share (rf_bench.c, rf_insns.c and
+ * What the benchmark programs share (rf_bench.c, rf_insns.c, rf_idle.c and
  * c-tests/scale/rf_scale.c): DIE prints "<program>: <message>" and exits
  * with status 2; CK(call) dies with the file, line, call and libfabric
- * error when a call returns non-zero. Define BENCH_PROG (the program's
+ * error when a call returns non-zero; bench_two_domains() is the set-up of
+ * the one-process programs (rf_insns, rf_idle): one RDM fi_info of the
+ * provider, its fabric and two domains. Define BENCH_PROG (the program's
  * name, a string literal) before including this file.
  */
 #ifndef RUSTFAB_BENCH_COMMON_H
@@ -10,6 +12,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
 
 #ifndef BENCH_PROG
@@ -28,5 +33,29 @@
 		if (_r)                                                                           \
 			DIE("%s:%d %s = %ld (%s)", __FILE__, __LINE__, #call, _r, fi_strerror((int)-_r)); \
 	} while (0)
+
+/* An RDM endpoint of `prov` with `caps`, FI_CONTEXT, no FI_MR_LOCAL (the
+ * programs pass plain buffers); its fabric and two domains (as if in two
+ * processes). Dies on failure. */
+static inline struct fi_info *bench_two_domains(const char *prov, uint64_t caps, struct fid_fabric **fab,
+						struct fid_domain **d1, struct fid_domain **d2)
+{
+	struct fi_info *hints = fi_allocinfo(), *info;
+	if (!hints)
+		DIE("fi_allocinfo failed");
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = caps;
+	hints->mode = FI_CONTEXT;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->fabric_attr->prov_name = strdup(prov);
+	CK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
+	fi_freeinfo(hints);
+	if (info->domain_attr->mr_mode & FI_MR_LOCAL)
+		DIE("%s requires FI_MR_LOCAL; not supported by this program", prov);
+	CK(fi_fabric(info->fabric_attr, fab, NULL));
+	CK(fi_domain(*fab, info, d1, NULL));
+	CK(fi_domain(*fab, info, d2, NULL));
+	return info;
+}
 
 #endif

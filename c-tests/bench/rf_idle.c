@@ -31,18 +31,8 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 
-#define DIE(...)                                           \
-	do {                                               \
-		fprintf(stderr, "rf_idle: " __VA_ARGS__);  \
-		fprintf(stderr, "\n");                     \
-		exit(2);                                   \
-	} while (0)
-#define CK(call)                                                                                  \
-	do {                                                                                      \
-		long _r = (long)(call);                                                           \
-		if (_r)                                                                           \
-			DIE("%s:%d %s = %ld (%s)", __FILE__, __LINE__, #call, _r, fi_strerror((int)-_r)); \
-	} while (0)
+#define BENCH_PROG "rf_idle"
+#include "bench_common.h"
 
 struct peer {
 	struct fid_ep *ep;
@@ -132,21 +122,9 @@ int main(int argc, char **argv)
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 
-	struct fi_info *hints = fi_allocinfo(), *info;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG;
-	hints->mode = FI_CONTEXT;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	hints->fabric_attr->prov_name = strdup(prov);
-	CK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
-	if (info->domain_attr->mr_mode & FI_MR_LOCAL)
-		DIE("%s requires FI_MR_LOCAL; not supported by this program", prov);
-
 	struct fid_fabric *fab;
 	struct fid_domain *da, *dp;
-	CK(fi_fabric(info->fabric_attr, &fab, NULL));
-	CK(fi_domain(fab, info, &da, NULL));
-	CK(fi_domain(fab, info, &dp, NULL));
+	struct fi_info *info = bench_two_domains(prov, FI_MSG, &fab, &da, &dp);
 	struct fi_av_attr aa = {.type = FI_AV_TABLE};
 	struct fid_av *ava, *avp;
 	CK(fi_av_open(da, &aa, &ava, NULL));
@@ -222,6 +200,5 @@ int main(int argc, char **argv)
 	fi_close(&dp->fid);
 	fi_close(&fab->fid);
 	fi_freeinfo(info);
-	fi_freeinfo(hints);
 	return 0;
 }

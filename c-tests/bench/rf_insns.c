@@ -130,21 +130,9 @@ int main(int argc, char **argv)
 	if (!prov)
 		DIE("usage: rf_insns -p <prov> [-s bytes] [-i iters] [-t] [-e empty polls]");
 
-	struct fi_info *hints = fi_allocinfo(), *info;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | (tagged ? FI_TAGGED : 0);
-	hints->mode = FI_CONTEXT;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	hints->fabric_attr->prov_name = strdup(prov);
-	CK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
-	if (info->domain_attr->mr_mode & FI_MR_LOCAL)
-		DIE("%s requires FI_MR_LOCAL; not supported by this program", prov);
-
 	struct fid_fabric *fab;
 	struct fid_domain *doma, *domb;
-	CK(fi_fabric(info->fabric_attr, &fab, NULL));
-	CK(fi_domain(fab, info, &doma, NULL));
-	CK(fi_domain(fab, info, &domb, NULL));
+	struct fi_info *info = bench_two_domains(prov, FI_MSG | (tagged ? FI_TAGGED : 0), &fab, &doma, &domb);
 	struct side a = {0}, b = {0};
 	open_side(doma, info, &a);
 	open_side(domb, info, &b);
@@ -193,6 +181,5 @@ int main(int argc, char **argv)
 	fi_close(&domb->fid);
 	fi_close(&fab->fid);
 	fi_freeinfo(info);
-	fi_freeinfo(hints);
 	return 0;
 }

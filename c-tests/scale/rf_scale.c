@@ -3,7 +3,7 @@
  * any libfabric provider (rustfab and the built-in ones measured by the same
  * code). scale/run.sh drives it.
  *
- *   rf_scale -p <prov> [-d <domain>] -n <peers>
+ *   rf_scale -p <prov> [-d <domain>] -n <peers> [-r <steady rounds>]
  *
  * A forked child opens <peers> endpoints (one fabric, domain, AV and CQ) and
  * sends their names over a pipe; the parent (one endpoint) inserts them into
@@ -45,10 +45,13 @@
 #include "../bench/bench_common.h"
 
 #define NAMELEN 256
-#define STEADY_ROUNDS 5
+#define MAX_ROUNDS 64
 
 static const char *prov = "rustfab", *domain_name;
 static int npeers = 8;
+/* -r 0 leaves only the first round (what first contact costs: make
+ * scale-counts counts its system calls and instructions). */
+static int steady_rounds = 5;
 
 struct usage {
 	long rss_kb, fds, shm_kb, shm_files;
@@ -267,7 +270,7 @@ static int child(int rfd, int wfd)
 		post_recv(&cslots[i]);
 	char go = 1;
 	xwrite(wfd, &go, 1);
-	child_rx_left = child_tx_left = (1 + STEADY_ROUNDS) * npeers;
+	child_rx_left = child_tx_left = (1 + steady_rounds) * npeers;
 	while (child_rx_left > 0 || child_tx_left > 0)
 		child_on(next_completion(s.cq));
 	struct usage u1 = usage_now();
@@ -348,16 +351,19 @@ static void pin(int cpu)
 int main(int argc, char **argv)
 {
 	int c;
-	while ((c = getopt(argc, argv, "p:d:n:")) != -1) {
+	while ((c = getopt(argc, argv, "p:d:n:r:")) != -1) {
 		switch (c) {
 		case 'p': prov = optarg; break;
 		case 'd': domain_name = optarg; break;
 		case 'n': npeers = atoi(optarg); break;
-		default: DIE("usage: rf_scale -p prov [-d domain] -n peers");
+		case 'r': steady_rounds = atoi(optarg); break;
+		default: DIE("usage: rf_scale -p prov [-d domain] -n peers [-r steady rounds]");
 		}
 	}
 	if (npeers < 1 || npeers > 4000)
 		DIE("-n: 1 .. 4000");
+	if (steady_rounds < 0 || steady_rounds > MAX_ROUNDS)
+		DIE("-r: 0 .. %d", MAX_ROUNDS);
 	/* many endpoints need many descriptors */
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -411,11 +417,11 @@ int main(int argc, char **argv)
 		if (fi_av_insert(s.av, names[i], 1, &addrs[i], 0, NULL) != 1)
 			DIE("fi_av_insert (peer %d) failed", i);
 	double setup = parent_round(ep, &s, addrs);
-	double rounds[STEADY_ROUNDS];
-	for (int r = 0; r < STEADY_ROUNDS; r++)
+	double rounds[MAX_ROUNDS] = {0};
+	for (int r = 0; r < steady_rounds; r++)
 		rounds[r] = parent_round(ep, &s, addrs);
-	qsort(rounds, STEADY_ROUNDS, sizeof rounds[0], cmp_double);
-	double steady = rounds[STEADY_ROUNDS / 2];
+	qsort(rounds, (size_t)steady_rounds, sizeof rounds[0], cmp_double);
+	double steady = rounds[steady_rounds / 2];
 	struct usage u1 = usage_now();
 
 	long cu[5];

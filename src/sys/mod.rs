@@ -243,8 +243,29 @@ thread_local! {
 pub fn proc_start_time(pid: i32) -> Option<u64> {
     #[cfg(test)]
     PROC_READS.with(|n| n.set(n.get() + 1));
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &s[s.rfind(')')? + 1..];
+    // One open, one read (the line ends in a newline), one close: a
+    // growing String cost a statx and six reads per call, and the call is
+    // made on every first contact (the owner's and the sender's check).
+    use std::io::Read;
+    let mut f = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let mut buf = [0u8; 1024];
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => {
+                n += k;
+                if buf[n - 1] == b'\n' {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    // The command name (before the last ')') may be any bytes.
+    let close = buf[..n].iter().rposition(|&b| b == b')')?;
+    let rest = core::str::from_utf8(&buf[close + 1..n]).ok()?;
     // After ") " come fields 3.. ; starttime is field 22 → index 19.
     rest.split_whitespace().nth(19)?.parse().ok()
 }

@@ -321,6 +321,21 @@ pub struct ShmPort {
     /// confirmed (owner-private memory: senders cannot write it).
     verified: Vec<Option<Verified>>,
     last_reclaim: Option<Instant>,
+    /// Slots senders announced (or signalled) that we have not taken in
+    /// yet: a pass looks at these, not at all NSLOTS slot words (each in its
+    /// own page of the segment: a full scan faults in 256 pages, 1 MiB).
+    candidates: [u64; NSLOTS / 64],
+    /// Some slot was taken in since `claim_seq` last moved.
+    adopted: bool,
+    /// `claim_seq` moved with nothing announced or signalled to explain it
+    /// (a sender found no free slot, or its announcement did not get
+    /// through): every slot word is looked at, at most every
+    /// LIVENESS_PERIOD.
+    scan_due: bool,
+    last_scan: Option<Instant>,
+    /// Full scans made (tests: first contact must not need one).
+    #[cfg(test)]
+    scans: u32,
 }
 
 impl ShmPort {
@@ -352,6 +367,12 @@ impl ShmPort {
             backlogged: false,
             verified: vec![None; NSLOTS],
             last_reclaim: None,
+            candidates: [0; NSLOTS / 64],
+            adopted: false,
+            scan_due: false,
+            last_scan: None,
+            #[cfg(test)]
+            scans: 0,
         })
     }
 
@@ -395,6 +416,7 @@ impl ShmPort {
     /// start time) a live process. Other datagrams only wake us.
     fn take_hellos(&mut self) {
         let (seg, verified, token) = (&self.seg, &mut self.verified, self.token);
+        let candidates = &mut self.candidates;
         let euid = sys::geteuid();
         self.doorbell.drain(&mut |c: Cred, b: &[u8]| {
             if c.uid != euid {
@@ -413,6 +435,7 @@ impl ShmPort {
                     gen: claim.gen,
                     pid: c.pid,
                 });
+                candidates[claim.slot / 64] |= 1 << (claim.slot % 64);
             }
         });
     }
@@ -420,6 +443,9 @@ impl ShmPort {
     /// Marks inbound slots whose senders are proven dead (freed once
     /// drained) and frees claimed slots whose claimer no longer exists.
     fn reclaim_dead(&mut self) {
+        // One /proc read per sending process, not per slot: the endpoints
+        // of one process share its pid and start time.
+        let mut alive: FastMap<(i32, u64), bool> = FastMap::default();
         for i in 0..self.inbound.v.len() {
             let s = &mut self.inbound.v[i];
             if s.dead {
@@ -430,7 +456,10 @@ impl ShmPort {
             } else {
                 (s.sender.pid, s.sender.start)
             };
-            if !sys::process_alive(pid, start) {
+            if !*alive
+                .entry((pid, start))
+                .or_insert_with(|| sys::process_alive(pid, start))
+            {
                 s.dead = true;
                 // Freed by the next pass once drained.
                 let slot = s.slot;
@@ -563,6 +592,8 @@ impl ShmPort {
         if claims != self.seen_claims {
             self.seen_claims = claims;
             self.discover_slots();
+        } else if self.scan_due {
+            self.scan_if_due();
         }
         if self.backlogged {
             self.flush_backlogs();
@@ -640,6 +671,14 @@ impl ShmPort {
     /// sender's first records can be seen before its claim) is looked for.
     #[inline(never)]
     fn take_ready(&mut self) {
+        if self.collect_ready() {
+            self.discover_slots();
+        }
+    }
+
+    /// Takes the ready list: known slots are watched, unknown ones become
+    /// candidates (whether there were any).
+    fn collect_ready(&mut self) -> bool {
         let mut unknown = false;
         let mut ready = [0u64; NSLOTS / 64];
         self.seg.take_ready(|slot| ready[slot / 64] |= 1 << (slot % 64));
@@ -650,13 +689,12 @@ impl ShmPort {
                 if self.inbound.find(slot).is_some() {
                     self.make_hot(slot);
                 } else {
+                    self.candidates[w] |= 1 << (slot % 64);
                     unknown = true;
                 }
             }
         }
-        if unknown {
-            self.discover_slots();
-        }
+        unknown
     }
 
     /// Every EVICT_PERIOD passes: rings that carried nothing since the last
@@ -708,32 +746,84 @@ impl ShmPort {
         }
     }
 
+    /// Takes in the slots senders announced or signalled; when `claim_seq`
+    /// moved and none of them was new, every slot word (at most every
+    /// LIVENESS_PERIOD): O(1) per new sender, not O(NSLOTS).
     fn discover_slots(&mut self) {
         // A sender announces its claim before activating it: every "who I
         // am" of the slots found active below is queued already.
         self.take_hellos();
+        if self.seg.any_ready() {
+            self.collect_ready();
+        }
+        let mut cands = self.candidates;
+        for (w, bits) in cands.iter_mut().enumerate() {
+            let mut b = *bits;
+            while b != 0 {
+                let slot = w * 64 + b.trailing_zeros() as usize;
+                b &= b - 1;
+                // Still CLAIMED (announced before its activation): kept for
+                // the activation's `claim_seq` move.
+                if self.seg.slot_word_now(slot).state != SLOT_CLAIMED {
+                    *bits &= !(1 << (slot % 64));
+                    self.adopt_slot(slot);
+                }
+            }
+        }
+        self.candidates = cands;
+        if !std::mem::take(&mut self.adopted) {
+            self.scan_due = true;
+            self.scan_if_due();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn scan_if_due(&mut self) {
+        if self.last_scan.is_none_or(|t| t.elapsed() >= LIVENESS_PERIOD) {
+            self.scan_due = false;
+            self.last_scan = Some(Instant::now());
+            self.scan_slots();
+        }
+    }
+
+    /// Takes `slot` in if a sender is (or was: records a closed slot holds
+    /// must still be delivered) active in it and we do not know it yet.
+    fn adopt_slot(&mut self, slot: usize) {
+        let w = self.seg.slot_word_now(slot);
+        if (w.state != SLOT_ACTIVE && w.state != SLOT_CLOSED) || self.inbound.find(slot).is_some() {
+            return;
+        }
+        let sender = self.seg.slot_sender(slot);
+        let vpid = match self.verified[slot] {
+            Some(v) if v.gen == w.gen && v.pid == w.pid => v.pid,
+            _ => 0,
+        };
+        let ring = self.seg.ring(slot);
+        self.inbound.adopt(InSlot::new(slot, ring, sender, vpid));
+        self.make_hot(slot);
+        self.adopted = true;
+    }
+
+    /// Looks at every slot word: senders nobody announced, and (with few
+    /// free slots) the slots of dead senders.
+    #[cold]
+    #[inline(never)]
+    fn scan_slots(&mut self) {
+        #[cfg(test)]
+        {
+            self.scans += 1;
+        }
         let mut free = 0;
         for slot in 0..NSLOTS {
-            let w = self.seg.slot_word_now(slot);
-            if w.state == SLOT_FREE {
+            if self.seg.slot_word_now(slot).state == SLOT_FREE {
                 free += 1;
             }
             // A closed slot is found too: a sender may claim, write and close
-            // (its process exits) between two of our passes, and what it
-            // wrote before closing must still be delivered (then the slot
-            // goes back to the pool once drained).
-            if (w.state != SLOT_ACTIVE && w.state != SLOT_CLOSED) || self.inbound.find(slot).is_some() {
-                continue;
-            }
-            let sender = self.seg.slot_sender(slot);
-            let vpid = match self.verified[slot] {
-                Some(v) if v.gen == w.gen && v.pid == w.pid => v.pid,
-                _ => 0,
-            };
-            let ring = self.seg.ring(slot);
-            self.inbound.adopt(InSlot::new(slot, ring, sender, vpid));
-            self.make_hot(slot);
+            // (its process exits) between two of our passes.
+            self.adopt_slot(slot);
         }
+        self.adopted = false;
         if free < RECLAIM_BELOW && self.last_reclaim.is_none_or(|t| t.elapsed() >= LIVENESS_PERIOD) {
             self.last_reclaim = Some(Instant::now());
             self.reclaim_dead();
@@ -975,7 +1065,8 @@ fn announce(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr, hello: [u8; segment
             );
             return;
         }
-        std::thread::sleep(Duration::from_millis(1));
+        // Short: the whole process (every endpoint it progresses) waits.
+        std::thread::sleep(Duration::from_micros(100));
     }
 }
 
@@ -1425,6 +1516,36 @@ mod tests {
             Ok(8) => assert_eq!(dst, src),
             r => assert_eq!(r.err(), Some(Error::OPNOTSUPP)),
         }
+    }
+
+    #[test]
+    fn announced_senders_are_taken_in_without_reading_every_slot_word() {
+        // Each slot word lies in its own page: reading all 256 on every new
+        // sender faulted 1 MiB into every segment and cost O(256) per peer.
+        let mut b = port();
+        let mut senders: Vec<ShmPort> = (0..8).map(|_| port()).collect();
+        for (i, a) in senders.iter_mut().enumerate() {
+            a.send_record(&b.addr(), &eager(&[i as u8]), Payload::Bytes(&[i as u8]))
+                .unwrap();
+        }
+        let got = sources(&mut b);
+        assert_eq!(got.len(), senders.len());
+        for a in &senders {
+            assert!(
+                got.contains(&(a.addr(), sys::getpid())),
+                "every sender delivered, verified"
+            );
+        }
+        assert_eq!(b.scans, 0, "announced senders need no full scan");
+        // A claim_seq move that nothing announced explains (a sender that
+        // found no free slot) is looked into: every slot word, once.
+        Segment::open(b.token).unwrap().nudge();
+        b.poll_records(&mut |_| Disposition::Consumed);
+        assert_eq!(b.scans, 1);
+        // ... and at most every LIVENESS_PERIOD.
+        Segment::open(b.token).unwrap().nudge();
+        b.poll_records(&mut |_| Disposition::Consumed);
+        assert_eq!(b.scans, 1);
     }
 
     #[test]

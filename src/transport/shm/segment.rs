@@ -108,6 +108,7 @@ pub struct Segment {
     /// write it).
     map: SharedMap,
     name: CString,
+    token: u64,
     owner: bool,
     /// Owner identity (copied from the header when opened).
     pub owner_pid: i32,
@@ -264,6 +265,7 @@ impl Segment {
         let seg = Segment {
             map,
             name: name.clone(),
+            token,
             owner: true,
             owner_pid: pid,
             owner_start: start,
@@ -296,6 +298,7 @@ impl Segment {
         let mut seg = Segment {
             map,
             name,
+            token,
             owner: false,
             owner_pid: 0,
             owner_start: 0,
@@ -432,13 +435,23 @@ impl Segment {
     /// No free slot: `Err(AGAIN)`, after bumping `claim_seq` so that the
     /// owner looks for slots of dead senders to reclaim.
     pub fn claim_slot(&self, me: SlotSender) -> Result<Claim> {
-        for slot in 0..NSLOTS {
+        // From where `claim_seq` (one step per activation, mostly) points,
+        // round the slots: the k-th sender of a segment finds a free slot at
+        // once instead of after reading the k state words before it (each in
+        // its own page: one fault per page in every mapping that reads it).
+        let first = self.claim_seq() as usize % NSLOTS;
+        for slot in (first..NSLOTS).chain(0..first) {
             let w = self.slot_word(slot, S_STATE);
             let cur = w.load(Ordering::Acquire);
             if cur & 0xff != SLOT_FREE {
                 continue;
             }
-            let gen = ((cur >> 8) + 1) & GEN_MASK;
+            let old_gen = (cur >> 8) & GEN_MASK;
+            // Generation 0 only ever means "never claimed" (a wrap skips it).
+            let gen = match (old_gen + 1) & GEN_MASK {
+                0 => 1,
+                g => g,
+            };
             if w.compare_exchange(
                 cur,
                 slot_word_of(SLOT_CLAIMED, gen, me.pid),
@@ -453,7 +466,13 @@ impl Segment {
             self.slot_word(slot, S_PID)
                 .store(me.pid as u32 as u64, Ordering::Relaxed);
             self.slot_word(slot, S_START).store(me.start, Ordering::Relaxed);
-            self.ring(slot).reset();
+            // A slot never claimed has the zeroed ring the segment was
+            // created with (and a freed one the ring its owner reset):
+            // writing its 2048 cells would fault in its 32 pages (128 KiB of
+            // the owner's memory per sender) for nothing.
+            if old_gen != 0 {
+                self.ring(slot).reset();
+            }
             return Ok(Claim { slot, gen });
         }
         self.word(H_CLAIM_SEQ).fetch_add(1, Ordering::AcqRel);
@@ -538,8 +557,12 @@ impl Drop for Segment {
         if self.owner {
             self.mark_closed();
             sys::shm::unlink(&self.name);
-            let name = &self.name;
-            CREATED.lock().retain(|&t| &seg_name(t) != name);
+            // By token: formatting every name (a geteuid call each) made
+            // closing N endpoints cost N² system calls.
+            let mut created = CREATED.lock();
+            if let Some(i) = created.iter().position(|&t| t == self.token) {
+                created.swap_remove(i);
+            }
         }
         // `map` is unmapped after this: Rings taken from the segment are
         // used only while it lives (their users keep both together).
