@@ -62,7 +62,9 @@ impl Inner {
                 used: 0,
                 claimed,
             });
-            self.st.after_poll(self.port.as_mut(), b);
+            // No after-poll work here: a receive that nothing queued can
+            // match starts no pull, CTS or stream (the general path below
+            // can), and what other work is pending runs at the next pass.
             return Ok(());
         }
         let r = PostedRecv {
