@@ -79,7 +79,13 @@ impl Inner {
     /// eager record, or a rendezvous request. The operation is kept (a
     /// `TxOp`) only while something is still to come for it: an ACK, the
     /// transport's `sent`, or the rendezvous.
-    fn start_send<I: Borrow<IovList>>(&mut self, b: &Bound<'_>, a: &SendArgs<I>, peer: Addr, report: Report) -> Result<()> {
+    fn start_send<I: Borrow<IovList>>(
+        &mut self,
+        b: &Bound<'_>,
+        a: &SendArgs<I>,
+        peer: Addr,
+        report: Report,
+    ) -> Result<()> {
         let iov = a.iov.borrow();
         let len = iov.total();
         let inject = a.inject_call || a.flags & FI_INJECT != 0;

@@ -883,7 +883,6 @@ fn open_peer<'a>(
     ))
 }
 
-
 /// Hands one ring record to the endpoint core.
 fn dispatch(d: &mut dyn Delivery, rec: InRecord<'_>) -> Disposition {
     if !proto::op::placed(rec.hdr.op) {
