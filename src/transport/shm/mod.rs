@@ -1292,6 +1292,33 @@ mod tests {
     }
 
     #[test]
+    fn sends_alternating_between_peers_reach_each_its_own() {
+        // The last peer used is remembered (`Peers::last`): a send to any
+        // other peer must find that peer's own ring, in either order.
+        let mut a = port();
+        let mut b = port();
+        let mut c = port();
+        let (ab, ac) = (b.addr(), c.addr());
+        for (tag, to) in [ab, ac, ac, ab, ac, ab].iter().enumerate() {
+            let mut h = eager(&[tag as u8]);
+            h.tag = tag as u64;
+            a.send_record(to, &h, Payload::Bytes(&[tag as u8])).unwrap();
+        }
+        let tags = |p: &mut ShmPort| {
+            let mut v = Vec::new();
+            p.poll_records(&mut |r| {
+                assert_eq!(r.src, a.addr());
+                assert_eq!(r.payload_vec(), vec![r.hdr.tag as u8]);
+                v.push(r.hdr.tag);
+                Disposition::Consumed
+            });
+            v
+        };
+        assert_eq!(tags(&mut b), vec![0, 3, 5]);
+        assert_eq!(tags(&mut c), vec![1, 2, 4]);
+    }
+
+    #[test]
     fn records_of_a_sender_that_closed_before_our_first_pass_are_delivered() {
         // The sender claims a slot, writes, and closes (its process exits)
         // before the owner polls once: fabtests fi_multi_ep lost its
