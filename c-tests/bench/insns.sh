@@ -5,8 +5,11 @@
 #
 #   c-tests/bench/insns.sh <rf_insns binary> [sizes]
 #
-# For each provider: Ir(3N round trips) - Ir(N round trips), divided by 2N
-# (set-up and tear-down cancel). Peers: rustfab shm, libfabric 1.17's shm
+# For each provider: Ir(3N round trips) - Ir(N round trips), divided by 2N,
+# counting only inside rf_insns' round_trips() (--toggle-collect): set-up
+# and tear-down (fi_getinfo's /proc and interface reads, rustfab's scan of
+# /dev/shm), whose cost changes with what else runs on the machine, stay
+# out; first contact (inside the loop) cancels in the difference. Peers: rustfab shm, libfabric 1.17's shm
 # and, with LIBFABRIC2_PREFIX, 2.x's shm and sm2. Also writes the top
 # functions of rustfab's count to $BENCH_OUT/insns-rustfab-<size>.txt.
 set -u
@@ -33,7 +36,7 @@ else
 fi
 count() { # envs prov size iters -> total Ir
 	# shellcheck disable=SC2086
-	env -u FI_PROVIDER -u FI_PROVIDER_PATH $1 timeout 300 valgrind --tool=callgrind \
+	env -u FI_PROVIDER -u FI_PROVIDER_PATH $1 timeout 300 valgrind --tool=callgrind --toggle-collect=round_trips \
 		--callgrind-out-file="$work/cg.$4" "$bin" -p "$2" -s "$3" -i "$4" >"$work/out" 2>"$work/err" || {
 		echo "insns: $2 failed: $(tail -n 2 "$work/err" | tr '\n' ' ')" >&2
 		return 1

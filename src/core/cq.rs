@@ -407,6 +407,7 @@ impl Cq {
     /// the post must fail with -FI_EAGAIN (fi_domain(3), FI_RM_ENABLED:
     /// "failing (returning -FI_EAGAIN) the posting of operations that could
     /// result in CQ overruns").
+    #[inline]
     pub(crate) fn claim_slot(&self) -> Result<()> {
         self.q.claim()
     }

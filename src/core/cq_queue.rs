@@ -251,6 +251,7 @@ impl<P: Prims> CqQueue<P> {
 
     /// Sets aside room for one operation's completion. `Err(EAGAIN)`: full
     /// of unread completions and claims; `Err(OVERRUN)`: overrun.
+    #[inline]
     pub(crate) fn claim(&self) -> Result<()> {
         let mut q = self.lock();
         if q.overrun != Overrun::No {

@@ -838,7 +838,7 @@ impl<L: Connection> Endpoint<L> {
             b,
             SendArgs {
                 dest: op.dest,
-                iov: op.iov,
+                iov: &op.iov,
                 tagged: op.tag.is_some(),
                 tag: op.tag.unwrap_or(0),
                 data: op.data.unwrap_or(0),
@@ -862,7 +862,7 @@ impl<L: Connection> Endpoint<L> {
             b,
             RecvArgs {
                 src: op.src,
-                iov: op.iov,
+                iov: &op.iov,
                 tagged: op.tag.is_some(),
                 tag: tag.tag,
                 ignore: tag.ignore,

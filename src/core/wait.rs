@@ -52,6 +52,10 @@ pub(crate) struct WaitObj {
     epoll: Option<Epoll>,
     mc: Option<MutexCond>,
     set: Option<Arc<WaitSet>>,
+    /// No doorbell, condition variable or set: nobody can wait on this
+    /// object in the kernel (FI_WAIT_NONE, FI_WAIT_YIELD), so `notify` has
+    /// nothing to do (a flag tested inline, not a call per completion).
+    silent: bool,
     /// Threads (and trywait-armed applications) that need the doorbell.
     armed: AtomicUsize,
     fd_armed: AtomicBool,
@@ -92,12 +96,14 @@ impl WaitObj {
         } else {
             None
         };
+        let set = if kind == FI_WAIT_SET { set } else { None };
         Ok(WaitObj {
             kind,
+            silent: efd.is_none() && mc.is_none() && set.is_none(),
             efd,
             epoll,
             mc,
-            set: if kind == FI_WAIT_SET { set } else { None },
+            set,
             armed: AtomicUsize::new(0),
             fd_armed: AtomicBool::new(false),
             signaled: AtomicBool::new(false),
@@ -159,7 +165,15 @@ impl WaitObj {
     }
 
     /// Called by a producer after it queued something (or changed a counter).
+    #[inline]
     pub(crate) fn notify(&self) {
+        if !self.silent {
+            self.notify_waiters();
+        }
+    }
+
+    #[inline(never)]
+    fn notify_waiters(&self) {
         // Only objects with a doorbell can have an armed sleeper; the fence
         // (Dekker with `arm`) is skipped for the others (FI_WAIT_NONE CQs of
         // polling applications: the common fast path).

@@ -64,6 +64,7 @@ pub(crate) fn core_of<T: FiObject>(p: *mut fid) -> Result<Arc<T>> {
 /// The class of a live rustfab object (`fi_ep_bind` and the like dispatch
 /// on it); any other pointer (NULL, foreign, closed) is `-FI_EINVAL`,
 /// without reading it.
+#[inline]
 pub(crate) fn class_of(p: *const fid) -> Result<usize> {
     if !super::live::contains(p as usize) {
         return Err(Error::INVAL);
@@ -112,6 +113,7 @@ impl<T: FiObject> Obj<T> {
     /// destroyed, which only its `fi_close` does (a call racing with the
     /// close of its own object is the application's error, libfabric's
     /// threading rules). Any pointer value may be passed.
+    #[inline]
     pub(crate) unsafe fn from_ptr<'a>(p: *const c_void) -> Result<&'a Obj<T>> {
         if Self::class_ok(p)? != T::CLASS {
             return Err(Error::INVAL);
@@ -127,6 +129,7 @@ impl<T: FiObject> Obj<T> {
         Ok(unsafe { &*obj })
     }
 
+    #[inline]
     fn class_ok(p: *const c_void) -> Result<usize> {
         class_of(p as *const fid)
     }

@@ -181,6 +181,7 @@ pub(crate) fn remove(addr: usize) -> bool {
 }
 
 /// Whether `addr` is a live rustfab object. Lock-free; no write.
+#[inline]
 pub(crate) fn contains(addr: usize) -> bool {
     if addr == 0 {
         return false;

@@ -73,6 +73,7 @@ use crate::core::users::Held;
 use crate::transport::addr::Addr;
 use crate::transport::proto::{flag, op, WireHdr, IOV_ENTRY};
 use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
+use core::borrow::Borrow;
 use core::ffi::c_void;
 use std::time::{Duration, Instant};
 
@@ -160,9 +161,13 @@ impl AddrBook for Av {
 }
 
 /// A send as the thunks describe it.
-pub(crate) struct SendArgs {
+///
+/// `I` holds the buffer list: the C face lends it (`&IovList`: a 136-byte
+/// list moved into the arguments is a call to `memcpy` per post), the
+/// engine's tests own it.
+pub(crate) struct SendArgs<I: Borrow<IovList> = IovList> {
     pub(crate) dest: fi_addr_t,
-    pub(crate) iov: IovList,
+    pub(crate) iov: I,
     pub(crate) tagged: bool,
     pub(crate) tag: u64,
     pub(crate) data: u64,
@@ -174,14 +179,30 @@ pub(crate) struct SendArgs {
 }
 
 /// A receive as the thunks describe it.
-pub(crate) struct RecvArgs {
+/// (`I` as for [`SendArgs`].)
+pub(crate) struct RecvArgs<I: Borrow<IovList> = IovList> {
     pub(crate) src: fi_addr_t,
-    pub(crate) iov: IovList,
+    pub(crate) iov: I,
     pub(crate) tagged: bool,
     pub(crate) tag: u64,
     pub(crate) ignore: u64,
     pub(crate) flags: u64,
     pub(crate) context: usize,
+}
+
+impl<I: Borrow<IovList>> RecvArgs<I> {
+    /// The same arguments owning a copy of the buffer list.
+    pub(crate) fn owned(&self) -> RecvArgs {
+        RecvArgs {
+            src: self.src,
+            iov: *self.iov.borrow(),
+            tagged: self.tagged,
+            tag: self.tag,
+            ignore: self.ignore,
+            flags: self.flags,
+            context: self.context,
+        }
+    }
 }
 
 struct State {

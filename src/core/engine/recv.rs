@@ -16,10 +16,10 @@ pub(super) struct Inflight {
 }
 
 impl Inner {
-    pub(crate) fn recv<'a>(&mut self, b: impl Into<Bound<'a>>, a: RecvArgs) -> Result<()> {
+    pub(crate) fn recv<'a, I: Borrow<IovList>>(&mut self, b: impl Into<Bound<'a>>, a: RecvArgs<I>) -> Result<()> {
         let b = &b.into();
         if self.st.buf.is_some() && a.flags & (FI_CLAIM | FI_DISCARD) != 0 && a.flags & FI_PEEK == 0 {
-            return self.buf_claim(b, a);
+            return self.buf_claim(b, a.owned());
         }
         let src = if a.src != FI_ADDR_UNSPEC && self.st.cfg.caps & FI_DIRECTED_RECV != 0 {
             let av = b.av.as_ref().ok_or(Error::NOAV)?;
@@ -53,7 +53,7 @@ impl Inner {
             // times, each a call to memcpy).
             self.st.m.post(PostedRecv {
                 context: a.context,
-                iov: a.iov,
+                iov: *a.iov.borrow(),
                 src,
                 tagged: a.tagged,
                 tag: a.tag,
@@ -62,12 +62,14 @@ impl Inner {
                 used: 0,
                 claimed,
             });
-            self.st.after_poll(self.port.as_mut(), b);
+            // No after-poll work here: a receive that nothing queued can
+            // match starts no pull, CTS or stream (the general path below
+            // can), and what other work is pending runs at the next pass.
             return Ok(());
         }
         let r = PostedRecv {
             context: a.context,
-            iov: a.iov,
+            iov: *a.iov.borrow(),
             src,
             tagged: a.tagged,
             tag: a.tag,

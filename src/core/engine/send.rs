@@ -29,10 +29,10 @@ pub(super) struct TxOp {
 }
 
 impl Inner {
-    pub(crate) fn send<'a>(&mut self, b: impl Into<Bound<'a>>, a: SendArgs) -> Result<()> {
+    pub(crate) fn send<'a, I: Borrow<IovList>>(&mut self, b: impl Into<Bound<'a>>, a: SendArgs<I>) -> Result<()> {
         let b = &b.into();
         let peer = self.destination(b, a.dest)?;
-        let len = a.iov.total();
+        let len = a.iov.borrow().total();
         let cfg = &self.st.cfg;
         if len > cfg.max_msg_size {
             return Err(Error::MSGSIZE);
@@ -79,8 +79,15 @@ impl Inner {
     /// eager record, or a rendezvous request. The operation is kept (a
     /// `TxOp`) only while something is still to come for it: an ACK, the
     /// transport's `sent`, or the rendezvous.
-    fn start_send(&mut self, b: &Bound<'_>, a: &SendArgs, peer: Addr, report: Report) -> Result<()> {
-        let len = a.iov.total();
+    fn start_send<I: Borrow<IovList>>(
+        &mut self,
+        b: &Bound<'_>,
+        a: &SendArgs<I>,
+        peer: Addr,
+        report: Report,
+    ) -> Result<()> {
+        let iov = a.iov.borrow();
+        let len = iov.total();
         let inject = a.inject_call || a.flags & FI_INJECT != 0;
         let delivery = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 && !a.inject_call;
         let id = self.st.next_id;
@@ -101,7 +108,7 @@ impl Inner {
             context: a.context,
             tagged: a.tagged,
             len,
-            iov: a.iov,
+            iov: *iov,
             state,
             report,
             eager_limit,
@@ -112,7 +119,7 @@ impl Inner {
         if delivery {
             h.flags |= flag::ACK_REQ;
         }
-        let sent = self.send_retry(b, &peer, &h, Payload::Iov(&a.iov, 0, len), inject)?;
+        let sent = self.send_retry(b, &peer, &h, Payload::Iov(iov, 0, len), inject)?;
         self.st.next_id += 1;
         match (sent, delivery) {
             (Sent::Done, false) => self.st.complete_tx(b, a.context, a.tagged, len, report, Ok(())),

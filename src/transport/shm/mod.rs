@@ -38,7 +38,6 @@ use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
 use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Port, Sent};
 use ring::{cells_for, Ring};
 use segment::{Segment, SlotSender, NSLOTS, SLOT_ACTIVE, SLOT_CLAIMED, SLOT_CLOSED, SLOT_FREE};
-use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
@@ -311,7 +310,7 @@ pub struct ShmPort {
     /// Some watched entry is marked to be looked at (`InSlot::look`).
     looking: bool,
     seen_claims: u64,
-    peers: FastMap<u64, PeerOut>,
+    peers: Peers,
     limits: Limits,
     events: Vec<PeerEvent>,
     sleeping: bool,
@@ -360,7 +359,7 @@ impl ShmPort {
             sweep_due: false,
             looking: false,
             seen_claims: 0,
-            peers: FastMap::default(),
+            peers: Peers::default(),
             limits,
             events: Vec::new(),
             sleeping: false,
@@ -485,7 +484,7 @@ impl ShmPort {
 
     /// Whether the peer is (still) reachable; rate-limited liveness check.
     pub fn check_peer(&mut self, token: u64) -> bool {
-        let Some(p) = self.peers.get_mut(&token) else {
+        let Some(p) = self.peers.get_mut(token) else {
             return true;
         };
         if p.failed {
@@ -863,51 +862,115 @@ impl PayloadIn for InRecord<'_> {
 
 /// The outbound side towards `token` (opened, with a slot claimed and
 /// announced, on first use): one hash lookup for a known peer.
+/// The peers we send to, by token. Entries are only added (a failed peer
+/// keeps its entry, marked) until the port closes, so an index stays valid;
+/// the last peer used is remembered: a run of sends to one peer (a
+/// ping-pong, a rank's exchange with a neighbour) costs no hash lookup.
+#[derive(Default)]
+struct Peers {
+    v: Vec<PeerOut>,
+    at: FastMap<u64, usize>,
+    /// (token, index in `v`) of the last lookup that found its peer.
+    last: Option<(u64, usize)>,
+}
+
+impl Peers {
+    #[inline]
+    fn index(&mut self, token: u64) -> Option<usize> {
+        if let Some((t, i)) = self.last {
+            if t == token {
+                return Some(i);
+            }
+        }
+        let i = *self.at.get(&token)?;
+        self.last = Some((token, i));
+        Some(i)
+    }
+
+    fn get_mut(&mut self, token: u64) -> Option<&mut PeerOut> {
+        let i = self.index(token)?;
+        self.v.get_mut(i)
+    }
+
+    fn insert(&mut self, token: u64, p: PeerOut) -> &mut PeerOut {
+        let i = self.v.len();
+        self.v.push(p);
+        self.at.insert(token, i);
+        self.last = Some((token, i));
+        &mut self.v[i]
+    }
+
+    fn values_mut(&mut self) -> core::slice::IterMut<'_, PeerOut> {
+        self.v.iter_mut()
+    }
+
+    fn clear(&mut self) {
+        self.last = None;
+        self.at.clear();
+        self.v.clear();
+    }
+}
+
+#[inline]
 fn peer_out<'a>(
-    peers: &'a mut FastMap<u64, PeerOut>,
+    peers: &'a mut Peers,
     ring_tx: &Ringer,
     me: SlotSender,
     my_token: u64,
     token: u64,
 ) -> Result<&'a mut PeerOut> {
-    let p = match peers.entry(token) {
-        Entry::Occupied(e) => e.into_mut(),
-        Entry::Vacant(v) => {
-            let seg = Segment::open(token)?;
-            if !seg.owner_alive() {
-                return Err(Error::ADDRNOTAVAIL);
-            }
-            let bell = DoorbellAddr::new(&segment::doorbell_path(token))?;
-            let claim = match seg.claim_slot(me) {
-                Ok(c) => c,
-                Err(e) => {
-                    // No free slot: the owner was asked to reclaim the
-                    // slots of dead senders; wake it if it sleeps.
-                    ring_doorbell(ring_tx, &seg, &bell);
-                    return Err(e);
-                }
-            };
-            announce(ring_tx, &seg, &bell, segment::hello_bytes(token, claim, my_token));
-            seg.activate(claim, me);
-            let slot = claim.slot;
-            let ring = seg.ring(slot);
-            v.insert(PeerOut {
-                seg,
-                bell,
-                slot,
-                ring,
-                tail: 0,
-                free: 0,
-                failed: false,
-                last_check: Instant::now(),
-                backlog: VecDeque::new(),
-            })
-        }
+    let p = match peers.index(token) {
+        Some(i) => &mut peers.v[i],
+        None => open_peer(peers, ring_tx, me, my_token, token)?,
     };
     if p.failed {
         return Err(Error::CONNRESET);
     }
     Ok(p)
+}
+
+/// First contact with a peer: open its segment, claim a slot, announce.
+#[cold]
+#[inline(never)]
+fn open_peer<'a>(
+    peers: &'a mut Peers,
+    ring_tx: &Ringer,
+    me: SlotSender,
+    my_token: u64,
+    token: u64,
+) -> Result<&'a mut PeerOut> {
+    let seg = Segment::open(token)?;
+    if !seg.owner_alive() {
+        return Err(Error::ADDRNOTAVAIL);
+    }
+    let bell = DoorbellAddr::new(&segment::doorbell_path(token))?;
+    let claim = match seg.claim_slot(me) {
+        Ok(c) => c,
+        Err(e) => {
+            // No free slot: the owner was asked to reclaim the slots of
+            // dead senders; wake it if it sleeps.
+            ring_doorbell(ring_tx, &seg, &bell);
+            return Err(e);
+        }
+    };
+    announce(ring_tx, &seg, &bell, segment::hello_bytes(token, claim, my_token));
+    seg.activate(claim, me);
+    let slot = claim.slot;
+    let ring = seg.ring(slot);
+    Ok(peers.insert(
+        token,
+        PeerOut {
+            seg,
+            bell,
+            slot,
+            ring,
+            tail: 0,
+            free: 0,
+            failed: false,
+            last_check: Instant::now(),
+            backlog: VecDeque::new(),
+        },
+    ))
 }
 
 /// Hands one ring record to the endpoint core.
@@ -1320,6 +1383,33 @@ mod tests {
     }
 
     #[test]
+    fn sends_alternating_between_peers_reach_each_its_own() {
+        // The last peer used is remembered (`Peers::last`): a send to any
+        // other peer must find that peer's own ring, in either order.
+        let mut a = port();
+        let mut b = port();
+        let mut c = port();
+        let (ab, ac) = (b.addr(), c.addr());
+        for (tag, to) in [ab, ac, ac, ab, ac, ab].iter().enumerate() {
+            let mut h = eager(&[tag as u8]);
+            h.tag = tag as u64;
+            a.send_record(to, &h, Payload::Bytes(&[tag as u8])).unwrap();
+        }
+        let tags = |p: &mut ShmPort| {
+            let mut v = Vec::new();
+            p.poll_records(&mut |r| {
+                assert_eq!(r.src, a.addr());
+                assert_eq!(r.payload_vec(), vec![r.hdr.tag as u8]);
+                v.push(r.hdr.tag);
+                Disposition::Consumed
+            });
+            v
+        };
+        assert_eq!(tags(&mut b), vec![0, 3, 5]);
+        assert_eq!(tags(&mut c), vec![1, 2, 4]);
+    }
+
+    #[test]
     fn records_of_a_sender_that_closed_before_our_first_pass_are_delivered() {
         // The sender claims a slot, writes, and closes (its process exits)
         // before the owner polls once: fabtests fi_multi_ep lost its
@@ -1678,7 +1768,7 @@ mod tests {
         assert_eq!(sources(&mut b).len(), 1);
         idle_out(&mut b);
         let Addr::Shm(t) = b.addr() else { unreachable!() };
-        let p = a.peers.get_mut(&t).unwrap();
+        let p = a.peers.get_mut(t).unwrap();
         assert_eq!(write_record(p, &eager(&[3]), &Payload::Bytes(&[3])), Ok(true));
         assert!(sources(&mut b).is_empty(), "not signalled, not watched");
         assert!(b.has_pending());
