@@ -270,7 +270,13 @@ mod tests {
     #[test]
     fn wait_threshold_timeout_and_errors() {
         // FI_WAIT_NONE: no object to sleep on, the wait polls (fi_multi_mr).
-        for kind in [FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD, FI_WAIT_NONE] {
+        for kind in [
+            FI_WAIT_UNSPEC,
+            FI_WAIT_FD,
+            FI_WAIT_MUTEX_COND,
+            FI_WAIT_YIELD,
+            FI_WAIT_NONE,
+        ] {
             let c = cntr(kind);
             let t = Instant::now();
             assert_eq!(c.wait_for(1, 50), Err(Error::TIMEDOUT), "kind {kind}");
