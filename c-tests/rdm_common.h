@@ -10,6 +10,7 @@
 #include "harness.h"
 #include <errno.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -269,6 +270,79 @@ static inline int check_fill(const void *buf, size_t len, unsigned seed)
 	const unsigned char *p = buf;
 	for (size_t i = 0; i < len; i++)
 		if (p[i] != (unsigned char)(seed * 31 + i * 7 + (i >> 8)))
+			return 0;
+	return 1;
+}
+
+/*
+ * Two ends for RMA and atomics (test_rma.c, test_atomic.c): rma_pair_open
+ * opens an initiator `a` and a target `b` with `caps`, `mr_mode` set in
+ * the info before fi_domain (0: as returned) and, when `cntrs`, the
+ * initiator's FI_WRITE/FI_READ counters (c_write, c_read) and the target's
+ * FI_REMOTE_WRITE/FI_REMOTE_READ ones (c_rwrite, c_rread); end_close closes
+ * them (after the endpoint, before the domain).
+ */
+#define RMA_COMP_TIMEOUT 20 /* seconds for one completion */
+
+static struct fid_cntr *c_write __attribute__((unused)), *c_read __attribute__((unused)),
+	*c_rwrite __attribute__((unused)), *c_rread __attribute__((unused));
+
+/* before_enable hook: `arg` NULL binds the initiator's counters, else the target's. */
+static inline int rma_bind_cntrs(struct end *e, const void *arg)
+{
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
+	struct fid_cntr **first = arg ? &c_rwrite : &c_write, **second = arg ? &c_rread : &c_read;
+	int ret;
+	if ((ret = fi_cntr_open(e->domain, &ca, first, NULL)) || (ret = fi_cntr_open(e->domain, &ca, second, NULL)) ||
+	    (ret = fi_ep_bind(e->ep, &(*first)->fid, arg ? FI_REMOTE_WRITE : FI_WRITE)) ||
+	    (ret = fi_ep_bind(e->ep, &(*second)->fid, arg ? FI_REMOTE_READ : FI_READ)))
+		return ret;
+	e->tx_cntr = *first;
+	e->rx_cntr = *second;
+	return 0;
+}
+
+static inline int rma_pair_open(struct end *a, struct end *b, uint64_t caps, int mr_mode, int cntrs)
+{
+	struct end_opts o = {0};
+	int ret;
+	o.caps = caps;
+	o.mr_mode = mr_mode;
+	if (cntrs)
+		o.before_enable = rma_bind_cntrs;
+	if ((ret = end_open(a, &o)))
+		return ret;
+	o.arg = b; /* non-NULL: the target's counters */
+	if ((ret = end_open(b, &o)))
+		return ret;
+	return ends_connect(a, b);
+}
+
+static inline void rma_pair_close(struct end *a, struct end *b)
+{
+	end_close(a);
+	end_close(b);
+	c_write = c_read = c_rwrite = c_rread = NULL;
+}
+
+/* A page-aligned buffer (its own mapping, so guard bytes are ours). */
+static inline unsigned char *rma_region(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* Waits for one completion at `e`; 1 ok, -FI_EAVAIL error (in *err), 0 timeout. */
+static inline int rma_comp(struct end *e, struct end *other, struct fi_cq_tagged_entry *c, struct fi_cq_err_entry *err)
+{
+	memset(c, 0, sizeof(*c));
+	return wait_comp(e, other, c, err, NULL, RMA_COMP_TIMEOUT);
+}
+
+static inline int all_bytes(const unsigned char *p, size_t len, unsigned char v)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != v)
 			return 0;
 	return 1;
 }

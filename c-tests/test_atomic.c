@@ -17,7 +17,6 @@
 #include <complex.h>
 #include <pthread.h>
 #include <rdma/fi_atomic.h>
-#include <sys/mman.h>
 
 #define TO 20
 #define KEY_RW 0x1234
@@ -34,74 +33,6 @@ typedef unsigned __int128 u128;
 typedef float _Complex cfloat;
 
 enum kind { K_WRITE, K_FETCH, K_COMPARE };
-
-static struct fid_cntr *c_write, *c_read, *c_rwrite, *c_rread;
-
-static int bind_cntrs(struct end *e, const void *arg)
-{
-	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP};
-	int ret;
-	if (arg == NULL) {
-		if ((ret = fi_cntr_open(e->domain, &ca, &c_write, NULL)) ||
-		    (ret = fi_cntr_open(e->domain, &ca, &c_read, NULL)) ||
-		    (ret = fi_ep_bind(e->ep, &c_write->fid, FI_WRITE)) ||
-		    (ret = fi_ep_bind(e->ep, &c_read->fid, FI_READ)))
-			return ret;
-		e->tx_cntr = c_write;
-		e->rx_cntr = c_read;
-		return 0;
-	}
-	if ((ret = fi_cntr_open(e->domain, &ca, &c_rwrite, NULL)) ||
-	    (ret = fi_cntr_open(e->domain, &ca, &c_rread, NULL)) ||
-	    (ret = fi_ep_bind(e->ep, &c_rwrite->fid, FI_REMOTE_WRITE)) ||
-	    (ret = fi_ep_bind(e->ep, &c_rread->fid, FI_REMOTE_READ)))
-		return ret;
-	e->tx_cntr = c_rwrite;
-	e->rx_cntr = c_rread;
-	return 0;
-}
-
-static int open_pair(struct end *a, struct end *b, uint64_t caps, int cntrs)
-{
-	struct end_opts o = {0};
-	int ret;
-	o.caps = caps;
-	if (cntrs)
-		o.before_enable = bind_cntrs;
-	if ((ret = end_open(a, &o)))
-		return ret;
-	o.arg = b;
-	if ((ret = end_open(b, &o)))
-		return ret;
-	return ends_connect(a, b);
-}
-
-static void close_pair(struct end *a, struct end *b)
-{
-	end_close(a);
-	end_close(b);
-	c_write = c_read = c_rwrite = c_rread = NULL;
-}
-
-static unsigned char *region(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
-static int comp(struct end *e, struct end *other, struct fi_cq_tagged_entry *c, struct fi_cq_err_entry *err)
-{
-	memset(c, 0, sizeof(*c));
-	return wait_comp(e, other, c, err, NULL, TO);
-}
-
-static int all_bytes(const unsigned char *p, size_t len, unsigned char v)
-{
-	for (size_t i = 0; i < len; i++)
-		if (p[i] != v)
-			return 0;
-	return 1;
-}
 
 /* ---- the table (libfabric 1.17 sockets, probed with fi_query_atomic) --- */
 
@@ -334,7 +265,7 @@ static void one(struct end *a, struct end *b, unsigned char *tgt, enum kind k, i
 		while (fi_cntr_read(c_write) == before && now_sec() < deadline)
 			poke(a, b);
 	} else {
-		int got = comp(a, b, &ce, &err);
+		int got = rma_comp(a, b, &ce, &err);
 		if (got != 1)
 			FAIL_AT("%s op %d dt %d: completion %d err %d", form_name(k, form), op, dt, got, err.err);
 		CHECK_EQ(ce.flags, FI_ATOMIC | (k == K_WRITE ? FI_WRITE : FI_READ));
@@ -354,11 +285,11 @@ static void one(struct end *a, struct end *b, unsigned char *tgt, enum kind k, i
 TEST(every_op_every_type)
 {
 	struct end a, b;
-	unsigned char *tgt = region(REG);
+	unsigned char *tgt = rma_region(REG);
 	struct fid_mr *mr;
 	int ran = 0;
 	CHECK(tgt);
-	CHECK_OK(open_pair(&a, &b, FI_MSG | FI_ATOMIC, 1));
+	CHECK_OK(rma_pair_open(&a, &b, FI_MSG | FI_ATOMIC, 0, 1));
 	CHECK_OK(fi_mr_reg(b.domain, tgt, REG, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, KEY_RW, 0, &mr, NULL));
 	for (int k = K_WRITE; k <= K_COMPARE; k++) {
 		uint64_t qflags = k == K_WRITE ? 0 : k == K_FETCH ? FI_FETCH_ATOMIC : FI_COMPARE_ATOMIC;
@@ -396,7 +327,7 @@ TEST(every_op_every_type)
 	CHECK_EQ(fi_cntr_read(c_rread), 3 * 13);
 	CHECK_EQ(fi_cntr_read(c_rwrite), ran - 3 * 13);
 	fi_close(&mr->fid);
-	close_pair(&a, &b);
+	rma_pair_close(&a, &b);
 	munmap(tgt, REG);
 }
 
@@ -404,10 +335,10 @@ TEST(every_op_every_type)
 TEST(remote_cq_data)
 {
 	struct end a, b;
-	unsigned char *tgt = region(REG);
+	unsigned char *tgt = rma_region(REG);
 	struct fid_mr *mr;
 	CHECK(tgt);
-	CHECK_OK(open_pair(&a, &b, FI_MSG | FI_ATOMIC, 0));
+	CHECK_OK(rma_pair_open(&a, &b, FI_MSG | FI_ATOMIC, 0, 0));
 	CHECK_OK(fi_mr_reg(b.domain, tgt, REG, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, KEY_RW, 0, &mr, NULL));
 	memset(tgt, 0, REG);
 	uint32_t add[2] = {5, 7};
@@ -418,15 +349,15 @@ TEST(remote_cq_data)
 				  .data = 0xfeed};
 	struct fi_cq_tagged_entry c;
 	CHECK_EQ(POST(fi_atomicmsg(a.ep, &m, FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE), &a, &b), 0);
-	CHECK_EQ(comp(&b, &a, &c, NULL), 1);
+	CHECK_EQ(rma_comp(&b, &a, &c, NULL), 1);
 	CHECK_EQ(c.flags, FI_ATOMIC | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
 	CHECK_EQ(c.data, 0xfeed);
 	CHECK_EQ(((uint32_t *)tgt)[2], 5);
 	CHECK_EQ(((uint32_t *)tgt)[3], 7);
-	CHECK_EQ(comp(&a, &b, &c, NULL), 1);
+	CHECK_EQ(rma_comp(&a, &b, &c, NULL), 1);
 	CHECK(c.op_context == &m);
 	fi_close(&mr->fid);
-	close_pair(&a, &b);
+	rma_pair_close(&a, &b);
 	munmap(tgt, REG);
 }
 
@@ -449,7 +380,7 @@ static void refused(struct end *a, struct end *b, enum kind k, int op, uint64_t 
 					   res),
 			 a, b);
 	CHECK_EQ(r, 0);
-	CHECK_EQ(comp(a, b, &c, &err), -FI_EAVAIL);
+	CHECK_EQ(rma_comp(a, b, &c, &err), -FI_EAVAIL);
 	CHECK_EQ(err.err, want);
 	CHECK(err.op_context == res);
 	CHECK_EQ(err.flags, FI_ATOMIC | (k == K_WRITE ? FI_WRITE : FI_READ));
@@ -467,10 +398,10 @@ static void refused(struct end *a, struct end *b, enum kind k, int op, uint64_t 
 TEST(refusals)
 {
 	struct end a, b;
-	unsigned char *rw = region(REG), *ro = region(REG), *wo = region(REG);
+	unsigned char *rw = rma_region(REG), *ro = rma_region(REG), *wo = rma_region(REG);
 	struct fid_mr *mrw, *mro, *mwo;
 	CHECK(rw && ro && wo);
-	CHECK_OK(open_pair(&a, &b, FI_MSG | FI_ATOMIC, 1));
+	CHECK_OK(rma_pair_open(&a, &b, FI_MSG | FI_ATOMIC, 0, 1));
 	CHECK_OK(fi_mr_reg(b.domain, rw, REG, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, KEY_RW, 0, &mrw, NULL));
 	CHECK_OK(fi_mr_reg(b.domain, ro, REG, FI_REMOTE_READ, 0, KEY_RO, 0, &mro, NULL));
 	CHECK_OK(fi_mr_reg(b.domain, wo, REG, FI_REMOTE_WRITE, 0, KEY_WO, 0, &mwo, NULL));
@@ -522,7 +453,7 @@ TEST(refusals)
 	fi_close(&mrw->fid);
 	fi_close(&mro->fid);
 	fi_close(&mwo->fid);
-	close_pair(&a, &b);
+	rma_pair_close(&a, &b);
 	munmap(rw, REG);
 	munmap(ro, REG);
 	munmap(wo, REG);
@@ -532,14 +463,14 @@ TEST(refusals)
 TEST(endpoint_without_atomics)
 {
 	struct end a, b;
-	unsigned char *tgt = region(REG);
+	unsigned char *tgt = rma_region(REG);
 	struct fid_mr *mr;
 	uint64_t v = 1;
 	CHECK(tgt);
-	CHECK_OK(open_pair(&a, &b, FI_MSG | FI_RMA, 0));
+	CHECK_OK(rma_pair_open(&a, &b, FI_MSG | FI_RMA, 0, 0));
 	CHECK_EQ(a.info->caps & FI_ATOMIC, 0);
 	CHECK_EQ(fi_atomic(a.ep, &v, 1, NULL, a.peer, 0, KEY_RW, FI_UINT64, FI_SUM, NULL), -FI_EOPNOTSUPP);
-	close_pair(&a, &b);
+	rma_pair_close(&a, &b);
 	/* A target without FI_ATOMIC refuses (FI_EACCES), memory untouched. */
 	struct end_opts o = {.caps = FI_MSG | FI_ATOMIC};
 	CHECK_OK(end_open(&a, &o));
@@ -551,11 +482,11 @@ TEST(endpoint_without_atomics)
 	struct fi_cq_tagged_entry c;
 	struct fi_cq_err_entry err = {0};
 	CHECK_EQ(POST(fi_atomic(a.ep, &v, 1, NULL, a.peer, 0, KEY_RW, FI_UINT64, FI_SUM, &v), &a, &b), 0);
-	CHECK_EQ(comp(&a, &b, &c, &err), -FI_EAVAIL);
+	CHECK_EQ(rma_comp(&a, &b, &c, &err), -FI_EAVAIL);
 	CHECK_EQ(err.err, FI_EACCES);
 	CHECK(all_bytes(tgt, REG, GUARD));
 	fi_close(&mr->fid);
-	close_pair(&a, &b);
+	rma_pair_close(&a, &b);
 	munmap(tgt, REG);
 }
 
@@ -564,7 +495,7 @@ TEST(two_initiators_one_word)
 {
 	struct end a, b, c;
 	enum { K = 2000 };
-	uint64_t *word = (uint64_t *)region(REG);
+	uint64_t *word = (uint64_t *)rma_region(REG);
 	struct fid_mr *mr;
 	struct end_opts o = {.caps = FI_MSG | FI_ATOMIC};
 	CHECK(word);
@@ -634,11 +565,11 @@ TEST(two_targets_one_word)
 {
 	struct end a1, b1, a2, b2;
 	enum { K = 20000 };
-	uint64_t *word = (uint64_t *)region(REG);
+	uint64_t *word = (uint64_t *)rma_region(REG);
 	struct fid_mr *m1, *m2;
 	CHECK(word);
-	CHECK_OK(open_pair(&a1, &b1, FI_MSG | FI_ATOMIC, 0));
-	CHECK_OK(open_pair(&a2, &b2, FI_MSG | FI_ATOMIC, 0));
+	CHECK_OK(rma_pair_open(&a1, &b1, FI_MSG | FI_ATOMIC, 0, 0));
+	CHECK_OK(rma_pair_open(&a2, &b2, FI_MSG | FI_ATOMIC, 0, 0));
 	CHECK_OK(fi_mr_reg(b1.domain, word, REG, FI_REMOTE_WRITE, 0, KEY_RW, 0, &m1, NULL));
 	CHECK_OK(fi_mr_reg(b2.domain, word, REG, FI_REMOTE_WRITE, 0, KEY_RW, 0, &m2, NULL));
 	int k = getenv("RF_TIMEOUT_SCALE") ? K / 20 : K; /* memcheck: fewer */

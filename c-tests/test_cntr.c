@@ -1,8 +1,11 @@
 /* Counters through the public API (fi_cntr(3)): fabtests' cntr_loop, waits
- * with thresholds, timeouts and error changes, FD and MUTEX_COND wait
- * objects driven by fi_cntr_add from another thread, invalid arguments and
- * -FI_EBUSY. */
-#include "harness.h"
+ * with thresholds, timeouts and error changes (on every wait object, and on
+ * FI_WAIT_NONE counters, whose wait progresses and polls), FD and
+ * MUTEX_COND wait objects driven by fi_cntr_add from another thread,
+ * invalid arguments and -FI_EBUSY. */
+#include "rdm_common.h"
+
+#include <rdma/fi_rma.h>
 
 #include <errno.h>
 #include <poll.h>
@@ -96,8 +99,10 @@ static void *add_later(void *p)
 
 TEST(cntr_wait_threshold_timeout_and_errors)
 {
-	static const enum fi_wait_obj waits[] = {FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD,
-						 FI_WAIT_POLLFD};
+	/* FI_WAIT_NONE too: fi_cntr(3) calls it invalid, the sockets provider
+	 * waits anyway and fabtests' fi_multi_mr relies on that. */
+	static const enum fi_wait_obj waits[] = {FI_WAIT_UNSPEC, FI_WAIT_FD,    FI_WAIT_MUTEX_COND,
+						 FI_WAIT_YIELD,  FI_WAIT_POLLFD, FI_WAIT_NONE};
 	for (size_t w = 0; w < sizeof(waits) / sizeof(waits[0]); w++) {
 		struct adder a = {0};
 		pthread_t t;
@@ -130,13 +135,15 @@ TEST(cntr_wait_threshold_timeout_and_errors)
 	}
 }
 
-TEST(cntr_wait_needs_a_wait_object)
+/* Without a wait object there is nothing to hand out or to block on
+ * natively: fi_trywait is -FI_EINVAL and FI_GETWAIT fails (fi_cntr_wait
+ * still works: cntr_wait_none_progresses_the_domain). */
+TEST(cntr_no_wait_object_to_show)
 {
 	struct fid_cntr *c;
 	struct fid *fids[1];
 	int fd = -1;
 	CHECK_OK(open_cntr(&c, FI_WAIT_NONE, NULL));
-	CHECK_EQ(fi_cntr_wait(c, 1, 10), -FI_ENOSYS);
 	fids[0] = &c->fid;
 	CHECK_EQ(fi_trywait(fab, fids, 1), -FI_EINVAL);
 	CHECK(fi_control(&c->fid, FI_GETWAIT, &fd) < 0);
@@ -145,6 +152,125 @@ TEST(cntr_wait_needs_a_wait_object)
 	CHECK(fi_control(&c->fid, FI_GETWAIT, &fd) < 0);
 	CHECK_EQ(fd, -1);
 	CHECK_OK(fi_close(&c->fid));
+}
+
+struct progressor {
+	struct end *e;
+	volatile int stop;
+	int passes;
+};
+
+/* Progresses one end (reading its CQ) until told to stop. */
+static void *progress_end(void *p)
+{
+	struct progressor *pr = p;
+	while (!pr->stop) {
+		poke1(pr->e);
+		pr->passes++;
+	}
+	return NULL;
+}
+
+static int open_cntr_in(struct fid_domain *d, struct fid_cntr **c, enum fi_wait_obj wait)
+{
+	struct fi_cntr_attr attr = {0};
+	attr.events = FI_CNTR_EVENTS_COMP;
+	attr.wait_obj = wait;
+	return fi_cntr_open(d, &attr, c, NULL);
+}
+
+static struct fid_cntr *wc; /* the initiator's FI_WAIT_NONE write counter */
+
+static int bind_write_cntr(struct end *e, const void *arg)
+{
+	int ret = open_cntr_in(e->domain, &wc, FI_WAIT_NONE);
+	if (!ret)
+		ret = fi_ep_bind(e->ep, &wc->fid, FI_WRITE);
+	e->tx_cntr = wc; /* end_close closes it */
+	return ret;
+}
+
+/*
+ * fi_cntr_wait on FI_WAIT_NONE counters, as fabtests' fi_multi_mr uses
+ * them: the wait itself must progress the counter's domain (manual
+ * progress; nothing else drives that end meanwhile) until the threshold,
+ * an error count change or the timeout. The target waits on its region's
+ * counter (fi_mr_bind FI_REMOTE_WRITE) for 1 MiB writes that only its own
+ * progress places, while another thread progresses the initiator; then the
+ * initiator waits on its FI_WRITE counter: a write with a bad key changes
+ * the error count (-FI_EAVAIL), a good one reaches the threshold.
+ */
+TEST(cntr_wait_none_progresses_the_domain)
+{
+	enum { LEN = 1 << 20, KEY = 0x77 };
+	struct end a, b;
+	struct end_opts o = {.caps = FI_MSG | FI_RMA | FI_RMA_EVENT};
+	struct progressor pr = {0};
+	pthread_t t;
+	struct fid_mr *mr;
+	struct fid_cntr *rc;
+	unsigned char *src = malloc(LEN), *dst = calloc(1, LEN);
+	int timeout_ms = (int)(20000 * rf_time_scale());
+	CHECK(src && dst);
+	o.before_enable = bind_write_cntr;
+	CHECK_OK(end_open(&a, &o));
+	o.before_enable = NULL;
+	CHECK_OK(end_open(&b, &o));
+	CHECK_OK(ends_connect(&a, &b));
+	CHECK_OK(open_cntr_in(b.domain, &rc, FI_WAIT_NONE));
+	CHECK_OK(fi_mr_reg(b.domain, dst, LEN, FI_REMOTE_WRITE, 0, KEY, 0, &mr, NULL));
+	CHECK_OK(fi_mr_bind(mr, &rc->fid, FI_REMOTE_WRITE));
+
+	pr.e = &a;
+	CHECK_OK(pthread_create(&t, NULL, progress_end, &pr));
+	int ok = 1;
+	for (int i = 1; i <= 3 && ok; i++) {
+		fill(src, LEN, (unsigned)i);
+		ssize_t r;
+		while ((r = fi_write(a.ep, src, LEN, NULL, a.peer, 0, KEY, NULL)) == -FI_EAGAIN)
+			;
+		int w = fi_cntr_wait(rc, (uint64_t)i, timeout_ms);
+		ok = r == 0 && w == 0 && fi_cntr_read(rc) == (uint64_t)i && check_fill(dst, LEN, (unsigned)i);
+		if (!ok)
+			printf("    write %d: post %zd, wait %d (%s), count %" PRIu64 "\n", i, r, w, fi_strerror(-w),
+			       fi_cntr_read(rc));
+	}
+	/* Nothing more comes: the timeout. */
+	int late = ok ? fi_cntr_wait(rc, 4, 100) : 0;
+	pr.stop = 1;
+	pthread_join(t, NULL);
+	CHECK(ok);
+	CHECK_EQ(late, -FI_ETIMEDOUT);
+	CHECK_EQ(fi_cntr_readerr(rc), 0);
+	/* 3 writes done: 3 completions were read by the progress thread. */
+	CHECK_EQ(a.nstash, 3);
+	a.nstash = 0;
+
+	/* The initiator's side: now the other thread progresses the target. */
+	struct progressor pb = {.e = &b};
+	CHECK_OK(pthread_create(&t, NULL, progress_end, &pb));
+	uint64_t done0 = fi_cntr_read(wc);
+	ssize_t r1 = fi_write(a.ep, src, 64, NULL, a.peer, 0, KEY + 1, NULL);
+	int w1 = r1 ? 0 : fi_cntr_wait(wc, done0 + 1, timeout_ms);
+	uint64_t errs = fi_cntr_readerr(wc);
+	ssize_t r2 = fi_write(a.ep, src, 64, NULL, a.peer, 0, KEY, NULL);
+	int w2 = r2 ? 0 : fi_cntr_wait(wc, done0 + 1, timeout_ms);
+	pb.stop = 1;
+	pthread_join(t, NULL);
+	CHECK_EQ(r1, 0);
+	CHECK_EQ(w1, -FI_EAVAIL);
+	CHECK_EQ(errs, 1);
+	CHECK_EQ(r2, 0);
+	CHECK_EQ(w2, 0);
+	CHECK_EQ(fi_cntr_read(wc), done0 + 1);
+
+	CHECK_OK(fi_close(&mr->fid));
+	CHECK_OK(fi_close(&rc->fid));
+	end_close(&a);
+	end_close(&b);
+	wc = NULL;
+	free(src);
+	free(dst);
 }
 
 /* FD: quiet after fi_trywait, readable after another thread's fi_cntr_add;
@@ -276,7 +402,8 @@ int main(int argc, char **argv)
 	}
 	RUN(cntr_loop);
 	RUN(cntr_wait_threshold_timeout_and_errors);
-	RUN(cntr_wait_needs_a_wait_object);
+	RUN(cntr_no_wait_object_to_show);
+	RUN(cntr_wait_none_progresses_the_domain);
 	RUN(cntr_fd_woken_by_cntr_add);
 	RUN(cntr_mutex_cond_woken_by_cntr_add);
 	RUN(cntr_invalid_attributes_and_control);

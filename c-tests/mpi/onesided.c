@@ -9,9 +9,8 @@
  * a torn compare-and-swap shows).
  *
  * Run by c-tests/mpi/onesided.sh with Open MPI's osc rdma over btl ofi on
- * the provider under test. When ONESIDED_NO_ATOMICS is set (to the reason)
- * the accumulate section is skipped and the reason printed: the run script
- * sets it only when the provider does not offer FI_ATOMIC.
+ * the provider under test (btl ofi needs FI_RMA|FI_ATOMIC of it; every
+ * section runs).
  * Every rank prints "FAIL ..." on a failed check; rank 0 prints the closing
  * "onesided (N ranks): N passed, N failed" line.
  */
@@ -368,7 +367,7 @@ static void atomics(MPI_Win win, unsigned char *base, const char *flavor)
 }
 
 /* Every section on one window. */
-static void on_window(MPI_Win win, unsigned char *base, const char *flavor, const char *no_atomics)
+static void on_window(MPI_Win win, unsigned char *base, const char *flavor)
 {
 	MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
 	fence_put_get(win, base, flavor);
@@ -376,13 +375,7 @@ static void on_window(MPI_Win win, unsigned char *base, const char *flavor, cons
 	lock_put_get(win, base);
 	lock_all_flush(win, base);
 	pscw(win, base);
-	if (no_atomics && *no_atomics) {
-		if (rank == 0)
-			printf("SKIP %s: accumulate, get_accumulate, fetch_and_op, compare_and_swap: %s\n", flavor,
-			       no_atomics);
-	} else {
-		atomics(win, base, flavor);
-	}
+	atomics(win, base, flavor);
 }
 
 int main(int argc, char **argv)
@@ -397,7 +390,6 @@ int main(int argc, char **argv)
 		MPI_Finalize();
 		return 1;
 	}
-	const char *no_atomics = getenv("ONESIDED_NO_ATOMICS");
 	int ok, host_size;
 	MPI_Comm host;
 	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
@@ -413,7 +405,7 @@ int main(int argc, char **argv)
 	ok = MPI_Win_create(mem, WIN_BYTES, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win) == MPI_SUCCESS;
 	CHECK("MPI_Win_create", ok);
 	if (ok) {
-		on_window(win, mem, "create", no_atomics);
+		on_window(win, mem, "create");
 		MPI_OK(MPI_Win_free(&win));
 	}
 	free(mem);
@@ -425,7 +417,7 @@ int main(int argc, char **argv)
 	ok = MPI_Win_allocate(WIN_BYTES, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win) == MPI_SUCCESS;
 	CHECK("MPI_Win_allocate", ok);
 	if (ok) {
-		on_window(win, base, "allocate", no_atomics);
+		on_window(win, base, "allocate");
 		MPI_OK(MPI_Win_free(&win));
 	}
 

@@ -9,14 +9,11 @@
 # closed, RMA writes and reads it started (FI_LOG_LEVEL=info: btl ofi
 # really moved the window data through rustfab).
 #
-# Open MPI 4.1's btl ofi asks fi_getinfo for FI_RMA|FI_ATOMIC. While rustfab
-# does not offer FI_ATOMIC, the run preloads atomic_cap.so (see
-# atomic_cap.c: it adds FI_ATOMIC to rustfab's answer to that request only)
-# and tells the program to skip the calls that need network atomics, saying
-# why. Usage: onesided.sh PROGRAM ATOMIC_CAP_SO. Exits non-zero on a failure.
+# Open MPI 4.1's btl ofi asks fi_getinfo for FI_RMA|FI_ATOMIC: a rustfab
+# that does not offer both fails the run (btl ofi would quietly leave
+# rustfab out). Usage: onesided.sh PROGRAM. Exits non-zero on a failure.
 set -u
 exe=${1:-build/mpi/onesided}
-cap_so=${2:-build/mpi/atomic_cap.so}
 : "${FI_PROVIDER_PATH:?FI_PROVIDER_PATH must point at the directory holding librustfab-fi.so}"
 if ! command -v mpirun >/dev/null; then
 	echo "onesided: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"; exit 1
@@ -26,21 +23,17 @@ export FI_PROVIDER=rustfab OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFI
 transport=${RF_TRANSPORT:-default}
 export FI_LOG_LEVEL=info FI_LOG_PROV=rustfab
 
-preload=
-export ONESIDED_NO_ATOMICS=
 # The request btl ofi makes (caps FI_RMA|FI_ATOMIC, RDM).
 if ! fi_info -p rustfab -t FI_EP_RDM -c "FI_RMA|FI_ATOMIC" >/dev/null 2>&1; then
-	preload=$(realpath "$cap_so")
-	ONESIDED_NO_ATOMICS="rustfab does not offer FI_ATOMIC (fi_getinfo for FI_RMA|FI_ATOMIC finds no rustfab entry)"
-	echo "onesided ($transport): rustfab offers no FI_ATOMIC, which btl ofi requires: preloading $(basename "$cap_so") so btl ofi opens rustfab for RMA, atomics skipped"
+	echo "onesided ($transport): FAILED: rustfab offers no FI_EP_RDM entry with FI_RMA|FI_ATOMIC (fi_info -p rustfab -t FI_EP_RDM -c 'FI_RMA|FI_ATOMIC' finds none), which btl ofi requires"
+	exit 1
 fi
 
 status=0
 for np in 2 4; do
 	log=$(mktemp)
-	LD_PRELOAD=$preload timeout -k 10 180 mpirun --oversubscribe -np $np \
+	timeout -k 10 180 mpirun --oversubscribe -np $np \
 		-x FI_PROVIDER_PATH -x FI_PROVIDER -x FI_RUSTFAB_TRANSPORT -x FI_LOG_LEVEL -x FI_LOG_PROV \
-		-x LD_PRELOAD -x ONESIDED_NO_ATOMICS \
 		--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include rustfab --mca mtl_ofi_verbose 1 \
 		--mca osc rdma --mca btl ofi,self --mca btl_ofi_provider_include rustfab \
 		"$exe" >"$log" 2>&1

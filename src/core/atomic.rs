@@ -25,6 +25,7 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
+use core::ops::{Add, Mul};
 
 /// Most bytes of operand data one atomic call may carry (the sockets
 /// provider's limit too): `fi_atomicvalid` counts are this over the
@@ -182,8 +183,11 @@ trait Bits:
 {
 }
 
-macro_rules! int_elem {
-    ($($t:ty),*) => {$(
+/// [`Elem`] and [`Ordered`] for primitive numbers: native-order bytes,
+/// `$zero`/`$one` for the logical operations, and the sum and product
+/// (`wrapping_*` for integers: they wrap, as util's handlers).
+macro_rules! num_elem {
+    ($zero:literal, $one:literal, $sum:ident, $prod:ident; $($t:ty),*) => {$(
         impl Elem for $t {
             const N: usize = core::mem::size_of::<$t>();
             fn get(b: &[u8]) -> Self {
@@ -195,53 +199,32 @@ macro_rules! int_elem {
                 b[..Self::N].copy_from_slice(&self.to_ne_bytes());
             }
             fn truth(self) -> bool {
-                self != 0
+                self != $zero
             }
             fn of_bool(v: bool) -> Self {
-                v as $t
+                if v {
+                    $one
+                } else {
+                    $zero
+                }
             }
             fn sum(self, o: Self) -> Self {
-                self.wrapping_add(o)
+                <$t>::$sum(self, o)
             }
             fn prod(self, o: Self) -> Self {
-                self.wrapping_mul(o)
+                <$t>::$prod(self, o)
             }
         }
         impl Ordered for $t {}
-        impl Bits for $t {}
     )*};
 }
-int_elem!(i8, u8, i16, u16, i32, u32, i64, u64, i128, u128);
+num_elem!(0, 1, wrapping_add, wrapping_mul; i8, u8, i16, u16, i32, u32, i64, u64, i128, u128);
+num_elem!(0.0, 1.0, add, mul; f32, f64);
 
-macro_rules! float_elem {
-    ($($t:ty),*) => {$(
-        impl Elem for $t {
-            const N: usize = core::mem::size_of::<$t>();
-            fn get(b: &[u8]) -> Self {
-                let mut a = [0u8; core::mem::size_of::<$t>()];
-                a.copy_from_slice(&b[..Self::N]);
-                <$t>::from_ne_bytes(a)
-            }
-            fn put(self, b: &mut [u8]) {
-                b[..Self::N].copy_from_slice(&self.to_ne_bytes());
-            }
-            fn truth(self) -> bool {
-                self != 0.0
-            }
-            fn of_bool(v: bool) -> Self {
-                if v { 1.0 } else { 0.0 }
-            }
-            fn sum(self, o: Self) -> Self {
-                self + o
-            }
-            fn prod(self, o: Self) -> Self {
-                self * o
-            }
-        }
-        impl Ordered for $t {}
-    )*};
+macro_rules! bits {
+    ($($t:ty),*) => {$(impl Bits for $t {})*};
 }
-float_elem!(f32, f64);
+bits!(i8, u8, i16, u16, i32, u32, i64, u64, i128, u128);
 
 /// `float complex`: real and imaginary parts.
 #[derive(Clone, Copy, PartialEq)]

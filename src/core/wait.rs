@@ -226,7 +226,10 @@ impl WaitObj {
 
     /// Blocks until `ready()` holds (Ok), the deadline passes or
     /// [`WaitObj::signal`] is called (Err(EAGAIN)). Progresses before every
-    /// check. Callers check `can_block` first.
+    /// check. A kind without a sleeping object (`FI_WAIT_NONE`, `FI_WAIT_SET`,
+    /// `FI_WAIT_YIELD`) yields between passes instead of sleeping. CQs and EQs
+    /// check `can_block` first (fi_cq(3)/fi_eq(3)); counters wait on every
+    /// kind (`cntr.rs`).
     pub(crate) fn block_until(&self, ready: &dyn Fn() -> bool, deadline: Deadline) -> Result<()> {
         let mut scratch = Vec::new();
         // Before sleeping, poll for a short while: a peer that answers within

@@ -233,6 +233,14 @@ pub(super) struct Rma {
     ops: FastMap<u64, Op>,
     /// Operations with something to send (phase `Start` or `Push`).
     sending: Vec<u64>,
+    /// The previous pass's `sending` (empty; kept for its capacity: a pass
+    /// allocates nothing).
+    sending_spare: Vec<u64>,
+    /// Peers whose ring had no room earlier in this pass: the operations
+    /// and reads queued behind them wait for the next pass without being
+    /// looked at (a full window towards one peer costs a pass one attempt,
+    /// not one per operation).
+    blocked: Vec<Addr>,
     next: u64,
     pub(super) placing: Slab<Placing>,
     /// Atomic operations this endpoint initiated, and those of them with a
@@ -880,31 +888,16 @@ impl State {
         }
         if !self.rma.reads.is_empty() {
             self.rma_serve_reads(port, b);
+            // A record too small for a response chunk may still fit.
+            self.rma.blocked.clear();
         }
         if !self.rma.replies.is_empty() || !self.rma.atomic_sending.is_empty() {
             self.atomic_after_poll(port, b);
         }
         if !self.rma.sending.is_empty() {
-            for id in std::mem::take(&mut self.rma.sending) {
-                match self.rma_advance(port, id) {
-                    Err(e) if e != Error::AGAIN => {
-                        if let Some(op) = self.rma.ops.remove(&id) {
-                            self.rma_finish(b, op, Err(e));
-                        }
-                    }
-                    _ => {
-                        let more = self
-                            .rma
-                            .ops
-                            .get(&id)
-                            .is_some_and(|op| matches!(op.phase, Phase::Start | Phase::Push { .. }));
-                        if more && !self.rma.sending.contains(&id) {
-                            self.rma.sending.push(id);
-                        }
-                    }
-                }
-            }
+            self.rma_send_queued(port, b);
         }
+        self.rma.blocked.clear();
         // Liveness of the peers we wait on or serve (shm notices a dead
         // peer only when asked), every 64th busy pass.
         self.rma.tick = self.rma.tick.wrapping_add(1);
@@ -918,6 +911,46 @@ impl State {
             }
         }
         self.rma.active = self.rma.any();
+    }
+
+    /// Operations with something to send, in the order they were posted.
+    /// Once a peer's ring is full, the rest of the operations towards it
+    /// stay queued unlooked-at until the next pass.
+    fn rma_send_queued(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
+        let mut ids = std::mem::replace(&mut self.rma.sending, std::mem::take(&mut self.rma.sending_spare));
+        for &id in &ids {
+            let Some(peer) = self.rma.ops.get(&id).map(|op| op.peer) else {
+                continue;
+            };
+            if !self.rma.blocked.contains(&peer) {
+                match self.rma_advance(port, id) {
+                    Err(e) if e != Error::AGAIN => {
+                        if let Some(op) = self.rma.ops.remove(&id) {
+                            self.rma_finish(b, op, Err(e));
+                        }
+                        continue;
+                    }
+                    r => {
+                        let more = self
+                            .rma
+                            .ops
+                            .get(&id)
+                            .is_some_and(|op| matches!(op.phase, Phase::Start | Phase::Push { .. }));
+                        if !more {
+                            continue;
+                        }
+                        // Stopped with more to send: no room towards it.
+                        if r.is_err() || !self.rma.blocked.contains(&peer) {
+                            self.rma.blocked.push(peer);
+                        }
+                    }
+                }
+            }
+            // Nothing in this loop queues operations: no duplicates.
+            self.rma.sending.push(id);
+        }
+        ids.clear();
+        self.rma.sending_spare = ids;
     }
 
     /// `WRITE_REQ`s: the segment is checked, then pulled from the
@@ -950,6 +983,12 @@ impl State {
         let mut keep = VecDeque::new();
         while let Some(mut j) = self.rma.reads.pop_front() {
             let len = j.hdr.len as usize;
+            // A streamed read towards a peer whose ring is full waits,
+            // unchecked, for the next pass.
+            if j.table.is_empty() && j.off < len && self.rma.blocked.contains(&j.src) {
+                keep.push_back(j);
+                continue;
+            }
             let src_iov = match self.rma_target(&j.hdr, FI_REMOTE_READ) {
                 Ok(l) => l,
                 Err(e) => {
@@ -1012,6 +1051,9 @@ impl State {
             if j.off == len {
                 self.rma_remote_event(b, &j.src, &j.hdr, RmaKind::Read);
             } else {
+                if !self.rma.blocked.contains(&j.src) {
+                    self.rma.blocked.push(j.src);
+                }
                 keep.push_back(j);
             }
         }

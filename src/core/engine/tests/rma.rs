@@ -46,7 +46,8 @@ impl R {
         }
     }
 
-    fn progress(&mut self) {
+    /// Runs `f` on the engine with this endpoint's bindings and counters.
+    fn with_bound<T>(&mut self, f: impl FnOnce(&mut Inner, Bound<'_>) -> T) -> T {
         let R { ep, c, .. } = self;
         let b = Bound {
             rma: RmaBound {
@@ -57,21 +58,15 @@ impl R {
             },
             ..ep.s.bound()
         };
-        ep.inner.progress(b);
+        f(&mut ep.inner, b)
+    }
+
+    fn progress(&mut self) {
+        self.with_bound(|inner, b| inner.progress(b));
     }
 
     fn rma(&mut self, a: RmaArgs) -> Result<()> {
-        let R { ep, c, .. } = self;
-        let b = Bound {
-            rma: RmaBound {
-                read: Some(&c.read),
-                write: Some(&c.write),
-                remote_read: Some(&c.remote_read),
-                remote_write: Some(&c.remote_write),
-            },
-            ..ep.s.bound()
-        };
-        ep.inner.rma(b, a)
+        self.with_bound(|inner, b| inner.rma(b, a))
     }
 
     /// Registers `buf` (one region) with `access`; offsets or addresses.
