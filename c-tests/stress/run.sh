@@ -156,11 +156,12 @@ else
 
 	echo
 	echo "== 3b. fi_rdm_stress over tcp (32 server threads on one CQ, 16 client processes)"
-	# fi_rdm_stress 1.17 asks for FI_RMA unconditionally: the preload shim
-	# (no_rma_preload.c) takes it out of the hints; the job files use only
-	# message and tagged operations. Over tcp only: its hello message
-	# carries the client's address in 32 bytes, and rustfab's shm and auto
-	# addresses are 34 and 58 bytes (fi_getname says -FI_ETOOSMALL).
+	# fi_rdm_stress 1.17 asks for FI_MSG | FI_TAGGED | FI_RMA; the polite
+	# job does every kind of request it has (messages, tagged, injected,
+	# RMA read and write of the server's registered buffers). Over tcp only:
+	# its hello message carries the client's address in 32 bytes, and
+	# rustfab's shm and auto addresses are 34 and 58 bytes (fi_getname
+	# says -FI_ETOOSMALL).
 	cat >"$tmp/polite.json" <<-'EOF'
 	"
 	rustfab make stress: message and tagged requests of many sizes, then goodbye
@@ -178,6 +179,14 @@ else
 		{ "op" : "tag_resp" },
 		{ "op" : "msg_req", "size" : 3000 },
 		{ "op" : "msg_resp" },
+		{ "op" : "read_req", "size" : 100 },
+		{ "op" : "read_resp" },
+		{ "op" : "write_req", "size" : 200000 },
+		{ "op" : "write_resp" },
+		{ "op" : "read_req", "size" : 3000000 },
+		{ "op" : "read_resp" },
+		{ "op" : "write_req", "size" : 7 },
+		{ "op" : "write_resp" },
 		{ "op" : "goodbye" }
 	]
 	EOF
@@ -193,15 +202,14 @@ else
 		{ "op" : "exit" }
 	]
 	EOF
-	shim=$build/stress/no_rma_preload.so
 	port=$((port + 1))
 	t0=$(date +%s)
-	LD_PRELOAD=$shim timeout -k 5 600 "$tmp/rf-rdm-stress" -p rustfab -d tcp -s 127.0.0.1 -B $port >"$tmp/rs.out" 2>&1 &
+	timeout -k 5 600 "$tmp/rf-rdm-stress" -p rustfab -d tcp -s 127.0.0.1 -B $port >"$tmp/rs.out" 2>&1 &
 	spid=$!; pids+=($spid)
 	sleep 1
 	rdm() { # <label> polite|rude <goodbyes expected> <args...>
 		local label=$1 chk=$2 want=$3; shift 3
-		LD_PRELOAD=$shim timeout -k 5 300 "$tmp/rf-rdm-stress" -p rustfab -d tcp -P $port "$@" 127.0.0.1 >"$tmp/rc.out" 2>&1
+		timeout -k 5 300 "$tmp/rf-rdm-stress" -p rustfab -d tcp -P $port "$@" 127.0.0.1 >"$tmp/rc.out" 2>&1
 		local rc=$? ok=1 got
 		[ $rc -eq 0 ] || ok=0
 		case $chk in
