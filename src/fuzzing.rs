@@ -949,16 +949,23 @@ pub fn av_insert(data: &[u8]) {
 // Seeds: real frames, for the committed corpus and the property tests
 // ---------------------------------------------------------------------------
 
-fn eager(tag: u64, data: u64, payload: &[u8]) -> Vec<u8> {
-    let mut h = WireHdr::new(op::EAGER);
-    h.flags = flag::TAGGED;
-    h.tag = tag;
-    h.data = data;
-    h.len = payload.len() as u64;
+/// A record: header `h` (its `payload` set here) followed by `payload`.
+fn record(mut h: WireHdr, payload: &[u8]) -> Vec<u8> {
     h.payload = payload.len() as u32;
     let mut v = h.to_bytes().to_vec();
     v.extend_from_slice(payload);
     v
+}
+
+fn eager(tag: u64, data: u64, payload: &[u8]) -> Vec<u8> {
+    let h = WireHdr {
+        flags: flag::TAGGED,
+        tag,
+        data,
+        len: payload.len() as u64,
+        ..WireHdr::new(op::EAGER)
+    };
+    record(h, payload)
 }
 
 fn ctl(o: u8, id: u64) -> Vec<u8> {
@@ -982,16 +989,15 @@ fn rts(len: u64, segs: &[(u64, u64)], tag: u64) -> Vec<u8> {
     v
 }
 
-fn data_rec(len: u64, off: u64, payload: &[u8], tag: u64) -> Vec<u8> {
-    let mut h = WireHdr::new(op::DATA);
-    h.flags = flag::LAST;
-    h.tag = tag;
-    h.len = len;
-    h.offset = off;
-    h.payload = payload.len() as u32;
-    let mut v = h.to_bytes().to_vec();
-    v.extend_from_slice(payload);
-    v
+fn data_rec(len: u64, offset: u64, payload: &[u8], tag: u64) -> Vec<u8> {
+    let h = WireHdr {
+        flags: flag::LAST,
+        tag,
+        len,
+        offset,
+        ..WireHdr::new(op::DATA)
+    };
+    record(h, payload)
 }
 
 fn hello_rec(kind: hello::Kind, addr: &str, keyed: bool) -> Vec<u8> {
@@ -1021,26 +1027,25 @@ fn cm_rec(kind: cm::CmKind, data: &[u8]) -> Vec<u8> {
 fn rma_rec(
     o: u8,
     flags: u32,
-    id: u64,
-    seg: u32,
-    addr: u64,
+    msg_id: u64,
+    aux: u32,
+    offset: u64,
     len: u64,
-    key: u64,
+    tag: u64,
     reserved: u64,
     payload: &[u8],
 ) -> Vec<u8> {
-    let mut h = WireHdr::new(o);
-    h.flags = flags;
-    h.msg_id = id;
-    h.aux = seg;
-    h.offset = addr;
-    h.len = len;
-    h.tag = key;
-    h.reserved = reserved;
-    h.payload = payload.len() as u32;
-    let mut v = h.to_bytes().to_vec();
-    v.extend_from_slice(payload);
-    v
+    let h = WireHdr {
+        flags,
+        msg_id,
+        aux,
+        offset,
+        len,
+        tag,
+        reserved,
+        ..WireHdr::new(o)
+    };
+    record(h, payload)
 }
 
 /// An (address, length) table as pull requests carry it.
