@@ -18,10 +18,13 @@
 #   c-tests/stress/run.sh <build dir>
 #
 # STRESS_SECONDS (default 30) is how long each main rf_stress run sends.
-# all.test (latency and bandwidth sweeps, 10k round trips per size up to
-# 6 MB) runs over shm only unless UBERTEST_ALL=1: over tcp it takes 2-7
-# minutes on this machine; the unit tests of the other configurations (MSG
-# endpoints included) run over all three transports.
+# quick.test and verify.test (the unit tests, MSG endpoints included) run
+# over all three transports. all.test (72 latency and bandwidth sweeps, 10k
+# round trips per size up to 6 MB) and complete.test (11,596 tests: every
+# function x endpoint x AV x completion x class combination, latency and
+# bandwidth) are sweeps, not stress, and take far longer than this target's
+# budget (complete.test: 3,668 of its 11,596 tests in 15 minutes over shm at
+# load 8): they run only with UBERTEST_ALL=1 (each under a 15-minute timeout).
 # Exit status 0 only if everything passed; a failure of fi_ubertest listed
 # in c-tests/stress/ubertest.known (each with the reason it is ubertest's
 # bug, not rustfab's) is reported but does not fail the run.
@@ -113,7 +116,10 @@ else
 			continue
 		fi
 		trs="shm tcp auto"
-		[ "$name" = all.test ] && [ "${UBERTEST_ALL:-0}" != 1 ] && trs=shm
+		case $name in all.test | complete.test)
+			# Sweeps, not stress: thousands of tests (see the header).
+			[ "${UBERTEST_ALL:-0}" = 1 ] || { notes+=("ubertest $name not run (UBERTEST_ALL=1 runs it)"); continue; } ;;
+		esac
 		for tr in $trs; do
 			port=$((port + 1))
 			t0=$(date +%s)
