@@ -265,11 +265,7 @@ $(BUILD)/stress/rf_stress: c-tests/stress/rf_stress.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lfabric -lpthread
 
-$(BUILD)/stress/no_rma_preload.so: c-tests/stress/no_rma_preload.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -shared -fPIC -o $@ $< -lfabric -ldl
-
-stress: lib $(BUILD)/stress/rf_stress $(BUILD)/stress/no_rma_preload.so
+stress: lib $(BUILD)/stress/rf_stress
 	c-tests/stress/run.sh $(BUILD)
 
 # ---- loom models of the shm ring and the wake-up handshake

@@ -336,9 +336,11 @@ fn reference_decode(stream: &[u8], start: Stage) -> (Vec<Ev>, End) {
         let data = &stream[at + HDR_LEN..];
         let whole = data.len() >= n;
         match hdr.op {
-            // Messages, rendezvous chunks and the RMA chunks (WRITE,
-            // READ_RESP) are placed by the core; the rest are control.
-            op::EAGER | op::DATA | op::WRITE | op::READ_RESP => match choice(&hdr) {
+            // Messages, rendezvous chunks, the RMA chunks (WRITE,
+            // READ_RESP) and the atomic requests and answers (staged by the
+            // target, fetched values) are placed by the core; the rest are
+            // control.
+            op::EAGER | op::DATA | op::WRITE | op::READ_RESP | op::ATOMIC | op::ATOMIC_RESP => match choice(&hdr) {
                 Choice::Into(cap) => {
                     let cap = cap.min(n);
                     let got = data.len().min(cap);
@@ -947,16 +949,23 @@ pub fn av_insert(data: &[u8]) {
 // Seeds: real frames, for the committed corpus and the property tests
 // ---------------------------------------------------------------------------
 
-fn eager(tag: u64, data: u64, payload: &[u8]) -> Vec<u8> {
-    let mut h = WireHdr::new(op::EAGER);
-    h.flags = flag::TAGGED;
-    h.tag = tag;
-    h.data = data;
-    h.len = payload.len() as u64;
+/// A record: header `h` (its `payload` set here) followed by `payload`.
+fn record(mut h: WireHdr, payload: &[u8]) -> Vec<u8> {
     h.payload = payload.len() as u32;
     let mut v = h.to_bytes().to_vec();
     v.extend_from_slice(payload);
     v
+}
+
+fn eager(tag: u64, data: u64, payload: &[u8]) -> Vec<u8> {
+    let h = WireHdr {
+        flags: flag::TAGGED,
+        tag,
+        data,
+        len: payload.len() as u64,
+        ..WireHdr::new(op::EAGER)
+    };
+    record(h, payload)
 }
 
 fn ctl(o: u8, id: u64) -> Vec<u8> {
@@ -980,16 +989,15 @@ fn rts(len: u64, segs: &[(u64, u64)], tag: u64) -> Vec<u8> {
     v
 }
 
-fn data_rec(len: u64, off: u64, payload: &[u8], tag: u64) -> Vec<u8> {
-    let mut h = WireHdr::new(op::DATA);
-    h.flags = flag::LAST;
-    h.tag = tag;
-    h.len = len;
-    h.offset = off;
-    h.payload = payload.len() as u32;
-    let mut v = h.to_bytes().to_vec();
-    v.extend_from_slice(payload);
-    v
+fn data_rec(len: u64, offset: u64, payload: &[u8], tag: u64) -> Vec<u8> {
+    let h = WireHdr {
+        flags: flag::LAST,
+        tag,
+        len,
+        offset,
+        ..WireHdr::new(op::DATA)
+    };
+    record(h, payload)
 }
 
 fn hello_rec(kind: hello::Kind, addr: &str, keyed: bool) -> Vec<u8> {
@@ -1010,6 +1018,147 @@ fn cm_rec(kind: cm::CmKind, data: &[u8]) -> Vec<u8> {
     let mut v = h.to_vec();
     v.extend_from_slice(&p);
     v
+}
+
+/// An RMA or atomic record (docs/rma.md): operation `id`, target segment
+/// `seg` at (`addr`, `len`, key), `reserved` as the op defines it, then
+/// `payload`.
+#[allow(clippy::too_many_arguments)]
+fn rma_rec(
+    o: u8,
+    flags: u32,
+    msg_id: u64,
+    aux: u32,
+    offset: u64,
+    len: u64,
+    tag: u64,
+    reserved: u64,
+    payload: &[u8],
+) -> Vec<u8> {
+    let h = WireHdr {
+        flags,
+        msg_id,
+        aux,
+        offset,
+        len,
+        tag,
+        reserved,
+        ..WireHdr::new(o)
+    };
+    record(h, payload)
+}
+
+/// An (address, length) table as pull requests carry it.
+fn iov_table(segs: &[(u64, u64)]) -> Vec<u8> {
+    segs.iter()
+        .flat_map(|&(a, l)| a.to_le_bytes().into_iter().chain(l.to_le_bytes()))
+        .collect()
+}
+
+/// One record of every RMA and atomic kind the engines send (the shapes of
+/// `core/engine/rma.rs` and `atomic.rs`): a pushed write chunk, a pull
+/// write request, a streamed and a pulled read request, a read chunk, an
+/// acknowledgement (plain and "cannot pull"), atomics of the three kinds
+/// (FI_SUM on int64, FI_ATOMIC_READ, FI_CSWAP) and a fetched answer.
+fn rma_records() -> Vec<(&'static str, Vec<u8>)> {
+    const INT64: u64 = 6 << 8;
+    let last = flag::LAST | flag::FINAL;
+    vec![
+        (
+            "rma_write_chunk",
+            rma_rec(op::WRITE, last, 11, 0, 0x10_0000, 300, 0xbeef, 200, &pattern(100, 5)),
+        ),
+        (
+            "rma_write_req",
+            rma_rec(
+                op::WRITE_REQ,
+                flag::CMA_OK | flag::FINAL,
+                12,
+                0,
+                0x20_0000,
+                1 << 20,
+                0xbeef,
+                2,
+                &iov_table(&[(0x7f00_0000, 1 << 19), (0x7f10_0000, 1 << 19)]),
+            ),
+        ),
+        (
+            "rma_read_req_streamed",
+            rma_rec(op::READ_REQ, flag::FINAL, 13, 1, 0x30_0000, 5000, 0xbeef, 0, &[]),
+        ),
+        (
+            "rma_read_req_pulled",
+            rma_rec(
+                op::READ_REQ,
+                flag::CMA_OK | flag::FINAL,
+                14,
+                0,
+                0x30_0000,
+                4096,
+                0xbeef,
+                1,
+                &iov_table(&[(0x7f20_0000, 4096)]),
+            ),
+        ),
+        (
+            "rma_read_resp",
+            rma_rec(op::READ_RESP, flag::LAST, 13, 1, 0, 5000, 0, 4900, &pattern(100, 6)),
+        ),
+        ("rma_ack", rma_rec(op::RMA_ACK, 0, 11, 0, 0, 0, 0, 0, &[])),
+        ("rma_ack_cannot_pull", {
+            let mut v = rma_rec(op::RMA_ACK, 0, 12, 0, 0, 0, 0, 0, &[]);
+            let mut h = WireHdr::from_bytes(v[..HDR_LEN].try_into().expect("a header"));
+            h.data = FI_EOPNOTSUPP as u64;
+            v[..HDR_LEN].copy_from_slice(&h.to_bytes());
+            v
+        }),
+        (
+            "atomic_sum_int64",
+            rma_rec(
+                op::ATOMIC,
+                flag::FINAL,
+                15,
+                0,
+                0x40_0000,
+                16,
+                0xcafe,
+                2 | INT64,
+                &pattern(16, 7),
+            ),
+        ),
+        (
+            "atomic_fetch_read",
+            rma_rec(
+                op::ATOMIC,
+                flag::FINAL,
+                16,
+                0,
+                0x40_0000,
+                8,
+                0xcafe,
+                10 | INT64 | 1 << 16,
+                &[],
+            ),
+        ),
+        (
+            "atomic_cswap",
+            rma_rec(
+                op::ATOMIC,
+                flag::FINAL,
+                17,
+                0,
+                0x40_0000,
+                8,
+                0xcafe,
+                12 | INT64 | 2 << 16,
+                &pattern(16, 8),
+            ),
+        ),
+        (
+            "atomic_resp_fetched",
+            rma_rec(op::ATOMIC_RESP, 0, 16, 0, 0, 8, 0, 0, &pattern(8, 9)),
+        ),
+    ]
 }
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
@@ -1092,6 +1241,10 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         .to_vec(),
     );
 
+    for (name, v) in rma_records() {
+        out.push(("records", name.to_string(), v));
+    }
+
     let small = [
         eager(1, 0, b"hi"),
         eager(2, 5, &pattern(100, 1)),
@@ -1114,6 +1267,14 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     // that: one cell stays free): one lap per call, never an endless walk.
     let lap: Vec<_> = (0..4).map(|i| eager(i, 0, b"lap")).collect();
     ring_seed("every_cell_a_record", seed_ring(1, 0, &lap));
+
+    let rma: Vec<Vec<u8>> = rma_records().into_iter().map(|r| r.1).collect();
+    out.push(("shm_ring", "rma_and_atomic_records".to_string(), seed_ring(6, 2, &rma)));
+    let mut rma_stream = hello_rec(hello::Kind::Request, "127.0.0.1:4000", false);
+    rma.iter().for_each(|r| rma_stream.extend(r));
+    let mut v = vec![0x25u8, 17, 64, 3, 200];
+    v.extend(rma_stream);
+    out.push(("tcp_reader", "handshake_then_rma_and_atomics".to_string(), v));
 
     let mut gi = |name: &str, v: Vec<u8>| out.push(("getinfo_hints", name.to_string(), v));
     gi("rdm_tagged", vec![0, 1, 0, 0, 4, 1, 1, 1, 1, 0, 0, 0, 0]);

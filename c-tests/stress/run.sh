@@ -18,10 +18,13 @@
 #   c-tests/stress/run.sh <build dir>
 #
 # STRESS_SECONDS (default 30) is how long each main rf_stress run sends.
-# all.test (latency and bandwidth sweeps, 10k round trips per size up to
-# 6 MB) runs over shm only unless UBERTEST_ALL=1: over tcp it takes 2-7
-# minutes on this machine; the unit tests of the other configurations (MSG
-# endpoints included) run over all three transports.
+# quick.test and verify.test (the unit tests, MSG endpoints included) run
+# over all three transports. all.test (72 latency and bandwidth sweeps, 10k
+# round trips per size up to 6 MB) and complete.test (11,596 tests: every
+# function x endpoint x AV x completion x class combination, latency and
+# bandwidth) are sweeps, not stress, and take far longer than this target's
+# budget (complete.test: 3,668 of its 11,596 tests in 15 minutes over shm at
+# load 8): they run only with UBERTEST_ALL=1 (each under a 15-minute timeout).
 # Exit status 0 only if everything passed; a failure of fi_ubertest listed
 # in c-tests/stress/ubertest.known (each with the reason it is ubertest's
 # bug, not rustfab's) is reported but does not fail the run.
@@ -113,7 +116,10 @@ else
 			continue
 		fi
 		trs="shm tcp auto"
-		[ "$name" = all.test ] && [ "${UBERTEST_ALL:-0}" != 1 ] && trs=shm
+		case $name in all.test | complete.test)
+			# Sweeps, not stress: thousands of tests (see the header).
+			[ "${UBERTEST_ALL:-0}" = 1 ] || { notes+=("ubertest $name not run (UBERTEST_ALL=1 runs it)"); continue; } ;;
+		esac
 		for tr in $trs; do
 			port=$((port + 1))
 			t0=$(date +%s)
@@ -156,11 +162,12 @@ else
 
 	echo
 	echo "== 3b. fi_rdm_stress over tcp (32 server threads on one CQ, 16 client processes)"
-	# fi_rdm_stress 1.17 asks for FI_RMA unconditionally: the preload shim
-	# (no_rma_preload.c) takes it out of the hints; the job files use only
-	# message and tagged operations. Over tcp only: its hello message
-	# carries the client's address in 32 bytes, and rustfab's shm and auto
-	# addresses are 34 and 58 bytes (fi_getname says -FI_ETOOSMALL).
+	# fi_rdm_stress 1.17 asks for FI_MSG | FI_TAGGED | FI_RMA; the polite
+	# job does every kind of request it has (messages, tagged, injected,
+	# RMA read and write of the server's registered buffers). Over tcp only:
+	# its hello message carries the client's address in 32 bytes, and
+	# rustfab's shm and auto addresses are 34 and 58 bytes (fi_getname
+	# says -FI_ETOOSMALL).
 	cat >"$tmp/polite.json" <<-'EOF'
 	"
 	rustfab make stress: message and tagged requests of many sizes, then goodbye
@@ -178,6 +185,14 @@ else
 		{ "op" : "tag_resp" },
 		{ "op" : "msg_req", "size" : 3000 },
 		{ "op" : "msg_resp" },
+		{ "op" : "read_req", "size" : 100 },
+		{ "op" : "read_resp" },
+		{ "op" : "write_req", "size" : 200000 },
+		{ "op" : "write_resp" },
+		{ "op" : "read_req", "size" : 3000000 },
+		{ "op" : "read_resp" },
+		{ "op" : "write_req", "size" : 7 },
+		{ "op" : "write_resp" },
 		{ "op" : "goodbye" }
 	]
 	EOF
@@ -193,15 +208,14 @@ else
 		{ "op" : "exit" }
 	]
 	EOF
-	shim=$build/stress/no_rma_preload.so
 	port=$((port + 1))
 	t0=$(date +%s)
-	LD_PRELOAD=$shim timeout -k 5 600 "$tmp/rf-rdm-stress" -p rustfab -d tcp -s 127.0.0.1 -B $port >"$tmp/rs.out" 2>&1 &
+	timeout -k 5 600 "$tmp/rf-rdm-stress" -p rustfab -d tcp -s 127.0.0.1 -B $port >"$tmp/rs.out" 2>&1 &
 	spid=$!; pids+=($spid)
 	sleep 1
 	rdm() { # <label> polite|rude <goodbyes expected> <args...>
 		local label=$1 chk=$2 want=$3; shift 3
-		LD_PRELOAD=$shim timeout -k 5 300 "$tmp/rf-rdm-stress" -p rustfab -d tcp -P $port "$@" 127.0.0.1 >"$tmp/rc.out" 2>&1
+		timeout -k 5 300 "$tmp/rf-rdm-stress" -p rustfab -d tcp -P $port "$@" 127.0.0.1 >"$tmp/rc.out" 2>&1
 		local rc=$? ok=1 got
 		[ $rc -eq 0 ] || ok=0
 		case $chk in
