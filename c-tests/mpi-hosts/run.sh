@@ -206,7 +206,7 @@ want oversub && for shape in "1 4" "2 2"; do
 	grep "^pingpong " "$log" | sed "s/^/  [$1 x $2, shm] /"
 done
 
-# MPI_Alltoall for 4-16 ranks, rustfab next to Open MPI's own shared memory
+# MPI_Alltoall for 4-16 ranks (A2A_SHAPES="1x32 4x8" for 32), rustfab next to Open MPI's own shared memory
 # and TCP (ob1), each shape in one run: for docs/performance.md, only with
 # MPI_HOSTS_ONLY=alltoall (minutes; not part of make test).
 if [ "${MPI_HOSTS_ONLY:-}" = alltoall ]; then
