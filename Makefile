@@ -381,7 +381,7 @@ scale: lib $(BUILD)/scale/rf_scale
 	c-tests/scale/run.sh $(BUILD)/scale/rf_scale
 
 # ---- Open MPI over rustfab (pml cm, mtl ofi)
-$(BUILD)/mpi/mpi_test: c-tests/mpi/mpi_test.c
+$(BUILD)/mpi/mpi_test: c-tests/mpi/mpi_test.c c-tests/mpi/mpi_check.h
 	@mkdir -p $(dir $@)
 	mpicc -O2 -Wall -o $@ $<
 
@@ -389,7 +389,7 @@ $(BUILD)/mpi/hello: c-tests/mpi/hello.c
 	@mkdir -p $(dir $@)
 	mpicc -O2 -Wall -o $@ $<
 
-$(BUILD)/mpi/onesided: c-tests/mpi/onesided.c
+$(BUILD)/mpi/onesided: c-tests/mpi/onesided.c c-tests/mpi/mpi_check.h
 	@mkdir -p $(dir $@)
 	mpicc -O2 -Wall -Wextra -o $@ $<
 

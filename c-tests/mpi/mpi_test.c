@@ -11,18 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, size, passed, failed;
-
-#define CHECK(name, cond)                                                       \
-	do {                                                                    \
-		if (cond) {                                                     \
-			passed++;                                               \
-		} else {                                                        \
-			failed++;                                               \
-			printf("FAIL rank %d: %s (%s:%d)\n", rank, name, __FILE__, __LINE__); \
-			fflush(stdout);                                         \
-		}                                                               \
-	} while (0)
+#include "mpi_check.h"
 
 static unsigned char pattern(size_t i, int seed)
 {

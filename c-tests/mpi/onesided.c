@@ -20,18 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, size, passed, failed;
-
-#define CHECK(name, cond)                                                       \
-	do {                                                                    \
-		if (cond) {                                                     \
-			passed++;                                               \
-		} else {                                                        \
-			failed++;                                               \
-			printf("FAIL rank %d: %s (%s:%d)\n", rank, name, __FILE__, __LINE__); \
-			fflush(stdout);                                         \
-		}                                                               \
-	} while (0)
+#include "mpi_check.h"
 
 /* An MPI call that fails is a failed check (the communicator and the
  * windows return errors instead of aborting). */
