@@ -52,6 +52,7 @@ struct end_opts {
 	const void *arg;
 	const char *auth_key; /* hints->domain_attr->auth_key (its bytes), or NULL */
 	int mr_mode; /* set in the info before fi_domain (0: as returned) */
+	enum fi_threading threading; /* hints->domain_attr->threading (0: unspecified) */
 };
 
 static inline const char *rf_transport(void)
@@ -97,6 +98,7 @@ static inline int end_open(struct end *e, const struct end_opts *o)
 	hints->tx_attr->op_flags = o->tx_op_flags;
 	hints->rx_attr->op_flags = o->rx_op_flags;
 	hints->domain_attr->av_type = o->av_type ? o->av_type : FI_AV_MAP;
+	hints->domain_attr->threading = o->threading;
 	if (o->auth_key) {
 		hints->domain_attr->auth_key = (uint8_t *)strdup(o->auth_key);
 		hints->domain_attr->auth_key_size = strlen(o->auth_key);

@@ -712,6 +712,118 @@ TEST(auto_progress_moves_data_without_calls)
 	unpair();
 }
 
+/*
+ * Waits for the completion of `ctx` on e (driving `other` too unless NULL);
+ * completions of `skip` read on the way are counted in *skipped. 1, or what
+ * went wrong (0: timeout, -FI_EOTHER: a completion of another context).
+ */
+static int wait_ctx(struct end *e, struct end *other, void *ctx, void *skip, int *skipped,
+		    struct fi_cq_tagged_entry *c)
+{
+	for (;;) {
+		struct fi_cq_err_entry err;
+		memset(&err, 0, sizeof(err));
+		int w = wait_comp(e, other, c, &err, NULL, 10);
+		if (w != 1)
+			return w;
+		if (c->op_context == ctx)
+			return 1;
+		if (c->op_context != skip)
+			return -FI_EOTHER;
+		(*skipped)++;
+	}
+}
+
+/*
+ * The ping-pong fabtests' fi_rdm_pingpong runs: both domains opened with
+ * FI_THREAD_DOMAIN (one thread: every call serialised, the model a
+ * provider may drop its locks for; docs/performance.md), with manual and
+ * with automatic progress; sizes from inline to rendezvous, each message's
+ * bytes and completion checked. With FI_PROGRESS_AUTO each side polls only
+ * its own CQ, so the other side's part of a transfer (a TCP sender's
+ * stream) must come from its domain's progress thread.
+ */
+TEST(thread_domain_ping_pong)
+{
+	static const size_t sizes[] = {1, 64, 4096, 65536, 1u << 20};
+	size_t max = 1u << 20;
+	char *ta = malloc(max), *ra = malloc(max), *tb = malloc(max), *rb = malloc(max);
+	CHECK(ta && ra && tb && rb);
+	for (int autop = 0; autop <= 1; autop++) {
+		struct end_opts o = {.threading = FI_THREAD_DOMAIN, .auto_progress = autop};
+		struct fi_cq_tagged_entry c;
+		int sa_done = 0, sb_done = 0, rounds = 0;
+		SETUP(&o, NULL);
+		CHECK_EQ(A.info->domain_attr->threading, FI_THREAD_DOMAIN);
+		CHECK_EQ(A.info->domain_attr->data_progress, autop ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL);
+		struct end *oa = autop ? NULL : &B, *ob = autop ? NULL : &A;
+		for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+			size_t n = sizes[k];
+			int iters = n > 65536 ? 4 : 50;
+			CHECK_OK(fi_recv(B.ep, rb, n, NULL, FI_ADDR_UNSPEC, (void *)0xb1));
+			for (int i = 0; i < iters; i++, rounds++) {
+				unsigned seed = (unsigned)(k * 1000 + i);
+				fill(ta, n, seed);
+				CHECK_OK(fi_recv(A.ep, ra, n, NULL, FI_ADDR_UNSPEC, (void *)0xa1));
+				CHECK_OK(POST(fi_send(A.ep, ta, n, NULL, A.peer, (void *)0xa2), &A, &B));
+				int w = wait_ctx(&B, ob, (void *)0xb1, (void *)0xb2, &sb_done, &c);
+				if (w != 1) {
+					unpair();
+					FAIL_AT("progress %d size %zu round %d: B's receive: %d", autop, n, i, w);
+				}
+				CHECK_EQ(c.len, n);
+				CHECK(check_fill(rb, n, seed));
+				fill(tb, n, seed + 7);
+				CHECK_OK(fi_recv(B.ep, rb, n, NULL, FI_ADDR_UNSPEC, (void *)0xb1));
+				CHECK_OK(POST(fi_send(B.ep, tb, n, NULL, B.peer, (void *)0xb2), &B, &A));
+				w = wait_ctx(&A, oa, (void *)0xa1, (void *)0xa2, &sa_done, &c);
+				if (w != 1) {
+					unpair();
+					FAIL_AT("progress %d size %zu round %d: A's receive: %d", autop, n, i, w);
+				}
+				CHECK_EQ(c.len, n);
+				CHECK(check_fill(ra, n, seed + 7));
+			}
+			/* B's last receive of this size stays posted: cancel it. */
+			CHECK_OK(fi_cancel(&B.ep->fid, (void *)0xb1));
+			struct fi_cq_err_entry err;
+			memset(&err, 0, sizeof(err));
+			for (;;) {
+				int w = wait_comp(&B, ob, &c, &err, NULL, 10);
+				if (w == -FI_EAVAIL && err.err == FI_ECANCELED && err.op_context == (void *)0xb1)
+					break;
+				if (w != 1 || c.op_context != (void *)0xb2) {
+					unpair();
+					FAIL_AT("progress %d size %zu: cancel: %d (err %d)", autop, n, w, err.err);
+				}
+				sb_done++;
+			}
+		}
+		/* Every send completed once. */
+		while (sa_done < rounds) {
+			int w = wait_comp(&A, oa, &c, NULL, NULL, 10);
+			if (w != 1 || c.op_context != (void *)0xa2) {
+				unpair();
+				FAIL_AT("progress %d: A's sends %d of %d (%d)", autop, sa_done, rounds, w);
+			}
+			sa_done++;
+		}
+		while (sb_done < rounds) {
+			int w = wait_comp(&B, ob, &c, NULL, NULL, 10);
+			if (w != 1 || c.op_context != (void *)0xb2) {
+				unpair();
+				FAIL_AT("progress %d: B's sends %d of %d (%d)", autop, sb_done, rounds, w);
+			}
+			sb_done++;
+		}
+		unpair();
+	}
+	free(ta);
+	free(ra);
+	free(tb);
+	free(rb);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -738,5 +850,6 @@ int main(int argc, char **argv)
 	RUN(unexpected_flood_backpressure);
 	RUN(large_unexpected_does_not_block_later_messages);
 	RUN(auto_progress_moves_data_without_calls);
+	RUN(thread_domain_ping_pong);
 	return harness_done();
 }

@@ -35,10 +35,12 @@
 	} while (0)
 
 /* An RDM endpoint of `prov` with `caps`, FI_CONTEXT, no FI_MR_LOCAL (the
- * programs pass plain buffers); its fabric and two domains (as if in two
+ * programs pass plain buffers), the threading model `threading` asked
+ * (FI_THREAD_UNSPEC: none); its fabric and two domains (as if in two
  * processes). Dies on failure. */
-static inline struct fi_info *bench_two_domains(const char *prov, uint64_t caps, struct fid_fabric **fab,
-						struct fid_domain **d1, struct fid_domain **d2)
+static inline struct fi_info *bench_two_domains(const char *prov, uint64_t caps, enum fi_threading threading,
+						struct fid_fabric **fab, struct fid_domain **d1,
+						struct fid_domain **d2)
 {
 	struct fi_info *hints = fi_allocinfo(), *info;
 	if (!hints)
@@ -47,6 +49,7 @@ static inline struct fi_info *bench_two_domains(const char *prov, uint64_t caps,
 	hints->caps = caps;
 	hints->mode = FI_CONTEXT;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->domain_attr->threading = threading;
 	hints->fabric_attr->prov_name = strdup(prov);
 	CK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
 	fi_freeinfo(hints);

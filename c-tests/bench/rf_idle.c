@@ -124,7 +124,7 @@ int main(int argc, char **argv)
 
 	struct fid_fabric *fab;
 	struct fid_domain *da, *dp;
-	struct fi_info *info = bench_two_domains(prov, FI_MSG, &fab, &da, &dp);
+	struct fi_info *info = bench_two_domains(prov, FI_MSG, FI_THREAD_UNSPEC, &fab, &da, &dp);
 	struct fi_av_attr aa = {.type = FI_AV_TABLE};
 	struct fid_av *ava, *avp;
 	CK(fi_av_open(da, &aa, &ava, NULL));

@@ -3,7 +3,7 @@
  * so that an instruction count (valgrind --tool=callgrind) compares
  * providers independently of machine load.
  *
- *   rf_insns -p <prov> [-s bytes] [-i iters] [-t]
+ *   rf_insns -p <prov> [-s bytes] [-i iters] [-t] [-e N] [-T domain|safe]
  *
  * One process, one thread, two RDM endpoints A and B (each its own domain,
  * CQs and AV, as if in two processes, FI_CQ_FORMAT_CONTEXT, one receive posted ahead as fabtests'
@@ -12,6 +12,9 @@
  * it, so the count is of work, not of waiting), B reposts its receive and
  * replies, A reads the reply, and each side reads its send completion.
  * -t uses fi_tsend/fi_trecv (tag 0x1234) instead of fi_send/fi_recv.
+ * -T is the threading model asked in the hints: FI_THREAD_DOMAIN by default,
+ * as fabtests' fi_rdm_pingpong asks (one thread: the application serialises
+ * every call, and providers may drop their locks), or FI_THREAD_SAFE.
  * -e N adds N fi_cq_read calls on A's empty receive CQ per round trip: the
  * difference from a run without them is the cost of one empty poll, the
  * loop a waiting side spins in (its length bounds how soon an arrival is
@@ -50,6 +53,7 @@ static int tagged;
 static unsigned long extra_empty;
 static size_t len = 1;
 static unsigned long empty_polls;
+static enum fi_threading threading = FI_THREAD_DOMAIN;
 
 static void open_side(struct fid_domain *dom, struct fi_info *info, struct side *s)
 {
@@ -146,22 +150,30 @@ int main(int argc, char **argv)
 	const char *prov = NULL;
 	unsigned long iters = 10000;
 	int c;
-	while ((c = getopt(argc, argv, "p:s:i:te:")) != -1) {
+	while ((c = getopt(argc, argv, "p:s:i:te:T:")) != -1) {
 		switch (c) {
 		case 'p': prov = optarg; break;
 		case 's': len = strtoul(optarg, NULL, 0); break;
 		case 'i': iters = strtoul(optarg, NULL, 0); break;
 		case 't': tagged = 1; break;
 		case 'e': extra_empty = strtoul(optarg, NULL, 0); break;
-		default: DIE("usage: rf_insns -p <prov> [-s bytes] [-i iters] [-t] [-e empty polls]");
+		case 'T':
+			if (!strcmp(optarg, "domain"))
+				threading = FI_THREAD_DOMAIN;
+			else if (!strcmp(optarg, "safe"))
+				threading = FI_THREAD_SAFE;
+			else
+				DIE("-T domain|safe");
+			break;
+		default: DIE("usage: rf_insns -p <prov> [-s bytes] [-i iters] [-t] [-e empty polls] [-T domain|safe]");
 		}
 	}
 	if (!prov)
-		DIE("usage: rf_insns -p <prov> [-s bytes] [-i iters] [-t] [-e empty polls]");
+		DIE("usage: rf_insns -p <prov> [-s bytes] [-i iters] [-t] [-e empty polls] [-T domain|safe]");
 
 	struct fid_fabric *fab;
 	struct fid_domain *doma, *domb;
-	struct fi_info *info = bench_two_domains(prov, FI_MSG | (tagged ? FI_TAGGED : 0), &fab, &doma, &domb);
+	struct fi_info *info = bench_two_domains(prov, FI_MSG | (tagged ? FI_TAGGED : 0), threading, &fab, &doma, &domb);
 	struct side a = {0}, b = {0};
 	open_side(doma, info, &a);
 	open_side(domb, info, &b);
@@ -176,6 +188,9 @@ int main(int argc, char **argv)
 	post_recv(&a);
 	post_recv(&b);
 	round_trips(&a, &b, iters);
+	if (info->domain_attr->threading != threading)
+		fprintf(stderr, "rf_insns: %s answered threading %d for %d\n", prov, (int)info->domain_attr->threading,
+			(int)threading);
 	printf("rf_insns %s %zu bytes %lu round trips, %.2f empty polls and %.2f -FI_EAGAIN sends per round trip\n",
 	       prov, len, iters, (double)empty_polls / (double)iters, (double)eagain_sends / (double)iters);
 

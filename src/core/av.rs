@@ -55,6 +55,18 @@
 //! lock and may run concurrently from any number of threads; insert and
 //! remove take the write lock for the table update only (addresses are
 //! parsed and resolved before it is taken). The bound EQ has its own mutex.
+//!
+//! The send path does not take the read lock for a destination it resolved
+//! before: an index is never reused, so what an `fi_addr` names changes
+//! only when it is removed, and every `fi_av_remove` that removed something
+//! bumps `removals` (inside the write lock, after the table changed). An
+//! endpoint keeps the last `fi_addr` it resolved with the `removals` it
+//! read *before* that lookup, and reuses it while `removals` is unchanged
+//! (`AvState::generation`, engine `Inner::destination`). A send that reads
+//! the old count while a removal is under way is one ordered before that
+//! removal, as with the read lock; a send that starts after `fi_av_remove`
+//! returned (ordered after it by the application) reads the new count,
+//! looks up again and gets -FI_EINVAL.
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
@@ -66,6 +78,7 @@ use core::ffi::c_int;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// `FI_EVENT` (`fi_domain.h`: `#define FI_EVENT FI_COMPLETION`), the
@@ -520,6 +533,9 @@ pub(crate) struct AvState {
     pub(crate) transport: TransportKind,
     pub(crate) format: AvFormat,
     pub(crate) table: RwLock<AvTable>,
+    /// `fi_av_remove` calls that removed entries (module documentation:
+    /// the send path's cached lookups).
+    removals: AtomicU64,
 }
 
 impl AvState {
@@ -531,7 +547,27 @@ impl AvState {
             transport,
             format,
             table: RwLock::new(t),
+            removals: AtomicU64::new(0),
         }
+    }
+
+    /// Removes every listed entry, or none (`AvTable::remove_all`); a
+    /// removal that took entries out invalidates the endpoints' cached
+    /// lookups (bumps `removals`, still inside the write lock).
+    pub(crate) fn remove(&self, list: &[fi_addr_t]) -> Result<()> {
+        let mut t = self.table.write();
+        t.remove_all(list)?;
+        if !list.is_empty() {
+            self.removals.fetch_add(1, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// What a cached lookup is valid for: lookups made after reading this
+    /// value stay right while it is unchanged (module documentation).
+    #[inline]
+    pub(crate) fn generation(&self) -> u64 {
+        self.removals.load(Ordering::Acquire)
     }
 
     /// Checks decoded entries against the transport.

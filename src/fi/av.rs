@@ -362,7 +362,7 @@ unsafe extern "C" fn av_remove(av: *mut fid_av, fi_addr: *mut fi_addr_t, count: 
             }
             check_count(count)?;
             let list = fi::slice_in(fi_addr as *const fi_addr_t, count)?;
-            o.core.state.table.write().remove_all(list)?;
+            o.core.state.remove(list)?;
             Ok(0)
         })
     }

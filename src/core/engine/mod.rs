@@ -149,11 +149,19 @@ impl<'a> From<&'a Binds> for Bound<'a> {
 pub(crate) trait AddrBook {
     fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr>;
     fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t>;
+    /// A value that changes whenever an earlier `lookup_addr` result may
+    /// have become wrong (an AV's count of removals, core/av.rs): a lookup
+    /// made after reading it may be reused while it stays the same.
+    fn generation(&self) -> u64;
 }
 
 impl AddrBook for Av {
     fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr> {
         Av::lookup_addr(self, fi_addr)
+    }
+    #[inline]
+    fn generation(&self) -> u64 {
+        self.state.generation()
     }
     fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
         Av::reverse_lookup(self, a)
@@ -222,6 +230,19 @@ struct State {
     buf: Option<Box<Buffered>>,
     /// RMA operations and the target's work (`rma.rs`).
     rma: rma::Rma,
+    /// The last destination resolved through the AV (`destination`).
+    dest: Option<DestCache>,
+}
+
+/// A resolved destination: `fi_addr` in the AV at address `av` gave
+/// `addr` (canonical for the port) when the AV's generation was `gen`
+/// (read before the lookup; core/av.rs, "Thread safety").
+#[derive(Clone, Copy)]
+struct DestCache {
+    av: usize,
+    fi_addr: fi_addr_t,
+    gen: u64,
+    addr: Addr,
 }
 
 pub(crate) struct Inner {
@@ -255,6 +276,7 @@ impl Inner {
                 watch_tick: 0,
                 buf: None,
                 rma: Default::default(),
+                dest: None,
             },
         }
     }

@@ -226,6 +226,33 @@ fn sends_and_directed_receives_need_an_av() {
     );
 }
 
+/// A send to an AV entry removed since the last send to it fails with
+/// -FI_EINVAL (the send path reuses its last lookup only while the AV
+/// removed nothing, core/av.rs "Thread safety"), and the address inserted
+/// again is reached under its new index.
+#[test]
+fn a_removed_destination_is_not_reused() {
+    let (_net, mut a, mut b) = pair(SimOpts::shm());
+    let m = pattern(8, 3);
+    let mut buf = vec![0u8; 8];
+    b.recv(rargs(&mut buf, 0x61)).unwrap();
+    a.send(sargs(B, &m, 0x51)).unwrap();
+    b.progress();
+    assert_eq!(b.rx_ok().len(), 1);
+    let addr = a.s.av.lookup_addr(B).unwrap();
+    a.s.av.remove(&[B]).unwrap();
+    assert_eq!(a.send(sargs(B, &m, 0x52)), Err(Error::INVAL), "sent to a removed entry");
+    let again = a.s.av.insert_batch(&[Ok(addr)], None).unwrap()[0].unwrap();
+    assert_ne!(again, B);
+    let mut buf2 = vec![0u8; 8];
+    b.recv(rargs(&mut buf2, 0x62)).unwrap();
+    a.send(sargs(again, &m, 0x53)).unwrap();
+    assert_eq!(a.send(sargs(B, &m, 0x54)), Err(Error::INVAL), "still removed");
+    b.progress();
+    assert_eq!(b.rx_ok().len(), 1);
+    assert_eq!(buf2, m);
+}
+
 #[test]
 fn unexpected_messages_wait_for_a_late_receive_in_order() {
     let (_net, mut a, mut b) = pair(SimOpts::shm());

@@ -31,6 +31,9 @@ impl AddrBook for AvState {
     fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
         AvState::reverse_lookup(self, a)
     }
+    fn generation(&self) -> u64 {
+        AvState::generation(self)
+    }
 }
 
 /// The data-path settings of a test endpoint (queue sizes small enough to
