@@ -1,7 +1,8 @@
 /*
  * shm security (issue 12, docs/security.md "Shared memory"): hostile and
  * crashed peers of the same host, speaking to an endpoint's segment and
- * doorbell directly (the layout of docs/shm.md, segment version 3).
+ * doorbell directly (the layout of docs/shm.md, segment version 4; its slots
+ * and rings are those of version 3).
  *
  *  - crashed senders: 300 processes claim a slot in an endpoint's segment
  *    and _exit without closing (30 processes of 10 claims under valgrind) (plus two real rustfab senders that _exit

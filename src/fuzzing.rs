@@ -566,7 +566,7 @@ pub fn records(data: &[u8]) {
 
 /// The shm consumer (`transport/shm/mod.rs`, `consume_slot`) over a ring
 /// image whose head and cells are arbitrary (a hostile or corrupted
-/// sender; segment version 3: a record is there when its first cell's
+/// sender; segment versions 3 and 4 (same ring): a record is there when its first cell's
 /// first word is not zero). Properties: no panic; the consumer hands out
 /// exactly the records (headers and payload bytes, through both copy
 /// paths) of a reference walk, in order, consuming at most one ring's

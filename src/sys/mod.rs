@@ -216,6 +216,44 @@ pub fn random_u64() -> Option<u64> {
     }
 }
 
+/// The process `membarrier_register` registered (0: none yet): a forked
+/// child is a new process and registers again.
+static MEMBARRIER_PID: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(0);
+
+/// Registers this process for the barriers [`membarrier_global`] issues in
+/// other processes (`MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED`, once per
+/// process; not on the fast path): whether it may rely on them, i.e. use a
+/// compiler barrier where the shm wake-up handshake would otherwise need a
+/// full fence (docs/shm.md, "Waking a sleeper"). False when the kernel
+/// lacks the command (Linux < 4.16) or a seccomp filter refuses it: the
+/// caller then keeps its fences.
+pub fn membarrier_register() -> bool {
+    use core::sync::atomic::Ordering;
+    use rustix::thread::{membarrier, membarrier_query, MembarrierCommand as C};
+    let pid = getpid();
+    if MEMBARRIER_PID.load(Ordering::Acquire) == pid {
+        return true;
+    }
+    let q = membarrier_query();
+    if !q.contains_command(C::GlobalExpedited) || !q.contains_command(C::RegisterGlobalExpedited) {
+        return false;
+    }
+    if membarrier(C::RegisterGlobalExpedited).is_err() {
+        return false;
+    }
+    MEMBARRIER_PID.store(pid, Ordering::Release);
+    true
+}
+
+/// A full memory barrier on every thread of every process registered with
+/// [`membarrier_register`] that is running now (one that is not running
+/// passes a barrier when it is scheduled), and on this thread
+/// (`MEMBARRIER_CMD_GLOBAL_EXPEDITED`: inter-processor interrupts, a few
+/// microseconds). False if the kernel refused (then nothing was ordered).
+pub fn membarrier_global() -> bool {
+    rustix::thread::membarrier(rustix::thread::MembarrierCommand::GlobalExpedited).is_ok()
+}
+
 /// Runs `f` when the process calls `exit()` (not when it is killed).
 pub fn at_exit(f: extern "C" fn()) -> Result<()> {
     // SAFETY: registers a plain extern "C" function with no arguments,

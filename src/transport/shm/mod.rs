@@ -10,8 +10,10 @@
 //!   it, and our producer tail.
 //! * Waking: a sleeping owner publishes `sleepers > 0` in its header; a
 //!   sender that sees it after publishing sends one datagram to the owner's
-//!   doorbell (an abstract unix socket the owner's progress engine watches).
-//!   The busy path makes no system call.
+//!   doorbell (a unix socket file the owner's progress engine watches).
+//!   The busy path makes no system call and, with membarrier (segment
+//!   version 4, sync.rs), no full barrier: the owner's side of the
+//!   handshake is a membarrier when it goes to sleep.
 //! * Large messages: the receiver copies straight from the sender's buffer
 //!   with `process_vm_readv` (CMA) when allowed; otherwise the sender streams
 //!   the message through its ring in DATA records (pipelined copy-through).
@@ -149,6 +151,8 @@ struct InSlot {
     /// Look at its state after the next consume (signalled: it may have
     /// closed; its sender died).
     look: bool,
+    /// Unwatched by the running eviction round, to be looked at again.
+    idle: bool,
 }
 
 impl InSlot {
@@ -163,6 +167,7 @@ impl InSlot {
             dead: false,
             round_head: 0,
             look: false,
+            idle: false,
         }
     }
 
@@ -704,21 +709,34 @@ impl ShmPort {
     #[inline(never)]
     fn eviction_round(&mut self) {
         self.round = EVICT_PERIOD;
+        // Every idle ring unwatched first, then one barrier for all of them
+        // (a membarrier: a system call, not one per ring), then each looked
+        // at once more.
+        let mut idle = false;
+        for s in &mut self.inbound.v[..self.inbound.nhot] {
+            s.idle = s.head == s.round_head;
+            s.round_head = s.head;
+            if s.idle {
+                self.seg.unwatch(s.slot);
+                idle = true;
+            }
+        }
+        if idle {
+            self.seg.owner_fence();
+        }
         let mut i = 0;
         while i < self.inbound.nhot {
             let s = &mut self.inbound.v[i];
-            let busy = s.head != s.round_head;
-            s.round_head = s.head;
-            if busy {
+            if !std::mem::take(&mut s.idle) {
                 i += 1;
                 continue;
             }
-            self.seg.unwatch(s.slot);
             if s.has_records() {
                 self.seg.watch(s.slot);
                 i += 1;
                 continue;
             }
+            // Moves the last watched entry to `i` (looked at next).
             self.inbound.cool(i);
         }
         self.rounds -= 1;
@@ -1134,7 +1152,7 @@ fn announce(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr, hello: [u8; segment
 }
 
 /// After publishing records towards `p`: signal its ring if its owner does
-/// not watch it, ring its doorbell if the owner may sleep (one fence for
+/// not watch it, ring its doorbell if the owner may sleep (one barrier for
 /// both: sync.rs, ready.rs).
 #[inline]
 fn after_publish(tx: &Ringer, p: &PeerOut) {
@@ -1150,8 +1168,9 @@ fn after_publish(tx: &Ringer, p: &PeerOut) {
 
 fn ring_doorbell(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr) {
     // Dekker with the sleeper (sync.rs, checked by its loom models): we
-    // published a record's first word, then fence and read `sleepers`; it
-    // stored `sleepers`, then fences and re-reads its rings' head cells.
+    // published a record's first word, then make our barrier and read
+    // `sleepers`; it stored `sleepers`, then made its barrier (membarrier or
+    // a fence) and re-reads its rings' head cells.
     // One sees the other.
     if !seg.must_wake() {
         return;

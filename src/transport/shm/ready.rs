@@ -10,25 +10,30 @@
 //! the segment header a ready bitmap (one bit per slot) with a summary word
 //! (one bit per bitmap word):
 //!
-//! * Producer, after [`super::sync::publish`]ing a record: one SeqCst fence,
-//!   then the owner's sleeper count and its slot's `watched` word
-//!   ([`after_publish`], the fence the wake-up handshake needs anyway). Not
-//!   watched: set the slot's ready bit, then the summary bit ([`signal`]).
+//! * Producer, after [`super::sync::publish`]ing a record: its barrier of
+//!   the handshake (sync.rs: a compiler barrier with `Membarrier`, a SeqCst
+//!   fence with `Fences`), then the owner's sleeper count and its slot's
+//!   `watched` word ([`after_publish`], the barrier the wake-up handshake
+//!   needs anyway). Not watched: set the slot's ready bit, then the summary
+//!   bit ([`signal`]).
 //! * Consumer, every pass: one load of the summary; when non-zero,
 //!   [`take`] clears and returns the signalled slots, which it watches again
 //!   ([`watch`]) and polls.
-//! * Consumer, a watched ring idle for a while: [`unwatch`] (store 0, then a
-//!   SeqCst fence), then look at the ring once more; records there keep it
-//!   watched. Dekker with the producer: either the consumer's second look
-//!   sees the record, or the producer sees `watched == 0` and signals. No
-//!   record is left in a ring nobody polls.
+//! * Consumer, watched rings idle for a while: [`unwatch`] each (store 0),
+//!   then one barrier of the handshake for all of them
+//!   ([`super::sync::owner_fence`]: membarrier or a SeqCst fence), then
+//!   look at each ring once more; records there keep it watched. Dekker
+//!   with the producer: either the consumer's second look sees the record,
+//!   or the producer sees `watched == 0` and signals. No record is left in
+//!   a ring nobody polls.
 //! * A sender's slot closing is always signalled (the owner frees it).
 //!
 //! The common small-message path adds one load (of a line the consumer
-//! writes only when it starts or stops watching) and a branch per send, and
-//! one load and a branch per pass; an idle peer costs a pass nothing.
+//! writes only when it starts or stops watching: no cross-core transfer per
+//! message) and a branch per send, and one load and a branch per pass; an
+//! idle peer costs a pass nothing.
 
-use super::sync::Word;
+use super::sync::{sender_fence, Handshake, Word};
 use core::sync::atomic::Ordering;
 
 /// A word of the ready bitmap: [`Word`] and the two read-modify-writes the
@@ -52,8 +57,8 @@ impl ReadyWord for core::sync::atomic::AtomicU64 {
 /// Producer, after publishing: (the owner may sleep: ring its doorbell,
 /// the owner does not watch this ring: [`signal`] it).
 #[inline(always)]
-pub fn after_publish<W: Word>(sleepers: &W, watched: &W) -> (bool, bool) {
-    W::fence(Ordering::SeqCst);
+pub fn after_publish<W: Word>(sleepers: &W, watched: &W, hs: Handshake) -> (bool, bool) {
+    sender_fence::<W>(hs);
     (
         sleepers.load(Ordering::Relaxed) != 0,
         watched.load(Ordering::Relaxed) == 0,
@@ -99,18 +104,19 @@ pub fn watch<W: Word>(watched: &W) {
     watched.store(1, Ordering::Relaxed);
 }
 
-/// Consumer: stops polling a ring; the caller must then look at the ring
-/// once more (and watch it again if records are there).
+/// Consumer: stops polling a ring; the caller must then make the owner's
+/// barrier ([`super::sync::owner_fence`], one for all the rings it
+/// unwatches at once) and look at the ring once more (and watch it again
+/// if records are there).
 #[inline(always)]
 pub fn unwatch<W: Word>(watched: &W) {
     watched.store(0, Ordering::Relaxed);
-    W::fence(Ordering::SeqCst);
 }
 
 #[cfg(all(test, loom))]
 mod models {
     //! Exhaustive models (loom, C11 memory model): `make loom`.
-    use super::super::sync::{publish, published};
+    use super::super::sync::{owner_fence, publish, published};
     use super::*;
     use loom::sync::atomic::AtomicU64;
     use loom::sync::Arc;
@@ -136,6 +142,37 @@ mod models {
             self.0.store(v, o)
         }
         fn fence(_: Ordering) {}
+        fn light_fence() {}
+        fn heavy_fence() {}
+    }
+
+    /// The sender's compiler barrier against an owner that makes only its
+    /// own fence, not the membarrier (sync.rs). Must fail.
+    struct NoMembarrier(AtomicU64);
+
+    impl Word for NoMembarrier {
+        fn load(&self, o: Ordering) -> u64 {
+            self.0.load(o)
+        }
+        fn store(&self, v: u64, o: Ordering) {
+            self.0.store(v, o)
+        }
+        fn fence(o: Ordering) {
+            loom::sync::atomic::fence(o)
+        }
+        fn light_fence() {}
+        fn heavy_fence() {
+            loom::sync::atomic::fence(Ordering::SeqCst)
+        }
+    }
+
+    impl ReadyWord for NoMembarrier {
+        fn fetch_or(&self, v: u64, o: Ordering) -> u64 {
+            self.0.fetch_or(v, o)
+        }
+        fn swap(&self, v: u64, o: Ordering) -> u64 {
+            self.0.swap(v, o)
+        }
     }
 
     impl ReadyWord for NoFence {
@@ -151,7 +188,7 @@ mod models {
     /// producer publishes a record. Afterwards the consumer must reach the
     /// record: by its second look at the ring, or by the signal. `recheck:
     /// false` is the consumer that unwatches without looking again.
-    fn unwatch_model<W: ReadyWord + Send + Sync + 'static>(mk: fn() -> W, recheck: bool) {
+    fn unwatch_model<W: ReadyWord + Send + Sync + 'static>(mk: fn() -> W, hs: Handshake, recheck: bool) {
         loom::model(move || {
             let first = Arc::new(mk());
             let next = Arc::new(mk());
@@ -170,12 +207,13 @@ mod models {
             );
             let producer = thread::spawn(move || {
                 publish(&*n2, &*t2, 1);
-                let (_, sig) = after_publish(&*s2, &*w2);
+                let (_, sig) = after_publish(&*s2, &*w2, hs);
                 if sig {
                     signal(&*sum2, &*b2, 0, 3);
                 }
             });
             unwatch(&*watched);
+            owner_fence::<W>(hs);
             let mut seen = recheck && published(&*first) == Some(1);
             producer.join().expect("producer");
             // Later passes: the consumer reads only the ready list.
@@ -192,19 +230,30 @@ mod models {
 
     #[test]
     fn idle_ring_record_is_never_lost() {
-        unwatch_model(|| AtomicU64::new(0), true);
+        unwatch_model(|| AtomicU64::new(0), Handshake::Fences, true);
+    }
+
+    #[test]
+    fn idle_ring_record_is_never_lost_with_membarrier() {
+        unwatch_model(|| AtomicU64::new(0), Handshake::Membarrier, true);
     }
 
     #[test]
     #[should_panic(expected = "lost record")]
     fn idle_ring_record_is_lost_without_the_fences() {
-        unwatch_model(|| NoFence(AtomicU64::new(0)), true);
+        unwatch_model(|| NoFence(AtomicU64::new(0)), Handshake::Fences, true);
+    }
+
+    #[test]
+    #[should_panic(expected = "lost record")]
+    fn idle_ring_record_is_lost_with_a_compiler_barrier_and_no_membarrier() {
+        unwatch_model(|| NoMembarrier(AtomicU64::new(0)), Handshake::Membarrier, true);
     }
 
     #[test]
     #[should_panic(expected = "lost record")]
     fn idle_ring_record_is_lost_without_the_second_look() {
-        unwatch_model(|| AtomicU64::new(0), false);
+        unwatch_model(|| AtomicU64::new(0), Handshake::Membarrier, false);
     }
 
     /// Two producers signal two slots of one bitmap word while the consumer

@@ -163,9 +163,9 @@ impl Ring {
     /// first 8 bytes, never zero) last.
     ///
     /// A Release store (sync.rs; the sender then asks
-    /// `Segment::must_wake`, whose fence is its half of the wake-up
-    /// handshake). The line is the record's own, already in the
-    /// producer's cache.
+    /// `Segment::after_publish`, whose barrier is its half of the wake-up
+    /// handshake: a compiler barrier with membarrier, segment version 4).
+    /// The line is the record's own, already in the producer's cache.
     ///
     /// # Safety
     /// The caller is the producer and owns the record's cells and the one

@@ -33,6 +33,7 @@
 //! `/dev/shm/rustfab-<uid>/` (0700), named by the token.
 
 use super::ring::{ring_bytes, Ring};
+use super::sync::Handshake;
 use crate::base::error::{Error, Result};
 use crate::sys;
 use crate::sys::doorbell::Doorbell;
@@ -51,7 +52,11 @@ pub const SEG_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
 /// list (a bitmap in the header, a `watched` word per slot): the owner
 /// polls only the rings that carried records lately, and a sender signals
 /// the others (ready.rs).
-pub const SEG_VERSION: u32 = 3;
+/// 4: the header's `handshake` word (offset 48): 1 when the owner makes
+/// `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` on its side of the
+/// wake-up and ready-list handshakes, so that registered senders publish
+/// without a full fence (sync.rs); anything else, both sides fence.
+pub const SEG_VERSION: u32 = 4;
 pub const HEADER: usize = 4096;
 pub const SLOT_CTL: usize = 64;
 /// Sender slots per endpoint (peers that may send to it at once).
@@ -68,6 +73,10 @@ const H_NCELLS: usize = 16;
 const H_START: usize = 24;
 const H_TOKEN: usize = 32;
 const H_UID: usize = 40;
+/// 1: the owner's side of the handshakes is a membarrier (sync.rs
+/// `Handshake::Membarrier`); written before the magic, read once by an
+/// opener (a hostile owner that lies only loses its own wake-ups).
+const H_HANDSHAKE: usize = 48;
 const H_SLEEPERS: usize = 64;
 const H_CLAIM_SEQ: usize = 128;
 const H_CLOSED: usize = 192;
@@ -113,6 +122,10 @@ pub struct Segment {
     /// Owner identity (copied from the header when opened).
     pub owner_pid: i32,
     pub owner_start: u64,
+    /// The barriers of the handshakes with the owner (sync.rs): chosen by
+    /// the owner at creation; an opener uses `Membarrier` only if the
+    /// header says so and its own process is registered.
+    hs: Handshake,
 }
 
 /// This user's segment names start with it (in the shm namespace).
@@ -262,6 +275,11 @@ impl Segment {
         };
         let pid = sys::getpid();
         let start = sys::proc_start_time(pid).unwrap_or(0);
+        let hs = if sys::membarrier_register() {
+            Handshake::Membarrier
+        } else {
+            Handshake::Fences
+        };
         let seg = Segment {
             map,
             name: name.clone(),
@@ -269,6 +287,7 @@ impl Segment {
             owner: true,
             owner_pid: pid,
             owner_start: start,
+            hs,
         };
         // Geometry and identity first; the magic last (Release), so an opener
         // that sees the magic sees a complete header.
@@ -279,6 +298,8 @@ impl Segment {
         seg.word(H_START).store(start, Ordering::Relaxed);
         seg.word(H_TOKEN).store(token, Ordering::Relaxed);
         seg.word(H_UID).store(sys::geteuid() as u64, Ordering::Relaxed);
+        seg.word(H_HANDSHAKE)
+            .store((hs == Handshake::Membarrier) as u64, Ordering::Relaxed);
         seg.word(H_MAGIC).store(SEG_MAGIC, Ordering::Release);
         CREATED.lock().push(token);
         Ok(seg)
@@ -302,6 +323,7 @@ impl Segment {
             owner: false,
             owner_pid: 0,
             owner_start: 0,
+            hs: Handshake::Fences,
         };
         if seg.read_u64(H_MAGIC) != SEG_MAGIC {
             return Err(Error::ADDRNOTAVAIL);
@@ -318,6 +340,10 @@ impl Segment {
         }
         seg.owner_pid = (cp >> 32) as u32 as i32;
         seg.owner_start = seg.read_u64(H_START);
+        // Registered before the first record we publish here.
+        if seg.read_u64(H_HANDSHAKE) == 1 && sys::membarrier_register() {
+            seg.hs = Handshake::Membarrier;
+        }
         Ok(seg)
     }
 
@@ -343,13 +369,31 @@ impl Segment {
     /// Owner: `n` threads may sleep; with `n > 0` the caller re-checks its
     /// rings afterwards (the wake-up handshake, sync.rs).
     pub fn set_sleepers(&self, n: u64) {
-        super::sync::announce_sleepers(self.word(H_SLEEPERS), n);
+        super::sync::announce_sleepers(self.word(H_SLEEPERS), n, self.hs);
+    }
+
+    /// The handshakes' barriers with this segment's owner.
+    #[cfg(test)]
+    pub fn handshake(&self) -> Handshake {
+        self.hs
+    }
+
+    /// Tests: the handshake as if chosen so (both sides of a test must
+    /// agree: an owner in `Fences` mode against a sender without fences
+    /// would lose wake-ups).
+    #[cfg(test)]
+    pub fn force_handshake(&mut self, hs: Handshake) {
+        self.hs = hs;
+        if self.owner {
+            self.word(H_HANDSHAKE)
+                .store((hs == Handshake::Membarrier) as u64, Ordering::Relaxed);
+        }
     }
 
     /// Sender, after publishing a record: whether the owner may sleep and
     /// its doorbell must be rung (the wake-up handshake, sync.rs).
     pub fn must_wake(&self) -> bool {
-        super::sync::must_wake(self.word(H_SLEEPERS))
+        super::sync::must_wake(self.word(H_SLEEPERS), self.hs)
     }
 
     /// Sender, after publishing a record in `slot`: (whether the owner may
@@ -358,7 +402,7 @@ impl Segment {
     /// handshake (sync.rs) and the ready list (ready.rs) on one fence.
     #[inline]
     pub fn after_publish(&self, slot: usize) -> (bool, bool) {
-        super::ready::after_publish(self.word(H_SLEEPERS), self.slot_word(slot, S_WATCH))
+        super::ready::after_publish(self.word(H_SLEEPERS), self.slot_word(slot, S_WATCH), self.hs)
     }
 
     /// Sender: puts `slot` on the owner's ready list.
@@ -386,10 +430,17 @@ impl Segment {
         super::ready::watch(self.slot_word(slot, S_WATCH));
     }
 
-    /// Owner: it stops polling `slot`'s ring on every pass; it must look at
-    /// the ring once more afterwards (ready.rs).
+    /// Owner: it stops polling `slot`'s ring on every pass; it must make
+    /// [`Segment::owner_fence`] and look at the ring once more afterwards
+    /// (ready.rs).
     pub fn unwatch(&self, slot: usize) {
         super::ready::unwatch(self.slot_word(slot, S_WATCH));
+    }
+
+    /// Owner: the barrier of its side of the handshakes (sync.rs), after
+    /// unwatching rings and before looking at them again.
+    pub fn owner_fence(&self) {
+        super::sync::owner_fence::<AtomicU64>(self.hs);
     }
 
     /// Owner: the RTS prefix it wants (buffered receives).
@@ -713,6 +764,28 @@ mod tests {
         assert!(peer.closed());
         assert!(!peer.owner_alive());
         assert!(Segment::open(token).is_err());
+    }
+
+    /// The owner's header says which barriers the handshakes use; an
+    /// opener takes `Membarrier` only for the value 1 (and only when its
+    /// own process is registered), anything else a peer wrote there means
+    /// fences on both sides.
+    #[test]
+    fn the_handshake_is_the_owners_and_anything_but_1_means_fences() {
+        let reg = sys::membarrier_register();
+        let token = crate::transport::addr::shm_token_random();
+        let mut owner = Segment::create(token).unwrap();
+        let expect = if reg { Handshake::Membarrier } else { Handshake::Fences };
+        assert_eq!(owner.handshake(), expect);
+        assert_eq!(Segment::open(token).unwrap().handshake(), expect);
+        owner.force_handshake(Handshake::Fences);
+        assert_eq!(Segment::open(token).unwrap().handshake(), Handshake::Fences);
+        for v in [2u64, u64::MAX, 1 << 32 | 1] {
+            owner.word(H_HANDSHAKE).store(v, Ordering::Relaxed);
+            assert_eq!(Segment::open(token).unwrap().handshake(), Handshake::Fences, "{v:#x}");
+        }
+        owner.force_handshake(Handshake::Membarrier);
+        assert_eq!(Segment::open(token).unwrap().handshake(), expect);
     }
 
     #[test]

@@ -16,17 +16,38 @@
 //!   [`release`]s the head (Release); the producer reads it with
 //!   [`consumed`] (Acquire) before reusing cells.
 //! * Wake-up (Dekker): a consumer about to sleep [`announce_sleepers`]
-//!   (store, then a SeqCst fence) and then re-checks its rings; a producer,
-//!   after publishing, asks [`must_wake`] (a SeqCst fence, then a load of
-//!   the sleeper count) and rings the doorbell if so. With both fences,
-//!   either the consumer's re-check sees the record or the producer sees
-//!   the sleeper: no lost wake-up.
+//!   (store, then its barrier, [`owner_fence`]) and then re-checks its
+//!   rings; a producer, after publishing, asks [`must_wake`] (its barrier,
+//!   [`sender_fence`], then a load of the sleeper count) and rings the
+//!   doorbell if so. Either the consumer's re-check sees the record or the
+//!   producer sees the sleeper: no lost wake-up. The ready list's
+//!   `watched` word (ready.rs) is the same pair.
+//!
+//! The barriers of the pair ([`Handshake`]): with `Fences` both sides make
+//! a SeqCst fence (`lock or` on x86-64, a full barrier: before segment
+//! version 4, on every send). With `Membarrier` (segment version 4, the
+//! owner's header says so and the sender's process is registered,
+//! `sys::membarrier_register`) the sender's barrier is a compiler barrier
+//! only, and the consumer's is `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`
+//! (`sys::membarrier_global`): every running thread of every registered
+//! process executes a full barrier before it returns (a thread not running
+//! passes one when scheduled), so a sender's publish-then-load either
+//! completed before it (the re-check sees the record), straddles it (the
+//! load comes after a barrier that follows the sleeper's store: it sees the
+//! sleeper) or starts after it (likewise) — the kernel's documented use of
+//! the call (membarrier(2): "turn a full barrier on the fast path into a
+//! compiler barrier"). The fast path (every send) loses its full barrier;
+//! the slow path (going to sleep, unwatching idle rings) gains a system
+//! call, where it sleeps or rarely anyway.
 //!
 //! SeqCst fences rather than SeqCst accesses: C11 gives the same guarantee
 //! for both, but loom models SeqCst loads and stores as AcqRel (it would
 //! report this handshake as broken) while it models SeqCst fences exactly.
-//! On x86-64 the fence is one `lock or` to the stack, the same cost as the
-//! `xchg` a SeqCst store compiles to.
+//! Loom knows no membarrier: its models give the `Membarrier` pair its
+//! contract — both barriers a SeqCst fence — and a must-fail model keeps the
+//! sender's compiler barrier with only a fence on the consumer's side (a
+//! consumer that forgot the membarrier, or a sender not covered by it): the
+//! wake-up is lost, so the sender's side needs the membarrier.
 
 use core::sync::atomic::Ordering;
 
@@ -36,6 +57,42 @@ pub trait Word {
     fn load(&self, o: Ordering) -> u64;
     fn store(&self, v: u64, o: Ordering);
     fn fence(o: Ordering);
+    /// The fast side of the asymmetric pair: a compiler barrier.
+    fn light_fence();
+    /// The slow side: `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`.
+    fn heavy_fence();
+}
+
+/// The barriers both sides of a Dekker pair make between their store and
+/// their load (module documentation). The owner of a segment chooses at
+/// creation and writes it in its header; a sender uses `Membarrier` only
+/// if the header says so and its own process is registered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handshake {
+    /// A SeqCst fence on both sides.
+    Fences,
+    /// A compiler barrier on the sender's, membarrier on the owner's.
+    Membarrier,
+}
+
+/// Owner (consumer): the barrier between its store (sleepers, `watched`)
+/// and its look at the rings.
+#[inline(always)]
+pub fn owner_fence<W: Word>(hs: Handshake) {
+    match hs {
+        Handshake::Fences => W::fence(Ordering::SeqCst),
+        Handshake::Membarrier => W::heavy_fence(),
+    }
+}
+
+/// Sender (producer): the barrier between publishing a record and its
+/// loads of the owner's words (sleepers, `watched`).
+#[inline(always)]
+pub fn sender_fence<W: Word>(hs: Handshake) {
+    match hs {
+        Handshake::Fences => W::fence(Ordering::SeqCst),
+        Handshake::Membarrier => W::light_fence(),
+    }
 }
 
 impl Word for core::sync::atomic::AtomicU64 {
@@ -50,6 +107,19 @@ impl Word for core::sync::atomic::AtomicU64 {
     #[inline(always)]
     fn fence(o: Ordering) {
         core::sync::atomic::fence(o)
+    }
+    #[inline(always)]
+    fn light_fence() {
+        core::sync::atomic::compiler_fence(Ordering::SeqCst)
+    }
+    #[inline]
+    fn heavy_fence() {
+        // Cannot fail once `membarrier_register` found the command (the
+        // only way to `Membarrier`); were it refused, our own fence at
+        // least (the other side then has only its compiler barrier).
+        if !crate::sys::membarrier_global() {
+            core::sync::atomic::fence(Ordering::SeqCst)
+        }
     }
 }
 
@@ -85,16 +155,18 @@ pub fn consumed<W: Word>(head: &W) -> u64 {
 /// Consumer: `n` threads may sleep (0: none). With `n > 0` the caller must
 /// re-check its rings afterwards, and sleep only if they are empty.
 #[inline(always)]
-pub fn announce_sleepers<W: Word>(sleepers: &W, n: u64) {
+pub fn announce_sleepers<W: Word>(sleepers: &W, n: u64, hs: Handshake) {
     sleepers.store(n, Ordering::Relaxed);
-    W::fence(Ordering::SeqCst);
+    if n > 0 {
+        owner_fence::<W>(hs);
+    }
 }
 
 /// Producer, after [`publish`]: whether the consumer may be asleep (ring
 /// its doorbell).
 #[inline(always)]
-pub fn must_wake<W: Word>(sleepers: &W) -> bool {
-    W::fence(Ordering::SeqCst);
+pub fn must_wake<W: Word>(sleepers: &W, hs: Handshake) -> bool {
+    sender_fence::<W>(hs);
     sleepers.load(Ordering::Relaxed) != 0
 }
 
@@ -117,6 +189,15 @@ mod models {
         fn fence(o: Ordering) {
             loom::sync::atomic::fence(o)
         }
+        // membarrier's contract (module documentation): the sender's
+        // compiler barrier orders as a full fence would, relative to the
+        // owner's membarrier.
+        fn light_fence() {
+            loom::sync::atomic::fence(Ordering::SeqCst)
+        }
+        fn heavy_fence() {
+            loom::sync::atomic::fence(Ordering::SeqCst)
+        }
     }
 
     /// A word whose fences do nothing: the handshake with its ordering
@@ -131,12 +212,36 @@ mod models {
             self.0.store(v, o)
         }
         fn fence(_: Ordering) {}
+        fn light_fence() {}
+        fn heavy_fence() {}
+    }
+
+    /// The sender's compiler barrier (nothing, to the hardware) against an
+    /// owner that makes only its own fence, not the membarrier: what a
+    /// sender skipping its fence without being registered (or an owner
+    /// without the system call) would run. Must fail.
+    struct NoMembarrier(AtomicU64);
+
+    impl Word for NoMembarrier {
+        fn load(&self, o: Ordering) -> u64 {
+            self.0.load(o)
+        }
+        fn store(&self, v: u64, o: Ordering) {
+            self.0.store(v, o)
+        }
+        fn fence(o: Ordering) {
+            loom::sync::atomic::fence(o)
+        }
+        fn light_fence() {}
+        fn heavy_fence() {
+            loom::sync::atomic::fence(Ordering::SeqCst)
+        }
     }
 
     /// One consumer about to sleep, one producer publishing a record: if
     /// the consumer sleeps, the producer rings. `recheck: false` is the
     /// consumer that sleeps without looking at the ring again.
-    fn wake_model<W: Word + Send + Sync + 'static>(mk: fn() -> W, recheck: bool) {
+    fn wake_model<W: Word + Send + Sync + 'static>(mk: fn() -> W, hs: Handshake, recheck: bool) {
         loom::model(move || {
             let first = Arc::new(mk());
             let next = Arc::new(mk());
@@ -147,9 +252,9 @@ mod models {
                 // SAFETY (model): the producer owns the free cell.
                 c2.with_mut(|p| unsafe { *p = 42 });
                 publish(&*n2, &*f2, 1);
-                must_wake(&*s2)
+                must_wake(&*s2, hs)
             });
-            announce_sleepers(&*sleepers, 1);
+            announce_sleepers(&*sleepers, 1, hs);
             let slept = if recheck { published(&*first).is_none() } else { true };
             if !slept {
                 // SAFETY (model): the cell is published.
@@ -162,19 +267,30 @@ mod models {
 
     #[test]
     fn wake_up_is_never_lost() {
-        wake_model(|| AtomicU64::new(0), true);
+        wake_model(|| AtomicU64::new(0), Handshake::Fences, true);
+    }
+
+    #[test]
+    fn wake_up_is_never_lost_with_membarrier() {
+        wake_model(|| AtomicU64::new(0), Handshake::Membarrier, true);
     }
 
     #[test]
     #[should_panic(expected = "lost wake-up")]
     fn wake_up_is_lost_without_the_fences() {
-        wake_model(|| NoFence(AtomicU64::new(0)), true);
+        wake_model(|| NoFence(AtomicU64::new(0)), Handshake::Fences, true);
+    }
+
+    #[test]
+    #[should_panic(expected = "lost wake-up")]
+    fn wake_up_is_lost_with_a_compiler_barrier_and_no_membarrier() {
+        wake_model(|| NoMembarrier(AtomicU64::new(0)), Handshake::Membarrier, true);
     }
 
     #[test]
     #[should_panic(expected = "lost wake-up")]
     fn wake_up_is_lost_without_the_recheck() {
-        wake_model(|| AtomicU64::new(0), false);
+        wake_model(|| AtomicU64::new(0), Handshake::Membarrier, false);
     }
 
     /// A cell of the model ring: its first word (atomic: published,
