@@ -325,6 +325,13 @@ $(BUILD)/bench/rf_bench: c-tests/bench/rf_bench.c c-tests/bench/bench_common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wno-psabi -o $@ $< -lfabric
 
+# One-sided rates without fabtests (docs/performance.md, RMA and atomics):
+# `make build/bench/rf_rma`, then e.g. FI_PROVIDER_PATH=build FI_PROVIDER=rustfab
+# build/bench/rf_rma -o sum.
+$(BUILD)/bench/rf_rma: c-tests/bench/rf_rma.c c-tests/bench/bench_common.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric
+
 # Then, with FABTESTS_PREFIX (a fabtests 1.17 install), rustfab shm and tcp
 # against the fastest peers with fabtests' own ping-pong and bandwidth tests:
 # libfabric 1.17 shm and tcp;ofi_rxm, 2.x shm/sm2/tcp;ofi_rxm with

@@ -289,6 +289,14 @@ static inline int check_fill(const void *buf, size_t len, unsigned seed)
 static struct fid_cntr *c_write __attribute__((unused)), *c_read __attribute__((unused)),
 	*c_rwrite __attribute__((unused)), *c_rread __attribute__((unused));
 
+/* The tx op_flags rma_pair_open asks (the endpoints' default completion
+ * level): FI_DELIVERY_COMPLETE, so that a test may read the target's memory
+ * as soon as the initiator's entry is read and get the target's refusals as
+ * error completions. Without it a write or non-fetching atomic over shm
+ * completes when it is in the target's ring (transmit complete, docs/rma.md):
+ * the tests of the levels set it to 0 around their rma_pair_open. */
+static uint64_t rma_tx_op_flags __attribute__((unused)) = FI_DELIVERY_COMPLETE;
+
 /* before_enable hook: `arg` NULL binds the initiator's counters, else the target's. */
 static inline int rma_bind_cntrs(struct end *e, const void *arg)
 {
@@ -310,6 +318,7 @@ static inline int rma_pair_open(struct end *a, struct end *b, uint64_t caps, int
 	int ret;
 	o.caps = caps;
 	o.mr_mode = mr_mode;
+	o.tx_op_flags = rma_tx_op_flags;
 	if (cntrs)
 		o.before_enable = rma_bind_cntrs;
 	if ((ret = end_open(a, &o)))

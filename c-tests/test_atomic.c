@@ -472,7 +472,7 @@ TEST(endpoint_without_atomics)
 	CHECK_EQ(fi_atomic(a.ep, &v, 1, NULL, a.peer, 0, KEY_RW, FI_UINT64, FI_SUM, NULL), -FI_EOPNOTSUPP);
 	rma_pair_close(&a, &b);
 	/* A target without FI_ATOMIC refuses (FI_EACCES), memory untouched. */
-	struct end_opts o = {.caps = FI_MSG | FI_ATOMIC};
+	struct end_opts o = {.caps = FI_MSG | FI_ATOMIC, .tx_op_flags = FI_DELIVERY_COMPLETE};
 	CHECK_OK(end_open(&a, &o));
 	o.caps = FI_MSG | FI_RMA;
 	CHECK_OK(end_open(&b, &o));
@@ -485,6 +485,96 @@ TEST(endpoint_without_atomics)
 	CHECK_EQ(rma_comp(&a, &b, &c, &err), -FI_EAVAIL);
 	CHECK_EQ(err.err, FI_EACCES);
 	CHECK(all_bytes(tgt, REG, GUARD));
+	fi_close(&mr->fid);
+	rma_pair_close(&a, &b);
+	munmap(tgt, REG);
+}
+
+/*
+ * Completion levels (fi_cq(3), fi_atomic(3) "Completions"; docs/rma.md): a
+ * non-fetching atomic (FI_SUM) posted with no level, FI_INJECT_COMPLETE,
+ * FI_TRANSMIT_COMPLETE or FI_DELIVERY_COMPLETE, the endpoints' default
+ * level being none. With the initiator progressing alone: on shm (auto:
+ * same host) every level but delivery complete has completed already (the
+ * record is in the target's ring), the word changes once the target
+ * progresses; delivery complete, and on tcp every level but inject
+ * complete, has not, and the word holds the sum when the entry is read. A
+ * fetch waits for its value at any level. A refused sum that completed at
+ * transmit is a success at the initiator (nobody can tell it afterwards):
+ * the target changes nothing.
+ */
+TEST(completion_levels)
+{
+	static const uint64_t levels[] = {0, FI_INJECT_COMPLETE, FI_TRANSMIT_COMPLETE, FI_DELIVERY_COMPLETE};
+	struct end a, b;
+	unsigned char *tgt = rma_region(REG);
+	struct fid_mr *mr;
+	int tcp = !strcmp(rf_transport(), "tcp");
+	CHECK(tgt);
+	rma_tx_op_flags = 0;
+	int r = rma_pair_open(&a, &b, FI_MSG | FI_ATOMIC, 0, 0);
+	rma_tx_op_flags = FI_DELIVERY_COMPLETE;
+	CHECK_OK(r);
+	CHECK_OK(fi_mr_reg(b.domain, tgt, REG, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, KEY_RW, 0, &mr, NULL));
+	memset(tgt, 0, REG);
+	volatile uint64_t *word = (volatile uint64_t *)(tgt + OFF);
+	uint64_t one = 1, res = 0;
+	struct fi_cq_tagged_entry c;
+	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+		uint64_t level = levels[i];
+		struct fi_ioc iov = {&one, 1};
+		struct fi_rma_ioc rma = {OFF, 1, KEY_RW};
+		struct fi_msg_atomic m = {.msg_iov = &iov, .iov_count = 1, .addr = a.peer, .rma_iov = &rma,
+					  .rma_iov_count = 1, .datatype = FI_UINT64, .op = FI_SUM, .context = &m};
+		CHECK_EQ(POST(fi_atomicmsg(a.ep, &m, FI_COMPLETION | level), &a, NULL), 0);
+		for (int k = 0; k < 200; k++)
+			poke1(&a);
+		int early = a.nstash > 0;
+		int must_wait = level == FI_DELIVERY_COMPLETE || (tcp && level != FI_INJECT_COMPLETE);
+		if (early && must_wait)
+			FAIL_AT("sum at level 0x%" PRIx64 ": completed before the target took it", level);
+		if (!early && !tcp && !must_wait)
+			FAIL_AT("sum at level 0x%" PRIx64 ": not complete once in the target's ring", level);
+		if (early && *word != i)
+			FAIL_AT("sum at level 0x%" PRIx64 ": the target took it without progress", level);
+		CHECK_EQ(rma_comp(&a, &b, &c, NULL), 1);
+		CHECK(c.op_context == &m);
+		CHECK_EQ(c.flags, FI_ATOMIC | FI_WRITE);
+		if (must_wait && *word != i + 1)
+			FAIL_AT("sum at level 0x%" PRIx64 ": completed before the target did it", level);
+		double deadline = now_sec() + TO * rf_time_scale();
+		while (*word != i + 1 && now_sec() < deadline)
+			poke(&a, &b);
+		CHECK_EQ(*word, i + 1);
+	}
+	/* A fetch: its value is here when it completes, at any level. */
+	struct fi_ioc iov = {&one, 1}, rv = {&res, 1};
+	struct fi_rma_ioc rma = {OFF, 1, KEY_RW};
+	struct fi_msg_atomic m = {.msg_iov = &iov, .iov_count = 1, .addr = a.peer, .rma_iov = &rma,
+				  .rma_iov_count = 1, .datatype = FI_UINT64, .op = FI_SUM, .context = &m};
+	CHECK_EQ(POST(fi_fetch_atomicmsg(a.ep, &m, &rv, NULL, 1, FI_COMPLETION | FI_INJECT_COMPLETE), &a, NULL), 0);
+	for (int k = 0; k < 200; k++)
+		poke1(&a);
+	CHECK_EQ(a.nstash, 0);
+	CHECK_EQ(rma_comp(&a, &b, &c, NULL), 1);
+	CHECK_EQ(c.flags, FI_ATOMIC | FI_READ);
+	CHECK_EQ(res, 4);
+	CHECK_EQ(*word, 5);
+	/* Refused (no such key) at transmit complete: what the initiator saw
+	 * depends on the transport; the target changed nothing. */
+	rma.key = 0x9999;
+	CHECK_EQ(POST(fi_atomicmsg(a.ep, &m, FI_COMPLETION), &a, &b), 0);
+	struct fi_cq_err_entry err = {0};
+	r = rma_comp(&a, &b, &c, &err);
+	if (tcp)
+		CHECK_EQ(r, -FI_EAVAIL);
+	else
+		CHECK_EQ(r, 1);
+	for (int k = 0; k < 200; k++)
+		poke(&a, &b);
+	CHECK_EQ(*word, 5);
+	CHECK(all_bytes(tgt, OFF, 0));
+	CHECK(all_bytes(tgt + OFF + 8, REG - OFF - 8, 0));
 	fi_close(&mr->fid);
 	rma_pair_close(&a, &b);
 	munmap(tgt, REG);
@@ -598,6 +688,7 @@ int main(int argc, char **argv)
 	RUN(remote_cq_data);
 	RUN(refusals);
 	RUN(endpoint_without_atomics);
+	RUN(completion_levels);
 	RUN(two_initiators_one_word);
 	RUN(two_targets_one_word);
 	return harness_done();

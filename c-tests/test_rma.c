@@ -409,7 +409,7 @@ TEST(virt_addr_prov_key)
 TEST(endpoint_without_rma)
 {
 	struct end a, b;
-	struct end_opts o = {0};
+	struct end_opts o = {.tx_op_flags = FI_DELIVERY_COMPLETE}; /* refusals reach the initiator */
 	unsigned char t[256], l[256];
 	struct fid_mr *mr;
 	o.caps = FI_MSG | FI_RMA;
@@ -430,12 +430,20 @@ TEST(endpoint_without_rma)
  * Completion levels (fi_cq(3) "Completion Semantics"): fi_writemsg and
  * fi_readmsg with no level, FI_INJECT_COMPLETE, FI_TRANSMIT_COMPLETE and
  * FI_DELIVERY_COMPLETE, on the eager path (64 B) and the large one
- * (1 MiB + 77: CMA on shm). rustfab meets every level by completing at
- * delivery (docs/rma.md): when the initiator's entry is read, the bytes are
- * in the target's memory already (checked before the target progresses
- * again), and the source buffer is the application's again (overwritten at
- * once: the target keeps the bytes of the write). A read's bytes are in the
- * local buffer when its entry is read.
+ * (1 MiB + 77: CMA on shm), the endpoints' default level being none. The
+ * initiator first progresses alone, the target not at all:
+ * - shm (and auto, same host), 64 B, any level but delivery complete: the
+ *   write is complete already (its chunk is in the target's ring: transmit
+ *   complete, docs/rma.md), before the target took it; the bytes arrive
+ *   when the target progresses, although the source buffer was overwritten
+ *   at once (the ring holds them);
+ * - delivery complete, a large shm write (the target pulls it), and on tcp
+ *   no level, transmit and delivery complete (a socket buffer is not the
+ *   peer's): no completion until the target answered; when the entry is
+ *   read the bytes are in the target's memory, and the source is free.
+ * tcp with inject complete may complete before the target took it (when
+ * its last record is in the kernel): its bytes arrive whole, the source
+ * overwritten. A read's bytes are in the local buffer when its entry is read.
  */
 TEST(completion_levels)
 {
@@ -445,40 +453,58 @@ TEST(completion_levels)
 	unsigned char *t = rma_region(BIG), *l = rma_region(BIG);
 	struct fid_mr *mr;
 	struct fi_cq_tagged_entry c;
+	int tcp = !strcmp(rf_transport(), "tcp");
 	CHECK(t && l);
-	CHECK_OK(rma_pair_open(&a, &b, PAIR_CAPS, 0, 0));
+	rma_tx_op_flags = 0;
+	int r = rma_pair_open(&a, &b, PAIR_CAPS, 0, 0);
+	rma_tx_op_flags = FI_DELIVERY_COMPLETE;
+	CHECK_OK(r);
 	CHECK_OK(fi_mr_reg(b.domain, t, BIG, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, KEY_RW, 0, &mr, NULL));
 	unsigned seed = 40;
 	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
 		for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++, seed++) {
 			size_t n = sizes[z];
+			uint64_t level = levels[i];
 			struct iovec iov = {.iov_base = l, .iov_len = n};
 			struct fi_rma_iov seg = {.addr = 0, .len = n, .key = KEY_RW};
 			struct fi_msg_rma m = {.msg_iov = &iov, .iov_count = 1, .addr = a.peer, .rma_iov = &seg,
 					       .rma_iov_count = 1, .context = l};
 			memset(t, 0, n);
 			fill(l, n, seed);
-			CHECK_EQ(POST(fi_writemsg(a.ep, &m, FI_COMPLETION | levels[i]), &a, &b), 0);
+			CHECK_EQ(POST(fi_writemsg(a.ep, &m, FI_COMPLETION | level), &a, NULL), 0);
+			/* The initiator alone: what completes before the target took it. */
+			for (int k = 0; k < 200; k++)
+				poke1(&a);
+			int early = a.nstash > 0;
+			int must_wait = level == FI_DELIVERY_COMPLETE || (tcp ? level != FI_INJECT_COMPLETE : n == BIG);
+			if (early && must_wait)
+				FAIL_AT("write of %zu B, level 0x%" PRIx64 ": completed before the target took it", n, level);
+			if (!early && !tcp && !must_wait)
+				FAIL_AT("write of %zu B, level 0x%" PRIx64 ": not complete once in the target's ring", n, level);
+			if (early && check_fill(t, n, seed))
+				FAIL_AT("write of %zu B, level 0x%" PRIx64 ": the target took it without progress", n, level);
 			CHECK_EQ(rma_comp(&a, &b, &c, NULL), 1);
 			CHECK(c.op_context == l);
 			CHECK_EQ(c.flags, FI_RMA | FI_WRITE);
-			if (!check_fill(t, n, seed))
+			if (must_wait && !check_fill(t, n, seed))
 				FAIL_AT("write of %zu B, level 0x%" PRIx64 ": completed before its bytes were at the target",
-					n, levels[i]);
+					n, level);
 			memset(l, 0xee, n);
+			if (!must_wait && !wait_bytes(&a, &b, t, n, seed))
+				FAIL_AT("write of %zu B, level 0x%" PRIx64 ": its bytes never arrived whole", n, level);
 			for (int k = 0; k < 200; k++)
 				poke(&a, &b);
 			if (!check_fill(t, n, seed))
 				FAIL_AT("write of %zu B, level 0x%" PRIx64 ": the source buffer was read after completion",
-					n, levels[i]);
+					n, level);
 			/* Read it back at the same level. */
 			memset(l, 0, n);
-			CHECK_EQ(POST(fi_readmsg(a.ep, &m, FI_COMPLETION | levels[i]), &a, &b), 0);
+			CHECK_EQ(POST(fi_readmsg(a.ep, &m, FI_COMPLETION | level), &a, &b), 0);
 			CHECK_EQ(rma_comp(&a, &b, &c, NULL), 1);
 			CHECK_EQ(c.flags, FI_RMA | FI_READ);
 			if (!check_fill(l, n, seed))
 				FAIL_AT("read of %zu B, level 0x%" PRIx64 ": completed before its bytes were here", n,
-					levels[i]);
+					level);
 		}
 	}
 	fi_close(&mr->fid);
@@ -635,7 +661,7 @@ TEST(peer_killed_during_transfer)
 	pid_t pid = spawn_child("idle", &to_child, &from_child);
 	CHECK(pid > 0);
 	struct end a, c2;
-	struct end_opts o = {.caps = FI_MSG | FI_RMA};
+	struct end_opts o = {.caps = FI_MSG | FI_RMA, .tx_op_flags = FI_DELIVERY_COMPLETE};
 	unsigned char *w = rma_region(N), *r = rma_region(N);
 	char peer[128];
 	size_t plen;

@@ -150,6 +150,15 @@ impl Port for AutoPort {
         }
     }
 
+    fn queued_at_peer(&self, peer: &Addr) -> bool {
+        let p = self.canonical(peer);
+        if Self::via_shm(&p) {
+            self.shm.queued_at_peer(&p)
+        } else {
+            self.tcp.queued_at_peer(&p)
+        }
+    }
+
     fn canonical(&self, a: &Addr) -> Addr {
         match *a {
             Addr::Auto { host, shm, .. } if host == self.host => Addr::Shm(shm),

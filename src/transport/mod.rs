@@ -208,6 +208,16 @@ pub trait Port: Send {
     /// Sends one record. `copy`: the payload must be copied before return
     /// (inject). `Err(AGAIN)`: no room now.
     fn send(&mut self, peer: &Addr, hdr: &WireHdr, payload: Payload<'_>, copy: bool) -> Result<Sent>;
+    /// Whether a record `send` accepts for `peer` is then in the peer's own
+    /// receive queue (shm: its ring), always `Sent::Done`: the operation is
+    /// no longer the sender's, which fi_cq(3) calls transmit complete on a
+    /// reliable endpoint. An RMA write or a non-fetching atomic completes
+    /// then, without the target's answer, unless delivery complete was
+    /// asked (docs/rma.md, Completions). TCP: no (the kernel's socket
+    /// buffer is still the sender's side of the network).
+    fn queued_at_peer(&self, _peer: &Addr) -> bool {
+        false
+    }
     /// Sends a control record without payload, queuing it if there is no
     /// room (bounded by the endpoint's outstanding operations).
     fn send_ctl(&mut self, peer: &Addr, hdr: &WireHdr) -> Result<()>;

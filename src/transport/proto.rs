@@ -117,7 +117,13 @@ pub mod flag {
     /// RMA: the record belongs to the operation's last target segment (the
     /// target reports remote events when that segment is done).
     pub const FINAL: u32 = 1 << 8;
-    pub const ALL: u32 = TAGGED | REMOTE_CQ_DATA | ACK_REQ | CMA_OK | LAST | RANGE | PUSH | INLINE | FINAL;
+    /// RMA `WRITE` (the operation's last chunk) and `ATOMIC` (its last
+    /// segment, no fetch): the initiator completed the operation when the
+    /// record was in the target's queue (transmit complete, shm): the
+    /// target sends no `RMA_ACK`/`ATOMIC_RESP`, and logs a refusal instead
+    /// of answering it (docs/rma.md, Completions).
+    pub const NO_ANSWER: u32 = 1 << 9;
+    pub const ALL: u32 = TAGGED | REMOTE_CQ_DATA | ACK_REQ | CMA_OK | LAST | RANGE | PUSH | INLINE | FINAL | NO_ANSWER;
 }
 
 /// The header. Plain data: copied out of shared memory / the socket before
@@ -195,6 +201,9 @@ impl WireHdr {
             return Err(BadRecord::Flags);
         }
         if self.flags & flag::INLINE != 0 && self.op != op::EAGER {
+            return Err(BadRecord::Flags);
+        }
+        if self.flags & flag::NO_ANSWER != 0 && !matches!(self.op, op::WRITE | op::ATOMIC) {
             return Err(BadRecord::Flags);
         }
         let payload = self.payload as usize;
@@ -557,5 +566,32 @@ mod tests {
         assert_eq!(r.check(&LIM), Ok(()));
         r.payload = 8;
         assert_eq!(r.check(&LIM), Err(BadRecord::Length));
+    }
+
+    #[test]
+    fn no_answer_only_on_writes_and_atomics() {
+        let mut w = WireHdr::new(op::WRITE);
+        w.len = 8;
+        w.payload = 8;
+        w.flags = flag::LAST | flag::FINAL | flag::NO_ANSWER;
+        assert_eq!(w.check(&LIM), Ok(()));
+        let mut a = WireHdr::new(op::ATOMIC);
+        a.len = 8;
+        a.payload = 8;
+        a.reserved = 2 | 10 << 8;
+        a.flags = flag::FINAL | flag::NO_ANSWER;
+        assert_eq!(a.check(&LIM), Ok(()));
+        for o in [
+            op::EAGER,
+            op::WRITE_REQ,
+            op::READ_REQ,
+            op::READ_RESP,
+            op::RMA_ACK,
+            op::ATOMIC_RESP,
+        ] {
+            let mut h = WireHdr::new(o);
+            h.flags = flag::NO_ANSWER;
+            assert_eq!(h.check(&LIM), Err(BadRecord::Flags), "op {o}");
+        }
     }
 }

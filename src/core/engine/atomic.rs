@@ -24,10 +24,14 @@
 //! * The initiator places a response's bytes straight into its result
 //!   buffer; the operation completes (`FI_ATOMIC | FI_WRITE`, or
 //!   `FI_ATOMIC | FI_READ` for fetch and compare) when the last segment
-//!   is answered: delivery complete, whatever level was asked.
+//!   is answered (delivery complete) — a non-fetching one, unless
+//!   `FI_DELIVERY_COMPLETE` (or commit) was asked, as soon as its last
+//!   record is in the target's queue ([`Early`]: shm, transmit complete;
+//!   the record says `NO_ANSWER`, and a target that refuses it logs the
+//!   refusal).
 
 use super::completion::Report;
-use super::rma::{Placing, RMA_HANDLE};
+use super::rma::{refused_unanswered, Early, Placing, RMA_HANDLE};
 use super::*;
 use crate::core::atomic::{apply, valid, AtomicKind, ATOMIC_MAX, FI_ATOMIC_READ};
 use crate::core::mr::EACCES;
@@ -77,6 +81,11 @@ pub(super) struct AtomicOp {
     seg_off: usize,
     /// Its record went out; waiting for the answer.
     waiting: bool,
+    /// When it may complete without the target's answer (non-fetching).
+    early: Early,
+    /// Its last record went out and that completed it (`early`): the
+    /// caller of `atomic_advance` completes it now.
+    sent: bool,
     len: usize,
 }
 
@@ -201,6 +210,11 @@ impl Inner {
             seg: 0,
             seg_off: 0,
             waiting: false,
+            early: match a.kind {
+                AtomicKind::Write => Early::of(self.port.as_ref(), &peer, a.flags),
+                _ => Early::No,
+            },
+            sent: false,
             len,
         };
         self.st.rma.atomics.insert(id, op);
@@ -213,6 +227,10 @@ impl Inner {
                 if self.st.rma.atomics.get(&id).is_some_and(|o| !o.waiting) {
                     self.st.rma.atomic_sending.push(id);
                 }
+                Ok(())
+            }
+            Ok(()) => {
+                self.st.atomic_done_at_transmit(b, id);
                 Ok(())
             }
             r => r,
@@ -245,12 +263,17 @@ impl State {
         h.offset = seg.addr;
         h.len = seg.len as u64;
         h.reserved = u64::from(o.op) | u64::from(o.datatype) << 8 | u64::from(o.kind.code()) << 16;
-        if o.seg + 1 == o.remote.segments().len() {
+        let fin = o.seg + 1 == o.remote.segments().len();
+        if fin {
             h.flags |= flag::FINAL;
             if let Some(d) = o.data {
                 h.flags |= flag::REMOTE_CQ_DATA;
                 h.data = d;
             }
+        }
+        let early = if fin { o.early } else { Early::No };
+        if early == Early::Queued {
+            h.flags |= flag::NO_ANSWER;
         }
         let range = o.seg_off..o.seg_off + seg.len;
         let operand = o.operand.get(range.clone()).unwrap_or(&[]);
@@ -262,7 +285,18 @@ impl State {
         } else {
             port.send(&o.peer, &h, Payload::Bytes(operand), true)
         };
-        sent.map(|_| o.waiting = true)
+        sent.map(|s| {
+            o.waiting = true;
+            o.sent = early.done(s);
+        })
+    }
+
+    /// Completes atomic `id` if its last record completed it.
+    fn atomic_done_at_transmit(&mut self, b: &Bound<'_>, id: u64) {
+        if self.rma.atomics.get(&id).is_some_and(|o| o.sent) {
+            let o = self.rma.atomics.remove(&id).expect("op just found");
+            self.atomic_finish(b, o, Ok(()));
+        }
     }
 
     /// Completes an atomic this endpoint initiated.
@@ -380,6 +414,18 @@ impl State {
                     Ok(old) => (None, old),
                     Err(e) => (Some(e), Vec::new()),
                 };
+                // The initiator completed a non-fetching atomic when it
+                // sent it (transmit complete): no answer; a refusal is
+                // logged. A fetch is always answered (its values).
+                let unanswered = hdr.flags & flag::NO_ANSWER != 0
+                    && AtomicKind::from_code((hdr.reserved >> 16) as u8) == Some(AtomicKind::Write);
+                if unanswered {
+                    match status {
+                        Some(e) => refused_unanswered("atomic", &src, &hdr, e),
+                        None => self.remote_event(b, &src, &hdr, RmaKind::Write, FI_ATOMIC),
+                    }
+                    return;
+                }
                 let mut r = WireHdr::new(op::ATOMIC_RESP);
                 r.msg_id = hdr.msg_id;
                 r.aux = hdr.aux;
@@ -443,7 +489,7 @@ impl State {
         }
         for id in std::mem::take(&mut self.rma.atomic_sending) {
             match self.atomic_advance(port, id) {
-                Ok(()) => {}
+                Ok(()) => self.atomic_done_at_transmit(b, id),
                 Err(e) if e == Error::AGAIN => self.rma.atomic_sending.push(id),
                 Err(e) => {
                     if let Some(o) = self.rma.atomics.remove(&id) {

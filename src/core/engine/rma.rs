@@ -26,11 +26,15 @@
 //!   not granted, region disabled, endpoint not an RMA target:
 //!   `FI_EACCES`) is an `RMA_ACK` with the code; the target's memory is
 //!   never touched, and the initiator's operation completes in error.
-//! * Completions: an operation completes once the target answered every
-//!   segment (`RMA_ACK`, or a read's last chunk placed): delivery complete,
-//!   whatever level was asked (every level is met). `fi_inject_write` and
-//!   `FI_INJECT`: the data is copied or on its way when the call returns,
-//!   no completion. Counters: `FI_WRITE`/`FI_READ` at the initiator,
+//! * Completions: a read completes once its last byte is placed; a write
+//!   once the target answered its last segment (`RMA_ACK`: delivery
+//!   complete) — or, unless `FI_DELIVERY_COMPLETE` (or commit) was asked,
+//!   as soon as its last chunk is in the target's queue ([`Early`]: shm,
+//!   transmit complete; the chunk says `NO_ANSWER`, and a target that
+//!   refuses it logs the refusal, as there is nobody left to tell). The
+//!   segments before the last one are still answered one by one.
+//!   `fi_inject_write` and `FI_INJECT`: the data is copied or on its way
+//!   when the call returns, no completion. Counters: `FI_WRITE`/`FI_READ` at the initiator,
 //!   `FI_REMOTE_WRITE`/`FI_REMOTE_READ` at the target (once per
 //!   operation); remote CQ data is a completion on the target's receive
 //!   CQ (`FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA`).
@@ -154,6 +158,51 @@ impl<'a> From<&'a RmaBinds> for RmaBound<'a> {
     }
 }
 
+/// When an operation that brings no data back (a write, a non-fetching
+/// atomic) may complete before the target answers (fi_cq(3), COMPLETION
+/// EVENT SEMANTICS; docs/rma.md, Completions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Early {
+    /// Only once the target answered: `FI_DELIVERY_COMPLETE` or
+    /// `FI_COMMIT_COMPLETE` asked, or a transport whose sent records are
+    /// not yet the peer's (tcp, unless inject complete).
+    No,
+    /// When its last record is in the target's queue (shm: transmit
+    /// complete): that record asks no answer (`NO_ANSWER`).
+    Queued,
+    /// tcp with `FI_INJECT_COMPLETE`: when its last record is written to
+    /// the socket (`Sent::Done`; the buffer is the caller's again, the data
+    /// still depends on the network, which is all inject complete
+    /// promises). The target still answers; the late answer finds no
+    /// operation and is dropped. Queued behind earlier records, it waits
+    /// for the answer as before.
+    Written,
+}
+
+impl Early {
+    pub(super) fn of(port: &dyn Port, peer: &Addr, flags: u64) -> Early {
+        if flags & (FI_DELIVERY_COMPLETE | FI_COMMIT_COMPLETE) != 0 {
+            Early::No
+        } else if port.queued_at_peer(peer) {
+            Early::Queued
+        } else if flags & FI_INJECT_COMPLETE != 0 && flags & FI_TRANSMIT_COMPLETE == 0 {
+            Early::Written
+        } else {
+            Early::No
+        }
+    }
+
+    /// Whether the operation's last record, just sent (`sent`), completes
+    /// it.
+    pub(super) fn done(self, sent: Sent) -> bool {
+        match self {
+            Early::No => false,
+            Early::Queued => true,
+            Early::Written => sent == Sent::Done,
+        }
+    }
+}
+
 /// Where the current segment of an operation is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -163,6 +212,9 @@ enum Phase {
     Push { off: usize },
     /// Everything sent; waiting for the target's `RMA_ACK`.
     WaitAck,
+    /// Everything sent, and that completes it ([`Early`]): the caller of
+    /// `rma_advance` completes it now.
+    Sent,
     /// A read: `got` bytes of `READ_RESP` so far (`chunk`: bytes of the one
     /// being placed), or an `RMA_ACK` (CMA done, or an error).
     Reading { got: usize, chunk: usize },
@@ -191,6 +243,8 @@ struct Op {
     inject: bool,
     /// An injected write's own copy of its data (`local` points into it).
     owned: Option<Box<[u8]>>,
+    /// When a write may complete before the target answers.
+    early: Early,
 }
 
 impl Op {
@@ -293,6 +347,20 @@ impl Rma {
         self.next = (self.next + 1) & !RMA_ID;
         id
     }
+}
+
+/// A write or atomic the initiator completed at transmit (`NO_ANSWER`) was
+/// refused here: nobody is left to tell but the log (docs/rma.md,
+/// Completions). Target memory was not touched.
+pub(super) fn refused_unanswered(what: &str, from: &Addr, h: &WireHdr, e: Error) {
+    crate::base::log::log_warn!(
+        FI_LOG_EP_DATA,
+        "{what} from {from:?} refused ({e}): key {:#x}, address {:#x}, {} bytes; the initiator completed it at \
+         transmit (it did not ask FI_DELIVERY_COMPLETE), so only this log reports it",
+        h.tag,
+        h.offset,
+        h.len
+    );
 }
 
 /// Whether a placement handle is an RMA chunk's.
@@ -421,6 +489,10 @@ impl Inner {
             cma: self.st.cfg.cma && matches!(peer, Addr::Shm(_)) && !self.st.no_cma.contains(&peer),
             inject,
             owned: None,
+            early: match a.kind {
+                RmaKind::Write => Early::of(self.port.as_ref(), &peer, a.flags),
+                RmaKind::Read => Early::No,
+            },
         };
         if inject && op.remote.n > 1 {
             // Later segments leave after this call returns: keep a copy.
@@ -433,6 +505,9 @@ impl Inner {
             // Our own backlog may be in the way: one pass, one more try.
             self.pass(b);
             sent = self.st.rma_advance(self.port.as_mut(), id);
+        }
+        if self.st.rma_done_at_transmit(b, id) {
+            return Ok(());
         }
         let ops = &mut self.st.rma.ops;
         let Some(op) = ops.get_mut(&id) else {
@@ -531,15 +606,26 @@ impl State {
                         Err(Error::AGAIN)
                     } else {
                         h.reserved = off as u64;
-                        if off + n == seg.len {
+                        let last = off + n == seg.len;
+                        if last {
                             h.flags |= flag::LAST;
                         }
+                        // The operation's very last chunk completes it
+                        // once sent, when no answer is needed (Early).
+                        let early = if last && fin { op.early } else { Early::No };
+                        if early == Early::Queued {
+                            h.flags |= flag::NO_ANSWER;
+                        }
                         // An injected write's first chunk leaves from the
-                        // caller's buffer: copied if it must wait.
-                        let copy = op.inject && op.owned.is_none();
+                        // caller's buffer: copied if it must wait (and a
+                        // chunk that completes the write, whatever the
+                        // transport does with it).
+                        let copy = (op.inject && op.owned.is_none()) || early == Early::Queued;
                         port.send(&op.peer, &h, Payload::Iov(&op.local, op.seg_off + off, n), copy)
-                            .map(|_| {
-                                if off + n == seg.len {
+                            .map(|sent| {
+                                if early.done(sent) {
+                                    Phase::Sent
+                                } else if last {
                                     Phase::WaitAck
                                 } else {
                                     Phase::Push { off: off + n }
@@ -547,7 +633,7 @@ impl State {
                             })
                     }
                 }
-                (Phase::WaitAck | Phase::Reading { .. }, _) => return Ok(()),
+                (Phase::WaitAck | Phase::Sent | Phase::Reading { .. }, _) => return Ok(()),
             };
             match r {
                 Ok(p) => {
@@ -558,6 +644,17 @@ impl State {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Completes operation `id` if its last record completed it
+    /// ([`Phase::Sent`]); whether it did.
+    fn rma_done_at_transmit(&mut self, b: &Bound<'_>, id: u64) -> bool {
+        if !self.rma.ops.get(&id).is_some_and(|op| op.phase == Phase::Sent) {
+            return false;
+        }
+        let op = self.rma.ops.remove(&id).expect("op just found");
+        self.rma_finish(b, op, Ok(()));
+        true
     }
 
     /// Completes an operation this endpoint initiated.
@@ -663,6 +760,18 @@ impl State {
             .access(h.tag, h.offset, len, access)
     }
 
+    /// The answer to a write's last chunk: an `RMA_ACK`, unless the
+    /// initiator completed the write when it sent it (`NO_ANSWER`,
+    /// transmit complete): then a refusal can only be logged here (the
+    /// region was not touched).
+    fn rma_answer(&mut self, to: Addr, h: &WireHdr, status: Option<Error>) {
+        if h.flags & flag::NO_ANSWER == 0 {
+            self.rma_ack(to, h, status);
+        } else if let Some(e) = status {
+            refused_unanswered("RMA write", &to, h, e);
+        }
+    }
+
     pub(super) fn rma_ack(&mut self, to: Addr, h: &WireHdr, status: Option<Error>) {
         let mut a = WireHdr::new(op::RMA_ACK);
         a.msg_id = h.msg_id;
@@ -757,7 +866,7 @@ impl State {
                 let key = (*src, h.msg_id, h.aux);
                 if last {
                     self.rma.spoiled.remove(&key);
-                    self.rma_ack(*src, h, Some(e));
+                    self.rma_answer(*src, h, Some(e));
                 } else if self.rma.spoiled.len() < MAX_SPOILED {
                     self.rma.spoiled.entry(key).or_insert(e);
                 }
@@ -804,7 +913,7 @@ impl State {
                 if result.is_err() {
                     return; // the initiator is gone: nobody to answer
                 }
-                self.rma_ack(src, &hdr, spoiled);
+                self.rma_answer(src, &hdr, spoiled);
                 if spoiled.is_none() {
                     self.rma_remote_event(b, &src, &hdr, RmaKind::Write);
                 }
@@ -931,6 +1040,9 @@ impl State {
                         continue;
                     }
                     r => {
+                        if self.rma_done_at_transmit(b, id) {
+                            continue;
+                        }
                         let more = self
                             .rma
                             .ops

@@ -521,6 +521,10 @@ impl Port for SimPort {
         }
     }
 
+    fn queued_at_peer(&self, _peer: &Addr) -> bool {
+        self.net.0.lock().nodes[self.me].opts.writes == Writes::Ring
+    }
+
     fn send_ctl(&mut self, peer: &Addr, hdr: &WireHdr) -> Result<()> {
         let mut w = self.net.0.lock();
         let me = self.me;

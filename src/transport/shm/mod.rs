@@ -1019,6 +1019,9 @@ impl Port for ShmPort {
         // A ring record is a copy already: the buffer is reusable at once.
         self.send_record(peer, hdr, payload).map(|_| Sent::Done)
     }
+    fn queued_at_peer(&self, _peer: &Addr) -> bool {
+        true // `send` writes the record into the peer's ring, or refuses
+    }
     fn send_ctl(&mut self, peer: &Addr, hdr: &WireHdr) -> Result<()> {
         ShmPort::send_ctl(self, peer, hdr)
     }

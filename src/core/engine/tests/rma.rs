@@ -4,8 +4,12 @@
 //! region gone in the middle), inject, fallbacks when CMA is refused,
 //! failing peers, and records a hostile peer forges.
 
+use super::super::atomic::AtomicArgs;
 use super::super::rma::{RmaArgs, RmaBound, RmaIov, RmaIovList, RmaKind};
-use super::super::sim::Cma;
+use super::super::sim::{Cma, Writes};
+use crate::core::atomic::{AtomicKind, FI_SUM};
+/// `FI_UINT64` (fi_atomic(3) `enum fi_datatype`).
+const FI_UINT64: u32 = 7;
 use super::*;
 use crate::core::mr::{Addressing, KeyRequest, MrMap, Region, Start};
 use crate::transport::proto::{flag, op, WireHdr};
@@ -67,6 +71,10 @@ impl R {
 
     fn rma(&mut self, a: RmaArgs) -> Result<()> {
         self.with_bound(|inner, b| inner.rma(b, a))
+    }
+
+    fn atomic(&mut self, a: AtomicArgs) -> Result<()> {
+        self.with_bound(|inner, b| inner.atomic(b, a))
     }
 
     /// Registers `buf` (one region) with `access`; offsets or addresses.
@@ -143,6 +151,15 @@ fn read(local: &mut [u8], addr: u64, key: u64, ctx: usize) -> RmaArgs {
         kind: RmaKind::Read,
         local: IovList::single(local.as_mut_ptr() as usize, local.len()),
         ..write(local, addr, key, ctx)
+    }
+}
+
+/// `a` asking `FI_DELIVERY_COMPLETE`: a write then completes only when the
+/// target answered (else, on shm, when its last chunk is in the ring).
+fn delivery(a: RmaArgs) -> RmaArgs {
+    RmaArgs {
+        flags: a.flags | FI_DELIVERY_COMPLETE,
+        ..a
     }
 }
 
@@ -225,16 +242,28 @@ fn the_records_each_transport_uses() {
     let mut target = vec![0u8; 100_000];
     let key = b.register(&mut target, FI_REMOTE_READ | FI_REMOTE_WRITE, Addressing::Offset, 1);
     let src = pattern(100_000, 9);
+    // Transmit complete (no level asked): the chunk in the ring completes
+    // the write at once and asks no answer.
     a.rma(write(&src[..5000], 0, key, 1)).unwrap();
-    until_done(&mut a, &mut b, 1);
-    assert_eq!(ops(&net), vec![op::WRITE, op::RMA_ACK]);
+    assert_eq!(a.ep.tx_ok().len(), 1, "complete when in the ring");
+    drive(&mut a, &mut b, 3);
+    assert_eq!(ops(&net), vec![op::WRITE]);
     let w = net.log()[0].hdr;
     assert_eq!(
         (w.tag, w.offset, w.len, w.reserved, w.aux, w.payload),
         (key, 0, 5000, 0, 0, 5000)
     );
-    assert_eq!(w.flags, flag::LAST | flag::FINAL);
+    assert_eq!(w.flags, flag::LAST | flag::FINAL | flag::NO_ANSWER);
+    assert_eq!(target[..5000], src[..5000]);
+    // Delivery complete: the target's RMA_ACK completes it.
     net.clear_log();
+    a.rma(delivery(write(&src[..5000], 0, key, 1))).unwrap();
+    assert_eq!(a.ep.tx_ok().len(), 0, "not before the target's answer");
+    until_done(&mut a, &mut b, 1);
+    assert_eq!(ops(&net), vec![op::WRITE, op::RMA_ACK]);
+    assert_eq!(net.log()[0].hdr.flags, flag::LAST | flag::FINAL);
+    net.clear_log();
+    // A CMA write is the target's to pull: answered whatever the level.
     a.rma(write(&src, 0, key, 2)).unwrap();
     until_done(&mut a, &mut b, 1);
     assert_eq!(ops(&net), vec![op::WRITE_REQ, op::RMA_ACK]);
@@ -259,6 +288,11 @@ fn the_records_each_transport_uses() {
     let src = pattern(200_000, 1);
     a.rma(write(&src, 0, key, 1)).unwrap();
     until_done(&mut a, &mut b, 1);
+    assert_eq!(
+        *ops(&net).last().unwrap(),
+        op::RMA_ACK,
+        "tcp: transmit complete is the answer"
+    );
     let log = net.log();
     let chunks: Vec<WireHdr> = log.iter().filter(|r| r.hdr.op == op::WRITE).map(|r| r.hdr).collect();
     assert_eq!(chunks.len(), 4, "64 KiB chunks");
@@ -422,7 +456,7 @@ fn refused_accesses_touch_nothing() {
                     // Out of range: start near the end.
                     args.remote = RmaIovList::single(100_000 - n as u64 + 1, n, args.remote.segments()[0].key);
                 }
-                a.rma(args).unwrap();
+                a.rma(delivery(args)).unwrap();
                 let (ok, err) = until_done(&mut a, &mut b, 1);
                 assert!(ok.is_empty(), "{sim:?} {n} case {i}");
                 assert_eq!(err.len(), 1);
@@ -437,6 +471,28 @@ fn refused_accesses_touch_nothing() {
             assert_eq!(R::count(&a.c.read), (0, 4));
             assert_eq!(R::count(&b.c.remote_write), (0, 0));
             assert_eq!(R::count(&b.c.remote_read), (0, 0));
+            // Without delivery complete a write on shm completed when it
+            // was in the ring: the target still refuses it (logs it) and
+            // touches nothing, but the initiator can no longer hear of it
+            // (tcp and CMA writes still wait for the answer).
+            for (k, addr) in [(99, 0), (kwo, 1), (kro, 0), (kdis, 0)] {
+                let mut w = write(&src, addr, k, 9);
+                if n < 100_000 && addr == 1 {
+                    w.remote = RmaIovList::single(100_000 - n as u64 + 1, n, kwo);
+                }
+                a.rma(w).unwrap();
+                let (ok, err) = until_done(&mut a, &mut b, 1);
+                let early = sim.writes == Writes::Ring && n <= sim.eager_limit;
+                assert_eq!(
+                    (ok.len(), err.len()),
+                    if early { (1, 0) } else { (0, 1) },
+                    "{sim:?} {n} key {k}"
+                );
+            }
+            drive(&mut a, &mut b, 5);
+            assert!(ro.iter().all(|&x| x == 0x11), "{sim:?} {n}: read-only region written");
+            assert!(wo.iter().all(|&x| x == 0x22), "{sim:?} {n}: region written");
+            assert_eq!(R::count(&b.c.remote_write), (0, 0));
         }
     }
     // A target endpoint opened without FI_RMA takes no RMA at all; one
@@ -449,7 +505,7 @@ fn refused_accesses_touch_nothing() {
         let (_net, mut a, mut b) = rma_pair_of(rma_spec(SimOpts::shm()), spec);
         let mut t = vec![0u8; 64];
         let k = b.register(&mut t, FI_REMOTE_WRITE | FI_REMOTE_READ, Addressing::Offset, 1);
-        a.rma(write(&[1, 2, 3], 0, k, 1)).unwrap();
+        a.rma(delivery(write(&[1, 2, 3], 0, k, 1))).unwrap();
         let (_, err) = until_done(&mut a, &mut b, 1);
         assert_eq!(err[0].err, EACCES);
         assert_eq!(t, vec![0u8; 64]);
@@ -560,13 +616,20 @@ fn post_time_checks() {
     w.dest = 77;
     assert_eq!(a.rma(w), Err(Error::INVAL), "no such address");
     for i in 0..64 {
-        a.rma(write(&buf, 0, key, i)).unwrap();
+        a.rma(delivery(write(&buf, 0, key, i))).unwrap();
     }
     assert_eq!(a.rma(write(&buf, 0, key, 64)), Err(Error::AGAIN), "tx_size");
     assert_eq!(a.ep.inner.tx_outstanding(), 64);
     let (ok, _) = until_done(&mut a, &mut b, 64);
     assert_eq!(ok.len(), 64);
     assert_eq!(a.ep.inner.tx_outstanding(), 0);
+    // Transmit-complete writes on shm hold no queue entry once in the ring.
+    for i in 0..100 {
+        a.rma(write(&buf, 0, key, i)).unwrap();
+        assert_eq!(a.ep.inner.tx_outstanding(), 0);
+        drive(&mut a, &mut b, 1);
+    }
+    assert_eq!(a.ep.tx_ok().len(), 100);
 }
 
 /// The target dies during a large write (its ring still holds the request)
@@ -709,6 +772,114 @@ fn forged_records_are_dropped() {
     let a = log.iter().find(|r| r.hdr.op == op::RMA_ACK).expect("an answer");
     assert_eq!(a.hdr.data, FI_EINVAL as u64, "the first chunk's refusal");
     assert_eq!(R::count(&v[1].c.remote_write), (0, 0));
+    // A write that asks no answer (its initiator completed it at transmit)
+    // and is refused: nothing written, nothing sent back.
+    net.clear_log();
+    let mut w = WireHdr::new(op::WRITE);
+    w.tag = key + 7;
+    w.len = 8;
+    w.flags = flag::LAST | flag::FINAL | flag::NO_ANSWER;
+    net.forge(&a2, &a1, w, &[0xff; 8]);
+    v[1].progress();
+    assert_eq!(target, vec![0u8; 64]);
+    assert!(net.log().iter().all(|r| r.to != a2), "no answer");
+}
+
+/// A non-fetching atomic on shm completes when its record is in the ring
+/// (no answer asked), unless delivery complete is asked; a refused one
+/// then changes nothing at the target and can only be logged there. A
+/// fetch always waits for its values; a forged `NO_ANSWER` on one does not
+/// stop its answer. tcp waits for the answer (transmit complete).
+#[test]
+fn atomics_complete_at_transmit_unless_delivery_is_asked() {
+    let mut spec = rma_spec(SimOpts::shm());
+    spec.cfg.caps |= FI_ATOMIC;
+    let (net, mut a, mut b) = rma_pair_of(spec.clone(), spec);
+    let mut target = vec![0u8; 8];
+    let key = b.register(&mut target, FI_REMOTE_READ | FI_REMOTE_WRITE, Addressing::Offset, 1);
+    let one = 1u64.to_le_bytes();
+    let mut res = [0u8; 8];
+    let sum = |flags: u64, key: u64| AtomicArgs {
+        kind: AtomicKind::Write,
+        op: FI_SUM,
+        datatype: FI_UINT64,
+        dest: B,
+        operand: IovList::single(one.as_ptr() as usize, 8),
+        compare: IovList::new(),
+        result: IovList::new(),
+        remote: RmaIovList::single(0, 8, key),
+        data: None,
+        flags,
+        context: 7,
+        inject_call: false,
+    };
+    let word = |t: &[u8]| u64::from_le_bytes(t[..8].try_into().unwrap());
+    a.atomic(sum(0, key)).unwrap();
+    assert_eq!(a.ep.tx_ok().len(), 1, "complete when in the ring");
+    drive(&mut a, &mut b, 3);
+    assert_eq!(ops(&net), vec![op::ATOMIC]);
+    assert_eq!(net.log()[0].hdr.flags, flag::FINAL | flag::NO_ANSWER);
+    assert_eq!(word(&target), 1);
+    assert_eq!(R::count(&a.c.write), (1, 0));
+    net.clear_log();
+    a.atomic(sum(FI_DELIVERY_COMPLETE, key)).unwrap();
+    assert_eq!(a.ep.tx_ok().len(), 0, "not before the answer");
+    let (ok, _) = until_done(&mut a, &mut b, 1);
+    assert_eq!(ok[0].flags, FI_ATOMIC | FI_WRITE);
+    assert_eq!(ops(&net), vec![op::ATOMIC, op::ATOMIC_RESP]);
+    assert_eq!(word(&target), 2);
+    // Refused (no such key): at transmit complete the initiator saw
+    // success; the target changed nothing and sent nothing.
+    net.clear_log();
+    a.atomic(sum(0, key + 5)).unwrap();
+    assert_eq!(a.ep.tx_ok().len(), 1);
+    drive(&mut a, &mut b, 3);
+    assert_eq!(ops(&net), vec![op::ATOMIC]);
+    assert_eq!(word(&target), 2);
+    a.atomic(sum(FI_DELIVERY_COMPLETE, key + 5)).unwrap();
+    let (ok, err) = until_done(&mut a, &mut b, 1);
+    assert!(ok.is_empty());
+    assert_eq!(err[0].err, FI_EINVAL);
+    // A fetch waits for the former value, whatever the level.
+    net.clear_log();
+    a.atomic(AtomicArgs {
+        kind: AtomicKind::Fetch,
+        result: IovList::single(res.as_mut_ptr() as usize, 8),
+        ..sum(0, key)
+    })
+    .unwrap();
+    assert_eq!(a.ep.tx_ok().len(), 0);
+    until_done(&mut a, &mut b, 1);
+    assert_eq!(ops(&net), vec![op::ATOMIC, op::ATOMIC_RESP]);
+    assert_eq!(u64::from_le_bytes(res), 2);
+    assert_eq!(word(&target), 3);
+    // A forged fetch with NO_ANSWER is answered all the same.
+    net.clear_log();
+    let mut f = WireHdr::new(op::ATOMIC);
+    f.msg_id = 77;
+    f.tag = key;
+    f.len = 8;
+    f.reserved = u64::from(FI_SUM) | u64::from(FI_UINT64) << 8 | 1 << 16;
+    f.flags = flag::FINAL | flag::NO_ANSWER;
+    net.forge(&a.ep.addr, &b.ep.addr, f, &one);
+    drive(&mut a, &mut b, 3);
+    assert!(net
+        .log()
+        .iter()
+        .any(|r| r.hdr.op == op::ATOMIC_RESP && r.hdr.msg_id == 77));
+    assert_eq!(word(&target), 4);
+    assert_eq!(R::count(&b.c.remote_write), (4, 0), "the target's events, once each");
+
+    let mut spec = rma_spec(SimOpts::tcp());
+    spec.cfg.caps |= FI_ATOMIC;
+    let (net, mut a, mut b) = rma_pair_of(spec.clone(), spec);
+    let mut target = vec![0u8; 8];
+    let key = b.register(&mut target, FI_REMOTE_READ | FI_REMOTE_WRITE, Addressing::Offset, 1);
+    a.atomic(sum(0, key)).unwrap();
+    assert_eq!(a.ep.tx_ok().len(), 0);
+    until_done(&mut a, &mut b, 1);
+    assert_eq!(ops(&net), vec![op::ATOMIC, op::ATOMIC_RESP]);
+    assert_eq!(word(&target), 1);
 }
 
 /// A target whose receive CQ is full leaves a write with CQ data in the
@@ -721,23 +892,34 @@ fn remote_cq_data_waits_for_room() {
     let mut target = vec![0u8; 64];
     let key = b.register(&mut target, FI_REMOTE_WRITE, Addressing::Offset, 1);
     let src = pattern(8, 1);
-    for i in 0..4u64 {
-        a.rma(RmaArgs {
-            data: Some(i),
-            flags: FI_REMOTE_CQ_DATA,
-            ..write(&src, i * 8, key, i as usize)
-        })
-        .unwrap();
+    for level in [FI_DELIVERY_COMPLETE, 0] {
+        for i in 0..4u64 {
+            a.rma(RmaArgs {
+                data: Some(i),
+                flags: FI_REMOTE_CQ_DATA | level,
+                ..write(&src, i * 8, key, i as usize)
+            })
+            .unwrap();
+        }
+        if level == 0 {
+            // Transmit complete: all four are in the ring.
+            assert_eq!(a.ep.tx_ok().len(), 4);
+        }
+        drive(&mut a, &mut b, 10);
+        if level != 0 {
+            assert_eq!(a.ep.tx_ok().len(), 2, "two wait for the target's CQ");
+        }
+        let rx = b.ep.rx_ok();
+        assert_eq!(rx.iter().map(|c| c.data).collect::<Vec<_>>(), vec![0, 1]);
+        drive(&mut a, &mut b, 10);
+        if level != 0 {
+            assert_eq!(a.ep.tx_ok().len(), 2);
+        }
+        assert_eq!(b.ep.rx_ok().iter().map(|c| c.data).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(
+            &target[..32],
+            &[src.clone(), src.clone(), src.clone(), src.clone()].concat()[..]
+        );
+        target.fill(0);
     }
-    drive(&mut a, &mut b, 10);
-    assert_eq!(a.ep.tx_ok().len(), 2, "two wait for the target's CQ");
-    let rx = b.ep.rx_ok();
-    assert_eq!(rx.iter().map(|c| c.data).collect::<Vec<_>>(), vec![0, 1]);
-    drive(&mut a, &mut b, 10);
-    assert_eq!(a.ep.tx_ok().len(), 2);
-    assert_eq!(b.ep.rx_ok().iter().map(|c| c.data).collect::<Vec<_>>(), vec![2, 3]);
-    assert_eq!(
-        &target[..32],
-        &[src.clone(), src.clone(), src.clone(), src].concat()[..]
-    );
 }
