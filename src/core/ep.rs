@@ -1209,7 +1209,7 @@ mod tests {
             remote: RmaIovList::single(0, 8, 0x5eed),
             dest,
             data: None,
-            flags: None,
+            flags: Some(FI_DELIVERY_COMPLETE), // the refusals reach the initiator (docs/rma.md)
             context: 1,
             inject: false,
         };
