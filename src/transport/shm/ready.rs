@@ -116,6 +116,7 @@ pub fn unwatch<W: Word>(watched: &W) {
 #[cfg(all(test, loom))]
 mod models {
     //! Exhaustive models (loom, C11 memory model): `make loom`.
+    use super::super::sync::models::{NoFence, NoMembarrier};
     use super::super::sync::{owner_fence, publish, published};
     use super::*;
     use loom::sync::atomic::AtomicU64;
@@ -131,41 +132,8 @@ mod models {
         }
     }
 
-    /// A word whose fences do nothing (the model that must fail).
-    struct NoFence(AtomicU64);
-
-    impl Word for NoFence {
-        fn load(&self, o: Ordering) -> u64 {
-            self.0.load(o)
-        }
-        fn store(&self, v: u64, o: Ordering) {
-            self.0.store(v, o)
-        }
-        fn fence(_: Ordering) {}
-        fn light_fence() {}
-        fn heavy_fence() {}
-    }
-
-    /// The sender's compiler barrier against an owner that makes only its
-    /// own fence, not the membarrier (sync.rs). Must fail.
-    struct NoMembarrier(AtomicU64);
-
-    impl Word for NoMembarrier {
-        fn load(&self, o: Ordering) -> u64 {
-            self.0.load(o)
-        }
-        fn store(&self, v: u64, o: Ordering) {
-            self.0.store(v, o)
-        }
-        fn fence(o: Ordering) {
-            loom::sync::atomic::fence(o)
-        }
-        fn light_fence() {}
-        fn heavy_fence() {
-            loom::sync::atomic::fence(Ordering::SeqCst)
-        }
-    }
-
+    // The must-fail words (fences that do nothing; the sender's compiler
+    // barrier against an owner without the membarrier) are sync.rs's.
     impl ReadyWord for NoMembarrier {
         fn fetch_or(&self, v: u64, o: Ordering) -> u64 {
             self.0.fetch_or(v, o)

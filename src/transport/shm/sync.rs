@@ -171,7 +171,7 @@ pub fn must_wake<W: Word>(sleepers: &W, hs: Handshake) -> bool {
 }
 
 #[cfg(all(test, loom))]
-mod models {
+pub(super) mod models {
     //! Exhaustive models (loom, C11 memory model): `make loom`.
     use super::*;
     use loom::cell::UnsafeCell;
@@ -202,7 +202,7 @@ mod models {
 
     /// A word whose fences do nothing: the handshake with its ordering
     /// weakened, for the model that must fail.
-    struct NoFence(AtomicU64);
+    pub(in crate::transport::shm) struct NoFence(pub(in crate::transport::shm) AtomicU64);
 
     impl Word for NoFence {
         fn load(&self, o: Ordering) -> u64 {
@@ -220,7 +220,7 @@ mod models {
     /// owner that makes only its own fence, not the membarrier: what a
     /// sender skipping its fence without being registered (or an owner
     /// without the system call) would run. Must fail.
-    struct NoMembarrier(AtomicU64);
+    pub(in crate::transport::shm) struct NoMembarrier(pub(in crate::transport::shm) AtomicU64);
 
     impl Word for NoMembarrier {
         fn load(&self, o: Ordering) -> u64 {
