@@ -245,6 +245,17 @@ impl Inner {
     }
 }
 
+/// The operation, datatype and kind an `ATOMIC` record's `reserved` word
+/// carries (`atomic_advance` packs them; the kind `None` when no
+/// `AtomicKind` has that code).
+fn unpack(reserved: u64) -> (u32, u32, Option<AtomicKind>) {
+    (
+        (reserved & 0xff) as u32,
+        (reserved >> 8 & 0xff) as u32,
+        AtomicKind::from_code((reserved >> 16) as u8),
+    )
+}
+
 impl State {
     /// Sends the current segment's record of atomic `id` if it has not
     /// gone yet. `Err(AGAIN)`: no room now.
@@ -417,8 +428,8 @@ impl State {
                 // The initiator completed a non-fetching atomic when it
                 // sent it (transmit complete): no answer; a refusal is
                 // logged. A fetch is always answered (its values).
-                let unanswered = hdr.flags & flag::NO_ANSWER != 0
-                    && AtomicKind::from_code((hdr.reserved >> 16) as u8) == Some(AtomicKind::Write);
+                let (op, _, kind) = unpack(hdr.reserved);
+                let unanswered = hdr.flags & flag::NO_ANSWER != 0 && kind == Some(AtomicKind::Write);
                 if unanswered {
                     match status {
                         Some(e) => refused_unanswered("atomic", &src, &hdr, e),
@@ -434,7 +445,6 @@ impl State {
                 self.rma.replies.push_back(AtomicReply { to: src, hdr: r, old });
                 self.rma.mark_active();
                 if status.is_none() {
-                    let op = (hdr.reserved & 0xff) as u32;
                     let kind = if op == FI_ATOMIC_READ {
                         RmaKind::Read
                     } else {
@@ -450,9 +460,8 @@ impl State {
     /// scatter under the process-wide lock. The former bytes come back for
     /// fetch and compare.
     fn atomic_execute(&self, h: &WireHdr, payload: &[u8]) -> Result<Vec<u8>> {
-        let op = (h.reserved & 0xff) as u32;
-        let dt = (h.reserved >> 8 & 0xff) as u32;
-        let kind = AtomicKind::from_code((h.reserved >> 16) as u8).ok_or(Error::INVAL)?;
+        let (op, dt, kind) = unpack(h.reserved);
+        let kind = kind.ok_or(Error::INVAL)?;
         let dst = self.target_check(h, rights(kind, op), FI_ATOMIC)?;
         valid(kind, op, dt)?;
         let len = usize::try_from(h.len).map_err(|_| EACCES)?;
