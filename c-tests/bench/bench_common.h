@@ -1,10 +1,13 @@
 /*
- * What the benchmark programs share (rf_bench.c, rf_insns.c, rf_idle.c and
+ * What the benchmark programs share (rf_bench.c, rf_insns.c, rf_idle.c, rf_rma.c and
  * c-tests/scale/rf_scale.c): DIE prints "<program>: <message>" and exits
  * with status 2; CK(call) dies with the file, line, call and libfabric
  * error when a call returns non-zero; bench_two_domains() is the set-up of
  * the one-process programs (rf_insns, rf_idle): one RDM fi_info of the
- * provider, its fabric and two domains. Define BENCH_PROG (the program's
+ * provider, its fabric and two domains; bench_now() is CLOCK_MONOTONIC in
+ * seconds; bench_pin(cpu) pins the caller to `cpu` (modulo the CPUs online;
+ * best effort) for the two-process programs (rf_bench, rf_rma, rf_scale:
+ * they define _GNU_SOURCE, which it needs). Define BENCH_PROG (the program's
  * name, a string literal) before including this file.
  */
 #ifndef RUSTFAB_BENCH_COMMON_H
@@ -15,6 +18,7 @@
 #include <string.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
+#include <time.h>
 #include <rdma/fi_errno.h>
 
 #ifndef BENCH_PROG
@@ -27,6 +31,26 @@
 		fprintf(stderr, "\n");                      \
 		exit(2);                                    \
 	} while (0)
+static inline double bench_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+#ifdef _GNU_SOURCE
+#include <sched.h>
+#include <unistd.h>
+static inline void bench_pin(int cpu)
+{
+	cpu_set_t set;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	CPU_ZERO(&set);
+	CPU_SET(n > 1 ? cpu % n : 0, &set);
+	sched_setaffinity(0, sizeof set, &set);
+}
+#endif
+
 #define CK(call)                                                                                  \
 	do {                                                                                      \
 		long _r = (long)(call);                                                           \

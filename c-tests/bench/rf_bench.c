@@ -69,22 +69,6 @@ struct res {
 	uint64_t pending_tx;
 };
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void pin(int cpu)
-{
-	cpu_set_t set;
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	CPU_ZERO(&set);
-	CPU_SET(n > 1 ? cpu % n : 0, &set);
-	sched_setaffinity(0, sizeof set, &set);
-}
-
 static struct fi_info *bench_hints(enum fi_ep_type type)
 {
 	struct fi_info *hints = fi_allocinfo();
@@ -320,7 +304,7 @@ static void latency(struct res *r, int server, size_t size)
 	double t0 = 0;
 	for (size_t i = 0; i < n + warm; i++) {
 		if (i == warm)
-			t0 = now();
+			t0 = bench_now();
 		if (server) {
 			post_recv(r, r->buf, size);
 			wait_n(r, 1);
@@ -332,7 +316,7 @@ static void latency(struct res *r, int server, size_t size)
 			wait_n(r, 2);
 		}
 	}
-	double t = now() - t0;
+	double t = bench_now() - t0;
 	if (!server)
 		printf("lat %s %zu %.3f\n", prov, size, t / n / 2 * 1e6);
 }
@@ -344,7 +328,7 @@ static void bandwidth(struct res *r, int server, size_t size)
 	double t0 = 0;
 	for (size_t i = 0; i < rounds + warm; i++) {
 		if (i == warm)
-			t0 = now();
+			t0 = bench_now();
 		if (server) {
 			for (size_t j = 0; j < w; j++)
 				post_recv(r, r->buf + (j % 2) * size, size);
@@ -362,7 +346,7 @@ static void bandwidth(struct res *r, int server, size_t size)
 			wait_n(r, 1);
 		}
 	}
-	double t = now() - t0;
+	double t = bench_now() - t0;
 	if (!server)
 		printf("bw %s %zu %.1f\n", prov, size, (double)size * w * rounds / t / 1e6);
 }
@@ -446,11 +430,11 @@ int main(int argc, char **argv)
 		DIE("fork");
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a killed server */
-		pin(1);
+		bench_pin(1);
 		run(0, p2c[0], c2p[1]);
 		_exit(0);
 	}
-	pin(0);
+	bench_pin(0);
 	run(1, c2p[0], p2c[1]);
 	int st;
 	waitpid(pid, &st, 0);

@@ -55,13 +55,6 @@ struct shared {
 	volatile int ready[2], done[2];
 };
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void wait_flag(volatile int *f)
 {
 	while (!*f)
@@ -86,10 +79,7 @@ static int pump(struct fid_cq *cq)
 
 static void run(int me, struct shared *sh)
 {
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(me, &set);
-	sched_setaffinity(0, sizeof set, &set); /* best effort */
+	bench_pin(me);
 
 	struct fi_info *hints = fi_allocinfo(), *info;
 	hints->ep_attr->type = FI_EP_RDM;
@@ -146,7 +136,7 @@ static void run(int me, struct shared *sh)
 	if (o >= 3 && size > BUF - 64)
 		DIE("-s at most %d", BUF - 64);
 
-	double t0 = now();
+	double t0 = bench_now();
 	size_t posted = 0, done = 0;
 	while (done < iters) {
 		size_t batch = iters - posted < window ? iters - posted : window;
@@ -184,14 +174,14 @@ static void run(int me, struct shared *sh)
 		while (done < posted)
 			done += pump(cq);
 	}
-	double t = now() - t0;
+	double t = bench_now() - t0;
 	sh->done[me] = 1;
 	while (!sh->done[!me])
 		pump(cq);
 	/* The other side may still wait for answers this side's progress
 	 * gives: a little more progress before closing. */
-	double end = now() + 0.2;
-	while (now() < end)
+	double end = bench_now() + 0.2;
+	while (bench_now() < end)
 		pump(cq);
 	uint64_t word = *(volatile uint64_t *)buf;
 	if (o == 0 && word != iters)

@@ -337,17 +337,6 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Parent on CPU 0, child on CPU 1 (when there are two): both poll. */
-static void pin(int cpu)
-{
-	cpu_set_t set;
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	sched_setaffinity(0, sizeof set, &set);
-}
-
 int main(int argc, char **argv)
 {
 	int c;
@@ -380,12 +369,12 @@ int main(int argc, char **argv)
 	if (pid == 0) {
 		close(p2c[1]);
 		close(c2p[0]);
-		pin(1);
+		bench_pin(1);
 		_exit(child(p2c[0], c2p[1]));
 	}
 	close(p2c[0]);
 	close(c2p[1]);
-	pin(0);
+	bench_pin(0);
 	int rfd = c2p[0], wfd = p2c[1];
 
 	struct side s;
