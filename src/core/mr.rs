@@ -58,12 +58,16 @@
 //!   `desc` can be checked with the same class/magic test as any fid.
 //!
 //! # Thread safety
-//! [`MrMap`] is a `parking_lot::RwLock` around a hash map: `verify` and
+//! [`MrMap`] is a `parking_lot::RwLock` around a hash map (`FastMap`: the
+//! data path looks a key up for every RMA access and atomic; only the
+//! local application inserts keys, so a peer cannot choose colliding ones,
+//! and provider keys come from the keyed `keygen`): `verify` and
 //! `get` (data path) take the read lock, registration and close the write
 //! lock. An `Mr` is immutable after creation except its enable/bind state
 //! (atomics and a mutex).
 
 use crate::abi::*;
+use crate::base::collections::FastMap;
 use crate::base::error::{Error, Result};
 use crate::core::cntr::Cntr;
 use crate::core::domain::Domain;
@@ -71,7 +75,6 @@ use crate::core::users::{HasUsers, Held, Users};
 use crate::transport::iov::IovList;
 use parking_lot::{Mutex, RwLock};
 use std::collections::hash_map::RandomState;
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -267,7 +270,7 @@ pub(crate) enum KeyRequest {
 
 #[derive(Default)]
 struct MapInner {
-    regions: HashMap<u64, Arc<Region>>,
+    regions: FastMap<u64, Arc<Region>>,
     /// Counter fed to `keygen` for provider keys.
     next: u64,
     /// Random per map (std seeds it from the OS).

@@ -40,6 +40,38 @@ use crate::core::mr::EACCES;
 /// the transport (backpressure).
 const MAX_REPLIES: usize = 1024;
 
+/// Byte buffers an endpoint keeps for reuse, at most, and the largest
+/// capacity it keeps (larger ones, from atomics on many elements, are
+/// freed): at most 16 KiB per endpoint. See [`BufPool`].
+const POOL_MAX: usize = 64;
+const POOL_BUF_MAX: usize = 256;
+
+/// The byte buffers atomics need (an operation's operand and compare
+/// values, a target's staged request and its answer's former values),
+/// given back when done and taken again by the next atomic, so that an
+/// atomic on a few elements allocates nothing in steady state. Bounded:
+/// at most [`POOL_MAX`] buffers of at most [`POOL_BUF_MAX`] bytes are kept.
+#[derive(Default)]
+pub(super) struct BufPool {
+    free: Vec<Vec<u8>>,
+}
+
+impl BufPool {
+    /// An empty buffer (with the capacity of one given back, if any).
+    pub(super) fn take(&mut self) -> Vec<u8> {
+        self.free.pop().unwrap_or_default()
+    }
+
+    /// Keeps `v` for a later [`BufPool::take`] (or frees it when the pool
+    /// is full or `v` is large).
+    pub(super) fn give(&mut self, mut v: Vec<u8>) {
+        if self.free.len() < POOL_MAX && v.capacity() != 0 && v.capacity() <= POOL_BUF_MAX {
+            v.clear();
+            self.free.push(v);
+        }
+    }
+}
+
 /// Serialises every atomic this process executes as a target.
 static ATOMIC_LOCK: parking_lot::Mutex<()> = parking_lot::const_mutex(());
 
@@ -71,8 +103,11 @@ pub(super) struct AtomicOp {
     datatype: u32,
     context: usize,
     report: Report,
-    operand: Vec<u8>,
-    compare: Vec<u8>,
+    /// The operand values (`operand_len` bytes), then the compare values
+    /// (compare calls: `len` bytes); a buffer of the pool, given back when
+    /// the operation ends.
+    bytes: Vec<u8>,
+    operand_len: usize,
     result: IovList,
     remote: RmaIovList,
     data: Option<u64>,
@@ -132,14 +167,14 @@ unsafe fn scatter(l: &IovList, v: &[u8]) {
     });
 }
 
-/// The bytes an application buffer list holds, copied (the operand and
-/// compare values of a call).
-fn copy_in(l: &IovList) -> Vec<u8> {
-    let mut v = vec![0u8; l.total()];
+/// Appends the first `n` bytes an application buffer list holds to `v`
+/// (the operand and compare values of a call).
+fn copy_in(l: &IovList, n: usize, v: &mut Vec<u8>) {
+    let start = v.len();
+    v.resize(start + n, 0);
     // SAFETY: the application's buffers, valid during the call that posts
-    // the operation (fi_atomic(3)).
-    unsafe { gather(l, &mut v) };
-    v
+    // the operation (fi_atomic(3)); the caller checked `n <= l.total()`.
+    unsafe { gather(l, &mut v[start..]) };
 }
 
 /// The rights a target region must grant an atomic (docs/rma.md).
@@ -193,17 +228,18 @@ impl Inner {
         let peer = self.destination(b, a.dest)?;
         let report = self.admit(b, a.inject_call, a.flags)?;
         let id = self.st.rma.next_id();
-        let mut operand = copy_in(&a.operand);
-        operand.truncate(operand_len);
-        let op = AtomicOp {
+        let mut bytes = self.st.rma.bufs.take();
+        copy_in(&a.operand, operand_len, &mut bytes);
+        copy_in(&a.compare, compare_len, &mut bytes);
+        let mut op = AtomicOp {
             peer,
             kind: a.kind,
             op: a.op,
             datatype: a.datatype,
             context: a.context,
             report,
-            operand,
-            compare: copy_in(&a.compare),
+            bytes,
+            operand_len,
             result: if a.kind.fetches() { a.result } else { IovList::new() },
             remote: a.remote,
             data: a.data,
@@ -217,9 +253,17 @@ impl Inner {
             sent: false,
             len,
         };
+        // The first record goes before the operation is filed: one that
+        // completes when it is sent (transmit complete) never enters the
+        // map of outstanding atomics.
+        let first = send_segment(&mut self.st.rma.bufs, self.port.as_mut(), id, &mut op);
+        if first.is_ok() && op.sent {
+            self.st.atomic_finish(b, op, Ok(()));
+            return Ok(());
+        }
         self.st.rma.atomics.insert(id, op);
         self.st.rma.mark_active();
-        let r = match self.st.atomic_advance(self.port.as_mut(), id) {
+        let r = match first {
             Err(e) if e == Error::AGAIN => {
                 // Our own backlog may be in the way: one pass, then it
                 // waits for room (the data is ours already).
@@ -238,7 +282,9 @@ impl Inner {
         if r.is_err() {
             // Refused at post time (a peer the transport cannot reach): no
             // completion, as for a send.
-            self.st.rma.atomics.remove(&id);
+            if let Some(o) = self.st.rma.atomics.remove(&id) {
+                self.st.rma.bufs.give(o.bytes);
+            }
         }
         self.unadmit(b, &r, report);
         r
@@ -246,7 +292,7 @@ impl Inner {
 }
 
 /// The operation, datatype and kind an `ATOMIC` record's `reserved` word
-/// carries (`atomic_advance` packs them; the kind `None` when no
+/// carries (`send_segment` packs them; the kind `None` when no
 /// `AtomicKind` has that code).
 fn unpack(reserved: u64) -> (u32, u32, Option<AtomicKind>) {
     (
@@ -256,50 +302,62 @@ fn unpack(reserved: u64) -> (u32, u32, Option<AtomicKind>) {
     )
 }
 
+/// Sends the current segment's record of atomic `id` (`o`) if it has not
+/// gone yet. `Err(AGAIN)`: no room now.
+fn send_segment(bufs: &mut BufPool, port: &mut dyn Port, id: u64, o: &mut AtomicOp) -> Result<()> {
+    if o.waiting {
+        return Ok(());
+    }
+    let seg = o.segment();
+    let mut h = WireHdr::new(op::ATOMIC);
+    h.msg_id = id;
+    h.aux = o.seg as u32;
+    h.tag = seg.key;
+    h.offset = seg.addr;
+    h.len = seg.len as u64;
+    h.reserved = u64::from(o.op) | u64::from(o.datatype) << 8 | u64::from(o.kind.code()) << 16;
+    let fin = o.seg + 1 == o.remote.segments().len();
+    if fin {
+        h.flags |= flag::FINAL;
+        if let Some(d) = o.data {
+            h.flags |= flag::REMOTE_CQ_DATA;
+            h.data = d;
+        }
+    }
+    let early = if fin { o.early } else { Early::No };
+    if early == Early::Queued {
+        h.flags |= flag::NO_ANSWER;
+    }
+    let range = o.seg_off..o.seg_off + seg.len;
+    let operand = o.bytes[..o.operand_len].get(range.clone()).unwrap_or(&[]);
+    let sent = if o.kind != AtomicKind::Compare {
+        port.send(&o.peer, &h, Payload::Bytes(operand), true)
+    } else if seg.len == o.len {
+        // One segment: its operand and compare values are adjacent.
+        port.send(&o.peer, &h, Payload::Bytes(&o.bytes[..2 * o.len]), true)
+    } else {
+        let compare = &o.bytes[o.operand_len..][range];
+        let mut p = bufs.take();
+        p.extend_from_slice(operand);
+        p.extend_from_slice(compare);
+        let sent = port.send(&o.peer, &h, Payload::Bytes(&p), true);
+        bufs.give(p);
+        sent
+    };
+    sent.map(|s| {
+        o.waiting = true;
+        o.sent = early.done(s);
+    })
+}
+
 impl State {
     /// Sends the current segment's record of atomic `id` if it has not
-    /// gone yet. `Err(AGAIN)`: no room now.
+    /// gone yet ([`send_segment`]).
     fn atomic_advance(&mut self, port: &mut dyn Port, id: u64) -> Result<()> {
-        let Some(o) = self.rma.atomics.get_mut(&id) else {
-            return Ok(());
-        };
-        if o.waiting {
-            return Ok(());
+        match self.rma.atomics.get_mut(&id) {
+            Some(o) => send_segment(&mut self.rma.bufs, port, id, o),
+            None => Ok(()),
         }
-        let seg = o.segment();
-        let mut h = WireHdr::new(op::ATOMIC);
-        h.msg_id = id;
-        h.aux = o.seg as u32;
-        h.tag = seg.key;
-        h.offset = seg.addr;
-        h.len = seg.len as u64;
-        h.reserved = u64::from(o.op) | u64::from(o.datatype) << 8 | u64::from(o.kind.code()) << 16;
-        let fin = o.seg + 1 == o.remote.segments().len();
-        if fin {
-            h.flags |= flag::FINAL;
-            if let Some(d) = o.data {
-                h.flags |= flag::REMOTE_CQ_DATA;
-                h.data = d;
-            }
-        }
-        let early = if fin { o.early } else { Early::No };
-        if early == Early::Queued {
-            h.flags |= flag::NO_ANSWER;
-        }
-        let range = o.seg_off..o.seg_off + seg.len;
-        let operand = o.operand.get(range.clone()).unwrap_or(&[]);
-        let sent = if o.kind == AtomicKind::Compare {
-            let mut p = Vec::with_capacity(2 * seg.len);
-            p.extend_from_slice(operand);
-            p.extend_from_slice(&o.compare[range]);
-            port.send(&o.peer, &h, Payload::Bytes(&p), true)
-        } else {
-            port.send(&o.peer, &h, Payload::Bytes(operand), true)
-        };
-        sent.map(|s| {
-            o.waiting = true;
-            o.sent = early.done(s);
-        })
     }
 
     /// Completes atomic `id` if its last record completed it.
@@ -312,6 +370,7 @@ impl State {
 
     /// Completes an atomic this endpoint initiated.
     fn atomic_finish(&mut self, b: &Bound<'_>, o: AtomicOp, status: Result<()>) {
+        self.rma.bufs.give(o.bytes);
         let (flags, cntr) = match o.kind {
             AtomicKind::Write => (FI_ATOMIC | FI_WRITE, b.rma.write),
             _ => (FI_ATOMIC | FI_READ, b.rma.read),
@@ -362,7 +421,8 @@ impl State {
             return Place::Stall;
         }
         let n = h.payload as usize;
-        let mut buf = vec![0u8; n];
+        let mut buf = self.rma.bufs.take();
+        buf.resize(n, 0);
         let dst = IovList::single(buf.as_mut_ptr() as usize, n);
         let handle = self.rma.placing.insert(Placing::Atomic(AtomicPlacing::Request {
             src: *src,
@@ -419,12 +479,14 @@ impl State {
             AtomicPlacing::Response { id } => self.atomic_segment_done(b, id, result),
             AtomicPlacing::Request { src, hdr, buf } => {
                 if result.is_err() {
+                    self.rma.bufs.give(buf);
                     return; // the initiator is gone: nobody to answer
                 }
-                let (status, old) = match self.atomic_execute(&hdr, &buf) {
-                    Ok(old) => (None, old),
-                    Err(e) => (Some(e), Vec::new()),
-                };
+                let mut old = self.rma.bufs.take();
+                let mut cur = core::mem::take(&mut self.rma.scratch);
+                let status = self.atomic_execute(&hdr, &buf, &mut cur, &mut old).err();
+                self.rma.scratch = cur;
+                self.rma.bufs.give(buf);
                 // The initiator completed a non-fetching atomic when it
                 // sent it (transmit complete): no answer; a refusal is
                 // logged. A fetch is always answered (its values).
@@ -435,6 +497,7 @@ impl State {
                         Some(e) => refused_unanswered("atomic", &src, &hdr, e),
                         None => self.remote_event(b, &src, &hdr, RmaKind::Write, FI_ATOMIC),
                     }
+                    self.rma.bufs.give(old);
                     return;
                 }
                 let mut r = WireHdr::new(op::ATOMIC_RESP);
@@ -457,9 +520,9 @@ impl State {
     }
 
     /// The target runs one `ATOMIC` record: checks, then gather, apply and
-    /// scatter under the process-wide lock. The former bytes come back for
-    /// fetch and compare.
-    fn atomic_execute(&self, h: &WireHdr, payload: &[u8]) -> Result<Vec<u8>> {
+    /// scatter under the process-wide lock. The former bytes are appended
+    /// to `old` for fetch and compare; `cur` is scratch space.
+    fn atomic_execute(&self, h: &WireHdr, payload: &[u8], cur: &mut Vec<u8>, old: &mut Vec<u8>) -> Result<()> {
         let (op, dt, kind) = unpack(h.reserved);
         let kind = kind.ok_or(Error::INVAL)?;
         let dst = self.target_check(h, rights(kind, op), FI_ATOMIC)?;
@@ -472,18 +535,21 @@ impl State {
         }
         let operand_len = if op == FI_ATOMIC_READ { 0 } else { len };
         let (operand, compare) = payload.split_at(operand_len.min(payload.len()));
-        let mut cur = vec![0u8; len];
+        cur.clear();
+        cur.resize(len, 0);
         let _g = ATOMIC_LOCK.lock();
         // SAFETY: `dst` is registered memory of this process the check
         // above granted for `len` bytes.
-        unsafe { gather(&dst, &mut cur) };
-        let old = if kind.fetches() { cur.clone() } else { Vec::new() };
-        apply(kind, op, dt, &mut cur, operand, compare)?;
+        unsafe { gather(&dst, cur) };
+        if kind.fetches() {
+            old.extend_from_slice(cur);
+        }
+        apply(kind, op, dt, cur, operand, compare)?;
         if op != FI_ATOMIC_READ {
             // SAFETY: as above (the region grants FI_REMOTE_WRITE: checked).
-            unsafe { scatter(&dst, &cur) };
+            unsafe { scatter(&dst, cur) };
         }
-        Ok(old)
+        Ok(())
     }
 
     /// Answers waiting for room, and initiator records waiting for room.
@@ -493,7 +559,11 @@ impl State {
                 Err(e) if e == Error::AGAIN => break,
                 // Sent, or the initiator is gone (its failure is reported
                 // through peer events).
-                _ => drop(self.rma.replies.pop_front()),
+                _ => {
+                    if let Some(r) = self.rma.replies.pop_front() {
+                        self.rma.bufs.give(r.old);
+                    }
+                }
             }
         }
         for id in std::mem::take(&mut self.rma.atomic_sending) {
@@ -539,5 +609,32 @@ impl State {
         }
         self.rma.atomic_sending.clear();
         self.rma.replies.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_reuses_and_stays_bounded() {
+        let mut pool = BufPool::default();
+        let mut v = pool.take();
+        v.extend_from_slice(&[1u8; 16]);
+        let cap = v.capacity();
+        let at = v.as_ptr();
+        pool.give(v);
+        let w = pool.take();
+        assert!(w.is_empty(), "a reused buffer comes back empty");
+        assert_eq!((w.as_ptr(), w.capacity()), (at, cap), "the same allocation");
+        pool.give(w);
+        // Large buffers are freed, not kept.
+        pool.give(Vec::with_capacity(POOL_BUF_MAX + 1));
+        assert_eq!(pool.free.len(), 1);
+        // At most POOL_MAX are kept.
+        for _ in 0..2 * POOL_MAX {
+            pool.give(Vec::with_capacity(8));
+        }
+        assert_eq!(pool.free.len(), POOL_MAX);
     }
 }

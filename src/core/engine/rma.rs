@@ -41,7 +41,7 @@
 //! * Failure: a peer that fails completes the operations that wait on it
 //!   with `PEER_FAILED`; the target drops what it was serving it.
 
-use super::atomic::{AtomicOp, AtomicPlacing, AtomicReply};
+use super::atomic::{AtomicOp, AtomicPlacing, AtomicReply, BufPool};
 use super::completion::Report;
 use super::*;
 use crate::core::mr::{MrMap, EACCES};
@@ -303,6 +303,11 @@ pub(super) struct Rma {
     pub(super) atomic_sending: Vec<u64>,
     /// Answers to atomics this target executed, waiting for room.
     pub(super) replies: VecDeque<AtomicReply>,
+    /// Buffers for atomics' values, reused ([`BufPool`]).
+    pub(super) bufs: BufPool,
+    /// The target's working copy of a segment under the atomic lock
+    /// (reused).
+    pub(super) scratch: Vec<u8>,
     reads: VecDeque<Job>,
     pulls: VecDeque<Job>,
     /// (initiator, operation, segment) whose chunk was refused before the
