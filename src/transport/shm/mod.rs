@@ -54,6 +54,14 @@ const RECLAIM_BELOW: usize = 32;
 /// Every this many passes, watched rings that carried nothing since the
 /// last time stop being polled on every pass (ready.rs).
 const EVICT_PERIOD: u32 = 64;
+/// Watched rings an endpoint keeps watched, idle or not: up to this many,
+/// polling them costs a pass a few loads of lines nobody writes, less than
+/// unwatching (a membarrier, whose interrupts reach the other cores, and a
+/// signal per message from the sender afterwards). Without this floor a
+/// ping-pong whose round trip takes more than EVICT_PERIOD passes (64 KiB
+/// and up, or a peer that computes between messages) unwatched its one
+/// ring and paid a membarrier every round trip.
+const HOT_KEEP: usize = 4;
 /// Every this many eviction rounds (4096 passes), and after a sleeper was
 /// announced, every inbound ring is looked at once: a sender that died
 /// between publishing a record and signalling it costs latency, never the
@@ -308,6 +316,8 @@ pub struct ShmPort {
     inbound: Inbound,
     /// Passes left before the next eviction round.
     round: u32,
+    /// [`HOT_KEEP`] (tests lower it to see rings go idle with few senders).
+    hot_keep: usize,
     /// Eviction rounds left before the next sweep.
     rounds: u32,
     /// Look at every inbound ring on the next pass (a sleeper was announced).
@@ -360,6 +370,7 @@ impl ShmPort {
             ring_tx: Ringer::new()?,
             inbound: Inbound::new(),
             round: EVICT_PERIOD,
+            hot_keep: HOT_KEEP,
             rounds: SWEEP_ROUNDS,
             sweep_due: false,
             looking: false,
@@ -711,9 +722,10 @@ impl ShmPort {
         self.round = EVICT_PERIOD;
         // Every idle ring unwatched first, then one barrier for all of them
         // (a membarrier: a system call, not one per ring), then each looked
-        // at once more.
+        // at once more. Not while few rings are watched (HOT_KEEP).
         let mut idle = false;
-        for s in &mut self.inbound.v[..self.inbound.nhot] {
+        let nhot = if self.inbound.nhot > self.hot_keep { self.inbound.nhot } else { 0 };
+        for s in &mut self.inbound.v[..nhot] {
             s.idle = s.head == s.round_head;
             s.round_head = s.head;
             if s.idle {
@@ -1740,8 +1752,9 @@ mod tests {
         }
     }
 
-    /// Polls `b` until its rings have gone idle (unwatched).
+    /// Polls `b` until its rings have gone idle (unwatched), however few.
     fn idle_out(b: &mut ShmPort) {
+        b.hot_keep = 0;
         for _ in 0..2 * EVICT_PERIOD {
             b.poll_records(&mut |_| panic!("nothing was sent"));
         }
@@ -1764,6 +1777,29 @@ mod tests {
             .unwrap();
         assert_eq!(sources(&mut b), vec![(senders[5].addr(), sys::getpid())]);
         assert_eq!(b.inbound.nhot, 1);
+    }
+
+    #[test]
+    fn a_few_idle_rings_stay_watched() {
+        let mut b = port();
+        let mut senders: Vec<ShmPort> = (0..HOT_KEEP + 1).map(|_| port()).collect();
+        for a in senders.iter_mut().take(HOT_KEEP) {
+            a.send_record(&b.addr(), &eager(&[1]), Payload::Bytes(&[1])).unwrap();
+        }
+        assert_eq!(sources(&mut b).len(), HOT_KEEP);
+        for _ in 0..4 * EVICT_PERIOD {
+            b.poll_records(&mut |_| panic!("nothing was sent"));
+        }
+        assert_eq!(b.inbound.nhot, HOT_KEEP, "HOT_KEEP idle rings stay watched");
+        // One more: now the idle ones go.
+        senders[HOT_KEEP]
+            .send_record(&b.addr(), &eager(&[1]), Payload::Bytes(&[1]))
+            .unwrap();
+        assert_eq!(sources(&mut b).len(), 1);
+        for _ in 0..4 * EVICT_PERIOD {
+            b.poll_records(&mut |_| panic!("nothing was sent"));
+        }
+        assert_eq!(b.inbound.nhot, 0, "above HOT_KEEP idle rings are unwatched");
     }
 
     #[test]
