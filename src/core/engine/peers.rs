@@ -59,6 +59,11 @@ impl State {
     }
 
     pub(super) fn handle_events(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
+        // Most passes: nothing (a virtual call and one or two loads, not a
+        // Vec moved out of each port).
+        if !port.has_events() {
+            return;
+        }
         for ev in port.take_events() {
             let PeerEvent::Failed(peer) = ev;
             let ids: Vec<u64> = self

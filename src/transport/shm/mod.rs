@@ -1046,6 +1046,9 @@ impl Port for ShmPort {
     fn take_events(&mut self) -> Vec<PeerEvent> {
         ShmPort::take_events(self)
     }
+    fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
     fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
         if len == 0 {
             return Ok(0);
