@@ -108,6 +108,20 @@ impl InRecord<'_> {
             return unsafe { PayloadIn::copy_to_iov(&b[..self.payload_len()], off, len, dst, dst_off) };
         }
         let mut copied = 0;
+        let ring = &self.payload.ring;
+        if let Some(rec) = ring.linear(self.payload.at, cells_for(HDR_LEN + off + len)) {
+            // The bytes do not wrap (nearly always): one copy per
+            // destination segment, without `read_at`'s loop.
+            dst.for_range(dst_off, len, |p, n, _| {
+                // SAFETY: `rec + HDR_LEN + off .. + len` lies in the
+                // record's published, unreleased cells (as for `read_at`
+                // below), in one linear run; `p..p+n` is application
+                // memory per contract; raw copy, no reference to shared memory.
+                unsafe { core::ptr::copy_nonoverlapping(rec.add(HDR_LEN + off + copied), p as *mut u8, n) };
+                copied += n;
+            });
+            return copied;
+        }
         dst.for_range(dst_off, len, |p, n, _| {
             // SAFETY: the record is published and unreleased (we are inside
             // `poll`'s callback); `p..p+n` is application memory per contract.
@@ -1219,12 +1233,25 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
     // SAFETY: `cells` cells from `tail` and the one after them are free
     // and ours (producer); the record's first word goes last (publication).
     unsafe {
-        p.ring.write_at(p.tail, 8, &hb[8..]);
-        let mut at = HDR_LEN;
-        payload.for_each(|chunk| {
-            p.ring.write_at(p.tail, at, chunk);
-            at += chunk.len();
-        });
+        if let Some(rec) = p.ring.linear(p.tail, cells) {
+            // The record does not wrap (nearly always): the header's last
+            // 56 bytes with a fixed-size copy, each payload chunk with one.
+            // `rec .. rec + cells * CELL` is ours; the chunks add up to
+            // `n`, and HDR_LEN + n <= cells * CELL.
+            core::ptr::copy_nonoverlapping(hb.as_ptr().add(8), rec.add(8), HDR_LEN - 8);
+            let mut at = HDR_LEN;
+            payload.for_each(|chunk| {
+                core::ptr::copy_nonoverlapping(chunk.as_ptr(), rec.add(at), chunk.len());
+                at += chunk.len();
+            });
+        } else {
+            p.ring.write_at(p.tail, 8, &hb[8..]);
+            let mut at = HDR_LEN;
+            payload.for_each(|chunk| {
+                p.ring.write_at(p.tail, at, chunk);
+                at += chunk.len();
+            });
+        }
         p.ring.publish_at(p.tail, cells, first);
     }
     p.tail = p.tail.wrapping_add(cells);
