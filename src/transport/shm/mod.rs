@@ -1435,6 +1435,55 @@ mod tests {
     }
 
     #[test]
+    fn records_straddling_the_ring_end_arrive_whole() {
+        // Multi-cell records of sizes that do not divide the ring: over
+        // several laps some start near its end and wrap (write_record's and
+        // copy_to_iov's loop path), most do not (their plain-copy path,
+        // `Ring::linear`). Every byte is checked, read whole, into two
+        // segments, and from an offset.
+        let mut a = port();
+        let mut b = port();
+        let sizes = [17usize, 100, 500, 3000, 64, 65];
+        let mut cells = 0u64;
+        let mut i = 0usize;
+        while cells < 5 * segment::NCELLS as u64 {
+            let n = sizes[i % sizes.len()];
+            let msg: Vec<u8> = (0..n).map(|k| (k * 7 + i * 13) as u8).collect();
+            let mut h = eager(&msg);
+            h.tag = i as u64;
+            a.send_record(&b.addr(), &h, Payload::Bytes(&msg)).unwrap();
+            cells += ring::cells_for(HDR_LEN + n);
+            let mut seen = 0;
+            b.poll_records(&mut |r| {
+                seen += 1;
+                assert_eq!(r.hdr.tag, i as u64);
+                assert!(r.payload_vec() == msg, "record {i} ({n} B): payload_vec differs");
+                let mut whole = vec![0u8; n];
+                // SAFETY: `whole` holds n writable bytes.
+                let got = unsafe { r.copy_to_iov(0, n, &IovList::single(whole.as_mut_ptr() as usize, n), 0) };
+                assert!(got == n && whole == msg, "record {i} ({n} B): copy_to_iov differs");
+                let (mut x, mut y) = (vec![0u8; n / 3], vec![0u8; n]);
+                let mut two = IovList::new();
+                two.push(x.as_mut_ptr() as usize, x.len());
+                two.push(y.as_mut_ptr() as usize, y.len());
+                // From byte 5 of the payload into byte 1 of the list.
+                // SAFETY: both segments are ours and writable.
+                let got = unsafe { r.copy_to_iov(5, n - 5, &two, 1) };
+                assert_eq!(got, n - 5);
+                let mut joined = x.clone();
+                joined.extend_from_slice(&y);
+                assert!(
+                    joined[1..n - 4] == msg[5..],
+                    "record {i} ({n} B): copy from an offset differs"
+                );
+                Disposition::Consumed
+            });
+            assert_eq!(seen, 1);
+            i += 1;
+        }
+    }
+
+    #[test]
     fn sends_alternating_between_peers_reach_each_its_own() {
         // The last peer used is remembered (`Peers::last`): a send to any
         // other peer must find that peer's own ring, in either order.
