@@ -22,7 +22,7 @@ use crate::core::cntr::Cntr;
 use crate::core::cq::Cq;
 use crate::core::domain::{Domain, TransportKind};
 use crate::core::engine::matching::{IovList, IOV_MAX};
-use crate::core::engine::{buffered, Binds, EpConfig, Inner, RecvArgs, SendArgs};
+use crate::core::engine::{buffered, Binds, EpConfig, FrozenBinds, Inner, RecvArgs, SendArgs};
 use crate::core::eq::Eq;
 use crate::core::progress::Source;
 use crate::core::settings::Settings;
@@ -389,7 +389,7 @@ pub(crate) struct Endpoint<L> {
     addr: Mutex<Addr>,
     /// Bindings collected before `fi_enable`; moved to `bound` by it.
     pending: Mutex<Binds>,
-    bound: OnceLock<Binds>,
+    bound: OnceLock<FrozenBinds>,
     pub(crate) enabled: AtomicBool,
     closed: AtomicBool,
     /// The progress thread caught a panic in this endpoint's progress: its
@@ -590,7 +590,7 @@ impl<L: Connection> Endpoint<L> {
 
     /// The bindings of an enabled endpoint (`-FI_EOPBADSTATE` before
     /// `fi_enable`).
-    pub(crate) fn bound(&self) -> Result<&Binds> {
+    pub(crate) fn bound(&self) -> Result<&FrozenBinds> {
         if !self.enabled.load(Ordering::Acquire) {
             return Err(Error::OPBADSTATE);
         }
@@ -682,7 +682,7 @@ impl<L: Connection> Endpoint<L> {
         let b = std::mem::take(&mut *self.pending.lock());
         match self.enable_with(&b) {
             Ok(()) => {
-                let _ = self.bound.set(b);
+                let _ = self.bound.set(FrozenBinds::new(b));
                 self.enabled.store(true, Ordering::Release);
                 Ok(())
             }

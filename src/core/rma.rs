@@ -115,7 +115,7 @@ impl<L: Connection> Endpoint<L> {
     fn post_op(
         &self,
         flags: impl FnOnce(u64) -> Result<u64>,
-        start: impl FnOnce(&mut Inner, &crate::core::engine::Binds, u64) -> Result<()>,
+        start: impl FnOnce(&mut Inner, &crate::core::engine::FrozenBinds, u64) -> Result<()>,
     ) -> Result<()> {
         let mut g = self.inner.lock();
         let flags = flags(g.config().tx_op_flags)?;

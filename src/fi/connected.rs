@@ -39,7 +39,7 @@ use crate::base::error::{Error, Result};
 use crate::core::attr::Info;
 use crate::core::connected::{Origin, CM_DATA_MAX, CONNECTED_PEER};
 use crate::core::domain::{Domain, TransportKind};
-use crate::core::engine::{self as rdm, Binds};
+use crate::core::engine::{self as rdm, FrozenBinds};
 use crate::fi::{self, Obj};
 use crate::transport::addr::Addr;
 use core::ffi::{c_int, c_void};
@@ -307,7 +307,7 @@ unsafe extern "C" fn conn_setname(f: *mut fid, addr: *mut c_void, addrlen: usize
 }
 
 /// fi_cm(3): connect/accept enable an endpoint implicitly.
-fn ensure_enabled(o: &EpObj) -> Result<&Binds> {
+fn ensure_enabled(o: &EpObj) -> Result<&FrozenBinds> {
     if !o.core.enabled.load(Ordering::Acquire) {
         // SAFETY: `o` is a live endpoint object; its fid is what the
         // enable thunk expects.

@@ -34,6 +34,9 @@ pub struct AutoPort {
     /// pass since it last delivered something (see `poll`).
     tick: u32,
     tcp_hot: u32,
+    /// A thread sleeps (or is about to) on our wait fd: TCP is polled on
+    /// every pass (the pass its socket woke must read it).
+    sleeping: bool,
     /// Peers already named in the info log (`None` unless FI_LOG_LEVEL
     /// asks for info lines for this provider when the port opens, so the
     /// send path pays one branch).
@@ -42,10 +45,15 @@ pub struct AutoPort {
 
 /// Polling TCP costs a system call (epoll_wait); a polling loop that talks
 /// to same-host peers over shared memory would pay it on every pass. TCP is
-/// therefore polled on every pass only while it is busy, and on every
-/// TCP_IDLE_PERIOD-th pass otherwise (a sleeping waiter is woken by the
-/// sockets themselves, so blocking waits lose nothing).
+/// therefore polled on every pass only while it is busy or a thread sleeps
+/// on our wait fd (the sockets wake it; the pass that follows reads them),
+/// on every TCP_IDLE_PERIOD-th pass while it has a connection or a
+/// handshake, and on every TCP_LONELY_PERIOD-th pass while it has none
+/// (only a new connection can start work there: a polling loop notices it
+/// a few microseconds later, and the peer's handshake takes round trips
+/// anyway; TcpPort::lonely).
 const TCP_IDLE_PERIOD: u32 = 16;
+const TCP_LONELY_PERIOD: u32 = 256;
 const TCP_HOT_PASSES: u32 = 256;
 
 /// The core as the TCP port's sink: forwards everything and notes whether
@@ -110,6 +118,7 @@ impl AutoPort {
             epoll,
             tick: 0,
             tcp_hot: 0,
+            sleeping: false,
             logged: crate::base::log::enabled(crate::abi::FI_LOG_INFO, crate::abi::FI_LOG_EP_DATA)
                 .map(|_| Default::default()),
         })
@@ -117,6 +126,30 @@ impl AutoPort {
 
     fn via_shm(a: &Addr) -> bool {
         matches!(a, Addr::Shm(_))
+    }
+
+    /// The info line of a first send to a peer (FI_LOG_LEVEL=info only).
+    #[cold]
+    fn log_first_send(&mut self, peer: &Addr) {
+        let p = self.canonical(peer);
+        let me = self.me;
+        if let Some(seen) = self.logged.as_mut().filter(|s| s.len() < 4096) {
+            if seen.insert(p) {
+                let (to, via) = match p {
+                    Addr::Shm(t) => (format!("{t:#x}"), "shm"),
+                    Addr::Inet(a) => (a.to_string(), "tcp"),
+                    Addr::Auto { .. } => (format!("{p:?}"), "?"),
+                };
+                let here = match me {
+                    Addr::Auto { inet, .. } => inet.ip().to_string(),
+                    _ => String::new(),
+                };
+                crate::base::log::log_info!(
+                    crate::abi::FI_LOG_EP_DATA,
+                    "auto: first send to {to} over {via} (this host: {here})"
+                );
+            }
+        }
     }
 }
 
@@ -130,6 +163,7 @@ impl Port for AutoPort {
     }
 
     fn set_sleepers(&mut self, n: usize) {
+        self.sleeping = n > 0;
         Port::set_sleepers(&mut self.shm, n);
         Port::set_sleepers(&mut self.tcp, n);
     }
@@ -143,7 +177,8 @@ impl Port for AutoPort {
     }
 
     fn eager_limit_for(&self, peer: &Addr) -> usize {
-        if Self::via_shm(&self.canonical(peer)) {
+        // A shm address is canonical already (the common case: no copy).
+        if matches!(peer, Addr::Shm(_)) || Self::via_shm(&self.canonical(peer)) {
             Port::eager_limit(&self.shm)
         } else {
             Port::eager_limit(&self.tcp)
@@ -168,28 +203,23 @@ impl Port for AutoPort {
     }
 
     fn send(&mut self, peer: &Addr, hdr: &WireHdr, payload: Payload<'_>, copy: bool) -> Result<Sent> {
-        let p = self.canonical(peer);
-        if let Some(seen) = self.logged.as_mut().filter(|s| s.len() < 4096) {
-            if seen.insert(p) {
-                let (to, via) = match p {
-                    Addr::Shm(t) => (format!("{t:#x}"), "shm"),
-                    Addr::Inet(a) => (a.to_string(), "tcp"),
-                    Addr::Auto { .. } => (format!("{p:?}"), "?"),
-                };
-                let here = match self.me {
-                    Addr::Auto { inet, .. } => inet.ip().to_string(),
-                    _ => String::new(),
-                };
-                crate::base::log::log_info!(
-                    crate::abi::FI_LOG_EP_DATA,
-                    "auto: first send to {to} over {via} (this host: {here})"
-                );
-            }
+        if self.logged.is_some() {
+            self.log_first_send(peer);
         }
-        if Self::via_shm(&p) {
-            self.shm.send(&p, hdr, payload, copy)
-        } else {
-            self.tcp.send(&p, hdr, payload, copy)
+        // The core hands over canonical addresses (a shm one for a peer on
+        // this host): those go straight to their port; `canonical` maps
+        // anything else (an auto address) the same way it did before.
+        match peer {
+            Addr::Shm(_) => self.shm.send(peer, hdr, payload, copy),
+            Addr::Inet(_) => self.tcp.send(peer, hdr, payload, copy),
+            Addr::Auto { .. } => {
+                let p = self.canonical(peer);
+                if Self::via_shm(&p) {
+                    self.shm.send(&p, hdr, payload, copy)
+                } else {
+                    self.tcp.send(&p, hdr, payload, copy)
+                }
+            }
         }
     }
 
@@ -214,7 +244,9 @@ impl Port for AutoPort {
     fn poll(&mut self, d: &mut dyn Delivery) {
         Port::poll(&mut self.shm, d);
         self.tick = self.tick.wrapping_add(1);
-        if self.tcp_hot > 0 || self.tick.is_multiple_of(TCP_IDLE_PERIOD) || Port::has_pending(&self.tcp) {
+        let due = self.tick.is_multiple_of(TCP_IDLE_PERIOD)
+            && (self.tick.is_multiple_of(TCP_LONELY_PERIOD) || !self.tcp.lonely());
+        if self.tcp_hot > 0 || self.sleeping || due || Port::has_pending(&self.tcp) {
             let mut n = NotingSink { d, seen: false };
             Port::poll(&mut self.tcp, &mut n);
             if n.seen {
@@ -243,9 +275,17 @@ impl Port for AutoPort {
         }
     }
 
+    fn has_events(&self) -> bool {
+        Port::has_events(&self.shm) || Port::has_events(&self.tcp)
+    }
+
     fn take_events(&mut self) -> Vec<PeerEvent> {
         let mut v = Port::take_events(&mut self.shm);
-        v.extend(Port::take_events(&mut self.tcp));
+        // Skipped when it would do nothing (TcpPort::events_quiet): on
+        // every pass that did not poll TCP and found nothing there.
+        if Port::has_events(&self.tcp) {
+            v.extend(Port::take_events(&mut self.tcp));
+        }
         v
     }
 

@@ -231,6 +231,12 @@ pub trait Port: Send {
     fn sender_alive(&self, src_pid: i32, peer: &Addr) -> bool;
     /// Failures noticed since the last call.
     fn take_events(&mut self) -> Vec<PeerEvent>;
+    /// False only when [`Port::take_events`] would do nothing and return
+    /// nothing, so the core may skip the call (every pass asks: a port
+    /// that cannot say cheaply keeps this default).
+    fn has_events(&self) -> bool {
+        true
+    }
     /// Pulls a rendezvous payload from the sender's memory (shm CMA).
     /// `Err(OPNOTSUPP)`: not possible here; the core asks for streaming.
     fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize>;

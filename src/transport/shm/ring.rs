@@ -98,6 +98,16 @@ impl Ring {
         unsafe { self.base.add(CTL_BYTES + i * CELL) }
     }
 
+    /// The first byte of the `cells` cells from index `at` when they lie in
+    /// one linear run (the record does not wrap past the ring's end): one
+    /// plain copy then moves a record's bytes, without `write_at`'s or
+    /// `read_at`'s loop (using the pointer is the caller's `unsafe`, under
+    /// those functions' contracts).
+    #[inline]
+    pub fn linear(&self, at: u64, cells: u64) -> Option<*mut u8> {
+        ((at & self.mask) + cells <= self.ncells).then(|| self.cell_ptr(at))
+    }
+
     /// Resets the ring for a new producer (only while none is attached):
     /// both indices, and the first word of every cell.
     pub fn reset(&self) {

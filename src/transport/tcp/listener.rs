@@ -120,6 +120,14 @@ impl Listener {
         net::start_listening(self.sock.as_fd(), backlog)
     }
 
+    /// Nothing in hand: no handshake under way or waiting to be taken, no
+    /// pause to end (only a new connection, which epoll shows, can start
+    /// work here).
+    #[inline]
+    pub(crate) fn idle(&self) -> bool {
+        self.pending.is_empty() && self.done.is_empty() && self.paused_until.is_none()
+    }
+
     #[cfg(test)]
     /// Handshakes that have not delivered their request yet.
     pub(crate) fn incomplete(&self) -> usize {

@@ -1481,6 +1481,25 @@ impl TcpPort {
     }
 }
 
+/// What auto asks to skip TCP's share of an idle pass (transport/auto.rs).
+impl TcpPort {
+    /// Whether [`Port::take_events`] would do nothing: no `poll` since the
+    /// last call, no connection stalled, no peer fenced, no event. It then
+    /// walks an empty list, clears an empty one and returns an empty one, so
+    /// a caller may skip it (auto does, on the passes it does not poll TCP).
+    #[inline]
+    pub(crate) fn events_quiet(&self) -> bool {
+        !self.polled && self.stalled.is_empty() && self.fenced.is_empty() && self.events.is_empty()
+    }
+
+    /// No connection, no peer, no handshake: until a peer connects (which
+    /// epoll reports), a pass has nothing to do here but ask epoll.
+    #[inline]
+    pub(crate) fn lonely(&self) -> bool {
+        self.conns.is_empty() && self.peers.is_empty() && self.parked.is_empty() && self.listener.idle()
+    }
+}
+
 impl Drop for TcpPort {
     fn drop(&mut self) {
         self.shutdown_all();
@@ -1608,6 +1627,10 @@ impl Port for TcpPort {
     /// posted: stalled connections get their EPOLLIN back so that a thread
     /// sleeping on the wait fd wakes and retries them (a pass that still
     /// cannot place the record drops the interest again: no spinning).
+    fn has_events(&self) -> bool {
+        !self.events_quiet()
+    }
+
     fn take_events(&mut self) -> Vec<PeerEvent> {
         if !self.polled {
             let mut wake = false;

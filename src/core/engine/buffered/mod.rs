@@ -350,6 +350,12 @@ impl State {
     }
 
     /// Starts the prefix fetches admitted during the pass.
+    /// Whether `buf_run_pulls` has anything to do.
+    #[inline]
+    pub(super) fn buf_has_pulls(&self) -> bool {
+        self.buf.as_ref().is_some_and(|bf| !bf.pulls.is_empty())
+    }
+
     pub(super) fn buf_run_pulls(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         let Some(bf) = self.buf.as_mut() else { return };
         if bf.pulls.is_empty() {
