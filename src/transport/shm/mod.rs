@@ -1365,6 +1365,7 @@ mod tests {
 
     const LIM: Limits = Limits {
         max_payload: EAGER_MAX,
+        max_chunk: EAGER_MAX,
         max_iov: 8,
     };
 
