@@ -157,7 +157,10 @@ fn tcp_rendezvous_streams_with_queued_writes() {
     // One chunk: up to the chunk limit (1 MiB) on tcp, not the eager limit.
     let data: Vec<WireHdr> = log.iter().filter(|r| r.hdr.op == op::DATA).map(|r| r.hdr).collect();
     assert_eq!(data.len(), 1, "one chunk");
-    assert_eq!((data[0].offset, data[0].payload, data[0].flags & flag::LAST), (0, 200_000, flag::LAST));
+    assert_eq!(
+        (data[0].offset, data[0].payload, data[0].flags & flag::LAST),
+        (0, 200_000, flag::LAST)
+    );
     b.cancel(2).unwrap();
 }
 

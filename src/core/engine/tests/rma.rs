@@ -298,7 +298,11 @@ fn the_records_each_transport_uses() {
     );
     let log = net.log();
     let chunks: Vec<WireHdr> = log.iter().filter(|r| r.hdr.op == op::WRITE).map(|r| r.hdr).collect();
-    assert!((3..=4).contains(&chunks.len()), "chunks of up to 1 MiB: {}", chunks.len());
+    assert!(
+        (3..=4).contains(&chunks.len()),
+        "chunks of up to 1 MiB: {}",
+        chunks.len()
+    );
     let mut off = 0u64;
     for (i, c) in chunks.iter().enumerate() {
         assert_eq!(c.reserved, off, "chunk {i} follows the previous one");
