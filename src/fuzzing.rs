@@ -93,6 +93,7 @@ impl<'a> Cursor<'a> {
 /// stays cheap, large enough for real records.
 const READER_LIM: Limits = Limits {
     max_payload: 1 << 16,
+    max_chunk: 1 << 16,
     max_iov: 8,
 };
 
@@ -427,8 +428,10 @@ pub fn tcp_reader(data: &[u8]) {
 // records: header, HELLO, CM, rendezvous and shm doorbell decoders
 // ---------------------------------------------------------------------------
 
+// Chunks (DATA, WRITE, READ_RESP) may be larger than eager payloads (tcp).
 const RECORD_LIM: Limits = Limits {
     max_payload: crate::transport::shm::EAGER_MAX,
+    max_chunk: crate::transport::tcp::CHUNK_MAX,
     max_iov: 8,
 };
 
@@ -461,13 +464,13 @@ pub fn records(data: &[u8]) {
                     && h.offset <= h.len
             }
             op::ACK | op::CTS | op::BYE => p == 0,
-            op::DATA => p <= RECORD_LIM.max_payload && h.offset.checked_add(p as u64).is_some_and(|e| e <= h.len),
+            op::DATA => p <= RECORD_LIM.max_chunk && h.offset.checked_add(p as u64).is_some_and(|e| e <= h.len),
             op::HELLO => p <= CTL_MAX,
             // RMA (docs/protocol.md, docs/rma.md): a chunk lies inside its
             // segment; a pull request carries its (address, length) table,
             // `reserved` entries, required with CMA_OK and only then.
             op::WRITE | op::READ_RESP => {
-                p <= RECORD_LIM.max_payload && h.reserved.checked_add(p as u64).is_some_and(|e| e <= h.len)
+                p <= RECORD_LIM.max_chunk && h.reserved.checked_add(p as u64).is_some_and(|e| e <= h.len)
             }
             op::WRITE_REQ | op::READ_REQ => {
                 let cma = h.flags & flag::CMA_OK != 0;

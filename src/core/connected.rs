@@ -134,6 +134,7 @@ impl ConnectedLink {
         let opts = ConnOptions {
             limits: Limits {
                 max_payload: EAGER_MAX,
+                max_chunk: crate::transport::tcp::CHUNK_MAX,
                 max_iov: crate::core::engine::matching::IOV_MAX,
             },
             settings: tcp.clone(),

@@ -108,15 +108,18 @@ pub(crate) fn config_from(info: &Info, default_caps: u64, settings: &Settings) -
 fn shm_limits() -> Limits {
     Limits {
         max_payload: crate::transport::shm::EAGER_MAX,
+        max_chunk: crate::transport::shm::EAGER_MAX,
         max_iov: IOV_MAX,
     }
 }
 
-/// Eager records and DATA chunks are at most the TCP eager limit; larger
-/// messages go by rendezvous (no cross-memory attach over TCP).
+/// Eager records are at most the TCP eager limit; larger messages go by
+/// rendezvous (no cross-memory attach over TCP), their DATA chunks (and
+/// RMA chunks) up to the TCP chunk limit.
 fn tcp_limits() -> Limits {
     Limits {
         max_payload: crate::transport::tcp::EAGER_MAX,
+        max_chunk: crate::transport::tcp::CHUNK_MAX,
         max_iov: IOV_MAX,
     }
 }

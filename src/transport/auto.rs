@@ -185,6 +185,14 @@ impl Port for AutoPort {
         }
     }
 
+    fn chunk_limit_for(&self, peer: &Addr) -> usize {
+        if Self::via_shm(&self.canonical(peer)) {
+            Port::chunk_limit_for(&self.shm, peer)
+        } else {
+            Port::chunk_limit_for(&self.tcp, peer)
+        }
+    }
+
     fn queued_at_peer(&self, peer: &Addr) -> bool {
         let p = self.canonical(peer);
         if Self::via_shm(&p) {

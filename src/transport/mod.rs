@@ -199,6 +199,12 @@ pub trait Port: Send {
     fn eager_limit_for(&self, _peer: &Addr) -> usize {
         self.eager_limit()
     }
+    /// The largest chunk of an accepted transfer (rendezvous `DATA`, RMA
+    /// `WRITE`) towards one peer: what its receiver's `Limits::max_chunk`
+    /// takes (the eager limit on shm; larger on a TCP stream).
+    fn chunk_limit_for(&self, peer: &Addr) -> usize {
+        self.eager_limit_for(peer)
+    }
     /// The form of a peer's address this port reports as `src` and keys its
     /// peers by (the auto port turns an auto address into the shm or TCP
     /// address it will use). The core compares addresses in this form.

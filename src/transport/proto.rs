@@ -166,8 +166,13 @@ pub enum BadRecord {
 /// Limits the receiver enforces.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// Largest eager payload / DATA chunk.
+    /// Largest eager (and atomic) payload.
     pub max_payload: usize,
+    /// Largest chunk of a transfer the receiver accepted (`DATA`, `WRITE`,
+    /// `READ_RESP`): placed straight into the matched receive, registered
+    /// memory or the reader's buffer, or read past, never buffered, so a
+    /// stream transport may take larger ones than `max_payload` (tcp).
+    pub max_chunk: usize,
     /// Largest RTS iov count.
     pub max_iov: usize,
 }
@@ -224,7 +229,7 @@ impl WireHdr {
             // length it compares (a chunk pushed behind a refused RTS is
             // dropped, not a broken record).
             op::DATA => {
-                payload <= lim.max_payload
+                payload <= lim.max_chunk
                     && self
                         .offset
                         .checked_add(payload as u64)
@@ -233,7 +238,7 @@ impl WireHdr {
             op::HELLO => payload <= 256,
             // RMA chunks: inside the segment they name, within the limit.
             op::WRITE | op::READ_RESP => {
-                payload <= lim.max_payload
+                payload <= lim.max_chunk
                     && self
                         .reserved
                         .checked_add(payload as u64)
@@ -344,6 +349,7 @@ mod tests {
 
     const LIM: Limits = Limits {
         max_payload: 16384,
+        max_chunk: 16384,
         max_iov: 8,
     };
 
@@ -467,6 +473,40 @@ mod tests {
     }
 
     #[test]
+    fn chunks_are_bounded_by_max_chunk_and_eager_payloads_by_max_payload() {
+        // A stream transport (tcp) takes chunks of accepted transfers
+        // larger than its eager payloads: they are placed, never buffered.
+        let lim = Limits {
+            max_payload: 65536,
+            max_chunk: 1 << 20,
+            max_iov: 8,
+        };
+        for o in [op::DATA, op::WRITE, op::READ_RESP] {
+            let mut c = WireHdr::new(o);
+            c.len = 4 << 20;
+            c.offset = 0;
+            c.reserved = 0;
+            c.payload = 1 << 20;
+            assert_eq!(c.check(&lim), Ok(()), "op {o}: a chunk of max_chunk");
+            c.payload = (1 << 20) + 1;
+            assert_eq!(c.check(&lim), Err(BadRecord::Length), "op {o}: above max_chunk");
+            // Still inside the transfer.
+            c.payload = 1 << 20;
+            c.len = (1 << 20) - 1;
+            assert_eq!(c.check(&lim), Err(BadRecord::Length), "op {o}: beyond its transfer");
+        }
+        // Eager payloads and atomic operands stay at max_payload.
+        let mut e = WireHdr::new(op::EAGER);
+        e.len = 65537;
+        e.payload = 65537;
+        assert_eq!(e.check(&lim), Err(BadRecord::Length));
+        let mut a = WireHdr::new(op::ATOMIC_RESP);
+        a.len = 65537;
+        a.payload = 65537;
+        assert_eq!(a.check(&lim), Err(BadRecord::Length));
+    }
+
+    #[test]
     fn rma_records_stay_inside_their_segment() {
         // A write chunk names its place in the segment: it must fit.
         let mut w = WireHdr::new(op::WRITE);
@@ -481,9 +521,9 @@ mod tests {
         assert_eq!(w.check(&LIM), Err(BadRecord::Length), "offset overflow");
         let mut big = WireHdr::new(op::READ_RESP);
         big.len = 1 << 40;
-        big.payload = LIM.max_payload as u32 + 1;
+        big.payload = LIM.max_chunk as u32 + 1;
         assert_eq!(big.check(&LIM), Err(BadRecord::Length), "chunk above the limit");
-        big.payload = LIM.max_payload as u32;
+        big.payload = LIM.max_chunk as u32;
         assert_eq!(big.check(&LIM), Ok(()));
         // A zero-length write is one empty chunk.
         let z = WireHdr::new(op::WRITE);

@@ -318,9 +318,13 @@ impl State {
             let TxState::Streaming { handle, off, end } = &mut t.state else {
                 continue;
             };
+            // Chunks as large as the receiver takes (`Limits::max_chunk`):
+            // on tcp one record of up to 1 MiB, written from the send
+            // buffer as the socket drains (docs/protocol.md).
+            let chunk = port.chunk_limit_for(&t.peer);
             while *off < *end {
                 let room = port.room(&t.peer);
-                let n = (*end - *off).min(t.eager_limit).min(room);
+                let n = (*end - *off).min(chunk).min(room);
                 if n == 0 || (n < 4096 && n < *end - *off) {
                     break;
                 }

@@ -234,7 +234,8 @@ struct Op {
     data: Option<u64>,
     report: Report,
     len: usize,
-    /// Chunk size towards the peer (its eager limit).
+    /// Write chunk size towards the peer (`Port::chunk_limit_for`: its
+    /// eager limit on shm, up to 1 MiB on tcp).
     chunk: usize,
     /// The peer is on this host and cross-memory attach is allowed.
     cma: bool,
@@ -490,7 +491,7 @@ impl Inner {
             data: a.data,
             report,
             len: a.local.total(),
-            chunk: self.port.eager_limit_for(&peer),
+            chunk: self.port.chunk_limit_for(&peer),
             cma: self.st.cfg.cma && matches!(peer, Addr::Shm(_)) && !self.st.no_cma.contains(&peer),
             inject,
             owned: None,

@@ -72,6 +72,9 @@ pub(super) enum Payloads {
 #[derive(Clone, Copy, Debug)]
 pub(super) struct SimOpts {
     pub(super) eager_limit: usize,
+    /// Largest rendezvous DATA / RMA WRITE chunk sent and accepted
+    /// (`Port::chunk_limit_for`, `Limits::max_chunk`).
+    pub(super) chunk_limit: usize,
     /// Bytes one direction of a pair holds (shm ring; TCP socket buffers)
     /// before a sender's records wait.
     pub(super) window: usize,
@@ -85,6 +88,7 @@ impl SimOpts {
     pub(super) fn shm() -> SimOpts {
         SimOpts {
             eager_limit: 16384,
+            chunk_limit: 16384,
             window: 256 << 10,
             writes: Writes::Ring,
             cma: Cma::Pull,
@@ -93,10 +97,11 @@ impl SimOpts {
     }
 
     /// Like TCP whose writes wait for the next pass: no CMA (src_pid 0),
-    /// payloads read as they come, 64 KiB eager.
+    /// payloads read as they come, 64 KiB eager, chunks up to 1 MiB.
     pub(super) fn tcp() -> SimOpts {
         SimOpts {
             eager_limit: 65536,
+            chunk_limit: 1 << 20,
             window: 1 << 20,
             writes: Writes::Queue,
             cma: Cma::Refused,
@@ -442,6 +447,7 @@ impl PayloadIn for Bytes<'_> {
 fn limits(o: &SimOpts) -> Limits {
     Limits {
         max_payload: o.eager_limit,
+        max_chunk: o.chunk_limit,
         max_iov: IOV_MAX,
     }
 }
@@ -478,6 +484,10 @@ impl Port for SimPort {
 
     fn eager_limit(&self) -> usize {
         self.net.0.lock().nodes[self.me].opts.eager_limit
+    }
+
+    fn chunk_limit_for(&self, _peer: &Addr) -> usize {
+        self.net.0.lock().nodes[self.me].opts.chunk_limit
     }
 
     fn send(&mut self, peer: &Addr, hdr: &WireHdr, payload: Payload<'_>, _copy: bool) -> Result<Sent> {

@@ -1407,6 +1407,7 @@ mod tests {
 
     const LIM: Limits = Limits {
         max_payload: EAGER_MAX,
+        max_chunk: EAGER_MAX,
         max_iov: 8,
     };
 

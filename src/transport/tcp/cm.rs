@@ -115,6 +115,7 @@ mod tests {
 
     const LIM: Limits = Limits {
         max_payload: 1 << 16,
+        max_chunk: 1 << 16,
         max_iov: 8,
     };
 

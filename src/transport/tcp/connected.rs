@@ -931,6 +931,10 @@ impl Port for ConnectedPort {
         EAGER_MAX
     }
 
+    fn chunk_limit_for(&self, _peer: &Addr) -> usize {
+        super::CHUNK_MAX
+    }
+
     fn send(&mut self, _peer: &Addr, hdr: &WireHdr, payload: Payload<'_>, copy: bool) -> Result<Sent> {
         self.shared.with(|c| c.send(hdr, payload, copy))
     }
@@ -942,7 +946,7 @@ impl Port for ConnectedPort {
     fn room(&mut self, _peer: &Addr) -> usize {
         let c = self.shared.inner.lock();
         match c.conn.as_ref() {
-            Some(conn) if c.state == LinkState::Up => QUEUE_HIGH_WATER.saturating_sub(conn.queue().unsent()),
+            Some(conn) if c.state == LinkState::Up => super::room_after(conn.queue().unsent()),
             _ => 0,
         }
     }

@@ -927,6 +927,7 @@ mod tests {
 
     const LIM: Limits = Limits {
         max_payload: 1 << 20,
+        max_chunk: 1 << 20,
         max_iov: 8,
     };
 

@@ -392,6 +392,7 @@ mod tests {
 
     const LIM: Limits = Limits {
         max_payload: 1 << 30,
+        max_chunk: 1 << 30,
         max_iov: 8,
     };
 

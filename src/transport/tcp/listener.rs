@@ -47,6 +47,7 @@ pub(crate) const TOKEN_TAG: u64 = 1 << 62;
 /// not-yet-established rule and end the connection.
 const HANDSHAKE_LIMITS: Limits = Limits {
     max_payload: 0,
+    max_chunk: 0,
     max_iov: 0,
 };
 

@@ -317,8 +317,13 @@ impl Default for TcpSettings {
     }
 }
 
-/// Largest eager message and DATA chunk on a TCP stream.
+/// Largest eager message on a TCP stream.
 pub(crate) const EAGER_MAX: usize = 64 << 10;
+/// Largest chunk of an accepted transfer on a TCP stream (`DATA`, `WRITE`,
+/// `READ_RESP`): the receiver places it straight into its destination, so
+/// its size costs no memory; a large one is one `sendmsg` (continued as the
+/// socket drains) and a few `readv`s instead of one pair per 64 KiB.
+pub(crate) const CHUNK_MAX: usize = 1 << 20;
 
 pub(crate) struct TcpPort {
     me: SocketAddr,
@@ -1548,6 +1553,10 @@ impl Port for TcpPort {
         EAGER_MAX
     }
 
+    fn chunk_limit_for(&self, _peer: &Addr) -> usize {
+        CHUNK_MAX
+    }
+
     fn send(&mut self, peer: &Addr, hdr: &WireHdr, payload: Payload<'_>, copy: bool) -> Result<Sent> {
         let to = self.inet(peer)?;
         let n = payload.len();
@@ -1597,8 +1606,7 @@ impl Port for TcpPort {
 
     fn room(&mut self, peer: &Addr) -> usize {
         let Ok(to) = self.inet(peer) else { return 0 };
-        let used = self.queue_of(to).map_or(0, |q| q.unsent());
-        QUEUE_HIGH_WATER.saturating_sub(used)
+        room_after(self.queue_of(to).map_or(0, |q| q.unsent()))
     }
 
     fn poll(&mut self, d: &mut dyn Delivery) {
@@ -1683,6 +1691,18 @@ impl Port for TcpPort {
 }
 
 const _: () = assert!(HDR_LEN == 64);
+
+/// [`Port::room`] of a peer queue holding `unsent` bytes: an empty queue
+/// takes one record of any size, so a chunk up to [`CHUNK_MAX`] (written
+/// from the caller's buffer as the socket drains); a busy one up to
+/// [`QUEUE_HIGH_WATER`] in all.
+pub(crate) fn room_after(unsent: usize) -> usize {
+    if unsent == 0 {
+        CHUNK_MAX
+    } else {
+        QUEUE_HIGH_WATER.saturating_sub(unsent)
+    }
+}
 
 #[cfg(test)]
 mod tests;

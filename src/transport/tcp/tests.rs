@@ -9,6 +9,7 @@ use std::os::fd::AsFd;
 
 const LIM: Limits = Limits {
     max_payload: 1 << 30,
+    max_chunk: 1 << 30,
     max_iov: 8,
 };
 

@@ -11,6 +11,7 @@ use std::net::{TcpListener, TcpStream};
 
 const LIM: Limits = Limits {
     max_payload: 1 << 20,
+    max_chunk: 1 << 20,
     max_iov: 8,
 };
 

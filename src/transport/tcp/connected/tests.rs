@@ -12,6 +12,7 @@ use std::net::{TcpListener, TcpStream};
 
 const LIM: Limits = Limits {
     max_payload: EAGER_MAX,
+    max_chunk: EAGER_MAX,
     max_iov: 8,
 };
 

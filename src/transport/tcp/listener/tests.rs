@@ -224,6 +224,7 @@ fn records_behind_the_request_travel_with_the_connection() {
     let mut keep = Keep(Vec::new());
     let lim = Limits {
         max_payload: 1 << 16,
+        max_chunk: 1 << 16,
         max_iov: 8,
     };
     let mut scratch = [0u8; 64];
