@@ -561,6 +561,7 @@ impl Inner {
         match shm.open_peer_owner(o.token) {
             Ok(pid) if pid == o.pid => Ok(o),
             Ok(_) => Err(Refusal::Bad("the offered segment belongs to another process")),
+            Err(e) if e == Error::ADDRNOTAVAIL => Err(Refusal::Gone("the offered segment does not exist (any more)")),
             Err(_) => Err(Refusal::Bad("the offered segment does not open")),
         }
     }
@@ -572,10 +573,10 @@ impl Inner {
         &mut self,
         offer: Option<ShmOffer>,
         answered: bool,
-    ) -> core::result::Result<Option<ShmOffer>, &'static str> {
+    ) -> core::result::Result<Option<ShmOffer>, Refusal> {
         if self.shm.is_none() {
             return match offer {
-                Some(_) if answered => Err("an shm offer we did not ask for"),
+                Some(_) if answered => Err(Refusal::Bad("an shm offer we did not ask for")),
                 _ => Ok(None),
             };
         }
@@ -584,7 +585,7 @@ impl Inner {
             // auto: TCP to a peer on another host (a server that offers
             // has switched to shm already: refuse rather than mismatch).
             Err(Refusal::NotLocal(_)) if self.shm_use == ShmUse::Local && (offer.is_none() || !answered) => Ok(None),
-            Err(Refusal::NotLocal(why) | Refusal::Bad(why)) => Err(why),
+            Err(r) => Err(r),
         }
     }
 
@@ -714,7 +715,7 @@ impl Inner {
         }
         let via_shm = match self.choose_path(self.peer_offer, false) {
             Ok(v) => v,
-            Err(why) => {
+            Err(Refusal::NotLocal(why) | Refusal::Bad(why) | Refusal::Gone(why)) => {
                 crate::base::log::log_warn!(
                     crate::abi::FI_LOG_EP_CTRL,
                     "connected endpoint: connection from {:?} refused: {why}",
@@ -1047,12 +1048,25 @@ impl Inner {
         let phase = self.conn.as_ref().map(|c| c.phase());
         match (phase, cm::parse(h, &payload)) {
             (Some(Phase::AwaitAnswer), Ok(CmKind::Accept)) => {
+                let mut gone = false;
                 match self.choose_path(cm::shm_offer(h), true) {
                     Ok(v) => {
                         self.via_shm = v;
                         self.log_path();
                     }
-                    Err(why) => {
+                    // The server accepted and closed its endpoint before we
+                    // read its ACCEPT (its BYE follows): established and
+                    // ended at once, as over TCP. A made-up token looks the
+                    // same; nothing is sent to it either way.
+                    Err(Refusal::Gone(why)) => {
+                        crate::base::log::log_warn!(
+                            crate::abi::FI_LOG_EP_CTRL,
+                            "connected endpoint: connection to {:?} ended at once: {why}",
+                            self.peer
+                        );
+                        gone = true;
+                    }
+                    Err(Refusal::NotLocal(why) | Refusal::Bad(why)) => {
                         crate::base::log::log_warn!(
                             crate::abi::FI_LOG_EP_CTRL,
                             "connected endpoint: connection to {:?} refused: {why}",
@@ -1075,6 +1089,9 @@ impl Inner {
                 }
                 self.state = LinkState::Up;
                 self.events.push_back(CmEvent::Connected(payload));
+                if gone {
+                    self.doomed = Some(crate::transport::PEER_FAILED);
+                }
                 self.update_interest();
                 true
             }
@@ -1336,6 +1353,9 @@ enum Refusal {
     NotLocal(&'static str),
     /// A hostile or broken offer: refused.
     Bad(&'static str),
+    /// Its segment does not exist: a hostile offer, or (at the client) a
+    /// server that accepted and closed at once.
+    Gone(&'static str),
 }
 
 /// Whether `ip` is an address of this host (loopback, or one a socket can
@@ -1345,9 +1365,14 @@ fn ip_on_this_host(ip: std::net::IpAddr) -> bool {
 }
 
 /// The core as the shm port's sink on a connected endpoint: records of the
-/// connected peer (its token, and the pid the kernel gave for its slot: a
-/// record of an unverified slot reports pid 0) reach the core as
-/// [`CONNECTED_PEER`]'s; every other record is consumed and dropped.
+/// connected peer reach the core as [`CONNECTED_PEER`]'s; every other
+/// record is consumed and dropped. The peer's records are those of its
+/// token whose slot the kernel verified for the peer's pid — or did not
+/// verify at all (pid 0: the peer exited before we read its announcement,
+/// which a sender that sends and exits at once does; its doorbell was
+/// full): those are taken as on RDM endpoints, never with a cross-memory
+/// pull (the core pulls only from a pid > 0). A slot the kernel verified
+/// for another pid is not the peer's.
 struct PeerOnly<'a> {
     d: &'a mut dyn Delivery,
     peer: ShmOffer,
@@ -1356,7 +1381,7 @@ struct PeerOnly<'a> {
 
 impl PeerOnly<'_> {
     fn ours(&mut self, src: &Addr, src_pid: i32) -> bool {
-        let ok = *src == Addr::Shm(self.peer.token) && src_pid == self.peer.pid;
+        let ok = *src == Addr::Shm(self.peer.token) && (src_pid == self.peer.pid || src_pid == 0);
         if !ok {
             self.dropped += 1;
         }
@@ -1376,7 +1401,7 @@ impl Delivery for PeerOnly<'_> {
     }
     fn buffered(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, data: Vec<u8>) {
         // Only after a `place` of ours answered Buffer.
-        if *src == Addr::Shm(self.peer.token) && src_pid == self.peer.pid {
+        if *src == Addr::Shm(self.peer.token) && (src_pid == self.peer.pid || src_pid == 0) {
             self.d.buffered(&CONNECTED_PEER, src_pid, hdr, data)
         }
     }
