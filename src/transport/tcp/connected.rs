@@ -612,9 +612,14 @@ impl Inner {
         let (Some(shm), Some(o)) = (self.shm.as_mut(), self.via_shm) else {
             return;
         };
-        let mut f = PeerOnly { d, peer: o, dropped: 0 };
+        let mut f = PeerOnly {
+            d,
+            peer: o,
+            dropped: 0,
+            bye: false,
+        };
         Port::poll(shm, &mut f);
-        let dropped = f.dropped;
+        let (dropped, bye) = (f.dropped, f.bye);
         let failed = Port::take_events(shm)
             .iter()
             .any(|e| *e == PeerEvent::Failed(Addr::Shm(o.token)));
@@ -629,8 +634,10 @@ impl Inner {
             }
             self.dropped += dropped;
         }
-        if failed && self.doomed.is_none() {
-            // The peer's ring broke (or its segment went away under a send).
+        if (failed || bye) && self.doomed.is_none() {
+            // The peer's ring broke (or its segment went away under a
+            // send), or it said BYE there: the end, in this pass, before a
+            // rendezvous it had announced is pulled (it cancelled it).
             self.doomed = Some(crate::transport::PEER_FAILED);
         }
     }
@@ -770,6 +777,14 @@ impl Inner {
         match self.state {
             LinkState::Idle | LinkState::Down => {}
             LinkState::Up => {
+                // shm: BYE behind our records in the peer's ring (the slot
+                // closes), so it ends the connection in order and pulls
+                // nothing of what we cancel.
+                if self.via_shm.is_some() {
+                    if let Some(s) = self.shm.as_mut() {
+                        s.close();
+                    }
+                }
                 // Orderly: what is queued and fits goes out, then BYE, then
                 // FIN. Whatever could not be written is cancelled.
                 self.flush();
@@ -1312,6 +1327,10 @@ impl Port for ConnectedPort {
     fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
         let c = self.shared.inner.lock();
         match (c.shm.as_ref(), c.via_shm) {
+            // After the end (a rendezvous whose RTS was drained before it):
+            // nothing more is taken from the peer, as over TCP, where its
+            // data would never come.
+            (Some(_), Some(_)) if c.state != LinkState::Up => Err(crate::transport::PEER_FAILED),
             (Some(s), Some(o)) if o.pid == src_pid => Port::pull(s, src_pid, remote, dst, len),
             _ => Err(Error::OPNOTSUPP),
         }
@@ -1320,6 +1339,7 @@ impl Port for ConnectedPort {
     fn push(&self, dst_pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
         let c = self.shared.inner.lock();
         match (c.shm.as_ref(), c.via_shm) {
+            (Some(_), Some(_)) if c.state != LinkState::Up => Err(crate::transport::PEER_FAILED),
             (Some(s), Some(o)) if o.pid == dst_pid => Port::push(s, dst_pid, remote, src, len),
             _ => Err(Error::OPNOTSUPP),
         }
@@ -1377,6 +1397,9 @@ struct PeerOnly<'a> {
     d: &'a mut dyn Delivery,
     peer: ShmOffer,
     dropped: u64,
+    /// The peer's BYE came through the ring (its fi_shutdown or close,
+    /// after everything it wrote before).
+    bye: bool,
 }
 
 impl PeerOnly<'_> {
@@ -1414,6 +1437,9 @@ impl Delivery for PeerOnly<'_> {
     fn control(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition {
         if !self.ours(src, src_pid) {
             return Disposition::Consumed;
+        }
+        if hdr.op == proto::op::BYE {
+            self.bye = true;
         }
         self.d.control(&CONNECTED_PEER, src_pid, hdr, payload)
     }
