@@ -1,6 +1,8 @@
-//! Connected endpoints (`FI_EP_MSG`, tcp only): the C face. The endpoint
-//! is the RDM endpoint object of `ep.rs` with exactly one peer — the other
-//! end of one TCP connection (`transport/tcp/connected.rs`) — and its
+//! Connected endpoints (`FI_EP_MSG`, on every transport): the C face. The
+//! endpoint is the RDM endpoint object of `ep.rs` with exactly one peer —
+//! the other end of one TCP connection (`transport/tcp/connected.rs`),
+//! whose records go over shm when both ends are on shm or auto on this host
+//! (docs/shm.md, Connected endpoints) — and its
 //! connection-management core ([`ConnectedLink`], `core/connected.rs`);
 //! this file opens it and holds the `fi_cm(3)` thunks: `fi_connect`,
 //! `fi_accept`, `fi_shutdown`, names, and `FI_OPT_CM_DATA_SIZE`. The
