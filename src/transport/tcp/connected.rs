@@ -155,7 +155,7 @@ pub(crate) struct ConnRequest {
     data: Vec<u8>,
     rts_prefix: usize,
     /// The client's shm offer (checked at `fi_accept`).
-    offer: Option<ShmOffer>,
+    offer: Option<Box<ShmOffer>>,
     local: SocketAddr,
     peer: SocketAddr,
 }
@@ -178,7 +178,7 @@ impl ConnRequest {
             conn: Box::new(conn),
             data: payload,
             rts_prefix: cm::rts_prefix(&hdr),
-            offer: cm::shm_offer(&hdr),
+            offer: cm::shm_offer(&hdr).map(Box::new),
             local,
             peer,
         })
@@ -397,7 +397,7 @@ impl Connection {
         c.local = Some(req.local);
         c.peer = Some(req.peer);
         c.peer_rts_prefix = req.rts_prefix;
-        c.peer_offer = req.offer;
+        c.peer_offer = req.offer.map(|o| *o);
         c.conn = Some(*req.conn);
         c.state = LinkState::Accepting;
         Ok(Connection::wrap(c))
@@ -620,9 +620,7 @@ impl Inner {
         };
         Port::poll(shm, &mut f);
         let (dropped, bye) = (f.dropped, f.bye);
-        let failed = Port::take_events(shm)
-            .iter()
-            .any(|e| *e == PeerEvent::Failed(Addr::Shm(o.token)));
+        let failed = Port::take_events(shm).contains(&PeerEvent::Failed(Addr::Shm(o.token)));
         if dropped > 0 {
             if self.dropped < DROPS_LOGGED {
                 crate::base::log::log_warn!(

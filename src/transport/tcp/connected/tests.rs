@@ -496,7 +496,8 @@ fn hostile_offers_refuse_only_their_connection() {
     let other = ShmPort::new(crate::transport::addr::shm_token_random(), LIM).unwrap();
     let me = crate::sys::getpid();
     let host = crate::transport::addr::host_id();
-    let cases: Vec<(&str, Box<dyn Fn(u64) -> ShmOffer>)> = vec![
+    type MakeOffer<'a> = Box<dyn Fn(u64) -> ShmOffer + 'a>;
+    let cases: Vec<(&str, MakeOffer)> = vec![
         (
             "other host",
             Box::new(|_| ShmOffer {
