@@ -191,12 +191,14 @@ c-tests: lib $(C_TEST_BINS)
 	$(MAKE) --no-print-directory c-tests-tcp
 	$(MAKE) --no-print-directory examples
 
-# The transport-parametrized RDM suite again, over tcp (test_tcp always runs
-# over tcp). Endpoints bound to a wildcard advertise loopback here, so the
+# The transport-parametrized RDM suite again, over tcp and auto (test_tcp
+# always runs over tcp), and the connected-endpoint one (test_msg: shm in the
+# first run, then tcp and auto here). Endpoints bound to a wildcard advertise loopback here, so the
 # tests' traffic stays on 127.0.0.1 whatever interfaces the host has.
 c-tests-tcp: lib $(BUILD)/c-tests/test_rdm $(BUILD)/c-tests/test_threads $(BUILD)/c-tests/test_buffered $(BUILD)/c-tests/test_rma \
-             $(BUILD)/c-tests/test_atomic
+             $(BUILD)/c-tests/test_atomic $(BUILD)/c-tests/test_msg
 	@mkdir -p $(BUILD)/c-tests-tcp
+	ln -sf ../c-tests/test_msg $(BUILD)/c-tests-tcp/test_msg
 	ln -sf ../c-tests/test_rma $(BUILD)/c-tests-tcp/test_rma
 	ln -sf ../c-tests/test_atomic $(BUILD)/c-tests-tcp/test_atomic
 	ln -sf ../c-tests/test_rdm $(BUILD)/c-tests-tcp/test_rdm

@@ -68,25 +68,30 @@ static const char *dom(const struct fi_info *i)
 	return i->domain_attr->name;
 }
 
-/* Native RDM entries first (shm, tcp), then tcp's connected endpoints. */
+/* Native RDM entries first (shm, tcp), then the connected endpoints (shm,
+ * tcp: set up over TCP on both, sockaddr addresses). */
 TEST(null_hints_shm_then_tcp)
 {
 	struct fi_info *info = NULL, *i;
-	const char *want[] = {"shm", "tcp", "tcp"};
-	const enum fi_ep_type types[] = {FI_EP_RDM, FI_EP_RDM, FI_EP_MSG};
+	const char *want[] = {"shm", "tcp", "shm", "tcp"};
+	const enum fi_ep_type types[] = {FI_EP_RDM, FI_EP_RDM, FI_EP_MSG, FI_EP_MSG};
 	int k = 0;
 	CHECK_OK(fi_getinfo(V, NULL, NULL, 0, NULL, &info));
 	for (i = info; i; i = i->next) {
 		if (strcasecmp(i->fabric_attr->prov_name, "rustfab"))
 			continue;
-		if (k >= 3 || strcmp(dom(i), want[k]) || i->ep_attr->type != types[k]) {
+		if (k >= 4 || strcmp(dom(i), want[k]) || i->ep_attr->type != types[k]) {
 			fi_freeinfo(info);
 			FAIL_AT("rustfab entry %d has domain %s", k, dom(i));
+		}
+		if (types[k] == FI_EP_MSG && i->addr_format != FI_SOCKADDR_IN) {
+			fi_freeinfo(info);
+			FAIL_AT("MSG entry %d: address format %u", k, i->addr_format);
 		}
 		k++;
 	}
 	fi_freeinfo(info);
-	CHECK_EQ(k, 3);
+	CHECK_EQ(k, 4);
 }
 
 TEST(entries_are_complete)
@@ -151,7 +156,7 @@ TEST(no_layered_entries)
 		found += !strcmp(p, "rustfab");
 	}
 	fi_freeinfo(info);
-	CHECK_EQ(found, 3);
+	CHECK_EQ(found, 4); /* RDM shm, tcp; MSG shm, tcp */
 	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_UNSPEC), NULL, NULL, 0, &info));
 	for (i = info; i; i = i->next)
 		CHECK(!strcmp(i->fabric_attr->prov_name, "rustfab"));
@@ -528,18 +533,19 @@ TEST(extension_header_matches_provider)
 	struct fi_info *info = NULL, *i;
 	unsetenv(FI_RUSTFAB_ENV_TRANSPORT);
 	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_UNSPEC), NULL, NULL, 0, &info));
+	/* RDM auto, shm, tcp; then MSG auto, shm, tcp */
 	const char *doms[] = {FI_RUSTFAB_DOMAIN_AUTO, FI_RUSTFAB_DOMAIN_SHM, FI_RUSTFAB_DOMAIN_TCP,
-			      FI_RUSTFAB_DOMAIN_TCP};
+			      FI_RUSTFAB_DOMAIN_AUTO, FI_RUSTFAB_DOMAIN_SHM, FI_RUSTFAB_DOMAIN_TCP};
 	const uint32_t protos[] = {FI_RUSTFAB_PROTO_AUTO, FI_RUSTFAB_PROTO_SHM, FI_RUSTFAB_PROTO_TCP,
-				   FI_RUSTFAB_PROTO_TCP};
+				   FI_RUSTFAB_PROTO_AUTO, FI_RUSTFAB_PROTO_SHM, FI_RUSTFAB_PROTO_TCP};
 	int k = 0;
-	for (i = info; i && k < 4; i = i->next, k++) {
+	for (i = info; i && k < 6; i = i->next, k++) {
 		CHECK(!strcmp(i->fabric_attr->prov_name, FI_RUSTFAB_PROV_NAME));
 		CHECK_EQ(i->fabric_attr->prov_version, FI_RUSTFAB_VERSION);
 		CHECK(!strcmp(dom(i), doms[k]));
 		CHECK_EQ(i->ep_attr->protocol, protos[k]);
 	}
-	CHECK_EQ(k, 4);
+	CHECK_EQ(k, 6);
 	CHECK(i == NULL);
 	fi_freeinfo(info);
 	setenv(FI_RUSTFAB_ENV_TRANSPORT, "shm,tcp", 1);
@@ -692,7 +698,7 @@ TEST(fi_info_verbose_hints)
 	h->domain_attr->mode = ~0ULL;
 	h->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
 	CHECK_OK(rf_get(h, NULL, NULL, 0, &info));
-	CHECK_EQ(n_entries(info), 3);
+	CHECK_EQ(n_entries(info), 4); /* RDM shm, tcp; MSG shm, tcp */
 	for (i = info; i; i = i->next) {
 		CHECK_EQ(i->domain_attr->mr_mode, 0);
 		CHECK_EQ(i->domain_attr->mode, 0);

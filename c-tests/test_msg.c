@@ -1,5 +1,8 @@
 /*
- * Connection-oriented endpoints (FI_EP_MSG) over rustfab tcp: passive
+ * Connection-oriented endpoints (FI_EP_MSG) over the rustfab transport
+ * RF_TRANSPORT names (shm, tcp or auto; `make c-tests` runs all three:
+ * connection management is TCP on each, the data of shm and auto pairs on
+ * this host moves over shm rings, docs/shm.md Connected endpoints): passive
  * endpoints, FI_CONNREQ / fi_accept / fi_reject with connection data,
  * FI_CONNECTED and FI_SHUTDOWN on both sides, error events (rejected,
  * refused port), data and tagged calls on a connected pair, receives posted
@@ -37,10 +40,12 @@ struct side {
 static uint64_t hint_mode;
 /* Caps the next srv_open/cli_open asks for on top of FI_MSG | FI_TAGGED. */
 static uint64_t hint_caps;
+/* The domain (transport) the next srv_open/cli_open asks for; NULL: RF_TRANSPORT's. */
+static const char *hint_transport;
 
 static struct fi_info *msg_hints(void)
 {
-	struct fi_info *h = rf_hints("tcp", FI_EP_MSG);
+	struct fi_info *h = rf_hints(hint_transport ? hint_transport : rf_transport(), FI_EP_MSG);
 	if (h) {
 		h->caps = FI_MSG | FI_TAGGED | hint_caps;
 		h->mode |= hint_mode;
@@ -260,18 +265,27 @@ static int both_shut_down(struct side *a, struct side *b)
 TEST(getinfo_native_rdm_first)
 {
 	struct fi_info *info = NULL, *i;
-	/* auto, shm and tcp RDM, then tcp MSG */
-	enum fi_ep_type want[] = {FI_EP_RDM, FI_EP_RDM, FI_EP_RDM, FI_EP_MSG};
+	/* auto, shm and tcp RDM, then auto, shm and tcp MSG (same caps,
+	 * sockaddr addresses on each) */
+	const char *names[] = {"auto", "shm", "tcp", "auto", "shm", "tcp"};
+	uint64_t msg_caps = 0;
 	int k = 0;
 	struct fi_info *h = rf_hints(NULL, FI_EP_UNSPEC);
 	CHECK_OK(fi_getinfo(V, NULL, NULL, 0, h, &info));
 	fi_freeinfo(h);
 	for (i = info; i; i = i->next, k++) {
 		CHECK(!strcmp(i->fabric_attr->prov_name, "rustfab"));
-		CHECK(k < 4 && i->ep_attr->type == want[k]);
+		CHECK(k < 6 && i->ep_attr->type == (k < 3 ? FI_EP_RDM : FI_EP_MSG));
+		CHECK(!strcmp(i->domain_attr->name, names[k]));
+		if (k >= 3) {
+			CHECK_EQ(i->addr_format, FI_SOCKADDR_IN);
+			CHECK(i->caps & FI_RMA && i->caps & FI_ATOMIC);
+			CHECK(k == 3 || i->caps == msg_caps);
+			msg_caps = i->caps;
+		}
 	}
 	fi_freeinfo(info);
-	CHECK_EQ(k, 4);
+	CHECK_EQ(k, 6);
 	/* What `fi_info -p rustfab` prints: native RDM first, no layering. */
 	FILE *p = popen("fi_info -p rustfab 2>&1", "r");
 	char line[256];
@@ -289,7 +303,7 @@ TEST(getinfo_native_rdm_first)
 	}
 	pclose(p);
 	CHECK_EQ(bad, 0);
-	CHECK_EQ(types, 4);
+	CHECK_EQ(types, 6);
 }
 
 TEST(pep_basics)
@@ -561,10 +575,22 @@ TEST(data_on_a_connected_pair)
 	side_close(&s);
 }
 
+/* fi_write with FI_DELIVERY_COMPLETE: its completion means the bytes are
+ * in the target's memory (or the target's refusal is known) on every
+ * transport; the default, transmit complete, completes a shm write once it
+ * is in the target's ring (docs/rma.md, Completions). */
+static ssize_t write_dc(struct fid_ep *ep, const void *buf, size_t len, uint64_t addr, uint64_t key, void *ctx)
+{
+	struct iovec iov = {(void *)buf, len};
+	struct fi_rma_iov rma = {.addr = addr, .len = len, .key = key};
+	struct fi_msg_rma m = {.msg_iov = &iov, .iov_count = 1, .rma_iov = &rma, .rma_iov_count = 1, .context = ctx};
+	return fi_writemsg(ep, &m, FI_DELIVERY_COMPLETE);
+}
+
 /* RMA on a connected pair (the destination address is ignored): writes and
  * reads of 1 MiB and a few bytes with the bytes checked, writedata's remote
  * CQ data at the server, and a bad key / out-of-range access refused
- * (error completion, no memory changed). */
+ * (error completion, no memory changed). Over shm too (RF_TRANSPORT). */
 TEST(rma_on_a_connected_pair)
 {
 	struct side s, c;
@@ -583,7 +609,7 @@ TEST(rma_on_a_connected_pair)
 	CHECK_OK(fi_mr_reg(s.domain, tgt, sizeof(tgt), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0x42, 0, &mr, NULL));
 	memset(tgt, 0, sizeof(tgt));
 	fill(loc, 1 << 20, 41);
-	CHECK_OK(fi_write(c.ep, loc, 1 << 20, NULL, 12345, 4096, 0x42, loc));
+	CHECK_OK(write_dc(c.ep, loc, 1 << 20, 4096, 0x42, loc));
 	CHECK_EQ(get_comp(c.cq, s.eq, &e, &ce, 10), 1);
 	CHECK(e.op_context == loc);
 	CHECK_EQ(e.flags, FI_RMA | FI_WRITE);
@@ -602,7 +628,7 @@ TEST(rma_on_a_connected_pair)
 	CHECK(check_fill(tgt + 10, 32, 42));
 	/* Refused: unknown key, then past the region's end. */
 	memset(tgt, 0x5a, sizeof(tgt));
-	CHECK_OK(fi_write(c.ep, loc, 64, NULL, 0, 0, 0x43, loc));
+	CHECK_OK(write_dc(c.ep, loc, 64, 0, 0x43, loc));
 	CHECK_EQ(get_comp(c.cq, s.eq, &e, &ce, 10), -FI_EAVAIL);
 	CHECK_EQ(ce.err, FI_EINVAL);
 	memset(loc, 0xa5, 128);
@@ -620,6 +646,121 @@ TEST(rma_on_a_connected_pair)
 	if (line)
 		FAIL_AT("shutdown failed at line %d", line);
 	fi_close(&mr->fid);
+	side_close(&c);
+	side_close(&s);
+}
+
+/*
+ * What the client sent before its fi_shutdown reaches the server before the
+ * server's FI_SHUTDOWN: 300 messages of 4000 bytes (more than a shm ring
+ * holds, so the client waits for the server on the way), every send
+ * completed, then the client shuts down; the server, which posted all the
+ * receives, hears FI_SHUTDOWN and then finds every one of them complete,
+ * in order and intact (over shm the end comes over TCP and the data
+ * through the ring: it is drained first).
+ */
+TEST(data_sent_before_shutdown_arrives_first)
+{
+	enum { N = 300, LEN = 4000 };
+	struct side s, c;
+	static char rbuf[N][LEN], sbuf[N][LEN];
+	char buf[sizeof(struct fi_eq_cm_entry) + CM_MAX];
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry ce;
+	uint32_t ev, oev;
+	CHECK_OK(srv_open(&s));
+	CHECK_OK(cli_open(&c, &s.name));
+	int line = pair_connect(&s, &c, 0);
+	if (line)
+		FAIL_AT("pair_connect failed at line %d", line);
+	for (int k = 0; k < N; k++)
+		CHECK_OK(fi_recv(s.ep, rbuf[k], LEN, NULL, 0, rbuf[k]));
+	int done = 0;
+	double end = now_sec() + 30 * rf_time_scale();
+	for (int k = 0; k < N; k++) {
+		fill(sbuf[k], LEN, (unsigned char)(k + 1));
+		ssize_t r;
+		while ((r = fi_send(c.ep, sbuf[k], LEN, NULL, 0, sbuf[k])) == -FI_EAGAIN) {
+			CHECK(now_sec() < end);
+			/* Progress both: the server's ring drains, our completions come. */
+			(void)fi_eq_read(s.eq, &oev, buf, sizeof(buf), FI_PEEK);
+			while (fi_cq_read(c.cq, &e, 1) == 1)
+				done++;
+		}
+		CHECK_OK(r);
+	}
+	while (done < N) {
+		CHECK_EQ(get_comp(c.cq, s.eq, &e, &ce, 10), 1);
+		done++;
+	}
+	CHECK_OK(fi_shutdown(c.ep, 0));
+	ssize_t r = get_event(s.eq, NULL, &ev, buf, sizeof(buf), NULL, 10 * rf_time_scale());
+	CHECK_EQ(r, (ssize_t)sizeof(struct fi_eq_cm_entry));
+	CHECK_EQ(ev, FI_SHUTDOWN);
+	for (int k = 0; k < N; k++) {
+		int got = get_comp(s.cq, NULL, &e, &ce, 10);
+		if (got != 1)
+			FAIL_AT("receive %d: %d (err %d)", k, got, got == -FI_EAVAIL ? ce.err : 0);
+		CHECK(e.op_context == rbuf[k]);
+		CHECK_EQ(e.len, LEN);
+		if (!check_fill(rbuf[k], LEN, (unsigned char)(k + 1)))
+			FAIL_AT("message %d garbled", k);
+	}
+	side_close(&c);
+	side_close(&s);
+}
+
+/*
+ * A client on RF_TRANSPORT against a server on tcp (which offers no shared
+ * memory): shm refuses the connection at the client (FI_ECONNREFUSED; the
+ * server, which accepted, sees FI_CONNECTED then FI_SHUTDOWN); auto and tcp
+ * connect and move data over TCP.
+ */
+TEST(client_against_a_tcp_server)
+{
+	struct side s, c;
+	char buf[sizeof(struct fi_eq_cm_entry) + CM_MAX], rbuf[64];
+	struct fi_eq_cm_entry *cm = (struct fi_eq_cm_entry *)buf;
+	struct fi_eq_err_entry err;
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry ce;
+	uint32_t ev;
+	int shm = !strcmp(rf_transport(), "shm");
+	hint_transport = "tcp";
+	int r1 = srv_open(&s);
+	hint_transport = NULL;
+	CHECK_OK(r1);
+	CHECK_OK(cli_open(&c, &s.name));
+	CHECK_OK(fi_connect(c.ep, &s.name, NULL, 0));
+	ssize_t r = get_event(s.eq, c.eq, &ev, buf, sizeof(buf), NULL, 10);
+	CHECK_EQ(r, (ssize_t)sizeof(*cm));
+	CHECK_EQ(ev, FI_CONNREQ);
+	struct fi_info *ri = cm->info;
+	CHECK_OK(ep_open(&s, ri));
+	fi_freeinfo(ri);
+	CHECK_OK(fi_accept(s.ep, NULL, 0));
+	r = get_event(s.eq, c.eq, &ev, buf, sizeof(buf), NULL, 10);
+	CHECK_EQ(ev, FI_CONNECTED);
+	memset(&err, 0, sizeof(err));
+	r = get_event(c.eq, s.eq, &ev, buf, sizeof(buf), &err, 10);
+	if (shm) {
+		CHECK_EQ(r, -FI_EAVAIL);
+		CHECK_EQ(err.err, FI_ECONNREFUSED);
+		CHECK_EQ(get_event(s.eq, c.eq, &ev, buf, sizeof(buf), NULL, 10), (ssize_t)sizeof(*cm));
+		CHECK_EQ(ev, FI_SHUTDOWN);
+		CHECK_EQ(fi_send(c.ep, "x", 1, NULL, 0, NULL), -FI_ENOTCONN);
+	} else {
+		CHECK_EQ(r, (ssize_t)sizeof(*cm));
+		CHECK_EQ(ev, FI_CONNECTED);
+		CHECK_OK(fi_recv(s.ep, rbuf, sizeof(rbuf), NULL, 0, rbuf));
+		CHECK_OK(fi_send(c.ep, "over tcp", 9, NULL, 0, NULL));
+		CHECK_EQ(get_comp(s.cq, c.eq, &e, &ce, 10), 1);
+		CHECK(!strcmp(rbuf, "over tcp"));
+		CHECK_OK(fi_shutdown(c.ep, 0));
+		int line = both_shut_down(&s, &c);
+		if (line)
+			FAIL_AT("shutdown failed at line %d", line);
+	}
 	side_close(&c);
 	side_close(&s);
 }
@@ -1147,6 +1288,8 @@ int main(int argc, char **argv)
 	RUN(data_on_a_connected_pair);
 	RUN(rma_on_a_connected_pair);
 	RUN(buffered_receives_on_a_connected_pair);
+	RUN(data_sent_before_shutdown_arrives_first);
+	RUN(client_against_a_tcp_server);
 	RUN(shutdown_cancels_outstanding);
 	RUN(endpoint_on_a_pep_address);
 	RUN(hostile_clients);

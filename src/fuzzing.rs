@@ -531,7 +531,7 @@ pub fn records(data: &[u8]) {
         assert!(payload.len() <= cm::CM_DATA_MAX);
         assert!(cm::rts_prefix(&h) <= crate::transport::tcp::EAGER_MAX);
         if ok {
-            let (eh, ep) = cm::encode(kind, payload, cm::rts_prefix(&h));
+            let (eh, ep) = cm::encode(kind, payload, cm::rts_prefix(&h), cm::shm_offer(&h));
             assert_eq!(
                 (eh, ep.as_slice()),
                 (hb, payload),
@@ -1017,7 +1017,7 @@ fn hello_rec(kind: hello::Kind, addr: &str, keyed: bool) -> Vec<u8> {
 }
 
 fn cm_rec(kind: cm::CmKind, data: &[u8]) -> Vec<u8> {
-    let (h, p) = cm::encode(kind, data, 4096);
+    let (h, p) = cm::encode(kind, data, 4096, None);
     let mut v = h.to_vec();
     v.extend_from_slice(&p);
     v

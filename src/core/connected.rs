@@ -23,6 +23,7 @@ use crate::core::engine::{self as rdm, Binds};
 use crate::core::eq::EqError;
 use crate::core::progress::{Engine, Source};
 use crate::transport::proto::Limits;
+pub(crate) use crate::transport::tcp::connected::ShmUse;
 use crate::transport::tcp::connected::{CmEvent, ConnOptions, ConnRequest, Connection, LinkState};
 use crate::transport::tcp::{TcpSettings, EAGER_MAX};
 use crate::transport::Port;
@@ -117,10 +118,11 @@ fn cm_entry(handle: usize, data: &[u8]) -> Vec<u8> {
 impl ConnectedLink {
     /// The connection of an endpoint opened with `context`, and the port its
     /// endpoint core drives (eager records and DATA chunks up to the TCP
-    /// eager limit, as on RDM endpoints).
+    /// eager limit, as on RDM endpoints; the shm one over shm, `shm`).
     pub(crate) fn open(
         origin: Origin,
         tcp: &TcpSettings,
+        shm: ShmUse,
         context: usize,
     ) -> Result<(Arc<ConnectedLink>, Box<dyn Port>)> {
         if tcp.auth_key.is_some() {
@@ -138,6 +140,7 @@ impl ConnectedLink {
                 max_iov: crate::core::engine::matching::IOV_MAX,
             },
             settings: tcp.clone(),
+            shm,
         };
         let conn = match origin {
             Origin::Request(r) => Connection::new_accepting(r, &opts)?,

@@ -136,7 +136,8 @@ impl Pep {
             return Err(Error::INVAL);
         }
         if let Some(name) = info.domain.as_ref().and_then(|d| d.name.as_deref()) {
-            if !name.eq_ignore_ascii_case("tcp") {
+            // Every transport's connected endpoints set up over TCP.
+            if crate::core::domain::TransportKind::from_domain_name(name).is_none() {
                 return Err(Error::INVAL);
             }
         }

@@ -1,6 +1,8 @@
-//! Connected endpoints (`FI_EP_MSG`, tcp only): the C face. The endpoint
-//! is the RDM endpoint object of `ep.rs` with exactly one peer — the other
-//! end of one TCP connection (`transport/tcp/connected.rs`) — and its
+//! Connected endpoints (`FI_EP_MSG`, on every transport): the C face. The
+//! endpoint is the RDM endpoint object of `ep.rs` with exactly one peer —
+//! the other end of one TCP connection (`transport/tcp/connected.rs`),
+//! whose records go over shm when both ends are on shm or auto on this host
+//! (docs/shm.md, Connected endpoints) — and its
 //! connection-management core ([`ConnectedLink`], `core/connected.rs`);
 //! this file opens it and holds the `fi_cm(3)` thunks: `fi_connect`,
 //! `fi_accept`, `fi_shutdown`, names, and `FI_OPT_CM_DATA_SIZE`. The
@@ -37,7 +39,7 @@ use super::ep::{Ep, EpObj};
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::attr::Info;
-use crate::core::connected::{Origin, CM_DATA_MAX, CONNECTED_PEER};
+use crate::core::connected::{Origin, ShmUse, CM_DATA_MAX, CONNECTED_PEER};
 use crate::core::domain::{Domain, TransportKind};
 use crate::core::engine::{self as rdm, FrozenBinds};
 use crate::fi::{self, Obj};
@@ -74,13 +76,19 @@ fn sockaddr_of(fmt: u32, b: &[u8]) -> Result<SocketAddr> {
 /// connection), a passive endpoint (its bound address becomes ours), or
 /// none (a client; `src_addr` is bound if it names anything).
 pub(crate) fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut fid_ep> {
-    if d.core.transport != TransportKind::Tcp {
-        return Err(Error::INVAL);
-    }
     let settings = &d.core.fabric().settings;
     let mut cfg = super::ep::config_from(info, MSG_CAPS, settings);
-    // One TCP connection, one peer: no cross-memory attach.
-    cfg.cma = false;
+    // One peer; the connection's records go over TCP (no cross-memory
+    // attach) or, on shm and auto to a peer on this host, over shm
+    // (docs/shm.md, Connected endpoints).
+    let shm = match d.core.transport {
+        TransportKind::Tcp => {
+            cfg.cma = false;
+            ShmUse::Never
+        }
+        TransportKind::Shm => ShmUse::Only,
+        TransportKind::Auto => ShmUse::Local,
+    };
     cfg.fixed_peer = Some(CONNECTED_PEER);
     let origin = if info.handle != 0 {
         let h = info.handle as *mut fid;
@@ -111,7 +119,7 @@ pub(crate) fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result
             }
         }))
     };
-    let (link, port) = ConnectedLink::open(origin, &settings.tcp, context as usize)?;
+    let (link, port) = ConnectedLink::open(origin, &settings.tcp, shm, context as usize)?;
     // Buffered receives as on RDM endpoints (docs/buffered.md); the RTS
     // prefix travels in the connection handshake.
     let inner = rdm::Inner::new(port, cfg);

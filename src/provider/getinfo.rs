@@ -251,6 +251,18 @@ pub struct Template {
 }
 
 impl Template {
+    /// The transport whose addresses the entry uses: connected endpoints
+    /// set up over TCP on every transport (sockaddr addresses, as fi_cm(3)
+    /// and fabtests expect); the shm and auto ones then move their data
+    /// over shm (docs/shm.md, Connected endpoints).
+    pub fn addressing(&self) -> TransportKind {
+        if self.ep_type == FI_EP_MSG {
+            TransportKind::Tcp
+        } else {
+            self.transport
+        }
+    }
+
     /// The template as an application of API `version` sees it: capability
     /// bit 48 is `FI_VARIABLE_MSG` up to 1.20 only (undefined in 1.21 and
     /// 1.22, `FI_EXACT_DIRECTED_RECV` from 2.0, which rustfab does not
@@ -291,9 +303,24 @@ pub const TEMPLATES: &[Template] = &[
         protocol: TCP_PROTOCOL,
         max_msg_size: TCP_MAX_MSG_SIZE,
     },
-    // Connected endpoints (ep/msg.rs), after every RDM entry: applications
-    // that take the first entry get native RDM (ofi_rxm does not layer over
-    // this one: provider.rs sets disable_layering).
+    // Connected endpoints (fi/connected.rs), after every RDM entry:
+    // applications that take the first entry get native RDM (ofi_rxm does
+    // not layer over these: provider.rs sets disable_layering). In the RDM
+    // order: auto (shm to this host, TCP to others), shm, tcp.
+    Template {
+        transport: TransportKind::Auto,
+        ep_type: FI_EP_MSG,
+        caps: crate::fi::connected::MSG_CAPS,
+        protocol: AUTO_PROTOCOL,
+        max_msg_size: TCP_MAX_MSG_SIZE,
+    },
+    Template {
+        transport: TransportKind::Shm,
+        ep_type: FI_EP_MSG,
+        caps: crate::fi::connected::MSG_CAPS,
+        protocol: SHM_PROTOCOL,
+        max_msg_size: TCP_MAX_MSG_SIZE,
+    },
     Template {
         transport: TransportKind::Tcp,
         ep_type: FI_EP_MSG,
@@ -308,7 +335,7 @@ pub fn template_info(t: &Template, version: u32) -> Info {
     Info {
         caps: t.caps,
         mode: REQUIRED_MODE,
-        addr_format: match t.transport {
+        addr_format: match t.addressing() {
             TransportKind::Shm | TransportKind::Auto => FI_ADDR_STR,
             TransportKind::Tcp => FI_SOCKADDR_IN,
         },
@@ -669,7 +696,7 @@ fn offer(q: &Query, p: &Prepared, t: &Template) -> core::result::Result<Info, &'
         check_hints(t, &base, h, q.version)?;
     }
     let mut info = alter(t, base, q.hints, q.version);
-    let (src, dest) = match t.transport {
+    let (src, dest) = match t.addressing() {
         TransportKind::Shm => shm_addresses(q, p),
         TransportKind::Tcp => tcp_addresses(q, p)?,
         TransportKind::Auto => auto_addresses(q, p)?,
@@ -696,14 +723,14 @@ fn transport_filter(q: &Query, p: &Prepared, t: &Template) -> Check {
         return Err("FI_RUSTFAB_TRANSPORT excludes it");
     }
     let format_ok = match p.format {
-        FI_ADDR_STR => t.transport != TransportKind::Tcp,
-        FI_SOCKADDR | FI_SOCKADDR_IN | FI_SOCKADDR_IN6 => t.transport == TransportKind::Tcp,
+        FI_ADDR_STR => t.addressing() != TransportKind::Tcp,
+        FI_SOCKADDR | FI_SOCKADDR_IN | FI_SOCKADDR_IN6 => t.addressing() == TransportKind::Tcp,
         _ => true,
     };
     if !format_ok {
         return Err("address format belongs to another transport");
     }
-    if p.addresses().any(|a| transport_of(a) != t.transport) {
+    if p.addresses().any(|a| transport_of(a) != t.addressing()) {
         return Err("an address in the request belongs to another transport");
     }
     if let Some(name) = q.hints.and_then(|h| h.domain.as_ref()).and_then(|d| d.name.as_deref()) {
@@ -2571,10 +2598,17 @@ mod tests {
             [
                 ("shm".into(), FI_EP_RDM),
                 ("tcp".into(), FI_EP_RDM),
+                ("shm".into(), FI_EP_MSG),
                 ("tcp".into(), FI_EP_MSG)
             ]
         );
-        let m = &l[2];
+        // The shm and tcp MSG entries differ in their domain and protocol only.
+        let (ms, m) = (&l[2], &l[3]);
+        assert_eq!(ms.caps, m.caps);
+        assert_eq!(ms.tx.as_ref().unwrap().caps, m.tx.as_ref().unwrap().caps);
+        assert_eq!(ms.rx.as_ref().unwrap().caps, m.rx.as_ref().unwrap().caps);
+        assert_eq!(ms.addr_format, FI_SOCKADDR_IN);
+        assert_eq!(ms.ep.as_ref().unwrap().protocol, SHM_PROTOCOL);
         // FI_VARIABLE_MSG is offered but only given when asked for.
         assert_eq!(m.caps, crate::fi::connected::MSG_CAPS & !FI_VARIABLE_MSG);
         let l = super::getinfo(&query(Some(&msg_hints(FI_MSG | FI_VARIABLE_MSG)))).unwrap();
@@ -2600,20 +2634,41 @@ mod tests {
         );
         assert_eq!(m.addr_format, FI_SOCKADDR_IN);
         assert_eq!(m.ep.as_ref().unwrap().protocol, TCP_PROTOCOL);
-        // shm alone offers no connected endpoints.
+        // shm alone and auto alone offer their connected endpoints, with
+        // sockaddr addresses (set up over TCP, data over shm).
         let h = msg_hints(0);
-        let q = Query {
-            transports: TransportChoice::Only(TransportKind::Shm),
-            ..query(Some(&h))
+        for t in [TransportKind::Shm, TransportKind::Auto] {
+            let q = Query {
+                transports: TransportChoice::Only(t),
+                ..query(Some(&h))
+            };
+            let l = super::getinfo(&q).unwrap();
+            assert_eq!(names(&l), [t.domain_name()]);
+            assert_eq!(l[0].addr_format, FI_SOCKADDR_IN);
+            assert_eq!(l[0].caps & (RMA_CAPS | ATOMIC_CAPS), RMA_CAPS | ATOMIC_CAPS);
+            let with_sin = Query {
+                transports: TransportChoice::Only(t),
+                ..with_node(Some("127.0.0.1"), Some("9228"), 0, Some(&h))
+            };
+            assert_eq!(
+                addr(&super::getinfo(&with_sin).unwrap()[0].dest_addr),
+                Some(sock("127.0.0.1:9228"))
+            );
+        }
+        // A remote node never selects shm; auto reaches it (over TCP).
+        let remote = |t| Query {
+            transports: TransportChoice::Only(t),
+            ..with_node(Some("192.0.2.1"), Some("9228"), FI_NUMERICHOST, Some(&h))
         };
-        assert_eq!(super::getinfo(&q).unwrap_err(), Error::NODATA);
+        assert_eq!(super::getinfo(&remote(TransportKind::Shm)).unwrap_err(), Error::NODATA);
+        assert_eq!(names(&super::getinfo(&remote(TransportKind::Auto)).unwrap()), ["auto"]);
     }
 
     #[test]
     fn msg_entry_hints_and_addresses() {
         let h = msg_hints(FI_MSG);
         let l = super::getinfo(&query(Some(&h))).unwrap();
-        assert_eq!(l.len(), 1);
+        assert_eq!(names(&l), ["shm", "tcp"]);
         assert_eq!(l[0].caps, FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM);
         // fi_rma_bw -e msg's request.
         let l = super::getinfo(&query(Some(&msg_hints(FI_MSG | FI_RMA)))).unwrap();

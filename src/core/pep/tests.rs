@@ -47,7 +47,7 @@ fn owner(engine: &Arc<Engine>) -> Owner {
 }
 
 fn connreq(data: &[u8]) -> Vec<u8> {
-    let (h, p) = cm::encode(CmKind::ConnReq, data, 0);
+    let (h, p) = cm::encode(CmKind::ConnReq, data, 0, None);
     let mut v = h.to_vec();
     v.extend(p);
     v
@@ -68,17 +68,20 @@ fn progress_until(pep: &Pep, engine: &Engine, mut done: impl FnMut() -> bool) {
 }
 
 #[test]
-fn only_connected_endpoints_over_tcp() {
+fn only_connected_endpoints_of_rustfab_domains() {
     let engine = Engine::new().unwrap();
     let mut i = info();
     i.ep.as_mut().unwrap().ep_type = FI_EP_RDM;
     assert!(Pep::build(owner(&engine), i, announce).is_err());
-    let mut i = info();
-    i.domain = Some(DomainAttr {
-        name: Some("shm".into()),
-        ..DomainAttr::default()
-    });
-    assert!(Pep::build(owner(&engine), i, announce).is_err());
+    // Connected endpoints of every transport listen over TCP.
+    for (name, ok) in [("shm", true), ("auto", true), ("tcp", true), ("verbs", false)] {
+        let mut i = info();
+        i.domain = Some(DomainAttr {
+            name: Some(name.into()),
+            ..DomainAttr::default()
+        });
+        assert_eq!(Pep::build(owner(&engine), i, announce).is_ok(), ok, "{name}");
+    }
     let mut i = info();
     i.src_addr = Some(vec![1, 2, 3]);
     assert!(Pep::build(owner(&engine), i, announce).is_err());

@@ -531,6 +531,22 @@ impl ShmPort {
         true
     }
 
+    /// First contact with `token` now (its segment opened, a slot claimed
+    /// and announced, as the first send would): the pid its header names as
+    /// its owner. A connected endpoint checks a peer's shm offer with it
+    /// (docs/shm.md, Connected endpoints); an error: it does not open.
+    pub fn open_peer_owner(&mut self, token: u64) -> Result<i32> {
+        if token == self.token {
+            return Err(Error::INVAL);
+        }
+        Ok(self.peer(token)?.seg.owner_pid)
+    }
+
+    /// The shm token of this port's segment.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
     /// Whether an inbound sender is alive (for transfers we wait on);
     /// `src_pid` is the pid its records reported (0: unverified).
     pub fn sender_alive(&self, src_pid: i32, token: u64) -> bool {
@@ -738,7 +754,11 @@ impl ShmPort {
         // (a membarrier: a system call, not one per ring), then each looked
         // at once more. Not while few rings are watched (HOT_KEEP).
         let mut idle = false;
-        let nhot = if self.inbound.nhot > self.hot_keep { self.inbound.nhot } else { 0 };
+        let nhot = if self.inbound.nhot > self.hot_keep {
+            self.inbound.nhot
+        } else {
+            0
+        };
         for s in &mut self.inbound.v[..nhot] {
             s.idle = s.head == s.round_head;
             s.round_head = s.head;

@@ -24,9 +24,18 @@
 //!          data = CM_VERSION, len = payload = CM data bytes (<= CM_DATA_MAX),
 //!          msg_id = the sender's RTS prefix (buffered receives, as in the
 //!          RDM HELLO; <= EAGER_MAX, 0 in a REJECT),
-//!          flags, tag, offset, reserved = 0
+//!          flags = 0, or SHM_OFFER (CONNREQ, ACCEPT) with
+//!            tag = the sender's host id (docs/auto.md, never 0),
+//!            offset = the token of its shm segment (never 0),
+//!            reserved = its pid (1 ..= i32::MAX);
+//!          without SHM_OFFER: tag, offset, reserved = 0
 //! payload: the application's connection data
 //! ```
+//!
+//! The shm offer (docs/shm.md, "Connected endpoints"): an endpoint on the
+//! shm or auto transport says where its shared-memory segment is; when both
+//! ends offer and are on one host, the connection's data moves over shm
+//! rings and the TCP connection carries only BYE (and its liveness).
 //!
 //! The kinds and `data` differ from the RDM handshake (`hello.rs`: kinds
 //! 0..=2, `data` = its version), so a connected endpoint dialing an RDM listener,
@@ -69,10 +78,30 @@ pub(crate) enum BadCm {
     Length,
 }
 
+/// `WireHdr::flags` of a CONNREQ or ACCEPT carrying a [`ShmOffer`].
+pub(crate) const SHM_OFFER: u32 = 1;
+
+/// Where the sender's shared-memory segment is (see the module
+/// documentation). What a peer claims here is checked before use
+/// (`connected.rs`: same host, a segment that opens, owned by that pid, and
+/// records only from that pid as the kernel names it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ShmOffer {
+    pub(crate) host: u64,
+    pub(crate) token: u64,
+    pub(crate) pid: i32,
+}
+
 /// The record for `kind` with `data` (the caller checked `data.len()`
-/// against [`CM_DATA_MAX`]) and the RTS prefix this side wants pushed to it
-/// (`Port::set_rts_prefix`): header bytes and payload.
-pub(crate) fn encode(kind: CmKind, data: &[u8], rts_prefix: usize) -> ([u8; HDR_LEN], Vec<u8>) {
+/// against [`CM_DATA_MAX`]), the RTS prefix this side wants pushed to it
+/// (`Port::set_rts_prefix`) and its shm offer (never in a REJECT): header
+/// bytes and payload.
+pub(crate) fn encode(
+    kind: CmKind,
+    data: &[u8],
+    rts_prefix: usize,
+    offer: Option<ShmOffer>,
+) -> ([u8; HDR_LEN], Vec<u8>) {
     let n = data.len().min(CM_DATA_MAX);
     let mut h = WireHdr::new(op::HELLO);
     h.aux = kind.code();
@@ -80,7 +109,22 @@ pub(crate) fn encode(kind: CmKind, data: &[u8], rts_prefix: usize) -> ([u8; HDR_
     h.len = n as u64;
     h.payload = n as u32;
     h.msg_id = rts_prefix.min(super::EAGER_MAX) as u64;
+    if let Some(o) = offer.filter(|_| kind != CmKind::Reject) {
+        h.flags = SHM_OFFER;
+        h.tag = o.host;
+        h.offset = o.token;
+        h.reserved = o.pid as u64;
+    }
     (h.to_bytes(), data[..n].to_vec())
+}
+
+/// The shm offer of a validated handshake record, if it has one.
+pub(crate) fn shm_offer(h: &WireHdr) -> Option<ShmOffer> {
+    (h.flags == SHM_OFFER).then_some(ShmOffer {
+        host: h.tag,
+        token: h.offset,
+        pid: h.reserved as i32,
+    })
 }
 
 /// The RTS prefix a validated handshake record asks for.
@@ -99,8 +143,20 @@ pub(crate) fn parse(h: &WireHdr, payload: &[u8]) -> Result<CmKind, BadCm> {
         18 => CmKind::Reject,
         _ => return Err(BadCm::Kind),
     };
-    if h.flags != 0 || h.tag != 0 || h.offset != 0 || h.reserved != 0 || h.msg_id > super::EAGER_MAX as u64 {
+    if h.msg_id > super::EAGER_MAX as u64 {
         return Err(BadCm::Fields);
+    }
+    match h.flags {
+        0 if h.tag == 0 && h.offset == 0 && h.reserved == 0 => {}
+        // An offer: in a CONNREQ or an ACCEPT only, every field set, the
+        // pid one a process can have.
+        SHM_OFFER
+            if kind != CmKind::Reject
+                && h.tag != 0
+                && h.offset != 0
+                && h.reserved >= 1
+                && h.reserved <= i32::MAX as u64 => {}
+        _ => return Err(BadCm::Fields),
     }
     if payload.len() > CM_DATA_MAX || h.payload as usize != payload.len() || h.len != payload.len() as u64 {
         return Err(BadCm::Length);
@@ -124,7 +180,7 @@ mod tests {
         for kind in [CmKind::ConnReq, CmKind::Accept, CmKind::Reject] {
             for n in [0usize, 1, 17, CM_DATA_MAX] {
                 let data: Vec<u8> = (0..n).map(|i| i as u8).collect();
-                let (h, p) = encode(kind, &data, n);
+                let (h, p) = encode(kind, &data, n, None);
                 let h = WireHdr::from_bytes(&h);
                 assert_eq!(h.check(&LIM), Ok(()));
                 assert_eq!(parse(&h, &p), Ok(kind));
@@ -136,7 +192,7 @@ mod tests {
 
     #[test]
     fn hostile_or_foreign_records_refused() {
-        let (h, p) = encode(CmKind::ConnReq, b"abc", 0);
+        let (h, p) = encode(CmKind::ConnReq, b"abc", 0, None);
         let good = WireHdr::from_bytes(&h);
         // The RDM handshake (hello.rs) is not a connection handshake, either way.
         let (rh, rp) = crate::transport::tcp::hello::encode(
@@ -165,10 +221,54 @@ mod tests {
         x.op = op::BYE;
         assert_eq!(parse(&x, &p), Err(BadCm::Version));
         // Too much data is cut to the limit when encoding.
-        let (h, p) = encode(CmKind::Accept, &[1u8; CM_DATA_MAX + 10], usize::MAX);
+        let (h, p) = encode(CmKind::Accept, &[1u8; CM_DATA_MAX + 10], usize::MAX, None);
         assert_eq!(p.len(), CM_DATA_MAX);
         let h = WireHdr::from_bytes(&h);
         assert_eq!(parse(&h, &p), Ok(CmKind::Accept));
         assert_eq!(rts_prefix(&h), crate::transport::tcp::EAGER_MAX, "prefix clamped");
+    }
+
+    #[test]
+    fn shm_offer_round_trip_and_hostile_values_refused() {
+        let o = ShmOffer {
+            host: 0x1122_3344_5566_7788,
+            token: 0xabcd,
+            pid: 4242,
+        };
+        for kind in [CmKind::ConnReq, CmKind::Accept] {
+            let (h, p) = encode(kind, b"xy", 0, Some(o));
+            let h = WireHdr::from_bytes(&h);
+            assert_eq!(h.check(&LIM), Ok(()));
+            assert_eq!(parse(&h, &p), Ok(kind));
+            assert_eq!(shm_offer(&h), Some(o));
+        }
+        // Never in a REJECT: dropped when encoding, refused when read.
+        let (h, p) = encode(CmKind::Reject, b"", 0, Some(o));
+        let h = WireHdr::from_bytes(&h);
+        assert_eq!(shm_offer(&h), None);
+        assert_eq!(parse(&h, &p), Ok(CmKind::Reject));
+        let mut x = h;
+        x.flags = SHM_OFFER;
+        x.tag = 1;
+        x.offset = 1;
+        x.reserved = 1;
+        assert_eq!(parse(&x, &p), Err(BadCm::Fields));
+        let (h, p) = encode(CmKind::ConnReq, b"", 0, Some(o));
+        let good = WireHdr::from_bytes(&h);
+        // Each field zero or out of range, an unknown flag, fields without the flag.
+        for f in [
+            |x: &mut WireHdr| x.tag = 0,
+            |x: &mut WireHdr| x.offset = 0,
+            |x: &mut WireHdr| x.reserved = 0,
+            |x: &mut WireHdr| x.reserved = i32::MAX as u64 + 1,
+            |x: &mut WireHdr| x.reserved = u64::MAX,
+            |x: &mut WireHdr| x.flags = SHM_OFFER | 2,
+            |x: &mut WireHdr| x.flags = 2,
+            |x: &mut WireHdr| x.flags = 0,
+        ] {
+            let mut x = good;
+            f(&mut x);
+            assert_eq!(parse(&x, &p), Err(BadCm::Fields), "{x:?}");
+        }
     }
 }

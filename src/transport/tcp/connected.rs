@@ -30,8 +30,23 @@
 //! set, which the domain's engine nests (and, through it, the EQ's and CQs'
 //! wait objects): a sleeper wakes when the connect completes, the answer
 //! arrives, data arrives or the peer goes away.
+//!
+//! Shared memory (docs/shm.md, Connected endpoints): an endpoint on the shm
+//! or auto transport ([`ShmUse`]) owns a [`ShmPort`] too (its doorbell in
+//! the same epoll set) and offers it in its CONNREQ / ACCEPT
+//! ([`cm::ShmOffer`]). When both ends offer and the offer checks out (same
+//! host id, the peer's TCP address one of this host's, its segment opens
+//! and is owned by the pid it claims), every record of the connection goes
+//! through the peer's shm ring, and only records of that peer — its token,
+//! and the pid the kernel gave its doorbell announcement — are taken from
+//! ours ([`PeerOnly`]; anything else is dropped and logged). The TCP
+//! connection then carries BYE only and tells of the peer's end (end of
+//! stream, reset, keepalive); before that end is reported, the ring is
+//! drained, so what the peer sent before its BYE is delivered first. On
+//! `shm` a peer that cannot be reached so is refused (`FI_ECONNREFUSED`);
+//! on `auto` a peer on another host gets the TCP data path.
 
-use super::cm::{self, CmKind, CM_DATA_MAX};
+use super::cm::{self, CmKind, ShmOffer, CM_DATA_MAX};
 use super::conn::{Alarm, Conn, CoreSink, Phase, Read, Ready};
 use super::framing::{Body, Cork, OutRecord};
 use super::hello::Family;
@@ -43,7 +58,8 @@ use crate::sys::{Epoll, IN};
 use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
 use crate::transport::proto::{self, Limits, WireHdr};
-use crate::transport::{Delivery, Payload, PeerEvent, Port, Sent};
+use crate::transport::shm::ShmPort;
+use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -63,6 +79,27 @@ pub(crate) const MAX_REQUESTS: usize = 256;
 
 const TOKEN_TIMER: u64 = 0;
 const TOKEN_SOCK: u64 = 1;
+/// The shm port's doorbell (shm data path): progressed by its own poll.
+const TOKEN_SHM: u64 = 2;
+
+/// With the shm data path, the TCP connection carries only BYE: it is read
+/// on every this many passes (a system call; a sleeper its socket woke
+/// gets there within as many passes, the epoll set is level-triggered).
+const TCP_IDLE_PERIOD: u32 = 16;
+/// Records from others than the connected peer logged at most (each one
+/// is dropped).
+const DROPS_LOGGED: u64 = 8;
+
+/// Whether a connected endpoint moves its data over shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShmUse {
+    /// tcp: never (no shm port, no offer).
+    Never,
+    /// shm: always; a peer that cannot be reached over shm is refused.
+    Only,
+    /// auto: to a peer on this host; TCP to the others.
+    Local,
+}
 
 /// Where the connection is, as the endpoint layer sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,6 +140,8 @@ pub(crate) struct ConnOptions {
     pub(crate) limits: Limits,
     /// `FI_RUSTFAB_TCP_COALESCE` and friends.
     pub(crate) settings: TcpSettings,
+    /// The shm data path (the endpoint's transport).
+    pub(crate) shm: ShmUse,
 }
 
 /// A connection request a passive endpoint read: the accepted connection
@@ -115,6 +154,8 @@ pub(crate) struct ConnRequest {
     conn: Box<Conn>,
     data: Vec<u8>,
     rts_prefix: usize,
+    /// The client's shm offer (checked at `fi_accept`).
+    offer: Option<Box<ShmOffer>>,
     local: SocketAddr,
     peer: SocketAddr,
 }
@@ -137,6 +178,7 @@ impl ConnRequest {
             conn: Box::new(conn),
             data: payload,
             rts_prefix: cm::rts_prefix(&hdr),
+            offer: cm::shm_offer(&hdr).map(Box::new),
             local,
             peer,
         })
@@ -164,7 +206,7 @@ impl ConnRequest {
     /// overtakes the REJECT.
     pub(crate) fn reject(self, data: &[u8]) {
         let mut conn = self.conn;
-        let (h, p) = cm::encode(CmKind::Reject, data, 0);
+        let (h, p) = cm::encode(CmKind::Reject, data, 0, None);
         conn.queue_mut().push(OutRecord::new(h, Body::Owned(p)));
         conn.set_phase(Phase::Closing);
         conn.flush(&mut Vec::new());
@@ -290,6 +332,18 @@ struct Inner {
     /// Send coalescing; `corked`: records wait in the queue for a pass.
     cork: Cork,
     corked: bool,
+    /// The shm data path: whether to use it, the endpoint's shm port (not
+    /// with `ShmUse::Never`), and — once the connection uses it — the
+    /// peer's checked offer.
+    shm_use: ShmUse,
+    shm: Option<ShmPort>,
+    via_shm: Option<ShmOffer>,
+    /// Server: the client's offer, from its CONNREQ.
+    peer_offer: Option<ShmOffer>,
+    /// Passes with the shm data path (TCP is read every TCP_IDLE_PERIOD).
+    tick: u32,
+    /// Records dropped because they were not the connected peer's.
+    dropped: u64,
 }
 
 /// What the endpoint layer and the port share.
@@ -299,6 +353,8 @@ pub(crate) struct Connection {
     state: AtomicU8,
     /// `events` is not empty (checked without the lock after every pass).
     has_events: AtomicBool,
+    /// The connection's records go over shm (readable without the lock).
+    via_shm: AtomicBool,
     wait_fd: RawFd,
 }
 
@@ -310,6 +366,7 @@ impl Connection {
             inner: Mutex::new(c),
             state,
             has_events: AtomicBool::new(false),
+            via_shm: AtomicBool::new(false),
             wait_fd,
         })
     }
@@ -340,6 +397,7 @@ impl Connection {
         c.local = Some(req.local);
         c.peer = Some(req.peer);
         c.peer_rts_prefix = req.rts_prefix;
+        c.peer_offer = req.offer.map(|o| *o);
         c.conn = Some(*req.conn);
         c.state = LinkState::Accepting;
         Ok(Connection::wrap(c))
@@ -362,6 +420,7 @@ impl Connection {
         let mut c = self.inner.lock();
         let r = f(&mut c);
         self.state.store(c.state as u8, Ordering::Release);
+        self.via_shm.store(c.via_shm.is_some(), Ordering::Release);
         if !c.events.is_empty() {
             self.has_events.store(true, Ordering::Release);
         }
@@ -406,6 +465,11 @@ impl Connection {
         self.inner.lock().v6
     }
 
+    /// Whether the connection's records go over shared memory.
+    pub(crate) fn via_shm(&self) -> bool {
+        self.via_shm.load(Ordering::Acquire)
+    }
+
     /// Connection-management changes since the last call (cheap when
     /// there are none: called after every progress pass).
     pub(crate) fn take_cm_events(&self) -> Vec<CmEvent> {
@@ -421,6 +485,19 @@ impl Inner {
         let epoll = Epoll::new()?;
         let alarm = Alarm::new()?;
         epoll.add(alarm.fd(), IN, TOKEN_TIMER)?;
+        let shm = match opts.shm {
+            ShmUse::Never => None,
+            ShmUse::Only | ShmUse::Local => {
+                let limits = Limits {
+                    max_payload: crate::transport::shm::EAGER_MAX,
+                    max_chunk: crate::transport::shm::EAGER_MAX,
+                    max_iov: opts.limits.max_iov,
+                };
+                let p = ShmPort::new(crate::transport::addr::shm_token_random(), limits)?;
+                epoll.add(p.wait_fd(), IN, TOKEN_SHM)?;
+                Some(p)
+            }
+        };
         Ok(Inner {
             state: LinkState::Idle,
             bound: None,
@@ -441,7 +518,127 @@ impl Inner {
             peer_rts_prefix: 0,
             cork: Cork::new(&opts.settings),
             corked: false,
+            shm_use: opts.shm,
+            shm,
+            via_shm: None,
+            peer_offer: None,
+            tick: 0,
+            dropped: 0,
         })
+    }
+
+    /// What we offer in our CONNREQ / ACCEPT: our segment, if we have one.
+    fn my_offer(&self) -> Option<ShmOffer> {
+        self.shm.as_ref().map(|p| ShmOffer {
+            host: crate::transport::addr::host_id(),
+            token: p.token(),
+            pid: crate::sys::getpid(),
+        })
+    }
+
+    /// Checks a peer's shm offer (None: it made none): the shm data path to
+    /// it, or why not.
+    fn check_offer(&mut self, offer: Option<ShmOffer>) -> core::result::Result<ShmOffer, Refusal> {
+        let Some(o) = offer else {
+            return Err(Refusal::NotLocal("the peer offers no shared memory"));
+        };
+        if o.host != crate::transport::addr::host_id() {
+            return Err(Refusal::NotLocal("the peer's host id is not ours"));
+        }
+        // A host id is not a secret (auto addresses carry it): the peer's
+        // end of the TCP connection must be on this host too.
+        let peer_ip = self
+            .conn
+            .as_ref()
+            .and_then(|c| c.peer_addr().ok())
+            .or(self.peer)
+            .map(|a| a.ip());
+        if !peer_ip.is_some_and(ip_on_this_host) {
+            return Err(Refusal::NotLocal("the peer's address is not one of this host's"));
+        }
+        let Some(shm) = self.shm.as_mut() else {
+            return Err(Refusal::Bad("an offer we did not ask for"));
+        };
+        match shm.open_peer_owner(o.token) {
+            Ok(pid) if pid == o.pid => Ok(o),
+            Ok(_) => Err(Refusal::Bad("the offered segment belongs to another process")),
+            Err(e) if e == Error::ADDRNOTAVAIL => Err(Refusal::Gone("the offered segment does not exist (any more)")),
+            Err(_) => Err(Refusal::Bad("the offered segment does not open")),
+        }
+    }
+
+    /// Decides the data path from the peer's offer (`offer`; `answered`:
+    /// the peer is the server, which offers only when it took ours): Ok(the
+    /// peer's offer, None for TCP), or the reason to refuse.
+    fn choose_path(
+        &mut self,
+        offer: Option<ShmOffer>,
+        answered: bool,
+    ) -> core::result::Result<Option<ShmOffer>, Refusal> {
+        if self.shm.is_none() {
+            return match offer {
+                Some(_) if answered => Err(Refusal::Bad("an shm offer we did not ask for")),
+                _ => Ok(None),
+            };
+        }
+        match self.check_offer(offer) {
+            Ok(o) => Ok(Some(o)),
+            // auto: TCP to a peer on another host (a server that offers
+            // has switched to shm already: refuse rather than mismatch).
+            Err(Refusal::NotLocal(_)) if self.shm_use == ShmUse::Local && (offer.is_none() || !answered) => Ok(None),
+            Err(r) => Err(r),
+        }
+    }
+
+    /// Says (FI_LOG_LEVEL=info) which way the connection's data goes.
+    fn log_path(&self) {
+        match self.via_shm {
+            Some(o) => crate::base::log::log_info!(
+                crate::abi::FI_LOG_EP_CTRL,
+                "connected endpoint: data to {:?} over shm (segment {:#x}, pid {})",
+                self.peer,
+                o.token,
+                o.pid
+            ),
+            None => crate::base::log::log_info!(
+                crate::abi::FI_LOG_EP_CTRL,
+                "connected endpoint: data to {:?} over tcp",
+                self.peer
+            ),
+        }
+    }
+
+    /// Takes the records of our shm ring: only the connected peer's.
+    fn poll_shm(&mut self, d: &mut dyn Delivery) {
+        let (Some(shm), Some(o)) = (self.shm.as_mut(), self.via_shm) else {
+            return;
+        };
+        let mut f = PeerOnly {
+            d,
+            peer: o,
+            dropped: 0,
+            bye: false,
+        };
+        Port::poll(shm, &mut f);
+        let (dropped, bye) = (f.dropped, f.bye);
+        let failed = Port::take_events(shm).contains(&PeerEvent::Failed(Addr::Shm(o.token)));
+        if dropped > 0 {
+            if self.dropped < DROPS_LOGGED {
+                crate::base::log::log_warn!(
+                    crate::abi::FI_LOG_EP_DATA,
+                    "connected endpoint over shm: dropped {dropped} record(s) not from the connected peer (token {:#x}, pid {})",
+                    o.token,
+                    o.pid
+                );
+            }
+            self.dropped += dropped;
+        }
+        if (failed || bye) && self.doomed.is_none() {
+            // The peer's ring broke (or its segment went away under a
+            // send), or it said BYE there: the end, in this pass, before a
+            // rendezvous it had announced is pulled (it cancelled it).
+            self.doomed = Some(crate::transport::PEER_FAILED);
+        }
     }
 
     fn bind(&mut self, a: SocketAddr) -> Result<()> {
@@ -489,7 +686,7 @@ impl Inner {
         self.state = LinkState::Connecting;
         match Conn::dial(self.bound.take(), &to, self.connect_timeout) {
             Ok(mut c) => {
-                let (h, p) = cm::encode(CmKind::ConnReq, data, self.rts_prefix);
+                let (h, p) = cm::encode(CmKind::ConnReq, data, self.rts_prefix, self.my_offer());
                 c.queue_mut().push(OutRecord::new(h, Body::Owned(p)));
                 self.conn = Some(c);
                 self.watch();
@@ -519,10 +716,28 @@ impl Inner {
         if data.len() > CM_DATA_MAX {
             return Err(Error::INVAL);
         }
+        if self.conn.is_none() {
+            return Err(Error::OPBADSTATE);
+        }
+        let via_shm = match self.choose_path(self.peer_offer, false) {
+            Ok(v) => v,
+            Err(Refusal::NotLocal(why) | Refusal::Bad(why) | Refusal::Gone(why)) => {
+                crate::base::log::log_warn!(
+                    crate::abi::FI_LOG_EP_CTRL,
+                    "connected endpoint: connection from {:?} refused: {why}",
+                    self.peer
+                );
+                self.refuse_request();
+                return Ok(());
+            }
+        };
+        self.via_shm = via_shm;
+        self.log_path();
+        let offer = via_shm.and_then(|_| self.my_offer());
         let Some(c) = self.conn.as_mut() else {
             return Err(Error::OPBADSTATE);
         };
-        let (h, p) = cm::encode(CmKind::Accept, data, self.rts_prefix);
+        let (h, p) = cm::encode(CmKind::Accept, data, self.rts_prefix, offer);
         c.queue_mut().push(OutRecord::new(h, Body::Owned(p)));
         c.set_phase(Phase::Up);
         self.state = LinkState::Up;
@@ -540,10 +755,35 @@ impl Inner {
         Ok(())
     }
 
+    /// `fi_accept` of a request whose shm offer does not do: REJECT, close,
+    /// and the endpoint's connection ends (an error event).
+    fn refuse_request(&mut self) {
+        if let Some(mut c) = self.conn.take() {
+            let (h, p) = cm::encode(CmKind::Reject, &[], 0, None);
+            c.queue_mut().push(OutRecord::new(h, Body::Owned(p)));
+            c.set_phase(Phase::Closing);
+            c.flush(&mut Vec::new());
+            c.shutdown_write();
+        }
+        self.state = LinkState::Down;
+        self.events.push_back(CmEvent::Refused {
+            err: Error::CONNREFUSED,
+            data: Vec::new(),
+        });
+    }
+
     fn shutdown(&mut self) {
         match self.state {
             LinkState::Idle | LinkState::Down => {}
             LinkState::Up => {
+                // shm: BYE behind our records in the peer's ring (the slot
+                // closes), so it ends the connection in order and pulls
+                // nothing of what we cancel.
+                if self.via_shm.is_some() {
+                    if let Some(s) = self.shm.as_mut() {
+                        s.close();
+                    }
+                }
                 // Orderly: what is queued and fits goes out, then BYE, then
                 // FIN. Whatever could not be written is cancelled.
                 self.flush();
@@ -580,6 +820,9 @@ impl Inner {
     fn send(&mut self, hdr: &WireHdr, payload: Payload<'_>, copy: bool) -> Result<Sent> {
         if self.state != LinkState::Up || self.doomed.is_some() {
             return Err(Error::NOTCONN);
+        }
+        if let (Some(shm), Some(o)) = (self.shm.as_mut(), self.via_shm) {
+            return Port::send(shm, &Addr::Shm(o.token), hdr, payload, copy);
         }
         let Some(c) = self.conn.as_mut() else {
             return Err(Error::NOTCONN);
@@ -629,6 +872,9 @@ impl Inner {
         if self.state != LinkState::Up || self.doomed.is_some() {
             return Err(Error::CONNRESET);
         }
+        if let (Some(shm), Some(o)) = (self.shm.as_mut(), self.via_shm) {
+            return Port::send_ctl(shm, &Addr::Shm(o.token), hdr);
+        }
         let Some(c) = self.conn.as_mut() else {
             return Err(Error::CONNRESET);
         };
@@ -649,7 +895,29 @@ impl Inner {
         }
     }
 
+    /// Payload bytes one more record could carry now.
+    fn room(&mut self) -> usize {
+        if self.state != LinkState::Up {
+            return 0;
+        }
+        if let (Some(shm), Some(o)) = (self.shm.as_mut(), self.via_shm) {
+            return Port::room(shm, &Addr::Shm(o.token));
+        }
+        match self.conn.as_ref() {
+            Some(conn) => super::room_after(conn.queue().unsent()),
+            None => 0,
+        }
+    }
+
     fn poll(&mut self, d: &mut dyn Delivery) {
+        if self.via_shm.is_some() && self.state == LinkState::Up {
+            self.poll_shm(d);
+            self.tick = self.tick.wrapping_add(1);
+            let quiet = self.doomed.is_none() && self.sent.is_empty() && !self.corked;
+            if quiet && !self.tick.is_multiple_of(TCP_IDLE_PERIOD) {
+                return;
+            }
+        }
         self.flush_corked();
         self.cork.end_burst();
         for (id, r) in std::mem::take(&mut self.sent) {
@@ -687,6 +955,8 @@ impl Inner {
         for &(token, ev) in &ready {
             match token {
                 TOKEN_TIMER => self.alarm.fired(),
+                // Drained by the shm port's own poll.
+                TOKEN_SHM => {}
                 _ => self.sock_event(ev, d),
             }
         }
@@ -792,12 +1062,50 @@ impl Inner {
         let phase = self.conn.as_ref().map(|c| c.phase());
         match (phase, cm::parse(h, &payload)) {
             (Some(Phase::AwaitAnswer), Ok(CmKind::Accept)) => {
+                let mut gone = false;
+                match self.choose_path(cm::shm_offer(h), true) {
+                    Ok(v) => {
+                        self.via_shm = v;
+                        self.log_path();
+                    }
+                    // The server accepted and closed its endpoint before we
+                    // read its ACCEPT (its BYE follows): established and
+                    // ended at once, as over TCP. A made-up token looks the
+                    // same; nothing is sent to it either way.
+                    Err(Refusal::Gone(why)) => {
+                        crate::base::log::log_warn!(
+                            crate::abi::FI_LOG_EP_CTRL,
+                            "connected endpoint: connection to {:?} ended at once: {why}",
+                            self.peer
+                        );
+                        gone = true;
+                    }
+                    Err(Refusal::NotLocal(why) | Refusal::Bad(why)) => {
+                        crate::base::log::log_warn!(
+                            crate::abi::FI_LOG_EP_CTRL,
+                            "connected endpoint: connection to {:?} refused: {why}",
+                            self.peer
+                        );
+                        self.teardown(
+                            Error::CONNREFUSED,
+                            d,
+                            Some(CmEvent::Refused {
+                                err: Error::CONNREFUSED,
+                                data: Vec::new(),
+                            }),
+                        );
+                        return false;
+                    }
+                }
                 self.peer_rts_prefix = cm::rts_prefix(h);
                 if let Some(c) = self.conn.as_mut() {
                     c.set_phase(Phase::Up);
                 }
                 self.state = LinkState::Up;
                 self.events.push_back(CmEvent::Connected(payload));
+                if gone {
+                    self.doomed = Some(crate::transport::PEER_FAILED);
+                }
                 self.update_interest();
                 true
             }
@@ -831,6 +1139,18 @@ impl Inner {
     fn teardown(&mut self, e: Error, d: &mut dyn Delivery, event: Option<CmEvent>) {
         if self.state == LinkState::Down {
             return;
+        }
+        if self.state == LinkState::Up && e != Error::CANCELED && self.via_shm.is_some() {
+            // The peer's end (BYE, end of stream, reset): what it wrote to
+            // our ring before is delivered first (it was published before
+            // the TCP side told us; bounded, as records may wait for
+            // receive buffers).
+            for _ in 0..64 {
+                if !self.shm.as_ref().is_some_and(|s| s.has_pending()) {
+                    break;
+                }
+                self.poll_shm(d);
+            }
         }
         // An established connection that breaks (reset, end of stream,
         // keepalive or user timeout) is a peer failure, reported as on RDM
@@ -884,6 +1204,9 @@ impl Inner {
             c.discard_input();
             c.queue_mut().take_notifications();
         }
+        if let Some(s) = self.shm.as_mut() {
+            s.close();
+        }
         self.bound = None;
         self.state = LinkState::Down;
     }
@@ -911,6 +1234,9 @@ impl Port for ConnectedPort {
     /// a sleeper must not leave records waiting for a pass (see `Cork`).
     fn set_sleepers(&mut self, n: usize) {
         self.shared.with(|c| {
+            if let Some(s) = c.shm.as_mut() {
+                s.set_sleepers(n);
+            }
             c.cork.set_sleepers(n);
             if n > 0 {
                 c.flush_corked();
@@ -924,15 +1250,34 @@ impl Port for ConnectedPort {
 
     fn has_pending(&self) -> bool {
         let c = self.shared.inner.lock();
-        !c.sent.is_empty() || !c.events.is_empty() || c.doomed.is_some() || c.corked
+        !c.sent.is_empty()
+            || !c.events.is_empty()
+            || c.doomed.is_some()
+            || c.corked
+            || (c.via_shm.is_some() && c.shm.as_ref().is_some_and(|s| s.has_pending()))
     }
 
     fn eager_limit(&self) -> usize {
-        EAGER_MAX
+        if self.shared.via_shm() {
+            crate::transport::shm::EAGER_MAX
+        } else {
+            EAGER_MAX
+        }
     }
 
+    /// Over shm, a record the port took is in the peer's ring.
+    fn queued_at_peer(&self, _peer: &Addr) -> bool {
+        self.shared.via_shm()
+    }
+
+    /// Over shm a chunk is a ring record (the eager limit); over TCP up to
+    /// [`super::CHUNK_MAX`].
     fn chunk_limit_for(&self, _peer: &Addr) -> usize {
-        super::CHUNK_MAX
+        if self.shared.via_shm() {
+            crate::transport::shm::EAGER_MAX
+        } else {
+            super::CHUNK_MAX
+        }
     }
 
     fn send(&mut self, _peer: &Addr, hdr: &WireHdr, payload: Payload<'_>, copy: bool) -> Result<Sent> {
@@ -944,11 +1289,7 @@ impl Port for ConnectedPort {
     }
 
     fn room(&mut self, _peer: &Addr) -> usize {
-        let c = self.shared.inner.lock();
-        match c.conn.as_ref() {
-            Some(conn) if c.state == LinkState::Up => super::room_after(conn.queue().unsent()),
-            _ => 0,
-        }
+        self.shared.inner.lock().room()
     }
 
     fn poll(&mut self, d: &mut dyn Delivery) {
@@ -989,8 +1330,28 @@ impl Port for ConnectedPort {
         Vec::new()
     }
 
-    fn pull(&self, _src_pid: i32, _remote: &[(u64, u64)], _dst: &IovList, _len: usize) -> Result<usize> {
-        Err(Error::OPNOTSUPP)
+    /// Over shm: cross-memory attach from the peer (the shm port checks
+    /// that the pid is a sender the kernel named; records reach the core
+    /// only with the connected peer's).
+    fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
+        let c = self.shared.inner.lock();
+        match (c.shm.as_ref(), c.via_shm) {
+            // After the end (a rendezvous whose RTS was drained before it):
+            // nothing more is taken from the peer, as over TCP, where its
+            // data would never come.
+            (Some(_), Some(_)) if c.state != LinkState::Up => Err(crate::transport::PEER_FAILED),
+            (Some(s), Some(o)) if o.pid == src_pid => Port::pull(s, src_pid, remote, dst, len),
+            _ => Err(Error::OPNOTSUPP),
+        }
+    }
+
+    fn push(&self, dst_pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
+        let c = self.shared.inner.lock();
+        match (c.shm.as_ref(), c.via_shm) {
+            (Some(_), Some(_)) if c.state != LinkState::Up => Err(crate::transport::PEER_FAILED),
+            (Some(s), Some(o)) if o.pid == dst_pid => Port::push(s, dst_pid, remote, src, len),
+            _ => Err(Error::OPNOTSUPP),
+        }
     }
 
     fn close(&mut self) {
@@ -1000,12 +1361,99 @@ impl Port for ConnectedPort {
     /// Sent in our CONNREQ / ACCEPT: a change after the handshake reaches
     /// the peer no more (it then fetches what it misses with a ranged CTS).
     fn set_rts_prefix(&mut self, n: usize) {
-        self.shared.with(|c| c.rts_prefix = n.min(EAGER_MAX))
+        self.shared.with(|c| {
+            c.rts_prefix = n.min(EAGER_MAX);
+            if let Some(s) = c.shm.as_mut() {
+                Port::set_rts_prefix(s, n);
+            }
+        })
     }
 
     /// From the peer's CONNREQ / ACCEPT (no data flows before either).
     fn rts_prefix(&mut self, _peer: &Addr) -> usize {
         self.shared.with(|c| c.peer_rts_prefix)
+    }
+}
+
+/// Why a peer's shm offer is not taken.
+enum Refusal {
+    /// It cannot be reached over shm (no offer, another host): TCP on
+    /// auto, refused on shm.
+    NotLocal(&'static str),
+    /// A hostile or broken offer: refused.
+    Bad(&'static str),
+    /// Its segment does not exist: a hostile offer, or (at the client) a
+    /// server that accepted and closed at once.
+    Gone(&'static str),
+}
+
+/// Whether `ip` is an address of this host (loopback, or one a socket can
+/// be bound to here).
+fn ip_on_this_host(ip: std::net::IpAddr) -> bool {
+    ip.is_loopback() || std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+}
+
+/// The core as the shm port's sink on a connected endpoint: records of the
+/// connected peer reach the core as [`CONNECTED_PEER`]'s; every other
+/// record is consumed and dropped. The peer's records are those of its
+/// token whose slot the kernel verified for the peer's pid — or did not
+/// verify at all (pid 0: the peer exited before we read its announcement,
+/// which a sender that sends and exits at once does; its doorbell was
+/// full): those are taken as on RDM endpoints, never with a cross-memory
+/// pull (the core pulls only from a pid > 0). A slot the kernel verified
+/// for another pid is not the peer's.
+struct PeerOnly<'a> {
+    d: &'a mut dyn Delivery,
+    peer: ShmOffer,
+    dropped: u64,
+    /// The peer's BYE came through the ring (its fi_shutdown or close,
+    /// after everything it wrote before).
+    bye: bool,
+}
+
+impl PeerOnly<'_> {
+    fn ours(&mut self, src: &Addr, src_pid: i32) -> bool {
+        let ok = *src == Addr::Shm(self.peer.token) && (src_pid == self.peer.pid || src_pid == 0);
+        if !ok {
+            self.dropped += 1;
+        }
+        ok
+    }
+}
+
+impl Delivery for PeerOnly<'_> {
+    fn place(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr) -> Place {
+        if !self.ours(src, src_pid) {
+            return Place::Discard;
+        }
+        self.d.place(&CONNECTED_PEER, src_pid, hdr)
+    }
+    fn placed(&mut self, handle: u32, result: Result<()>) {
+        self.d.placed(handle, result)
+    }
+    fn buffered(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, data: Vec<u8>) {
+        // Only after a `place` of ours answered Buffer.
+        if *src == Addr::Shm(self.peer.token) && (src_pid == self.peer.pid || src_pid == 0) {
+            self.d.buffered(&CONNECTED_PEER, src_pid, hdr, data)
+        }
+    }
+    fn deliver(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition {
+        if !self.ours(src, src_pid) {
+            return Disposition::Consumed;
+        }
+        self.d.deliver(&CONNECTED_PEER, src_pid, hdr, payload)
+    }
+    fn control(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition {
+        if !self.ours(src, src_pid) {
+            return Disposition::Consumed;
+        }
+        if hdr.op == proto::op::BYE {
+            self.bye = true;
+        }
+        self.d.control(&CONNECTED_PEER, src_pid, hdr, payload)
+    }
+    fn sent(&mut self, msg_id: u64, result: Result<()>) {
+        self.d.sent(msg_id, result)
     }
 }
 

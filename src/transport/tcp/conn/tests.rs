@@ -83,7 +83,7 @@ fn request_first_then_the_records_read_ahead_with_it() {
     let (mut c, mut client) = pair();
     assert_eq!(c.phase(), Phase::AwaitRequest);
     assert!(c.deadline().is_some());
-    let (h, p) = cm::encode(CmKind::ConnReq, b"hi", 0);
+    let (h, p) = cm::encode(CmKind::ConnReq, b"hi", 0, None);
     let mut bytes = h.to_vec();
     bytes.extend(&p);
     bytes.extend(eager(7, b"behind"));

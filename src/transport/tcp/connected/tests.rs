@@ -20,6 +20,7 @@ fn opts() -> ConnOptions {
     ConnOptions {
         limits: LIM,
         settings: TcpSettings::default(),
+        shm: ShmUse::Never,
     }
 }
 
@@ -110,7 +111,7 @@ fn read_cm(s: &mut TcpStream) -> (CmKind, Vec<u8>) {
 }
 
 fn write_cm(s: &mut TcpStream, kind: CmKind, data: &[u8]) {
-    let (h, p) = cm::encode(kind, data, 0);
+    let (h, p) = cm::encode(kind, data, 0, None);
     s.write_all(&h).unwrap();
     s.write_all(&p).unwrap();
 }
@@ -319,4 +320,285 @@ fn wait_fds_leave_four_epoll_levels_above_them() {
             below = s.fd();
         }
     }
+}
+
+// ---- the shm data path (docs/shm.md, Connected endpoints)
+
+fn opts_shm(shm: ShmUse) -> ConnOptions {
+    ConnOptions { shm, ..opts() }
+}
+
+/// A connected pair through a passive listener on loopback, the client
+/// with `client`, the server with `server`.
+struct Pair {
+    cs: Arc<Connection>,
+    cp: ConnectedPort,
+    cc: Core,
+    ss: Arc<Connection>,
+    sp: ConnectedPort,
+    sc: Core,
+}
+
+fn pair(client: ShmUse, server: ShmUse) -> Pair {
+    let mut l = PassiveListener::on(net::bound_socket(&"127.0.0.1:0".parse().unwrap()).unwrap(), 8).unwrap();
+    let cs = Connection::new_client("127.0.0.1:0".parse().unwrap(), &opts_shm(client)).unwrap();
+    let (mut cp, mut cc) = (cs.port(), Core::default());
+    cs.connect(l.local_addr().unwrap(), b"hi").unwrap();
+    cp.poll(&mut cc);
+    let req = request(&mut l);
+    assert_eq!(req.data(), b"hi", "the offer is not connection data");
+    let ss = Connection::new_accepting(req, &opts_shm(server)).unwrap();
+    let (sp, sc) = (ss.port(), Core::default());
+    ss.accept(b"yo").unwrap();
+    assert_eq!(ss.take_cm_events(), vec![CmEvent::Connected(vec![])]);
+    assert_eq!(events_until(&cs, &mut cp, &mut cc), CmEvent::Connected(b"yo".to_vec()));
+    Pair { cs, cp, cc, ss, sp, sc }
+}
+
+fn token_of(c: &Connection) -> u64 {
+    c.inner.lock().shm.as_ref().unwrap().token()
+}
+
+/// Both ends on shm (or auto) on this host: the data path is the shm rings,
+/// both ways; what the client sends before its fi_shutdown reaches the
+/// server before the end does, even when the server hears of the end (the
+/// TCP BYE) before it looked at its ring.
+#[test]
+fn local_ends_move_their_data_over_shm_and_drain_before_the_end() {
+    for (client, server) in [
+        (ShmUse::Only, ShmUse::Only),
+        (ShmUse::Local, ShmUse::Local),
+        (ShmUse::Local, ShmUse::Only),
+    ] {
+        let Pair {
+            cs,
+            mut cp,
+            mut cc,
+            ss,
+            mut sp,
+            mut sc,
+        } = pair(client, server);
+        assert!(cs.via_shm() && ss.via_shm(), "{client:?}/{server:?}");
+        assert!(cp.queued_at_peer(&CONNECTED_PEER));
+        assert_eq!(cp.eager_limit(), crate::transport::shm::EAGER_MAX);
+        let a = vec![1u8; 1000];
+        let b = vec![2u8; 16_000];
+        assert_eq!(
+            cp.send(&CONNECTED_PEER, &msg(a.len(), 1), Payload::Bytes(&a), true),
+            Ok(Sent::Done)
+        );
+        assert_eq!(
+            sp.send(&CONNECTED_PEER, &msg(b.len(), 2), Payload::Bytes(&b), true),
+            Ok(Sent::Done)
+        );
+        let t = Instant::now();
+        while sc.got.is_empty() || cc.got.is_empty() {
+            cp.poll(&mut cc);
+            sp.poll(&mut sc);
+            assert!(t.elapsed() < Duration::from_secs(5));
+        }
+        assert_eq!((&sc.got[0], &cc.got[0]), (&a, &b));
+        // The TCP connection carried none of it: nothing queued or read.
+        assert!(ss.inner.lock().conn.as_ref().unwrap().queue().is_empty());
+        // Three more, then the client's fi_shutdown (BYE over TCP).
+        for i in 0..3u8 {
+            cp.send(&CONNECTED_PEER, &msg(1, 10 + i as u64), Payload::Bytes(&[i]), true)
+                .unwrap();
+        }
+        cs.shutdown();
+        assert_eq!(
+            events_until(&cs, &mut cp, &mut cc),
+            CmEvent::Shutdown { err: Error::CANCELED }
+        );
+        // The server reads its socket only (no pass over the ring first).
+        let t = Instant::now();
+        let ev = loop {
+            ss.with(|c| c.read(&mut sc));
+            if let Some(e) = ss.take_cm_events().into_iter().next() {
+                break e;
+            }
+            assert!(t.elapsed() < Duration::from_secs(5), "no BYE");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(ev, CmEvent::Shutdown { err: Error::CONNRESET });
+        assert_eq!(sc.got[1..], [vec![0u8], vec![1], vec![2]], "delivered before the end");
+    }
+}
+
+/// auto to a peer that offers nothing (tcp): the TCP data path; shm
+/// refuses it, on either side.
+#[test]
+fn shm_refuses_what_it_cannot_reach_and_auto_falls_back_to_tcp() {
+    for (client, server) in [(ShmUse::Local, ShmUse::Never), (ShmUse::Never, ShmUse::Local)] {
+        let Pair {
+            cs,
+            mut cp,
+            mut cc,
+            ss,
+            mut sp,
+            mut sc,
+        } = pair(client, server);
+        assert!(!cs.via_shm() && !ss.via_shm());
+        cp.send(&CONNECTED_PEER, &msg(3, 1), Payload::Bytes(b"abc"), true)
+            .unwrap();
+        let t = Instant::now();
+        while sc.got.is_empty() {
+            cp.poll(&mut cc);
+            sp.poll(&mut sc);
+            assert!(t.elapsed() < Duration::from_secs(5));
+        }
+        assert_eq!(sc.got[0], b"abc");
+    }
+    // shm client, tcp server: the server accepts without an offer, the
+    // client refuses (and the server hears the end).
+    let mut l = PassiveListener::on(net::bound_socket(&"127.0.0.1:0".parse().unwrap()).unwrap(), 8).unwrap();
+    let cs = Connection::new_client(any(), &opts_shm(ShmUse::Only)).unwrap();
+    let (mut cp, mut cc) = (cs.port(), Core::default());
+    cs.connect(l.local_addr().unwrap(), b"").unwrap();
+    cp.poll(&mut cc);
+    let ss = Connection::new_accepting(request(&mut l), &opts()).unwrap();
+    let (mut sp, mut sc) = (ss.port(), Core::default());
+    ss.accept(b"").unwrap();
+    assert_eq!(ss.take_cm_events(), vec![CmEvent::Connected(vec![])]);
+    assert_eq!(
+        events_until(&cs, &mut cp, &mut cc),
+        CmEvent::Refused {
+            err: Error::CONNREFUSED,
+            data: vec![]
+        }
+    );
+    assert!(matches!(events_until(&ss, &mut sp, &mut sc), CmEvent::Shutdown { .. }));
+    // tcp client, shm server: refused at fi_accept (REJECT).
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let cs = Connection::new_client(any(), &opts()).unwrap();
+    let (mut cp, mut cc) = (cs.port(), Core::default());
+    let mut pl = PassiveListener::on(net::bound_socket(&"127.0.0.1:0".parse().unwrap()).unwrap(), 8).unwrap();
+    drop(l);
+    cs.connect(pl.local_addr().unwrap(), b"").unwrap();
+    cp.poll(&mut cc);
+    let ss = Connection::new_accepting(request(&mut pl), &opts_shm(ShmUse::Only)).unwrap();
+    ss.accept(b"").unwrap();
+    assert_eq!(
+        ss.take_cm_events(),
+        vec![CmEvent::Refused {
+            err: Error::CONNREFUSED,
+            data: vec![]
+        }]
+    );
+    assert_eq!(ss.state(), LinkState::Down);
+    assert!(matches!(events_until(&cs, &mut cp, &mut cc), CmEvent::Refused { .. }));
+}
+
+/// A CONNREQ whose offer names another host, a segment that does not open,
+/// one owned by another pid, or the server's own: that connection is
+/// refused (REJECT) by an shm server; auto takes only the first over TCP.
+#[test]
+fn hostile_offers_refuse_only_their_connection() {
+    let other = ShmPort::new(crate::transport::addr::shm_token_random(), LIM).unwrap();
+    let me = crate::sys::getpid();
+    let host = crate::transport::addr::host_id();
+    type MakeOffer<'a> = Box<dyn Fn(u64) -> ShmOffer + 'a>;
+    let cases: Vec<(&str, MakeOffer)> = vec![
+        (
+            "other host",
+            Box::new(|_| ShmOffer {
+                host: host ^ 1,
+                token: other.token(),
+                pid: me,
+            }),
+        ),
+        (
+            "no segment",
+            Box::new(|_| ShmOffer {
+                host,
+                token: crate::transport::addr::shm_token_random(),
+                pid: me,
+            }),
+        ),
+        (
+            "other pid",
+            Box::new(|_| ShmOffer {
+                host,
+                token: other.token(),
+                pid: me + 1,
+            }),
+        ),
+        (
+            "its own",
+            Box::new(|own| ShmOffer {
+                host,
+                token: own,
+                pid: me,
+            }),
+        ),
+    ];
+    for (server, expect_tcp) in [(ShmUse::Only, [false; 4]), (ShmUse::Local, [true, false, false, false])] {
+        for (i, (what, offer)) in cases.iter().enumerate() {
+            let mut l = PassiveListener::on(net::bound_socket(&"127.0.0.1:0".parse().unwrap()).unwrap(), 8).unwrap();
+            let mut cli = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            // The request first (its offer needs the server's token for
+            // "its own": the listener reads it before the server exists).
+            let req_of = |l: &mut PassiveListener, cli: &mut TcpStream, o: ShmOffer| {
+                let (h, p) = cm::encode(CmKind::ConnReq, b"", 0, Some(o));
+                cli.write_all(&h).unwrap();
+                cli.write_all(&p).unwrap();
+                request(l)
+            };
+            let req = req_of(&mut l, &mut cli, offer(1));
+            let ss = Connection::new_accepting(req, &opts_shm(server)).unwrap();
+            if *what == "its own" {
+                ss.inner.lock().peer_offer = Some(offer(token_of(&ss)));
+            }
+            ss.accept(b"").unwrap();
+            let ev = ss.take_cm_events();
+            let (kind, _) = read_cm(&mut cli);
+            if expect_tcp[i] {
+                assert_eq!(ev, vec![CmEvent::Connected(vec![])], "{what}");
+                assert_eq!(kind, CmKind::Accept, "{what}");
+                assert!(!ss.via_shm());
+            } else {
+                assert_eq!(
+                    ev,
+                    vec![CmEvent::Refused {
+                        err: Error::CONNREFUSED,
+                        data: vec![]
+                    }],
+                    "{what} ({server:?})"
+                );
+                assert_eq!(kind, CmKind::Reject, "{what}");
+            }
+        }
+    }
+}
+
+/// Records in the server's ring from anybody but the connected peer — here
+/// another shm endpoint of this process, so the same verified pid, another
+/// token — are dropped; the peer's are delivered.
+#[test]
+fn records_from_others_than_the_peer_are_dropped() {
+    let Pair {
+        cs: _cs,
+        mut cp,
+        mut cc,
+        ss,
+        mut sp,
+        mut sc,
+    } = pair(ShmUse::Only, ShmUse::Only);
+    let mut intruder = ShmPort::new(crate::transport::addr::shm_token_random(), LIM).unwrap();
+    let to = Addr::Shm(token_of(&ss));
+    intruder.send_record(&to, &msg(4, 66), Payload::Bytes(b"evil")).unwrap();
+    cp.send(&CONNECTED_PEER, &msg(4, 1), Payload::Bytes(b"good"), true)
+        .unwrap();
+    let t = Instant::now();
+    while sc.got.is_empty() {
+        cp.poll(&mut cc);
+        sp.poll(&mut sc);
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+    for _ in 0..10 {
+        sp.poll(&mut sc);
+    }
+    assert_eq!(sc.got, vec![b"good".to_vec()]);
+    assert_eq!(ss.inner.lock().dropped, 1);
+    assert_eq!(ss.state(), LinkState::Up, "a stranger does not end the connection");
 }

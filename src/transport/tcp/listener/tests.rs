@@ -68,7 +68,7 @@ fn poll_until(o: &mut Owner, mut done: impl FnMut(&mut Listener) -> bool) {
 }
 
 fn connreq(data: &[u8]) -> Vec<u8> {
-    let (h, p) = cm::encode(CmKind::ConnReq, data, 0);
+    let (h, p) = cm::encode(CmKind::ConnReq, data, 0, None);
     let mut v = h.to_vec();
     v.extend(p);
     v
