@@ -37,6 +37,8 @@ struct side {
 static uint64_t hint_mode;
 /* Caps the next srv_open/cli_open asks for on top of FI_MSG | FI_TAGGED. */
 static uint64_t hint_caps;
+/* tx op_flags the next srv_open/cli_open asks for (a completion level). */
+static uint64_t hint_tx_flags;
 
 static struct fi_info *msg_hints(void)
 {
@@ -44,6 +46,7 @@ static struct fi_info *msg_hints(void)
 	if (h) {
 		h->caps = FI_MSG | FI_TAGGED | hint_caps;
 		h->mode |= hint_mode;
+		h->tx_attr->op_flags = hint_tx_flags;
 	}
 	return h;
 }
@@ -564,7 +567,10 @@ TEST(data_on_a_connected_pair)
 /* RMA on a connected pair (the destination address is ignored): writes and
  * reads of 1 MiB and a few bytes with the bytes checked, writedata's remote
  * CQ data at the server, and a bad key / out-of-range access refused
- * (error completion, no memory changed). */
+ * (error completion, no memory changed). The client names
+ * FI_TRANSMIT_COMPLETE: its writes complete on the target's answer, so the
+ * bytes (and refusals) are there when the entry is read (with no level a
+ * tcp write completes once written, docs/rma.md). */
 TEST(rma_on_a_connected_pair)
 {
 	struct side s, c;
@@ -573,8 +579,10 @@ TEST(rma_on_a_connected_pair)
 	struct fi_cq_err_entry ce;
 	struct fid_mr *mr;
 	hint_caps = FI_RMA;
+	hint_tx_flags = FI_TRANSMIT_COMPLETE;
 	int r1 = srv_open(&s), r2 = r1 ? r1 : cli_open(&c, &s.name);
 	hint_caps = 0;
+	hint_tx_flags = 0;
 	CHECK_OK(r1);
 	CHECK_OK(r2);
 	int line = pair_connect(&s, &c, 0);

@@ -1,5 +1,6 @@
 //! The send path: checks at post time (sizes, queue depth, CQ admission),
-//! the eager record (inject, transmit and delivery complete), what the
+//! the eager record (inject, transmit and delivery complete: see
+//! docs/protocol.md, Completion levels), what the
 //! transport reports about it (`Delivery::sent`, ACK), and the send
 //! completion. Larger messages leave through `rendezvous.rs`.
 
@@ -90,6 +91,14 @@ impl Inner {
         let len = iov.total();
         let inject = a.inject_call || a.flags & FI_INJECT != 0;
         let delivery = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 && !a.inject_call;
+        // A named transmit complete on a transport whose written records
+        // are not yet the peer's (tcp): the receiver answers when the
+        // record is off its socket (`ACK_ARRIVE`). Otherwise (no level,
+        // inject complete; any level but delivery on shm) the send
+        // completes once the record is written (docs/protocol.md,
+        // Completion levels).
+        let arrive =
+            !delivery && a.flags & FI_TRANSMIT_COMPLETE != 0 && !a.inject_call && !self.port.queued_at_peer(&peer);
         let id = self.st.next_id;
         let mut h = WireHdr::new(op::EAGER);
         h.tag = a.tag;
@@ -118,10 +127,12 @@ impl Inner {
         }
         if delivery {
             h.flags |= flag::ACK_REQ;
+        } else if arrive {
+            h.flags |= flag::ACK_ARRIVE;
         }
         let sent = self.send_retry(b, &peer, &h, Payload::Iov(iov, 0, len), inject)?;
         self.st.next_id += 1;
-        match (sent, delivery) {
+        match (sent, delivery || arrive) {
             (Sent::Done, false) => self.st.complete_tx(b, a.context, a.tagged, len, report, Ok(())),
             (Sent::Done, true) => {
                 self.st.tx.insert(id, op(TxState::WaitAck));

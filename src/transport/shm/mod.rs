@@ -738,7 +738,11 @@ impl ShmPort {
         // (a membarrier: a system call, not one per ring), then each looked
         // at once more. Not while few rings are watched (HOT_KEEP).
         let mut idle = false;
-        let nhot = if self.inbound.nhot > self.hot_keep { self.inbound.nhot } else { 0 };
+        let nhot = if self.inbound.nhot > self.hot_keep {
+            self.inbound.nhot
+        } else {
+            0
+        };
         for s in &mut self.inbound.v[..nhot] {
             s.idle = s.head == s.round_head;
             s.round_head = s.head;
