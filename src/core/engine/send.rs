@@ -90,15 +90,6 @@ impl Inner {
         let iov = a.iov.borrow();
         let len = iov.total();
         let inject = a.inject_call || a.flags & FI_INJECT != 0;
-        let delivery = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 && !a.inject_call;
-        // A named transmit complete on a transport whose written records
-        // are not yet the peer's (tcp): the receiver answers when the
-        // record is off its socket (`ACK_ARRIVE`). Otherwise (no level,
-        // inject complete; any level but delivery on shm) the send
-        // completes once the record is written (docs/protocol.md,
-        // Completion levels).
-        let arrive =
-            !delivery && a.flags & FI_TRANSMIT_COMPLETE != 0 && !a.inject_call && !self.port.queued_at_peer(&peer);
         let id = self.st.next_id;
         let mut h = WireHdr::new(op::EAGER);
         h.tag = a.tag;
@@ -125,14 +116,14 @@ impl Inner {
         if len > eager_limit && !inject {
             return self.send_rts(b, h, op(TxState::WaitAck));
         }
-        if delivery {
-            h.flags |= flag::ACK_REQ;
-        } else if arrive {
-            h.flags |= flag::ACK_ARRIVE;
-        }
+        // A named level that asks an answer (docs/protocol.md, Completion
+        // levels): one test on the common path, the rest out of line.
+        let wait = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE | FI_TRANSMIT_COMPLETE) != 0
+            && !a.inject_call
+            && self.ack_flag(&peer, a.flags, &mut h);
         let sent = self.send_retry(b, &peer, &h, Payload::Iov(iov, 0, len), inject)?;
         self.st.next_id += 1;
-        match (sent, delivery || arrive) {
+        match (sent, wait) {
             (Sent::Done, false) => self.st.complete_tx(b, a.context, a.tagged, len, report, Ok(())),
             (Sent::Done, true) => {
                 self.st.tx.insert(id, op(TxState::WaitAck));
@@ -142,6 +133,26 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// The answer a send at a named level waits for, set in `h`: delivery
+    /// (or match) complete, `ACK_REQ` (the receiver answers once a receive
+    /// took the data); transmit complete on a transport whose written
+    /// records are not yet the peer's (tcp), `ACK_ARRIVE` (answered when
+    /// the record is off its socket, matched or not). false: none (transmit
+    /// complete on shm: the record in the peer's ring is that).
+    #[cold]
+    #[inline(never)]
+    fn ack_flag(&self, peer: &Addr, flags: u64, h: &mut WireHdr) -> bool {
+        if flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 {
+            h.flags |= flag::ACK_REQ;
+            true
+        } else if !self.port.queued_at_peer(peer) {
+            h.flags |= flag::ACK_ARRIVE;
+            true
+        } else {
+            false
+        }
     }
 
     /// Sends a record, making one progress pass and one more try if the
