@@ -473,6 +473,78 @@ TEST(delivery_complete)
 	unpair();
 }
 
+/*
+ * Send completion levels (fi_cq(3); docs/protocol.md, Completion levels):
+ * the endpoint's default (tx op_flags 0 or FI_TRANSMIT_COMPLETE) and the
+ * level fi_sendmsg names (none, FI_INJECT_COMPLETE, FI_TRANSMIT_COMPLETE).
+ * The sender first progresses alone, the receiver not at all:
+ * - tcp, transmit complete in effect: no completion (a socket buffer is
+ *   not the peer's); once the receiver progresses — with NO receive
+ *   posted, as an application that waits for its sends before posting its
+ *   receives — the send completes (answered on arrival, not on delivery);
+ * - otherwise (tcp with no level or inject complete; shm and auto, same
+ *   host, at any of these levels): complete already.
+ * The message then arrives whole at a receive posted afterwards.
+ */
+TEST(send_completion_levels)
+{
+	static const uint64_t defaults[] = {0, FI_TRANSMIT_COMPLETE};
+	static const uint64_t levels[] = {~0ull, 0, FI_INJECT_COMPLETE, FI_TRANSMIT_COMPLETE};
+	static char tx[100], rx[100];
+	struct fi_cq_tagged_entry c;
+	int tcp = !strcmp(rf_transport(), "tcp");
+	unsigned seed = 60;
+	for (size_t d = 0; d < sizeof(defaults) / sizeof(defaults[0]); d++) {
+		struct end_opts o = {.tx_op_flags = defaults[d]};
+		SETUP(&o, NULL);
+		/* Connected first (on tcp the first record waits for the
+		 * handshake, which needs the peer). */
+		CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, rx));
+		CHECK_OK(POST(fi_sendmsg(A.ep, &(struct fi_msg){.msg_iov = &(struct iovec){tx, 1}, .iov_count = 1,
+							  .addr = A.peer, .context = tx},
+					 FI_COMPLETION | FI_DELIVERY_COMPLETE),
+			      &A, &B));
+		EXPECT_COMP(&A, &B, &c);
+		EXPECT_COMP(&B, &A, &c);
+		for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++, seed++) {
+			uint64_t level = levels[i];
+			struct iovec io = {tx, sizeof tx};
+			struct fi_msg m = {.msg_iov = &io, .iov_count = 1, .addr = A.peer, .context = tx};
+			fill(tx, sizeof tx, seed);
+			if (level == ~0ull) /* fi_send: the endpoint's default */
+				CHECK_OK(POST(fi_send(A.ep, tx, sizeof tx, NULL, A.peer, tx), &A, NULL));
+			else
+				CHECK_OK(POST(fi_sendmsg(A.ep, &m, FI_COMPLETION | level), &A, NULL));
+			uint64_t eff = level == ~0ull || level == 0 ? defaults[d] : level;
+			int must_wait = tcp && eff == FI_TRANSMIT_COMPLETE;
+			for (int k = 0; k < 200; k++)
+				poke1(&A);
+			int early = A.nstash > 0;
+			if (early && must_wait) {
+				unpair();
+				FAIL_AT("default 0x%" PRIx64 ", level 0x%" PRIx64 ": complete before the peer progressed",
+					defaults[d], level);
+			}
+			if (!early && !must_wait) {
+				unpair();
+				FAIL_AT("default 0x%" PRIx64 ", level 0x%" PRIx64 ": not complete once written",
+					defaults[d], level);
+			}
+			/* The receiver progresses, no receive posted. */
+			EXPECT_COMP(&A, &B, &c);
+			CHECK(c.op_context == tx);
+			CHECK_EQ(c.flags, FI_SEND | FI_MSG);
+			memset(tx, 0, sizeof tx);
+			memset(rx, 0, sizeof rx);
+			CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, rx));
+			EXPECT_COMP(&B, &A, &c);
+			CHECK(c.op_context == rx);
+			CHECK(check_fill(rx, sizeof rx, seed));
+		}
+		unpair();
+	}
+}
+
 TEST(source_address_and_source_err)
 {
 	char rx[8], tx[8] = "1234567";
@@ -855,6 +927,7 @@ int main(int argc, char **argv)
 	RUN(cancel_gives_ecanceled);
 	RUN(selective_completion);
 	RUN(delivery_complete);
+	RUN(send_completion_levels);
 	RUN(source_address_and_source_err);
 	RUN(peek_claim_discard);
 	RUN(unexpected_flood_backpressure);

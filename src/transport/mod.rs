@@ -220,7 +220,8 @@ pub trait Port: Send {
     /// reliable endpoint. An RMA write or a non-fetching atomic completes
     /// then, without the target's answer, unless delivery complete was
     /// asked (docs/rma.md, Completions). TCP: no (the kernel's socket
-    /// buffer is still the sender's side of the network).
+    /// buffer is still the sender's side of the network: a named transmit
+    /// complete waits for the peer's answer, docs/protocol.md).
     fn queued_at_peer(&self, _peer: &Addr) -> bool {
         false
     }

@@ -123,7 +123,14 @@ pub mod flag {
     /// target sends no `RMA_ACK`/`ATOMIC_RESP`, and logs a refusal instead
     /// of answering it (docs/rma.md, Completions).
     pub const NO_ANSWER: u32 = 1 << 9;
-    pub const ALL: u32 = TAGGED | REMOTE_CQ_DATA | ACK_REQ | CMA_OK | LAST | RANGE | PUSH | INLINE | FINAL | NO_ANSWER;
+    /// EAGER only: the sender named `FI_TRANSMIT_COMPLETE` (tcp) and waits
+    /// for an `ACK` sent as soon as the whole record is off the socket,
+    /// matched or not (unlike `ACK_REQ`, answered once a receive took the
+    /// data: an application that waits for the send before posting its
+    /// receives must not hang). docs/protocol.md.
+    pub const ACK_ARRIVE: u32 = 1 << 10;
+    pub const ALL: u32 =
+        TAGGED | REMOTE_CQ_DATA | ACK_REQ | CMA_OK | LAST | RANGE | PUSH | INLINE | FINAL | NO_ANSWER | ACK_ARRIVE;
 }
 
 /// The header. Plain data: copied out of shared memory / the socket before
@@ -209,6 +216,9 @@ impl WireHdr {
             return Err(BadRecord::Flags);
         }
         if self.flags & flag::NO_ANSWER != 0 && !matches!(self.op, op::WRITE | op::ATOMIC) {
+            return Err(BadRecord::Flags);
+        }
+        if self.flags & flag::ACK_ARRIVE != 0 && self.op != op::EAGER {
             return Err(BadRecord::Flags);
         }
         let payload = self.payload as usize;
@@ -631,6 +641,20 @@ mod tests {
         ] {
             let mut h = WireHdr::new(o);
             h.flags = flag::NO_ANSWER;
+            assert_eq!(h.check(&LIM), Err(BadRecord::Flags), "op {o}");
+        }
+    }
+
+    #[test]
+    fn ack_arrive_only_on_eager() {
+        let mut e = WireHdr::new(op::EAGER);
+        e.len = 8;
+        e.payload = 8;
+        e.flags = flag::ACK_ARRIVE | flag::TAGGED;
+        assert_eq!(e.check(&LIM), Ok(()));
+        for o in [op::RTS, op::ACK, op::DATA, op::WRITE, op::ATOMIC, op::RMA_ACK] {
+            let mut h = WireHdr::new(o);
+            h.flags = flag::ACK_ARRIVE;
             assert_eq!(h.check(&LIM), Err(BadRecord::Flags), "op {o}");
         }
     }

@@ -28,7 +28,9 @@
 //!   `FI_DELIVERY_COMPLETE` (or commit) was asked, as soon as its last
 //!   record is in the target's queue ([`Early`]: shm, transmit complete;
 //!   the record says `NO_ANSWER`, and a target that refuses it logs the
-//!   refusal).
+//!   refusal); on tcp, unless transmit complete was named too, as soon as
+//!   its last record is written to the socket (inject complete, the
+//!   provider default).
 
 use super::completion::Report;
 use super::rma::{refused_unanswered, Early, Placing, RMA_HANDLE};

@@ -415,7 +415,12 @@ impl Delivery for EngineDelivery<'_> {
         if op::is_rma(hdr.op) {
             return self.st.rma_place(self.b, src, hdr);
         }
-        self.st.place(self.b, src, src_pid, hdr)
+        let p = self.st.place(self.b, src, src_pid, hdr);
+        if p == Place::Discard && hdr.op == op::EAGER && hdr.flags & flag::ACK_ARRIVE != 0 {
+            // Off the socket and dropped: transmit complete all the same.
+            self.st.ack(*src, hdr.msg_id, None, 0);
+        }
+        p
     }
     fn placed(&mut self, handle: u32, result: Result<()>) {
         if rma::owns_handle(handle) {

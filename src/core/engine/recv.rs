@@ -225,7 +225,7 @@ impl State {
                 extra: 0,
             },
         );
-        if h.flags & flag::ACK_REQ != 0 {
+        if h.flags & (flag::ACK_REQ | flag::ACK_ARRIVE) != 0 {
             self.ack(*src, h.msg_id, None, take);
         }
         true
@@ -254,7 +254,7 @@ impl State {
                         extra: f.extra_flags,
                     },
                 );
-                if f.hdr.flags & flag::ACK_REQ != 0 {
+                if f.hdr.flags & (flag::ACK_REQ | flag::ACK_ARRIVE) != 0 {
                     self.ack(f.src, f.hdr.msg_id, None, f.take);
                 }
             }
@@ -263,6 +263,11 @@ impl State {
     }
 
     pub(super) fn buffered(&mut self, src: &Addr, src_pid: i32, h: &WireHdr, data: Vec<u8>) {
+        if h.flags & flag::ACK_ARRIVE != 0 {
+            // Transmit complete: the record is off the socket, unmatched
+            // (ACK_REQ waits for the receive).
+            self.ack(*src, h.msg_id, None, h.len as usize);
+        }
         self.m.push_unexpected(Unexpected {
             src: *src,
             src_pid,

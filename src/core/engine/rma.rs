@@ -31,7 +31,9 @@
 //!   complete) — or, unless `FI_DELIVERY_COMPLETE` (or commit) was asked,
 //!   as soon as its last chunk is in the target's queue ([`Early`]: shm,
 //!   transmit complete; the chunk says `NO_ANSWER`, and a target that
-//!   refuses it logs the refusal, as there is nobody left to tell). The
+//!   refuses it logs the refusal, as there is nobody left to tell); on tcp,
+//!   unless transmit complete was named too, as soon as its last chunk is
+//!   written to the socket (inject complete, the provider default). The
 //!   segments before the last one are still answered one by one.
 //!   `fi_inject_write` and `FI_INJECT`: the data is copied or on its way
 //!   when the call returns, no completion. Counters: `FI_WRITE`/`FI_READ` at the initiator,
@@ -164,18 +166,20 @@ impl<'a> From<&'a RmaBinds> for RmaBound<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Early {
     /// Only once the target answered: `FI_DELIVERY_COMPLETE` or
-    /// `FI_COMMIT_COMPLETE` asked, or a transport whose sent records are
-    /// not yet the peer's (tcp, unless inject complete).
+    /// `FI_COMMIT_COMPLETE` asked, or `FI_TRANSMIT_COMPLETE` named on a
+    /// transport whose sent records are not yet the peer's (tcp).
     No,
     /// When its last record is in the target's queue (shm: transmit
     /// complete): that record asks no answer (`NO_ANSWER`).
     Queued,
-    /// tcp with `FI_INJECT_COMPLETE`: when its last record is written to
+    /// tcp with `FI_INJECT_COMPLETE` or no level named (the provider
+    /// default, as libfabric's tcp): when its last record is written to
     /// the socket (`Sent::Done`; the buffer is the caller's again, the data
     /// still depends on the network, which is all inject complete
     /// promises). The target still answers; the late answer finds no
-    /// operation and is dropped. Queued behind earlier records, it waits
-    /// for the answer as before.
+    /// operation and is dropped (a refusal is then only logged by the
+    /// target). Queued behind earlier records, it waits for the answer as
+    /// before.
     Written,
 }
 
@@ -185,10 +189,10 @@ impl Early {
             Early::No
         } else if port.queued_at_peer(peer) {
             Early::Queued
-        } else if flags & FI_INJECT_COMPLETE != 0 && flags & FI_TRANSMIT_COMPLETE == 0 {
-            Early::Written
-        } else {
+        } else if flags & FI_TRANSMIT_COMPLETE != 0 {
             Early::No
+        } else {
+            Early::Written
         }
     }
 

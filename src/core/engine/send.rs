@@ -1,5 +1,6 @@
 //! The send path: checks at post time (sizes, queue depth, CQ admission),
-//! the eager record (inject, transmit and delivery complete), what the
+//! the eager record (inject, transmit and delivery complete: see
+//! docs/protocol.md, Completion levels), what the
 //! transport reports about it (`Delivery::sent`, ACK), and the send
 //! completion. Larger messages leave through `rendezvous.rs`.
 
@@ -89,7 +90,6 @@ impl Inner {
         let iov = a.iov.borrow();
         let len = iov.total();
         let inject = a.inject_call || a.flags & FI_INJECT != 0;
-        let delivery = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 && !a.inject_call;
         let id = self.st.next_id;
         let mut h = WireHdr::new(op::EAGER);
         h.tag = a.tag;
@@ -116,12 +116,14 @@ impl Inner {
         if len > eager_limit && !inject {
             return self.send_rts(b, h, op(TxState::WaitAck));
         }
-        if delivery {
-            h.flags |= flag::ACK_REQ;
-        }
+        // A named level that asks an answer (docs/protocol.md, Completion
+        // levels): one test on the common path, the rest out of line.
+        let wait = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE | FI_TRANSMIT_COMPLETE) != 0
+            && !a.inject_call
+            && self.ack_flag(&peer, a.flags, &mut h);
         let sent = self.send_retry(b, &peer, &h, Payload::Iov(iov, 0, len), inject)?;
         self.st.next_id += 1;
-        match (sent, delivery) {
+        match (sent, wait) {
             (Sent::Done, false) => self.st.complete_tx(b, a.context, a.tagged, len, report, Ok(())),
             (Sent::Done, true) => {
                 self.st.tx.insert(id, op(TxState::WaitAck));
@@ -131,6 +133,26 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// The answer a send at a named level waits for, set in `h`: delivery
+    /// (or match) complete, `ACK_REQ` (the receiver answers once a receive
+    /// took the data); transmit complete on a transport whose written
+    /// records are not yet the peer's (tcp), `ACK_ARRIVE` (answered when
+    /// the record is off its socket, matched or not). false: none (transmit
+    /// complete on shm: the record in the peer's ring is that).
+    #[cold]
+    #[inline(never)]
+    fn ack_flag(&self, peer: &Addr, flags: u64, h: &mut WireHdr) -> bool {
+        if flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 {
+            h.flags |= flag::ACK_REQ;
+            true
+        } else if !self.port.queued_at_peer(peer) {
+            h.flags |= flag::ACK_ARRIVE;
+            true
+        } else {
+            false
+        }
     }
 
     /// Sends a record, making one progress pass and one more try if the

@@ -47,6 +47,10 @@ pub(super) enum Writes {
     /// TCP with a connection that cannot write now: queued until the
     /// sender's next poll (`Sent::Queued`, then `Delivery::sent`).
     Queue,
+    /// TCP with room in the socket: written at once (`Sent::Done`, in the
+    /// receiver's queue but not its ring: `queued_at_peer` is false) while
+    /// nothing waits before it and the window allows; queued otherwise.
+    Socket,
 }
 
 /// Whether the receiver may copy from the sender's memory.
@@ -295,7 +299,7 @@ impl Net {
         let pid = match opts.writes {
             // shm reports the sender's pid (CMA, liveness); TCP reports 0.
             Writes::Ring => 1000 + me as i32,
-            Writes::Queue => 0,
+            Writes::Queue | Writes::Socket => 0,
         };
         w.nodes.push(Node {
             addr: Addr::Shm(1 + me as u64),
@@ -519,7 +523,12 @@ impl Port for SimPort {
                 w.deliver(me, to, rec);
                 Ok(Sent::Done)
             }
-            Writes::Queue => {
+            Writes::Socket if w.waiting(me, to) == 0 && w.in_flight(me, to) + rec.cost() <= window => {
+                Self::log(&mut w, me, to, &h);
+                w.deliver(me, to, rec);
+                Ok(Sent::Done)
+            }
+            Writes::Queue | Writes::Socket => {
                 if w.waiting(me, to) >= window {
                     return Err(Error::AGAIN);
                 }
@@ -571,7 +580,7 @@ impl Port for SimPort {
         let n = &w.nodes[self.me];
         let used = match n.opts.writes {
             Writes::Ring => w.in_flight(self.me, to) + w.waiting(self.me, to),
-            Writes::Queue => w.waiting(self.me, to),
+            Writes::Queue | Writes::Socket => w.waiting(self.me, to),
         };
         n.opts.window.saturating_sub(used).saturating_sub(HDR_LEN)
     }

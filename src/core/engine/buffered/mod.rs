@@ -296,6 +296,14 @@ impl State {
         let Some(bf) = self.buf.as_mut() else { return };
         let Some(m) = bf.get_mut(hd) else { return };
         m.placing = false;
+        if result.is_ok() && m.stream.is_none() && m.hdr.flags & flag::ACK_ARRIVE != 0 {
+            // Transmit complete (an eager record only): it is off the
+            // socket, whatever becomes of it here.
+            let (src, msg_id, len) = (m.src, m.hdr.msg_id, m.len());
+            self.ack(src, msg_id, None, len);
+        }
+        let Some(bf) = self.buf.as_mut() else { return };
+        let Some(m) = bf.get_mut(hd) else { return };
         if m.doomed {
             if let Some(m) = bf.remove(hd) {
                 bf.release(m.buf);

@@ -3,7 +3,7 @@
 //! completion, remote CQ data, peek/claim/discard, queue limits.
 
 use super::*;
-use crate::transport::proto::{flag, op};
+use crate::transport::proto::{flag, op, WireHdr};
 
 #[test]
 fn eager_untagged_send_and_receive() {
@@ -878,4 +878,98 @@ fn a_flooding_peer_cannot_hold_the_whole_unexpected_budget() {
         assert_eq!(b.rx_ok().len(), 1);
         assert_eq!(mine, m);
     }
+}
+
+/// A named `FI_TRANSMIT_COMPLETE` (docs/protocol.md, Completion levels):
+/// on tcp the record asks `ACK_ARRIVE` and the send completes when the
+/// receiver has the whole record off its socket — without any receive
+/// posted (an application that waits for its sends before posting its
+/// receives must not hang), and not before the receiver progressed; an
+/// ACK for it from another peer, or for another id, completes nothing.
+/// With no level named, or inject complete, it completes once written; on
+/// shm every level but delivery complete completes in the ring.
+#[test]
+fn transmit_complete_waits_for_arrival_not_for_a_receive() {
+    let specs = [
+        Spec::new(SimOpts::tcp()),
+        Spec::new(SimOpts::tcp()),
+        Spec::new(SimOpts::tcp()),
+    ];
+    let (net, v) = network(&specs);
+    let [mut a, mut b, c]: [Ep; 3] = v.try_into().ok().expect("three");
+    let m = pattern(3000, 5);
+    a.send(SendArgs {
+        flags: FI_TRANSMIT_COMPLETE,
+        ..sargs(B, &m, 1)
+    })
+    .unwrap();
+    for _ in 0..5 {
+        a.progress();
+    }
+    assert_eq!(a.tx_ok(), vec![], "written is not transmit complete on tcp");
+    let eager = net.log().into_iter().find(|r| r.hdr.op == op::EAGER).unwrap();
+    assert_eq!(eager.hdr.flags & (flag::ACK_ARRIVE | flag::ACK_REQ), flag::ACK_ARRIVE);
+    // Forged answers: from C, and from B for another id.
+    let mut ack = WireHdr::new(op::ACK);
+    ack.msg_id = eager.hdr.msg_id;
+    net.forge(&c.addr, &a.addr, ack, &[]);
+    let mut other = ack;
+    other.msg_id ^= 1;
+    net.forge(&b.addr, &a.addr, other, &[]);
+    a.progress();
+    assert_eq!(a.tx_ok(), vec![], "a forged ACK completes nothing");
+    // B progresses with no receive posted: the record is taken (unexpected)
+    // and answered.
+    run(&mut [&mut a, &mut b], 6);
+    assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)], "answered on arrival");
+    let acks: Vec<_> = net.log().into_iter().filter(|r| r.hdr.op == op::ACK).collect();
+    assert_eq!(acks.len(), 1);
+    assert_eq!(
+        (acks[0].hdr.msg_id, acks[0].hdr.len, acks[0].hdr.aux),
+        (eager.hdr.msg_id, 3000, 0)
+    );
+    let mut buf = vec![0u8; 3000];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    run(&mut [&mut a, &mut b], 2);
+    assert_eq!(b.rx_ok().len(), 1);
+    assert_eq!(buf, m);
+    assert_eq!(
+        net.log().into_iter().filter(|r| r.hdr.op == op::ACK).count(),
+        1,
+        "no second ACK"
+    );
+    // Matched on arrival: answered once placed.
+    let mut buf2 = vec![0u8; 3000];
+    b.recv(rargs(&mut buf2, 3)).unwrap();
+    a.send(SendArgs {
+        flags: FI_TRANSMIT_COMPLETE,
+        ..sargs(B, &m, 4)
+    })
+    .unwrap();
+    run(&mut [&mut a, &mut b], 6);
+    assert_eq!(a.tx_ok(), vec![Comp::send(4, MSEND)]);
+    assert_eq!(b.rx_ok().len(), 1);
+    assert_eq!(buf2, m);
+    // No level, and inject complete: complete once written, B idle.
+    for (ctx, level) in [(5, 0), (6, FI_INJECT_COMPLETE)] {
+        net.clear_log();
+        a.send(SendArgs {
+            flags: level,
+            ..sargs(B, &m, ctx)
+        })
+        .unwrap();
+        a.progress();
+        assert_eq!(a.tx_ok(), vec![Comp::send(ctx, MSEND)], "level {level:#x}");
+        let e = net.log().into_iter().find(|r| r.hdr.op == op::EAGER).unwrap();
+        assert_eq!(e.hdr.flags & (flag::ACK_ARRIVE | flag::ACK_REQ), 0);
+    }
+    // shm: transmit complete is the ring; nothing is asked of the peer.
+    let (net, mut a, _b) = pair(SimOpts::shm());
+    a.send(SendArgs {
+        flags: FI_TRANSMIT_COMPLETE,
+        ..sargs(B, &m, 7)
+    })
+    .unwrap();
+    assert_eq!(a.tx_ok(), vec![Comp::send(7, MSEND)]);
+    assert_eq!(net.log()[0].hdr.flags & flag::ACK_ARRIVE, 0);
 }

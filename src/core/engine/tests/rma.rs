@@ -882,16 +882,76 @@ fn atomics_complete_at_transmit_unless_delivery_is_asked() {
     assert_eq!(word(&target), 4);
     assert_eq!(R::count(&b.c.remote_write), (4, 0), "the target's events, once each");
 
-    let mut spec = rma_spec(SimOpts::tcp());
+    let mut spec = rma_spec(SimOpts {
+        writes: Writes::Socket,
+        ..SimOpts::tcp()
+    });
     spec.cfg.caps |= FI_ATOMIC;
     let (net, mut a, mut b) = rma_pair_of(spec.clone(), spec);
     let mut target = vec![0u8; 8];
     let key = b.register(&mut target, FI_REMOTE_READ | FI_REMOTE_WRITE, Addressing::Offset, 1);
-    a.atomic(sum(0, key)).unwrap();
-    assert_eq!(a.ep.tx_ok().len(), 0);
+    // tcp (docs/rma.md, Completions): a named transmit complete waits for
+    // the answer; no level (the provider default) or inject complete
+    // completes once written, the target idle, its answer dropped.
+    a.atomic(sum(FI_TRANSMIT_COMPLETE, key)).unwrap();
+    for _ in 0..5 {
+        a.progress();
+    }
+    assert_eq!(a.ep.tx_ok().len(), 0, "transmit complete: not before the answer");
     until_done(&mut a, &mut b, 1);
     assert_eq!(ops(&net), vec![op::ATOMIC, op::ATOMIC_RESP]);
     assert_eq!(word(&target), 1);
+    for (i, level) in [0, FI_INJECT_COMPLETE].into_iter().enumerate() {
+        net.clear_log();
+        a.atomic(sum(level, key)).unwrap();
+        a.progress();
+        assert_eq!(a.ep.tx_ok().len(), 1, "level {level:#x}: complete once written");
+        assert_eq!(word(&target), 1 + i as u64, "the target did not progress");
+        drive(&mut a, &mut b, 3);
+        assert_eq!(word(&target), 2 + i as u64);
+        assert_eq!(
+            ops(&net),
+            vec![op::ATOMIC, op::ATOMIC_RESP],
+            "answered, the answer dropped"
+        );
+        assert_eq!(a.ep.tx(), (vec![], vec![]));
+    }
+}
+
+/// tcp writes (docs/rma.md, Completions): a named `FI_TRANSMIT_COMPLETE`
+/// (or delivery) waits for the target's `RMA_ACK`; no level or inject
+/// complete completes when the last chunk is written, the target idle.
+#[test]
+fn tcp_writes_complete_when_written_unless_transmit_is_named() {
+    let sim = SimOpts {
+        writes: Writes::Socket,
+        ..SimOpts::tcp()
+    };
+    let (_net, mut a, mut b) = rma_pair(sim);
+    let mut target = vec![0u8; 1000];
+    let key = b.register(&mut target, FI_REMOTE_WRITE, Addressing::Offset, 1);
+    let src = pattern(1000, 3);
+    for (ctx, level) in [
+        (1, FI_TRANSMIT_COMPLETE),
+        (2, FI_DELIVERY_COMPLETE),
+        (3, 0),
+        (4, FI_INJECT_COMPLETE),
+    ] {
+        target.fill(0);
+        a.rma(RmaArgs {
+            flags: level,
+            ..write(&src, 0, key, ctx)
+        })
+        .unwrap();
+        for _ in 0..5 {
+            a.progress();
+        }
+        let waits = level & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE) != 0;
+        assert_eq!(a.ep.tx_ok().len(), usize::from(!waits), "level {level:#x}");
+        drive(&mut a, &mut b, 6);
+        assert_eq!(a.ep.tx_ok().len(), usize::from(waits), "level {level:#x}");
+        assert_eq!(target, src);
+    }
 }
 
 /// A target whose receive CQ is full leaves a write with CQ data in the
