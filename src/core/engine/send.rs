@@ -9,7 +9,11 @@ use super::*;
 
 pub(super) enum TxState {
     /// Queued in the transport; then done, or waiting for an ACK (`ack`).
-    WaitSent { ack: bool },
+    /// `acked`: the peer's ACK (its status) came before the transport
+    /// reported the record written — a record the connection queued is
+    /// reported at the next pass, and its answer can be read in the same
+    /// one; the send completes when the write is reported, never before.
+    WaitSent { ack: bool, acked: Option<i32> },
     /// Waiting for the receiver's ACK.
     WaitAck,
     /// Streaming DATA records for receiver handle `handle`, bytes
@@ -129,7 +133,7 @@ impl Inner {
                 self.st.tx.insert(id, op(TxState::WaitAck));
             }
             (Sent::Queued, ack) => {
-                self.st.tx.insert(id, op(TxState::WaitSent { ack }));
+                self.st.tx.insert(id, op(TxState::WaitSent { ack, acked: None }));
             }
         }
         Ok(())
@@ -179,9 +183,18 @@ impl Inner {
 
 impl State {
     pub(super) fn on_ack(&mut self, b: &Bound<'_>, src: &Addr, h: &WireHdr) {
-        let Some(t) = self.tx.get(&h.msg_id) else { return };
-        if t.peer != *src || matches!(t.state, TxState::WaitSent { .. }) {
+        let Some(t) = self.tx.get_mut(&h.msg_id) else { return };
+        if t.peer != *src {
             return; // not ours to complete: a confused or hostile peer
+        }
+        if let TxState::WaitSent { ack, acked } = &mut t.state {
+            // Not reported written yet: kept for then (a peer that answers
+            // a record it cannot have gains nothing: the send still waits
+            // for the write).
+            if *ack && acked.is_none() {
+                *acked = Some(h.aux as i32);
+            }
+            return;
         }
         let Some(t) = self.tx.remove(&h.msg_id) else { return };
         let status = match h.aux {
@@ -193,13 +206,19 @@ impl State {
 
     pub(super) fn sent(&mut self, b: &Bound<'_>, msg_id: u64, result: Result<()>) {
         let Some(t) = self.tx.get_mut(&msg_id) else { return };
-        let TxState::WaitSent { ack } = t.state else { return };
-        if result.is_ok() && ack {
+        let TxState::WaitSent { ack, acked } = t.state else {
+            return;
+        };
+        if result.is_ok() && ack && acked.is_none() {
             t.state = TxState::WaitAck;
             return;
         }
         let t = self.tx.remove(&msg_id).expect("op just found");
-        self.finish_tx(b, t, result);
+        let answer = match acked {
+            None | Some(0) => Ok(()),
+            Some(e) => Err(Error(e)),
+        };
+        self.finish_tx(b, t, result.and(answer));
     }
 
     pub(super) fn finish_tx(&mut self, b: &Bound<'_>, t: TxOp, status: Result<()>) {
