@@ -2,7 +2,7 @@
 # packaging/deb-check.sh HELLO: what a user of the Debian packages sees.
 # Installs build/rustfab_*.deb and build/rustfab-dbgsym_*.deb with dpkg -i,
 # then checks, with FI_PROVIDER_PATH and FI_PROVIDER unset:
-#   * fi_info -p rustfab lists the four entries, fi_info -l the version;
+#   * fi_info -p rustfab lists the six entries (RDM and MSG on auto, shm and tcp), fi_info -l the version;
 #   * the installed provider is stripped, exports only fi_prov_ini, and its
 #     debug symbols are found by build id;
 #   * man fi_rustfab opens the page;
@@ -104,11 +104,11 @@ say "installed: $(grep -c . "$tmp/files") paths, e.g. $(grep -E '\.so$|\.7\.gz$|
 # ---- fi_info without FI_PROVIDER_PATH
 out=$(clean_env fi_info -p rustfab 2>&1)
 n=$(printf '%s\n' "$out" | grep -c '^provider: rustfab')
-if [ "$n" -eq 4 ]; then
+if [ "$n" -eq 6 ]; then
 	say "ok: fi_info -p rustfab (no FI_PROVIDER_PATH) lists $n entries: $(printf '%s\n' "$out" |
 		awk '/domain:/ {d = $2} /type:/ {printf "%s%s/%s", sep, d, $2; sep = ", "}')"
 else
-	fail "fi_info -p rustfab without FI_PROVIDER_PATH lists $n entries, not 4:"; printf '%s\n' "$out" | head -n 20
+	fail "fi_info -p rustfab without FI_PROVIDER_PATH lists $n entries, not 6:"; printf '%s\n' "$out" | head -n 20
 fi
 want=$(echo "$VERSION" | cut -d. -f1-2)
 got=$(clean_env fi_info -l 2>/dev/null | awk '/^rustfab:/ {getline; print $2}')
