@@ -311,12 +311,7 @@ fn send_segment(bufs: &mut BufPool, port: &mut dyn Port, id: u64, o: &mut Atomic
         return Ok(());
     }
     let seg = o.segment();
-    let mut h = WireHdr::new(op::ATOMIC);
-    h.msg_id = id;
-    h.aux = o.seg as u32;
-    h.tag = seg.key;
-    h.offset = seg.addr;
-    h.len = seg.len as u64;
+    let mut h = seg.header(op::ATOMIC, id, o.seg);
     h.reserved = u64::from(o.op) | u64::from(o.datatype) << 8 | u64::from(o.kind.code()) << 16;
     let fin = o.seg + 1 == o.remote.segments().len();
     if fin {

@@ -76,6 +76,21 @@ pub(crate) struct RmaIov {
     pub(crate) key: u64,
 }
 
+impl RmaIov {
+    /// The header of an initiator's record for this segment (`WRITE`,
+    /// `ATOMIC`): operation `id`, segment number `seg`, key, address and
+    /// length; the caller adds what its kind carries.
+    pub(super) fn header(&self, kind: u8, id: u64, seg: usize) -> WireHdr {
+        let mut h = WireHdr::new(kind);
+        h.msg_id = id;
+        h.aux = seg as u32;
+        h.tag = self.key;
+        h.offset = self.addr;
+        h.len = self.len as u64;
+        h
+    }
+}
+
 /// The target segments of one operation.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct RmaIovList {
@@ -571,12 +586,7 @@ impl State {
             };
             let seg = op.segment();
             let fin = op.final_seg();
-            let mut h = WireHdr::new(op::WRITE);
-            h.msg_id = id;
-            h.aux = op.seg as u32;
-            h.tag = seg.key;
-            h.offset = seg.addr;
-            h.len = seg.len as u64;
+            let mut h = seg.header(op::WRITE, id, op.seg);
             if fin {
                 h.flags |= flag::FINAL;
                 if let Some(d) = op.data {
