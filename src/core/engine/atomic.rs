@@ -258,38 +258,33 @@ impl Inner {
         // The first record goes before the operation is filed: one that
         // completes when it is sent (transmit complete) never enters the
         // map of outstanding atomics.
-        let first = send_segment(&mut self.st.rma.bufs, self.port.as_mut(), id, &mut op);
-        if first.is_ok() && op.sent {
-            self.st.atomic_finish(b, op, Ok(()));
-            return Ok(());
-        }
-        self.st.rma.atomics.insert(id, op);
-        self.st.rma.mark_active();
-        let r = match first {
+        match send_segment(&mut self.st.rma.bufs, self.port.as_mut(), id, &mut op) {
+            Ok(()) if op.sent => self.st.atomic_finish(b, op, Ok(())),
+            Ok(()) => {
+                // Waiting for the target's answer.
+                self.st.rma.atomics.insert(id, op);
+                self.st.rma.mark_active();
+            }
             Err(e) if e == Error::AGAIN => {
+                self.st.rma.atomics.insert(id, op);
+                self.st.rma.mark_active();
                 // Our own backlog may be in the way: one pass, then it
                 // waits for room (the data is ours already).
                 self.pass(b);
                 if self.st.rma.atomics.get(&id).is_some_and(|o| !o.waiting) {
                     self.st.rma.atomic_sending.push(id);
                 }
-                Ok(())
             }
-            Ok(()) => {
-                self.st.atomic_done_at_transmit(b, id);
-                Ok(())
-            }
-            r => r,
-        };
-        if r.is_err() {
-            // Refused at post time (a peer the transport cannot reach): no
-            // completion, as for a send.
-            if let Some(o) = self.st.rma.atomics.remove(&id) {
-                self.st.rma.bufs.give(o.bytes);
+            Err(e) => {
+                // Refused at post time (a peer the transport cannot
+                // reach): no completion, as for a send.
+                self.st.rma.bufs.give(op.bytes);
+                let r = Err(e);
+                self.unadmit(b, &r, report);
+                return r;
             }
         }
-        self.unadmit(b, &r, report);
-        r
+        Ok(())
     }
 }
 
