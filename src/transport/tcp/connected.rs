@@ -1221,6 +1221,23 @@ pub(crate) struct ConnectedPort {
     stalled: bool,
 }
 
+impl ConnectedPort {
+    /// A cross-memory copy with `pid` through the connection's shm port:
+    /// only with the connected peer (the shm port checks that the pid is a
+    /// sender the kernel named; records reach the core only with the
+    /// connected peer's), only while the connection is up — after the end
+    /// (a rendezvous whose RTS was drained before it) nothing more is taken
+    /// from the peer, as over TCP, where its data would never come.
+    fn peer_cma(&self, pid: i32, copy: impl FnOnce(&ShmPort) -> Result<usize>) -> Result<usize> {
+        let c = self.shared.inner.lock();
+        match (c.shm.as_ref(), c.via_shm) {
+            (Some(_), Some(_)) if c.state != LinkState::Up => Err(crate::transport::PEER_FAILED),
+            (Some(s), Some(o)) if o.pid == pid => copy(s),
+            _ => Err(Error::OPNOTSUPP),
+        }
+    }
+}
+
 impl Port for ConnectedPort {
     fn addr(&self) -> Addr {
         self.shared.local().map(Addr::Inet).unwrap_or(CONNECTED_PEER)
@@ -1330,28 +1347,13 @@ impl Port for ConnectedPort {
         Vec::new()
     }
 
-    /// Over shm: cross-memory attach from the peer (the shm port checks
-    /// that the pid is a sender the kernel named; records reach the core
-    /// only with the connected peer's).
+    /// Over shm: cross-memory attach from the peer ([`ConnectedPort::peer_cma`]).
     fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
-        let c = self.shared.inner.lock();
-        match (c.shm.as_ref(), c.via_shm) {
-            // After the end (a rendezvous whose RTS was drained before it):
-            // nothing more is taken from the peer, as over TCP, where its
-            // data would never come.
-            (Some(_), Some(_)) if c.state != LinkState::Up => Err(crate::transport::PEER_FAILED),
-            (Some(s), Some(o)) if o.pid == src_pid => Port::pull(s, src_pid, remote, dst, len),
-            _ => Err(Error::OPNOTSUPP),
-        }
+        self.peer_cma(src_pid, |s| Port::pull(s, src_pid, remote, dst, len))
     }
 
     fn push(&self, dst_pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
-        let c = self.shared.inner.lock();
-        match (c.shm.as_ref(), c.via_shm) {
-            (Some(_), Some(_)) if c.state != LinkState::Up => Err(crate::transport::PEER_FAILED),
-            (Some(s), Some(o)) if o.pid == dst_pid => Port::push(s, dst_pid, remote, src, len),
-            _ => Err(Error::OPNOTSUPP),
-        }
+        self.peer_cma(dst_pid, |s| Port::push(s, dst_pid, remote, src, len))
     }
 
     fn close(&mut self) {
