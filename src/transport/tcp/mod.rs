@@ -679,8 +679,9 @@ impl TcpPort {
         self.retry_stalled(d);
         // Busy polling: while a connection is hot (it carried the last
         // arrival epoll reported), a pass reads it straight from its socket
-        // and asks epoll only every EPOLL_EVERY passes: one system call per
-        // arrival instead of two, and one per idle pass. Other sockets, the
+        // and asks epoll only every `epoll_every` passes (8, backing off to
+        // 64 while epoll shows nothing else): one system call per arrival
+        // instead of two, and one per idle pass. Other sockets, the
         // listener and the timer wait a few passes at most; deadlines are
         // still checked by the clock. Nothing here changes a deadline.
         if self.since_epoll < self.epoll_every {
