@@ -739,7 +739,10 @@ impl Port for SimPort {
         // All or nothing as one system call would be (a failing job makes
         // the engine repeat each pull alone): the jobs' sources checked
         // first, then each copied as `pull` does.
-        if jobs.iter().any(|j| j.remote.iter().map(|&(_, l)| l).sum::<u64>() < j.len as u64) {
+        if jobs
+            .iter()
+            .any(|j| j.remote.iter().map(|&(_, l)| l).sum::<u64>() < j.len as u64)
+        {
             return Err(Error::IO);
         }
         for j in jobs {

@@ -1165,7 +1165,10 @@ pub fn pull_batch(pid: i32, jobs: &[PullJob<'_>]) -> Result<()> {
         let (l, r) = cma_ranges(j.dst, j.remote, j.len);
         // Each side must cover the job's bytes exactly, or the single
         // call would pair one job's source with the next one's buffer.
-        let (ln, rn) = (l.iter().map(IoRange::len).sum::<usize>(), r.iter().map(IoRange::len).sum::<usize>());
+        let (ln, rn) = (
+            l.iter().map(IoRange::len).sum::<usize>(),
+            r.iter().map(IoRange::len).sum::<usize>(),
+        );
         if ln != j.len || rn != j.len {
             return Err(Error::INVAL);
         }
@@ -1722,7 +1725,9 @@ mod tests {
         // Three jobs of different sizes and segmentations, one call: each
         // destination gets its own source's bytes (a job whose ranges were
         // shifted by one would put a neighbour's bytes there).
-        let srcs: Vec<Vec<u8>> = (0..3u32).map(|k| (0..30_000 + k * 7_001).map(|i| (i * 7 + k) as u8).collect()).collect();
+        let srcs: Vec<Vec<u8>> = (0..3u32)
+            .map(|k| (0..30_000 + k * 7_001).map(|i| (i * 7 + k) as u8).collect())
+            .collect();
         let mut dsts: Vec<Vec<u8>> = srcs.iter().map(|s| vec![0u8; s.len()]).collect();
         let mut iovs = Vec::new();
         for d in dsts.iter_mut() {
@@ -1733,7 +1738,12 @@ mod tests {
         }
         let remotes: Vec<[(u64, u64); 2]> = srcs
             .iter()
-            .map(|s| [(s.as_ptr() as u64, 12_345), (s.as_ptr() as u64 + 12_345, s.len() as u64 - 12_345)])
+            .map(|s| {
+                [
+                    (s.as_ptr() as u64, 12_345),
+                    (s.as_ptr() as u64 + 12_345, s.len() as u64 - 12_345),
+                ]
+            })
             .collect();
         let jobs: Vec<PullJob<'_>> = (0..3)
             .map(|k| PullJob {
@@ -1749,7 +1759,13 @@ mod tests {
         // A job whose source is shorter than its length: refused before
         // any copy (the caller then pulls one by one).
         let short = [(srcs[0].as_ptr() as u64, 100u64)];
-        let bad = [jobs[1], PullJob { remote: &short, ..jobs[0] }];
+        let bad = [
+            jobs[1],
+            PullJob {
+                remote: &short,
+                ..jobs[0]
+            },
+        ];
         assert_eq!(pull_batch(sys::getpid(), &bad), Err(Error::INVAL));
     }
 
