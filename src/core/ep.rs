@@ -101,6 +101,7 @@ pub(crate) fn config_from(info: &Info, default_caps: u64, settings: &Settings) -
         min_multi_recv: 64,
         unexp_budget: settings.unexp_budget,
         cma: settings.shm_cma,
+        pull_batch_bytes: settings.shm_pull_batch,
         fixed_peer: None,
     }
 }

@@ -4,6 +4,9 @@
 
 use crate::transport::tcp::TcpSettings;
 
+/// `FI_RUSTFAB_SHM_PULL_BATCH`'s default (docs/shm.md, Large messages).
+pub const DEFAULT_SHM_PULL_BATCH: usize = 1 << 20;
+
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// Bytes of unexpected message data an endpoint holds (`UNEXP_BUDGET`).
@@ -13,6 +16,9 @@ pub struct Settings {
     pub buffered_pool: usize,
     /// Large shm messages by one `process_vm_readv` copy (`SHM_CMA`).
     pub shm_cma: bool,
+    /// Bytes of rendezvous messages from one sender pulled with one
+    /// `process_vm_readv` at most (`SHM_PULL_BATCH`; 0: one per message).
+    pub shm_pull_batch: usize,
     /// `IFACE`, `TCP_COALESCE`.
     pub tcp: TcpSettings,
 }
@@ -23,6 +29,7 @@ impl Default for Settings {
             unexp_budget: crate::transport::DEFAULT_UNEXP_BUDGET,
             buffered_pool: crate::core::engine::buffered::DEFAULT_POOL,
             shm_cma: true,
+            shm_pull_batch: DEFAULT_SHM_PULL_BATCH,
             tcp: TcpSettings::default(),
         }
     }

@@ -54,6 +54,11 @@ pub const PARAMS: &[Param] = &[
         ty: FI_PARAM_BOOL,
         help: "shm: move large messages with one process_vm_readv copy when the kernel allows it; 0 forces the pipelined copy through the sender's ring (default: 1)",
     },
+    Param {
+        name: "shm_pull_batch",
+        ty: FI_PARAM_SIZE_T,
+        help: "shm: large messages from one sender matched in the same progress pass are copied with one process_vm_readv for up to this many bytes together (the call's fixed cost paid once per batch); 0 makes one call per message (default: 1M)",
+    },
 ];
 
 /// Declares every parameter. Called once from `fi_prov_ini`.
@@ -78,6 +83,7 @@ pub fn settings() -> crate::core::settings::Settings {
         unexp_budget: get_size("unexp_budget", d.unexp_budget),
         buffered_pool: get_size("buffered_pool", d.buffered_pool),
         shm_cma: get_bool("shm_cma", d.shm_cma),
+        shm_pull_batch: get_size("shm_pull_batch", d.shm_pull_batch),
         tcp: crate::transport::tcp::TcpSettings {
             iface: get_str("iface"),
             coalesce: get_bool("tcp_coalesce", d.tcp.coalesce),

@@ -301,6 +301,10 @@ impl Port for AutoPort {
         Port::pull(&self.shm, src_pid, remote, dst, len)
     }
 
+    fn pull_batch(&self, src_pid: i32, jobs: &[crate::transport::PullJob<'_>]) -> Result<()> {
+        Port::pull_batch(&self.shm, src_pid, jobs)
+    }
+
     fn push(&self, dst_pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
         Port::push(&self.shm, dst_pid, remote, src, len)
     }

@@ -72,7 +72,7 @@ use crate::core::cq::{Cq, CqEntry, CqErrEntry};
 use crate::core::users::Held;
 use crate::transport::addr::Addr;
 use crate::transport::proto::{flag, op, WireHdr, IOV_ENTRY};
-use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
+use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, PullJob, Sent};
 use core::borrow::Borrow;
 use core::ffi::c_void;
 use std::time::{Duration, Instant};
@@ -92,6 +92,10 @@ pub(crate) struct EpConfig {
     pub(crate) unexp_budget: usize,
     /// Cross-memory attach allowed (FI_RUSTFAB_SHM_CMA).
     pub(crate) cma: bool,
+    /// Bytes of rendezvous messages from one sender pulled with one
+    /// `process_vm_readv` at most (FI_RUSTFAB_SHM_PULL_BATCH; 0: one call
+    /// per message).
+    pub(crate) pull_batch_bytes: usize,
     /// A connected (`FI_EP_MSG`) endpoint's one peer: sends go there
     /// whatever their destination address, and no AV is used.
     pub(crate) fixed_peer: Option<Addr>,

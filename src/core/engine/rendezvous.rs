@@ -72,6 +72,10 @@ pub(super) struct RxStream {
 /// eager placements use slab handles below it).
 pub(super) const STREAM_HANDLE: u32 = 1 << 31;
 
+/// Most pulls one `Port::pull_batch` takes (each job's ranges are at most
+/// `IOV_MAX` per side: 64 jobs stay below the kernel's 1024).
+const PULL_BATCH_MAX: usize = 64;
+
 /// A matched rendezvous message whose data is still to be fetched.
 pub(super) struct PendingPull {
     pub(super) recv: PostedRecv,
@@ -199,12 +203,19 @@ impl State {
     /// Moves matched rendezvous messages into place: CMA when the transport
     /// can, else asks the sender to stream (CTS).
     pub(super) fn run_pulls(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
-        for p in std::mem::take(&mut self.pulls) {
+        let pulls = std::mem::take(&mut self.pulls);
+        let batched = self.pull_batches(port, &pulls);
+        for (i, p) in pulls.into_iter().enumerate() {
             let len = p.hdr.len as usize;
             let take = len.min(p.dst.total());
             let buf = p.dst.addr_at(0);
-            if self.cfg.cma && p.rts.cma_ok && !self.no_cma.contains(&p.src) && p.src_pid > 0 {
-                match port.pull(p.src_pid, &p.rts.remote, &p.dst, take) {
+            if self.can_pull(&p) {
+                let pulled = if batched.get(i).copied().unwrap_or(false) {
+                    Ok(take)
+                } else {
+                    port.pull(p.src_pid, &p.rts.remote, &p.dst, take)
+                };
+                match pulled {
                     Ok(_) => {
                         self.ack(p.src, p.hdr.msg_id, None, take);
                         self.complete_rx(
@@ -252,6 +263,63 @@ impl State {
             cts.aux = handle;
             self.outbox.push((src, cts));
         }
+    }
+
+    /// Whether a matched rendezvous message is copied with CMA (else the
+    /// sender streams it).
+    #[inline]
+    fn can_pull(&self, p: &PendingPull) -> bool {
+        self.cfg.cma && p.rts.cma_ok && !self.no_cma.contains(&p.src) && p.src_pid > 0
+    }
+
+    /// Copies runs of pending pulls from one sender with one
+    /// `Port::pull_batch` each (a window of 64 KiB sends: one
+    /// `process_vm_readv` per `PULL_BATCH_BYTES` instead of one per
+    /// message). `true` at the index of each pull that is done; a batch
+    /// that failed in any way leaves its pulls to be made one by one.
+    fn pull_batches(&self, port: &dyn Port, pulls: &[PendingPull]) -> Vec<bool> {
+        let mut done = Vec::new();
+        if pulls.len() < 2 || self.cfg.pull_batch_bytes == 0 {
+            return done;
+        }
+        let limit = self.cfg.pull_batch_bytes;
+        let mut i = 0;
+        while i < pulls.len() {
+            let first = &pulls[i];
+            let take = |p: &PendingPull| (p.hdr.len as usize).min(p.dst.total());
+            let mut j = i;
+            let mut bytes = 0usize;
+            while j < pulls.len() && j - i < PULL_BATCH_MAX {
+                let p = &pulls[j];
+                let t = take(p);
+                if !self.can_pull(p) || p.src != first.src || p.src_pid != first.src_pid || t == 0 {
+                    break;
+                }
+                if j > i && bytes + t > limit {
+                    break;
+                }
+                bytes += t;
+                j += 1;
+            }
+            if j - i >= 2 {
+                let jobs: Vec<PullJob<'_>> = pulls[i..j]
+                    .iter()
+                    .map(|p| PullJob {
+                        remote: &p.rts.remote,
+                        dst: &p.dst,
+                        len: take(p),
+                    })
+                    .collect();
+                if port.pull_batch(first.src_pid, &jobs).is_ok() {
+                    done.resize(j, false);
+                    done[i..j].fill(true);
+                }
+                i = j;
+            } else {
+                i = j.max(i + 1);
+            }
+        }
+        done
     }
 
     /// Where a DATA chunk of a streamed rendezvous message goes: straight

@@ -176,6 +176,8 @@ struct Node {
     aborted: Vec<u32>,
     pull_fault: Option<Error>,
     pulls: usize,
+    /// Successful `pull_batch` calls (each job also counts in `pulls`).
+    pull_batches: usize,
     /// Successful `push`es (CMA writes into a peer).
     pushes: usize,
     more_calls: usize,
@@ -317,6 +319,7 @@ impl Net {
             aborted: Vec::new(),
             pull_fault: None,
             pulls: 0,
+            pull_batches: 0,
             pushes: 0,
             more_calls: 0,
             sleepers: 0,
@@ -397,6 +400,11 @@ impl Net {
     /// Successful pulls by `a` so far.
     pub(super) fn pulls(&self, a: &Addr) -> usize {
         self.with(a, |n| n.pulls)
+    }
+
+    /// Successful batched pulls (`Port::pull_batch` calls) by `a` so far.
+    pub(super) fn pull_batches(&self, a: &Addr) -> usize {
+        self.with(a, |n| n.pull_batches)
     }
 
     /// Successful pushes by `a` so far.
@@ -725,6 +733,25 @@ impl Port for SimPort {
         }
         w.nodes[self.me].pulls += 1;
         Ok(done)
+    }
+
+    fn pull_batch(&self, src_pid: i32, jobs: &[crate::transport::PullJob<'_>]) -> Result<()> {
+        // All or nothing as one system call would be (a failing job makes
+        // the engine repeat each pull alone): the jobs' sources checked
+        // first, then each copied as `pull` does.
+        if jobs
+            .iter()
+            .any(|j| j.remote.iter().map(|&(_, l)| l).sum::<u64>() < j.len as u64)
+        {
+            return Err(Error::IO);
+        }
+        for j in jobs {
+            if self.pull(src_pid, j.remote, j.dst, j.len)? != j.len {
+                return Err(Error::IO);
+            }
+        }
+        self.net.0.lock().nodes[self.me].pull_batches += 1;
+        Ok(())
     }
 
     fn push(&self, dst_pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {

@@ -37,7 +37,7 @@ use crate::sys::doorbell::{Cred, Doorbell, DoorbellAddr, Ringer};
 use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
-use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Port, Sent};
+use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Port, PullJob, Sent};
 use ring::{cells_for, Ring};
 use segment::{Segment, SlotSender, NSLOTS, SLOT_ACTIVE, SLOT_CLAIMED, SLOT_CLOSED, SLOT_FREE};
 use std::collections::VecDeque;
@@ -1105,6 +1105,12 @@ impl Port for ShmPort {
         }
         pull(src_pid, remote, dst, len)
     }
+    fn pull_batch(&self, src_pid: i32, jobs: &[PullJob<'_>]) -> Result<()> {
+        if !self.verified_sender(src_pid) {
+            return Err(Error::CONNRESET);
+        }
+        pull_batch(src_pid, jobs)
+    }
     fn push(&self, dst_pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
         if len == 0 {
             return Ok(0);
@@ -1142,6 +1148,45 @@ pub fn pull(pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Resul
     // Rust code; the remote ones are addresses in the peer process, which
     // only the kernel touches (checked there).
     cma_result(unsafe { cma::read_process(pid, &local, &rem, len) })
+}
+
+/// Most ranges one `process_vm_readv` takes on each side (`UIO_MAXIOV`).
+const CMA_MAX_RANGES: usize = 1024;
+
+/// The pulls `jobs` from one sender in one `process_vm_readv` (repeated
+/// only after partial copies, as [`pull`]): `Ok` when all of every job
+/// was copied. More ranges than one call takes: `Err(INVAL)`, nothing
+/// copied (the caller pulls one by one).
+pub fn pull_batch(pid: i32, jobs: &[PullJob<'_>]) -> Result<()> {
+    let mut local: Vec<IoRange> = Vec::with_capacity(jobs.len() * 2);
+    let mut rem: Vec<IoRange> = Vec::with_capacity(jobs.len() * 2);
+    let mut len = 0usize;
+    for j in jobs {
+        let (l, r) = cma_ranges(j.dst, j.remote, j.len);
+        // Each side must cover the job's bytes exactly, or the single
+        // call would pair one job's source with the next one's buffer.
+        let (ln, rn) = (
+            l.iter().map(IoRange::len).sum::<usize>(),
+            r.iter().map(IoRange::len).sum::<usize>(),
+        );
+        if ln != j.len || rn != j.len {
+            return Err(Error::INVAL);
+        }
+        local.extend_from_slice(&l);
+        rem.extend_from_slice(&r);
+        len += j.len;
+    }
+    if local.len() > CMA_MAX_RANGES || rem.len() > CMA_MAX_RANGES {
+        return Err(Error::INVAL);
+    }
+    // SAFETY: as in `pull`: the local ranges are the receives' application
+    // buffers, writable until they complete and never referenced by Rust
+    // code; the remote ones are only touched by the kernel in the peer.
+    match cma_result(unsafe { cma::read_process(pid, &local, &rem, len) }) {
+        Ok(n) if n == len => Ok(()),
+        Ok(_) => Err(Error::IO),
+        Err(e) => Err(e),
+    }
 }
 
 /// Writes `len` bytes of `src` into a peer's buffers (`remote` segments)
@@ -1673,6 +1718,55 @@ mod tests {
             }
             Err(e) => assert_eq!(e, Error::OPNOTSUPP, "CMA refused for another reason"),
         }
+    }
+
+    #[test]
+    fn cma_batch_pairs_each_job_with_its_own_buffer() {
+        // Three jobs of different sizes and segmentations, one call: each
+        // destination gets its own source's bytes (a job whose ranges were
+        // shifted by one would put a neighbour's bytes there).
+        let srcs: Vec<Vec<u8>> = (0..3u32)
+            .map(|k| (0..30_000 + k * 7_001).map(|i| (i * 7 + k) as u8).collect())
+            .collect();
+        let mut dsts: Vec<Vec<u8>> = srcs.iter().map(|s| vec![0u8; s.len()]).collect();
+        let mut iovs = Vec::new();
+        for d in dsts.iter_mut() {
+            let mut iov = IovList::new();
+            iov.push(d.as_mut_ptr() as usize, 1_000);
+            iov.push(d.as_mut_ptr() as usize + 1_000, d.len() - 1_000);
+            iovs.push(iov);
+        }
+        let remotes: Vec<[(u64, u64); 2]> = srcs
+            .iter()
+            .map(|s| {
+                [
+                    (s.as_ptr() as u64, 12_345),
+                    (s.as_ptr() as u64 + 12_345, s.len() as u64 - 12_345),
+                ]
+            })
+            .collect();
+        let jobs: Vec<PullJob<'_>> = (0..3)
+            .map(|k| PullJob {
+                remote: &remotes[k],
+                dst: &iovs[k],
+                len: srcs[k].len(),
+            })
+            .collect();
+        match pull_batch(sys::getpid(), &jobs) {
+            Ok(()) => assert_eq!(dsts, srcs),
+            Err(e) => assert_eq!(e, Error::OPNOTSUPP, "CMA refused for another reason"),
+        }
+        // A job whose source is shorter than its length: refused before
+        // any copy (the caller then pulls one by one).
+        let short = [(srcs[0].as_ptr() as u64, 100u64)];
+        let bad = [
+            jobs[1],
+            PullJob {
+                remote: &short,
+                ..jobs[0]
+            },
+        ];
+        assert_eq!(pull_batch(sys::getpid(), &bad), Err(Error::INVAL));
     }
 
     fn eager(b: &[u8]) -> WireHdr {

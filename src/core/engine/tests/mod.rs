@@ -50,6 +50,7 @@ pub(super) fn cfg() -> EpConfig {
         min_multi_recv: 64,
         unexp_budget: 8 << 20,
         cma: true,
+        pull_batch_bytes: crate::core::settings::DEFAULT_SHM_PULL_BATCH,
         fixed_peer: None,
     }
 }

@@ -413,3 +413,59 @@ fn an_ack_before_the_record_left_completes_it_only_once_written() {
     a.progress();
     assert_eq!(a.tx_ok(), vec![]);
 }
+
+/// Five 100 KB messages matched in one pass: one batched pull copies them
+/// all (one `process_vm_readv` on shm), each lands whole in its receive.
+fn five_pulled(batch: usize, fault: Option<Error>) -> (Net, Vec<Vec<u8>>, Vec<Vec<u8>>, Ep, Ep) {
+    let (net, mut a, mut b) = pair(SimOpts::shm());
+    b.inner.config_mut().pull_batch_bytes = batch;
+    net.pull_fault(&b.addr, fault);
+    let msgs: Vec<Vec<u8>> = (0..5).map(|i| pattern(100_000, 10 + i as u8)).collect();
+    let mut bufs: Vec<Vec<u8>> = (0..5).map(|_| vec![0u8; 100_000]).collect();
+    for (i, buf) in bufs.iter_mut().enumerate() {
+        b.recv(split_recv(buf, 1_000 + i, 10 + i)).unwrap();
+    }
+    for (i, m) in msgs.iter().enumerate() {
+        a.send(split_send(m, 7_000 * (i + 1), i)).unwrap();
+    }
+    b.progress();
+    (net, msgs, bufs, a, b)
+}
+
+#[test]
+fn rendezvous_messages_matched_together_are_pulled_in_one_batch() {
+    let (net, msgs, bufs, mut a, b) = five_pulled(1 << 20, None);
+    let got = b.rx_ok();
+    assert_eq!(got.len(), 5);
+    for (i, c) in got.iter().enumerate() {
+        assert_eq!(*c, Comp::recv(10 + i, MRECV, 100_000, bufs[i].as_ptr() as usize));
+        assert!(bufs[i] == msgs[i], "message {i} landed whole");
+    }
+    assert_eq!((net.pulls(&b.addr), net.pull_batches(&b.addr)), (5, 1));
+    a.progress();
+    assert_eq!(a.tx_ok().len(), 5);
+    // A limit of 250 KB: batches of two, two and one (the last alone).
+    let (net, msgs, bufs, _a, b) = five_pulled(250_000, None);
+    assert_eq!(b.rx_ok().len(), 5);
+    assert_eq!(bufs, msgs);
+    assert_eq!((net.pulls(&b.addr), net.pull_batches(&b.addr)), (5, 2));
+    // 0: one pull per message.
+    let (net, msgs, bufs, _a, b) = five_pulled(0, None);
+    assert_eq!(b.rx_ok().len(), 5);
+    assert_eq!(bufs, msgs);
+    assert_eq!((net.pulls(&b.addr), net.pull_batches(&b.addr)), (5, 0));
+}
+
+#[test]
+fn a_failed_batch_is_pulled_one_by_one_each_with_its_error() {
+    let (net, _msgs, bufs, mut a, b) = five_pulled(1 << 20, Some(Error::IO));
+    let (ok, err) = b.rx();
+    assert_eq!(ok, vec![], "no receive completes with data it did not get");
+    assert_eq!(err.len(), 5);
+    assert!(err.iter().all(|e| e.err == FI_EIO), "{err:?}");
+    assert!(bufs.iter().all(|b| b.iter().all(|&x| x == 0)));
+    assert_eq!(net.pull_batches(&b.addr), 0);
+    a.progress();
+    let (ok, err) = a.tx();
+    assert_eq!((ok.len(), err.len()), (0, 5));
+}
