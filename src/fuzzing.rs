@@ -19,7 +19,7 @@ use crate::core::domain::TransportKind;
 use crate::provider::getinfo::{getinfo, Query, TransportChoice};
 use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
-use crate::transport::proto::{flag, op, Limits, WireHdr, HDR_LEN, INLINE_MAX, IOV_ENTRY};
+use crate::transport::proto::{compact_len, flag, op, Limits, WireHdr, HDR_LEN, IOV_ENTRY};
 use crate::transport::shm::ring::{self, cells_for, Ring, CELL};
 use crate::transport::tcp::framing::{Broken, ByteSource, Outcome, Reader, Sink, Stage, CTL_MAX};
 use crate::transport::tcp::{cm, hello};
@@ -455,7 +455,6 @@ pub fn records(data: &[u8]) {
     if ok {
         let p = h.payload as usize;
         let len_ok = match h.op {
-            op::EAGER if h.flags & flag::INLINE != 0 => p as u64 == h.len && p <= INLINE_MAX,
             op::EAGER => p as u64 == h.len && p <= RECORD_LIM.max_payload,
             op::RTS => {
                 (1..=RECORD_LIM.max_iov).contains(&(h.aux as usize))
@@ -625,14 +624,17 @@ pub fn shm_ring(data: &[u8]) {
         let mut pos = head;
         while pos.wrapping_sub(head) < ncells as u64 && first_word(img, pos) != 0 {
             let at = cell_of(pos) * CELL;
-            let h = WireHdr::from_bytes(img[at..at + HDR_LEN].try_into().expect("64 bytes"));
+            // A compact EAGER header (its payload from `compact_len`) or
+            // a full one (from byte 64).
+            let (h, off) = WireHdr::decode(img[at..at + HDR_LEN].try_into().expect("64 bytes"));
             if h.check(&RECORD_LIM).is_err() {
                 corrupt = true;
                 break;
             }
-            let inline = h.flags & flag::INLINE != 0;
+            let compact = h.flags & flag::COMPACT != 0;
+            assert_eq!(off, if compact { compact_len(h.flags) } else { HDR_LEN });
             let n = h.payload as usize;
-            let span = if inline { 1 } else { cells_for(HDR_LEN + n) };
+            let span = cells_for(off + n);
             if span >= ncells as u64 {
                 corrupt = true;
                 break;
@@ -640,11 +642,7 @@ pub fn shm_ring(data: &[u8]) {
             let lin: Vec<u8> = (0..span as usize * CELL)
                 .map(|j| img[(cell_of(pos) * CELL + j) % (ncells * CELL)])
                 .collect();
-            let p = if inline {
-                h.inline_bytes()[..n].to_vec()
-            } else {
-                lin[HDR_LEN..HDR_LEN + n].to_vec()
-            };
+            let p = lin[off..off + n].to_vec();
             recs.push((h, p, span));
             pos = pos.wrapping_add(span);
         }
@@ -673,6 +671,15 @@ pub fn shm_ring(data: &[u8]) {
         let mut joined = a;
         joined.extend_from_slice(&b);
         assert_eq!(&joined[..n], &v[..], "the two copy paths disagree");
+        // And into one segment (the small messages' fixed-size copy), at an
+        // offset.
+        let mut one = vec![0u8; n + 3];
+        let mut iov = IovList::new();
+        iov.push(one.as_mut_ptr() as usize, one.len());
+        // SAFETY: the iov describes our vector.
+        let k = unsafe { rec.copy_to_iov(0, usize::MAX, &iov, 3) };
+        assert_eq!(k, n, "copy_to_iov (one segment) copied a different length");
+        assert_eq!(&one[3..], &v[..], "the one-segment copy disagrees");
         got.push((rec.hdr, v));
         Disposition::Consumed
     });
@@ -1189,15 +1196,19 @@ pub fn seed_stream() -> Vec<u8> {
 pub fn seed_ring(log2_cells: u8, head_sel: u8, records: &[Vec<u8>]) -> Vec<u8> {
     let mut cells = Vec::new();
     for r in records {
-        let mut h = WireHdr::from_bytes(r[..HDR_LEN].try_into().expect("a header"));
+        let h = WireHdr::from_bytes(r[..HDR_LEN].try_into().expect("a header"));
         let p = &r[HDR_LEN..];
-        if h.op == op::EAGER && p.len() <= INLINE_MAX {
-            h.set_inline(p);
-            cells.extend_from_slice(&h.to_bytes());
+        if h.op == op::EAGER {
+            // As shm writes them: the compact header, the payload after it.
+            let (w, _) = h.compact(p.len());
+            let words = w.iter().flat_map(|x| x.to_le_bytes());
+            let mut rec: Vec<u8> = words.take(compact_len(h.flags)).collect();
+            rec.extend_from_slice(p);
+            cells.extend_from_slice(&rec);
         } else {
             cells.extend_from_slice(r);
-            cells.resize(cells.len().div_ceil(CELL) * CELL, 0);
         }
+        cells.resize(cells.len().div_ceil(CELL) * CELL, 0);
     }
     let used = (cells.len() / CELL) as u8;
     let mut v = vec![log2_cells, head_sel, used, 0];

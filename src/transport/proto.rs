@@ -12,14 +12,48 @@
 //!  0      2    3    4         8                16     24     32       40       48      52    56          64
 //!  | magic|ver | op | flags   | len (total)    | tag  | data | msg_id | offset | payload| aux | reserved  |
 //! ```
+//!
+//! shm writes EAGER records in a compact form instead (flag `COMPACT`,
+//! [`WireHdr::compact`]): the first 16 bytes as above, then only the fields
+//! the flags call for — `tag` (TAGGED), `data` (REMOTE_CQ_DATA), `msg_id`
+//! (ACK_REQ or ACK_ARRIVE), 8 bytes each, in that order — and the payload
+//! right after them ([`compact_len`] bytes in): up to 48 bytes of it ride
+//! in the record's first 64-byte cell (40 for a tagged message).
 
 /// "RF": rustfab.
 pub const MAGIC: u16 = 0x5246;
 /// Bumped on any incompatible change of this header or of an exchange.
 pub const VERSION: u8 = 1;
 pub const HDR_LEN: usize = 64;
-/// Largest payload an EAGER header carries inline (flag `INLINE`).
-pub const INLINE_MAX: usize = 16;
+/// Bytes of a compact EAGER header with no optional field (the first word,
+/// then `len`).
+pub const COMPACT_MIN: usize = 16;
+/// The flags that each add one 8-byte field to a compact header (`tag`,
+/// `data`, `msg_id`: the one for both ACK flags).
+const COMPACT_TAG: u32 = flag::TAGGED;
+const COMPACT_DATA: u32 = flag::REMOTE_CQ_DATA;
+const COMPACT_ID: u32 = flag::ACK_REQ | flag::ACK_ARRIVE;
+
+/// Which optional fields a compact header with these flags carries (1 or
+/// 0 each: `tag`, `data`, `msg_id`).
+#[inline]
+pub const fn compact_slots(flags: u32) -> (usize, usize, usize) {
+    (
+        (flags & COMPACT_TAG != 0) as usize,
+        (flags & COMPACT_DATA != 0) as usize,
+        (flags & COMPACT_ID != 0) as usize,
+    )
+}
+
+/// Where the payload starts in a compact EAGER record with these flags
+/// (16 to 40 bytes; the flags need not be valid yet: only three tests).
+#[inline]
+pub const fn compact_len(flags: u32) -> usize {
+    COMPACT_MIN
+        + 8 * ((flags & COMPACT_TAG != 0) as usize
+            + (flags & COMPACT_DATA != 0) as usize
+            + (flags & COMPACT_ID != 0) as usize)
+}
 
 /// Record types.
 pub mod op {
@@ -111,9 +145,10 @@ pub mod flag {
     /// records with this flag (and `aux` 0), as the receiver asked
     /// (`Port::rts_prefix`); DATA: such a pushed chunk.
     pub const PUSH: u32 = 1 << 6;
-    /// MSG over shm: the payload (at most `INLINE_MAX` bytes) sits in the
-    /// header's `offset` and `reserved` fields; the record is one cell.
-    pub const INLINE: u32 = 1 << 7;
+    /// EAGER over shm: the compact header (module doc, [`compact_len`]);
+    /// the payload follows its last field, in the record's first cell as
+    /// far as it fits.
+    pub const COMPACT: u32 = 1 << 7;
     /// RMA: the record belongs to the operation's last target segment (the
     /// target reports remote events when that segment is done).
     pub const FINAL: u32 = 1 << 8;
@@ -130,7 +165,7 @@ pub mod flag {
     /// receives must not hang). docs/protocol.md.
     pub const ACK_ARRIVE: u32 = 1 << 10;
     pub const ALL: u32 =
-        TAGGED | REMOTE_CQ_DATA | ACK_REQ | CMA_OK | LAST | RANGE | PUSH | INLINE | FINAL | NO_ANSWER | ACK_ARRIVE;
+        TAGGED | REMOTE_CQ_DATA | ACK_REQ | CMA_OK | LAST | RANGE | PUSH | COMPACT | FINAL | NO_ANSWER | ACK_ARRIVE;
 }
 
 /// The header. Plain data: copied out of shared memory / the socket before
@@ -212,7 +247,7 @@ impl WireHdr {
         if self.flags & !flag::ALL != 0 {
             return Err(BadRecord::Flags);
         }
-        if self.flags & flag::INLINE != 0 && self.op != op::EAGER {
+        if self.flags & flag::COMPACT != 0 && self.op != op::EAGER {
             return Err(BadRecord::Flags);
         }
         if self.flags & flag::NO_ANSWER != 0 && !matches!(self.op, op::WRITE | op::ATOMIC) {
@@ -224,7 +259,6 @@ impl WireHdr {
         let payload = self.payload as usize;
         let len = usize::try_from(self.len).map_err(|_| BadRecord::Length)?;
         let ok = match self.op {
-            op::EAGER if self.flags & flag::INLINE != 0 => payload == len && payload <= INLINE_MAX,
             op::EAGER => payload == len && payload <= lim.max_payload,
             op::RTS => {
                 let n = self.aux as usize;
@@ -316,21 +350,75 @@ impl WireHdr {
         b
     }
 
-    /// The inline payload area (`offset` and `reserved`, 16 bytes).
-    pub fn inline_bytes(&self) -> [u8; INLINE_MAX] {
-        let mut b = [0u8; INLINE_MAX];
-        b[..8].copy_from_slice(&self.offset.to_le_bytes());
-        b[8..].copy_from_slice(&self.reserved.to_le_bytes());
-        b
+    /// The compact form of this EAGER header for a payload of `n` bytes
+    /// (flag `COMPACT` added): its words (the first, `len`, then the
+    /// fields the flags call for; the rest zero) and where the payload
+    /// starts. A writer may store all five words and then the payload from
+    /// the returned offset over the unused ones.
+    #[inline]
+    pub fn compact(&self, n: usize) -> ([u64; 5], usize) {
+        let flags = self.flags | flag::COMPACT;
+        let (t, d, i) = compact_slots(flags);
+        // Branch-free: each field goes to its slot; an absent one is
+        // overwritten by the next present one or lies past the header.
+        let mut w = [0u64; 5];
+        w[0] = self.magic as u64 | (self.version as u64) << 16 | (self.op as u64) << 24 | (flags as u64) << 32;
+        w[1] = n as u64;
+        w[2] = self.tag;
+        w[2 + t] = self.data;
+        w[2 + t + d] = self.msg_id;
+        let off = COMPACT_MIN + 8 * (t + d + i);
+        debug_assert_eq!(off, compact_len(flags));
+        // Zero what lies past the header (the writer's payload goes there).
+        for (k, x) in w.iter_mut().enumerate() {
+            if k * 8 >= off {
+                *x = 0;
+            }
+        }
+        (w, off)
     }
 
-    /// Stores up to `INLINE_MAX` bytes inline and sets the flag.
-    pub fn set_inline(&mut self, data: &[u8]) {
-        let mut b = [0u8; INLINE_MAX];
-        b[..data.len()].copy_from_slice(data);
-        self.offset = u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]));
-        self.reserved = u64::from_le_bytes(b[8..].try_into().unwrap_or([0; 8]));
-        self.flags |= flag::INLINE;
+    /// Reads a record's first cell: a compact EAGER header (flag
+    /// `COMPACT`; the fields it leaves out read as zero, `payload` as
+    /// `len`, saturated) or a full one. Returns the header and where the
+    /// payload starts in the record. Nothing is validated: [`check`]
+    /// follows.
+    ///
+    /// [`check`]: WireHdr::check
+    #[inline]
+    pub fn decode(b: &[u8; HDR_LEN]) -> (WireHdr, usize) {
+        let h = WireHdr::from_bytes(b);
+        if h.flags & flag::COMPACT == 0 {
+            return (h, HDR_LEN);
+        }
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        let mut c = WireHdr {
+            magic: h.magic,
+            version: h.version,
+            op: h.op,
+            flags: h.flags,
+            len: h.len,
+            payload: u32::try_from(h.len).unwrap_or(u32::MAX),
+            ..Default::default()
+        };
+        if h.flags & (COMPACT_TAG | COMPACT_DATA | COMPACT_ID) == 0 {
+            // The plain send: nothing after `len`.
+            return (c, COMPACT_MIN);
+        }
+        let mut at = COMPACT_MIN;
+        if h.flags & COMPACT_TAG != 0 {
+            c.tag = u64_at(at);
+            at += 8;
+        }
+        if h.flags & COMPACT_DATA != 0 {
+            c.data = u64_at(at);
+            at += 8;
+        }
+        if h.flags & COMPACT_ID != 0 {
+            c.msg_id = u64_at(at);
+            at += 8;
+        }
+        (c, at)
     }
 
     pub fn from_bytes(b: &[u8; HDR_LEN]) -> WireHdr {
@@ -399,21 +487,63 @@ mod tests {
     }
 
     #[test]
-    fn inline_payloads() {
+    fn compact_eager_headers() {
         let mut h = WireHdr::new(op::EAGER);
         h.len = 5;
+        h.tag = 0x1111;
+        h.data = 0x2222;
+        h.msg_id = 0x3333;
+        h.offset = 9; // not carried
+        let cell = |w: [u64; 5]| {
+            let mut b = [0xeeu8; HDR_LEN];
+            for (i, x) in w.iter().enumerate() {
+                b[i * 8..i * 8 + 8].copy_from_slice(&x.to_le_bytes());
+            }
+            b
+        };
+        // Each optional field present only with its flag, in order.
+        for (flags, off) in [
+            (0, 16),
+            (flag::TAGGED, 24),
+            (flag::REMOTE_CQ_DATA, 24),
+            (flag::ACK_REQ, 24),
+            (flag::ACK_ARRIVE, 24),
+            (flag::TAGGED | flag::REMOTE_CQ_DATA, 32),
+            (flag::TAGGED | flag::REMOTE_CQ_DATA | flag::ACK_REQ, 40),
+        ] {
+            h.flags = flags;
+            let (w, at) = h.compact(5);
+            assert_eq!(at, off, "flags {flags:#x}");
+            assert_eq!(at, compact_len(flags | flag::COMPACT));
+            let (d, at2) = WireHdr::decode(&cell(w));
+            assert_eq!(at2, off);
+            assert_eq!(d.flags, flags | flag::COMPACT);
+            assert_eq!((d.len, d.payload), (5, 5));
+            assert_eq!(d.tag, if flags & flag::TAGGED != 0 { 0x1111 } else { 0 });
+            assert_eq!(d.data, if flags & flag::REMOTE_CQ_DATA != 0 { 0x2222 } else { 0 });
+            let id = flags & (flag::ACK_REQ | flag::ACK_ARRIVE) != 0;
+            assert_eq!(d.msg_id, if id { 0x3333 } else { 0 });
+            assert_eq!((d.offset, d.aux, d.reserved), (0, 0, 0));
+            assert_eq!(d.check(&LIM), Ok(()));
+            // The same bytes as `to_bytes` where both forms agree.
+            assert_eq!(&cell(w)[..16], &{ let mut f = h; f.flags |= flag::COMPACT; f.len = 5; f.to_bytes() }[..16]);
+        }
+        // A full header decodes as itself, its payload after the cell.
+        h.flags = flag::TAGGED;
         h.payload = 5;
-        h.set_inline(b"hello");
-        assert_eq!(&h.inline_bytes()[..5], b"hello");
-        assert_eq!(h.check(&LIM), Ok(()));
-        let h2 = WireHdr::from_bytes(&h.to_bytes());
-        assert_eq!(&h2.inline_bytes()[..5], b"hello");
-        let mut big = h;
-        big.len = 17;
-        big.payload = 17;
-        assert_eq!(big.check(&LIM), Err(BadRecord::Length));
+        assert_eq!(WireHdr::decode(&h.to_bytes()), (h, HDR_LEN));
+        // Hostile lengths: above the limit, or beyond 32 bits (`payload`
+        // saturates and no longer equals `len`).
+        h.flags = 0;
+        for bad in [LIM.max_payload as u64 + 1, 1 << 32, u64::MAX] {
+            let (mut w, _) = h.compact(0);
+            w[1] = bad;
+            let (d, _) = WireHdr::decode(&cell(w));
+            assert_eq!(d.check(&LIM), Err(BadRecord::Length), "len {bad}");
+        }
+        // Compact is an EAGER form only.
         let mut ack = WireHdr::new(op::ACK);
-        ack.flags = flag::INLINE;
+        ack.flags = flag::COMPACT;
         assert_eq!(ack.check(&LIM), Err(BadRecord::Flags));
     }
 

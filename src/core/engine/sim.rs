@@ -33,7 +33,7 @@
 use crate::base::error::{Error, Result};
 use crate::transport::addr::Addr;
 use crate::transport::iov::{IovList, IOV_MAX};
-use crate::transport::proto::{op, Limits, WireHdr, HDR_LEN, INLINE_MAX};
+use crate::transport::proto::{compact_len, op, Limits, WireHdr, HDR_LEN};
 use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent, PEER_FAILED};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -126,14 +126,15 @@ struct Rec {
 }
 
 impl Rec {
-    /// Bytes the record occupies (shm: whole 64-byte cells; an inline eager
-    /// payload of at most 16 bytes rides in its header's cell).
+    /// Bytes the record occupies (shm: whole 64-byte cells; an eager
+    /// record's compact header takes 16 to 40 bytes, not 64).
     fn cost(&self) -> usize {
-        if self.hdr.op == op::EAGER && self.payload.len() <= INLINE_MAX {
-            HDR_LEN
+        let head = if self.hdr.op == op::EAGER {
+            compact_len(self.hdr.flags)
         } else {
-            (HDR_LEN + self.payload.len()).div_ceil(64) * 64
-        }
+            HDR_LEN
+        };
+        (head + self.payload.len()).div_ceil(64) * 64
     }
 }
 

@@ -77,13 +77,14 @@ pub struct InRecord<'a> {
     pub src_pid: i32,
     pub hdr: WireHdr,
     payload: PayloadRef<'a>,
-    /// A payload carried in the header (flag INLINE).
-    inline: Option<[u8; proto::INLINE_MAX]>,
 }
 
 struct PayloadRef<'a> {
     ring: &'a Ring,
     at: u64,
+    /// Where the payload starts in the record: after a compact EAGER
+    /// header (16 to 40 bytes, `proto::compact_len`) or a full one.
+    off: usize,
 }
 
 impl InRecord<'_> {
@@ -99,33 +100,33 @@ impl InRecord<'_> {
     /// contract: buffers stay valid until the receive completes).
     pub unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
         let len = len.min(self.payload_len().saturating_sub(off));
-        if let Some(b) = &self.inline {
-            // The common small message: all of it into the start of a
-            // one-segment buffer, without a call to memcpy.
-            if off == 0 && dst_off == 0 {
+        let ring = &self.payload.ring;
+        let from = self.payload.off + off;
+        let mut copied = 0;
+        // A record's first cell never wraps.
+        let one = (from + len <= ring::CELL).then(|| ring.cell(self.payload.at));
+        if let Some(rec) = one.or_else(|| ring.linear(self.payload.at, cells_for(from + len))) {
+            // The bytes do not wrap (nearly always). The common small
+            // message: all of it into a one-segment buffer, with fixed-size
+            // moves instead of a call to memcpy.
+            if len <= SMALL_COPY {
                 if let [(p, cap)] = dst.segments() {
-                    if *cap >= len {
-                        // SAFETY: `p .. p + len` is application memory per
-                        // contract (len <= cap); the source is our local copy.
-                        unsafe { copy_small_raw(b.as_ptr(), *p as *mut u8, len) };
+                    if *cap >= dst_off + len {
+                        // SAFETY: `rec + from .. + len` lies in the record's
+                        // published, unreleased cells, in one linear run;
+                        // `p + dst_off .. + len` is application memory per
+                        // contract (within `cap`); raw copy, no reference
+                        // to shared memory.
+                        unsafe { copy_small_raw(rec.add(from), (*p as *mut u8).add(dst_off), len) };
                         return len;
                     }
                 }
             }
-            // SAFETY: forwarded contract; the source is our local copy.
-            return unsafe { PayloadIn::copy_to_iov(&b[..self.payload_len()], off, len, dst, dst_off) };
-        }
-        let mut copied = 0;
-        let ring = &self.payload.ring;
-        if let Some(rec) = ring.linear(self.payload.at, cells_for(HDR_LEN + off + len)) {
-            // The bytes do not wrap (nearly always): one copy per
-            // destination segment, without `read_at`'s loop.
+            // One copy per destination segment, without `read_at`'s loop.
             dst.for_range(dst_off, len, |p, n, _| {
-                // SAFETY: `rec + HDR_LEN + off .. + len` lies in the
-                // record's published, unreleased cells (as for `read_at`
-                // below), in one linear run; `p..p+n` is application
-                // memory per contract; raw copy, no reference to shared memory.
-                unsafe { core::ptr::copy_nonoverlapping(rec.add(HDR_LEN + off + copied), p as *mut u8, n) };
+                // SAFETY: as above; `p..p+n` is application memory per
+                // contract; raw copy, no reference to shared memory.
+                unsafe { core::ptr::copy_nonoverlapping(rec.add(from + copied), p as *mut u8, n) };
                 copied += n;
             });
             return copied;
@@ -133,11 +134,7 @@ impl InRecord<'_> {
         dst.for_range(dst_off, len, |p, n, _| {
             // SAFETY: the record is published and unreleased (we are inside
             // `poll`'s callback); `p..p+n` is application memory per contract.
-            unsafe {
-                self.payload
-                    .ring
-                    .read_at(self.payload.at, HDR_LEN + off + copied, p as *mut u8, n)
-            };
+            unsafe { ring.read_at(self.payload.at, from + copied, p as *mut u8, n) };
             copied += n;
         });
         copied
@@ -146,12 +143,9 @@ impl InRecord<'_> {
     /// Copies the whole payload into a new vector.
     pub fn payload_vec(&self) -> Vec<u8> {
         let n = self.payload_len();
-        if let Some(b) = &self.inline {
-            return b[..n].to_vec();
-        }
         let mut v = vec![0u8; n];
         // SAFETY: `v` has `n` bytes; the record is published and unreleased.
-        unsafe { self.payload.ring.read_at(self.payload.at, HDR_LEN, v.as_mut_ptr(), n) };
+        unsafe { self.payload.ring.read_at(self.payload.at, self.payload.off, v.as_mut_ptr(), n) };
         v
     }
 }
@@ -1277,11 +1271,9 @@ fn ring_doorbell(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr) {
     tx.ring(bell);
 }
 
-/// Ok(true) written, Ok(false) no room, Err: ring corrupt.
-fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ring::Corrupt> {
-    let n = payload.len();
-    let inline = hdr.op == proto::op::EAGER && n <= proto::INLINE_MAX;
-    let cells = if inline { 1 } else { cells_for(HDR_LEN + n) };
+/// Claims `cells` cells of `p`'s ring: Ok(false) no room, Err: corrupt.
+#[inline]
+fn claim(p: &mut PeerOut, cells: u64) -> core::result::Result<bool, ring::Corrupt> {
     if p.free < cells {
         p.free = p.ring.free_cells(p.tail)?;
         if p.free < cells {
@@ -1289,22 +1281,21 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
         }
     }
     p.free -= cells;
+    Ok(true)
+}
+
+/// Ok(true) written, Ok(false) no room, Err: ring corrupt.
+fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ring::Corrupt> {
+    if hdr.op == proto::op::EAGER {
+        return write_eager(p, hdr, payload);
+    }
+    let n = payload.len();
+    let cells = cells_for(HDR_LEN + n);
+    if !claim(p, cells)? {
+        return Ok(false);
+    }
     let mut h = *hdr;
     h.payload = n as u32;
-    if inline {
-        let mut buf = [0u8; proto::INLINE_MAX];
-        let mut at = 0;
-        payload.for_each(|chunk| {
-            copy_small(&mut buf[at..at + chunk.len()], chunk);
-            at += chunk.len();
-        });
-        h.set_inline(&buf[..n]);
-        // SAFETY: one free cell at `tail` and the one after it (free_cells
-        // keeps one more free), ours (producer).
-        unsafe { p.ring.write_cell_and_publish(p.tail, &h.to_bytes()) };
-        p.tail = p.tail.wrapping_add(1);
-        return Ok(true);
-    }
     let hb = h.to_bytes();
     let first = u64::from_le_bytes([hb[0], hb[1], hb[2], hb[3], hb[4], hb[5], hb[6], hb[7]]);
     // SAFETY: `cells` cells from `tail` and the one after them are free
@@ -1335,40 +1326,135 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
     Ok(true)
 }
 
+/// An EAGER record in the compact form (proto.rs, docs/shm.md "Rings"):
+/// 16 to 40 header bytes, the payload right after them; up to 48 bytes of
+/// payload in one cell, 112 in two, copied with fixed-size moves.
+#[inline]
+fn write_eager(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ring::Corrupt> {
+    let n = payload.len();
+    let flags = hdr.flags | proto::flag::COMPACT;
+    let off = proto::compact_len(flags);
+    let total = off + n;
+    let cells = cells_for(total);
+    if !claim(p, cells)? {
+        return Ok(false);
+    }
+    // SAFETY: `cells` cells from `tail` and the one after them are free
+    // and ours (producer); the record's first word goes last (publication).
+    unsafe {
+        if let Some(rec) = p.ring.linear(p.tail, cells) {
+            // The record does not wrap (nearly always): header words 1..5
+            // (bytes 8..40, inside the first cell, which is ours whatever
+            // `n`), then the payload from `off`, over the words the header
+            // does not use. Plain stores into our cells (the cell is
+            // 64-byte aligned), no reference.
+            let words = rec.cast::<u64>();
+            words.add(1).write(n as u64);
+            if off > proto::COMPACT_MIN {
+                // The fields the flags call for, in order.
+                let mut k = 2;
+                if flags & proto::flag::TAGGED != 0 {
+                    words.add(k).write(hdr.tag);
+                    k += 1;
+                }
+                if flags & proto::flag::REMOTE_CQ_DATA != 0 {
+                    words.add(k).write(hdr.data);
+                    k += 1;
+                }
+                if k * 8 < off {
+                    words.add(k).write(hdr.msg_id);
+                }
+            }
+            let mut at = off;
+            payload.for_each(|chunk| {
+                // `at + chunk.len() <= total <= cells * CELL`.
+                copy_payload(chunk.as_ptr(), rec.add(at), chunk.len(), total);
+                at += chunk.len();
+            });
+        } else {
+            let (w, _) = hdr.compact(n);
+            let mut hb = [0u8; 40];
+            for (i, x) in w.iter().enumerate() {
+                hb[i * 8..i * 8 + 8].copy_from_slice(&x.to_le_bytes());
+            }
+            p.ring.write_at(p.tail, 8, &hb[8..off]);
+            let mut at = off;
+            payload.for_each(|chunk| {
+                p.ring.write_at(p.tail, at, chunk);
+                at += chunk.len();
+            });
+        }
+        let first = hdr.magic as u64
+            | (hdr.version as u64) << 16
+            | (hdr.op as u64) << 24
+            | (flags as u64) << 32;
+        p.ring.publish_at(p.tail, cells, first);
+    }
+    p.tail = p.tail.wrapping_add(cells);
+    Ok(true)
+}
+
+/// One payload chunk of `n` bytes of a record of `total` bytes: with
+/// fixed-size moves when the record is small (two cells or less), else
+/// `memcpy`.
+///
+/// # Safety
+/// `src` readable and `dst` writable for `n` bytes, not overlapping.
+#[inline(always)]
+unsafe fn copy_payload(src: *const u8, dst: *mut u8, n: usize, total: usize) {
+    // SAFETY: forwarded (`n <= total <= SMALL_COPY` on the first arm).
+    unsafe {
+        if total <= SMALL_COPY {
+            copy_small_raw(src, dst, n)
+        } else {
+            core::ptr::copy_nonoverlapping(src, dst, n)
+        }
+    }
+}
+
 // A record header is exactly one ring cell (read and written whole).
 const _: () = assert!(HDR_LEN == ring::CELL);
 
-/// Copies at most `INLINE_MAX` bytes without a call to `memcpy` (whose
-/// dispatch costs more than the copy at these sizes).
-#[inline]
-fn copy_small(dst: &mut [u8], src: &[u8]) {
-    let n = src.len().min(dst.len()).min(proto::INLINE_MAX);
-    // SAFETY: both slices hold at least `n` bytes and do not overlap (one
-    // is borrowed mutably).
-    unsafe { copy_small_raw(src.as_ptr(), dst.as_mut_ptr(), n) }
-}
+/// Largest copy made with fixed-size moves (`copy_small_raw`): a two-cell
+/// record's payload.
+const SMALL_COPY: usize = 2 * ring::CELL;
 
-/// `n <= INLINE_MAX` bytes from `src` to `dst`: two overlapping fixed-size
-/// moves cover any length from 4 to 16, three single bytes any below.
+/// `n <= SMALL_COPY` bytes from `src` to `dst`: two overlapping fixed-size
+/// moves of the largest power of two not above `n` (64, 32, 16, 8 or 4
+/// bytes) cover any length from 4 to 128, three single bytes any below.
+/// A call to `memcpy` costs more than the copy at these sizes.
 ///
 /// # Safety
 /// `src` readable and `dst` writable for `n` bytes, not overlapping.
 #[inline]
 unsafe fn copy_small_raw(src: *const u8, dst: *mut u8, n: usize) {
-    debug_assert!(n <= proto::INLINE_MAX);
-    // SAFETY (every access): offsets below `n`, per the contract; unaligned
-    // reads and writes of plain integers.
+    debug_assert!(n <= SMALL_COPY);
+    /// Two moves of `T`: the first and the last `size_of::<T>()` bytes.
+    ///
+    /// # Safety
+    /// `size_of::<T>() <= n`, and the contract of `copy_small_raw`.
+    #[inline(always)]
+    unsafe fn two<T: Copy>(src: *const u8, dst: *mut u8, n: usize) {
+        let k = core::mem::size_of::<T>();
+        // SAFETY: `0 .. k` and `n - k .. n` lie below `n`; unaligned reads
+        // and writes of plain data.
+        unsafe {
+            dst.cast::<T>().write_unaligned(src.cast::<T>().read_unaligned());
+            dst.add(n - k).cast::<T>().write_unaligned(src.add(n - k).cast::<T>().read_unaligned());
+        }
+    }
+    // SAFETY (every access): offsets below `n`, per the contract.
     unsafe {
-        if n >= 8 {
-            dst.cast::<u64>().write_unaligned(src.cast::<u64>().read_unaligned());
-            dst.add(n - 8)
-                .cast::<u64>()
-                .write_unaligned(src.add(n - 8).cast::<u64>().read_unaligned());
+        if n >= 64 {
+            two::<[u64; 8]>(src, dst, n)
+        } else if n >= 32 {
+            two::<[u64; 4]>(src, dst, n)
+        } else if n >= 16 {
+            two::<u128>(src, dst, n)
+        } else if n >= 8 {
+            two::<u64>(src, dst, n)
         } else if n >= 4 {
-            dst.cast::<u32>().write_unaligned(src.cast::<u32>().read_unaligned());
-            dst.add(n - 4)
-                .cast::<u32>()
-                .write_unaligned(src.add(n - 4).cast::<u32>().read_unaligned());
+            two::<u32>(src, dst, n)
         } else if n > 0 {
             *dst = *src;
             *dst.add(n / 2) = *src.add(n / 2);
@@ -1376,6 +1462,7 @@ unsafe fn copy_small_raw(src: *const u8, dst: *mut u8, n: usize) {
         }
     }
 }
+
 
 fn flush_backlog(p: &mut PeerOut) {
     while let Some(h) = p.backlog.front().copied() {
@@ -1431,14 +1518,11 @@ fn consume_slot(
         // SAFETY: a record is published at `head` (its first word, written
         // last, is set): its first cell (64 bytes) is readable.
         let hb = unsafe { s.ring.read_cell(s.head) };
-        let hdr = WireHdr::from_bytes(&hb);
+        // A compact EAGER header or a full one; `off`: where its payload
+        // starts (at most 64), `payload` bounded by `check`.
+        let (hdr, off) = WireHdr::decode(&hb);
         hdr.check(lim).map_err(|_| ())?;
-        let inline = (hdr.flags & proto::flag::INLINE != 0).then(|| hdr.inline_bytes());
-        let cells = if inline.is_some() {
-            1
-        } else {
-            cells_for(HDR_LEN + hdr.payload as usize)
-        };
+        let cells = cells_for(off + hdr.payload as usize);
         if cells >= s.ring.ncells() {
             // A producer keeps one cell free, and `check` bounds the
             // payload far below the ring: corruption.
@@ -1451,8 +1535,8 @@ fn consume_slot(
             payload: PayloadRef {
                 ring: &s.ring,
                 at: s.head,
+                off,
             },
-            inline,
         };
         match f(rec) {
             Disposition::Consumed => {
@@ -1485,8 +1569,7 @@ mod tests {
         let mut a = port();
         let mut b = port();
         let msg: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
-        let mut h = WireHdr::new(op::EAGER);
-        h.len = msg.len() as u64;
+        let mut h = eager(&msg);
         h.tag = 77;
         a.send_record(&b.addr(), &h, Payload::Bytes(&msg)).unwrap();
         let mut got = Vec::new();
@@ -1518,10 +1601,12 @@ mod tests {
         // several laps some start near its end and wrap (write_record's and
         // copy_to_iov's loop path), most do not (their plain-copy path,
         // `Ring::linear`). Every byte is checked, read whole, into two
-        // segments, and from an offset.
+        // segments, and from an offset. With a compact tagged header (24
+        // bytes): 6, 17 and 40 bytes take one cell, 41, 64, 65, 100 and 104
+        // two (fixed-size copies), 105 three.
         let mut a = port();
         let mut b = port();
-        let sizes = [17usize, 100, 500, 3000, 64, 65];
+        let sizes = [17usize, 100, 500, 3000, 64, 65, 6, 40, 41, 104, 105];
         let mut cells = 0u64;
         let mut i = 0usize;
         while cells < 5 * segment::NCELLS as u64 {
@@ -1530,7 +1615,7 @@ mod tests {
             let mut h = eager(&msg);
             h.tag = i as u64;
             a.send_record(&b.addr(), &h, Payload::Bytes(&msg)).unwrap();
-            cells += ring::cells_for(HDR_LEN + n);
+            cells += ring::cells_for(proto::compact_len(h.flags) + n);
             let mut seen = 0;
             b.poll_records(&mut |r| {
                 seen += 1;
@@ -1769,8 +1854,11 @@ mod tests {
         assert_eq!(pull_batch(sys::getpid(), &bad), Err(Error::INVAL));
     }
 
+    /// A tagged EAGER header for `b` (the tests tell records apart by tag;
+    /// a compact header carries the tag only with TAGGED).
     fn eager(b: &[u8]) -> WireHdr {
         let mut h = WireHdr::new(op::EAGER);
+        h.flags = proto::flag::TAGGED;
         h.len = b.len() as u64;
         h
     }

@@ -108,6 +108,13 @@ impl Ring {
         ((at & self.mask) + cells <= self.ncells).then(|| self.cell_ptr(at))
     }
 
+    /// The first byte of the cell at index `at` (using it is the caller's
+    /// `unsafe`, as for [`Ring::linear`]).
+    #[inline]
+    pub fn cell(&self, at: u64) -> *mut u8 {
+        self.cell_ptr(at)
+    }
+
     /// Resets the ring for a new producer (only while none is attached):
     /// both indices, and the first word of every cell.
     pub fn reset(&self) {
@@ -216,24 +223,6 @@ impl Ring {
             unsafe { core::ptr::copy_nonoverlapping(self.cell_ptr(cell).add(in_cell), dst.add(done), n) };
             done += n;
         }
-    }
-
-    /// Writes and publishes a one-cell record (a header carrying its
-    /// payload inline): bytes 8..64 with a fixed-size copy, then the first
-    /// word ([`Ring::publish_at`]).
-    ///
-    /// # Safety
-    /// As [`Ring::publish_at`]: the cell at `at` and the next are free and
-    /// ours (producer).
-    #[inline]
-    pub unsafe fn write_cell_and_publish(&self, at: u64, src: &[u8; CELL]) {
-        // SAFETY: `cell_ptr` points at a whole CELL-byte cell inside the
-        // ring (the index is reduced modulo the ring size); the caller owns
-        // it; raw copy, no reference to shared memory.
-        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr().add(8), self.cell_ptr(at).add(8), CELL - 8) };
-        let first = u64::from_le_bytes([src[0], src[1], src[2], src[3], src[4], src[5], src[6], src[7]]);
-        // SAFETY: forwarded.
-        unsafe { self.publish_at(at, 1, first) };
     }
 
     /// Reads one whole cell with a fixed-size copy (the peer may be writing

@@ -56,7 +56,11 @@ pub const SEG_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
 /// `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` on its side of the
 /// wake-up and ready-list handshakes, so that registered senders publish
 /// without a full fence (sync.rs); anything else, both sides fence.
-pub const SEG_VERSION: u32 = 4;
+/// 5: EAGER records carry a compact header (flag `COMPACT`, proto.rs:
+/// 16 to 40 bytes, the payload right after it; up to 48 bytes of payload
+/// in the record's first cell) instead of the 64-byte header with at most
+/// 16 bytes inline (`INLINE`, whose bit it reuses).
+pub const SEG_VERSION: u32 = 5;
 pub const HEADER: usize = 4096;
 pub const SLOT_CTL: usize = 64;
 /// Sender slots per endpoint (peers that may send to it at once).

@@ -282,8 +282,9 @@ fn unexpected_budget_stalls_the_sender_and_resumes() {
     let mut sb = Spec::new(SimOpts::shm());
     sb.cfg.unexp_budget = super::super::matching::UNEXP_OVERHEAD + 100;
     let mut sa = Spec::new(SimOpts::shm());
-    // Room for three 100-byte records (64-byte header + payload, in cells).
-    sa.sim.window = 3 * 192;
+    // Room for three 100-byte records (a compact 16-byte header + payload,
+    // in cells: 128 bytes each).
+    sa.sim.window = 3 * 128;
     let (net, mut a, mut b) = pair_of(sa, sb);
     let msgs: Vec<Vec<u8>> = (0..4).map(|i| pattern(100, i as u8)).collect();
     for (i, m) in msgs.iter().take(3).enumerate() {
