@@ -526,7 +526,15 @@ mod tests {
             assert_eq!((d.offset, d.aux, d.reserved), (0, 0, 0));
             assert_eq!(d.check(&LIM), Ok(()));
             // The same bytes as `to_bytes` where both forms agree.
-            assert_eq!(&cell(w)[..16], &{ let mut f = h; f.flags |= flag::COMPACT; f.len = 5; f.to_bytes() }[..16]);
+            assert_eq!(
+                &cell(w)[..16],
+                &{
+                    let mut f = h;
+                    f.flags |= flag::COMPACT;
+                    f.len = 5;
+                    f.to_bytes()
+                }[..16]
+            );
         }
         // A full header decodes as itself, its payload after the cell.
         h.flags = flag::TAGGED;

@@ -145,7 +145,11 @@ impl InRecord<'_> {
         let n = self.payload_len();
         let mut v = vec![0u8; n];
         // SAFETY: `v` has `n` bytes; the record is published and unreleased.
-        unsafe { self.payload.ring.read_at(self.payload.at, self.payload.off, v.as_mut_ptr(), n) };
+        unsafe {
+            self.payload
+                .ring
+                .read_at(self.payload.at, self.payload.off, v.as_mut_ptr(), n)
+        };
         v
     }
 }
@@ -1384,10 +1388,7 @@ fn write_eager(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::r
                 at += chunk.len();
             });
         }
-        let first = hdr.magic as u64
-            | (hdr.version as u64) << 16
-            | (hdr.op as u64) << 24
-            | (flags as u64) << 32;
+        let first = hdr.magic as u64 | (hdr.version as u64) << 16 | (hdr.op as u64) << 24 | (flags as u64) << 32;
         p.ring.publish_at(p.tail, cells, first);
     }
     p.tail = p.tail.wrapping_add(cells);
@@ -1440,7 +1441,9 @@ unsafe fn copy_small_raw(src: *const u8, dst: *mut u8, n: usize) {
         // and writes of plain data.
         unsafe {
             dst.cast::<T>().write_unaligned(src.cast::<T>().read_unaligned());
-            dst.add(n - k).cast::<T>().write_unaligned(src.add(n - k).cast::<T>().read_unaligned());
+            dst.add(n - k)
+                .cast::<T>()
+                .write_unaligned(src.add(n - k).cast::<T>().read_unaligned());
         }
     }
     // SAFETY (every access): offsets below `n`, per the contract.
@@ -1462,7 +1465,6 @@ unsafe fn copy_small_raw(src: *const u8, dst: *mut u8, n: usize) {
         }
     }
 }
-
 
 fn flush_backlog(p: &mut PeerOut) {
     while let Some(h) = p.backlog.front().copied() {

@@ -33,7 +33,7 @@
 use crate::base::error::{Error, Result};
 use crate::sys::net::Io;
 use crate::transport::iov::IovList;
-use crate::transport::proto::{op, BadRecord, Limits, WireHdr, HDR_LEN};
+use crate::transport::proto::{flag, op, BadRecord, Limits, WireHdr, HDR_LEN};
 use crate::transport::{Disposition, PayloadIn, Place};
 use std::collections::VecDeque;
 
@@ -50,7 +50,7 @@ const IOV_BATCH: usize = 128;
 pub(crate) fn outgoing_payload(h: &mut WireHdr, b: &[u8]) -> Vec<u8> {
     let mut v = b.to_vec();
     if h.op == op::RTS {
-        h.flags &= !crate::transport::proto::flag::CMA_OK;
+        h.flags &= !flag::CMA_OK;
         for e in v.chunks_exact_mut(16) {
             e[..8].fill(0);
         }
@@ -371,7 +371,9 @@ impl Reader {
                         o if op::is_rma(o) => established,
                         _ => false,
                     };
-                    if !allowed {
+                    // The compact eager header is shm's ring form only
+                    // (proto.rs); on a stream every record has the full one.
+                    if !allowed || hdr.flags & flag::COMPACT != 0 {
                         return Outcome::Broken(Broken::Protocol);
                     }
                     let n = hdr.payload as usize;
@@ -1355,6 +1357,19 @@ mod tests {
                     let mut h = WireHdr::new(op::HELLO);
                     h.payload = 0;
                     h.to_bytes().to_vec()
+                },
+                Broken::Protocol,
+            ),
+            (
+                {
+                    // shm's compact eager form on a stream.
+                    let mut h = WireHdr::new(op::EAGER);
+                    h.flags = flag::COMPACT;
+                    h.len = 3;
+                    h.payload = 3;
+                    let mut v = h.to_bytes().to_vec();
+                    v.extend_from_slice(b"abc");
+                    v
                 },
                 Broken::Protocol,
             ),
