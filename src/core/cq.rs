@@ -361,7 +361,7 @@ impl Cq {
     #[cfg(test)]
     /// Current capacity: `max(attr.size, Σ reservations)`.
     pub(crate) fn capacity(&self) -> usize {
-        self.q.lock().cap()
+        self.q.cap()
     }
 
     // ---- producer API ----
@@ -383,7 +383,7 @@ impl Cq {
     /// completions that no post announced (multi-recv deliveries) stall
     /// while this is false.
     pub(crate) fn has_room(&self) -> bool {
-        self.q.lock().has_room()
+        self.q.has_room()
     }
 
     /// Queues a completion. One lock, no allocation, a system call only when
