@@ -1,8 +1,9 @@
 //! A CQ's queue and its slot accounting under `FI_THREAD_SAFE`: the
-//! success and error queues, the capacity, the slots claimed at post time
-//! and the overrun state, behind one lock, plus the `any` flag that lets a
-//! read of an empty CQ return without taking the lock. The protocol is
-//! written once, generic over the lock and the flag ([`Prims`]): the CQ
+//! success and error queues, the capacity and the overrun state behind one
+//! lock; the slot counters (claims at post time take no lock) and the
+//! `any` flag that lets a read of an empty CQ return without taking the
+//! lock beside it. The protocol is written once, generic over the lock and
+//! the atomics ([`Prims`]): the CQ
 //! core (`cq.rs`) runs it on `parking_lot` and std atomics ([`Native`]),
 //! the loom models below (`cfg(loom)`, `make loom`) on loom's mutex and
 //! atomics, so the code they check is the code the provider runs (as
