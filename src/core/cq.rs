@@ -452,7 +452,7 @@ impl Cq {
     /// the CQ's format; nothing is copied or allocated on the way).
     /// `count == 0` returns 0 if entries are queued (what util's poll set
     /// uses to test a CQ).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn read(&self, count: usize, out: impl FnMut(usize, &CqEntry)) -> Result<usize> {
         let r = self.take(count, out);
         // One reader polls a CQ in practice; concurrent readers at worst
@@ -475,7 +475,7 @@ impl Cq {
     }
 
     /// [`Cq::read`] without the idle accounting (`sread` waits its own way).
-    #[inline]
+    #[inline(always)]
     fn take(&self, count: usize, out: impl FnMut(usize, &CqEntry)) -> Result<usize> {
         self.before_read();
         self.q.take(count, out)
