@@ -163,7 +163,8 @@ impl Prims for Native {
     }
     #[inline(always)]
     fn cas(c: &Self::Count, cur: usize, new: usize) -> bool {
-        c.compare_exchange(cur, new, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        c.compare_exchange(cur, new, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
     }
     #[inline(always)]
     fn fetch_sub(c: &Self::Count, v: usize) -> usize {
@@ -471,7 +472,8 @@ mod models {
             c.store(v, o)
         }
         fn cas(c: &Self::Count, cur: usize, new: usize) -> bool {
-            c.compare_exchange(cur, new, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+            c.compare_exchange(cur, new, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
         }
         fn fetch_sub(c: &Self::Count, v: usize) -> usize {
             c.fetch_sub(v, Ordering::Relaxed)
@@ -733,7 +735,10 @@ mod models {
             if t.wrapping_sub(f) >= q.cap.load(Ordering::Relaxed) {
                 return Err(if t & DEAD != 0 { Error::OVERRUN } else { Error::AGAIN });
             }
-            if q.taken.compare_exchange(t, t + 1, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            if q.taken
+                .compare_exchange(t, t + 1, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
                 return Ok(());
             }
         }
@@ -773,7 +778,11 @@ mod models {
             assert_eq!(g.drain(&q), Error::AGAIN);
             assert_eq!(g.ok, [1], "completion lost or read twice");
             assert_eq!(q.claim(), Ok(()), "slot accounting: a freed slot not reusable");
-            assert_eq!(q.claim(), Err(Error::AGAIN), "slot accounting: more claims than capacity");
+            assert_eq!(
+                q.claim(),
+                Err(Error::AGAIN),
+                "slot accounting: more claims than capacity"
+            );
             q.unclaim();
             assert_eq!(q.claim(), Ok(()), "slot accounting: an unclaimed slot not returned");
         });
