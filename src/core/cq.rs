@@ -361,7 +361,7 @@ impl Cq {
     #[cfg(test)]
     /// Current capacity: `max(attr.size, Σ reservations)`.
     pub(crate) fn capacity(&self) -> usize {
-        self.q.lock().cap()
+        self.q.cap()
     }
 
     // ---- producer API ----
@@ -383,7 +383,7 @@ impl Cq {
     /// completions that no post announced (multi-recv deliveries) stall
     /// while this is false.
     pub(crate) fn has_room(&self) -> bool {
-        self.q.lock().has_room()
+        self.q.has_room()
     }
 
     /// Queues a completion. One lock, no allocation, a system call only when
@@ -452,7 +452,7 @@ impl Cq {
     /// the CQ's format; nothing is copied or allocated on the way).
     /// `count == 0` returns 0 if entries are queued (what util's poll set
     /// uses to test a CQ).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn read(&self, count: usize, out: impl FnMut(usize, &CqEntry)) -> Result<usize> {
         let r = self.take(count, out);
         // One reader polls a CQ in practice; concurrent readers at worst
@@ -475,7 +475,7 @@ impl Cq {
     }
 
     /// [`Cq::read`] without the idle accounting (`sread` waits its own way).
-    #[inline]
+    #[inline(always)]
     fn take(&self, count: usize, out: impl FnMut(usize, &CqEntry)) -> Result<usize> {
         self.before_read();
         self.q.take(count, out)

@@ -1,8 +1,9 @@
 //! A CQ's queue and its slot accounting under `FI_THREAD_SAFE`: the
-//! success and error queues, the capacity, the slots claimed at post time
-//! and the overrun state, behind one lock, plus the `any` flag that lets a
-//! read of an empty CQ return without taking the lock. The protocol is
-//! written once, generic over the lock and the flag ([`Prims`]): the CQ
+//! success and error queues, the capacity and the overrun state behind one
+//! lock; the slot counters (claims at post time take no lock) and the
+//! `any` flag that lets a read of an empty CQ return without taking the
+//! lock beside it. The protocol is written once, generic over the lock and
+//! the atomics ([`Prims`]): the CQ
 //! core (`cq.rs`) runs it on `parking_lot` and std atomics ([`Native`]),
 //! the loom models below (`cfg(loom)`, `make loom`) on loom's mutex and
 //! atomics, so the code they check is the code the provider runs (as
@@ -10,11 +11,24 @@
 //!
 //! * Capacity: `max(attr.size, Σ reservations)`; queued entries, queued
 //!   errors and claimed slots together never exceed it.
-//! * A claimed completion ([`CqQueue::claim`] at post time,
-//!   [`CqQueue::push_claimed`]) always fits; an unclaimed one that finds
-//!   no room starts the overrun state of fi_cq(3) (the entry is dropped,
-//!   valid entries are still read first, then one `FI_EOVERRUN` event,
-//!   then -FI_EOVERRUN for good).
+//! * Slots are counted outside the lock by two counters: `taken` (slots
+//!   ever taken: claims and unclaimed pushes, less unclaims; its top bit,
+//!   [`DEAD`], set for good when the CQ overruns) and `freed` (entries and
+//!   errors ever read, stored only by readers, under the lock: a plain
+//!   load and store). Slots in use = `taken - freed`. A claim at post time
+//!   ([`CqQueue::claim`]) loads `freed` (Acquire), then `taken`, and takes
+//!   a slot with one compare-exchange of `taken` when `taken - freed <
+//!   cap`: no lock, one locked instruction (uncontended: producers are the
+//!   endpoints bound to the CQ). Loading `freed` first is what keeps `taken
+//!   - freed` from going negative: every read counted in `freed` was of an
+//!   entry whose slot was taken before the read (the lock orders them), so
+//!   the later load of `taken` sees that take.
+//! * A claimed completion ([`CqQueue::push_claimed`]) always fits (its slot
+//!   is already counted: the push only queues); an unclaimed one takes its
+//!   slot the same way under the lock, and one that finds no room starts
+//!   the overrun state of fi_cq(3) (the entry is dropped, `DEAD` set, valid
+//!   entries are still read first, then one `FI_EOVERRUN` event, then
+//!   -FI_EOVERRUN for good).
 //! * The `any` flag: every unlock (the guard's drop, still inside the
 //!   lock) stores whether a read would find something (an entry, an
 //!   error, the overrun state), so it is exact whenever no one holds the
@@ -39,13 +53,16 @@ pub(crate) enum Overrun {
     Reported,
 }
 
+/// The top bit of `taken`: the CQ overran (set once, never cleared), so
+/// that a claim's room test fails and its slow path says -FI_EOVERRUN.
+const DEAD: usize = 1 << (usize::BITS - 1);
+
 /// Everything behind the CQ's one lock.
 pub(crate) struct Queue {
     pub(crate) ok: VecDeque<CqEntry>,
     pub(crate) errs: VecDeque<CqErrEntry>,
     pub(crate) size: usize,
     pub(crate) reserved: usize,
-    pub(crate) claimed: usize,
     pub(crate) overrun: Overrun,
     /// The last error read: its `err_data` is the provider-owned buffer
     /// handed out by that `fi_cq_readerr`.
@@ -63,41 +80,12 @@ impl Queue {
             errs: VecDeque::new(),
             size,
             reserved: 0,
-            claimed: 0,
             overrun: Overrun::No,
             last_err: None,
         })
     }
     pub(crate) fn cap(&self) -> usize {
         self.size.max(self.reserved)
-    }
-    fn queued(&self) -> usize {
-        self.ok.len() + self.errs.len()
-    }
-    pub(crate) fn has_room(&self) -> bool {
-        self.overrun == Overrun::No && self.queued() + self.claimed < self.cap()
-    }
-    /// Room for an unclaimed completion, or the start of the overrun state.
-    fn admit_unclaimed(&mut self) -> Result<()> {
-        if self.has_room() {
-            return Ok(());
-        }
-        if self.overrun == Overrun::No {
-            self.overrun = Overrun::Pending;
-        }
-        Err(Error::OVERRUN)
-    }
-    /// A claimed completion always fits (its room was set aside), unless the
-    /// CQ already overran or no claim is outstanding.
-    fn admit_claimed(&mut self) -> Result<()> {
-        if self.claimed == 0 {
-            return self.admit_unclaimed();
-        }
-        self.claimed -= 1;
-        if self.overrun != Overrun::No {
-            return Err(Error::OVERRUN);
-        }
-        Ok(())
     }
     /// Something for a reader: an error, the overrun state, or `threshold`
     /// entries.
@@ -118,11 +106,19 @@ pub(crate) trait Prims {
     where
         Self: 'a;
     type Flag;
+    type Count;
     fn new_lock(q: Queue) -> Self::Lock;
     fn lock(l: &Self::Lock) -> Self::Guard<'_>;
     fn new_flag(v: bool) -> Self::Flag;
     fn load(f: &Self::Flag, o: Ordering) -> bool;
     fn store(f: &Self::Flag, v: bool, o: Ordering);
+    fn new_count(v: usize) -> Self::Count;
+    fn get(c: &Self::Count, o: Ordering) -> usize;
+    fn set(c: &Self::Count, v: usize, o: Ordering);
+    /// `compare_exchange(cur, new, Relaxed, Relaxed).is_ok()`.
+    fn cas(c: &Self::Count, cur: usize, new: usize) -> bool;
+    fn fetch_sub(c: &Self::Count, v: usize) -> usize;
+    fn fetch_or(c: &Self::Count, v: usize) -> usize;
 }
 
 /// The provider's: `parking_lot`'s mutex (never poisons) and std's atomic.
@@ -152,6 +148,32 @@ impl Prims for Native {
     fn store(f: &Self::Flag, v: bool, o: Ordering) {
         f.store(v, o)
     }
+    type Count = core::sync::atomic::AtomicUsize;
+    #[inline(always)]
+    fn new_count(v: usize) -> Self::Count {
+        core::sync::atomic::AtomicUsize::new(v)
+    }
+    #[inline(always)]
+    fn get(c: &Self::Count, o: Ordering) -> usize {
+        c.load(o)
+    }
+    #[inline(always)]
+    fn set(c: &Self::Count, v: usize, o: Ordering) {
+        c.store(v, o)
+    }
+    #[inline(always)]
+    fn cas(c: &Self::Count, cur: usize, new: usize) -> bool {
+        c.compare_exchange(cur, new, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+    #[inline(always)]
+    fn fetch_sub(c: &Self::Count, v: usize) -> usize {
+        c.fetch_sub(v, Ordering::Relaxed)
+    }
+    #[inline(always)]
+    fn fetch_or(c: &Self::Count, v: usize) -> usize {
+        c.fetch_or(v, Ordering::Relaxed)
+    }
 }
 
 /// The CQ's queue behind its lock, with the `any` flag (module
@@ -159,6 +181,13 @@ impl Prims for Native {
 pub(crate) struct CqQueue<P: Prims = Native> {
     m: P::Lock,
     any: P::Flag,
+    /// Slots ever taken (claims, unclaimed pushes, less unclaims), with
+    /// [`DEAD`] once overrun (module documentation).
+    taken: P::Count,
+    /// Entries and errors ever read; stored under the lock only.
+    freed: P::Count,
+    /// `max(size, reserved)`, stored under the lock (reserve, release).
+    cap: P::Count,
 }
 
 /// The lock held; its drop stores the `any` flag, then unlocks.
@@ -198,8 +227,65 @@ impl<P: Prims> CqQueue<P> {
     pub(crate) fn new(q: Queue) -> CqQueue<P> {
         CqQueue {
             any: P::new_flag(q.any()),
+            taken: P::new_count(0),
+            freed: P::new_count(0),
+            cap: P::new_count(q.cap()),
             m: P::new_lock(q),
         }
+    }
+
+    /// Takes one slot if `taken - freed < cap` (module documentation).
+    /// `Err(AGAIN)`: full; `Err(OVERRUN)`: overrun.
+    #[inline(always)]
+    fn take_slot(&self) -> Result<()> {
+        loop {
+            // `freed` first: see the module documentation.
+            let f = P::get(&self.freed, Ordering::Acquire);
+            let t = P::get(&self.taken, Ordering::Relaxed);
+            if t.wrapping_sub(f) >= P::get(&self.cap, Ordering::Relaxed) {
+                return Err(if t & DEAD != 0 { Error::OVERRUN } else { Error::AGAIN });
+            }
+            if P::cas(&self.taken, t, t.wrapping_add(1)) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Room for an unclaimed completion (its slot taken), or the start of
+    /// the overrun state. Under the lock (`q`).
+    #[inline(always)]
+    fn admit_unclaimed(&self, q: &mut Queue) -> Result<()> {
+        if q.overrun != Overrun::No {
+            return Err(Error::OVERRUN);
+        }
+        if self.take_slot().is_ok() {
+            return Ok(());
+        }
+        q.overrun = Overrun::Pending;
+        P::fetch_or(&self.taken, DEAD);
+        Err(Error::OVERRUN)
+    }
+
+    /// `n` entries or errors were read (under the lock: readers are
+    /// serialised by it, so a plain load and store).
+    #[inline(always)]
+    fn freed(&self, n: usize) {
+        let f = P::get(&self.freed, Ordering::Relaxed);
+        P::set(&self.freed, f.wrapping_add(n), Ordering::Release);
+    }
+
+    /// Whether one more unclaimed completion fits now (not overrun).
+    #[inline]
+    pub(crate) fn has_room(&self) -> bool {
+        let f = P::get(&self.freed, Ordering::Acquire);
+        let t = P::get(&self.taken, Ordering::Relaxed);
+        t.wrapping_sub(f) < P::get(&self.cap, Ordering::Relaxed)
+    }
+
+    /// Current capacity: `max(attr.size, Σ reservations)`.
+    #[cfg(test)]
+    pub(crate) fn cap(&self) -> usize {
+        P::get(&self.cap, Ordering::Relaxed)
     }
 
     #[inline(always)]
@@ -226,6 +312,7 @@ impl<P: Prims> CqQueue<P> {
         let extra = want.saturating_sub(q.ok.len());
         q.ok.try_reserve(extra).map_err(|_| Error::NOMEM)?;
         q.reserved = reserved;
+        P::set(&self.cap, q.cap(), Ordering::Relaxed);
         Ok(())
     }
 
@@ -233,6 +320,7 @@ impl<P: Prims> CqQueue<P> {
     pub(crate) fn release(&self, n: usize) {
         let mut q = self.lock();
         q.reserved = q.reserved.saturating_sub(n);
+        P::set(&self.cap, q.cap(), Ordering::Relaxed);
     }
 
     /// A completion no claim announced. `Err(FI_EOVERRUN)`: no room (the
@@ -240,47 +328,49 @@ impl<P: Prims> CqQueue<P> {
     #[inline(always)]
     pub(crate) fn push(&self, e: CqEntry) -> Result<()> {
         let mut q = self.lock();
-        q.admit_unclaimed().map(|()| q.ok.push_back(e))
+        self.admit_unclaimed(&mut q).map(|()| q.ok.push_back(e))
     }
 
     /// An error completion no claim announced.
     pub(crate) fn push_err(&self, e: CqErrEntry) -> Result<()> {
         let mut q = self.lock();
-        q.admit_unclaimed().map(|()| q.errs.push_back(e))
+        self.admit_unclaimed(&mut q).map(|()| q.errs.push_back(e))
     }
 
     /// Sets aside room for one operation's completion. `Err(EAGAIN)`: full
     /// of unread completions and claims; `Err(OVERRUN)`: overrun.
-    #[inline]
+    /// No lock: one compare-exchange (module documentation).
+    #[inline(always)]
     pub(crate) fn claim(&self) -> Result<()> {
+        self.take_slot()
+    }
+
+    /// The claimed operation ended without a completion: its slot is
+    /// given back.
+    pub(crate) fn unclaim(&self) {
+        P::fetch_sub(&self.taken, 1);
+    }
+
+    /// The completion of an operation that claimed a slot: it fits (the
+    /// slot is counted), unless the CQ overran meanwhile (dropped).
+    #[inline(always)]
+    pub(crate) fn push_claimed(&self, e: CqEntry) -> Result<()> {
         let mut q = self.lock();
         if q.overrun != Overrun::No {
             return Err(Error::OVERRUN);
         }
-        if q.queued() + q.claimed >= q.cap() {
-            return Err(Error::AGAIN);
-        }
-        q.claimed += 1;
+        q.ok.push_back(e);
         Ok(())
-    }
-
-    /// The claimed operation ended without a completion.
-    pub(crate) fn unclaim(&self) {
-        let mut q = self.lock();
-        q.claimed = q.claimed.saturating_sub(1);
-    }
-
-    /// The completion of an operation that claimed a slot.
-    #[inline(always)]
-    pub(crate) fn push_claimed(&self, e: CqEntry) -> Result<()> {
-        let mut q = self.lock();
-        q.admit_claimed().map(|()| q.ok.push_back(e))
     }
 
     /// The error completion of an operation that claimed a slot.
     pub(crate) fn push_err_claimed(&self, e: CqErrEntry) -> Result<()> {
         let mut q = self.lock();
-        q.admit_claimed().map(|()| q.errs.push_back(e))
+        if q.overrun != Overrun::No {
+            return Err(Error::OVERRUN);
+        }
+        q.errs.push_back(e);
+        Ok(())
     }
 
     /// Pops up to `count` entries, oldest first, handing each to `out`;
@@ -311,6 +401,7 @@ impl<P: Prims> CqQueue<P> {
             let Some(e) = q.ok.pop_front() else { break };
             out(i, &e);
         }
+        self.freed(n);
         Ok(n)
     }
 
@@ -320,7 +411,10 @@ impl<P: Prims> CqQueue<P> {
     pub(crate) fn take_err<R>(&self, f: impl FnOnce(CqErrRead<'_>) -> R) -> Result<R> {
         let mut q = self.lock();
         match q.errs.pop_front() {
-            Some(e) => Ok(f(CqErrRead::Entry(q.last_err.insert(e)))),
+            Some(e) => {
+                self.freed(1);
+                Ok(f(CqErrRead::Entry(q.last_err.insert(e))))
+            }
             None => match q.overrun {
                 Overrun::Pending if q.ok.is_empty() => {
                     q.overrun = Overrun::Reported;
@@ -342,7 +436,7 @@ mod models {
     use super::*;
     use crate::abi::FI_EIO;
     use core::ffi::c_void;
-    use loom::sync::atomic::AtomicBool;
+    use loom::sync::atomic::{AtomicBool, AtomicUsize};
     use loom::sync::Arc;
     use loom::thread;
 
@@ -366,6 +460,26 @@ mod models {
         }
         fn store(f: &Self::Flag, v: bool, o: Ordering) {
             f.store(v, o)
+        }
+        type Count = AtomicUsize;
+        fn new_count(v: usize) -> Self::Count {
+            AtomicUsize::new(v)
+        }
+        fn get(c: &Self::Count, o: Ordering) -> usize {
+            c.load(o)
+        }
+        fn set(c: &Self::Count, v: usize, o: Ordering) {
+            c.store(v, o)
+        }
+        fn cas(c: &Self::Count, cur: usize, new: usize) -> bool {
+            c.compare_exchange(cur, new, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        }
+        fn fetch_sub(c: &Self::Count, v: usize) -> usize {
+            c.fetch_sub(v, Ordering::Relaxed)
+        }
+        fn fetch_or(c: &Self::Count, v: usize) -> usize {
+            c.fetch_or(v, Ordering::Relaxed)
         }
     }
 
@@ -603,5 +717,85 @@ mod models {
     #[should_panic(expected = "did not see its entry")]
     fn empty_read_hides_a_push_made_around_the_guard() {
         empty_read_model(push_around_the_guard);
+    }
+
+    /// How a model's claimer takes a slot: the real [`CqQueue::claim`], or
+    /// (planted) with `taken` loaded before `freed`, the order the module
+    /// documentation rules out.
+    type ClaimFn = fn(&Q) -> Result<()>;
+
+    fn claim_real(q: &Q) -> Result<()> {
+        q.claim()
+    }
+
+    fn claim_taken_first(q: &Q) -> Result<()> {
+        loop {
+            let t = q.taken.load(Ordering::Relaxed);
+            let f = q.freed.load(Ordering::Acquire);
+            if t.wrapping_sub(f) >= q.cap.load(Ordering::Relaxed) {
+                return Err(if t & DEAD != 0 { Error::OVERRUN } else { Error::AGAIN });
+            }
+            if q.taken
+                .compare_exchange(t, t + 1, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Ok(());
+            }
+        }
+    }
+
+    /// A CQ of 2 that never holds more than one slot's worth while a
+    /// third thread claims: a producer claims and pushes one completion,
+    /// a reader reads it (concurrently with the claim, so the take and the
+    /// read can both land between the claimer's two loads). The claim
+    /// (no lock) must succeed: the CQ is never full. Then, with the
+    /// claimer's slot still held, one more claim fits and a third does not
+    /// (slots taken − read = 2 = capacity), and an unclaim gives one back.
+    fn lock_free_claim_model(claim: ClaimFn) {
+        loom::model(move || {
+            let q = queue(2);
+            let (q1, q2) = (q.clone(), q.clone());
+            let w = thread::spawn(move || {
+                q1.claim().expect("claim refused on an empty CQ");
+                q1.push_claimed(entry(1)).expect("a claimed completion overran");
+            });
+            let r = thread::spawn(move || {
+                let mut g = Got::default();
+                for _ in 0..2 {
+                    if g.read_once(&q2).is_ok() {
+                        break;
+                    }
+                    thread::yield_now();
+                }
+                g
+            });
+            let q3 = q.clone();
+            let c = thread::spawn(move || claim(&q3));
+            w.join().expect("writer");
+            let claimed = c.join().expect("claimer");
+            assert_eq!(claimed, Ok(()), "a claim was refused on a CQ that was never full");
+            let mut g = r.join().expect("reader");
+            assert_eq!(g.drain(&q), Error::AGAIN);
+            assert_eq!(g.ok, [1], "completion lost or read twice");
+            assert_eq!(q.claim(), Ok(()), "slot accounting: a freed slot not reusable");
+            assert_eq!(
+                q.claim(),
+                Err(Error::AGAIN),
+                "slot accounting: more claims than capacity"
+            );
+            q.unclaim();
+            assert_eq!(q.claim(), Ok(()), "slot accounting: an unclaimed slot not returned");
+        });
+    }
+
+    #[test]
+    fn lock_free_claim_never_refuses_a_cq_with_room() {
+        lock_free_claim_model(claim_real);
+    }
+
+    #[test]
+    #[should_panic(expected = "never full")]
+    fn lock_free_claim_loading_taken_first_refuses_a_cq_with_room() {
+        lock_free_claim_model(claim_taken_first);
     }
 }

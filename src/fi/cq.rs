@@ -31,16 +31,37 @@ static CQ_FI_OPS: fi_ops = fi_ops {
     ops_set: Some(noops::no_ops_set),
 };
 
-static CQ_OPS: fi_ops_cq = fi_ops_cq {
-    size: core::mem::size_of::<fi_ops_cq>(),
-    read: Some(cq_read),
-    readfrom: Some(cq_readfrom),
-    readerr: Some(cq_readerr),
-    sread: Some(cq_sread),
-    sreadfrom: Some(cq_sreadfrom),
-    signal: Some(cq_signal),
-    strerror: Some(cq_strerror),
-};
+/// The `fid_cq` operations of a CQ of format `F`: one table per format,
+/// chosen at open, so that `fi_cq_read`/`fi_cq_readfrom` write entries
+/// without loading and switching on the format per call.
+const fn cq_ops<const F: u32>() -> fi_ops_cq {
+    fi_ops_cq {
+        size: core::mem::size_of::<fi_ops_cq>(),
+        read: Some(cq_read::<F>),
+        readfrom: Some(cq_readfrom::<F>),
+        readerr: Some(cq_readerr),
+        sread: Some(cq_sread),
+        sreadfrom: Some(cq_sreadfrom),
+        signal: Some(cq_signal),
+        strerror: Some(cq_strerror),
+    }
+}
+
+static CQ_OPS_CONTEXT: fi_ops_cq = cq_ops::<FI_CQ_FORMAT_CONTEXT>();
+static CQ_OPS_MSG: fi_ops_cq = cq_ops::<FI_CQ_FORMAT_MSG>();
+static CQ_OPS_DATA: fi_ops_cq = cq_ops::<FI_CQ_FORMAT_DATA>();
+static CQ_OPS_TAGGED: fi_ops_cq = cq_ops::<FI_CQ_FORMAT_TAGGED>();
+
+/// The operations table of a CQ of `format` (`FI_CQ_FORMAT_UNSPEC` is
+/// read as `FI_CQ_FORMAT_CONTEXT`, core/cq.rs).
+fn ops_for(format: u32) -> &'static fi_ops_cq {
+    match format {
+        FI_CQ_FORMAT_MSG => &CQ_OPS_MSG,
+        FI_CQ_FORMAT_DATA => &CQ_OPS_DATA,
+        FI_CQ_FORMAT_TAGGED => &CQ_OPS_TAGGED,
+        _ => &CQ_OPS_CONTEXT,
+    }
+}
 
 /// `fi_cq_open`.
 pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cq_attr, ctx: *mut c_void) -> Result<*mut fid_cq> {
@@ -62,7 +83,7 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cq_attr, ctx: *mut c_void) -> Resu
             context: ctx,
             ops: &CQ_FI_OPS,
         },
-        ops: &CQ_OPS,
+        ops: ops_for(cq.format()),
     };
     Ok(Obj::create(hdr, cq))
 }
@@ -89,7 +110,7 @@ fn entry_size(format: u32) -> usize {
 ///
 /// # Safety
 /// `buf` must be valid for writes of `(i + 1) * entry_size(format)` bytes.
-#[inline]
+#[inline(always)]
 unsafe fn write_entry(format: u32, buf: *mut c_void, i: usize, e: &CqEntry) {
     // SAFETY (all arms): the caller guarantees room for entry `i`; unaligned
     // writes make no assumption about the application's buffer alignment.
@@ -128,7 +149,7 @@ unsafe fn write_entry(format: u32, buf: *mut c_void, i: usize, e: &CqEntry) {
 ///
 /// # Safety
 /// As [`write_entry`]; `src` NULL or valid for `i + 1` addresses.
-#[inline]
+#[inline(always)]
 unsafe fn write_out(format: u32, buf: *mut c_void, src: *mut fi_addr_t, i: usize, e: &CqEntry) {
     // SAFETY: forwarded from this function's contract.
     unsafe { write_entry(format, buf, i, e) };
@@ -138,26 +159,27 @@ unsafe fn write_out(format: u32, buf: *mut c_void, src: *mut fi_addr_t, i: usize
     }
 }
 
-/// `fi_cq_read`/`fi_cq_readfrom` into the application's arrays.
+/// `fi_cq_read`/`fi_cq_readfrom` into the application's arrays, for a CQ
+/// of format `F` (the thunks of [`cq_ops`]; the format is a constant, so
+/// each entry is written with no switch).
 ///
 /// # Safety
-/// `buf` must be NULL or valid for `count` entries of the CQ's format;
-/// `src` NULL or valid for `count` addresses.
-#[inline]
-unsafe fn read_c(cq: &Cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t) -> Result<usize> {
+/// `buf` must be NULL or valid for `count` entries of format `F`; `src`
+/// NULL or valid for `count` addresses.
+#[inline(always)]
+unsafe fn read_fmt<const F: u32>(cq: &Cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t) -> Result<usize> {
     if buf.is_null() && count > 0 {
         return Err(Error::INVAL);
     }
-    let format = cq.format();
     // SAFETY: the core hands out at most `count` entries, which fit.
-    cq.read(count, |i, e| unsafe { write_out(format, buf, src, i, e) })
+    cq.read(count, |i, e| unsafe { write_out(F, buf, src, i, e) })
 }
 
 /// `fi_cq_sread`/`fi_cq_sreadfrom`; `cond` is the pointer value (the
 /// threshold with `FI_CQ_COND_THRESHOLD`).
 ///
 /// # Safety
-/// As [`read_c`].
+/// As [`read_fmt`], for the CQ's format.
 unsafe fn sread_c(
     cq: &Cq,
     buf: *mut c_void,
@@ -296,20 +318,27 @@ unsafe extern "C" fn cq_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_
     }
 }
 
-unsafe extern "C" fn cq_read(cq: *mut fid_cq, buf: *mut c_void, count: usize) -> isize {
-    // SAFETY: arguments come from the application through fi_cq_read().
+unsafe extern "C" fn cq_read<const F: u32>(cq: *mut fid_cq, buf: *mut c_void, count: usize) -> isize {
+    // SAFETY: arguments come from the application through fi_cq_read(); a
+    // CQ reached through the table of format F has format F (`ops_for`).
     unsafe {
         fi::call_obj::<Cq, isize>("fi_cq_read", cq as *const c_void, |o| {
-            read_c(&o.core, buf, count, core::ptr::null_mut()).map(|n| n as isize)
+            read_fmt::<F>(&o.core, buf, count, core::ptr::null_mut()).map(|n| n as isize)
         })
     }
 }
 
-unsafe extern "C" fn cq_readfrom(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t) -> isize {
-    // SAFETY: arguments come from the application through fi_cq_readfrom().
+unsafe extern "C" fn cq_readfrom<const F: u32>(
+    cq: *mut fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut fi_addr_t,
+) -> isize {
+    // SAFETY: arguments come from the application through fi_cq_readfrom();
+    // the format as in `cq_read`.
     unsafe {
         fi::call_obj::<Cq, isize>("fi_cq_readfrom", cq as *const c_void, |o| {
-            read_c(&o.core, buf, count, src).map(|n| n as isize)
+            read_fmt::<F>(&o.core, buf, count, src).map(|n| n as isize)
         })
     }
 }
@@ -402,14 +431,50 @@ mod tests {
         Cq::new(&attr(size, format, wait_obj), V17, Holds::none(), 0).unwrap()
     }
 
+    /// `fi_cq_read` (`src` NULL) or `fi_cq_readfrom` through the operations
+    /// table `open` installs for the CQ's format (`ops_for`), on a handle
+    /// made for the call and closed after it.
+    ///
+    /// # Safety
+    /// `buf` must be NULL or valid for `count` entries of the CQ's format;
+    /// `src` NULL or valid for `count` addresses.
+    unsafe fn read_c(cq: &Arc<Cq>, buf: *mut c_void, count: usize, src: *mut fi_addr_t) -> Result<usize> {
+        let hdr = fid_cq {
+            fid: fid {
+                fclass: FI_CLASS_CQ,
+                context: core::ptr::null_mut(),
+                ops: &CQ_FI_OPS,
+            },
+            ops: ops_for(cq.format()),
+        };
+        let p = Obj::create(hdr, cq.clone());
+        // SAFETY: `p` is the live handle just made; its table is static;
+        // the buffers are forwarded from this function's contract.
+        let r = unsafe {
+            let ops = &*(*p).ops;
+            let r = if src.is_null() {
+                ops.read.expect("read")(p, buf, count)
+            } else {
+                ops.readfrom.expect("readfrom")(p, buf, count, src)
+            };
+            assert_eq!(CQ_FI_OPS.close.expect("close")(p as *mut fid), 0);
+            r
+        };
+        if r < 0 {
+            Err(Error(-r as i32))
+        } else {
+            Ok(r as usize)
+        }
+    }
+
     /// `read_c` into a typed array (the type must match the CQ's format).
-    fn read<T>(q: &Cq, buf: &mut [T], n: usize) -> Result<usize> {
+    fn read<T>(q: &Arc<Cq>, buf: &mut [T], n: usize) -> Result<usize> {
         assert!(n <= buf.len() && core::mem::size_of::<T>() == entry_size(q.format()));
         // SAFETY: `buf` holds `n` entries of the CQ's format.
         unsafe { read_c(q, buf.as_mut_ptr() as *mut c_void, n, core::ptr::null_mut()) }
     }
 
-    fn readfrom<T>(q: &Cq, buf: &mut [T], n: usize, src: &mut [u64]) -> Result<usize> {
+    fn readfrom<T>(q: &Arc<Cq>, buf: &mut [T], n: usize, src: &mut [u64]) -> Result<usize> {
         assert!(n <= buf.len() && n <= src.len() && core::mem::size_of::<T>() == entry_size(q.format()));
         // SAFETY: `buf` and `src` hold `n` entries each.
         unsafe { read_c(q, buf.as_mut_ptr() as *mut c_void, n, src.as_mut_ptr()) }
