@@ -77,7 +77,12 @@ pub mod op {
     /// = 0 or an FI_E* code; a fetch or compare that succeeded carries the
     /// segment's former bytes (`len`, `payload == len`).
     pub const ATOMIC_RESP: u8 = 14;
-    pub const MAX: u8 = 14;
+    /// The sender's answer to a `CTS|SPLIT`: it wrote bytes `offset .. len`
+    /// into the receiver's buffer (`reserved` 0) or could not (`reserved` =
+    /// an FI_E* code: the receiver copies them itself); `aux` = the
+    /// receiver's handle.
+    pub const PUSHED: u8 = 15;
+    pub const MAX: u8 = 15;
 
     /// Whether the endpoint core places this record's payload (two-phase
     /// delivery: `Delivery::place` / `placed`): messages, rendezvous
@@ -129,8 +134,23 @@ pub mod flag {
     /// data: an application that waits for the send before posting its
     /// receives must not hang). docs/protocol.md.
     pub const ACK_ARRIVE: u32 = 1 << 10;
-    pub const ALL: u32 =
-        TAGGED | REMOTE_CQ_DATA | ACK_REQ | CMA_OK | LAST | RANGE | PUSH | INLINE | FINAL | NO_ANSWER | ACK_ARRIVE;
+    /// CTS only: split rendezvous (shm CMA). The receiver copies bytes
+    /// `0 .. offset` itself and asks the sender to write bytes `offset ..
+    /// len` into its buffer, whose `reserved` (address, length) entries
+    /// (at most `SPLIT_IOV_MAX`) are the payload; answered by `PUSHED`.
+    pub const SPLIT: u32 = 1 << 11;
+    pub const ALL: u32 = TAGGED
+        | REMOTE_CQ_DATA
+        | ACK_REQ
+        | CMA_OK
+        | LAST
+        | RANGE
+        | PUSH
+        | INLINE
+        | FINAL
+        | NO_ANSWER
+        | ACK_ARRIVE
+        | SPLIT;
 }
 
 /// The header. Plain data: copied out of shared memory / the socket before
@@ -187,6 +207,10 @@ pub struct Limits {
 /// Size of one RTS iov entry (address, length as two u64).
 pub const IOV_ENTRY: usize = 16;
 
+/// Most entries of a `CTS|SPLIT` table (the receiver's buffer for the
+/// part the sender writes).
+pub const SPLIT_IOV_MAX: usize = 64;
+
 impl WireHdr {
     pub fn new(op: u8) -> WireHdr {
         WireHdr {
@@ -221,6 +245,9 @@ impl WireHdr {
         if self.flags & flag::ACK_ARRIVE != 0 && self.op != op::EAGER {
             return Err(BadRecord::Flags);
         }
+        if self.flags & flag::SPLIT != 0 && self.op != op::CTS {
+            return Err(BadRecord::Flags);
+        }
         let payload = self.payload as usize;
         let len = usize::try_from(self.len).map_err(|_| BadRecord::Length)?;
         let ok = match self.op {
@@ -234,7 +261,13 @@ impl WireHdr {
                 // knows no maximum.
                 n >= 1 && n <= lim.max_iov && payload == n * IOV_ENTRY && len > 0 && self.offset <= self.len
             }
-            op::ACK | op::CTS | op::BYE => payload == 0,
+            // A split CTS: the receiver's table for bytes `offset .. len`
+            // (which the sender compares with its message).
+            op::CTS if self.flags & flag::SPLIT != 0 => {
+                let n = self.reserved;
+                n >= 1 && n <= SPLIT_IOV_MAX as u64 && payload as u64 == n * IOV_ENTRY as u64 && self.offset < self.len
+            }
+            op::ACK | op::CTS | op::BYE | op::PUSHED => payload == 0,
             // A chunk only lands in a transfer the receiver accepted, whose
             // length it compares (a chunk pushed behind a refused RTS is
             // dropped, not a broken record).
