@@ -514,6 +514,13 @@ impl State {
                 // what of its messages is still in its memory is gone.
                 self.buf_peer_failed(b, src);
                 self.rma_peer_failed(b, src);
+                // Nor is its receive buffer: a push asked for before it
+                // closed is not made (the send waits for its end as any).
+                for t in self.tx.values_mut() {
+                    if t.peer == *src && matches!(t.state, TxState::Pushing { .. }) {
+                        t.state = TxState::WaitAck;
+                    }
+                }
                 Disposition::Consumed
             }
             op::CTS => {

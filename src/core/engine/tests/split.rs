@@ -256,3 +256,18 @@ fn a_sender_dying_mid_split_fails_only_that_receive() {
     assert_eq!(b.rx_ok(), vec![Comp::recv(3, MRECV, 1000, buf2.as_ptr() as usize)]);
     assert_eq!(buf2, m2);
 }
+
+#[test]
+fn a_receiver_that_closed_is_not_pushed_to() {
+    let (net, mut a, mut b) = pair(SimOpts::shm());
+    let msg = pattern(LEN, 8);
+    let mut buf = vec![0u8; LEN];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    a.send(sargs(B, &msg, 1)).unwrap();
+    b.progress(); // CTS|SPLIT out
+    b.inner.close(); // BYE behind it
+    a.progress(); // both read in one pass: no push into a closed endpoint
+    assert_eq!(net.pushes(&a.addr), 0);
+    assert!(buf[AT..].iter().all(|&x| x == 0));
+    assert!(!ops(&net).contains(&op::PUSHED));
+}
