@@ -207,6 +207,9 @@ pub struct Limits {
 /// Size of one RTS iov entry (address, length as two u64).
 pub const IOV_ENTRY: usize = 16;
 
+/// Flags only some ops may carry (`WireHdr::check`).
+const OP_BOUND: u32 = flag::INLINE | flag::NO_ANSWER | flag::ACK_ARRIVE | flag::SPLIT;
+
 /// Most entries of a `CTS|SPLIT` table (the receiver's buffer for the
 /// part the sender writes).
 pub const SPLIT_IOV_MAX: usize = 64;
@@ -223,6 +226,7 @@ impl WireHdr {
 
     /// Validates everything a peer controls. After `Ok`, `payload` is within
     /// the limits and consistent with `op`, `len` and `aux`.
+    #[inline(always)]
     pub fn check(&self, lim: &Limits) -> Result<(), BadRecord> {
         if self.magic != MAGIC {
             return Err(BadRecord::Magic);
@@ -233,19 +237,16 @@ impl WireHdr {
         if self.op == 0 || self.op > op::MAX {
             return Err(BadRecord::Op);
         }
-        if self.flags & !flag::ALL != 0 {
-            return Err(BadRecord::Flags);
-        }
-        if self.flags & flag::INLINE != 0 && self.op != op::EAGER {
-            return Err(BadRecord::Flags);
-        }
-        if self.flags & flag::NO_ANSWER != 0 && !matches!(self.op, op::WRITE | op::ATOMIC) {
-            return Err(BadRecord::Flags);
-        }
-        if self.flags & flag::ACK_ARRIVE != 0 && self.op != op::EAGER {
-            return Err(BadRecord::Flags);
-        }
-        if self.flags & flag::SPLIT != 0 && self.op != op::CTS {
+        // Known bits only, and the flags some ops alone carry (INLINE and
+        // ACK_ARRIVE: EAGER; NO_ANSWER: WRITE, ATOMIC; SPLIT: CTS) on
+        // those ops only: one test.
+        let own = match self.op {
+            op::EAGER => flag::INLINE | flag::ACK_ARRIVE,
+            op::WRITE | op::ATOMIC => flag::NO_ANSWER,
+            op::CTS => flag::SPLIT,
+            _ => 0,
+        };
+        if self.flags & !(flag::ALL & !OP_BOUND | own) != 0 {
             return Err(BadRecord::Flags);
         }
         let payload = self.payload as usize;
@@ -263,10 +264,7 @@ impl WireHdr {
             }
             // A split CTS: the receiver's table for bytes `offset .. len`
             // (which the sender compares with its message).
-            op::CTS if self.flags & flag::SPLIT != 0 => {
-                let n = self.reserved;
-                n >= 1 && n <= SPLIT_IOV_MAX as u64 && payload as u64 == n * IOV_ENTRY as u64 && self.offset < self.len
-            }
+            op::CTS if self.flags & flag::SPLIT != 0 => self.split_cts_ok(),
             op::ACK | op::CTS | op::BYE | op::PUSHED => payload == 0,
             // A chunk only lands in a transfer the receiver accepted, whose
             // length it compares (a chunk pushed behind a refused RTS is
@@ -307,6 +305,13 @@ impl WireHdr {
         } else {
             Err(BadRecord::Length)
         }
+    }
+
+    /// A split CTS's part of [`WireHdr::check`] (out of line, as atomics).
+    #[inline(never)]
+    fn split_cts_ok(&self) -> bool {
+        let n = self.reserved;
+        n >= 1 && n <= SPLIT_IOV_MAX as u64 && self.payload as u64 == n * IOV_ENTRY as u64 && self.offset < self.len
     }
 
     /// The atomic records' part of [`WireHdr::check`] (out of line: the
