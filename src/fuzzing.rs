@@ -462,7 +462,12 @@ pub fn records(data: &[u8]) {
                     && h.len > 0
                     && h.offset <= h.len
             }
-            op::ACK | op::CTS | op::BYE => p == 0,
+            op::CTS if h.flags & flag::SPLIT != 0 => {
+                (1..=crate::transport::proto::SPLIT_IOV_MAX as u64).contains(&h.reserved)
+                    && p as u64 == h.reserved * IOV_ENTRY as u64
+                    && h.offset < h.len
+            }
+            op::ACK | op::CTS | op::BYE | op::PUSHED => p == 0,
             op::DATA => p <= RECORD_LIM.max_chunk && h.offset.checked_add(p as u64).is_some_and(|e| e <= h.len),
             op::HELLO => p <= CTL_MAX,
             // RMA (docs/protocol.md, docs/rma.md): a chunk lies inside its

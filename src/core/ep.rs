@@ -102,6 +102,7 @@ pub(crate) fn config_from(info: &Info, default_caps: u64, settings: &Settings) -
         unexp_budget: settings.unexp_budget,
         cma: settings.shm_cma,
         pull_batch_bytes: settings.shm_pull_batch,
+        split_min: settings.shm_split_min,
         fixed_peer: None,
     }
 }

@@ -7,6 +7,9 @@ use crate::transport::tcp::TcpSettings;
 /// `FI_RUSTFAB_SHM_PULL_BATCH`'s default (docs/shm.md, Large messages).
 pub const DEFAULT_SHM_PULL_BATCH: usize = 1 << 20;
 
+/// `FI_RUSTFAB_SHM_SPLIT_MIN`'s default (docs/shm.md, Large messages).
+pub const DEFAULT_SHM_SPLIT_MIN: usize = 256 << 10;
+
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// Bytes of unexpected message data an endpoint holds (`UNEXP_BUDGET`).
@@ -19,6 +22,9 @@ pub struct Settings {
     /// Bytes of rendezvous messages from one sender pulled with one
     /// `process_vm_readv` at most (`SHM_PULL_BATCH`; 0: one per message).
     pub shm_pull_batch: usize,
+    /// Rendezvous messages of at least this many bytes are copied half by
+    /// the receiver, half by the sender (`SHM_SPLIT_MIN`; 0: never).
+    pub shm_split_min: usize,
     /// `IFACE`, `TCP_COALESCE`.
     pub tcp: TcpSettings,
 }
@@ -30,6 +36,7 @@ impl Default for Settings {
             buffered_pool: crate::core::engine::buffered::DEFAULT_POOL,
             shm_cma: true,
             shm_pull_batch: DEFAULT_SHM_PULL_BATCH,
+            shm_split_min: DEFAULT_SHM_SPLIT_MIN,
             tcp: TcpSettings::default(),
         }
     }

@@ -59,6 +59,11 @@ pub const PARAMS: &[Param] = &[
         ty: FI_PARAM_SIZE_T,
         help: "shm: large messages from one sender matched in the same progress pass are copied with one process_vm_readv for up to this many bytes together (the call's fixed cost paid once per batch); 0 makes one call per message (default: 1M)",
     },
+    Param {
+        name: "shm_split_min",
+        ty: FI_PARAM_SIZE_T,
+        help: "shm: a large message of at least this many bytes is copied by both processes at once, the receiver reading the first half (process_vm_readv) while the sender writes the second (process_vm_writev); 0 turns this off (default: 256K)",
+    },
 ];
 
 /// Declares every parameter. Called once from `fi_prov_ini`.
@@ -84,6 +89,7 @@ pub fn settings() -> crate::core::settings::Settings {
         buffered_pool: get_size("buffered_pool", d.buffered_pool),
         shm_cma: get_bool("shm_cma", d.shm_cma),
         shm_pull_batch: get_size("shm_pull_batch", d.shm_pull_batch),
+        shm_split_min: get_size("shm_split_min", d.shm_split_min),
         tcp: crate::transport::tcp::TcpSettings {
             iface: get_str("iface"),
             coalesce: get_bool("tcp_coalesce", d.tcp.coalesce),

@@ -111,7 +111,12 @@ pub mod op {
     /// = 0 or an FI_E* code; a fetch or compare that succeeded carries the
     /// segment's former bytes (`len`, `payload == len`).
     pub const ATOMIC_RESP: u8 = 14;
-    pub const MAX: u8 = 14;
+    /// The sender's answer to a `CTS|SPLIT`: it wrote bytes `offset .. len`
+    /// into the receiver's buffer (`reserved` 0) or could not (`reserved` =
+    /// an FI_E* code: the receiver copies them itself); `aux` = the
+    /// receiver's handle.
+    pub const PUSHED: u8 = 15;
+    pub const MAX: u8 = 15;
 
     /// Whether the endpoint core places this record's payload (two-phase
     /// delivery: `Delivery::place` / `placed`): messages, rendezvous
@@ -164,8 +169,23 @@ pub mod flag {
     /// data: an application that waits for the send before posting its
     /// receives must not hang). docs/protocol.md.
     pub const ACK_ARRIVE: u32 = 1 << 10;
-    pub const ALL: u32 =
-        TAGGED | REMOTE_CQ_DATA | ACK_REQ | CMA_OK | LAST | RANGE | PUSH | COMPACT | FINAL | NO_ANSWER | ACK_ARRIVE;
+    /// CTS only: split rendezvous (shm CMA). The receiver copies bytes
+    /// `0 .. offset` itself and asks the sender to write bytes `offset ..
+    /// len` into its buffer, whose `reserved` (address, length) entries
+    /// (at most `SPLIT_IOV_MAX`) are the payload; answered by `PUSHED`.
+    pub const SPLIT: u32 = 1 << 11;
+    pub const ALL: u32 = TAGGED
+        | REMOTE_CQ_DATA
+        | ACK_REQ
+        | CMA_OK
+        | LAST
+        | RANGE
+        | PUSH
+        | COMPACT
+        | FINAL
+        | NO_ANSWER
+        | ACK_ARRIVE
+        | SPLIT;
 }
 
 /// The header. Plain data: copied out of shared memory / the socket before
@@ -222,6 +242,13 @@ pub struct Limits {
 /// Size of one RTS iov entry (address, length as two u64).
 pub const IOV_ENTRY: usize = 16;
 
+/// Flags only some ops may carry (`WireHdr::check`).
+const OP_BOUND: u32 = flag::COMPACT | flag::NO_ANSWER | flag::ACK_ARRIVE | flag::SPLIT;
+
+/// Most entries of a `CTS|SPLIT` table (the receiver's buffer for the
+/// part the sender writes).
+pub const SPLIT_IOV_MAX: usize = 64;
+
 impl WireHdr {
     pub fn new(op: u8) -> WireHdr {
         WireHdr {
@@ -234,6 +261,7 @@ impl WireHdr {
 
     /// Validates everything a peer controls. After `Ok`, `payload` is within
     /// the limits and consistent with `op`, `len` and `aux`.
+    #[inline(always)]
     pub fn check(&self, lim: &Limits) -> Result<(), BadRecord> {
         if self.magic != MAGIC {
             return Err(BadRecord::Magic);
@@ -244,16 +272,16 @@ impl WireHdr {
         if self.op == 0 || self.op > op::MAX {
             return Err(BadRecord::Op);
         }
-        if self.flags & !flag::ALL != 0 {
-            return Err(BadRecord::Flags);
-        }
-        if self.flags & flag::COMPACT != 0 && self.op != op::EAGER {
-            return Err(BadRecord::Flags);
-        }
-        if self.flags & flag::NO_ANSWER != 0 && !matches!(self.op, op::WRITE | op::ATOMIC) {
-            return Err(BadRecord::Flags);
-        }
-        if self.flags & flag::ACK_ARRIVE != 0 && self.op != op::EAGER {
+        // Known bits only, and the flags some ops alone carry (COMPACT and
+        // ACK_ARRIVE: EAGER; NO_ANSWER: WRITE, ATOMIC; SPLIT: CTS) on
+        // those ops only: one test.
+        let own = match self.op {
+            op::EAGER => flag::COMPACT | flag::ACK_ARRIVE,
+            op::WRITE | op::ATOMIC => flag::NO_ANSWER,
+            op::CTS => flag::SPLIT,
+            _ => 0,
+        };
+        if self.flags & !(flag::ALL & !OP_BOUND | own) != 0 {
             return Err(BadRecord::Flags);
         }
         let payload = self.payload as usize;
@@ -268,7 +296,10 @@ impl WireHdr {
                 // knows no maximum.
                 n >= 1 && n <= lim.max_iov && payload == n * IOV_ENTRY && len > 0 && self.offset <= self.len
             }
-            op::ACK | op::CTS | op::BYE => payload == 0,
+            // A split CTS: the receiver's table for bytes `offset .. len`
+            // (which the sender compares with its message).
+            op::CTS if self.flags & flag::SPLIT != 0 => self.split_cts_ok(),
+            op::ACK | op::CTS | op::BYE | op::PUSHED => payload == 0,
             // A chunk only lands in a transfer the receiver accepted, whose
             // length it compares (a chunk pushed behind a refused RTS is
             // dropped, not a broken record).
@@ -308,6 +339,13 @@ impl WireHdr {
         } else {
             Err(BadRecord::Length)
         }
+    }
+
+    /// A split CTS's part of [`WireHdr::check`] (out of line, as atomics).
+    #[inline(never)]
+    fn split_cts_ok(&self) -> bool {
+        let n = self.reserved;
+        n >= 1 && n <= SPLIT_IOV_MAX as u64 && self.payload as u64 == n * IOV_ENTRY as u64 && self.offset < self.len
     }
 
     /// The atomic records' part of [`WireHdr::check`] (out of line: the

@@ -96,6 +96,10 @@ pub(crate) struct EpConfig {
     /// `process_vm_readv` at most (FI_RUSTFAB_SHM_PULL_BATCH; 0: one call
     /// per message).
     pub(crate) pull_batch_bytes: usize,
+    /// Rendezvous messages of at least this many bytes (CMA) are split:
+    /// the receiver pulls the first half while the sender pushes the rest
+    /// (FI_RUSTFAB_SHM_SPLIT_MIN; 0: never).
+    pub(crate) split_min: usize,
     /// A connected (`FI_EP_MSG`) endpoint's one peer: sends go there
     /// whatever their destination address, and no AV is used.
     pub(crate) fixed_peer: Option<Addr>,
@@ -510,10 +514,21 @@ impl State {
                 // what of its messages is still in its memory is gone.
                 self.buf_peer_failed(b, src);
                 self.rma_peer_failed(b, src);
+                // Nor is its receive buffer: a push asked for before it
+                // closed is not made (the send waits for its end as any).
+                for t in self.tx.values_mut() {
+                    if t.peer == *src && matches!(t.state, TxState::Pushing { .. }) {
+                        t.state = TxState::WaitAck;
+                    }
+                }
                 Disposition::Consumed
             }
             op::CTS => {
-                self.on_cts(src, h);
+                self.on_cts(src, src_pid, h, p);
+                Disposition::Consumed
+            }
+            op::PUSHED => {
+                self.on_pushed(b, src, h);
                 Disposition::Consumed
             }
             _ => Disposition::Consumed,

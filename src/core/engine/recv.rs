@@ -365,6 +365,7 @@ impl State {
                 hdr: h,
                 rts,
                 extra_flags: extra,
+                range: None,
             }),
         }
     }

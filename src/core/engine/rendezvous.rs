@@ -5,6 +5,7 @@
 //! part only.
 
 use super::*;
+use crate::transport::proto::SPLIT_IOV_MAX;
 
 impl Inner {
     /// A message above the eager limit: its RTS names the sender's buffer
@@ -66,7 +67,24 @@ pub(super) struct RxStream {
     pub(super) last_check: Instant,
     /// Bytes of the DATA record being placed (0: none in flight).
     pub(super) chunk: usize,
+    /// A split receive (no DATA: the receiver pulled its part, the sender
+    /// pushes the rest and answers `PUSHED`).
+    pub(super) split: Option<Box<Split>>,
 }
+
+/// A split rendezvous receive (docs/protocol.md): the receiver pulled
+/// bytes `0 .. at` itself and asked the sender (`CTS|SPLIT`) to push bytes
+/// `at .. take` into the receive buffer.
+pub(super) struct Split {
+    pub(super) rts: RtsInfo,
+    pub(super) at: usize,
+    /// The receiver's own pull (an error waits for the sender's answer:
+    /// the sender may still be writing into the buffer).
+    pub(super) first: Result<()>,
+}
+
+/// Split points are multiples of this (page-aligned halves).
+const SPLIT_ALIGN: usize = 4096;
 
 /// Placement handles of streamed receives have this bit set (in-flight
 /// eager placements use slab handles below it).
@@ -85,13 +103,19 @@ pub(super) struct PendingPull {
     pub(super) hdr: WireHdr,
     pub(super) rts: RtsInfo,
     pub(super) extra_flags: u64,
+    /// Only bytes `lo .. hi` are missing (the part of a split message that
+    /// was not pushed); the receive completes with the whole message.
+    pub(super) range: Option<(usize, usize)>,
 }
 
 impl State {
     /// The receiver cannot pull: stream the message (RANGE: only bytes
     /// `offset .. len`, a buffered receiver fetching a prefix). A CTS that
     /// is not for a rendezvous send of ours waiting for it is ignored.
-    pub(super) fn on_cts(&mut self, src: &Addr, h: &WireHdr) {
+    pub(super) fn on_cts(&mut self, src: &Addr, src_pid: i32, h: &WireHdr, p: &dyn PayloadIn) {
+        if h.flags & flag::SPLIT != 0 {
+            return self.on_split_cts(src, src_pid, h, p);
+        }
         if let Some(t) = self.tx.get_mut(&h.msg_id) {
             if t.peer == *src && matches!(t.state, TxState::WaitAck) && t.len > t.eager_limit {
                 // RANGE: only bytes `offset .. len` (a buffered
@@ -110,6 +134,109 @@ impl State {
                 }
             }
         }
+    }
+
+    /// The receiver asks us to push bytes `offset .. len` of a message
+    /// into its buffer (the table it sent) while it pulls the rest. Only
+    /// for a rendezvous send of ours to that peer waiting for its ACK (else
+    /// dropped); every such CTS is answered with `PUSHED`, an error status
+    /// when its table does not cover exactly that part of our message or
+    /// the peer's pid is not the kernel's word (the receiver then pulls
+    /// the part itself).
+    fn on_split_cts(&mut self, src: &Addr, src_pid: i32, h: &WireHdr, p: &dyn PayloadIn) {
+        let cma = self.cfg.cma;
+        let Some(t) = self.tx.get_mut(&h.msg_id) else { return };
+        if t.peer != *src || !matches!(t.state, TxState::WaitAck) || t.len <= t.eager_limit {
+            return;
+        }
+        // `check`: offset < len, a table of 1 ..= SPLIT_IOV_MAX entries.
+        let (off, end) = (h.offset as usize, h.len as usize);
+        let raw = p.to_vec();
+        let mut table = Vec::with_capacity(raw.len() / IOV_ENTRY);
+        let mut total: u64 = 0;
+        let mut ok = end <= t.len;
+        for e in raw.chunks_exact(IOV_ENTRY) {
+            let a = u64::from_le_bytes(e[..8].try_into().unwrap_or_default());
+            let l = u64::from_le_bytes(e[8..].try_into().unwrap_or_default());
+            match total.checked_add(l) {
+                Some(x) => total = x,
+                None => ok = false,
+            }
+            table.push((a, l));
+        }
+        ok &= total == (end - off) as u64 && !table.is_empty();
+        if ok && cma && src_pid > 0 {
+            t.state = TxState::Pushing {
+                handle: h.aux,
+                off,
+                end,
+                pid: src_pid,
+                table: table.into_boxed_slice(),
+            };
+        } else {
+            let e = if ok { Error::OPNOTSUPP } else { Error::INVAL };
+            let r = pushed_hdr(h.msg_id, h.aux, h.offset, h.len, Some(e));
+            self.outbox.push((*src, r));
+        }
+    }
+
+    /// The sender's answer to our `CTS|SPLIT`: checked against the split
+    /// it names (peer, message, part); then the receive completes, or what
+    /// is missing is pulled (a refused push costs only the copy).
+    pub(super) fn on_pushed(&mut self, b: &Bound<'_>, src: &Addr, h: &WireHdr) {
+        let Some(s) = self.rx.get(h.aux) else { return };
+        let ours = s.src == *src
+            && s.hdr.msg_id == h.msg_id
+            && h.len == s.take as u64
+            && s.split.as_ref().is_some_and(|sp| sp.at as u64 == h.offset);
+        if !ours {
+            return;
+        }
+        let s = self.rx.remove(h.aux).expect("split just found");
+        let Some(sp) = s.split else { return };
+        let pushed = h.reserved == 0;
+        let len = s.hdr.len as usize;
+        let range = match sp.first {
+            Ok(()) if pushed => {
+                self.ack(s.src, s.hdr.msg_id, None, s.take);
+                self.complete_rx(
+                    b,
+                    &s.recv,
+                    Received {
+                        src: Some(s.src),
+                        hdr: &s.hdr,
+                        buf: s.buf,
+                        len: s.take,
+                        olen: len - s.take,
+                        extra: s.extra_flags,
+                    },
+                );
+                return;
+            }
+            Ok(()) => Some((sp.at, s.take)),
+            Err(e) if e == Error::OPNOTSUPP => {
+                // No CMA from this sender after all: it streams the whole
+                // message (it waits for our ACK again).
+                self.no_cma.insert(s.src);
+                None
+            }
+            Err(e) => {
+                self.ack(s.src, s.hdr.msg_id, Some(e), 0);
+                let err = if e == Error::CONNRESET { PEER_FAILED } else { e };
+                self.complete_rx_err(b, &s.recv, RxFailure::of(err, &s.hdr, s.extra_flags));
+                return;
+            }
+        };
+        self.pulls.push(PendingPull {
+            recv: s.recv,
+            dst: s.dst,
+            src: s.src,
+            src_pid: s.src_pid,
+            hdr: s.hdr,
+            rts: sp.rts,
+            extra_flags: s.extra_flags,
+            range,
+        });
     }
 
     pub(super) fn on_rts(
@@ -149,6 +276,7 @@ impl State {
                     hdr: *h,
                     rts,
                     extra_flags: 0,
+                    range: None,
                 });
                 return Disposition::Consumed;
             }
@@ -176,6 +304,7 @@ impl State {
                 hdr: *h,
                 rts,
                 extra_flags,
+                range: None,
             });
             return Disposition::Consumed;
         }
@@ -205,13 +334,23 @@ impl State {
     pub(super) fn run_pulls(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         let pulls = std::mem::take(&mut self.pulls);
         let batched = self.pull_batches(port, &pulls);
-        for (i, p) in pulls.into_iter().enumerate() {
+        for (i, mut p) in pulls.into_iter().enumerate() {
             let len = p.hdr.len as usize;
             let take = len.min(p.dst.total());
             let buf = p.dst.addr_at(0);
+            if let Some(at) = self.split_point(&p, take) {
+                match self.start_split(port, p, take, at) {
+                    None => continue,
+                    Some(back) => p = back,
+                }
+            }
             if self.can_pull(&p) {
                 let pulled = if batched.get(i).copied().unwrap_or(false) {
                     Ok(take)
+                } else if let Some((lo, hi)) = p.range {
+                    let remote = remote_from(&p.rts.remote, lo as u64);
+                    port.pull(p.src_pid, &remote, &p.dst.sub(lo, hi - lo), hi - lo)
+                        .map(|_| take)
                 } else {
                     port.pull(p.src_pid, &p.rts.remote, &p.dst, take)
                 };
@@ -257,12 +396,88 @@ impl State {
                 extra_flags: p.extra_flags,
                 last_check: Instant::now(),
                 chunk: 0,
+                split: None,
             });
             let mut cts = WireHdr::new(op::CTS);
             cts.msg_id = msg_id;
             cts.aux = handle;
             self.outbox.push((src, cts));
         }
+    }
+
+    /// Where a matched message is split (the receiver pulls bytes below,
+    /// the sender pushes the rest), or `None`: not CMA, below
+    /// `split_min`, or the missing part of a split already.
+    fn split_point(&self, p: &PendingPull, take: usize) -> Option<usize> {
+        let min = self.cfg.split_min;
+        if min == 0 || take < min || take < 2 * SPLIT_ALIGN || p.range.is_some() || !self.can_pull(p) {
+            return None;
+        }
+        Some(take / 2 / SPLIT_ALIGN * SPLIT_ALIGN)
+    }
+
+    /// Asks the sender to push bytes `at .. take` (`CTS|SPLIT` with the
+    /// receive buffer's table for them), then pulls bytes `0 .. at`: both
+    /// processes copy at once. The receive waits in `rx` for `PUSHED`.
+    /// `Some(p)`: not split (the part's buffer has more than
+    /// `SPLIT_IOV_MAX` segments, or no room for the CTS): pull it whole.
+    fn start_split(&mut self, port: &mut dyn Port, p: PendingPull, take: usize, at: usize) -> Option<PendingPull> {
+        let part = p.dst.sub(at, take - at);
+        let segs = part.segments();
+        if segs.len() > SPLIT_IOV_MAX {
+            return Some(p);
+        }
+        let mut table = Vec::with_capacity(segs.len() * IOV_ENTRY);
+        for &(a, l) in segs {
+            table.extend_from_slice(&(a as u64).to_le_bytes());
+            table.extend_from_slice(&(l as u64).to_le_bytes());
+        }
+        let (src, msg_id) = (p.src, p.hdr.msg_id);
+        let buf = p.dst.addr_at(0);
+        let handle = self.rx.insert(RxStream {
+            recv: p.recv,
+            dst: p.dst,
+            buf,
+            src: p.src,
+            src_pid: p.src_pid,
+            hdr: p.hdr,
+            take,
+            got: 0,
+            extra_flags: p.extra_flags,
+            last_check: Instant::now(),
+            chunk: 0,
+            split: Some(Box::new(Split {
+                rts: p.rts,
+                at,
+                first: Ok(()),
+            })),
+        });
+        let mut cts = WireHdr::new(op::CTS);
+        cts.flags = flag::SPLIT;
+        cts.msg_id = msg_id;
+        cts.aux = handle;
+        cts.offset = at as u64;
+        cts.len = take as u64;
+        cts.reserved = segs.len() as u64;
+        if port.send(&src, &cts, Payload::Bytes(&table), true).is_err() {
+            let s = self.rx.remove(handle).expect("split just inserted");
+            let sp = s.split.expect("split just inserted");
+            return Some(PendingPull {
+                recv: s.recv,
+                dst: s.dst,
+                src: s.src,
+                src_pid: s.src_pid,
+                hdr: s.hdr,
+                rts: sp.rts,
+                extra_flags: s.extra_flags,
+                range: None,
+            });
+        }
+        let s = self.rx.get_mut(handle).expect("split just inserted");
+        if let Some(sp) = s.split.as_mut() {
+            sp.first = port.pull(s.src_pid, &sp.rts.remote, &s.dst, at).map(|_| ());
+        }
+        None
     }
 
     /// Whether a matched rendezvous message is copied with CMA (else the
@@ -292,7 +507,13 @@ impl State {
             while j < pulls.len() && j - i < PULL_BATCH_MAX {
                 let p = &pulls[j];
                 let t = take(p);
-                if !self.can_pull(p) || p.src != first.src || p.src_pid != first.src_pid || t == 0 {
+                if !self.can_pull(p)
+                    || p.src != first.src
+                    || p.src_pid != first.src_pid
+                    || t == 0
+                    || p.range.is_some()
+                    || self.split_point(p, t).is_some()
+                {
                     break;
                 }
                 if j > i && bytes + t > limit {
@@ -336,7 +557,12 @@ impl State {
         let Some(s) = self.rx.get_mut(h.aux) else {
             return Place::Discard;
         };
-        if s.src != *src || s.hdr.msg_id != h.msg_id || h.len != s.hdr.len || h.offset as usize != s.got || s.chunk != 0
+        if s.src != *src
+            || s.hdr.msg_id != h.msg_id
+            || h.len != s.hdr.len
+            || h.offset as usize != s.got
+            || s.chunk != 0
+            || s.split.is_some()
         {
             return Place::Discard;
         }
@@ -383,6 +609,29 @@ impl State {
     pub(super) fn pump(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         let mut failed = Vec::new();
         for (id, t) in self.tx.iter_mut() {
+            if matches!(t.state, TxState::Pushing { .. }) {
+                if let TxState::Pushing {
+                    handle,
+                    off,
+                    end,
+                    pid,
+                    table,
+                } = std::mem::replace(&mut t.state, TxState::WaitAck)
+                {
+                    // Into the receiver's pid as the kernel reported it;
+                    // any failure: the receiver copies the part itself.
+                    let n = end - off;
+                    let status = match port.push(pid, &table, &t.iov.sub(off, n), n) {
+                        Ok(k) if k == n => None,
+                        Ok(_) => Some(Error::IO),
+                        Err(e) => Some(e),
+                    };
+                    let r = pushed_hdr(*id, handle, off as u64, end as u64, status);
+                    // A dead peer: its failure event ends the send.
+                    let _ = port.send_ctl(&t.peer, &r);
+                }
+                continue;
+            }
             let TxState::Streaming { handle, off, end } = &mut t.state else {
                 continue;
             };
@@ -425,6 +674,32 @@ impl State {
             }
         }
     }
+}
+
+/// The `PUSHED` answer to a split CTS (`reserved`: 0 or an FI_E* code).
+fn pushed_hdr(msg_id: u64, handle: u32, off: u64, end: u64, status: Option<Error>) -> WireHdr {
+    let mut r = WireHdr::new(op::PUSHED);
+    r.msg_id = msg_id;
+    r.aux = handle;
+    r.offset = off;
+    r.len = end;
+    r.reserved = status.map(|e| e.0 as u64).unwrap_or(0);
+    r
+}
+
+/// The sender's segments without their first `skip` bytes (the part of a
+/// split message the receiver pulls after a refused push).
+fn remote_from(remote: &[(u64, u64)], mut skip: u64) -> Vec<(u64, u64)> {
+    let mut v = Vec::with_capacity(remote.len());
+    for &(a, l) in remote {
+        if skip >= l {
+            skip -= l;
+            continue;
+        }
+        v.push((a.wrapping_add(skip), l - skip));
+        skip = 0;
+    }
+    v
 }
 
 /// Decodes an RTS's iov table (peer bytes): `None` when it does not

@@ -19,6 +19,16 @@ pub(super) enum TxState {
     /// Streaming DATA records for receiver handle `handle`, bytes
     /// `off .. end` (a ranged CTS asks for part of the message).
     Streaming { handle: u32, off: usize, end: usize },
+    /// A split CTS asked us to push bytes `off .. end` into receiver pid
+    /// `pid`'s buffer `table` (checked to cover exactly that part); the
+    /// next pump writes them and answers `PUSHED`, then waits for the ACK.
+    Pushing {
+        handle: u32,
+        off: usize,
+        end: usize,
+        pid: i32,
+        table: Box<[(u64, u64)]>,
+    },
 }
 
 pub(super) struct TxOp {

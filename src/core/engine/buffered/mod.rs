@@ -196,6 +196,7 @@ impl Inner {
                 hdr,
                 rts,
                 extra_flags: FI_CLAIM,
+                range: None,
             });
         }
         self.st.after_poll(self.port.as_mut(), b);

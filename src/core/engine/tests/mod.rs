@@ -10,6 +10,7 @@ mod eager;
 mod failure;
 mod rendezvous;
 mod rma;
+mod split;
 
 use super::sim::{Net, SimOpts};
 use super::{AddrBook, Bound, EpConfig, Inner, RecvArgs, SendArgs};
@@ -51,6 +52,7 @@ pub(super) fn cfg() -> EpConfig {
         unexp_budget: 8 << 20,
         cma: true,
         pull_batch_bytes: crate::core::settings::DEFAULT_SHM_PULL_BATCH,
+        split_min: crate::core::settings::DEFAULT_SHM_SPLIT_MIN,
         fixed_peer: None,
     }
 }

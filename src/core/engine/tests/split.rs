@@ -1,0 +1,273 @@
+//! Split rendezvous (docs/protocol.md): above `split_min` the receiver
+//! pulls the first half while the sender pushes the rest (`CTS|SPLIT`,
+//! `PUSHED`); a refused push costs only the copy; hostile records and a
+//! dead sender cost only that peer.
+
+use super::super::sim::Cma;
+use super::*;
+use crate::transport::proto::{flag, op, Limits, WireHdr, SPLIT_IOV_MAX};
+
+const LEN: usize = 600_000;
+/// Half of `LEN`, page-aligned down.
+const AT: usize = 299_008;
+
+/// A receive into two segments of `buf` (split at `cut`).
+fn two_seg_recv(buf: &mut [u8], cut: usize, ctx: usize) -> RecvArgs {
+    let mut iov = IovList::new();
+    iov.push(buf.as_mut_ptr() as usize, cut);
+    iov.push(buf.as_mut_ptr() as usize + cut, buf.len() - cut);
+    RecvArgs { iov, ..rargs(buf, ctx) }
+}
+
+fn ops(net: &Net) -> Vec<u8> {
+    net.log().iter().map(|r| r.hdr.op).collect()
+}
+
+#[test]
+fn a_split_message_arrives_whole_from_both_copies() {
+    let (net, mut a, mut b) = pair(SimOpts::shm());
+    let msg = pattern(LEN, 7);
+    let mut buf = vec![0u8; LEN];
+    // The receive's second segment starts inside the pushed part.
+    b.recv(two_seg_recv(&mut buf, 400_000, 2)).unwrap();
+    a.send(sargs(B, &msg, 1)).unwrap();
+    b.progress(); // RTS: CTS|SPLIT out, first half pulled
+    assert_eq!(b.rx_ok(), vec![], "waits for the pushed half");
+    assert_eq!(buf[..AT], msg[..AT]);
+    assert!(buf[AT..].iter().all(|&x| x == 0), "the second half is the sender's");
+    a.progress(); // CTS|SPLIT: pushed, PUSHED out
+    assert_eq!(a.tx_ok(), vec![], "waits for the ACK");
+    b.progress(); // PUSHED: complete, ACK
+    assert_eq!(b.rx_ok(), vec![Comp::recv(2, MRECV, LEN, buf.as_ptr() as usize)]);
+    assert_eq!(buf, msg);
+    a.progress();
+    assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)]);
+    assert_eq!((net.pulls(&b.addr), net.pushes(&a.addr)), (1, 1));
+    assert_eq!(ops(&net), vec![op::RTS, op::CTS, op::PUSHED, op::ACK]);
+    let log = net.log();
+    let (rts, cts, pushed, ack) = (log[0].hdr, log[1].hdr, log[2].hdr, log[3].hdr);
+    assert_eq!(
+        (cts.flags, cts.msg_id, cts.offset, cts.len, cts.reserved, cts.payload),
+        (flag::SPLIT, rts.msg_id, AT as u64, LEN as u64, 2, 32)
+    );
+    assert_eq!(
+        (pushed.msg_id, pushed.aux, pushed.offset, pushed.len, pushed.reserved),
+        (rts.msg_id, cts.aux, AT as u64, LEN as u64, 0)
+    );
+    assert_eq!((ack.msg_id, ack.len, ack.aux), (rts.msg_id, LEN as u64, 0));
+}
+
+#[test]
+fn below_the_threshold_or_turned_off_the_receiver_pulls_alone() {
+    for (len, min) in [(200_000, 256 << 10), (LEN, 0)] {
+        let mut s = Spec::new(SimOpts::shm());
+        s.cfg.split_min = min;
+        let (net, mut a, mut b) = pair_of(s.clone(), s);
+        let msg = pattern(len, 1);
+        let mut buf = vec![0u8; len];
+        b.recv(rargs(&mut buf, 2)).unwrap();
+        a.send(sargs(B, &msg, 1)).unwrap();
+        run(&mut [&mut b, &mut a], 2);
+        assert_eq!(buf, msg);
+        assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)]);
+        assert_eq!(ops(&net), vec![op::RTS, op::ACK]);
+        assert_eq!(net.pushes(&a.addr), 0);
+    }
+}
+
+#[test]
+fn a_refused_push_is_pulled_by_the_receiver() {
+    let mut sa = Spec::new(SimOpts::shm());
+    sa.sim.cma = Cma::Refused; // the sender's process_vm_writev fails
+    let (net, mut a, mut b) = pair_of(sa, Spec::new(SimOpts::shm()));
+    let msg = pattern(LEN, 9);
+    let mut buf = vec![0u8; LEN];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    a.send(sargs(B, &msg, 1)).unwrap();
+    run(&mut [&mut b, &mut a], 3);
+    assert_eq!(b.rx_ok(), vec![Comp::recv(2, MRECV, LEN, buf.as_ptr() as usize)]);
+    assert_eq!(buf, msg);
+    assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)]);
+    assert_eq!((net.pulls(&b.addr), net.pushes(&a.addr)), (2, 0));
+    assert_eq!(ops(&net), vec![op::RTS, op::CTS, op::PUSHED, op::ACK]);
+    let pushed = net.log()[2].hdr;
+    assert_eq!(pushed.reserved, Error::OPNOTSUPP.0 as u64);
+}
+
+#[test]
+fn forged_pushed_records_do_not_complete_a_split() {
+    let (net, mut a, mut b) = pair(SimOpts::shm());
+    let msg = pattern(LEN, 3);
+    let mut buf = vec![0u8; LEN];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    a.send(sargs(B, &msg, 1)).unwrap();
+    b.progress();
+    let cts = net.log()[1].hdr;
+    assert_eq!((cts.op, cts.flags), (op::CTS, flag::SPLIT));
+    let good = {
+        let mut h = WireHdr::new(op::PUSHED);
+        h.msg_id = cts.msg_id;
+        h.aux = cts.aux;
+        h.offset = cts.offset;
+        h.len = cts.len;
+        h
+    };
+    let bad = [
+        WireHdr {
+            msg_id: cts.msg_id + 1,
+            ..good
+        },
+        WireHdr {
+            aux: cts.aux ^ 1,
+            ..good
+        },
+        WireHdr { offset: 0, ..good },
+        WireHdr {
+            len: cts.len - 1,
+            ..good
+        },
+    ];
+    for h in bad {
+        net.forge(&a.addr, &b.addr, h, &[]);
+        b.progress();
+    }
+    assert_eq!(b.rx(), (vec![], vec![]), "no forged PUSHED completes it");
+    // The real exchange still completes, with the bytes right.
+    run(&mut [&mut a, &mut b], 3);
+    assert_eq!(b.rx_ok(), vec![Comp::recv(2, MRECV, LEN, buf.as_ptr() as usize)]);
+    assert_eq!(buf, msg);
+    assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)]);
+    // A late copy of the right record finds nothing.
+    net.forge(&a.addr, &b.addr, good, &[]);
+    run(&mut [&mut a, &mut b], 2);
+    assert_eq!((b.rx(), a.tx()), ((vec![], vec![]), (vec![], vec![])));
+}
+
+#[test]
+fn a_split_cts_that_does_not_fit_the_message_is_refused_unpushed() {
+    let (net, mut a, mut b) = pair(SimOpts::shm());
+    let msg = pattern(LEN, 4);
+    a.send(sargs(B, &msg, 1)).unwrap();
+    b.progress(); // unexpected at B
+    let rts = net.log()[0].hdr;
+    let scratch = vec![0u8; LEN];
+    let entry = |a: usize, l: usize| {
+        let mut e = (a as u64).to_le_bytes().to_vec();
+        e.extend_from_slice(&(l as u64).to_le_bytes());
+        e
+    };
+    let p = scratch.as_ptr() as usize;
+    let cts = |off: u64, len: u64, n: u64| {
+        let mut h = WireHdr::new(op::CTS);
+        h.flags = flag::SPLIT;
+        h.msg_id = rts.msg_id;
+        h.aux = 5;
+        h.offset = off;
+        h.len = len;
+        h.reserved = n;
+        h
+    };
+    // Table one byte short; part beyond the message; another message.
+    let cases: [(WireHdr, Vec<u8>); 3] = [
+        (cts(AT as u64, LEN as u64, 1), entry(p, LEN - AT - 1)),
+        (cts(AT as u64, LEN as u64 + 1, 1), entry(p, LEN + 1 - AT)),
+        (
+            WireHdr {
+                msg_id: rts.msg_id + 7,
+                ..cts(AT as u64, LEN as u64, 1)
+            },
+            entry(p, LEN - AT),
+        ),
+    ];
+    for (h, t) in cases {
+        net.clear_log();
+        net.forge(&b.addr, &a.addr, h, &t);
+        a.progress();
+        let answers: Vec<WireHdr> = net.log().iter().map(|r| r.hdr).collect();
+        if h.msg_id == rts.msg_id {
+            assert_eq!(answers.len(), 1);
+            assert_eq!(
+                (answers[0].op, answers[0].reserved),
+                (op::PUSHED, Error::INVAL.0 as u64)
+            );
+        } else {
+            assert_eq!(answers, vec![], "no send of ours: dropped");
+        }
+    }
+    assert_eq!(net.pushes(&a.addr), 0);
+    assert!(scratch.iter().all(|&x| x == 0));
+    assert_eq!(a.tx(), (vec![], vec![]), "the send still waits");
+    // The header check: SPLIT only on CTS, a bounded table, offset < len.
+    let lim = Limits {
+        max_payload: 16384,
+        max_chunk: 16384,
+        max_iov: 1024,
+    };
+    let mut h = cts(AT as u64, LEN as u64, 1);
+    h.payload = 16;
+    assert!(h.check(&lim).is_ok());
+    h.reserved = SPLIT_IOV_MAX as u64 + 1;
+    h.payload = 16 * h.reserved as u32;
+    assert!(h.check(&lim).is_err(), "too many entries");
+    let mut h = cts(LEN as u64, LEN as u64, 1);
+    h.payload = 16;
+    assert!(h.check(&lim).is_err(), "empty part");
+    let mut h = cts(AT as u64, LEN as u64, 1);
+    h.payload = 32;
+    assert!(h.check(&lim).is_err(), "payload is not the table");
+    let mut d = WireHdr::new(op::DATA);
+    d.flags = flag::SPLIT;
+    assert!(d.check(&lim).is_err(), "SPLIT on another op");
+    let mut c = WireHdr::new(op::CTS);
+    c.payload = 16;
+    assert!(c.check(&lim).is_err(), "a plain CTS stays empty");
+}
+
+#[test]
+fn a_sender_dying_mid_split_fails_only_that_receive() {
+    let mut specs = vec![Spec::new(SimOpts::shm()); 3];
+    specs[2].cfg.split_min = 0;
+    let (net, mut v) = network(&specs);
+    let mut c = v.pop().unwrap();
+    let mut b = v.pop().unwrap();
+    let mut a = v.pop().unwrap();
+    let msg = pattern(LEN, 5);
+    let mut buf = vec![0u8; LEN];
+    let mut buf2 = vec![0u8; 1000];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    a.send(sargs(B, &msg, 1)).unwrap();
+    b.progress(); // split started: CTS|SPLIT out, first half pulled
+    net.kill(&a.addr); // never pushes, never answers
+    std::thread::sleep(std::time::Duration::from_millis(120));
+    run(&mut [&mut b], 128);
+    assert_eq!(
+        b.rx().1,
+        vec![ErrComp {
+            olen: LEN,
+            ..ErrComp::new(2, MRECV, FI_ECONNRESET)
+        }]
+    );
+    assert!(!b.inner.waits_on_peers());
+    // Another peer's messages still arrive.
+    b.recv(rargs(&mut buf2, 3)).unwrap();
+    let m2 = pattern(1000, 6);
+    c.send(sargs(B, &m2, 4)).unwrap();
+    run(&mut [&mut c, &mut b], 2);
+    assert_eq!(b.rx_ok(), vec![Comp::recv(3, MRECV, 1000, buf2.as_ptr() as usize)]);
+    assert_eq!(buf2, m2);
+}
+
+#[test]
+fn a_receiver_that_closed_is_not_pushed_to() {
+    let (net, mut a, mut b) = pair(SimOpts::shm());
+    let msg = pattern(LEN, 8);
+    let mut buf = vec![0u8; LEN];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    a.send(sargs(B, &msg, 1)).unwrap();
+    b.progress(); // CTS|SPLIT out
+    b.inner.close(); // BYE behind it
+    a.progress(); // both read in one pass: no push into a closed endpoint
+    assert_eq!(net.pushes(&a.addr), 0);
+    assert!(buf[AT..].iter().all(|&x| x == 0));
+    assert!(!ops(&net).contains(&op::PUSHED));
+}
