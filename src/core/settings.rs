@@ -8,7 +8,7 @@ use crate::transport::tcp::TcpSettings;
 pub const DEFAULT_SHM_PULL_BATCH: usize = 1 << 20;
 
 /// `FI_RUSTFAB_SHM_SPLIT_MIN`'s default (docs/shm.md, Large messages).
-pub const DEFAULT_SHM_SPLIT_MIN: usize = 256 << 10;
+pub const DEFAULT_SHM_SPLIT_MIN: usize = 0;
 
 #[derive(Clone, Debug)]
 pub struct Settings {
