@@ -376,16 +376,10 @@ pub(crate) struct TcpPort {
     stalled: Vec<u64>,
     doomed: Vec<u64>,
     doomed_peers: Vec<SocketAddr>,
-    /// The connection of the last arrival, read first in each pass, the
-    /// passes since epoll was last asked, and how many busy passes go
-    /// between two `epoll_wait`s now ([`EPOLL_EVERY_MIN`] ..
-    /// [`EPOLL_EVERY_MAX`]).
+    /// The connection of the last arrival, read first in each pass, and
+    /// the passes since epoll was last asked.
     hot: Option<u64>,
     since_epoll: u32,
-    epoll_every: u32,
-    /// `epoll_wait` calls made (tests count them).
-    #[cfg(test)]
-    epoll_waits: u64,
     /// Connections that may have a deadline (dials, handshakes, refusals)
     /// and peers waiting for a dial: the only ones deadlines are looked up
     /// in (established connections have none). Pruned as they lose them.
@@ -394,16 +388,8 @@ pub(crate) struct TcpPort {
 }
 
 /// Busy polling: passes that read the hot connection straight from its
-/// socket between two `epoll_wait`s (see `poll_inner`): EPOLL_EVERY_MIN
-/// after an `epoll_wait` that reported anything besides the hot connection
-/// (another peer, the listener, the timer), doubled after each one that
-/// reported nothing else, up to EPOLL_EVERY_MAX. With one busy peer (a
-/// ping-pong) `epoll_wait` then costs ~1 system call per 64 passes instead
-/// of 1 per 8, and fewer arrivals are found by it (2 system calls, epoll's
-/// then the read, instead of the one read); with several, the others are
-/// looked at every 8 passes as before (docs/performance.md "tcplat").
-pub(crate) const EPOLL_EVERY_MIN: u32 = 8;
-pub(crate) const EPOLL_EVERY_MAX: u32 = 64;
+/// socket between two `epoll_wait`s, at most (see `poll_inner`).
+const EPOLL_EVERY: u32 = 8;
 
 /// A connection that carried traffic this recently is never closed to make
 /// room under the cap.
@@ -462,9 +448,6 @@ impl TcpPort {
             doomed_peers: Vec::new(),
             hot: None,
             since_epoll: 0,
-            epoll_every: EPOLL_EVERY_MIN,
-            #[cfg(test)]
-            epoll_waits: 0,
             timed: Vec::new(),
             waiting: Vec::new(),
         })
@@ -679,12 +662,11 @@ impl TcpPort {
         self.retry_stalled(d);
         // Busy polling: while a connection is hot (it carried the last
         // arrival epoll reported), a pass reads it straight from its socket
-        // and asks epoll only every `epoll_every` passes (8, backing off to
-        // 64 while epoll shows nothing else): one system call per arrival
-        // instead of two, and one per idle pass. Other sockets, the
+        // and asks epoll only every EPOLL_EVERY passes: one system call per
+        // arrival instead of two, and one per idle pass. Other sockets, the
         // listener and the timer wait a few passes at most; deadlines are
         // still checked by the clock. Nothing here changes a deadline.
-        if self.since_epoll < self.epoll_every {
+        if self.since_epoll < EPOLL_EVERY {
             if let Some(id) = self.hot {
                 if self.conns.get(&id).is_some_and(|c| c.conn.readable_now()) {
                     self.read_conn(id, d);
@@ -705,17 +687,6 @@ impl TcpPort {
         self.since_epoll = 0;
         let mut ready = std::mem::take(&mut self.ready);
         let _ = self.epoll.wait(&mut ready, 64, Some(Duration::ZERO));
-        #[cfg(test)]
-        {
-            self.epoll_waits += 1;
-        }
-        // Back off while epoll shows nothing the busy reads do not see.
-        let was_hot = self.hot;
-        if was_hot.is_some() && ready.iter().all(|&(t, _)| Some(t) == was_hot) {
-            self.epoll_every = (self.epoll_every * 2).min(EPOLL_EVERY_MAX);
-        } else {
-            self.epoll_every = EPOLL_EVERY_MIN;
-        }
         let mut delivered = false;
         for &(token, ev) in &ready {
             match token {
