@@ -72,6 +72,37 @@ pub(super) struct RxStream {
     pub(super) split: Option<Box<Split>>,
 }
 
+impl RxStream {
+    /// The receive of matched message `p` waiting for its data: streamed
+    /// (`split_at` none) or split at `split_at` (the sender pushes the rest).
+    fn of(p: PendingPull, buf: usize, take: usize, split_at: Option<usize>) -> RxStream {
+        let PendingPull {
+            recv,
+            dst,
+            src,
+            src_pid,
+            hdr,
+            rts,
+            extra_flags,
+            range: _,
+        } = p;
+        RxStream {
+            recv,
+            dst,
+            buf,
+            src,
+            src_pid,
+            hdr,
+            take,
+            got: 0,
+            extra_flags,
+            last_check: Instant::now(),
+            chunk: 0,
+            split: split_at.map(|at| Box::new(Split { rts, at, first: Ok(()) })),
+        }
+    }
+}
+
 /// A split rendezvous receive (docs/protocol.md): the receiver pulled
 /// bytes `0 .. at` itself and asked the sender (`CTS|SPLIT`) to push bytes
 /// `at .. take` into the receive buffer.
@@ -192,27 +223,11 @@ impl State {
         if !ours {
             return;
         }
-        let s = self.rx.remove(h.aux).expect("split just found");
-        let Some(sp) = s.split else { return };
+        let mut s = self.rx.remove(h.aux).expect("split just found");
+        let Some(sp) = s.split.take() else { return };
         let pushed = h.reserved == 0;
-        let len = s.hdr.len as usize;
         let range = match sp.first {
-            Ok(()) if pushed => {
-                self.ack(s.src, s.hdr.msg_id, None, s.take);
-                self.complete_rx(
-                    b,
-                    &s.recv,
-                    Received {
-                        src: Some(s.src),
-                        hdr: &s.hdr,
-                        buf: s.buf,
-                        len: s.take,
-                        olen: len - s.take,
-                        extra: s.extra_flags,
-                    },
-                );
-                return;
-            }
+            Ok(()) if pushed => return self.stream_done(b, &s),
             Ok(()) => Some((sp.at, s.take)),
             Err(e) if e == Error::OPNOTSUPP => {
                 // No CMA from this sender after all: it streams the whole
@@ -384,20 +399,7 @@ impl State {
             }
             let msg_id = p.hdr.msg_id;
             let src = p.src;
-            let handle = self.rx.insert(RxStream {
-                recv: p.recv,
-                dst: p.dst,
-                buf,
-                src: p.src,
-                src_pid: p.src_pid,
-                hdr: p.hdr,
-                take,
-                got: 0,
-                extra_flags: p.extra_flags,
-                last_check: Instant::now(),
-                chunk: 0,
-                split: None,
-            });
+            let handle = self.rx.insert(RxStream::of(p, buf, take, None));
             let mut cts = WireHdr::new(op::CTS);
             cts.msg_id = msg_id;
             cts.aux = handle;
@@ -434,24 +436,7 @@ impl State {
         }
         let (src, msg_id) = (p.src, p.hdr.msg_id);
         let buf = p.dst.addr_at(0);
-        let handle = self.rx.insert(RxStream {
-            recv: p.recv,
-            dst: p.dst,
-            buf,
-            src: p.src,
-            src_pid: p.src_pid,
-            hdr: p.hdr,
-            take,
-            got: 0,
-            extra_flags: p.extra_flags,
-            last_check: Instant::now(),
-            chunk: 0,
-            split: Some(Box::new(Split {
-                rts: p.rts,
-                at,
-                first: Ok(()),
-            })),
-        });
+        let handle = self.rx.insert(RxStream::of(p, buf, take, Some(at)));
         let mut cts = WireHdr::new(op::CTS);
         cts.flags = flag::SPLIT;
         cts.msg_id = msg_id;
@@ -589,21 +574,26 @@ impl State {
         s.last_check = Instant::now();
         if s.got >= s.hdr.len as usize {
             let s = self.rx.remove(handle).expect("stream just found");
-            self.ack(s.src, s.hdr.msg_id, None, s.take);
-            let len = s.hdr.len as usize;
-            self.complete_rx(
-                b,
-                &s.recv,
-                Received {
-                    src: Some(s.src),
-                    hdr: &s.hdr,
-                    buf: s.buf,
-                    len: s.take,
-                    olen: len - s.take,
-                    extra: s.extra_flags,
-                },
-            );
+            self.stream_done(b, &s);
         }
+    }
+
+    /// Every byte of a streamed or split receive is in: `ACK` to the
+    /// sender, the receive completes.
+    fn stream_done(&mut self, b: &Bound<'_>, s: &RxStream) {
+        self.ack(s.src, s.hdr.msg_id, None, s.take);
+        self.complete_rx(
+            b,
+            &s.recv,
+            Received {
+                src: Some(s.src),
+                hdr: &s.hdr,
+                buf: s.buf,
+                len: s.take,
+                olen: s.hdr.len as usize - s.take,
+                extra: s.extra_flags,
+            },
+        );
     }
 
     pub(super) fn pump(&mut self, port: &mut dyn Port, b: &Bound<'_>) {

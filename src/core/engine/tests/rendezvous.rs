@@ -17,14 +17,14 @@ fn split_send(msg: &[u8], cut: usize, ctx: usize) -> SendArgs {
 }
 
 /// A receive into two segments of `buf` (split at `cut`).
-fn split_recv(buf: &mut [u8], cut: usize, ctx: usize) -> RecvArgs {
+pub(super) fn split_recv(buf: &mut [u8], cut: usize, ctx: usize) -> RecvArgs {
     let mut iov = IovList::new();
     iov.push(buf.as_mut_ptr() as usize, cut);
     iov.push(buf.as_mut_ptr() as usize + cut, buf.len() - cut);
     RecvArgs { iov, ..rargs(buf, ctx) }
 }
 
-fn ops(net: &Net) -> Vec<u8> {
+pub(super) fn ops(net: &Net) -> Vec<u8> {
     net.log().iter().map(|r| r.hdr.op).collect()
 }
 

@@ -11,17 +11,8 @@ const LEN: usize = 600_000;
 /// Half of `LEN`, page-aligned down.
 const AT: usize = 299_008;
 
-/// A receive into two segments of `buf` (split at `cut`).
-fn two_seg_recv(buf: &mut [u8], cut: usize, ctx: usize) -> RecvArgs {
-    let mut iov = IovList::new();
-    iov.push(buf.as_mut_ptr() as usize, cut);
-    iov.push(buf.as_mut_ptr() as usize + cut, buf.len() - cut);
-    RecvArgs { iov, ..rargs(buf, ctx) }
-}
-
-fn ops(net: &Net) -> Vec<u8> {
-    net.log().iter().map(|r| r.hdr.op).collect()
-}
+// A receive into two segments of a buffer; the ops of the records sent.
+use super::rendezvous::{ops, split_recv as two_seg_recv};
 
 #[test]
 fn a_split_message_arrives_whole_from_both_copies() {
