@@ -330,7 +330,8 @@ fn reference_decode(stream: &[u8], start: Stage) -> (Vec<Ev>, End) {
             op::BYE => true,
             _ => established,
         };
-        if !allowed {
+        // shm's compact eager form is never valid on a stream.
+        if !allowed || hdr.flags & flag::COMPACT != 0 {
             return (evs, End::Broken(Broken::Protocol));
         }
         let n = hdr.payload as usize;
