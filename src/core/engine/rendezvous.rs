@@ -101,6 +101,21 @@ impl RxStream {
             split: split_at.map(|at| Box::new(Split { rts, at, first: Ok(()) })),
         }
     }
+
+    /// Back to a matched message to pull (`range`: only those bytes), the
+    /// inverse of [`RxStream::of`] (`rts` from its split).
+    fn into_pull(self, rts: RtsInfo, range: Option<(usize, usize)>) -> PendingPull {
+        PendingPull {
+            recv: self.recv,
+            dst: self.dst,
+            src: self.src,
+            src_pid: self.src_pid,
+            hdr: self.hdr,
+            rts,
+            extra_flags: self.extra_flags,
+            range,
+        }
+    }
 }
 
 /// A split rendezvous receive (docs/protocol.md): the receiver pulled
@@ -242,16 +257,7 @@ impl State {
                 return;
             }
         };
-        self.pulls.push(PendingPull {
-            recv: s.recv,
-            dst: s.dst,
-            src: s.src,
-            src_pid: s.src_pid,
-            hdr: s.hdr,
-            rts: sp.rts,
-            extra_flags: s.extra_flags,
-            range,
-        });
+        self.pulls.push(s.into_pull(sp.rts, range));
     }
 
     pub(super) fn on_rts(
@@ -446,17 +452,9 @@ impl State {
         cts.reserved = segs.len() as u64;
         if port.send(&src, &cts, Payload::Bytes(&table), true).is_err() {
             let s = self.rx.remove(handle).expect("split just inserted");
-            let sp = s.split.expect("split just inserted");
-            return Some(PendingPull {
-                recv: s.recv,
-                dst: s.dst,
-                src: s.src,
-                src_pid: s.src_pid,
-                hdr: s.hdr,
-                rts: sp.rts,
-                extra_flags: s.extra_flags,
-                range: None,
-            });
+            let mut s = s;
+            let sp = s.split.take().expect("split just inserted");
+            return Some(s.into_pull(sp.rts, None));
         }
         let s = self.rx.get_mut(handle).expect("split just inserted");
         if let Some(sp) = s.split.as_mut() {

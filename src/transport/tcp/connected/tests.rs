@@ -100,6 +100,21 @@ fn events_until(s: &Arc<Connection>, p: &mut ConnectedPort, c: &mut Core) -> CmE
     }
 }
 
+/// Polls the client's and the server's port in turn until `done` holds
+/// for their cores (at most 5 s).
+fn pump_until(
+    (cp, cc): (&mut ConnectedPort, &mut Core),
+    (sp, sc): (&mut ConnectedPort, &mut Core),
+    done: impl Fn(&Core, &Core) -> bool,
+) {
+    let t = Instant::now();
+    while !done(cc, sc) {
+        cp.poll(cc);
+        sp.poll(sc);
+        assert!(t.elapsed() < Duration::from_secs(5), "nothing arrived");
+    }
+}
+
 /// Reads one CM record from a blocking socket.
 fn read_cm(s: &mut TcpStream) -> (CmKind, Vec<u8>) {
     let mut h = [0u8; proto::HDR_LEN];
@@ -166,12 +181,9 @@ fn connect_accept_data_shutdown() {
     sc.recvs.push_back(vec![0; 10]); // truncating receive for the first
     sp.send(&CONNECTED_PEER, &msg(b.len(), 2), Payload::Iov(&ib, 0, b.len()), false)
         .unwrap();
-    let t = Instant::now();
-    while sc.got.is_empty() || cc.got.is_empty() {
-        cp.poll(&mut cc);
-        sp.poll(&mut sc);
-        assert!(t.elapsed() < Duration::from_secs(5));
-    }
+    pump_until((&mut cp, &mut cc), (&mut sp, &mut sc), |c, s| {
+        !c.got.is_empty() && !s.got.is_empty()
+    });
     assert_eq!(sc.got[0], vec![1u8; 10]);
     assert_eq!(cc.got[0], b);
     // Orderly shutdown from the client.
@@ -391,12 +403,9 @@ fn local_ends_move_their_data_over_shm_and_drain_before_the_end() {
             sp.send(&CONNECTED_PEER, &msg(b.len(), 2), Payload::Bytes(&b), true),
             Ok(Sent::Done)
         );
-        let t = Instant::now();
-        while sc.got.is_empty() || cc.got.is_empty() {
-            cp.poll(&mut cc);
-            sp.poll(&mut sc);
-            assert!(t.elapsed() < Duration::from_secs(5));
-        }
+        pump_until((&mut cp, &mut cc), (&mut sp, &mut sc), |c, s| {
+            !c.got.is_empty() && !s.got.is_empty()
+        });
         assert_eq!((&sc.got[0], &cc.got[0]), (&a, &b));
         // The TCP connection carried none of it: nothing queued or read.
         assert!(ss.inner.lock().conn.as_ref().unwrap().queue().is_empty());
@@ -441,12 +450,7 @@ fn shm_refuses_what_it_cannot_reach_and_auto_falls_back_to_tcp() {
         assert!(!cs.via_shm() && !ss.via_shm());
         cp.send(&CONNECTED_PEER, &msg(3, 1), Payload::Bytes(b"abc"), true)
             .unwrap();
-        let t = Instant::now();
-        while sc.got.is_empty() {
-            cp.poll(&mut cc);
-            sp.poll(&mut sc);
-            assert!(t.elapsed() < Duration::from_secs(5));
-        }
+        pump_until((&mut cp, &mut cc), (&mut sp, &mut sc), |_, s| !s.got.is_empty());
         assert_eq!(sc.got[0], b"abc");
     }
     // shm client, tcp server: the server accepts without an offer, the
@@ -589,12 +593,7 @@ fn records_from_others_than_the_peer_are_dropped() {
     intruder.send_record(&to, &msg(4, 66), Payload::Bytes(b"evil")).unwrap();
     cp.send(&CONNECTED_PEER, &msg(4, 1), Payload::Bytes(b"good"), true)
         .unwrap();
-    let t = Instant::now();
-    while sc.got.is_empty() {
-        cp.poll(&mut cc);
-        sp.poll(&mut sc);
-        assert!(t.elapsed() < Duration::from_secs(5));
-    }
+    pump_until((&mut cp, &mut cc), (&mut sp, &mut sc), |_, s| !s.got.is_empty());
     for _ in 0..10 {
         sp.poll(&mut sc);
     }
