@@ -109,7 +109,9 @@ impl Engine {
         self.sources.lock().retain(|x| !Arc::ptr_eq(x, s));
     }
 
-    /// One non-blocking progress pass over every source.
+    /// One non-blocking progress pass over every source (inlined into
+    /// [`crate::core::wait::WaitObj::progress`], so into every CQ read).
+    #[inline(always)]
     pub fn progress(&self) {
         let Some(v) = self.sources.try_lock() else { return };
         for s in v.iter() {
