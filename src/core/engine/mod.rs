@@ -408,9 +408,15 @@ impl Inner {
 
     /// [`Inner::progress`] with the view borrowed, not copied (the pass of
     /// `Source::progress`, run by every empty CQ read).
+    ///
+    /// The pass's body is written out here (the same as [`Inner::pass`]) so
+    /// that only this caller inlines it: a call frame less per empty CQ
+    /// read, while the post paths keep calling `pass`.
     #[inline(always)]
     pub(crate) fn progress_in(&mut self, b: &Bound<'_>) {
-        self.pass(b);
+        let (port, st) = (&mut self.port, &mut self.st);
+        port.poll(&mut EngineDelivery { st, b });
+        st.after_poll(port.as_mut(), b);
     }
 
     fn pass(&mut self, b: &Bound<'_>) {
