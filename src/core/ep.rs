@@ -447,7 +447,7 @@ impl<L: Connection> Source for Endpoint<L> {
         if let Some(b) = self.bound.get() {
             if !self.closed.load(Ordering::Acquire) && !self.failed.load(Ordering::Acquire) {
                 let mut g = self.inner.lock();
-                g.progress(b);
+                g.progress_in(b.view());
                 if let Some(m) = &self.msg {
                     m.after_progress(&mut g, b);
                 }

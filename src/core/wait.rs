@@ -153,13 +153,23 @@ impl WaitObj {
     }
 
     /// Runs a progress pass on every engine that feeds this object.
-    #[inline]
+    ///
+    /// Inlined into the CQ and counter reads: the one-engine case (a CQ of
+    /// one domain) is a flag test and the engine's pass, without a call
+    /// frame of its own (~15 instructions per empty CQ read); several
+    /// engines take the out-of-line walk.
+    #[inline(always)]
     pub(crate) fn progress(&self) {
         if self.several.load(Ordering::Acquire) {
-            for e in self.engines().iter() {
-                e.progress();
-            }
+            self.progress_all();
         } else if let Some(e) = self.first.get() {
+            e.progress();
+        }
+    }
+
+    #[inline(never)]
+    fn progress_all(&self) {
+        for e in self.engines().iter() {
             e.progress();
         }
     }

@@ -345,7 +345,8 @@ pub(super) fn drain(cq: &Cq) -> (Vec<Comp>, Vec<ErrComp>) {
 
 impl Ep {
     pub(super) fn progress(&mut self) {
-        self.inner.progress(self.s.bound());
+        // The endpoint's pass (`Source::progress` runs `progress_in`).
+        self.inner.progress_in(&self.s.bound());
     }
 
     pub(super) fn send(&mut self, a: SendArgs) -> Result<()> {
