@@ -10,6 +10,12 @@ pub const DEFAULT_SHM_PULL_BATCH: usize = 1 << 20;
 /// `FI_RUSTFAB_SHM_SPLIT_MIN`'s default (docs/shm.md, Large messages).
 pub const DEFAULT_SHM_SPLIT_MIN: usize = 0;
 
+/// How long an endpoint's close waits at most for peers still writing into
+/// its buffers (split receives, CMA RMA reads; docs/shm.md, Large
+/// messages). A dead peer, or one that closed its endpoint, ends the wait
+/// at once.
+pub const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// Bytes of unexpected message data an endpoint holds (`UNEXP_BUDGET`).

@@ -24,6 +24,7 @@ use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
 use core::ffi::c_void;
 use std::sync::Arc;
+use std::time::Duration;
 
 impl AddrBook for AvState {
     fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr> {
@@ -55,6 +56,9 @@ pub(super) fn cfg() -> EpConfig {
         // The split on (opt-in in the provider, docs/shm.md): every engine
         // test runs with it, as when it was the default.
         split_min: 256 << 10,
+        // Short: a test closing with a push unanswered and its peer never
+        // progressing waits this long (tests/split.rs sets its own).
+        close_wait: Duration::from_millis(20),
         fixed_peer: None,
     }
 }
