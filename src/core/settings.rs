@@ -8,7 +8,7 @@ use crate::transport::tcp::TcpSettings;
 pub const DEFAULT_SHM_PULL_BATCH: usize = 1 << 20;
 
 /// `FI_RUSTFAB_SHM_SPLIT_MIN`'s default (docs/shm.md, Large messages).
-pub const DEFAULT_SHM_SPLIT_MIN: usize = 0;
+pub const DEFAULT_SHM_SPLIT_MIN: usize = 256 << 10;
 
 /// How long an endpoint's close waits at most for peers still writing into
 /// its buffers (split receives, CMA RMA reads; docs/shm.md, Large
