@@ -102,7 +102,8 @@ pub(crate) struct EpConfig {
     pub(crate) split_min: usize,
     /// How long `fi_close` waits at most for peers that may still be
     /// writing into this endpoint's memory (split receives' pushes, CMA RMA
-    /// reads' pushes; docs/shm.md, Large messages).
+    /// reads' pushes; FI_RUSTFAB_SHM_CLOSE_WAIT; docs/shm.md, Large
+    /// messages).
     pub(crate) close_wait: Duration,
     /// A connected (`FI_EP_MSG`) endpoint's one peer: sends go there
     /// whatever their destination address, and no AV is used.
@@ -436,9 +437,10 @@ impl Inner {
     /// answer (or the target failed) — or until `cfg.close_wait` ran out.
     /// Past the bound a push already started may still land in a buffer
     /// the application frees after the close (docs/shm.md, Large
-    /// messages): logged.
+    /// messages): logged. A bound of 0: no wait at all (the close as
+    /// before it waited).
     fn await_pushes(&mut self, idle: &mut dyn FnMut()) {
-        if !self.st.pushed_into() {
+        if self.st.cfg.close_wait.is_zero() || !self.st.pushed_into() {
             return;
         }
         let b = Bound::default();
@@ -453,7 +455,8 @@ impl Inner {
                 crate::base::log::log_warn!(
                     FI_LOG_EP_CTRL,
                     "endpoint closed with a peer's write into its buffers unanswered after {:?} (split \
-                     receive or CMA read): a push already under way may still land in them",
+                     receive or CMA read; FI_RUSTFAB_SHM_CLOSE_WAIT): a push already under way may still \
+                     land in them",
                     self.st.cfg.close_wait
                 );
                 return;

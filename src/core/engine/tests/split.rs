@@ -351,3 +351,22 @@ fn a_senders_close_fails_its_unanswered_split() {
     );
     assert!(!b.inner.waits_on_peers());
 }
+
+/// `FI_RUSTFAB_SHM_CLOSE_WAIT=0`: the close neither waits nor progresses
+/// (the PUSHED already in its queue is not read: no ACK goes out).
+#[test]
+fn a_close_wait_of_zero_does_not_wait() {
+    let mut sb = Spec::new(SimOpts::shm());
+    sb.cfg.close_wait = Duration::ZERO;
+    let (net, mut a, mut b) = pair_of(Spec::new(SimOpts::shm()), sb);
+    let msg = pattern(LEN, 14);
+    let mut buf = vec![0u8; LEN];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    a.send(sargs(B, &msg, 1)).unwrap();
+    b.progress(); // CTS|SPLIT out
+    a.progress(); // pushed, PUSHED out
+    let mut idles = 0;
+    b.inner.close_with(&mut || idles += 1);
+    assert_eq!(idles, 0);
+    assert_eq!(ops(&net), vec![op::RTS, op::CTS, op::PUSHED, op::BYE]);
+}
