@@ -8,7 +8,10 @@ use crate::transport::tcp::TcpSettings;
 pub const DEFAULT_SHM_PULL_BATCH: usize = 1 << 20;
 
 /// `FI_RUSTFAB_SHM_SPLIT_MIN`'s default (docs/shm.md, Large messages).
-pub const DEFAULT_SHM_SPLIT_MIN: usize = 0;
+pub const DEFAULT_SHM_SPLIT_MIN: usize = 256 << 10;
+
+/// `FI_RUSTFAB_SHM_CLOSE_WAIT`'s default (docs/shm.md, Large messages).
+pub const DEFAULT_SHM_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -25,6 +28,11 @@ pub struct Settings {
     /// Rendezvous messages of at least this many bytes are copied half by
     /// the receiver, half by the sender (`SHM_SPLIT_MIN`; 0: never).
     pub shm_split_min: usize,
+    /// How long an endpoint's close waits at most for peers still writing
+    /// into its buffers (split receives, CMA RMA reads; `SHM_CLOSE_WAIT`,
+    /// milliseconds; 0: no wait). A dead peer, or one that closed its
+    /// endpoint, ends the wait at once.
+    pub shm_close_wait: std::time::Duration,
     /// `IFACE`, `TCP_COALESCE`.
     pub tcp: TcpSettings,
 }
@@ -37,6 +45,7 @@ impl Default for Settings {
             shm_cma: true,
             shm_pull_batch: DEFAULT_SHM_PULL_BATCH,
             shm_split_min: DEFAULT_SHM_SPLIT_MIN,
+            shm_close_wait: DEFAULT_SHM_CLOSE_WAIT,
             tcp: TcpSettings::default(),
         }
     }

@@ -64,6 +64,11 @@ pub const PARAMS: &[Param] = &[
         ty: FI_PARAM_SIZE_T,
         help: "shm: a large message of at least this many bytes is copied by both processes at once, the receiver reading the first half (process_vm_readv) while the sender writes the second (process_vm_writev); 0 turns this off (default: 256K)",
     },
+    Param {
+        name: "shm_close_wait",
+        ty: FI_PARAM_INT,
+        help: "shm: milliseconds fi_close of an endpoint waits at most for peers still writing into its buffers (the sender's half of a split receive, the target of an RMA read); a dead or closed peer ends the wait at once; 0: no wait (default: 500)",
+    },
 ];
 
 /// Declares every parameter. Called once from `fi_prov_ini`.
@@ -90,6 +95,10 @@ pub fn settings() -> crate::core::settings::Settings {
         shm_cma: get_bool("shm_cma", d.shm_cma),
         shm_pull_batch: get_size("shm_pull_batch", d.shm_pull_batch),
         shm_split_min: get_size("shm_split_min", d.shm_split_min),
+        shm_close_wait: std::time::Duration::from_millis(get_size(
+            "shm_close_wait",
+            d.shm_close_wait.as_millis() as usize,
+        ) as u64),
         tcp: crate::transport::tcp::TcpSettings {
             iface: get_str("iface"),
             coalesce: get_bool("tcp_coalesce", d.tcp.coalesce),

@@ -100,6 +100,11 @@ pub(crate) struct EpConfig {
     /// the receiver pulls the first half while the sender pushes the rest
     /// (FI_RUSTFAB_SHM_SPLIT_MIN; 0: never).
     pub(crate) split_min: usize,
+    /// How long `fi_close` waits at most for peers that may still be
+    /// writing into this endpoint's memory (split receives' pushes, CMA RMA
+    /// reads' pushes; FI_RUSTFAB_SHM_CLOSE_WAIT; docs/shm.md, Large
+    /// messages).
+    pub(crate) close_wait: Duration,
     /// A connected (`FI_EP_MSG`) endpoint's one peer: sends go there
     /// whatever their destination address, and no AV is used.
     pub(crate) fixed_peer: Option<Addr>,
@@ -333,6 +338,11 @@ pub(crate) struct Inner {
 
 pub(crate) use crate::transport::PEER_FAILED;
 
+/// The pause between the passes of a close waiting for peers' pushes
+/// ([`Inner::close`]): short against a 512 KiB push (~35 µs), long enough
+/// to leave a shared core to the peer.
+const CLOSE_NAP: Duration = Duration::from_micros(50);
+
 impl Inner {
     /// `fi_setname` before `fi_enable`: the endpoint moves to `port` (no
     /// traffic has flowed; the old port closes when dropped here).
@@ -425,10 +435,54 @@ impl Inner {
         st.after_poll(port.as_mut(), b);
     }
 
-    /// Endpoint close: orderly goodbye to peers; nothing more completes.
+    /// Endpoint close: waits (at most `cfg.close_wait`) until no peer may
+    /// still be writing into the application's buffers, then orderly
+    /// goodbye to peers; nothing more completes.
     pub(crate) fn close(&mut self) {
+        self.close_with(&mut || std::thread::sleep(CLOSE_NAP));
+    }
+
+    /// [`Inner::close`], calling `idle` between the passes of its wait
+    /// (the engine's tests progress the peer there).
+    pub(crate) fn close_with(&mut self, idle: &mut dyn FnMut()) {
+        self.await_pushes(idle);
         self.st.buf_close(self.port.as_mut());
         self.port.close();
+    }
+
+    /// Progresses the endpoint (completions go nowhere: no CQ or counter
+    /// is bound in these passes) until no peer may be writing into our
+    /// memory — every split receive has its `PUSHED` (or its sender is
+    /// gone: dead, or its `BYE` read) and every CMA read its target's
+    /// answer (or the target failed) — or until `cfg.close_wait` ran out.
+    /// Past the bound a push already started may still land in a buffer
+    /// the application frees after the close (docs/shm.md, Large
+    /// messages): logged. A bound of 0: no wait at all (the close as
+    /// before it waited).
+    fn await_pushes(&mut self, idle: &mut dyn FnMut()) {
+        if self.st.cfg.close_wait.is_zero() || !self.st.pushed_into() {
+            return;
+        }
+        let b = Bound::default();
+        let deadline = Instant::now() + self.st.cfg.close_wait;
+        loop {
+            self.pass(&b);
+            self.st.forget_dead_pushers(self.port.as_mut(), &b);
+            if !self.st.pushed_into() {
+                return;
+            }
+            if Instant::now() >= deadline {
+                crate::base::log::log_warn!(
+                    FI_LOG_EP_CTRL,
+                    "endpoint closed with a peer's write into its buffers unanswered after {:?} (split \
+                     receive or CMA read; FI_RUSTFAB_SHM_CLOSE_WAIT): a push already under way may still \
+                     land in them",
+                    self.st.cfg.close_wait
+                );
+                return;
+            }
+            idle();
+        }
     }
 }
 
@@ -541,6 +595,10 @@ impl State {
                         t.state = TxState::WaitAck;
                     }
                 }
+                // Its pushes into our split receives are over (a push is
+                // made and answered within one of its passes, before its
+                // close): what was not answered will never be.
+                self.split_sender_gone(b, src);
                 Disposition::Consumed
             }
             op::CTS => {

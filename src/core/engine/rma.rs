@@ -352,6 +352,21 @@ impl Rma {
         self.active
     }
 
+    /// Targets that may be writing into this endpoint's memory now: those
+    /// of reads whose `READ_REQ` offered our buffer's table (`CMA_OK`) and
+    /// are not answered yet (the target pushes with `process_vm_writev`).
+    pub(super) fn pushers(&self) -> impl Iterator<Item = &Addr> + '_ {
+        self.ops
+            .values()
+            .filter(|op| {
+                op.kind == RmaKind::Read
+                    && matches!(op.phase, Phase::Reading { .. })
+                    && op.cma
+                    && op.segment().len > op.chunk
+            })
+            .map(|op| &op.peer)
+    }
+
     /// Something was queued (an operation, a job, an answer).
     pub(super) fn mark_active(&mut self) {
         self.active = true;

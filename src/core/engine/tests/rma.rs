@@ -995,3 +995,42 @@ fn remote_cq_data_waits_for_room() {
         target.fill(0);
     }
 }
+
+/// An initiator closing with a CMA read outstanding: the target pushes
+/// into the initiator's buffer, so the close waits for its answer (or its
+/// failure), progressing the endpoint; nothing completes once closed.
+#[test]
+fn a_close_waits_for_a_cma_reads_push() {
+    for dead in [false, true] {
+        let mut sa = rma_spec(SimOpts::shm());
+        sa.cfg.close_wait = std::time::Duration::from_secs(3600);
+        let (net, mut a, mut b) = rma_pair_of(sa, rma_spec(SimOpts::shm()));
+        let src = pattern(300_000, 13);
+        let mut target = src.clone();
+        let key = b.register(&mut target, FI_REMOTE_READ, Addressing::Offset, 1);
+        let mut back = vec![0u8; 300_000];
+        a.rma(read(&mut back, 0, key, 2)).unwrap();
+        a.progress();
+        assert_ne!(net.log()[0].hdr.flags & flag::CMA_OK, 0, "the target pushes");
+        if dead {
+            net.kill(&b.ep.addr);
+        }
+        let mut idles = 0;
+        a.ep.inner.close_with(&mut || {
+            idles += 1;
+            assert!(idles < 100, "still waiting (target dead: {dead})");
+            if idles == 3 && !dead {
+                b.progress(); // the target's pass: push, RMA_ACK
+            }
+        });
+        assert_eq!(a.ep.tx(), (vec![], vec![]), "nothing completes once closed");
+        if dead {
+            assert!(idles <= 2, "the failure ends the wait: {idles}");
+            assert_eq!(net.pushes(&b.ep.addr), 0);
+        } else {
+            assert_eq!(idles, 3, "waited, and returned at the answer");
+            assert_eq!(net.pushes(&b.ep.addr), 1);
+            assert_eq!(back, src, "every byte in before the close returned");
+        }
+    }
+}

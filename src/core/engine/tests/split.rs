@@ -6,6 +6,7 @@
 use super::super::sim::Cma;
 use super::*;
 use crate::transport::proto::{flag, op, Limits, WireHdr, SPLIT_IOV_MAX};
+use std::time::Duration;
 
 const LEN: usize = 600_000;
 /// Half of `LEN`, page-aligned down.
@@ -256,9 +257,116 @@ fn a_receiver_that_closed_is_not_pushed_to() {
     b.recv(rargs(&mut buf, 2)).unwrap();
     a.send(sargs(B, &msg, 1)).unwrap();
     b.progress(); // CTS|SPLIT out
-    b.inner.close(); // BYE behind it
+    let mut idles = 0;
+    // The sender does not progress: the close waits its bound (20 ms,
+    // `cfg`), then says BYE behind the CTS.
+    b.inner.close_with(&mut || idles += 1);
+    assert!(idles > 0, "waited for the PUSHED until the bound");
     a.progress(); // both read in one pass: no push into a closed endpoint
     assert_eq!(net.pushes(&a.addr), 0);
     assert!(buf[AT..].iter().all(|&x| x == 0));
     assert!(!ops(&net).contains(&op::PUSHED));
+}
+
+/// A receiver closing its endpoint with the sender's push outstanding: the
+/// close progresses the endpoint until the `PUSHED`, so every byte is in
+/// the buffer before it returns (the application may free it then);
+/// nothing completes once closed; the sender gets its ACK.
+#[test]
+fn a_close_waits_for_the_senders_push() {
+    let mut sb = Spec::new(SimOpts::shm());
+    sb.cfg.close_wait = Duration::from_secs(3600);
+    let (net, mut a, mut b) = pair_of(Spec::new(SimOpts::shm()), sb);
+    let msg = pattern(LEN, 10);
+    let mut buf = vec![0u8; LEN];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    a.send(sargs(B, &msg, 1)).unwrap();
+    b.progress(); // CTS|SPLIT out, first half pulled
+    let mut idles = 0;
+    b.inner.close_with(&mut || {
+        idles += 1;
+        assert!(idles < 100, "still waiting after the sender's PUSHED");
+        if idles == 3 {
+            a.progress(); // the sender's pass: push, PUSHED
+        }
+    });
+    assert_eq!(idles, 3, "waited, and returned at the PUSHED");
+    assert_eq!(net.pushes(&a.addr), 1);
+    assert_eq!(buf, msg, "every byte in before the close returned");
+    assert_eq!(b.rx(), (vec![], vec![]), "nothing completes once closed");
+    assert_eq!(ops(&net), vec![op::RTS, op::CTS, op::PUSHED, op::ACK, op::BYE]);
+    a.progress();
+    assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)]);
+}
+
+/// A sender that died, or closed its endpoint (its BYE: a push is made
+/// and answered within one of its passes, so none is under way), ends a
+/// closing receiver's wait at once, whatever the bound.
+#[test]
+fn a_close_does_not_wait_for_a_sender_that_is_gone() {
+    for closed in [false, true] {
+        let mut sb = Spec::new(SimOpts::shm());
+        sb.cfg.close_wait = Duration::from_secs(3600);
+        let (net, mut a, mut b) = pair_of(Spec::new(SimOpts::shm()), sb);
+        let msg = pattern(LEN, 11);
+        let mut buf = vec![0u8; LEN];
+        b.recv(rargs(&mut buf, 2)).unwrap();
+        a.send(sargs(B, &msg, 1)).unwrap();
+        b.progress(); // CTS|SPLIT out
+        if closed {
+            a.inner.close(); // BYE (the CTS|SPLIT unread)
+        } else {
+            net.kill(&a.addr);
+        }
+        let mut idles = 0;
+        b.inner.close_with(&mut || {
+            idles += 1;
+            assert!(idles < 100, "waiting on a sender that is gone (closed: {closed})");
+        });
+        assert_eq!(idles, 0, "closed: {closed}");
+        assert_eq!(net.pushes(&a.addr), 0);
+        assert!(buf[AT..].iter().all(|&x| x == 0));
+    }
+}
+
+/// A sender's BYE fails the split receives it left unanswered (it pushes
+/// nothing more, and its buffer may be gone): the receive does not wait
+/// for the liveness of a process that lives on.
+#[test]
+fn a_senders_close_fails_its_unanswered_split() {
+    let (_net, mut a, mut b) = pair(SimOpts::shm());
+    let msg = pattern(LEN, 12);
+    let mut buf = vec![0u8; LEN];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    a.send(sargs(B, &msg, 1)).unwrap();
+    b.progress(); // CTS|SPLIT out
+    a.inner.close();
+    b.progress();
+    assert_eq!(
+        b.rx().1,
+        vec![ErrComp {
+            olen: LEN,
+            ..ErrComp::new(2, MRECV, FI_ECONNRESET)
+        }]
+    );
+    assert!(!b.inner.waits_on_peers());
+}
+
+/// `FI_RUSTFAB_SHM_CLOSE_WAIT=0`: the close neither waits nor progresses
+/// (the PUSHED already in its queue is not read: no ACK goes out).
+#[test]
+fn a_close_wait_of_zero_does_not_wait() {
+    let mut sb = Spec::new(SimOpts::shm());
+    sb.cfg.close_wait = Duration::ZERO;
+    let (net, mut a, mut b) = pair_of(Spec::new(SimOpts::shm()), sb);
+    let msg = pattern(LEN, 14);
+    let mut buf = vec![0u8; LEN];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    a.send(sargs(B, &msg, 1)).unwrap();
+    b.progress(); // CTS|SPLIT out
+    a.progress(); // pushed, PUSHED out
+    let mut idles = 0;
+    b.inner.close_with(&mut || idles += 1);
+    assert_eq!(idles, 0);
+    assert_eq!(ops(&net), vec![op::RTS, op::CTS, op::PUSHED, op::BYE]);
 }
