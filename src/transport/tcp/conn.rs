@@ -390,6 +390,12 @@ impl Conn {
         self.interest
     }
 
+    /// Whether the connection waits for `EPOLLOUT` (registered for it: a
+    /// write the socket had no room for, or a connect in progress).
+    pub(crate) fn waits_to_write(&self) -> bool {
+        self.interest.is_some_and(|i| i & OUT != 0)
+    }
+
     /// Brings the registered events in line with [`Conn::want`] (a system
     /// call only when they change).
     pub(crate) fn update(&mut self, epoll: &Epoll) {

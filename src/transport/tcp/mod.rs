@@ -376,10 +376,21 @@ pub(crate) struct TcpPort {
     stalled: Vec<u64>,
     doomed: Vec<u64>,
     doomed_peers: Vec<SocketAddr>,
-    /// The connection of the last arrival, read first in each pass, and
-    /// the passes since epoll was last asked.
+    /// The connection of the last arrival, read first in each pass, the
+    /// passes since epoll was last asked, and how many busy passes go
+    /// between two `epoll_wait`s now ([`EPOLL_EVERY_MIN`] ..
+    /// [`EPOLL_EVERY_MAX`]; [`EPOLL_EVERY_WRITING`] while `writing` holds
+    /// a connection).
     hot: Option<u64>,
     since_epoll: u32,
+    epoll_every: u32,
+    /// Connections registered for `EPOLLOUT` (a write waits for room, a
+    /// connect for its end): listed when their interest is updated, pruned
+    /// at each `epoll_wait` (ids may be stale or listed as done: checked).
+    writing: Vec<u64>,
+    /// `epoll_wait` calls made (tests count them).
+    #[cfg(test)]
+    epoll_waits: u64,
     /// Connections that may have a deadline (dials, handshakes, refusals)
     /// and peers waiting for a dial: the only ones deadlines are looked up
     /// in (established connections have none). Pruned as they lose them.
@@ -388,8 +399,20 @@ pub(crate) struct TcpPort {
 }
 
 /// Busy polling: passes that read the hot connection straight from its
-/// socket between two `epoll_wait`s, at most (see `poll_inner`).
-const EPOLL_EVERY: u32 = 8;
+/// socket between two `epoll_wait`s (see `poll_inner`): EPOLL_EVERY_MIN
+/// after an `epoll_wait` that reported anything besides the hot connection
+/// (another peer, the listener, the timer), doubled after each one that
+/// reported nothing else, up to EPOLL_EVERY_MAX. With one busy peer (a
+/// ping-pong) `epoll_wait` then costs ~1 system call per 64 passes instead
+/// of 1 per 8 (docs/performance.md "tcplat").
+pub(crate) const EPOLL_EVERY_MIN: u32 = 8;
+pub(crate) const EPOLL_EVERY_MAX: u32 = 64;
+/// ... but while any connection waits for `EPOLLOUT` (a bulk sender whose
+/// socket is full), epoll is asked every EPOLL_EVERY_WRITING passes: the
+/// busy reads look at the hot socket's input only, so only `epoll_wait`
+/// tells the sender that it can write again (backed off to 64, tcp 1 MiB
+/// bandwidth halved: the reverted d317dbf).
+pub(crate) const EPOLL_EVERY_WRITING: u32 = 8;
 
 /// A connection that carried traffic this recently is never closed to make
 /// room under the cap.
@@ -398,6 +421,14 @@ const IDLE_MIN: Duration = Duration::from_secs(1);
 /// A parked REQUEST is refused if the connection holding its address is
 /// still up by then.
 const PARK_WAIT: Duration = Duration::from_secs(5);
+
+/// Lists connection `id` in `writing` if it waits for `EPOLLOUT` now (once:
+/// the list is short, a few connections with full sockets at most).
+fn note_writing(writing: &mut Vec<u64>, id: u64, c: &Conn) {
+    if c.waits_to_write() && !writing.contains(&id) {
+        writing.push(id);
+    }
+}
 
 impl TcpPort {
     /// Listens on `src` (port 0: an ephemeral port; wildcard IP: all
@@ -448,6 +479,10 @@ impl TcpPort {
             doomed_peers: Vec::new(),
             hot: None,
             since_epoll: 0,
+            epoll_every: EPOLL_EVERY_MIN,
+            writing: Vec::new(),
+            #[cfg(test)]
+            epoll_waits: 0,
             timed: Vec::new(),
             waiting: Vec::new(),
         })
@@ -473,6 +508,7 @@ impl TcpPort {
         if c.conn.deadline().is_some() {
             self.timed.push(id);
         }
+        note_writing(&mut self.writing, id, &c.conn);
         self.conns.insert(id, c);
         Ok(id)
     }
@@ -480,6 +516,7 @@ impl TcpPort {
     fn update_interest(&mut self, id: u64) {
         if let Some(c) = self.conns.get_mut(&id) {
             c.conn.update(&self.epoll);
+            note_writing(&mut self.writing, id, &c.conn);
         }
     }
 
@@ -555,6 +592,7 @@ impl TcpPort {
         }
         c.conn.flush(&mut self.sent);
         c.conn.update(&self.epoll);
+        note_writing(&mut self.writing, id, &c.conn);
         if c.conn.doomed().is_some() {
             self.doomed.push(id);
         }
@@ -602,6 +640,9 @@ impl TcpPort {
             if c.conn.doomed().is_none() {
                 c.conn.flush(&mut self.sent);
                 c.conn.update(&self.epoll);
+                if let Some(id) = cid {
+                    note_writing(&mut self.writing, id, &c.conn);
+                }
                 if c.conn.doomed().is_some() {
                     self.doomed.extend(cid);
                 }
@@ -662,11 +703,18 @@ impl TcpPort {
         self.retry_stalled(d);
         // Busy polling: while a connection is hot (it carried the last
         // arrival epoll reported), a pass reads it straight from its socket
-        // and asks epoll only every EPOLL_EVERY passes: one system call per
-        // arrival instead of two, and one per idle pass. Other sockets, the
-        // listener and the timer wait a few passes at most; deadlines are
-        // still checked by the clock. Nothing here changes a deadline.
-        if self.since_epoll < EPOLL_EVERY {
+        // and asks epoll only every `epoll_every` passes (8, backing off to
+        // 64 while epoll shows nothing else), or every EPOLL_EVERY_WRITING
+        // while a write waits for room: one system call per arrival instead
+        // of two, and one per idle pass. Other sockets, the listener and
+        // the timer wait one such interval at most; deadlines are still
+        // checked by the clock. Nothing here changes a deadline.
+        let every = if self.writing.is_empty() {
+            self.epoll_every
+        } else {
+            EPOLL_EVERY_WRITING
+        };
+        if self.since_epoll < every {
             if let Some(id) = self.hot {
                 if self.conns.get(&id).is_some_and(|c| c.conn.readable_now()) {
                     self.read_conn(id, d);
@@ -687,6 +735,22 @@ impl TcpPort {
         self.since_epoll = 0;
         let mut ready = std::mem::take(&mut self.ready);
         let _ = self.epoll.wait(&mut ready, 64, Some(Duration::ZERO));
+        #[cfg(test)]
+        {
+            self.epoll_waits += 1;
+        }
+        // Back off while epoll shows nothing the busy reads do not see and
+        // no write waits for room (what epoll reports now is handled below
+        // and lists a connection again if it still waits).
+        let conns = &self.conns;
+        self.writing
+            .retain(|id| conns.get(id).is_some_and(|c| c.conn.waits_to_write()));
+        let was_hot = self.hot;
+        if was_hot.is_some() && self.writing.is_empty() && ready.iter().all(|&(t, _)| Some(t) == was_hot) {
+            self.epoll_every = (self.epoll_every * 2).min(EPOLL_EVERY_MAX);
+        } else {
+            self.epoll_every = EPOLL_EVERY_MIN;
+        }
         let mut delivered = false;
         for &(token, ev) in &ready {
             match token {
@@ -826,10 +890,12 @@ impl TcpPort {
             match r {
                 Read::Idle => {
                     c.conn.update(&self.epoll);
+                    note_writing(&mut self.writing, id, &c.conn);
                     return;
                 }
                 Read::Stalled => {
                     c.conn.update(&self.epoll);
+                    note_writing(&mut self.writing, id, &c.conn);
                     self.stalled.push(id);
                     return;
                 }
@@ -1138,6 +1204,7 @@ impl TcpPort {
                 if let Some(c) = self.conns.get_mut(&id) {
                     c.conn.flush(&mut self.sent);
                     c.conn.update(&self.epoll);
+                    note_writing(&mut self.writing, id, &c.conn);
                     if c.conn.reader().holds_input() {
                         self.read_conn(id, d);
                     }
@@ -1249,6 +1316,7 @@ impl TcpPort {
             return;
         }
         c.conn.update(&self.epoll);
+        note_writing(&mut self.writing, id, &c.conn);
         if c.conn.reader().holds_input() {
             // Records read ahead with the REQUEST: the socket may show
             // nothing more, so read them now.

@@ -681,3 +681,121 @@ fn the_wait_fd_leaves_four_epoll_levels_above_it() {
         below = s.fd();
     }
 }
+/// Busy polling with one busy peer (a ping-pong): while `epoll_wait` shows
+/// nothing but the hot connection, it is asked less and less often (every
+/// EPOLL_EVERY_MAX passes at most), so an idle stretch costs one `readv`
+/// per pass and hardly any `epoll_wait`.
+#[test]
+fn busy_polling_one_peer_backs_off_epoll() {
+    let (mut a, mut b) = (port(), port());
+    let (mut ca, mut cb) = (Core::default(), Core::default());
+    send_bytes(&mut b, &a.addr(), 1, b"x", 1).unwrap();
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[0].1.got.len() == 1);
+    assert!(a.hot.is_some(), "the arrival's connection is hot");
+    let passes = 20 * EPOLL_EVERY_MAX as u64;
+    let before = a.epoll_waits;
+    for _ in 0..passes {
+        a.poll(&mut ca);
+        core_take(&mut a);
+    }
+    let waits = a.epoll_waits - before;
+    // 8, 16, 32, then every 64 passes: about passes / 64 (+ the ramp).
+    assert!(
+        waits <= passes / EPOLL_EVERY_MAX as u64 + 4,
+        "{waits} epoll_waits in {passes} busy passes"
+    );
+    // The hot connection is still read straight away.
+    send_bytes(&mut b, &a.addr(), 2, b"y", 2).unwrap();
+    b.poll(&mut cb);
+    a.poll(&mut ca);
+    assert_eq!(ca.got.len(), 2, "the next pass read the hot connection");
+}
+
+/// ... and anything else epoll shows (a new peer's dial, its handshake,
+/// its records) brings the interval back to EPOLL_EVERY_MIN at once: a
+/// newcomer next to a busy peer waits one backed-off interval, not one per
+/// step of its handshake.
+#[test]
+fn a_hot_connection_does_not_hide_another_peer() {
+    let (mut a, mut b, mut c) = (port(), port(), port());
+    let (mut ca, mut cb, mut cc) = (Core::default(), Core::default(), Core::default());
+    send_bytes(&mut b, &a.addr(), 1, b"x", 1).unwrap();
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[0].1.got.len() == 1);
+    for _ in 0..4 * EPOLL_EVERY_MAX {
+        a.poll(&mut ca);
+        core_take(&mut a);
+    }
+    assert_eq!(a.epoll_every, EPOLL_EVERY_MAX, "backed off while only b was busy");
+    send_bytes(&mut c, &a.addr(), 2, b"z", 1).unwrap();
+    let mut passes = 0u32;
+    let t = Instant::now();
+    while ca.got.len() < 2 {
+        assert!(t.elapsed() < Duration::from_secs(5), "c's message never arrived");
+        a.poll(&mut ca);
+        core_take(&mut a);
+        passes += 1;
+        c.poll(&mut cc);
+        core_take(&mut c);
+        // b stays busy meanwhile.
+        b.poll(&mut cb);
+        core_take(&mut b);
+    }
+    assert_eq!(ca.got[1].0, c.addr());
+    // One backed-off interval, then the handshake's and the record's steps
+    // at EPOLL_EVERY_MIN each (a few), not EPOLL_EVERY_MAX each.
+    assert!(
+        passes <= EPOLL_EVERY_MAX + 6 * (EPOLL_EVERY_MIN + 1),
+        "{passes} passes until c's message"
+    );
+    // b's connection is still read.
+    send_bytes(&mut b, &a.addr(), 3, b"y", 2).unwrap();
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[0].1.got.len() == 3);
+}
+
+/// ... but not while a write waits for room: a bulk sender whose socket is
+/// full learns that it can write again only from `epoll_wait` (the busy
+/// reads look at the hot socket's input), so epoll stays at every
+/// EPOLL_EVERY_WRITING passes until the queue is out, then backs off again
+/// (the back-off without this halved tcp 1 MiB bandwidth: d317dbf).
+#[test]
+fn a_waiting_write_keeps_epoll_frequent() {
+    let (mut a, mut b) = (port(), port());
+    let (mut ca, mut cb) = (Core::default(), Core::default());
+    send_bytes(&mut b, &a.addr(), 1, b"x", 1).unwrap();
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[0].1.got.len() == 1);
+    for _ in 0..4 * EPOLL_EVERY_MAX {
+        a.poll(&mut ca);
+        core_take(&mut a);
+    }
+    assert_eq!(a.epoll_every, EPOLL_EVERY_MAX, "backed off while only b was busy");
+    // b does not read: the socket fills and the rest waits for EPOLLOUT.
+    let big = pattern(16 << 20, 3);
+    cb.recvs.push_back(vec![0; big.len()]);
+    assert_eq!(send_bytes(&mut a, &b.addr(), 2, &big, 20).unwrap(), Sent::Queued);
+    assert!(!a.writing.is_empty(), "the write waits for room");
+    let passes = 20 * (EPOLL_EVERY_MAX as u64 + 1);
+    let before = a.epoll_waits;
+    for _ in 0..passes {
+        a.poll(&mut ca);
+        core_take(&mut a);
+    }
+    let waits = a.epoll_waits - before;
+    assert!(
+        // About passes / (EPOLL_EVERY_WRITING + 1); backed off, ~passes / 65.
+        waits >= passes / (2 * (EPOLL_EVERY_WRITING as u64 + 1)),
+        "{waits} epoll_waits in {passes} passes while a write waited"
+    );
+    assert!(ca.sent.is_empty(), "b read nothing: the write still waits");
+    // b reads: the write finishes, and the back-off starts again.
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| {
+        p[0].1.sent.len() == 1 && p[1].1.got.len() == 1
+    });
+    assert_eq!(ca.sent[0], (20, Ok(())));
+    assert_eq!(cb.got[0].2, big);
+    for _ in 0..4 * EPOLL_EVERY_MAX {
+        a.poll(&mut ca);
+        core_take(&mut a);
+    }
+    assert!(a.writing.is_empty());
+    assert_eq!(a.epoll_every, EPOLL_EVERY_MAX, "backed off again once written");
+}
