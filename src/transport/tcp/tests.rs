@@ -681,6 +681,30 @@ fn the_wait_fd_leaves_four_epoll_levels_above_it() {
         below = s.fd();
     }
 }
+/// How many `epoll_wait`s `a` makes in `passes` busy passes.
+fn epoll_waits_in(a: &mut TcpPort, ca: &mut Core, passes: u64) -> u64 {
+    let before = a.epoll_waits;
+    for _ in 0..passes {
+        a.poll(ca);
+        core_take(a);
+    }
+    a.epoll_waits - before
+}
+
+/// `b`'s message makes its connection `a`'s hot one; then `a` busy-polls
+/// until epoll is backed off to every EPOLL_EVERY_MAX passes.
+fn backed_off(a: &mut TcpPort, ca: &mut Core, b: &mut TcpPort, cb: &mut Core) {
+    send_bytes(b, &a.addr(), 1, b"x", 1).unwrap();
+    pump(&mut [(&mut *a, &mut *ca), (&mut *b, &mut *cb)], |p| {
+        p[0].1.got.len() == 1
+    });
+    for _ in 0..4 * EPOLL_EVERY_MAX {
+        a.poll(ca);
+        core_take(a);
+    }
+    assert_eq!(a.epoll_every, EPOLL_EVERY_MAX, "backed off while only b was busy");
+}
+
 /// Busy polling with one busy peer (a ping-pong): while `epoll_wait` shows
 /// nothing but the hot connection, it is asked less and less often (every
 /// EPOLL_EVERY_MAX passes at most), so an idle stretch costs one `readv`
@@ -693,12 +717,7 @@ fn busy_polling_one_peer_backs_off_epoll() {
     pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[0].1.got.len() == 1);
     assert!(a.hot.is_some(), "the arrival's connection is hot");
     let passes = 20 * EPOLL_EVERY_MAX as u64;
-    let before = a.epoll_waits;
-    for _ in 0..passes {
-        a.poll(&mut ca);
-        core_take(&mut a);
-    }
-    let waits = a.epoll_waits - before;
+    let waits = epoll_waits_in(&mut a, &mut ca, passes);
     // 8, 16, 32, then every 64 passes: about passes / 64 (+ the ramp).
     assert!(
         waits <= passes / EPOLL_EVERY_MAX as u64 + 4,
@@ -719,13 +738,7 @@ fn busy_polling_one_peer_backs_off_epoll() {
 fn a_hot_connection_does_not_hide_another_peer() {
     let (mut a, mut b, mut c) = (port(), port(), port());
     let (mut ca, mut cb, mut cc) = (Core::default(), Core::default(), Core::default());
-    send_bytes(&mut b, &a.addr(), 1, b"x", 1).unwrap();
-    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[0].1.got.len() == 1);
-    for _ in 0..4 * EPOLL_EVERY_MAX {
-        a.poll(&mut ca);
-        core_take(&mut a);
-    }
-    assert_eq!(a.epoll_every, EPOLL_EVERY_MAX, "backed off while only b was busy");
+    backed_off(&mut a, &mut ca, &mut b, &mut cb);
     send_bytes(&mut c, &a.addr(), 2, b"z", 1).unwrap();
     let mut passes = 0u32;
     let t = Instant::now();
@@ -761,25 +774,14 @@ fn a_hot_connection_does_not_hide_another_peer() {
 fn a_waiting_write_keeps_epoll_frequent() {
     let (mut a, mut b) = (port(), port());
     let (mut ca, mut cb) = (Core::default(), Core::default());
-    send_bytes(&mut b, &a.addr(), 1, b"x", 1).unwrap();
-    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[0].1.got.len() == 1);
-    for _ in 0..4 * EPOLL_EVERY_MAX {
-        a.poll(&mut ca);
-        core_take(&mut a);
-    }
-    assert_eq!(a.epoll_every, EPOLL_EVERY_MAX, "backed off while only b was busy");
+    backed_off(&mut a, &mut ca, &mut b, &mut cb);
     // b does not read: the socket fills and the rest waits for EPOLLOUT.
     let big = pattern(16 << 20, 3);
     cb.recvs.push_back(vec![0; big.len()]);
     assert_eq!(send_bytes(&mut a, &b.addr(), 2, &big, 20).unwrap(), Sent::Queued);
     assert!(!a.writing.is_empty(), "the write waits for room");
     let passes = 20 * (EPOLL_EVERY_MAX as u64 + 1);
-    let before = a.epoll_waits;
-    for _ in 0..passes {
-        a.poll(&mut ca);
-        core_take(&mut a);
-    }
-    let waits = a.epoll_waits - before;
+    let waits = epoll_waits_in(&mut a, &mut ca, passes);
     assert!(
         // About passes / (EPOLL_EVERY_WRITING + 1); backed off, ~passes / 65.
         waits >= passes / (2 * (EPOLL_EVERY_WRITING as u64 + 1)),

@@ -15,6 +15,31 @@ const AT: usize = 299_008;
 // A receive into two segments of a buffer; the ops of the records sent.
 use super::rendezvous::{ops, split_recv as two_seg_recv};
 
+/// The split receive (context 2) failed with `FI_ECONNRESET`, and nothing
+/// of it waits on the peer any more.
+fn assert_reset(b: &mut Ep) {
+    assert_eq!(
+        b.rx().1,
+        vec![ErrComp {
+            olen: LEN,
+            ..ErrComp::new(2, MRECV, FI_ECONNRESET)
+        }]
+    );
+    assert!(!b.inner.waits_on_peers());
+}
+
+/// `b` posts a receive of `LEN` bytes (context 2), `a` sends a `LEN`-byte
+/// pattern (context 1) and `b`'s pass answers the RTS with `CTS|SPLIT`
+/// (and pulls the first half): the message and the receive buffer.
+fn split_started(a: &mut Ep, b: &mut Ep, seed: u8) -> (Vec<u8>, Vec<u8>) {
+    let msg = pattern(LEN, seed);
+    let mut buf = vec![0u8; LEN];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    a.send(sargs(B, &msg, 1)).unwrap();
+    b.progress();
+    (msg, buf)
+}
+
 #[test]
 fn a_split_message_arrives_whole_from_both_copies() {
     let (net, mut a, mut b) = pair(SimOpts::shm());
@@ -232,14 +257,7 @@ fn a_sender_dying_mid_split_fails_only_that_receive() {
     net.kill(&a.addr); // never pushes, never answers
     std::thread::sleep(std::time::Duration::from_millis(120));
     run(&mut [&mut b], 128);
-    assert_eq!(
-        b.rx().1,
-        vec![ErrComp {
-            olen: LEN,
-            ..ErrComp::new(2, MRECV, FI_ECONNRESET)
-        }]
-    );
-    assert!(!b.inner.waits_on_peers());
+    assert_reset(&mut b);
     // Another peer's messages still arrive.
     b.recv(rargs(&mut buf2, 3)).unwrap();
     let m2 = pattern(1000, 6);
@@ -252,11 +270,7 @@ fn a_sender_dying_mid_split_fails_only_that_receive() {
 #[test]
 fn a_receiver_that_closed_is_not_pushed_to() {
     let (net, mut a, mut b) = pair(SimOpts::shm());
-    let msg = pattern(LEN, 8);
-    let mut buf = vec![0u8; LEN];
-    b.recv(rargs(&mut buf, 2)).unwrap();
-    a.send(sargs(B, &msg, 1)).unwrap();
-    b.progress(); // CTS|SPLIT out
+    let (_msg, buf) = split_started(&mut a, &mut b, 8); // CTS|SPLIT out
     let mut idles = 0;
     // The sender does not progress: the close waits its bound (20 ms,
     // `cfg`), then says BYE behind the CTS.
@@ -277,11 +291,7 @@ fn a_close_waits_for_the_senders_push() {
     let mut sb = Spec::new(SimOpts::shm());
     sb.cfg.close_wait = Duration::from_secs(3600);
     let (net, mut a, mut b) = pair_of(Spec::new(SimOpts::shm()), sb);
-    let msg = pattern(LEN, 10);
-    let mut buf = vec![0u8; LEN];
-    b.recv(rargs(&mut buf, 2)).unwrap();
-    a.send(sargs(B, &msg, 1)).unwrap();
-    b.progress(); // CTS|SPLIT out, first half pulled
+    let (msg, buf) = split_started(&mut a, &mut b, 10); // CTS|SPLIT out, first half pulled
     let mut idles = 0;
     b.inner.close_with(&mut || {
         idles += 1;
@@ -308,11 +318,7 @@ fn a_close_does_not_wait_for_a_sender_that_is_gone() {
         let mut sb = Spec::new(SimOpts::shm());
         sb.cfg.close_wait = Duration::from_secs(3600);
         let (net, mut a, mut b) = pair_of(Spec::new(SimOpts::shm()), sb);
-        let msg = pattern(LEN, 11);
-        let mut buf = vec![0u8; LEN];
-        b.recv(rargs(&mut buf, 2)).unwrap();
-        a.send(sargs(B, &msg, 1)).unwrap();
-        b.progress(); // CTS|SPLIT out
+        let (_msg, buf) = split_started(&mut a, &mut b, 11); // CTS|SPLIT out
         if closed {
             a.inner.close(); // BYE (the CTS|SPLIT unread)
         } else {
@@ -335,21 +341,10 @@ fn a_close_does_not_wait_for_a_sender_that_is_gone() {
 #[test]
 fn a_senders_close_fails_its_unanswered_split() {
     let (_net, mut a, mut b) = pair(SimOpts::shm());
-    let msg = pattern(LEN, 12);
-    let mut buf = vec![0u8; LEN];
-    b.recv(rargs(&mut buf, 2)).unwrap();
-    a.send(sargs(B, &msg, 1)).unwrap();
-    b.progress(); // CTS|SPLIT out
+    let (_msg, _buf) = split_started(&mut a, &mut b, 12); // CTS|SPLIT out
     a.inner.close();
     b.progress();
-    assert_eq!(
-        b.rx().1,
-        vec![ErrComp {
-            olen: LEN,
-            ..ErrComp::new(2, MRECV, FI_ECONNRESET)
-        }]
-    );
-    assert!(!b.inner.waits_on_peers());
+    assert_reset(&mut b);
 }
 
 /// `FI_RUSTFAB_SHM_CLOSE_WAIT=0`: the close neither waits nor progresses
@@ -359,11 +354,7 @@ fn a_close_wait_of_zero_does_not_wait() {
     let mut sb = Spec::new(SimOpts::shm());
     sb.cfg.close_wait = Duration::ZERO;
     let (net, mut a, mut b) = pair_of(Spec::new(SimOpts::shm()), sb);
-    let msg = pattern(LEN, 14);
-    let mut buf = vec![0u8; LEN];
-    b.recv(rargs(&mut buf, 2)).unwrap();
-    a.send(sargs(B, &msg, 1)).unwrap();
-    b.progress(); // CTS|SPLIT out
+    let (_msg, _buf) = split_started(&mut a, &mut b, 14); // CTS|SPLIT out
     a.progress(); // pushed, PUSHED out
     let mut idles = 0;
     b.inner.close_with(&mut || idles += 1);
