@@ -72,6 +72,11 @@ impl<T> Slab<T> {
             .collect()
     }
 
+    /// Every live value.
+    pub fn values(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().flatten()
+    }
+
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut T)> {
         self.slots
             .iter_mut()

@@ -419,9 +419,9 @@ impl Inner {
     /// [`Inner::progress`] with the view borrowed, not copied (the pass of
     /// `Source::progress`, run by every empty CQ read).
     ///
-    /// The pass's body is written out here (the same as [`Inner::pass`]) so
-    /// that only this caller inlines it: a call frame less per empty CQ
-    /// read, while the post paths keep calling `pass`.
+    /// The pass's body is here, inlined into this caller only: a call frame
+    /// less per empty CQ read, while the post paths keep calling
+    /// [`Inner::pass`], which is this body out of line.
     #[inline(always)]
     pub(crate) fn progress_in(&mut self, b: &Bound<'_>) {
         let (port, st) = (&mut self.port, &mut self.st);
@@ -430,9 +430,7 @@ impl Inner {
     }
 
     fn pass(&mut self, b: &Bound<'_>) {
-        let (port, st) = (&mut self.port, &mut self.st);
-        port.poll(&mut EngineDelivery { st, b });
-        st.after_poll(port.as_mut(), b);
+        self.progress_in(b);
     }
 
     /// Endpoint close: waits (at most `cfg.close_wait`) until no peer may

@@ -48,16 +48,23 @@ impl State {
             return;
         }
         let now = Instant::now();
-        let mut dead = Vec::new();
-        for (h, s) in self.rx.iter_mut() {
-            if now.duration_since(s.last_check) >= STREAM_LIVENESS {
-                s.last_check = now;
-                if !port.sender_alive(s.src_pid, &s.src) {
-                    dead.push(h);
-                }
+        self.fail_rx_where(b, |s| {
+            if now.duration_since(s.last_check) < STREAM_LIVENESS {
+                return false;
             }
+            s.last_check = now;
+            !port.sender_alive(s.src_pid, &s.src)
+        });
+    }
+
+    /// Fails (`PEER_FAILED`, `FI_ECONNRESET`) every waiting receive stream
+    /// `gone` picks, in handle order: a dead or departed sender's.
+    pub(super) fn fail_rx_where(&mut self, b: &Bound<'_>, mut gone: impl FnMut(&mut RxStream) -> bool) {
+        if self.rx.is_empty() {
+            return;
         }
-        for h in dead {
+        let hs: Vec<u32> = self.rx.iter_mut().filter_map(|(h, s)| gone(s).then_some(h)).collect();
+        for h in hs {
             if let Some(s) = self.rx.remove(h) {
                 self.complete_rx_err(b, &s.recv, RxFailure::of(PEER_FAILED, &s.hdr, s.extra_flags));
             }
@@ -79,17 +86,7 @@ impl State {
                     self.finish_tx(b, t, Err(PEER_FAILED));
                 }
             }
-            let hs: Vec<u32> = self
-                .rx
-                .iter_mut()
-                .filter(|(_, s)| s.src == peer)
-                .map(|(h, _)| h)
-                .collect();
-            for h in hs {
-                if let Some(s) = self.rx.remove(h) {
-                    self.complete_rx_err(b, &s.recv, RxFailure::of(PEER_FAILED, &s.hdr, s.extra_flags));
-                }
-            }
+            self.fail_rx_where(b, |s| s.src == peer);
             self.buf_peer_failed(b, &peer);
             self.rma_peer_failed(b, &peer);
         }

@@ -264,13 +264,7 @@ impl State {
     /// receive waiting for its `PUSHED`, or a CMA read for its target's
     /// answer (what a close waits for, [`Inner::close`]).
     pub(super) fn pushed_into(&self) -> bool {
-        self.rma.pushers().next().is_some()
-            || (!self.rx.is_empty()
-                && self
-                    .rx
-                    .handles()
-                    .into_iter()
-                    .any(|h| self.rx.get(h).is_some_and(|s| s.split.is_some())))
+        self.rma.pushers().next().is_some() || self.rx.values().any(|s| s.split.is_some())
     }
 
     /// A closing endpoint's wait: split receives whose sender is gone fail
@@ -278,17 +272,7 @@ impl State {
     /// `STREAM_LIVENESS`; CMA reads' targets are checked (rate-limited by
     /// the transport; a failure ends them through the next pass's events).
     pub(super) fn forget_dead_pushers(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
-        for h in self.rx.handles() {
-            let gone = self
-                .rx
-                .get(h)
-                .is_some_and(|s| s.split.is_some() && !port.sender_alive(s.src_pid, &s.src));
-            if gone {
-                if let Some(s) = self.rx.remove(h) {
-                    self.complete_rx_err(b, &s.recv, RxFailure::of(PEER_FAILED, &s.hdr, s.extra_flags));
-                }
-            }
-        }
+        self.fail_rx_where(b, |s| s.split.is_some() && !port.sender_alive(s.src_pid, &s.src));
         let peers: Vec<Addr> = self.rma.pushers().copied().collect();
         for p in peers {
             port.check_peer(&p);
@@ -299,17 +283,7 @@ impl State {
     /// it did not answer fail (it no longer pushes; its buffer may be
     /// gone, so the missing part is not pulled either).
     pub(super) fn split_sender_gone(&mut self, b: &Bound<'_>, src: &Addr) {
-        if self.rx.is_empty() {
-            return;
-        }
-        for h in self.rx.handles() {
-            let ours = self.rx.get(h).is_some_and(|s| s.src == *src && s.split.is_some());
-            if ours {
-                if let Some(s) = self.rx.remove(h) {
-                    self.complete_rx_err(b, &s.recv, RxFailure::of(PEER_FAILED, &s.hdr, s.extra_flags));
-                }
-            }
-        }
+        self.fail_rx_where(b, |s| s.src == *src && s.split.is_some());
     }
 
     pub(super) fn on_rts(
@@ -503,8 +477,7 @@ impl State {
         cts.len = take as u64;
         cts.reserved = segs.len() as u64;
         if port.send(&src, &cts, Payload::Bytes(&table), true).is_err() {
-            let s = self.rx.remove(handle).expect("split just inserted");
-            let mut s = s;
+            let mut s = self.rx.remove(handle).expect("split just inserted");
             let sp = s.split.take().expect("split just inserted");
             return Some(s.into_pull(sp.rts, None));
         }
