@@ -430,6 +430,15 @@ fn note_writing(writing: &mut Vec<u64>, id: u64, c: &Conn) {
     }
 }
 
+/// Brings connection `id`'s registered events in line with what it wants
+/// ([`Conn::update`]) and lists it in `writing` if it now waits for
+/// `EPOLLOUT`: every interest change goes through here, so the list the
+/// epoll back-off reads cannot miss one.
+fn sync_interest(epoll: &Epoll, writing: &mut Vec<u64>, id: u64, c: &mut Conn) {
+    c.update(epoll);
+    note_writing(writing, id, c);
+}
+
 impl TcpPort {
     /// Listens on `src` (port 0: an ephemeral port; wildcard IP: all
     /// interfaces, advertising a reachable one).
@@ -515,8 +524,7 @@ impl TcpPort {
 
     fn update_interest(&mut self, id: u64) {
         if let Some(c) = self.conns.get_mut(&id) {
-            c.conn.update(&self.epoll);
-            note_writing(&mut self.writing, id, &c.conn);
+            sync_interest(&self.epoll, &mut self.writing, id, &mut c.conn);
         }
     }
 
@@ -591,8 +599,7 @@ impl TcpPort {
             return;
         }
         c.conn.flush(&mut self.sent);
-        c.conn.update(&self.epoll);
-        note_writing(&mut self.writing, id, &c.conn);
+        sync_interest(&self.epoll, &mut self.writing, id, &mut c.conn);
         if c.conn.doomed().is_some() {
             self.doomed.push(id);
         }
@@ -639,9 +646,9 @@ impl TcpPort {
         } else if let Some(c) = up.as_mut() {
             if c.conn.doomed().is_none() {
                 c.conn.flush(&mut self.sent);
-                c.conn.update(&self.epoll);
+                // `up` is a connection of `cid`'s: `cid` is set.
                 if let Some(id) = cid {
-                    note_writing(&mut self.writing, id, &c.conn);
+                    sync_interest(&self.epoll, &mut self.writing, id, &mut c.conn);
                 }
                 if c.conn.doomed().is_some() {
                     self.doomed.extend(cid);
@@ -889,13 +896,11 @@ impl TcpPort {
             self.staged = staged_elsewhere + c.conn.reader().staged_bytes();
             match r {
                 Read::Idle => {
-                    c.conn.update(&self.epoll);
-                    note_writing(&mut self.writing, id, &c.conn);
+                    sync_interest(&self.epoll, &mut self.writing, id, &mut c.conn);
                     return;
                 }
                 Read::Stalled => {
-                    c.conn.update(&self.epoll);
-                    note_writing(&mut self.writing, id, &c.conn);
+                    sync_interest(&self.epoll, &mut self.writing, id, &mut c.conn);
                     self.stalled.push(id);
                     return;
                 }
@@ -1203,8 +1208,7 @@ impl TcpPort {
                 self.arm_timer();
                 if let Some(c) = self.conns.get_mut(&id) {
                     c.conn.flush(&mut self.sent);
-                    c.conn.update(&self.epoll);
-                    note_writing(&mut self.writing, id, &c.conn);
+                    sync_interest(&self.epoll, &mut self.writing, id, &mut c.conn);
                     if c.conn.reader().holds_input() {
                         self.read_conn(id, d);
                     }
@@ -1315,8 +1319,7 @@ impl TcpPort {
             self.fail_conn(id, e, d);
             return;
         }
-        c.conn.update(&self.epoll);
-        note_writing(&mut self.writing, id, &c.conn);
+        sync_interest(&self.epoll, &mut self.writing, id, &mut c.conn);
         if c.conn.reader().holds_input() {
             // Records read ahead with the REQUEST: the socket may show
             // nothing more, so read them now.
