@@ -574,8 +574,9 @@ pub fn records(data: &[u8]) {
 
 /// The shm consumer (`transport/shm/mod.rs`, `consume_slot`) over a ring
 /// image whose head and cells are arbitrary (a hostile or corrupted
-/// sender; segment versions 3 and 4 (same ring): a record is there when its first cell's
-/// first word is not zero). Properties: no panic; the consumer hands out
+/// sender; segment versions 3 to 6: a record is there when its first cell's
+/// first word is not zero, and a first word `ring::REWIND` sends the
+/// consumer on to the next lap's first cell). Properties: no panic; the consumer hands out
 /// exactly the records (headers and payload bytes, through both copy
 /// paths) of a reference walk, in order, consuming at most one ring's
 /// worth of cells per call (a ring whose every first word is set must not
@@ -622,13 +623,28 @@ pub fn shm_ring(data: &[u8]) {
         let at = cell_of(i) * CELL;
         u64::from_le_bytes(img[at..at + 8].try_into().expect("8 bytes"))
     };
-    // The reference walk over the image.
-    let (want_recs, want_corrupt) = {
+    // The reference walk over the image: the records, each with the cells
+    // of the rewind markers (segment version 6) walked before it, and
+    // those walked after the last one.
+    let (want_recs, skipped_after, want_corrupt) = {
         let img = &image;
         let mut recs = Vec::new();
         let mut corrupt = false;
         let mut pos = head;
+        let mut skipped = 0u64;
         while pos.wrapping_sub(head) < ncells as u64 && first_word(img, pos) != 0 {
+            if first_word(img, pos) == ring::REWIND {
+                // On at the next lap's first cell; a marker at a lap's
+                // first cell would skip a whole lap: corrupt.
+                let k = ncells as u64 - cell_of(pos) as u64;
+                if k == ncells as u64 {
+                    corrupt = true;
+                    break;
+                }
+                skipped += k;
+                pos = pos.wrapping_add(k);
+                continue;
+            }
             let at = cell_of(pos) * CELL;
             // A compact EAGER header (its payload from `compact_len`) or
             // a full one (from byte 64).
@@ -649,10 +665,11 @@ pub fn shm_ring(data: &[u8]) {
                 .map(|j| img[(cell_of(pos) * CELL + j) % (ncells * CELL)])
                 .collect();
             let p = lin[off..off + n].to_vec();
-            recs.push((h, p, span));
+            recs.push((h, p, span, skipped));
+            skipped = 0;
             pos = pos.wrapping_add(span);
         }
-        (recs, corrupt)
+        (recs, skipped, corrupt)
     };
     let mut got = Vec::new();
     let mut calls = 0usize;
@@ -691,17 +708,20 @@ pub fn shm_ring(data: &[u8]) {
     });
     let stalled = stall_at >= 1 && stall_at <= want_recs.len();
     let take = if stalled { stall_at - 1 } else { want_recs.len() };
-    let want_hdrs: Vec<_> = want_recs[..take].iter().map(|(h, p, _)| (*h, p.clone())).collect();
+    let want_hdrs: Vec<_> = want_recs[..take].iter().map(|(h, p, _, _)| (*h, p.clone())).collect();
     assert_eq!(got, want_hdrs, "consumer != reference walk");
-    let consumed: u64 = want_recs[..take].iter().map(|r| r.2).sum();
+    // Released: the consumed records and the markers before them; walked
+    // (the consumer's own head): also the markers after the last one.
+    let consumed: u64 = want_recs[..take].iter().map(|r| r.2 + r.3).sum();
+    let walked = consumed + want_recs.get(take).map_or(skipped_after, |r| r.3);
     let (new_head, broke) = res;
     assert_eq!(
         new_head,
-        head.wrapping_add(consumed),
-        "released a different number of cells"
+        head.wrapping_add(walked),
+        "walked a different number of cells"
     );
     assert_eq!(
-        r.free_cells(new_head),
+        r.free_cells(head.wrapping_add(consumed)),
         Ok(ncells as u64 - 1),
         "the shared head word is not what was released"
     );
@@ -1287,6 +1307,28 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     // that: one cell stays free): one lap per call, never an endless walk.
     let lap: Vec<_> = (0..4).map(|i| eager(i, 0, b"lap")).collect();
     ring_seed("every_cell_a_record", seed_ring(1, 0, &lap));
+
+    // Rewinding (segment version 6) in a 16-cell ring, head at cell 10:
+    // records in cells 10 and 11, the marker in 12, the next record at the
+    // lap's first cell (0), cell 1 zero; and a marker at a lap's first
+    // cell (head 16), which is corruption.
+    let one = |tag: u64| seed_ring(4, 0, &[eager(tag, 0, b"rw")])[4..4 + CELL].to_vec();
+    let rewound = |head: u64, marks: &[usize], recs: &[(usize, u64)]| {
+        let mut cells = vec![0u8; 16 * CELL];
+        for &(at, tag) in recs {
+            cells[at * CELL..(at + 1) * CELL].copy_from_slice(&one(tag));
+        }
+        for &at in marks {
+            cells[at * CELL..at * CELL + 8].copy_from_slice(&ring::REWIND.to_le_bytes());
+        }
+        let mut v = vec![3u8, 2];
+        v.extend(head.to_le_bytes());
+        v.extend([16, 0]);
+        v.extend(cells);
+        v
+    };
+    ring_seed("rewind_marker", rewound(10, &[12], &[(10, 1), (11, 2), (0, 3)]));
+    ring_seed("rewind_marker_at_the_ring_start", rewound(16, &[0], &[(1, 1)]));
 
     let rma: Vec<Vec<u8>> = rma_records().into_iter().map(|r| r.1).collect();
     out.push(("shm_ring", "rma_and_atomic_records".to_string(), seed_ring(6, 2, &rma)));

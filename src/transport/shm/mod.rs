@@ -48,6 +48,9 @@ use std::time::{Duration, Instant};
 pub const EAGER_MAX: usize = 16384;
 /// How often a peer we wait on is checked for liveness.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
+/// A sender refused for want of room reads the clock (for its
+/// LIVENESS_PERIOD) on every this many refusals only.
+const FULL_RETRIES_PER_CLOCK: u32 = 16;
 /// Fewer free slots than this: look for slots of dead senders (at most
 /// every LIVENESS_PERIOD).
 const RECLAIM_BELOW: usize = 32;
@@ -295,6 +298,8 @@ struct PeerOut {
     free: u64,
     failed: bool,
     last_check: Instant,
+    /// Sends refused for want of room (`owner_gone`'s clock counter).
+    full_retries: u32,
     /// Control records waiting for ring space (bounded by outstanding ops).
     backlog: VecDeque<WireHdr>,
 }
@@ -308,7 +313,11 @@ impl PeerOut {
         if self.seg.closed() {
             return true;
         }
-        if self.last_check.elapsed() < LIVENESS_PERIOD {
+        // The clock only every FULL_RETRIES_PER_CLOCK retries: a sender
+        // whose window is deeper than the ring retries often (shmbw, 4 KiB:
+        // the clock read was a tenth of its time).
+        self.full_retries = self.full_retries.wrapping_add(1);
+        if !self.full_retries.is_multiple_of(FULL_RETRIES_PER_CLOCK) || self.last_check.elapsed() < LIVENESS_PERIOD {
             return false;
         }
         self.last_check = Instant::now();
@@ -1030,6 +1039,7 @@ fn open_peer<'a>(
             free: 0,
             failed: false,
             last_check: Instant::now(),
+            full_retries: 0,
             backlog: VecDeque::new(),
         },
     ))
@@ -1275,18 +1285,58 @@ fn ring_doorbell(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr) {
     tx.ring(bell);
 }
 
-/// Claims `cells` cells of `p`'s ring: Ok(false) no room, Err: corrupt.
+/// Where a claimed record goes: the cell index `at`, and `rewound`, the
+/// producer's tail before it went back to the ring's first cell (where the
+/// rewind marker goes once the record is published, ring.rs).
+#[derive(Clone, Copy)]
+struct Spot {
+    at: u64,
+    rewound: Option<u64>,
+}
+
+/// Claims `cells` cells of `p`'s ring: Ok(None) no room, Err: corrupt. A
+/// record of `ring::REWIND_MIN` cells or more goes back to the ring's
+/// first cell when the consumer has left room there (`Ring::rewind`).
 #[inline]
-fn claim(p: &mut PeerOut, cells: u64) -> core::result::Result<bool, ring::Corrupt> {
+fn claim(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring::Corrupt> {
+    if cells >= ring::REWIND_MIN {
+        if let Some((lap, free)) = p.ring.rewind(p.tail, cells)? {
+            p.free = free - cells;
+            return Ok(Some(Spot {
+                at: lap,
+                rewound: Some(p.tail),
+            }));
+        }
+    }
     if p.free < cells {
         p.free = p.ring.free_cells(p.tail)?;
         if p.free < cells {
-            return Ok(false);
+            return Ok(None);
         }
     }
     p.free -= cells;
-    Ok(true)
+    Ok(Some(Spot {
+        at: p.tail,
+        rewound: None,
+    }))
 }
+
+/// After the record at `spot` is published: the rewind marker at the old
+/// tail, if the record went back to the ring's first cell; the new tail.
+#[inline(always)]
+fn published(p: &mut PeerOut, spot: Spot, cells: u64) {
+    if let Some(old) = spot.rewound {
+        // SAFETY: we are the producer, `old` our tail before the rewind
+        // (its first word zeroed with the record before it), and the
+        // record at the lap's first cell is published.
+        unsafe { p.ring.publish_rewind(old) };
+    }
+    p.tail = spot.at.wrapping_add(cells);
+}
+
+// The rewind marker never reads as a record: its low 16 bits are not the
+// header's magic.
+const _: () = assert!(ring::REWIND as u16 != proto::MAGIC && ring::REWIND != 0);
 
 /// Ok(true) written, Ok(false) no room, Err: ring corrupt.
 fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ring::Corrupt> {
@@ -1295,9 +1345,10 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
     }
     let n = payload.len();
     let cells = cells_for(HDR_LEN + n);
-    if !claim(p, cells)? {
+    let Some(spot) = claim(p, cells)? else {
         return Ok(false);
-    }
+    };
+    let at = spot.at;
     let mut h = *hdr;
     h.payload = n as u32;
     let hb = h.to_bytes();
@@ -1305,7 +1356,7 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
     // SAFETY: `cells` cells from `tail` and the one after them are free
     // and ours (producer); the record's first word goes last (publication).
     unsafe {
-        if let Some(rec) = p.ring.linear(p.tail, cells) {
+        if let Some(rec) = p.ring.linear(at, cells) {
             // The record does not wrap (nearly always): the header's last
             // 56 bytes with a fixed-size copy, each payload chunk with one.
             // `rec .. rec + cells * CELL` is ours; the chunks add up to
@@ -1317,16 +1368,16 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
                 at += chunk.len();
             });
         } else {
-            p.ring.write_at(p.tail, 8, &hb[8..]);
-            let mut at = HDR_LEN;
+            p.ring.write_at(at, 8, &hb[8..]);
+            let mut off = HDR_LEN;
             payload.for_each(|chunk| {
-                p.ring.write_at(p.tail, at, chunk);
-                at += chunk.len();
+                p.ring.write_at(at, off, chunk);
+                off += chunk.len();
             });
         }
-        p.ring.publish_at(p.tail, cells, first);
+        p.ring.publish_at(at, cells, first);
     }
-    p.tail = p.tail.wrapping_add(cells);
+    published(p, spot, cells);
     Ok(true)
 }
 
@@ -1340,13 +1391,14 @@ fn write_eager(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::r
     let off = proto::compact_len(flags);
     let total = off + n;
     let cells = cells_for(total);
-    if !claim(p, cells)? {
+    let Some(spot) = claim(p, cells)? else {
         return Ok(false);
-    }
-    // SAFETY: `cells` cells from `tail` and the one after them are free
+    };
+    let at = spot.at;
+    // SAFETY: `cells` cells from `at` and the one after them are free
     // and ours (producer); the record's first word goes last (publication).
     unsafe {
-        if let Some(rec) = p.ring.linear(p.tail, cells) {
+        if let Some(rec) = p.ring.linear(at, cells) {
             // The record does not wrap (nearly always): header words 1..5
             // (bytes 8..40, inside the first cell, which is ours whatever
             // `n`), then the payload from `off`, over the words the header
@@ -1381,17 +1433,17 @@ fn write_eager(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::r
             for (i, x) in w.iter().enumerate() {
                 hb[i * 8..i * 8 + 8].copy_from_slice(&x.to_le_bytes());
             }
-            p.ring.write_at(p.tail, 8, &hb[8..off]);
-            let mut at = off;
+            p.ring.write_at(at, 8, &hb[8..off]);
+            let mut pos = off;
             payload.for_each(|chunk| {
-                p.ring.write_at(p.tail, at, chunk);
-                at += chunk.len();
+                p.ring.write_at(at, pos, chunk);
+                pos += chunk.len();
             });
         }
         let first = hdr.magic as u64 | (hdr.version as u64) << 16 | (hdr.op as u64) << 24 | (flags as u64) << 32;
-        p.ring.publish_at(p.tail, cells, first);
+        p.ring.publish_at(at, cells, first);
     }
-    p.tail = p.tail.wrapping_add(cells);
+    published(p, spot, cells);
     Ok(true)
 }
 
@@ -1514,8 +1566,23 @@ fn consume_slot(
     // the other peers.
     let mut budget = s.ring.ncells();
     loop {
-        if budget == 0 || s.ring.ready(s.head).is_none() {
+        if budget == 0 {
             return Ok(());
+        }
+        let Some(first) = s.ring.ready(s.head) else {
+            return Ok(());
+        };
+        if first == ring::REWIND {
+            // The producer went back to the ring's first cell (ring.rs);
+            // `head` is released with the record found there. A marker at
+            // a lap's first cell would skip a whole lap: corruption.
+            let skip = s.ring.cells_to_lap_end(s.head);
+            if skip == s.ring.ncells() {
+                return Err(());
+            }
+            s.head = s.head.wrapping_add(skip);
+            budget = budget.saturating_sub(skip);
+            continue;
         }
         // SAFETY: a record is published at `head` (its first word, written
         // last, is set): its first cell (64 bytes) is readable.
@@ -1646,6 +1713,125 @@ mod tests {
             assert_eq!(seen, 1);
             i += 1;
         }
+    }
+
+    /// Large records go back to the ring's first cell when the receiver
+    /// has left room there (ring.rs, rewinding; segment version 6), with
+    /// the receiver keeping up or several records behind, stalling now and
+    /// then: every record arrives once, whole, in order, and the sender did
+    /// rewind (its tail went back to the ring's start from far before its
+    /// end) as well as go on round the ring.
+    #[test]
+    fn large_records_rewind_and_arrive_whole_in_order() {
+        let mut a = port();
+        let mut b = port();
+        let token = b.token();
+        // Records of 400 at a time: large and small mixed (rewinding), then
+        // small ones only (300 bytes, 6 cells: no rewind), which take the
+        // sender round the ring.
+        let size = |i: usize| {
+            let sizes = [4096usize, 1000, 4096, 17, 2000, 16000, 4096, 300, 8000];
+            if (i / 400).is_multiple_of(2) {
+                sizes[i % sizes.len()]
+            } else {
+                300
+            }
+        };
+        let n_cells = segment::NCELLS as u64;
+        let (mut rewinds, mut wraps) = (0, 0);
+        let mut sent = 0usize;
+        let mut next = 0usize;
+        for round in 1..10_000usize {
+            if sent == 1600 {
+                break;
+            }
+            // A batch of 1 to 4 records before the receiver looks, or as
+            // many as the ring takes (so that it goes round).
+            let batch = if round % 10 == 0 { 64 } else { 1 + round % 4 };
+            for _ in 0..batch {
+                let n = size(sent);
+                let msg: Vec<u8> = (0..n).map(|k| (k * 3 + sent * 11) as u8).collect();
+                let mut h = eager(&msg);
+                h.tag = sent as u64;
+                let before = a.peer(token).unwrap().tail;
+                match a.send_record(&b.addr(), &h, Payload::Bytes(&msg)) {
+                    Ok(()) => {}
+                    Err(e) if e == Error::AGAIN => break,
+                    Err(e) => panic!("send: {e:?}"),
+                }
+                let p = a.peer(token).unwrap();
+                let cells = ring::cells_for(proto::compact_len(h.flags) + n);
+                let (from, to) = (before % n_cells, p.tail % n_cells);
+                if to == cells && from != 0 && n_cells - from >= cells {
+                    rewinds += 1;
+                } else if to < from {
+                    wraps += 1;
+                }
+                sent += 1;
+            }
+            // Every fifth look stalls on its first record once.
+            let mut stall = round.is_multiple_of(5);
+            b.poll_records(&mut |r| {
+                if stall {
+                    stall = false;
+                    return Disposition::Stall;
+                }
+                let i = next;
+                let n = size(i);
+                assert_eq!(r.hdr.tag, i as u64, "record lost, doubled or out of order");
+                let msg: Vec<u8> = (0..n).map(|k| (k * 3 + i * 11) as u8).collect();
+                assert!(r.payload_vec() == msg, "record {i} ({n} B): payload differs");
+                next += 1;
+                Disposition::Consumed
+            });
+        }
+        for _ in 0..sent {
+            if next == sent {
+                break;
+            }
+            b.poll_records(&mut |r| {
+                assert_eq!(r.hdr.tag, next as u64, "record lost, doubled or out of order");
+                next += 1;
+                Disposition::Consumed
+            });
+        }
+        assert!(b.take_events().is_empty(), "the receiver failed the sender");
+        assert_eq!(next, sent, "records not delivered");
+        assert!(rewinds > 20, "{rewinds} rewinds");
+        assert!(wraps > 0, "never went round the ring");
+    }
+
+    /// A rewind marker at a lap's first cell would skip a whole lap: the
+    /// receiver fails that sender instead (a hostile or broken sender).
+    #[test]
+    fn a_rewind_marker_at_the_ring_start_is_corruption() {
+        let mut a = port();
+        let mut b = port();
+        let token = b.token();
+        let msg = [1u8; 8];
+        a.send_record(&b.addr(), &eager(&msg), Payload::Bytes(&msg)).unwrap();
+        b.poll_records(&mut |_| Disposition::Consumed);
+        let p = a.peer(token).unwrap();
+        assert_eq!(p.tail, 1);
+        // A marker at the next lap's first cell (where the consumed record
+        // was), then one at the tail (cell 1) sending the receiver there.
+        // SAFETY: we are the ring's producer and the ring is empty: both
+        // cells are free.
+        unsafe {
+            p.ring.publish_rewind(segment::NCELLS as u64);
+            p.ring.publish_rewind(1);
+        }
+        let mut seen = 0;
+        b.poll_records(&mut |_| {
+            seen += 1;
+            Disposition::Consumed
+        });
+        assert_eq!(seen, 0);
+        let ev = b.take_events();
+        assert!(
+            matches!(ev.as_slice(), [PeerEvent::Failed(x)] if *x == a.addr()),
+            "{ev:?}"
+        );
     }
 
     #[test]
@@ -1908,6 +2094,7 @@ mod tests {
             free: 0,
             failed: false,
             last_check: Instant::now(),
+            full_retries: 0,
             backlog: VecDeque::new(),
         };
         assert_eq!(write_record(&mut out, &eager(&[2]), &Payload::Bytes(&[2])), Ok(true));

@@ -30,12 +30,35 @@
 //! other side may be hostile or dead, every index read from the shared
 //! side is checked (`tail - head < ncells`), and every record is validated
 //! after the copy.
+//!
+//! Rewinding (segment version 6): a producer about to write a large record
+//! ([`REWIND_MIN`] cells or more) goes back to the ring's first cell instead
+//! of going on round the ring when the consumer has left enough cells there
+//! (more than twice the record's cells, [`Ring::rewind`]): it writes and
+//! publishes the record at the next lap's
+//! first cell, then stores [`REWIND`] as the first word of the cell at its
+//! old tail (which it zeroed with the record before): the consumer, finding
+//! that word at its head, goes on at the next lap's first cell. The sender
+//! so reuses the cells the consumer has just left, still in both cores'
+//! caches, instead of cells the consumer read a lap (128 KiB) earlier —
+//! what libfabric 2.6's shm gets from its last-freed-first inject buffers
+//! (docs/performance.md, shmbw "4 KiB (shm4k)").
 
 use super::sync;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 pub const CELL: usize = 64;
 pub const CTL_BYTES: usize = 128;
+
+/// The first word of a rewind marker: the consumer goes on at the next
+/// lap's first cell (sync.rs; never a record's first word, whose low 16
+/// bits are the header's magic: checked in mod.rs).
+pub use super::sync::REWIND;
+
+/// Records of at least this many cells (1 KiB) go back to the ring's first
+/// cell when they can ([`Ring::rewind`]): below it the gain (cells hot in
+/// both caches) does not pay for reading `head` on every send.
+pub const REWIND_MIN: u64 = 16;
 
 /// Byte size of a ring with `ncells` cells.
 pub const fn ring_bytes(ncells: usize) -> usize {
@@ -149,6 +172,55 @@ impl Ring {
             return Err(Corrupt);
         }
         Ok(self.ncells - 1 - used)
+    }
+
+    /// Whether a record of `cells` cells may start at the next lap's first
+    /// cell instead of at `tail`: every cell in use lies between the
+    /// consumer's head and `tail` (none wraps), and the head has left more
+    /// than `2 * cells` cells at the start of the ring — the record, the
+    /// zeroed cell after it, and room for one more record of its size, so
+    /// that the producer does not wait for the consumer right after it
+    /// rewound (rewinding whenever the record alone fits made sender and
+    /// receiver take turns: docs/performance.md, shmbw). Then
+    /// `Some((lap, free))`: the index of the next lap's first cell, and the
+    /// cells free from there (as [`Ring::free_cells`] of `lap`). Reads
+    /// `head` (Acquire) unless `tail` itself is within `2 * cells` of the
+    /// ring's start (then the head is too).
+    #[inline]
+    pub fn rewind(&self, tail: u64, cells: u64) -> Result<Option<(u64, u64)>, Corrupt> {
+        let tp = tail & self.mask;
+        if tp <= 2 * cells {
+            return Ok(None);
+        }
+        let head = sync::consumed(self.head_word());
+        let used = tail.wrapping_sub(head);
+        if used >= self.ncells {
+            return Err(Corrupt);
+        }
+        let hp = head & self.mask;
+        if hp <= 2 * cells || tp.wrapping_sub(hp) != used {
+            return Ok(None);
+        }
+        Ok(Some((tail.wrapping_add(self.ncells - tp), hp - 1)))
+    }
+
+    /// Marks the cell at `at` (the producer's tail before it rewound,
+    /// zeroed with the record before) as a rewind: stored after the record
+    /// at the next lap's first cell is published (Release, sync.rs).
+    ///
+    /// # Safety
+    /// The caller is the producer; `at` is its old tail and the record at
+    /// the next lap's first cell is published.
+    #[inline]
+    pub unsafe fn publish_rewind(&self, at: u64) {
+        sync::rewind(self.first_word(at));
+    }
+
+    /// Cells from `at` to the end of the ring (`ncells` at a lap's first
+    /// cell): where a consumer that finds [`REWIND`] at `at` goes on.
+    #[inline]
+    pub fn cells_to_lap_end(&self, at: u64) -> u64 {
+        self.ncells - (at & self.mask)
     }
 
     /// Copies `src` to byte `off` of the record starting at cell `at`.
@@ -334,6 +406,38 @@ mod tests {
         produce(&r, 0, &[0x33u8; 7 * CELL]);
         assert_eq!(r.free_cells(7), Ok(0));
         assert_eq!(r.free_cells(8), Err(Corrupt), "a full ring is corrupt");
+    }
+
+    /// `rewind`: only with more than twice the record's cells left free at
+    /// the ring's start by the consumer, the cells in use not wrapping, and
+    /// the tail not itself near the start.
+    #[test]
+    fn rewind_only_with_room_behind_the_record_and_no_wrap() {
+        let mut v = backing(64);
+        let r = ring_in(&mut v, 64);
+        // (tail, head, cells) -> where the record goes and the cells free
+        // from there.
+        type Case = (u64, u64, u64, Option<(u64, u64)>);
+        let cases: [Case; 8] = [
+            (40, 40, 10, Some((64, 39))),   // empty ring, head at 40 > 20
+            (40, 21, 10, Some((64, 20))),   // 19 cells in use between them
+            (40, 20, 10, None),             // head not past 2 * cells
+            (20, 20, 10, None),             // tail itself within 2 * cells
+            (64, 64, 10, None),             // tail at a lap's first cell
+            (100, 90, 10, Some((128, 25))), // a lap on: cells 26..36 in use
+            (94, 60, 10, None),             // in use wraps: cells 60..63, 0..30
+            (128 + 50, 128 + 30, 12, Some((192, 29))),
+        ];
+        for (tail, head, cells, want) in cases {
+            r.release(head);
+            assert_eq!(r.rewind(tail, cells), Ok(want), "tail {tail} head {head} cells {cells}");
+            if let Some((lap, free)) = want {
+                assert_eq!(r.free_cells(lap), Ok(free));
+                assert!(free >= 2 * cells, "room for the record and one more");
+            }
+        }
+        r.release(0);
+        assert_eq!(r.rewind(100, 10), Err(Corrupt), "head more than a ring behind");
     }
 
     #[test]

@@ -60,7 +60,11 @@ pub const SEG_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
 /// 16 to 40 bytes, the payload right after it; up to 48 bytes of payload
 /// in the record's first cell) instead of the 64-byte header with at most
 /// 16 bytes inline (`INLINE`, whose bit it reuses).
-pub const SEG_VERSION: u32 = 5;
+/// 6: a producer may go back to the ring's first cell before a record of
+/// `ring::REWIND_MIN` cells or more, leaving `ring::REWIND` as the first
+/// word of the cell at its old tail (ring.rs, rewinding): a version-5
+/// consumer would take the marker for a corrupt record.
+pub const SEG_VERSION: u32 = 6;
 pub const HEADER: usize = 4096;
 pub const SLOT_CTL: usize = 64;
 /// Sender slots per endpoint (peers that may send to it at once).

@@ -15,6 +15,11 @@
 //!   sees the zero after it too. It copies the record out, then
 //!   [`release`]s the head (Release); the producer reads it with
 //!   [`consumed`] (Acquire) before reusing cells.
+//!   A producer that goes back to the ring's first cell (ring.rs,
+//!   rewinding) publishes the record there first, then stores [`REWIND`]
+//!   in the cell at its old tail with [`rewind`] (Release): a consumer that
+//!   sees the marker (Acquire) sees that record, not the stale first word
+//!   of the record that cell held a lap before.
 //! * Wake-up (Dekker): a consumer about to sleep [`announce_sleepers`]
 //!   (store, then its barrier, [`owner_fence`]) and then re-checks its
 //!   rings; a producer, after publishing, asks [`must_wake`] (its barrier,
@@ -130,6 +135,19 @@ impl Word for core::sync::atomic::AtomicU64 {
 pub fn publish<W: Word>(next: &W, first: &W, word: u64) {
     next.store(0, Ordering::Relaxed);
     first.store(word, Ordering::Release);
+}
+
+/// The first word of a rewind marker (ring.rs, segment version 6): not a
+/// record (a record's first word starts with the header's magic, 0x5246).
+pub const REWIND: u64 = u64::from_le_bytes(*b"\x00\x00REWIND");
+
+/// Producer: marks the cell whose first word is `first` (its old tail,
+/// zeroed when the record before it was published) as a rewind, after the
+/// record at the next lap's first cell is published (Release: a consumer
+/// that sees the marker sees that record).
+#[inline(always)]
+pub fn rewind<W: Word>(first: &W) {
+    first.store(REWIND, Ordering::Release);
 }
 
 /// Consumer: the first word of a record published in the cell whose first
@@ -377,6 +395,80 @@ pub(super) mod models {
             }
             producer.join().expect("producer");
         });
+    }
+
+    /// A producer that rewinds (ring.rs): records of one cell in cells 0
+    /// and 1 of a 4-cell ring; once both are consumed, the third goes to
+    /// the next lap's first cell (cell 0, whose first word is still the
+    /// first record's) and the rewind marker to cell 2, its old tail. The
+    /// consumer takes the marker to the lap's first cell and must find the
+    /// third record there, with its contents. `marker_last: false` stores
+    /// the marker before the record is published, which must fail (the
+    /// stale first word reads as a record).
+    fn rewind_model(marker_last: bool) {
+        loom::model(move || {
+            const N: u64 = 4;
+            let head = Arc::new(AtomicU64::new(0));
+            let cells: Arc<Vec<Cell>> = Arc::new(
+                (0..N)
+                    .map(|_| Cell {
+                        first: AtomicU64::new(0),
+                        rest: UnsafeCell::new(0),
+                    })
+                    .collect(),
+            );
+            let (h2, c2) = (head.clone(), cells.clone());
+            let producer = thread::spawn(move || {
+                let write = |at: u64, tag: u64| {
+                    let c = &c2[(at % N) as usize];
+                    // SAFETY (model): the cell is free (checked by the caller).
+                    c.rest.with_mut(|p| unsafe { *p = tag + 1 });
+                    publish(&c2[((at + 1) % N) as usize].first, &c.first, tag);
+                };
+                write(0, 100);
+                write(1, 200);
+                // Both consumed: head at 2, cells 0 and 1 free (ring.rs
+                // `rewind`); the old tail is 2, the lap's first cell 4.
+                while consumed(&*h2) != 2 {
+                    thread::yield_now();
+                }
+                if marker_last {
+                    write(4, 300);
+                    rewind(&c2[2].first);
+                } else {
+                    rewind(&c2[2].first);
+                    write(4, 300);
+                }
+            });
+            let mut h = 0u64;
+            for tag in [100u64, 200, 300] {
+                let w = loop {
+                    match published(&cells[(h % N) as usize].first) {
+                        Some(REWIND) => h += N - h % N,
+                        Some(w) => break w,
+                        None => thread::yield_now(),
+                    }
+                };
+                assert_eq!(w, tag, "record lost, doubled, out of order or stale");
+                // SAFETY (model): the record is published, not released.
+                let v = cells[(h % N) as usize].rest.with(|p| unsafe { *p });
+                assert_eq!(v, tag + 1, "record contents not visible");
+                h += 1;
+                release(&*head, h);
+            }
+            producer.join().expect("producer");
+        });
+    }
+
+    #[test]
+    fn ring_rewind_publishes_the_record_before_the_marker() {
+        rewind_model(true);
+    }
+
+    #[test]
+    #[should_panic(expected = "record lost, doubled, out of order or stale")]
+    fn ring_rewind_with_the_marker_first_reads_a_stale_word() {
+        rewind_model(false);
     }
 
     #[test]
