@@ -1300,12 +1300,8 @@ struct Spot {
 #[inline]
 fn claim(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring::Corrupt> {
     if cells >= ring::REWIND_MIN {
-        if let Some((lap, free)) = p.ring.rewind(p.tail, cells)? {
-            p.free = free - cells;
-            return Ok(Some(Spot {
-                at: lap,
-                rewound: Some(p.tail),
-            }));
+        if let Some(spot) = claim_rewound(p, cells)? {
+            return Ok(Some(spot));
         }
     }
     if p.free < cells {
@@ -1318,6 +1314,21 @@ fn claim(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring
     Ok(Some(Spot {
         at: p.tail,
         rewound: None,
+    }))
+}
+
+/// `claim` of a large record at the next lap's first cell, if it may go
+/// there (`Ring::rewind`). Out of line: the small records' path stays as
+/// short as before (bench-insns).
+#[inline(never)]
+fn claim_rewound(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring::Corrupt> {
+    let Some((lap, free)) = p.ring.rewind(p.tail, cells)? else {
+        return Ok(None);
+    };
+    p.free = free - cells;
+    Ok(Some(Spot {
+        at: lap,
+        rewound: Some(p.tail),
     }))
 }
 
@@ -1566,13 +1577,13 @@ fn consume_slot(
     // the other peers.
     let mut budget = s.ring.ncells();
     loop {
-        if budget == 0 {
+        if budget == 0 || s.ring.ready(s.head).is_none() {
             return Ok(());
         }
-        let Some(first) = s.ring.ready(s.head) else {
-            return Ok(());
-        };
-        if first == ring::REWIND {
+        // SAFETY: a record is published at `head` (its first word, written
+        // last, is set): its first cell (64 bytes) is readable.
+        let hb = unsafe { s.ring.read_cell(s.head) };
+        if u64::from_le_bytes([hb[0], hb[1], hb[2], hb[3], hb[4], hb[5], hb[6], hb[7]]) == ring::REWIND {
             // The producer went back to the ring's first cell (ring.rs);
             // `head` is released with the record found there. A marker at
             // a lap's first cell would skip a whole lap: corruption.
@@ -1584,9 +1595,6 @@ fn consume_slot(
             budget = budget.saturating_sub(skip);
             continue;
         }
-        // SAFETY: a record is published at `head` (its first word, written
-        // last, is set): its first cell (64 bytes) is readable.
-        let hb = unsafe { s.ring.read_cell(s.head) };
         // A compact EAGER header or a full one; `off`: where its payload
         // starts (at most 64), `payload` bounded by `check`.
         let (hdr, off) = WireHdr::decode(&hb);
