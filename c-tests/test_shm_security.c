@@ -1,7 +1,7 @@
 /*
  * shm security (issue 12, docs/security.md "Shared memory"): hostile and
  * crashed peers of the same host, speaking to an endpoint's segment and
- * doorbell directly (the layout of docs/shm.md, segment version 5; its slots
+ * doorbell directly (the layout of docs/shm.md, segment version 6; its slots
  * and rings are those of version 3).
  *
  *  - crashed senders: 300 processes claim a slot in an endpoint's segment
