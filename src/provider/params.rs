@@ -95,10 +95,10 @@ pub fn settings() -> crate::core::settings::Settings {
         shm_cma: get_bool("shm_cma", d.shm_cma),
         shm_pull_batch: get_size("shm_pull_batch", d.shm_pull_batch),
         shm_split_min: get_size("shm_split_min", d.shm_split_min),
-        shm_close_wait: std::time::Duration::from_millis(get_size(
+        shm_close_wait: std::time::Duration::from_millis(get_millis(
             "shm_close_wait",
-            d.shm_close_wait.as_millis() as usize,
-        ) as u64),
+            d.shm_close_wait.as_millis() as u64,
+        )),
         tcp: crate::transport::tcp::TcpSettings {
             iface: get_str("iface"),
             coalesce: get_bool("tcp_coalesce", d.tcp.coalesce),
@@ -137,6 +137,16 @@ pub fn get_size(name: &str, default: usize) -> usize {
     })
 }
 
+/// Milliseconds parameter (declared `FI_PARAM_INT`: a plain non-negative
+/// decimal, no suffix). Anything else is reported and reads as `default`.
+pub fn get_millis(name: &str, default: u64) -> u64 {
+    let Some(s) = get_str(name) else { return default };
+    parse_millis(&s).unwrap_or_else(|| {
+        bad_value(name, &s, "a number of milliseconds (0 or more, no suffix)", &default);
+        default
+    })
+}
+
 /// Warns (through fi_log) that a parameter's value was not understood.
 pub fn bad_value(name: &str, value: &str, expected: &str, default: &dyn core::fmt::Display) {
     crate::base::log::log_warn!(
@@ -167,6 +177,17 @@ pub fn parse_size(s: &str) -> Option<usize> {
     num.trim().parse::<usize>().ok()?.checked_mul(mult)
 }
 
+/// Parses a non-negative decimal integer ("500", " 0 "); no sign, no
+/// suffix (an `FI_PARAM_INT` as `fi_info -e` describes it: "1k" is refused,
+/// not read as 1,024).
+pub fn parse_millis(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse::<u64>().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,5 +201,17 @@ mod tests {
         assert_eq!(parse_bool("n"), Some(false));
         assert_eq!(parse_bool("maybe"), None);
         assert_eq!(parse_size(""), None);
+    }
+
+    /// `shm_close_wait` is an `FI_PARAM_INT`: no size suffix, no sign.
+    #[test]
+    fn millis_parse_as_plain_integers() {
+        assert_eq!(parse_millis("500"), Some(500));
+        assert_eq!(parse_millis(" 0 "), Some(0));
+        assert_eq!(parse_millis("1k"), None);
+        assert_eq!(parse_millis("-5"), None);
+        assert_eq!(parse_millis("+5"), None);
+        assert_eq!(parse_millis(""), None);
+        assert_eq!(parse_millis("99999999999999999999999"), None);
     }
 }
