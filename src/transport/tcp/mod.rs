@@ -52,7 +52,7 @@ use conn::{Alarm, Conn, CoreSink, Phase, Read, Ready};
 use framing::{Body, Cork, OutRecord, WriteQueue};
 use hello::{Decision, Existing, Extra, Hello, Kind, Refusal, Side, Transcript, CHALLENGE_LEN};
 use listener::{Handshake, Listener, ListenerOptions};
-use std::collections::HashMap;
+use crate::base::collections::FastMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
@@ -335,8 +335,14 @@ pub(crate) struct TcpPort {
     /// Deadlines of dials, handshake answers, refusals being written, peers
     /// we wait for, and the listener's.
     alarm: Alarm,
-    conns: HashMap<u64, PortConn>,
-    peers: HashMap<SocketAddr, Peer>,
+    /// Fast-hashed (`FastMap`): the engine asks `room` for every streaming
+    /// send in every pass, two lookups each (a window of 64 large sends
+    /// spent ~20 % of the sender's CPU in SipHash, docs/performance.md
+    /// "tcpbw"). Keys are our own ids and the addresses of the peers we
+    /// hold connections to or records for, not a stream a peer can grow
+    /// (accepted connections are capped by `max_conns`).
+    conns: FastMap<u64, PortConn>,
+    peers: FastMap<SocketAddr, Peer>,
     next_id: u64,
     limits: Limits,
     events: Vec<PeerEvent>,
@@ -463,8 +469,8 @@ impl TcpPort {
             listener,
             epoll,
             alarm,
-            conns: HashMap::new(),
-            peers: HashMap::new(),
+            conns: FastMap::default(),
+            peers: FastMap::default(),
             next_id: FIRST_CONN,
             limits,
             events: Vec::new(),
