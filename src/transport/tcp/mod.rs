@@ -68,9 +68,13 @@ pub(crate) const REJECTED_WAIT: Duration = Duration::from_secs(10);
 pub(crate) const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
 /// Unacknowledged data older than this ends a connection (TCP_USER_TIMEOUT).
 pub(crate) const USER_TIMEOUT: Duration = Duration::from_secs(15);
-/// Kernel send buffer per connection: enough for full speed on a LAN, small
-/// enough that a stalled receiver pushes back on the sender's posts.
-pub(crate) const SNDBUF: usize = 256 << 10;
+/// Kernel send buffer per connection (the kernel doubles it: 4 MiB, what
+/// Linux's autotuning reaches by default, `tcp_wmem`): a whole 1 MiB chunk
+/// ([`CHUNK_MAX`]) and more fit while the reader is busy, so a sender of
+/// large messages is not left waiting for `EPOLLOUT` (256 KiB, before, cost
+/// half the 1 MiB bandwidth: docs/performance.md "tcpbw"); still bounded,
+/// so a stalled receiver pushes back on the sender's posts.
+pub(crate) const SNDBUF: usize = 2 << 20;
 /// The options of every data connection, dialed or accepted.
 pub(crate) const TUNING: Tuning = Tuning {
     sndbuf: SNDBUF,
