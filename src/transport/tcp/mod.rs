@@ -68,13 +68,15 @@ pub(crate) const REJECTED_WAIT: Duration = Duration::from_secs(10);
 pub(crate) const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
 /// Unacknowledged data older than this ends a connection (TCP_USER_TIMEOUT).
 pub(crate) const USER_TIMEOUT: Duration = Duration::from_secs(15);
-/// Kernel send buffer per connection (the kernel doubles it: 4 MiB, what
-/// Linux's autotuning reaches by default, `tcp_wmem`): a whole 1 MiB chunk
-/// ([`CHUNK_MAX`]) and more fit while the reader is busy, so a sender of
-/// large messages is not left waiting for `EPOLLOUT` (256 KiB, before, cost
-/// half the 1 MiB bandwidth: docs/performance.md "tcpbw"); still bounded,
-/// so a stalled receiver pushes back on the sender's posts.
-pub(crate) const SNDBUF: usize = 2 << 20;
+/// Kernel send buffer per connection (asked for; the kernel caps it at
+/// `net.core.wmem_max` and doubles it: 8 MiB with the default 4 MiB cap,
+/// twice what `tcp_wmem` autotuning reaches): several 1 MiB chunks
+/// ([`CHUNK_MAX`]) fit while the reader is busy, so a sender of large
+/// messages is not left waiting for `EPOLLOUT` (256 KiB, before, cost half
+/// the 1 MiB bandwidth; 2 MiB measured below 4: docs/performance.md
+/// "tcpbw"); still bounded, so a stalled receiver pushes back on the
+/// sender's posts.
+pub(crate) const SNDBUF: usize = 4 << 20;
 /// The options of every data connection, dialed or accepted.
 pub(crate) const TUNING: Tuning = Tuning {
     sndbuf: SNDBUF,
