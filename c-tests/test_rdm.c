@@ -665,7 +665,11 @@ TEST(unexpected_flood_backpressure)
 	setenv("FI_RUSTFAB_UNEXP_BUDGET", "65536", 1);
 	SETUP(&DEF, NULL);
 	unsetenv("FI_RUSTFAB_UNEXP_BUDGET");
-	enum { N = 400, SZ = 4000 };
+	/* N * SZ (12.8 MB) above what tcp's kernel buffers hold while the
+	 * receiver holds back (an 8 MiB send buffer, docs/performance.md
+	 * "tcpbw"), so the push-back must come from the provider; N within
+	 * what the sender's CQ and stash hold unread. Eager on shm too. */
+	enum { N = 800, SZ = 16000 };
 	static char tx[SZ], rx[SZ];
 	int sent = 0, eagain = 0;
 	double deadline = now_sec() + 5;

@@ -621,6 +621,10 @@ impl State {
 
     pub(super) fn pump(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         let mut failed = Vec::new();
+        // The peer whose queue had no room for a chunk in this pass: its
+        // other streams wait for the next pass without asking the port
+        // again (64 streams to one peer were 64 `room` lookups per pass).
+        let mut full: Option<Addr> = None;
         for (id, t) in self.tx.iter_mut() {
             if matches!(t.state, TxState::Pushing { .. }) {
                 if let TxState::Pushing {
@@ -651,11 +655,15 @@ impl State {
             // Chunks as large as the receiver takes (`Limits::max_chunk`):
             // on tcp one record of up to 1 MiB, written from the send
             // buffer as the socket drains (docs/protocol.md).
+            if full == Some(t.peer) {
+                continue;
+            }
             let chunk = port.chunk_limit_for(&t.peer);
             while *off < *end {
                 let room = port.room(&t.peer);
                 let n = (*end - *off).min(chunk).min(room);
                 if n == 0 || (n < 4096 && n < *end - *off) {
+                    full = Some(t.peer);
                     break;
                 }
                 let mut h = WireHdr::new(op::DATA);
@@ -668,7 +676,10 @@ impl State {
                 }
                 match port.send(&t.peer, &h, Payload::Iov(&t.iov, *off, n), false) {
                     Ok(_) => *off += n,
-                    Err(e) if e == Error::AGAIN => break,
+                    Err(e) if e == Error::AGAIN => {
+                        full = Some(t.peer);
+                        break;
+                    }
                     Err(_) => {
                         failed.push(*id);
                         break;

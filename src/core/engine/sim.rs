@@ -177,6 +177,8 @@ struct Node {
     aborted: Vec<u32>,
     pull_fault: Option<Error>,
     pulls: usize,
+    /// `Port::room` calls.
+    rooms: usize,
     /// Successful `pull_batch` calls (each job also counts in `pulls`).
     pull_batches: usize,
     /// Successful `push`es (CMA writes into a peer).
@@ -320,6 +322,7 @@ impl Net {
             aborted: Vec::new(),
             pull_fault: None,
             pulls: 0,
+            rooms: 0,
             pull_batches: 0,
             pushes: 0,
             more_calls: 0,
@@ -401,6 +404,11 @@ impl Net {
     /// Successful pulls by `a` so far.
     pub(super) fn pulls(&self, a: &Addr) -> usize {
         self.with(a, |n| n.pulls)
+    }
+
+    /// `Port::room` calls by `a` so far.
+    pub(super) fn rooms(&self, a: &Addr) -> usize {
+        self.with(a, |n| n.rooms)
     }
 
     /// Successful batched pulls (`Port::pull_batch` calls) by `a` so far.
@@ -584,7 +592,8 @@ impl Port for SimPort {
     }
 
     fn room(&mut self, peer: &Addr) -> usize {
-        let w = self.net.0.lock();
+        let mut w = self.net.0.lock();
+        w.nodes[self.me].rooms += 1;
         let Some(to) = w.index(peer) else { return 0 };
         let n = &w.nodes[self.me];
         let used = match n.opts.writes {

@@ -52,7 +52,7 @@ use conn::{Alarm, Conn, CoreSink, Phase, Read, Ready};
 use framing::{Body, Cork, OutRecord, WriteQueue};
 use hello::{Decision, Existing, Extra, Hello, Kind, Refusal, Side, Transcript, CHALLENGE_LEN};
 use listener::{Handshake, Listener, ListenerOptions};
-use std::collections::HashMap;
+use crate::base::collections::FastMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
@@ -68,9 +68,15 @@ pub(crate) const REJECTED_WAIT: Duration = Duration::from_secs(10);
 pub(crate) const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
 /// Unacknowledged data older than this ends a connection (TCP_USER_TIMEOUT).
 pub(crate) const USER_TIMEOUT: Duration = Duration::from_secs(15);
-/// Kernel send buffer per connection: enough for full speed on a LAN, small
-/// enough that a stalled receiver pushes back on the sender's posts.
-pub(crate) const SNDBUF: usize = 256 << 10;
+/// Kernel send buffer per connection (asked for; the kernel caps it at
+/// `net.core.wmem_max` and doubles it: 8 MiB with the default 4 MiB cap,
+/// twice what `tcp_wmem` autotuning reaches): several 1 MiB chunks
+/// ([`CHUNK_MAX`]) fit while the reader is busy, so a sender of large
+/// messages is not left waiting for `EPOLLOUT` (256 KiB, before, cost half
+/// the 1 MiB bandwidth; 2 MiB measured below 4: docs/performance.md
+/// "tcpbw"); still bounded, so a stalled receiver pushes back on the
+/// sender's posts.
+pub(crate) const SNDBUF: usize = 4 << 20;
 /// The options of every data connection, dialed or accepted.
 pub(crate) const TUNING: Tuning = Tuning {
     sndbuf: SNDBUF,
@@ -335,8 +341,14 @@ pub(crate) struct TcpPort {
     /// Deadlines of dials, handshake answers, refusals being written, peers
     /// we wait for, and the listener's.
     alarm: Alarm,
-    conns: HashMap<u64, PortConn>,
-    peers: HashMap<SocketAddr, Peer>,
+    /// Fast-hashed (`FastMap`): the engine asks `room` for every streaming
+    /// send in every pass, two lookups each (a window of 64 large sends
+    /// spent ~20 % of the sender's CPU in SipHash, docs/performance.md
+    /// "tcpbw"). Keys are our own ids and the addresses of the peers we
+    /// hold connections to or records for, not a stream a peer can grow
+    /// (accepted connections are capped by `max_conns`).
+    conns: FastMap<u64, PortConn>,
+    peers: FastMap<SocketAddr, Peer>,
     next_id: u64,
     limits: Limits,
     events: Vec<PeerEvent>,
@@ -463,8 +475,8 @@ impl TcpPort {
             listener,
             epoll,
             alarm,
-            conns: HashMap::new(),
-            peers: HashMap::new(),
+            conns: FastMap::default(),
+            peers: FastMap::default(),
             next_id: FIRST_CONN,
             limits,
             events: Vec::new(),

@@ -54,6 +54,37 @@ fn cma_pull_is_one_copy_and_the_ack_completes_the_send() {
     assert_eq!((log[0].from, log[0].to), (a.addr, b.addr));
 }
 
+/// Many streams to one peer whose queue is full: a pass asks the port for
+/// room once for that peer, not once per stream (tcp: 64 streams of
+/// `fi_rdm_tagged_bw -W 64` were 64 hash lookups per pass), and every
+/// stream still finishes, in order.
+#[test]
+fn streams_to_a_full_peer_ask_for_room_once_a_pass() {
+    let mut sim = SimOpts::shm();
+    sim.cma = super::super::sim::Cma::Refused;
+    let (net, mut a, mut b) = pair(sim);
+    let msg = pattern(100_000, 5);
+    let mut bufs = vec![vec![0u8; 100_000]; 16];
+    for (i, buf) in bufs.iter_mut().enumerate() {
+        b.recv(rargs(buf, 100 + i)).unwrap();
+    }
+    for i in 0..16 {
+        a.send(sargs(B, &msg, 1 + i)).unwrap();
+    }
+    b.progress(); // 16 RTS: the pulls are refused, 16 CTS go back
+    a.progress(); // CTS: the first streams fill the ring
+    let before = net.rooms(&a.addr);
+    a.progress(); // nothing drained: no room for any stream
+    let asked = net.rooms(&a.addr) - before;
+    assert!(asked <= 2, "{asked} room calls in one pass to a full peer");
+    run(&mut [&mut b, &mut a], 200);
+    assert_eq!(a.tx_ok().len(), 16);
+    assert_eq!(b.rx_ok().len(), 16);
+    for buf in &bufs {
+        assert_eq!(buf, &msg);
+    }
+}
+
 #[test]
 fn without_cma_the_sender_streams_data_chunks() {
     let mut sim = SimOpts::shm();

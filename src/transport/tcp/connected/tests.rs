@@ -294,8 +294,9 @@ fn peer_death_ends_the_connection() {
     read_cm(&mut srv);
     write_cm(&mut srv, CmKind::Accept, b"");
     assert_eq!(events_until(&cs, &mut cp, &mut cc), CmEvent::Connected(vec![]));
-    // Fill the path until a send is queued.
-    let big = vec![5u8; 4 << 20];
+    // Fill the path until a send is queued (more than the kernel's send
+    // buffer, 8 MiB, and the peer's receive buffer hold).
+    let big = vec![5u8; 32 << 20];
     let iov = IovList::single(big.as_ptr() as usize, big.len());
     let r = cp
         .send(
