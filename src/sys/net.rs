@@ -166,12 +166,43 @@ pub(crate) fn tune_connection(fd: BorrowedFd<'_>, t: &Tuning) {
     let interval = Duration::from_secs((idle.as_secs() / 3).max(1));
     // Failures are not fatal: the connection works without them.
     let _ = sockopt::set_tcp_nodelay(fd, true);
-    let _ = sockopt::set_socket_send_buffer_size(fd, t.sndbuf.min(i32::MAX as usize));
+    let (wmem_max, auto_max) = kernel_send_limits();
+    if let Some(n) = send_buffer_request(t.sndbuf, wmem_max, auto_max) {
+        let _ = sockopt::set_socket_send_buffer_size(fd, n.min(i32::MAX as usize));
+    }
     let _ = sockopt::set_socket_keepalive(fd, true);
     let _ = sockopt::set_tcp_keepidle(fd, idle);
     let _ = sockopt::set_tcp_keepintvl(fd, interval);
     let _ = sockopt::set_tcp_keepcnt(fd, 3);
     let _ = sockopt::set_tcp_user_timeout(fd, t.user_timeout.as_millis().min(i32::MAX as u128) as u32);
+}
+
+/// The `SO_SNDBUF` to ask for, if any. The kernel caps a request at
+/// `net.core.wmem_max` (212,992 bytes on a stock kernel) and doubles it, and
+/// a socket given one no longer autotunes (up to `net.ipv4.tcp_wmem`'s
+/// maximum, 4 MiB by default). So: `want` capped at `wmem_max`, unless that
+/// gives less than autotuning would reach — then None, and the connection
+/// autotunes (bounded by that maximum, the administrator's). Either way
+/// the kernel's buffer per connection is bounded.
+pub(crate) fn send_buffer_request(want: usize, wmem_max: Option<usize>, auto_max: Option<usize>) -> Option<usize> {
+    let granted = wmem_max.map_or(want, |m| want.min(m));
+    match auto_max {
+        Some(auto) if granted.saturating_mul(2) < auto => None,
+        _ => Some(granted),
+    }
+}
+
+/// `net.core.wmem_max` and the maximum of `net.ipv4.tcp_wmem`, read once
+/// (None where /proc does not say).
+fn kernel_send_limits() -> (Option<usize>, Option<usize>) {
+    static LIMITS: std::sync::OnceLock<(Option<usize>, Option<usize>)> = std::sync::OnceLock::new();
+    *LIMITS.get_or_init(|| {
+        let read = |p: &str| std::fs::read_to_string(p).ok();
+        let wmem_max = read("/proc/sys/net/core/wmem_max").and_then(|s| s.trim().parse().ok());
+        let auto_max = read("/proc/sys/net/ipv4/tcp_wmem")
+            .and_then(|s| s.split_whitespace().nth(2).and_then(|x| x.parse().ok()));
+        (wmem_max, auto_max)
+    })
 }
 
 /// What a non-blocking transfer did.
@@ -350,6 +381,21 @@ pub(crate) fn interfaces() -> Vec<IfAddr> {
 
 #[cfg(test)]
 mod tests {
+    /// The send buffer asked for: capped at `wmem_max`, and none (autotuning)
+    /// where the cap would leave less than autotuning reaches (a stock
+    /// kernel's 212,992-byte `wmem_max` against its 4 MiB `tcp_wmem`).
+    #[test]
+    fn send_buffer_never_asks_for_less_than_autotuning() {
+        use super::send_buffer_request as req;
+        const M: usize = 1 << 20;
+        assert_eq!(req(4 * M, Some(4 * M), Some(4 * M)), Some(4 * M));
+        assert_eq!(req(4 * M, Some(212_992), Some(4 * M)), None, "stock kernel: autotune");
+        assert_eq!(req(4 * M, Some(2 * M), Some(4 * M)), Some(2 * M), "2 MiB asked, 4 MiB granted");
+        assert_eq!(req(4 * M, Some(16 * M), Some(6 * M)), Some(4 * M));
+        assert_eq!(req(4 * M, None, None), Some(4 * M), "no /proc: ask");
+        assert_eq!(req(4 * M, Some(1 << 16), None), Some(1 << 16));
+    }
+
     use super::*;
 
     /// The wrappers over rustix behave as the transport relies on: a

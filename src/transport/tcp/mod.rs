@@ -69,8 +69,11 @@ pub(crate) const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
 /// Unacknowledged data older than this ends a connection (TCP_USER_TIMEOUT).
 pub(crate) const USER_TIMEOUT: Duration = Duration::from_secs(15);
 /// Kernel send buffer per connection (asked for; the kernel caps it at
-/// `net.core.wmem_max` and doubles it: 8 MiB with the default 4 MiB cap,
-/// twice what `tcp_wmem` autotuning reaches): several 1 MiB chunks
+/// `net.core.wmem_max` and doubles it: 8 MiB where that cap is 4 MiB, as on
+/// the machines measured, twice what `tcp_wmem` autotuning reaches; where
+/// the cap would leave less than autotuning — a stock kernel's 212,992
+/// bytes — nothing is asked and the connection autotunes:
+/// `sys::net::send_buffer_request`): several 1 MiB chunks
 /// ([`CHUNK_MAX`]) fit while the reader is busy, so a sender of large
 /// messages is not left waiting for `EPOLLOUT` (256 KiB, before, cost half
 /// the 1 MiB bandwidth; 2 MiB measured below 4: docs/performance.md
