@@ -453,14 +453,15 @@ impl Cq {
     // ---- consumer API (the application, through the thunks) ----
 
     fn before_read(&self) {
-        self.before_read_in(false);
+        self.before_read_in::<false>();
     }
 
     /// The progress pass before a read, unless entries are queued (see
-    /// [`PROGRESS_EVERY`]) or, with `may_skip`, the read is the drain right
-    /// after a delivering pass ([`Cq::drained`]). Whether the pass ran.
+    /// [`PROGRESS_EVERY`]) or, with `MAY_SKIP`, the read is the drain right
+    /// after a delivering pass ([`Cq::drained`]; `MAY_SKIP` only for `fi_cq_read`
+    /// with a count, so the other reads carry no test). Whether the pass ran.
     #[inline(never)]
-    fn before_read_in(&self, may_skip: bool) -> bool {
+    fn before_read_in<const MAY_SKIP: bool>(&self) -> bool {
         self.wait.on_read();
         if self.q.any() {
             // One reader polls a CQ in practice; concurrent readers only
@@ -477,7 +478,7 @@ impl Cq {
             let d = self.drained.load(Ordering::Relaxed);
             if d != NOT_DRAINED {
                 self.drained.store(NOT_DRAINED, Ordering::Relaxed);
-                if may_skip && d == self.q.taken_mark() {
+                if MAY_SKIP && d == self.q.taken_mark() {
                     return false;
                 }
             }
@@ -493,7 +494,11 @@ impl Cq {
     /// uses to test a CQ).
     #[inline(always)]
     pub(crate) fn read(&self, count: usize, out: impl FnMut(usize, &CqEntry)) -> Result<usize> {
-        let progressed = self.before_read_in(count > 0);
+        let progressed = if count > 0 {
+            self.before_read_in::<true>()
+        } else {
+            self.before_read_in::<false>()
+        };
         let r = self.q.take(count, out);
         if progressed {
             if let Ok(n) = r {
