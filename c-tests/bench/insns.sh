@@ -12,6 +12,8 @@
 # out; first contact (inside the loop) cancels in the difference. Peers: rustfab shm, libfabric 1.17's shm
 # and, with LIBFABRIC2_PREFIX, 2.x's shm and sm2. Also writes the top
 # functions of rustfab's count to $BENCH_OUT/insns-rustfab-<size>.txt.
+# INSNS_ARGS passes more rf_insns options (-m: Open MPI mtl ofi's calls;
+# -t: tagged; -e N: empty reads).
 set -u
 bin=$1
 sizes=${2:-1 4096}
@@ -22,6 +24,8 @@ out_dir=${BENCH_OUT:-$root/build/bench}
 N=${INSNS_ITERS:-2000}
 # The threading model rf_insns asks (-T): domain (fi_rdm_pingpong's) or safe.
 threading=${INSNS_THREADING:-domain}
+# More rf_insns options, e.g. INSNS_ARGS=-m (Open MPI mtl ofi's call shape).
+extra=${INSNS_ARGS:-}
 mkdir -p "$out_dir"
 if ! command -v valgrind >/dev/null 2>&1; then
 	echo "insns: NOT RUN (no valgrind; Debian: valgrind)"
@@ -39,13 +43,13 @@ fi
 count() { # envs prov size iters -> total Ir
 	# shellcheck disable=SC2086
 	env -u FI_PROVIDER -u FI_PROVIDER_PATH $1 timeout 300 valgrind --tool=callgrind --toggle-collect=round_trips \
-		--callgrind-out-file="$work/cg.$4" "$bin" -p "$2" -s "$3" -i "$4" -T "$threading" >"$work/out" 2>"$work/err" || {
+		--callgrind-out-file="$work/cg.$4" "$bin" -p "$2" -s "$3" -i "$4" -T "$threading" $extra >"$work/out" 2>"$work/err" || {
 		echo "insns: $2 failed: $(tail -n 2 "$work/err" | tr '\n' ' ')" >&2
 		return 1
 	}
 	callgrind_annotate "$work/cg.$4" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'
 }
-echo "insns: FI_THREAD_${threading^^} asked (INSNS_THREADING=domain|safe)"
+echo "insns: FI_THREAD_${threading^^} asked (INSNS_THREADING=domain|safe)${extra:+, rf_insns $extra}"
 printf "%-12s %8s %14s\n" peer bytes "Ir/round trip"
 for size in $sizes; do
 	for p in "${peers[@]}"; do

@@ -3,7 +3,7 @@
  * so that an instruction count (valgrind --tool=callgrind) compares
  * providers independently of machine load.
  *
- *   rf_insns -p <prov> [-s bytes] [-i iters] [-t] [-e N] [-T domain|safe]
+ *   rf_insns -p <prov> [-s bytes] [-i iters] [-t|-m] [-e N] [-T domain|safe]
  *
  * One process, one thread, two RDM endpoints A and B (each its own domain,
  * CQs and AV, as if in two processes, FI_CQ_FORMAT_CONTEXT, one receive posted ahead as fabtests'
@@ -12,6 +12,12 @@
  * it, so the count is of work, not of waiting), B reposts its receive and
  * replies, A reads the reply, and each side reads its send completion.
  * -t uses fi_tsend/fi_trecv (tag 0x1234) instead of fi_send/fi_recv.
+ * -m is the shape of Open MPI's mtl ofi (pml cm) for a small blocking
+ * send and receive: FI_TAGGED (CQ data 7 with each send), one FI_CQ_FORMAT_TAGGED
+ * CQ per side for both directions, sends by fi_tinjectdata (no send
+ * completion), receives by fi_trecv, and the receiver's progress call reads
+ * the CQ with a count of 100 until it returns -FI_EAGAIN (so every
+ * completion costs a read that finds it and one that finds nothing).
  * -T is the threading model asked in the hints: FI_THREAD_DOMAIN by default,
  * as fabtests' fi_rdm_pingpong asks (one thread: the application serialises
  * every call, and providers may drop their locks), or FI_THREAD_SAFE.
@@ -49,7 +55,7 @@ struct side {
 	struct fi_context txctx, rxctx;
 };
 
-static int tagged;
+static int tagged, mtl;
 static unsigned long extra_empty;
 static size_t len = 1;
 static unsigned long empty_polls;
@@ -57,14 +63,19 @@ static enum fi_threading threading = FI_THREAD_DOMAIN;
 
 static void open_side(struct fid_domain *dom, struct fi_info *info, struct side *s)
 {
-	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT, .size = 128};
+	struct fi_cq_attr cq_attr = {.format = mtl ? FI_CQ_FORMAT_TAGGED : FI_CQ_FORMAT_CONTEXT, .size = 128};
 	struct fi_av_attr av_attr = {.type = FI_AV_MAP};
 	CK(fi_endpoint(dom, info, &s->ep, NULL));
-	CK(fi_cq_open(dom, &cq_attr, &s->txcq, NULL));
 	CK(fi_cq_open(dom, &cq_attr, &s->rxcq, NULL));
+	if (mtl) {
+		s->txcq = s->rxcq;
+		CK(fi_ep_bind(s->ep, &s->rxcq->fid, FI_TRANSMIT | FI_RECV));
+	} else {
+		CK(fi_cq_open(dom, &cq_attr, &s->txcq, NULL));
+		CK(fi_ep_bind(s->ep, &s->txcq->fid, FI_TRANSMIT));
+		CK(fi_ep_bind(s->ep, &s->rxcq->fid, FI_RECV));
+	}
 	CK(fi_av_open(dom, &av_attr, &s->av, NULL));
-	CK(fi_ep_bind(s->ep, &s->txcq->fid, FI_TRANSMIT));
-	CK(fi_ep_bind(s->ep, &s->rxcq->fid, FI_RECV));
 	CK(fi_ep_bind(s->ep, &s->av->fid, 0));
 	CK(fi_enable(s->ep));
 	s->tx = calloc(1, len + 1);
@@ -116,13 +127,59 @@ static void wait_one(struct fid_cq *cq, void *ctx)
 		DIE("completion for the wrong context");
 }
 
+/* -m: mtl ofi's progress call (ompi_mtl_ofi_progress): reads of up to 100
+ * tagged entries until -FI_EAGAIN, polling until `ctx`'s completion came. */
+static void mtl_wait(struct side *s, void *ctx)
+{
+	static struct fi_cq_tagged_entry wc[100];
+	int found = 0;
+	while (!found) {
+		ssize_t r;
+		while ((r = fi_cq_read(s->rxcq, wc, 100)) > 0)
+			for (ssize_t k = 0; k < r; k++) {
+				if (wc[k].op_context != ctx || wc[k].tag != 0x1234 || wc[k].data != 7)
+					DIE("unexpected completion");
+				found = 1;
+			}
+		if (r != -FI_EAGAIN)
+			DIE("fi_cq_read = %zd (%s)", r, fi_strerror((int)-r));
+		if (!found)
+			empty_polls++;
+	}
+}
+
+static void mtl_send(struct side *s, struct side *other)
+{
+	ssize_t r;
+	while ((r = fi_tinjectdata(s->ep, s->tx, len, 7, s->peer, 0x1234)) == -FI_EAGAIN) {
+		eagain_sends++; /* as send_one */
+		(void)fi_cq_read(other->rxcq, NULL, 0);
+		(void)fi_cq_read(s->rxcq, NULL, 0);
+	}
+	CK(r);
+}
+
 /* The measured loop: insns.sh counts only what runs inside this function
  * (callgrind --toggle-collect), so set-up and tear-down, whose cost varies
  * from run to run with the machine (fi_getinfo reads /proc and the
  * interfaces, rustfab scans /dev/shm for dead segments), stay out. */
 __attribute__((noinline)) void round_trips(struct side *a, struct side *b, unsigned long iters)
 {
-	for (unsigned long i = 0; i < iters; i++) {
+	for (unsigned long i = 0; mtl && i < iters; i++) {
+		a->tx[0] = (char)i;
+		mtl_send(a, b);
+		mtl_wait(b, &b->rxctx);
+		if (b->rx[0] != (char)i)
+			DIE("iteration %lu: B received %d", i, b->rx[0]);
+		post_recv(b);
+		b->tx[0] = (char)~i;
+		mtl_send(b, a);
+		mtl_wait(a, &a->rxctx);
+		if (a->rx[0] != (char)~i)
+			DIE("iteration %lu: A received %d", i, a->rx[0]);
+		post_recv(a);
+	}
+	for (unsigned long i = 0; !mtl && i < iters; i++) {
 		a->tx[0] = (char)i;
 		send_one(a, b);
 		wait_one(b->rxcq, &b->rxctx);
@@ -150,12 +207,13 @@ int main(int argc, char **argv)
 	const char *prov = NULL;
 	unsigned long iters = 10000;
 	int c;
-	while ((c = getopt(argc, argv, "p:s:i:te:T:")) != -1) {
+	while ((c = getopt(argc, argv, "p:s:i:tme:T:")) != -1) {
 		switch (c) {
 		case 'p': prov = optarg; break;
 		case 's': len = strtoul(optarg, NULL, 0); break;
 		case 'i': iters = strtoul(optarg, NULL, 0); break;
 		case 't': tagged = 1; break;
+		case 'm': mtl = tagged = 1; break;
 		case 'e': extra_empty = strtoul(optarg, NULL, 0); break;
 		case 'T':
 			if (!strcmp(optarg, "domain"))
@@ -165,11 +223,11 @@ int main(int argc, char **argv)
 			else
 				DIE("-T domain|safe");
 			break;
-		default: DIE("usage: rf_insns -p <prov> [-s bytes] [-i iters] [-t] [-e empty polls] [-T domain|safe]");
+		default: DIE("usage: rf_insns -p <prov> [-s bytes] [-i iters] [-t|-m] [-e empty polls] [-T domain|safe]");
 		}
 	}
 	if (!prov)
-		DIE("usage: rf_insns -p <prov> [-s bytes] [-i iters] [-t] [-e empty polls] [-T domain|safe]");
+		DIE("usage: rf_insns -p <prov> [-s bytes] [-i iters] [-t|-m] [-e empty polls] [-T domain|safe]");
 
 	struct fid_fabric *fab;
 	struct fid_domain *doma, *domb;
@@ -198,7 +256,8 @@ int main(int argc, char **argv)
 	for (int k = 0; k < 2; k++) {
 		fi_close(&sides[k]->ep->fid);
 		fi_close(&sides[k]->av->fid);
-		fi_close(&sides[k]->txcq->fid);
+		if (sides[k]->txcq != sides[k]->rxcq)
+			fi_close(&sides[k]->txcq->fid);
 		fi_close(&sides[k]->rxcq->fid);
 	}
 	fi_close(&doma->fid);

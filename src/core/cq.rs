@@ -71,9 +71,13 @@
 //!   overrun) and the `any` flag that lets a read of an empty CQ skip the
 //!   lock live in `cq_queue.rs`, generic over the lock and the atomic so
 //!   that its loom models (`make loom`) check the code this core runs.
-//! * **Manual progress.** Every read first runs the domain's progress engine
+//! * **Manual progress.** A read first runs the domain's progress engine
 //!   ([`WaitObj::progress`]) and tells the wait object that the application
-//!   is reading ([`WaitObj::on_read`], which ends a `fi_trywait` arm).
+//!   is reading ([`WaitObj::on_read`], which ends a `fi_trywait` arm). Two
+//!   `fi_cq_read`s skip the pass: one that finds entries queued (all but
+//!   every [`PROGRESS_EVERY`]-th), and the one drain read right after a
+//!   read whose pass delivered, with nothing posted since ([`Cq::drained`]);
+//!   the read after either progresses.
 //!
 //! # Producer API (for endpoints)
 //! * bind/close: [`Cq::reserve_capacity`]`(tx_size + rx_size)` /
@@ -95,7 +99,7 @@ use crate::core::users::{HasUsers, Held, Users};
 use crate::core::wait::{Holds, MemberWait, WaitObj, WaitSet, Waitable};
 use crate::sys::Deadline;
 use core::ffi::c_void;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Default number of entries when `attr.size == 0`.
@@ -223,6 +227,9 @@ pub(crate) enum CqErrRead<'a> {
 /// CQ read one entry at a time) keeps its endpoints moving.
 const PROGRESS_EVERY: u32 = 16;
 
+/// [`Cq::drained`] when no read is to be skipped.
+const NOT_DRAINED: usize = usize::MAX;
+
 /// The CQ core. See the module documentation.
 pub(crate) struct Cq {
     users: Users,
@@ -237,6 +244,17 @@ pub(crate) struct Cq {
     q: CqQueue,
     /// Reads that found entries and skipped the progress pass in a row.
     skipped: AtomicU32,
+    /// After an `fi_cq_read` whose progress pass found completions that it
+    /// returned: the queue's [`taken_mark`](CqQueue::taken_mark) then; else
+    /// [`NOT_DRAINED`] (cleared by the next read that finds the queue
+    /// empty). That read, when the mark is unmoved (nothing posted to
+    /// complete here since), returns -FI_EAGAIN without a pass: it is an
+    /// application draining the CQ (Open MPI's mtl ofi reads until
+    /// -FI_EAGAIN after every completion), and the pass just ran. Only one
+    /// read is skipped: the one after progresses again (liveness), and
+    /// `fi_cq_sread`, `fi_trywait`, `fi_cq_readerr` and zero-count reads
+    /// always progress.
+    drained: AtomicUsize,
     set: Option<Held<WaitSet>>,
     _domain: Option<Held<Domain>>,
     /// `fi_cq_read` calls in a row that found nothing (see [`IDLE_YIELD_AFTER`]).
@@ -324,6 +342,7 @@ impl Cq {
             api_version,
             wait,
             skipped: AtomicU32::new(0),
+            drained: AtomicUsize::new(NOT_DRAINED),
             q: CqQueue::new(Queue::new(size)?),
             set,
             _domain: holds.parent,
@@ -434,6 +453,15 @@ impl Cq {
     // ---- consumer API (the application, through the thunks) ----
 
     fn before_read(&self) {
+        self.before_read_in::<false>();
+    }
+
+    /// The progress pass before a read, unless entries are queued (see
+    /// [`PROGRESS_EVERY`]) or, with `MAY_SKIP`, the read is the drain right
+    /// after a delivering pass ([`Cq::drained`]; `MAY_SKIP` only for `fi_cq_read`
+    /// with a count, so the other reads carry no test). Whether the pass ran.
+    #[inline(never)]
+    fn before_read_in<const MAY_SKIP: bool>(&self) -> bool {
         self.wait.on_read();
         if self.q.any() {
             // One reader polls a CQ in practice; concurrent readers only
@@ -441,10 +469,22 @@ impl Cq {
             let n = self.skipped.load(Ordering::Relaxed).wrapping_add(1);
             self.skipped.store(n, Ordering::Relaxed);
             if !n.is_multiple_of(PROGRESS_EVERY) {
-                return;
+                return false;
+            }
+        } else {
+            // Plain loads and stores: concurrent readers at worst skip or
+            // run one pass more; every skip clears the mark, so the read
+            // after a skip progresses.
+            let d = self.drained.load(Ordering::Relaxed);
+            if d != NOT_DRAINED {
+                self.drained.store(NOT_DRAINED, Ordering::Relaxed);
+                if MAY_SKIP && d == self.q.taken_mark() {
+                    return false;
+                }
             }
         }
         self.wait.progress();
+        true
     }
 
     /// `fi_cq_read`/`fi_cq_readfrom`: pops up to `count` entries, oldest
@@ -454,7 +494,19 @@ impl Cq {
     /// uses to test a CQ).
     #[inline(always)]
     pub(crate) fn read(&self, count: usize, out: impl FnMut(usize, &CqEntry)) -> Result<usize> {
-        let r = self.take(count, out);
+        let progressed = if count > 0 {
+            self.before_read_in::<true>()
+        } else {
+            self.before_read_in::<false>()
+        };
+        let r = self.q.take(count, out);
+        if progressed {
+            if let Ok(n) = r {
+                if n > 0 {
+                    self.drained.store(self.q.taken_mark(), Ordering::Relaxed);
+                }
+            }
+        }
         // One reader polls a CQ in practice; concurrent readers at worst
         // miscount, which only moves a yield (plain load and store: no
         // locked instruction on the polling path).

@@ -303,6 +303,15 @@ impl<P: Prims> CqQueue<P> {
         P::load(&self.any, Ordering::Acquire)
     }
 
+    /// Slots taken so far (claims and unclaimed pushes, less unclaims): it
+    /// moves whenever an operation that will complete here is posted or an
+    /// unclaimed completion is pushed. A plain load: a stale value only
+    /// makes [`Cq::read`](crate::core::cq::Cq::read) progress once more.
+    #[inline(always)]
+    pub(crate) fn taken_mark(&self) -> usize {
+        P::get(&self.taken, Ordering::Relaxed)
+    }
+
     /// An endpoint binds with queue depth `n`: the capacity grows to
     /// `max(size, Σ n)`, allocated now so that pushes never allocate.
     pub(crate) fn reserve(&self, n: usize) -> Result<()> {

@@ -38,12 +38,14 @@ impl Table {
         }
     }
 
+    #[inline(always)]
     fn mask(&self) -> usize {
         (1usize << self.bits) - 1
     }
 
     /// Where `key`'s probe sequence starts (Fibonacci hashing; objects are
     /// at least 16-byte aligned, the low bits carry nothing).
+    #[inline(always)]
     fn home(&self, key: usize) -> usize {
         ((key as u64 >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - self.bits)) as usize
     }
@@ -131,6 +133,7 @@ fn changing<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+#[inline(always)]
 fn current() -> Option<&'static Table> {
     let t = CURRENT.load(Ordering::Acquire);
     // SAFETY: a published table is never freed (grown-out ones are kept in
@@ -181,8 +184,39 @@ pub(crate) fn remove(addr: usize) -> bool {
 }
 
 /// Whether `addr` is a live rustfab object. Lock-free; no write.
-#[inline]
+///
+/// The common case, `addr` in its home slot or the next, is inlined into the
+/// caller: the table pointer, the hash, one or two slot loads. Those are the
+/// first steps of [`contains_probing`]'s walk without its sequence number,
+/// which a hit never needs (a key is in a table only while its object is live, the
+/// same argument as for a hit further along the walk); anything else (a
+/// collision, a miss, NULL, no table yet) takes the full walk.
+#[inline(always)]
 pub(crate) fn contains(addr: usize) -> bool {
+    if let Some(t) = current() {
+        let i = t.home(addr);
+        // SAFETY: `home` is below 2^bits, the number of slots.
+        let k = unsafe { t.slots.get_unchecked(i) }.load(Ordering::Acquire);
+        if k == addr && addr != 0 {
+            return true;
+        }
+        if k != 0 {
+            // A collision at home: the next slot is the second step.
+            let j = (i + 1) & t.mask();
+            // SAFETY: masked, below the number of slots.
+            let k = unsafe { t.slots.get_unchecked(j) }.load(Ordering::Acquire);
+            if k == addr && addr != 0 {
+                return true;
+            }
+        }
+    }
+    contains_probing(addr)
+}
+
+/// [`contains`] by the probe sequence, a miss confirmed by the sequence
+/// number.
+#[inline(never)]
+fn contains_probing(addr: usize) -> bool {
     if addr == 0 {
         return false;
     }
@@ -234,6 +268,33 @@ mod tests {
             assert!(remove(key(1, i)));
         }
         assert!((1..=n).all(|i| !contains(key(1, i))));
+    }
+
+    /// The one-probe fast path: NULL is never live (slot 0, NULL's home, is
+    /// empty or holds another key), nor is a key whose home slot holds
+    /// another key, and a live key away from its home is still found.
+    #[test]
+    fn fast_path_hits_only_live_keys() {
+        insert(key(4, 1));
+        let t = current().unwrap();
+        assert!(!contains(0));
+        // Keys sharing key(4, 1)'s home slot: not live, then live (placed
+        // further along the probe sequence, found by the walk).
+        let home = t.home(key(4, 1));
+        let twins: Vec<usize> = (2..1 << 16).map(|i| key(4, i)).filter(|&k| t.home(k) == home).take(2).collect();
+        assert_eq!(twins.len(), 2);
+        assert!(!contains(twins[0]));
+        insert(twins[0]);
+        assert!(contains(twins[0]) && contains(key(4, 1)));
+        assert!(!contains(twins[1]));
+        insert(twins[1]); // third in the cluster: past the inlined steps
+        assert!(contains(twins[1]) && contains(twins[0]));
+        assert!(remove(twins[1]));
+        assert!(!contains(twins[1]));
+        assert!(remove(key(4, 1)));
+        assert!(!contains(key(4, 1)) && contains(twins[0]));
+        assert!(remove(twins[0]));
+        assert!(!contains(twins[0]));
     }
 
     /// Backward-shift removal keeps every other key of a cluster reachable.
