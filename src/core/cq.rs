@@ -257,7 +257,8 @@ pub(crate) struct Cq {
     drained: AtomicUsize,
     set: Option<Held<WaitSet>>,
     _domain: Option<Held<Domain>>,
-    /// `fi_cq_read` calls in a row that found nothing (see [`IDLE_YIELD_AFTER`]).
+    /// `fi_cq_read` calls in a row that found nothing while no peer moved
+    /// (see [`IDLE_YIELD_AFTER`]).
     idle: AtomicU32,
     #[cfg(test)]
     yields: AtomicU32,
@@ -279,6 +280,15 @@ pub(crate) struct Cq {
 /// the whole count before giving the core to the other; 64 and every 2nd
 /// brought it to ~14 us, and `make bench`'s shm latency and bandwidth did
 /// not get worse — docs/performance.md "Scale".)
+///
+/// Only reads whose progress pass saw no peer move count (`Port::poll`:
+/// shm, a record consumed or the consumer of a ring we wait on for room
+/// advancing its head; TCP never says). A peer that moves runs on another
+/// processor: yielding ours cannot help it, and on a core shared with a
+/// third busy process a yield hands that process a whole slice — a 4 KiB
+/// stream fell from ~7,000 to 20-380 MB/s (docs/performance.md "4 KiB
+/// under load"). A read that sees a peer move starts the count anew, so
+/// the yields begin IDLE_YIELD_AFTER reads after the peer went still.
 pub(crate) const IDLE_YIELD_AFTER: u32 = 64;
 pub(crate) const IDLE_YIELD_EVERY: u32 = 2;
 
@@ -452,16 +462,20 @@ impl Cq {
 
     // ---- consumer API (the application, through the thunks) ----
 
-    fn before_read(&self) {
-        self.before_read_in::<false>();
+    /// Whether the progress pass saw a peer move (`WaitObj::progress`;
+    /// `false` when the pass was skipped).
+    #[inline(always)]
+    fn before_read(&self) -> bool {
+        self.before_read_in::<false>().unwrap_or(false)
     }
 
     /// The progress pass before a read, unless entries are queued (see
     /// [`PROGRESS_EVERY`]) or, with `MAY_SKIP`, the read is the drain right
     /// after a delivering pass ([`Cq::drained`]; `MAY_SKIP` only for `fi_cq_read`
-    /// with a count, so the other reads carry no test). Whether the pass ran.
-    #[inline(never)]
-    fn before_read_in<const MAY_SKIP: bool>(&self) -> bool {
+    /// with a count, so the other reads carry no test). None when the pass
+    /// was skipped, else whether it saw a peer move.
+    #[inline(always)]
+    fn before_read_in<const MAY_SKIP: bool>(&self) -> Option<bool> {
         self.wait.on_read();
         if self.q.any() {
             // One reader polls a CQ in practice; concurrent readers only
@@ -469,7 +483,7 @@ impl Cq {
             let n = self.skipped.load(Ordering::Relaxed).wrapping_add(1);
             self.skipped.store(n, Ordering::Relaxed);
             if !n.is_multiple_of(PROGRESS_EVERY) {
-                return false;
+                return None;
             }
         } else {
             // Plain loads and stores: concurrent readers at worst skip or
@@ -479,12 +493,11 @@ impl Cq {
             if d != NOT_DRAINED {
                 self.drained.store(NOT_DRAINED, Ordering::Relaxed);
                 if MAY_SKIP && d == self.q.taken_mark() {
-                    return false;
+                    return None;
                 }
             }
         }
-        self.wait.progress();
-        true
+        Some(self.wait.progress())
     }
 
     /// `fi_cq_read`/`fi_cq_readfrom`: pops up to `count` entries, oldest
@@ -494,24 +507,27 @@ impl Cq {
     /// uses to test a CQ).
     #[inline(always)]
     pub(crate) fn read(&self, count: usize, out: impl FnMut(usize, &CqEntry)) -> Result<usize> {
-        let progressed = if count > 0 {
+        let pass = if count > 0 {
             self.before_read_in::<true>()
         } else {
             self.before_read_in::<false>()
         };
         let r = self.q.take(count, out);
-        if progressed {
+        if pass.is_some() {
             if let Ok(n) = r {
                 if n > 0 {
                     self.drained.store(self.q.taken_mark(), Ordering::Relaxed);
                 }
             }
         }
+        let moved = pass == Some(true);
         // One reader polls a CQ in practice; concurrent readers at worst
         // miscount, which only moves a yield (plain load and store: no
         // locked instruction on the polling path).
         match r {
-            Err(Error::AGAIN) => {
+            // Nothing to read, and no peer moved: count, and yield once the
+            // count says so (IDLE_YIELD_AFTER).
+            Err(Error::AGAIN) if !moved => {
                 let n = self.idle.load(Ordering::Relaxed).wrapping_add(1);
                 self.idle.store(n, Ordering::Relaxed);
                 if n >= IDLE_YIELD_AFTER && n.is_multiple_of(IDLE_YIELD_EVERY) {
@@ -520,10 +536,21 @@ impl Cq {
                     crate::sys::yield_now();
                 }
             }
-            Ok(n) if n > 0 && self.idle.load(Ordering::Relaxed) != 0 => self.idle.store(0, Ordering::Relaxed),
+            // A completion, or a peer that moved (it runs on another
+            // processor: yielding ours cannot help it): the count starts
+            // anew.
+            Ok(n) if n > 0 => self.reset_idle(),
+            Err(Error::AGAIN) => self.reset_idle(),
             _ => {}
         }
         r
+    }
+
+    #[inline(always)]
+    fn reset_idle(&self) {
+        if self.idle.load(Ordering::Relaxed) != 0 {
+            self.idle.store(0, Ordering::Relaxed);
+        }
     }
 
     /// [`Cq::read`] without the idle accounting (`sread` waits its own way).
@@ -690,6 +717,57 @@ mod tests {
             assert_eq!(sread(&q, &mut c, 4, 1, 0), Err(Error::AGAIN));
         }
         assert_eq!(yields(), 10);
+    }
+
+    /// A source whose passes report a peer that moves, or not.
+    struct Peer {
+        moving: AtomicBool,
+    }
+
+    impl crate::core::progress::Source for Peer {
+        fn progress(&self) -> bool {
+            self.moving.load(Ordering::Relaxed)
+        }
+    }
+
+    /// Empty reads yield only while no peer moves: a peer seen moving on
+    /// every pass runs on another processor (no yield however long the
+    /// loop); a still one gets the yields after IDLE_YIELD_AFTER reads, as
+    /// before; one pass that sees a peer move starts the count anew.
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn idle_reads_yield_only_while_no_peer_moves() {
+        let q = cq(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD);
+        let engine = crate::core::progress::Engine::new().unwrap();
+        let peer = Arc::new(Peer {
+            moving: AtomicBool::new(true),
+        });
+        engine.add_source(peer.clone());
+        q.wait().add_engine(&engine).unwrap();
+        let mut c = [CqEntry::default(); 4];
+        let yields = || q.yields.load(Ordering::Relaxed);
+        for _ in 0..4 * IDLE_YIELD_AFTER {
+            assert_eq!(read(&q, &mut c, 4), Err(Error::AGAIN));
+        }
+        assert_eq!(yields(), 0, "yielded while a peer moved");
+        peer.moving.store(false, Ordering::Relaxed);
+        for _ in 0..IDLE_YIELD_AFTER - 1 {
+            assert_eq!(read(&q, &mut c, 4), Err(Error::AGAIN));
+        }
+        assert_eq!(yields(), 0, "yielded before IDLE_YIELD_AFTER still reads");
+        for _ in 0..IDLE_YIELD_EVERY * 5 {
+            assert_eq!(read(&q, &mut c, 4), Err(Error::AGAIN));
+        }
+        assert_eq!(yields(), 5, "a still peer did not get the yields");
+        peer.moving.store(true, Ordering::Relaxed);
+        assert_eq!(read(&q, &mut c, 4), Err(Error::AGAIN));
+        peer.moving.store(false, Ordering::Relaxed);
+        for _ in 0..IDLE_YIELD_AFTER - 1 {
+            assert_eq!(read(&q, &mut c, 4), Err(Error::AGAIN));
+        }
+        assert_eq!(yields(), 5, "a peer that moved did not start the count anew");
+        assert_eq!(read(&q, &mut c, 4), Err(Error::AGAIN));
+        assert_eq!(yields(), 6);
     }
 
     /// The next error as a Rust record (the overrun event as an entry with

@@ -444,16 +444,18 @@ impl<L: Connection> Endpoint<L> {
 }
 
 impl<L: Connection> Source for Endpoint<L> {
-    fn progress(&self) {
+    fn progress(&self) -> bool {
         if let Some(b) = self.bound.get() {
             if !self.closed.load(Ordering::Acquire) && !self.failed.load(Ordering::Acquire) {
                 let mut g = self.inner.lock();
-                g.progress_in(b.view());
+                let moved = g.progress_in(b.view());
                 if let Some(m) = &self.msg {
                     m.after_progress(&mut g, b);
                 }
+                return moved;
             }
         }
+        false
     }
     fn set_sleepers(&self, n: usize) {
         self.inner.lock().set_sleepers(n);

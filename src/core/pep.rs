@@ -292,7 +292,16 @@ impl Pep {
 }
 
 impl Source for Pep {
-    fn progress(&self) {
+    /// A listener's events are no peer's ring: `false`.
+    fn progress(&self) -> bool {
+        self.listen_pass();
+        false
+    }
+}
+
+impl Pep {
+    /// One pass of the listener ([`Source::progress`]).
+    fn listen_pass(&self) {
         if self.closed.load(Ordering::Acquire) {
             return;
         }

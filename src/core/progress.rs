@@ -27,8 +27,11 @@ use std::time::Duration;
 /// Something that can make progress: an endpoint's transport state, a
 /// passive endpoint's listener.
 pub trait Source: Send + Sync {
-    /// Moves whatever can move without blocking.
-    fn progress(&self);
+    /// Moves whatever can move without blocking. Returns whether the pass
+    /// saw a peer move (`Port::poll`): a CQ's idle rule does not yield
+    /// the processor to a peer that runs elsewhere (cq.rs,
+    /// `IDLE_YIELD_AFTER`). `false` when it cannot tell.
+    fn progress(&self) -> bool;
     /// The number of sleepers on this source's engine changed (0 = nobody
     /// sleeps; > 0 = peers must wake us rather than rely on polling).
     fn set_sleepers(&self, _sleepers: usize) {}
@@ -161,14 +164,18 @@ impl Engine {
 
     /// One non-blocking progress pass over every source (inlined into
     /// [`crate::core::wait::WaitObj::progress`], so into every CQ read).
+    /// Whether a source saw a peer move ([`Source::progress`]); `false`
+    /// when another thread holds the pass (it cannot tell).
     #[inline(always)]
-    pub fn progress(&self) {
-        let Some(v) = self.sources.try_lock() else { return };
+    pub fn progress(&self) -> bool {
+        let Some(v) = self.sources.try_lock() else { return false };
+        let mut moved = false;
         for s in v.refs.iter() {
             // SAFETY: `refs` points into the objects `arcs` holds, both
             // changed together under this lock, which is held (`Sources`).
-            unsafe { (*s.0).progress() };
+            moved |= unsafe { (*s.0).progress() };
         }
+        moved
     }
 
     /// The progress thread's pass: like [`Engine::progress`], but a panic
@@ -182,7 +189,7 @@ impl Engine {
         while i < v.len() {
             let s = &v[i];
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.progress())) {
-                Ok(()) => i += 1,
+                Ok(_) => i += 1,
                 Err(p) => {
                     let msg = p
                         .downcast_ref::<&str>()
@@ -350,11 +357,12 @@ mod tests {
     }
 
     impl Source for Probe {
-        fn progress(&self) {
+        fn progress(&self) -> bool {
             self.passes.fetch_add(1, Ordering::AcqRel);
             if self.panic_once.swap(false, Ordering::AcqRel) {
                 panic!("planted panic in a source");
             }
+            false
         }
         fn wants_timer(&self) -> bool {
             true

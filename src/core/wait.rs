@@ -157,21 +157,26 @@ impl WaitObj {
     /// Inlined into the CQ and counter reads: the one-engine case (a CQ of
     /// one domain) is a flag test and the engine's pass, without a call
     /// frame of its own (~15 instructions per empty CQ read); several
-    /// engines take the out-of-line walk.
+    /// engines take the out-of-line walk. Whether any engine's pass saw a
+    /// peer move ([`Engine::progress`]).
     #[inline(always)]
-    pub(crate) fn progress(&self) {
+    pub(crate) fn progress(&self) -> bool {
         if self.several.load(Ordering::Acquire) {
-            self.progress_all();
+            self.progress_all()
         } else if let Some(e) = self.first.get() {
-            e.progress();
+            e.progress()
+        } else {
+            false
         }
     }
 
     #[inline(never)]
-    fn progress_all(&self) {
+    fn progress_all(&self) -> bool {
+        let mut moved = false;
         for e in self.engines().iter() {
-            e.progress();
+            moved |= e.progress();
         }
+        moved
     }
 
     /// Called by a producer after it queued something (or changed a counter).

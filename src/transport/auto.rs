@@ -249,8 +249,9 @@ impl Port for AutoPort {
         }
     }
 
-    fn poll(&mut self, d: &mut dyn Delivery) {
-        Port::poll(&mut self.shm, d);
+    /// Whether a shm peer moved (TCP peers never count, `TcpPort::poll`).
+    fn poll(&mut self, d: &mut dyn Delivery) -> bool {
+        let moved = Port::poll(&mut self.shm, d);
         self.tick = self.tick.wrapping_add(1);
         let due = self.tick.is_multiple_of(TCP_IDLE_PERIOD)
             && (self.tick.is_multiple_of(TCP_LONELY_PERIOD) || !self.tcp.lonely());
@@ -263,6 +264,7 @@ impl Port for AutoPort {
                 self.tcp_hot = self.tcp_hot.saturating_sub(1);
             }
         }
+        moved
     }
 
     fn check_peer(&mut self, peer: &Addr) -> bool {

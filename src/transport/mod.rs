@@ -239,8 +239,14 @@ pub trait Port: Send {
     fn send_ctl(&mut self, peer: &Addr, hdr: &WireHdr) -> Result<()>;
     /// Payload bytes one more record to `peer` could carry right now.
     fn room(&mut self, peer: &Addr) -> usize;
-    /// Consumes whatever arrived, calling into the core.
-    fn poll(&mut self, d: &mut dyn Delivery);
+    /// Consumes whatever arrived, calling into the core. Returns whether
+    /// this pass saw a peer move: it consumed a record, or a peer consumed
+    /// from a ring this port waits on (shm) — a peer that moves runs on
+    /// another processor, so yielding ours cannot help it (the CQ's idle
+    /// rule, core/cq.rs `IDLE_YIELD_AFTER`). `false` where the transport
+    /// cannot tell cheaply (TCP): the idle rule then yields as it always
+    /// did.
+    fn poll(&mut self, d: &mut dyn Delivery) -> bool;
     /// Rate-limited check that a peer we wait on is still there.
     fn check_peer(&mut self, peer: &Addr) -> bool;
     /// Whether the sender of a transfer we wait on is still there.

@@ -417,16 +417,18 @@ impl Inner {
     }
 
     /// [`Inner::progress`] with the view borrowed, not copied (the pass of
-    /// `Source::progress`, run by every empty CQ read).
+    /// `Source::progress`, run by every empty CQ read). Returns whether the
+    /// transport saw a peer move ([`Port::poll`]).
     ///
     /// The pass's body is here, inlined into this caller only: a call frame
     /// less per empty CQ read, while the post paths keep calling
     /// [`Inner::pass`], which is this body out of line.
     #[inline(always)]
-    pub(crate) fn progress_in(&mut self, b: &Bound<'_>) {
+    pub(crate) fn progress_in(&mut self, b: &Bound<'_>) -> bool {
         let (port, st) = (&mut self.port, &mut self.st);
-        port.poll(&mut EngineDelivery { st, b });
+        let moved = port.poll(&mut EngineDelivery { st, b });
         st.after_poll(port.as_mut(), b);
+        moved
     }
 
     fn pass(&mut self, b: &Bound<'_>) {

@@ -603,8 +603,10 @@ impl Port for SimPort {
         n.opts.window.saturating_sub(used).saturating_sub(HDR_LEN)
     }
 
-    fn poll(&mut self, d: &mut dyn Delivery) {
+    /// Whether a record was consumed (a peer moved, as shm's ring reports).
+    fn poll(&mut self, d: &mut dyn Delivery) -> bool {
         let me = self.me;
+        let mut moved = false;
         let mut w = self.net.0.lock();
         w.flush(me);
         let reports = std::mem::take(&mut w.nodes[me].reports);
@@ -683,9 +685,11 @@ impl Port for SimPort {
                 let l = &mut w.nodes[me].links[li];
                 l.recs.pop_front();
                 l.bytes -= rec.cost();
+                moved = true;
             }
             li += 1;
         }
+        moved
     }
 
     fn check_peer(&mut self, peer: &Addr) -> bool {

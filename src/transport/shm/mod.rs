@@ -352,6 +352,12 @@ pub struct ShmPort {
     sleeping: bool,
     /// Some peer has control records waiting for ring space.
     backlogged: bool,
+    /// The outbound ring a send was last refused on for want of room (its
+    /// index in `peers`) and its consumer's head when last looked at: each
+    /// pass compares the head, so a consumer that makes room counts as a
+    /// peer that moved ([`ShmPort::poll_records`]). Dropped once the
+    /// consumer has taken every record we wrote there.
+    waiting: Option<(usize, u64)>,
     /// Per slot of our segment: the claim the kernel's credentials
     /// confirmed (owner-private memory: senders cannot write it).
     verified: Vec<Option<Verified>>,
@@ -401,6 +407,7 @@ impl ShmPort {
             events: Vec::new(),
             sleeping: false,
             backlogged: false,
+            waiting: None,
             verified: vec![None; NSLOTS],
             last_reclaim: None,
             candidates: [0; NSLOTS / 64],
@@ -598,6 +605,14 @@ impl ShmPort {
                     events.push(PeerEvent::Failed(*peer));
                     return Err(Error::CONNRESET);
                 }
+                // Watch this ring's head from the next pass on (kept, not
+                // re-read, while it is the one watched: movement between
+                // two passes must not be lost to a refusal in between).
+                if let Some((_, i)) = self.peers.last {
+                    if self.waiting.is_none_or(|(w, _)| w != i) {
+                        self.waiting = Some((i, self.peers.v[i].ring.head_now()));
+                    }
+                }
                 Err(Error::AGAIN)
             }
             Ok(true) => {
@@ -637,8 +652,15 @@ impl ShmPort {
 
     /// Consumes inbound records in per-peer FIFO order: the rings polled
     /// on every pass (those that carried records lately) and those on the
-    /// ready list (ready.rs).
-    pub fn poll_records(&mut self, f: &mut dyn FnMut(InRecord<'_>) -> Disposition) {
+    /// ready list (ready.rs). Returns whether a peer moved since the last
+    /// pass: a record (or rewind marker) was consumed, or the consumer of
+    /// the ring we wait on for room ([`ShmPort::waiting`]) advanced its
+    /// head — a peer that moves runs on another processor (`Port::poll`).
+    pub fn poll_records(&mut self, f: &mut dyn FnMut(InRecord<'_>) -> Disposition) -> bool {
+        let mut moved = match self.waiting {
+            Some((i, seen)) => self.outbound_moved(i, seen),
+            None => false,
+        };
         self.drain_doorbell();
         let claims = self.seg.claim_seq();
         if claims != self.seen_claims {
@@ -660,7 +682,7 @@ impl ShmPort {
         let lim = self.limits;
         for s in &mut self.inbound.v[..self.inbound.nhot] {
             if !s.broken {
-                if let Err(()) = consume_slot(s, &lim, f) {
+                if let Err(()) = consume_slot(s, &lim, f, &mut moved) {
                     s.broken = true;
                     s.look = true;
                     self.looking = true;
@@ -671,6 +693,25 @@ impl ShmPort {
         if self.looking {
             self.free_closed();
         }
+        moved
+    }
+
+    /// Whether the consumer of the ring we wait on ([`ShmPort::waiting`])
+    /// moved its head since the last look (`seen`). Stops watching once it
+    /// has taken everything we wrote (nothing left to wait on) or failed.
+    #[inline(never)]
+    fn outbound_moved(&mut self, i: usize, seen: u64) -> bool {
+        let Some(p) = self.peers.v.get(i) else {
+            self.waiting = None;
+            return false;
+        };
+        let head = p.ring.head_now();
+        self.waiting = if head == p.tail || p.failed {
+            None
+        } else {
+            Some((i, head))
+        };
+        head != seen
     }
 
     #[cold]
@@ -912,6 +953,7 @@ impl ShmPort {
             }
         }
         self.peers.clear();
+        self.waiting = None;
     }
 }
 
@@ -1082,8 +1124,8 @@ impl Port for ShmPort {
     fn room(&mut self, peer: &Addr) -> usize {
         ShmPort::room(self, peer)
     }
-    fn poll(&mut self, d: &mut dyn Delivery) {
-        self.poll_records(&mut |rec| dispatch(d, rec));
+    fn poll(&mut self, d: &mut dyn Delivery) -> bool {
+        self.poll_records(&mut |rec| dispatch(d, rec))
     }
     fn check_peer(&mut self, peer: &Addr) -> bool {
         match peer {
@@ -1562,15 +1604,19 @@ pub(crate) fn consume_image(
     };
     let mut s = InSlot::new(0, ring, sender, 0);
     s.head = head;
-    let r = consume_slot(&mut s, lim, f);
+    let r = consume_slot(&mut s, lim, f, &mut false);
     (s.head, r.is_err())
 }
 
 /// Consumes records of one slot; Err(()) if the ring or a record is corrupt.
+/// Sets `moved` when it consumed a record or a rewind marker (the producer
+/// moved: `ShmPort::poll_records`; a store per record, nothing per empty
+/// ring).
 fn consume_slot(
     s: &mut InSlot,
     lim: &Limits,
     f: &mut dyn FnMut(InRecord<'_>) -> Disposition,
+    moved: &mut bool,
 ) -> core::result::Result<(), ()> {
     // At most one ring's worth per call: a sender that keeps its ring full
     // (or a hostile one that writes records endlessly) leaves the pass to
@@ -1593,6 +1639,7 @@ fn consume_slot(
             }
             s.head = s.head.wrapping_add(skip);
             budget = budget.saturating_sub(skip);
+            *moved = true;
             continue;
         }
         // A compact EAGER header or a full one; `off`: where its payload
@@ -1620,6 +1667,7 @@ fn consume_slot(
                 s.head = s.head.wrapping_add(cells);
                 s.ring.release(s.head);
                 budget = budget.saturating_sub(cells);
+                *moved = true;
             }
             Disposition::Stall => return Ok(()),
         }
@@ -1914,6 +1962,44 @@ mod tests {
         });
         assert_eq!(n, sent);
         assert!(a.send_record(&b.addr(), &h, Payload::Bytes(&msg)).is_ok());
+    }
+
+    #[test]
+    fn a_pass_reports_whether_a_peer_moved() {
+        // The CQ's idle rule (core/cq.rs) yields only while no peer moves:
+        // a record consumed, or room made in the ring a send was refused
+        // on, counts; a pass with neither does not.
+        let mut a = port();
+        let mut b = port();
+        let none = |_: InRecord<'_>| -> Disposition { panic!("nothing was sent to a") };
+        assert!(!a.poll_records(&mut none.clone()), "nothing moved");
+        let (h, msg) = fill(&mut a, &b);
+        assert!(!a.poll_records(&mut none.clone()), "b has consumed nothing");
+        let mut n = 0;
+        let moved = b.poll_records(&mut |_| {
+            n += 1;
+            if n == 1 {
+                Disposition::Consumed
+            } else {
+                Disposition::Stall
+            }
+        });
+        assert!(moved, "b consumed a record");
+        assert!(!b.poll_records(&mut |_| Disposition::Stall), "b consumed nothing more");
+        // a fills that room and is refused again before its next pass:
+        // the head it saw last stays the one compared.
+        assert_eq!(a.send_record(&b.addr(), &h, Payload::Bytes(&msg)), Ok(()));
+        assert_eq!(a.send_record(&b.addr(), &h, Payload::Bytes(&msg)), Err(Error::AGAIN));
+        assert!(a.poll_records(&mut none.clone()), "b made room");
+        assert!(!a.poll_records(&mut none.clone()), "b did not move again");
+        assert!(a.waiting.is_some());
+        assert!(b.poll_records(&mut |_| Disposition::Consumed));
+        assert!(a.poll_records(&mut none.clone()), "b took the rest");
+        assert!(
+            a.waiting.is_none(),
+            "a still watches a ring with nothing of its own left"
+        );
+        assert!(!a.poll_records(&mut none.clone()));
     }
 
     /// Fills `a`'s ring towards `b` with eager records.

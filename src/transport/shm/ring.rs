@@ -311,6 +311,15 @@ impl Ring {
         b
     }
 
+    /// The consumer's head as it is now, unchecked: the producer only
+    /// compares it with the value it saw last, to tell a consumer that is
+    /// moving from one that is not (`ShmPort::poll_records`, the CQ's idle
+    /// rule); a hostile consumer gains nothing by faking it. Relaxed: no
+    /// cell is reused on its word ([`Ring::free_cells`] reads it for that).
+    pub fn head_now(&self) -> u64 {
+        self.head_word().load(Ordering::Relaxed)
+    }
+
     /// Lets the producer reuse every cell before `new_head`.
     #[inline]
     pub fn release(&self, new_head: u64) {

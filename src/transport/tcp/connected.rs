@@ -609,9 +609,10 @@ impl Inner {
     }
 
     /// Takes the records of our shm ring: only the connected peer's.
-    fn poll_shm(&mut self, d: &mut dyn Delivery) {
+    /// Whether the peer moved (`Port::poll`).
+    fn poll_shm(&mut self, d: &mut dyn Delivery) -> bool {
         let (Some(shm), Some(o)) = (self.shm.as_mut(), self.via_shm) else {
-            return;
+            return false;
         };
         let mut f = PeerOnly {
             d,
@@ -619,7 +620,7 @@ impl Inner {
             dropped: 0,
             bye: false,
         };
-        Port::poll(shm, &mut f);
+        let moved = Port::poll(shm, &mut f);
         let (dropped, bye) = (f.dropped, f.bye);
         let failed = Port::take_events(shm).contains(&PeerEvent::Failed(Addr::Shm(o.token)));
         if dropped > 0 {
@@ -639,6 +640,7 @@ impl Inner {
             // rendezvous it had announced is pulled (it cancelled it).
             self.doomed = Some(crate::transport::PEER_FAILED);
         }
+        moved
     }
 
     fn bind(&mut self, a: SocketAddr) -> Result<()> {
@@ -909,15 +911,24 @@ impl Inner {
         }
     }
 
-    fn poll(&mut self, d: &mut dyn Delivery) {
+    /// Returns whether the shm ring saw the peer move (`Port::poll`); the
+    /// TCP side's reads say nothing (false).
+    fn poll(&mut self, d: &mut dyn Delivery) -> bool {
+        let mut moved = false;
         if self.via_shm.is_some() && self.state == LinkState::Up {
-            self.poll_shm(d);
+            moved = self.poll_shm(d);
             self.tick = self.tick.wrapping_add(1);
             let quiet = self.doomed.is_none() && self.sent.is_empty() && !self.corked;
             if quiet && !self.tick.is_multiple_of(TCP_IDLE_PERIOD) {
-                return;
+                return moved;
             }
         }
+        self.poll_tcp(d);
+        moved
+    }
+
+    /// The rest of [`Inner::poll`]: the TCP side and what it reports.
+    fn poll_tcp(&mut self, d: &mut dyn Delivery) {
         self.flush_corked();
         self.cork.end_burst();
         for (id, r) in std::mem::take(&mut self.sent) {
@@ -1309,12 +1320,14 @@ impl Port for ConnectedPort {
         self.shared.inner.lock().room()
     }
 
-    fn poll(&mut self, d: &mut dyn Delivery) {
+    fn poll(&mut self, d: &mut dyn Delivery) -> bool {
         self.polled = true;
-        self.stalled = self.shared.with(|c| {
-            c.poll(d);
-            c.stalled()
+        let (moved, stalled) = self.shared.with(|c| {
+            let moved = c.poll(d);
+            (moved, c.stalled())
         });
+        self.stalled = stalled;
+        moved
     }
 
     fn check_peer(&mut self, _peer: &Addr) -> bool {

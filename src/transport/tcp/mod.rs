@@ -1695,10 +1695,14 @@ impl Port for TcpPort {
         room_after(self.queue_of(to).map_or(0, |q| q.unsent()))
     }
 
-    fn poll(&mut self, d: &mut dyn Delivery) {
+    /// Always `false`: a TCP peer may be on another host, and bytes on a
+    /// socket say nothing cheap about where its process runs, so the CQ's
+    /// idle rule yields as it always did (core/cq.rs).
+    fn poll(&mut self, d: &mut dyn Delivery) -> bool {
         if !self.closed {
             self.poll_inner(d);
         }
+        false
     }
 
     /// Liveness comes from the connection itself (keepalive, user timeout).
