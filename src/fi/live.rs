@@ -281,7 +281,11 @@ mod tests {
         // Keys sharing key(4, 1)'s home slot: not live, then live (placed
         // further along the probe sequence, found by the walk).
         let home = t.home(key(4, 1));
-        let twins: Vec<usize> = (2..1 << 16).map(|i| key(4, i)).filter(|&k| t.home(k) == home).take(2).collect();
+        let twins: Vec<usize> = (2..1 << 16)
+            .map(|i| key(4, i))
+            .filter(|&k| t.home(k) == home)
+            .take(2)
+            .collect();
         assert_eq!(twins.len(), 2);
         assert!(!contains(twins[0]));
         insert(twins[0]);

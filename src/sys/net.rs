@@ -199,8 +199,8 @@ fn kernel_send_limits() -> (Option<usize>, Option<usize>) {
     *LIMITS.get_or_init(|| {
         let read = |p: &str| std::fs::read_to_string(p).ok();
         let wmem_max = read("/proc/sys/net/core/wmem_max").and_then(|s| s.trim().parse().ok());
-        let auto_max = read("/proc/sys/net/ipv4/tcp_wmem")
-            .and_then(|s| s.split_whitespace().nth(2).and_then(|x| x.parse().ok()));
+        let auto_max =
+            read("/proc/sys/net/ipv4/tcp_wmem").and_then(|s| s.split_whitespace().nth(2).and_then(|x| x.parse().ok()));
         (wmem_max, auto_max)
     })
 }
@@ -390,7 +390,11 @@ mod tests {
         const M: usize = 1 << 20;
         assert_eq!(req(4 * M, Some(4 * M), Some(4 * M)), Some(4 * M));
         assert_eq!(req(4 * M, Some(212_992), Some(4 * M)), None, "stock kernel: autotune");
-        assert_eq!(req(4 * M, Some(2 * M), Some(4 * M)), Some(2 * M), "2 MiB asked, 4 MiB granted");
+        assert_eq!(
+            req(4 * M, Some(2 * M), Some(4 * M)),
+            Some(2 * M),
+            "2 MiB asked, 4 MiB granted"
+        );
         assert_eq!(req(4 * M, Some(16 * M), Some(6 * M)), Some(4 * M));
         assert_eq!(req(4 * M, None, None), Some(4 * M), "no /proc: ask");
         assert_eq!(req(4 * M, Some(1 << 16), None), Some(1 << 16));

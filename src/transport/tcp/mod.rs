@@ -41,6 +41,7 @@ pub(crate) mod framing;
 pub(crate) mod hello;
 pub(crate) mod listener;
 
+use crate::base::collections::FastMap;
 use crate::base::error::{Error, Result};
 use crate::sys::net::{self, IfAddr, Tuning};
 use crate::sys::{Epoll, IN};
@@ -52,7 +53,6 @@ use conn::{Alarm, Conn, CoreSink, Phase, Read, Ready};
 use framing::{Body, Cork, OutRecord, WriteQueue};
 use hello::{Decision, Existing, Extra, Hello, Kind, Refusal, Side, Transcript, CHALLENGE_LEN};
 use listener::{Handshake, Listener, ListenerOptions};
-use crate::base::collections::FastMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
