@@ -1154,11 +1154,18 @@ mod tests {
         }
     }
 
-    /// Two endpoints of one shm domain, through the core only: a tagged
-    /// message and a message with CQ data arrive whole, with their
-    /// completions.
-    #[test]
-    fn loopback_messages_through_the_core() {
+    /// Two enabled endpoints of one shm domain, each with its own CQ (both
+    /// directions) and the shared AV; `dest`: the receiver's address.
+    struct Pair {
+        tx: Arc<Ep>,
+        rx: Arc<Ep>,
+        tq: Arc<Cq>,
+        rq: Arc<Cq>,
+        dest: u64,
+        _held: (Arc<Domain>, Arc<Av>),
+    }
+
+    fn pair() -> Pair {
         let d = domain();
         let (tx, rx) = (ep(&d), ep(&d));
         let (tq, rq, a) = (cq(&d, 8), cq(&d, 8), av(&d));
@@ -1168,6 +1175,24 @@ mod tests {
             e.enable().unwrap();
         }
         let dest = a.insert(vec![Ok(rx.addr())], None).unwrap()[0].unwrap();
+        Pair {
+            tx,
+            rx,
+            tq,
+            rq,
+            dest,
+            _held: (d, a),
+        }
+    }
+
+    /// Two endpoints of one shm domain, through the core only: a tagged
+    /// message and a message with CQ data arrive whole, with their
+    /// completions.
+    #[test]
+    fn loopback_messages_through_the_core() {
+        let Pair {
+            tx, rx, tq, rq, dest, ..
+        } = pair();
         let mut buf = [0u8; 16];
         let iov = IovList::single(buf.as_mut_ptr() as usize, buf.len());
         rx.post_recv(RecvOp::new(iov, FI_ADDR_UNSPEC, 7).tagged(0x50, 0x0f))
@@ -1202,15 +1227,9 @@ mod tests {
     /// read and the read after a skip all progress.
     #[test]
     fn only_a_drain_right_after_a_delivery_skips_its_pass() {
-        let d = domain();
-        let (tx, rx) = (ep(&d), ep(&d));
-        let (tq, rq, a) = (cq(&d, 8), cq(&d, 8), av(&d));
-        for (e, q) in [(&tx, &tq), (&rx, &rq)] {
-            bind_av(e, &a).unwrap();
-            bind_cq(e, q, FI_TRANSMIT | FI_RECV).unwrap();
-            e.enable().unwrap();
-        }
-        let dest = a.insert(vec![Ok(rx.addr())], None).unwrap()[0].unwrap();
+        let Pair {
+            tx, rx, tq, rq, dest, ..
+        } = pair();
         let mut bufs = [[0u8; 4]; 4];
         let recv = |i: usize, b: &mut [u8; 4]| {
             let iov = IovList::single(b.as_mut_ptr() as usize, b.len());
