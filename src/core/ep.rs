@@ -1227,9 +1227,7 @@ mod tests {
     /// read and the read after a skip all progress.
     #[test]
     fn only_a_drain_right_after_a_delivery_skips_its_pass() {
-        let Pair {
-            tx, rx, tq, rq, dest, ..
-        } = pair();
+        let Pair { tx, rx, rq, dest, .. } = pair();
         let mut bufs = [[0u8; 4]; 4];
         let recv = |i: usize, b: &mut [u8; 4]| {
             let iov = IovList::single(b.as_mut_ptr() as usize, b.len());
