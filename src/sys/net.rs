@@ -381,12 +381,14 @@ pub(crate) fn interfaces() -> Vec<IfAddr> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     /// The send buffer asked for: capped at `wmem_max`, and none (autotuning)
     /// where the cap would leave less than autotuning reaches (a stock
     /// kernel's 212,992-byte `wmem_max` against its 4 MiB `tcp_wmem`).
     #[test]
     fn send_buffer_never_asks_for_less_than_autotuning() {
-        use super::send_buffer_request as req;
+        let req = send_buffer_request;
         const M: usize = 1 << 20;
         assert_eq!(req(4 * M, Some(4 * M), Some(4 * M)), Some(4 * M));
         assert_eq!(req(4 * M, Some(212_992), Some(4 * M)), None, "stock kernel: autotune");
@@ -399,8 +401,6 @@ mod tests {
         assert_eq!(req(4 * M, None, None), Some(4 * M), "no /proc: ask");
         assert_eq!(req(4 * M, Some(1 << 16), None), Some(1 << 16));
     }
-
-    use super::*;
 
     /// The wrappers over rustix behave as the transport relies on: a
     /// refused connect reports through SO_ERROR, accept is non-blocking,

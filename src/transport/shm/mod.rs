@@ -1391,6 +1391,12 @@ fn published(p: &mut PeerOut, spot: Spot, cells: u64) {
 // header's magic.
 const _: () = assert!(ring::REWIND as u16 != proto::MAGIC && ring::REWIND != 0);
 
+/// A cell's first word (a record's header word, or a rewind marker).
+#[inline(always)]
+fn first_word(cell: &[u8; ring::CELL]) -> u64 {
+    u64::from_le_bytes([cell[0], cell[1], cell[2], cell[3], cell[4], cell[5], cell[6], cell[7]])
+}
+
 /// Ok(true) written, Ok(false) no room, Err: ring corrupt.
 fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ring::Corrupt> {
     if hdr.op == proto::op::EAGER {
@@ -1405,7 +1411,7 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
     let mut h = *hdr;
     h.payload = n as u32;
     let hb = h.to_bytes();
-    let first = u64::from_le_bytes([hb[0], hb[1], hb[2], hb[3], hb[4], hb[5], hb[6], hb[7]]);
+    let first = first_word(&hb);
     // SAFETY: `cells` cells from `tail` and the one after them are free
     // and ours (producer); the record's first word goes last (publication).
     unsafe {
@@ -1629,7 +1635,7 @@ fn consume_slot(
         // SAFETY: a record is published at `head` (its first word, written
         // last, is set): its first cell (64 bytes) is readable.
         let hb = unsafe { s.ring.read_cell(s.head) };
-        if u64::from_le_bytes([hb[0], hb[1], hb[2], hb[3], hb[4], hb[5], hb[6], hb[7]]) == ring::REWIND {
+        if first_word(&hb) == ring::REWIND {
             // The producer went back to the ring's first cell (ring.rs);
             // `head` is released with the record found there. A marker at
             // a lap's first cell would skip a whole lap: corruption.
