@@ -142,7 +142,9 @@ fn lone_pulls(pulls: &[PendingPull]) -> Vec<bool> {
     (0..pulls.len())
         .map(|i| {
             let p = &pulls[i];
-            !(i > 0 && same(&pulls[i - 1], p)) && !pulls.get(i + 1).is_some_and(|q| same(p, q))
+            let before = i > 0 && same(&pulls[i - 1], p);
+            let after = pulls.get(i + 1).is_some_and(|q| same(p, q));
+            !before && !after
         })
         .collect()
 }
