@@ -588,7 +588,8 @@ TEST(extension_header_matches_provider)
 	const char *env[] = {FI_RUSTFAB_ENV_TRANSPORT,    FI_RUSTFAB_ENV_IFACE,        FI_RUSTFAB_ENV_BUFFERED_POOL,
 			     FI_RUSTFAB_ENV_UNEXP_BUDGET, FI_RUSTFAB_ENV_TCP_COALESCE, FI_RUSTFAB_ENV_TCP_MAX_CONNS,
 			     FI_RUSTFAB_ENV_AUTH_KEY,     FI_RUSTFAB_ENV_SHM_CMA,      FI_RUSTFAB_ENV_SHM_PULL_BATCH,
-			     FI_RUSTFAB_ENV_SHM_SPLIT_MIN, FI_RUSTFAB_ENV_SHM_CLOSE_WAIT};
+			     FI_RUSTFAB_ENV_SHM_SPLIT_MIN, FI_RUSTFAB_ENV_SHM_SPLIT_LONE_MIN,
+			     FI_RUSTFAB_ENV_SHM_CLOSE_WAIT};
 	const int n_env = sizeof env / sizeof env[0];
 	struct fi_param *params;
 	int count, ours = 0, found = 0;

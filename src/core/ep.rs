@@ -103,6 +103,7 @@ pub(crate) fn config_from(info: &Info, default_caps: u64, settings: &Settings) -
         cma: settings.shm_cma,
         pull_batch_bytes: settings.shm_pull_batch,
         split_min: settings.shm_split_min,
+        split_lone_min: settings.shm_split_lone_min,
         close_wait: settings.shm_close_wait,
         fixed_peer: None,
     }

@@ -10,6 +10,9 @@ pub const DEFAULT_SHM_PULL_BATCH: usize = 1 << 20;
 /// `FI_RUSTFAB_SHM_SPLIT_MIN`'s default (docs/shm.md, Large messages).
 pub const DEFAULT_SHM_SPLIT_MIN: usize = 256 << 10;
 
+/// `FI_RUSTFAB_SHM_SPLIT_LONE_MIN`'s default (docs/shm.md, Large messages).
+pub const DEFAULT_SHM_SPLIT_LONE_MIN: usize = 32 << 10;
+
 /// `FI_RUSTFAB_SHM_CLOSE_WAIT`'s default (docs/shm.md, Large messages).
 pub const DEFAULT_SHM_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -28,6 +31,10 @@ pub struct Settings {
     /// Rendezvous messages of at least this many bytes are copied half by
     /// the receiver, half by the sender (`SHM_SPLIT_MIN`; 0: never).
     pub shm_split_min: usize,
+    /// A rendezvous message that is the only one of its sender pulled in
+    /// its progress pass is split from this many bytes (`SHM_SPLIT_LONE_MIN`;
+    /// 0: only from `shm_split_min`; `shm_split_min` 0 turns both off).
+    pub shm_split_lone_min: usize,
     /// How long an endpoint's close waits at most for peers still writing
     /// into its buffers (split receives, CMA RMA reads; `SHM_CLOSE_WAIT`,
     /// milliseconds; 0: no wait). A dead peer, or one that closed its
@@ -45,6 +52,7 @@ impl Default for Settings {
             shm_cma: true,
             shm_pull_batch: DEFAULT_SHM_PULL_BATCH,
             shm_split_min: DEFAULT_SHM_SPLIT_MIN,
+            shm_split_lone_min: DEFAULT_SHM_SPLIT_LONE_MIN,
             shm_close_wait: DEFAULT_SHM_CLOSE_WAIT,
             tcp: TcpSettings::default(),
         }

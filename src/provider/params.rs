@@ -62,7 +62,12 @@ pub const PARAMS: &[Param] = &[
     Param {
         name: "shm_split_min",
         ty: FI_PARAM_SIZE_T,
-        help: "shm: a large message of at least this many bytes is copied by both processes at once, the receiver reading the first half (process_vm_readv) while the sender writes the second (process_vm_writev); 0 turns this off (default: 256K)",
+        help: "shm: a large message of at least this many bytes is copied by both processes at once, the receiver reading the first half (process_vm_readv) while the sender writes the second (process_vm_writev); 0 turns this off, also for shm_split_lone_min (default: 256K)",
+    },
+    Param {
+        name: "shm_split_lone_min",
+        ty: FI_PARAM_SIZE_T,
+        help: "shm: a large message that is the only one of its sender matched in a progress pass (nothing to pull together with it, as in a ping-pong) is split as shm_split_min describes from this many bytes; 0: only from shm_split_min (default: 32K)",
     },
     Param {
         name: "shm_close_wait",
@@ -95,6 +100,7 @@ pub fn settings() -> crate::core::settings::Settings {
         shm_cma: get_bool("shm_cma", d.shm_cma),
         shm_pull_batch: get_size("shm_pull_batch", d.shm_pull_batch),
         shm_split_min: get_size("shm_split_min", d.shm_split_min),
+        shm_split_lone_min: get_size("shm_split_lone_min", d.shm_split_lone_min),
         shm_close_wait: std::time::Duration::from_millis(get_millis(
             "shm_close_wait",
             d.shm_close_wait.as_millis() as u64,

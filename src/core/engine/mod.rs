@@ -100,6 +100,10 @@ pub(crate) struct EpConfig {
     /// the receiver pulls the first half while the sender pushes the rest
     /// (FI_RUSTFAB_SHM_SPLIT_MIN; 0: never).
     pub(crate) split_min: usize,
+    /// A rendezvous message that is its sender's only pull in a pass is
+    /// split from this many bytes (FI_RUSTFAB_SHM_SPLIT_LONE_MIN; 0: only
+    /// from `split_min`; `split_min` 0 turns both off).
+    pub(crate) split_lone_min: usize,
     /// How long `fi_close` waits at most for peers that may still be
     /// writing into this endpoint's memory (split receives' pushes, CMA RMA
     /// reads' pushes; FI_RUSTFAB_SHM_CLOSE_WAIT; docs/shm.md, Large

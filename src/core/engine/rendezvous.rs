@@ -132,6 +132,23 @@ pub(super) struct Split {
 /// Split points are multiples of this (page-aligned halves).
 const SPLIT_ALIGN: usize = 4096;
 
+/// For each pending pull, whether no neighbour in the list has its sender
+/// (and pid): `pull_batches` joins only consecutive pulls of one sender,
+/// so it can join nothing to a lone one, and copying it with the sender's
+/// help (a split) costs no batch. A ping-pong's every message is lone; a
+/// window of sends arriving together is not.
+fn lone_pulls(pulls: &[PendingPull]) -> Vec<bool> {
+    let same = |a: &PendingPull, b: &PendingPull| a.src == b.src && a.src_pid == b.src_pid;
+    (0..pulls.len())
+        .map(|i| {
+            let p = &pulls[i];
+            let before = i > 0 && same(&pulls[i - 1], p);
+            let after = pulls.get(i + 1).is_some_and(|q| same(p, q));
+            !before && !after
+        })
+        .collect()
+}
+
 /// Placement handles of streamed receives have this bit set (in-flight
 /// eager placements use slab handles below it).
 pub(super) const STREAM_HANDLE: u32 = 1 << 31;
@@ -381,11 +398,12 @@ impl State {
     pub(super) fn run_pulls(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         let pulls = std::mem::take(&mut self.pulls);
         let batched = self.pull_batches(port, &pulls);
+        let lone = lone_pulls(&pulls);
         for (i, mut p) in pulls.into_iter().enumerate() {
             let len = p.hdr.len as usize;
             let take = len.min(p.dst.total());
             let buf = p.dst.addr_at(0);
-            if let Some(at) = self.split_point(&p, take) {
+            if let Some(at) = self.split_point(&p, take, lone.get(i).copied().unwrap_or(false)) {
                 match self.start_split(port, p, take, at) {
                     None => continue,
                     Some(back) => p = back,
@@ -441,10 +459,13 @@ impl State {
 
     /// Where a matched message is split (the receiver pulls bytes below,
     /// the sender pushes the rest), or `None`: not CMA, below
-    /// `split_min`, or the missing part of a split already.
-    fn split_point(&self, p: &PendingPull, take: usize) -> Option<usize> {
-        let min = self.cfg.split_min;
-        if min == 0 || take < min || take < 2 * SPLIT_ALIGN || p.range.is_some() || !self.can_pull(p) {
+    /// `split_min` (below `split_lone_min` for a `lone` pull: its sender's
+    /// only one in this pass, which no batch would take), or the missing
+    /// part of a split already.
+    fn split_point(&self, p: &PendingPull, take: usize, lone: bool) -> Option<usize> {
+        let (min, lone_min) = (self.cfg.split_min, self.cfg.split_lone_min);
+        let big = take >= min || (lone && lone_min != 0 && take >= lone_min);
+        if min == 0 || !big || take < 2 * SPLIT_ALIGN || p.range.is_some() || !self.can_pull(p) {
             return None;
         }
         Some(take / 2 / SPLIT_ALIGN * SPLIT_ALIGN)
@@ -520,7 +541,7 @@ impl State {
                     || p.src_pid != first.src_pid
                     || t == 0
                     || p.range.is_some()
-                    || self.split_point(p, t).is_some()
+                    || self.split_point(p, t, false).is_some()
                 {
                     break;
                 }

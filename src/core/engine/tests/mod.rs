@@ -56,6 +56,9 @@ pub(super) fn cfg() -> EpConfig {
         // The split on, at the provider's default threshold (docs/shm.md;
         // tests/split.rs relies on it whatever the default becomes).
         split_min: 256 << 10,
+        // Off unless a test asks (tests/split.rs): the tests below count
+        // pulls and records of messages of every size.
+        split_lone_min: 0,
         // Short: a test closing with a push unanswered and its peer never
         // progressing waits this long (tests/split.rs sets its own).
         close_wait: Duration::from_millis(20),

@@ -361,3 +361,57 @@ fn a_close_wait_of_zero_does_not_wait() {
     assert_eq!(idles, 0);
     assert_eq!(ops(&net), vec![op::RTS, op::CTS, op::PUSHED, op::BYE]);
 }
+
+/// `a` sends one `len`-byte message to `b` with `split_min` and
+/// `split_lone_min` set on `b`: the records exchanged and the pushes `a`
+/// made, after checking the message arrived whole.
+fn one_message(len: usize, min: usize, lone_min: usize) -> (Vec<u8>, usize) {
+    let mut s = Spec::new(SimOpts::shm());
+    (s.cfg.split_min, s.cfg.split_lone_min) = (min, lone_min);
+    let (net, mut a, mut b) = pair_of(s.clone(), s);
+    let msg = pattern(len, 3);
+    let mut buf = vec![0u8; len];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    a.send(sargs(B, &msg, 1)).unwrap();
+    run(&mut [&mut b, &mut a], 3);
+    assert_eq!(buf, msg);
+    assert_eq!(b.rx_ok(), vec![Comp::recv(2, MRECV, len, buf.as_ptr() as usize)]);
+    assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)]);
+    (ops(&net), net.pushes(&a.addr))
+}
+
+#[test]
+fn a_lone_message_is_split_from_split_lone_min() {
+    let split = vec![op::RTS, op::CTS, op::PUSHED, op::ACK];
+    let whole = vec![op::RTS, op::ACK];
+    // Alone in its pass (a ping-pong): split from split_lone_min.
+    assert_eq!(one_message(100_000, 256 << 10, 32 << 10), (split.clone(), 1));
+    assert_eq!(one_message(32 << 10, 256 << 10, 32 << 10), (split, 1));
+    // Below it, with it off, or with the split off altogether: whole.
+    assert_eq!(one_message(30_000, 256 << 10, 32 << 10), (whole.clone(), 0));
+    assert_eq!(one_message(100_000, 256 << 10, 0), (whole.clone(), 0));
+    assert_eq!(one_message(100_000, 0, 32 << 10), (whole, 0));
+}
+
+#[test]
+fn messages_matched_together_are_batched_not_split() {
+    let mut s = Spec::new(SimOpts::shm());
+    s.cfg.split_lone_min = 32 << 10;
+    let (net, mut a, mut b) = pair_of(s.clone(), s);
+    let msgs: Vec<Vec<u8>> = (0..2).map(|i| pattern(100_000, 20 + i as u8)).collect();
+    let mut bufs: Vec<Vec<u8>> = (0..2).map(|_| vec![0u8; 100_000]).collect();
+    for (i, buf) in bufs.iter_mut().enumerate() {
+        b.recv(rargs(buf, 10 + i)).unwrap();
+    }
+    for (i, m) in msgs.iter().enumerate() {
+        a.send(sargs(B, m, i)).unwrap();
+    }
+    b.progress(); // both RTS in one pass: one batch, no CTS|SPLIT
+    assert_eq!(b.rx_ok().len(), 2);
+    assert_eq!(bufs, msgs);
+    assert_eq!((net.pulls(&b.addr), net.pull_batches(&b.addr)), (2, 1));
+    a.progress();
+    assert_eq!(a.tx_ok().len(), 2);
+    assert_eq!(net.pushes(&a.addr), 0);
+    assert!(!ops(&net).contains(&op::CTS));
+}
