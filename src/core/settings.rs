@@ -11,7 +11,7 @@ pub const DEFAULT_SHM_PULL_BATCH: usize = 1 << 20;
 pub const DEFAULT_SHM_SPLIT_MIN: usize = 256 << 10;
 
 /// `FI_RUSTFAB_SHM_SPLIT_LONE_MIN`'s default (docs/shm.md, Large messages).
-pub const DEFAULT_SHM_SPLIT_LONE_MIN: usize = 32 << 10;
+pub const DEFAULT_SHM_SPLIT_LONE_MIN: usize = 16 << 10;
 
 /// `FI_RUSTFAB_SHM_CLOSE_WAIT`'s default (docs/shm.md, Large messages).
 pub const DEFAULT_SHM_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);

@@ -67,7 +67,7 @@ pub const PARAMS: &[Param] = &[
     Param {
         name: "shm_split_lone_min",
         ty: FI_PARAM_SIZE_T,
-        help: "shm: a large message that is the only one of its sender matched in a progress pass (nothing to pull together with it, as in a ping-pong) is split as shm_split_min describes from this many bytes; 0: only from shm_split_min (default: 32K)",
+        help: "shm: a large message that is the only one of its sender matched in a progress pass (nothing to pull together with it, as in a ping-pong) is split as shm_split_min describes from this many bytes; 0: only from shm_split_min (default: 16K)",
     },
     Param {
         name: "shm_close_wait",
