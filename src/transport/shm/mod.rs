@@ -1629,29 +1629,35 @@ fn consume_slot(
     // the other peers.
     let mut budget = s.ring.ncells();
     loop {
-        if budget == 0 || s.ring.ready(s.head).is_none() {
+        if budget == 0 {
             return Ok(());
         }
+        let Some(first) = s.ring.ready(s.head) else {
+            return Ok(());
+        };
+        let cell = s.ring.cell(s.head);
+        // The common record, a compact EAGER one: its header from the first
+        // word as loaded and the four after it, decoded and checked at once
+        // (`WireHdr::decode_compact_eager`, which takes nothing the general
+        // path would refuse); anything else goes the general way.
+        let mut rest = [0u64; 4];
         // SAFETY: a record is published at `head` (its first word, written
-        // last, is set): its first cell (64 bytes) is readable.
-        let hb = unsafe { s.ring.read_cell(s.head) };
-        if first_word(&hb) == ring::REWIND {
-            // The producer went back to the ring's first cell (ring.rs);
-            // `head` is released with the record found there. A marker at
-            // a lap's first cell would skip a whole lap: corruption.
-            let skip = s.ring.cells_to_lap_end(s.head);
-            if skip == s.ring.ncells() {
-                return Err(());
-            }
-            s.head = s.head.wrapping_add(skip);
-            budget = budget.saturating_sub(skip);
-            *moved = true;
-            continue;
-        }
-        // A compact EAGER header or a full one; `off`: where its payload
-        // starts (at most 64), `payload` bounded by `check`.
-        let (hdr, off) = WireHdr::decode(&hb);
-        hdr.check(lim).map_err(|_| ())?;
+        // last, is set): its first cell (64 bytes) is readable; raw copy of
+        // bytes 8..40 into our own array, no reference to shared memory.
+        unsafe { core::ptr::copy_nonoverlapping(cell.add(8), rest.as_mut_ptr() as *mut u8, 32) };
+        let rest = rest.map(u64::from_le);
+        let (hdr, off) = match WireHdr::decode_compact_eager(u64::from_le(first), &rest, lim) {
+            Some(d) => d,
+            None => match general_header(s, lim)? {
+                Found::Record(h, off) => (h, off),
+                Found::Rewound(skip) => {
+                    // `head` moved to the ring's first cell.
+                    budget = budget.saturating_sub(skip);
+                    *moved = true;
+                    continue;
+                }
+            },
+        };
         let cells = cells_for(off + hdr.payload as usize);
         if cells >= s.ring.ncells() {
             // A producer keeps one cell free, and `check` bounds the
@@ -1678,6 +1684,40 @@ fn consume_slot(
             Disposition::Stall => return Ok(()),
         }
     }
+}
+
+/// What the general path found at `s.head`: a record's header and where
+/// its payload starts, or a rewind marker (the cells skipped).
+enum Found {
+    Record(WireHdr, usize),
+    Rewound(u64),
+}
+
+/// A record at `s.head` that is not a valid compact EAGER one: its header
+/// decoded and checked the general way (`WireHdr::decode`, `check`), or a
+/// rewind marker, after which `head` is the ring's first cell again.
+/// Err(()): corruption.
+#[inline(never)]
+fn general_header(s: &mut InSlot, lim: &Limits) -> core::result::Result<Found, ()> {
+    // SAFETY: a record is published at `head` (its first word, written
+    // last, is set): its first cell (64 bytes) is readable.
+    let hb = unsafe { s.ring.read_cell(s.head) };
+    if first_word(&hb) == ring::REWIND {
+        // The producer went back to the ring's first cell (ring.rs);
+        // `head` is released with the record found there. A marker at
+        // a lap's first cell would skip a whole lap: corruption.
+        let skip = s.ring.cells_to_lap_end(s.head);
+        if skip == s.ring.ncells() {
+            return Err(());
+        }
+        s.head = s.head.wrapping_add(skip);
+        return Ok(Found::Rewound(skip));
+    }
+    // A compact EAGER header or a full one; `off`: where its payload
+    // starts (at most 64), `payload` bounded by `check`.
+    let (hdr, off) = WireHdr::decode(&hb);
+    hdr.check(lim).map_err(|_| ())?;
+    Ok(Found::Record(hdr, off))
 }
 
 #[cfg(test)]
