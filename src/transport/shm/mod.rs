@@ -101,17 +101,45 @@ impl InRecord<'_> {
     /// # Safety
     /// `dst` must describe writable application memory (the fi_recv
     /// contract: buffers stay valid until the receive completes).
+    #[inline(always)]
     pub unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
         let len = len.min(self.payload_len().saturating_sub(off));
-        let ring = &self.payload.ring;
         let from = self.payload.off + off;
+        // The common small message: in the record's first cell (which never
+        // wraps), all of it into a one-segment buffer, with fixed-size moves
+        // and no call frame; the rest out of line.
+        if from + len <= ring::CELL {
+            if let [(p, cap)] = dst.segments() {
+                if *cap >= dst_off + len {
+                    let rec = self.payload.ring.cell(self.payload.at);
+                    // SAFETY: `rec + from .. + len` lies in the record's
+                    // published, unreleased first cell; `p + dst_off .. +
+                    // len` is application memory per contract (within
+                    // `cap`); raw copy, no reference to shared memory.
+                    unsafe { copy_small_raw(rec.add(from), (*p as *mut u8).add(dst_off), len) };
+                    return len;
+                }
+            }
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.copy_to_iov_general(from, len, dst, dst_off) }
+    }
+
+    /// [`InRecord::copy_to_iov`] for the other cases: `len` bytes from
+    /// byte `from` of the record (already clipped to the payload).
+    ///
+    /// # Safety
+    /// As [`InRecord::copy_to_iov`].
+    #[inline(never)]
+    unsafe fn copy_to_iov_general(&self, from: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
+        let ring = &self.payload.ring;
         let mut copied = 0;
         // A record's first cell never wraps.
         let one = (from + len <= ring::CELL).then(|| ring.cell(self.payload.at));
         if let Some(rec) = one.or_else(|| ring.linear(self.payload.at, cells_for(from + len))) {
-            // The bytes do not wrap (nearly always). The common small
-            // message: all of it into a one-segment buffer, with fixed-size
-            // moves instead of a call to memcpy.
+            // The bytes do not wrap (nearly always). A small message into
+            // a one-segment buffer: fixed-size moves instead of a call to
+            // memcpy.
             if len <= SMALL_COPY {
                 if let [(p, cap)] = dst.segments() {
                     if *cap >= dst_off + len {
