@@ -582,7 +582,16 @@ mod tests {
         // takes exactly the compact EAGER records that decode + check
         // accept, with the same header and payload offset.
         let heads = [(MAGIC, VERSION), (MAGIC ^ 1, VERSION), (MAGIC, VERSION + 1)];
-        let lens = [0u64, 1, 40, 48, LIM.max_payload as u64, LIM.max_payload as u64 + 1, 1 << 32, u64::MAX];
+        let lens = [
+            0u64,
+            1,
+            40,
+            48,
+            LIM.max_payload as u64,
+            LIM.max_payload as u64 + 1,
+            1 << 32,
+            u64::MAX,
+        ];
         let mut fast_taken = 0;
         for &(magic, version) in &heads {
             for opc in 0..=op::MAX + 1 {

@@ -369,7 +369,13 @@ mod tests {
         let mut seen = [0usize; 3];
         for round in 0..300u64 {
             let tagged = round % 3 != 0;
-            m.post(recv(round as usize, tagged, round % 5, 0, (round % 4 == 0).then(|| a(2))));
+            m.post(recv(
+                round as usize,
+                tagged,
+                round % 5,
+                0,
+                (round % 4 == 0).then(|| a(2)),
+            ));
             for (src, tag) in [(1, round % 5), (2, (round + 1) % 5), (1, 7)] {
                 let want = m.find_posted(tagged, &a(src), tag);
                 let got = m.first_match(tagged, &a(src), tag).map(|(i, r)| (i, r.context));
