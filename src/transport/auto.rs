@@ -25,7 +25,7 @@ use std::os::fd::RawFd;
 
 pub struct AutoPort {
     shm: ShmPort,
-    tcp: TcpPort,
+    tcp: side::TcpSide,
     host: u64,
     me: Addr,
     /// Readable when either inner port has something (nests both).
@@ -37,6 +37,9 @@ pub struct AutoPort {
     /// A thread sleeps (or is about to) on our wait fd: TCP is polled on
     /// every pass (the pass its socket woke must read it).
     sleeping: bool,
+    /// Passes that skipped TCP on `tcp.idle` (the tests' check).
+    #[cfg(test)]
+    idle_skips: u64,
     /// Peers already named in the info log (`None` unless FI_LOG_LEVEL
     /// asks for info lines for this provider when the port opens, so the
     /// send path pays one branch).
@@ -93,6 +96,40 @@ impl Delivery for NotingSink<'_> {
     }
 }
 
+/// The TCP side with what a pass may skip on: `idle` says a pass found
+/// TCP with nothing to do (not hot, no sleeper, nothing pending, no
+/// events) and no call reached it since. Every `&mut` access goes through
+/// [`TcpSide::get_mut`], which clears it (the port is private to this
+/// module), so a pass skips TCP's tests on that flag exactly when the full
+/// tests would skip it too (`TcpPort` has no interior mutability: its
+/// `&self` methods change nothing those tests read).
+mod side {
+    use crate::transport::tcp::TcpPort;
+
+    pub(super) struct TcpSide {
+        port: TcpPort,
+        pub(super) idle: bool,
+    }
+
+    impl TcpSide {
+        pub(super) fn new(port: TcpPort) -> TcpSide {
+            TcpSide { port, idle: false }
+        }
+
+        #[inline(always)]
+        pub(super) fn get(&self) -> &TcpPort {
+            &self.port
+        }
+
+        /// The port, to change: the next pass tests it in full.
+        #[inline(always)]
+        pub(super) fn get_mut(&mut self) -> &mut TcpPort {
+            self.idle = false;
+            &mut self.port
+        }
+    }
+}
+
 impl AutoPort {
     pub fn new(shm: ShmPort, tcp: TcpPort) -> Result<AutoPort> {
         let host = crate::transport::addr::host_id();
@@ -112,13 +149,15 @@ impl AutoPort {
         epoll.add(Port::wait_fd(&tcp), sys::IN, 1)?;
         Ok(AutoPort {
             shm,
-            tcp,
+            tcp: side::TcpSide::new(tcp),
             host,
             me: Addr::Auto { host, shm: token, inet },
             epoll,
             tick: 0,
             tcp_hot: 0,
             sleeping: false,
+            #[cfg(test)]
+            idle_skips: 0,
             logged: crate::base::log::enabled(crate::abi::FI_LOG_INFO, crate::abi::FI_LOG_EP_DATA)
                 .map(|_| Default::default()),
         })
@@ -129,6 +168,18 @@ impl AutoPort {
     }
 
     /// The info line of a first send to a peer (FI_LOG_LEVEL=info only).
+    /// A pass that skipped TCP on its idle flag: the full tests (but the
+    /// period, which it did not reach) would have skipped it too.
+    #[cfg(test)]
+    fn idle_skip_checked(&mut self) {
+        self.idle_skips += 1;
+        let tcp = self.tcp.get();
+        assert!(
+            self.tcp_hot == 0 && !self.sleeping && !Port::has_pending(tcp) && !Port::has_events(tcp),
+            "a pass skipped a TCP side with work"
+        );
+    }
+
     #[cold]
     fn log_first_send(&mut self, peer: &Addr) {
         let p = self.canonical(peer);
@@ -165,15 +216,15 @@ impl Port for AutoPort {
     fn set_sleepers(&mut self, n: usize) {
         self.sleeping = n > 0;
         Port::set_sleepers(&mut self.shm, n);
-        Port::set_sleepers(&mut self.tcp, n);
+        Port::set_sleepers(self.tcp.get_mut(), n);
     }
 
     fn has_pending(&self) -> bool {
-        Port::has_pending(&self.shm) || Port::has_pending(&self.tcp)
+        Port::has_pending(&self.shm) || Port::has_pending(self.tcp.get())
     }
 
     fn eager_limit(&self) -> usize {
-        Port::eager_limit(&self.shm).min(Port::eager_limit(&self.tcp))
+        Port::eager_limit(&self.shm).min(Port::eager_limit(self.tcp.get()))
     }
 
     fn eager_limit_for(&self, peer: &Addr) -> usize {
@@ -181,7 +232,7 @@ impl Port for AutoPort {
         if matches!(peer, Addr::Shm(_)) || Self::via_shm(&self.canonical(peer)) {
             Port::eager_limit(&self.shm)
         } else {
-            Port::eager_limit(&self.tcp)
+            Port::eager_limit(self.tcp.get())
         }
     }
 
@@ -189,7 +240,7 @@ impl Port for AutoPort {
         if Self::via_shm(&self.canonical(peer)) {
             Port::chunk_limit_for(&self.shm, peer)
         } else {
-            Port::chunk_limit_for(&self.tcp, peer)
+            Port::chunk_limit_for(self.tcp.get(), peer)
         }
     }
 
@@ -198,7 +249,7 @@ impl Port for AutoPort {
         if Self::via_shm(&p) {
             self.shm.queued_at_peer(&p)
         } else {
-            self.tcp.queued_at_peer(&p)
+            self.tcp.get().queued_at_peer(&p)
         }
     }
 
@@ -219,13 +270,13 @@ impl Port for AutoPort {
         // anything else (an auto address) the same way it did before.
         match peer {
             Addr::Shm(_) => self.shm.send(peer, hdr, payload, copy),
-            Addr::Inet(_) => self.tcp.send(peer, hdr, payload, copy),
+            Addr::Inet(_) => self.tcp.get_mut().send(peer, hdr, payload, copy),
             Addr::Auto { .. } => {
                 let p = self.canonical(peer);
                 if Self::via_shm(&p) {
                     self.shm.send(&p, hdr, payload, copy)
                 } else {
-                    self.tcp.send(&p, hdr, payload, copy)
+                    self.tcp.get_mut().send(&p, hdr, payload, copy)
                 }
             }
         }
@@ -236,7 +287,7 @@ impl Port for AutoPort {
         if Self::via_shm(&p) {
             Port::send_ctl(&mut self.shm, &p, hdr)
         } else {
-            Port::send_ctl(&mut self.tcp, &p, hdr)
+            Port::send_ctl(self.tcp.get_mut(), &p, hdr)
         }
     }
 
@@ -245,7 +296,7 @@ impl Port for AutoPort {
         if Self::via_shm(&p) {
             Port::room(&mut self.shm, &p)
         } else {
-            Port::room(&mut self.tcp, &p)
+            Port::room(self.tcp.get_mut(), &p)
         }
     }
 
@@ -253,17 +304,29 @@ impl Port for AutoPort {
     fn poll(&mut self, d: &mut dyn Delivery) -> bool {
         let moved = Port::poll(&mut self.shm, d);
         self.tick = self.tick.wrapping_add(1);
+        // TCP found idle by an earlier pass and reached by no call since
+        // (`side::TcpSide`): the tests below would skip it too, but on every
+        // TCP_IDLE_PERIOD-th pass (`due`), which takes them.
+        if self.tcp.idle && !self.tick.is_multiple_of(TCP_IDLE_PERIOD) {
+            #[cfg(test)]
+            self.idle_skip_checked();
+            return moved;
+        }
         let due = self.tick.is_multiple_of(TCP_IDLE_PERIOD)
-            && (self.tick.is_multiple_of(TCP_LONELY_PERIOD) || !self.tcp.lonely());
-        if self.tcp_hot > 0 || self.sleeping || due || Port::has_pending(&self.tcp) {
+            && (self.tick.is_multiple_of(TCP_LONELY_PERIOD) || !self.tcp.get().lonely());
+        if self.tcp_hot > 0 || self.sleeping || due || Port::has_pending(self.tcp.get()) {
             let mut n = NotingSink { d, seen: false };
-            Port::poll(&mut self.tcp, &mut n);
+            Port::poll(self.tcp.get_mut(), &mut n);
             if n.seen {
                 self.tcp_hot = TCP_HOT_PASSES;
             } else {
                 self.tcp_hot = self.tcp_hot.saturating_sub(1);
             }
         }
+        self.tcp.idle = self.tcp_hot == 0
+            && !self.sleeping
+            && !Port::has_pending(self.tcp.get())
+            && !Port::has_events(self.tcp.get());
         moved
     }
 
@@ -272,7 +335,7 @@ impl Port for AutoPort {
         if Self::via_shm(&p) {
             Port::check_peer(&mut self.shm, &p)
         } else {
-            Port::check_peer(&mut self.tcp, &p)
+            Port::check_peer(self.tcp.get_mut(), &p)
         }
     }
 
@@ -281,20 +344,22 @@ impl Port for AutoPort {
         if Self::via_shm(&p) {
             Port::sender_alive(&self.shm, src_pid, &p)
         } else {
-            Port::sender_alive(&self.tcp, src_pid, &p)
+            Port::sender_alive(self.tcp.get(), src_pid, &p)
         }
     }
 
     fn has_events(&self) -> bool {
-        Port::has_events(&self.shm) || Port::has_events(&self.tcp)
+        #[cfg(test)]
+        assert!(!self.tcp.idle || !Port::has_events(self.tcp.get()));
+        Port::has_events(&self.shm) || (!self.tcp.idle && Port::has_events(self.tcp.get()))
     }
 
     fn take_events(&mut self) -> Vec<PeerEvent> {
         let mut v = Port::take_events(&mut self.shm);
         // Skipped when it would do nothing (TcpPort::events_quiet): on
         // every pass that did not poll TCP and found nothing there.
-        if Port::has_events(&self.tcp) {
-            v.extend(Port::take_events(&mut self.tcp));
+        if !self.tcp.idle && Port::has_events(self.tcp.get()) {
+            v.extend(Port::take_events(self.tcp.get_mut()));
         }
         v
     }
@@ -313,13 +378,13 @@ impl Port for AutoPort {
 
     fn close(&mut self) {
         Port::close(&mut self.shm);
-        Port::close(&mut self.tcp);
+        Port::close(self.tcp.get_mut());
     }
 
     /// Buffered receives: both kinds of peers are told.
     fn set_rts_prefix(&mut self, n: usize) {
         Port::set_rts_prefix(&mut self.shm, n);
-        Port::set_rts_prefix(&mut self.tcp, n);
+        Port::set_rts_prefix(self.tcp.get_mut(), n);
     }
 
     fn rts_prefix(&mut self, peer: &Addr) -> usize {
@@ -327,7 +392,127 @@ impl Port for AutoPort {
         if Self::via_shm(&p) {
             Port::rts_prefix(&mut self.shm, &p)
         } else {
-            Port::rts_prefix(&mut self.tcp, &p)
+            Port::rts_prefix(self.tcp.get_mut(), &p)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::proto::{op, Limits};
+    use crate::transport::tcp::TcpSettings;
+    use crate::transport::{Disposition, Place};
+    use std::time::Duration;
+
+    const LIM: Limits = Limits {
+        max_payload: 16384,
+        max_chunk: 16384,
+        max_iov: 8,
+    };
+
+    fn port() -> AutoPort {
+        let shm = ShmPort::new(crate::transport::addr::shm_token_random(), LIM).unwrap();
+        let tcp = TcpPort::new("127.0.0.1:0".parse().unwrap(), LIM, &TcpSettings::default()).unwrap();
+        AutoPort::new(shm, tcp).unwrap()
+    }
+
+    #[derive(Default)]
+    struct Got {
+        msgs: Vec<Vec<u8>>,
+        sent: usize,
+    }
+
+    impl Delivery for Got {
+        fn place(&mut self, _src: &Addr, _pid: i32, _hdr: &WireHdr) -> Place {
+            Place::Buffer
+        }
+        fn placed(&mut self, _handle: u32, _result: Result<()>) {}
+        fn buffered(&mut self, _src: &Addr, _pid: i32, _hdr: &WireHdr, data: Vec<u8>) {
+            self.msgs.push(data);
+        }
+        fn control(
+            &mut self,
+            _src: &Addr,
+            _pid: i32,
+            _hdr: &WireHdr,
+            _p: &dyn crate::transport::PayloadIn,
+        ) -> Disposition {
+            Disposition::Consumed
+        }
+        fn sent(&mut self, _msg_id: u64, _result: Result<()>) {
+            self.sent += 1;
+        }
+    }
+
+    /// Messages both ways over TCP between two auto ports that had gone
+    /// idle: every pass that skips TCP on its idle flag checks that the
+    /// full tests would have skipped it (`idle_skip_checked`), and the
+    /// messages arrive.
+    #[test]
+    fn an_idle_tcp_side_is_skipped_only_while_it_has_nothing() {
+        let (mut a, mut b) = (port(), port());
+        let (mut da, mut db) = (Got::default(), Got::default());
+        for _ in 0..64 {
+            a.poll(&mut da);
+            b.poll(&mut db);
+            let _ = (a.take_events(), b.take_events());
+        }
+        assert!(a.idle_skips > 0 && b.idle_skips > 0, "no pass skipped an idle TCP side");
+        let b_inet = match b.addr() {
+            Addr::Auto { inet, .. } => Addr::Inet(SocketAddr::V4(inet)),
+            _ => unreachable!(),
+        };
+        let a_inet = match a.addr() {
+            Addr::Auto { inet, .. } => Addr::Inet(SocketAddr::V4(inet)),
+            _ => unreachable!(),
+        };
+        let skips = (a.idle_skips, b.idle_skips);
+        let mut queued = 0;
+        for round in 0..3u8 {
+            let mut h = WireHdr::new(op::EAGER);
+            h.len = 3;
+            h.payload = 3;
+            h.msg_id = round as u64;
+            let msg = [round; 3];
+            // Not copied: a completion comes back through `sent` (TCP has
+            // work pending until it does).
+            let pending = matches!(a.send(&b_inet, &h, Payload::Bytes(&msg), false).unwrap(), Sent::Queued);
+            queued += pending as usize;
+            b.send(&a_inet, &h, Payload::Bytes(&msg), true).unwrap();
+            let want = round as usize + 1;
+            let t0 = std::time::Instant::now();
+            while da.msgs.len() < want || db.msgs.len() < want || (pending && da.sent < want) {
+                assert!(t0.elapsed() < Duration::from_secs(20), "messages lost");
+                a.poll(&mut da);
+                b.poll(&mut db);
+                let _ = (a.take_events(), b.take_events());
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            assert_eq!(da.msgs[round as usize], msg);
+            assert_eq!(db.msgs[round as usize], msg);
+            // Idle again between rounds (the hot period over).
+            for _ in 0..2 * TCP_HOT_PASSES {
+                a.poll(&mut da);
+                b.poll(&mut db);
+                let _ = (a.take_events(), b.take_events());
+            }
+        }
+        assert!(a.idle_skips > skips.0 && b.idle_skips > skips.1);
+        // A sleeper announced: every pass polls TCP from the next one on
+        // (set_sleepers reaches TCP, which clears the idle flag).
+        for _ in 0..3 {
+            if !a.tcp.idle {
+                a.poll(&mut da);
+                let _ = a.take_events();
+            }
+        }
+        assert!(a.tcp.idle);
+        a.set_sleepers(1);
+        for _ in 0..TCP_IDLE_PERIOD {
+            a.poll(&mut da);
+        }
+        a.set_sleepers(0);
+        assert!(queued > 0, "no send was queued: nothing tested a pending TCP side");
     }
 }

@@ -459,6 +459,57 @@ impl WireHdr {
         (c, at)
     }
 
+    /// [`decode`] and [`check`] in one for the common record, a compact
+    /// EAGER header whose first word is `first` and whose next four words
+    /// (bytes 8 to 40 of the record, as read) are `rest`: the header and
+    /// where the payload starts when the record is that and passes every
+    /// test `check` makes of it; None for anything else, valid or not
+    /// (the caller then decodes and checks it the general way, which
+    /// decides). It accepts only what `decode` + `check` accept and gives
+    /// the same header (`compact_eager_fast_path_agrees_with_decode_and_check`).
+    ///
+    /// [`decode`]: WireHdr::decode
+    /// [`check`]: WireHdr::check
+    #[inline(always)]
+    pub fn decode_compact_eager(first: u64, rest: &[u64; 4], lim: &Limits) -> Option<(WireHdr, usize)> {
+        const HEAD: u64 = MAGIC as u64 | (VERSION as u64) << 16 | (op::EAGER as u64) << 24;
+        // What `check` allows an EAGER record (COMPACT, ACK_ARRIVE and
+        // the flags any op may carry).
+        const EAGER_FLAGS: u32 = flag::ALL & !OP_BOUND | flag::COMPACT | flag::ACK_ARRIVE;
+        let flags = (first >> 32) as u32;
+        if first & 0xffff_ffff != HEAD || flags & flag::COMPACT == 0 || flags & !EAGER_FLAGS != 0 {
+            return None;
+        }
+        let len = rest[0];
+        // `check`: payload == len (`decode` saturates payload to u32) and
+        // within the limit.
+        if len > u32::MAX as u64 || len > lim.max_payload as u64 {
+            return None;
+        }
+        let (t, d, i) = compact_slots(flags);
+        let mut h = WireHdr {
+            magic: MAGIC,
+            version: VERSION,
+            op: op::EAGER,
+            flags,
+            len,
+            payload: len as u32,
+            ..Default::default()
+        };
+        if t + d + i != 0 {
+            if t != 0 {
+                h.tag = rest[1];
+            }
+            if d != 0 {
+                h.data = rest[1 + t];
+            }
+            if i != 0 {
+                h.msg_id = rest[1 + t + d];
+            }
+        }
+        Some((h, COMPACT_MIN + 8 * (t + d + i)))
+    }
+
     pub fn from_bytes(b: &[u8; HDR_LEN]) -> WireHdr {
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or([0; 4]));
@@ -522,6 +573,48 @@ mod tests {
         h.msg_id = 99;
         assert_eq!(WireHdr::from_bytes(&h.to_bytes()), h);
         assert_eq!(h.check(&LIM), Ok(()));
+    }
+
+    #[test]
+    fn compact_eager_fast_path_agrees_with_decode_and_check() {
+        // Every flag bit pattern of 12 bits and two beyond, every op, head
+        // words right and wrong, lengths around the limits: the fast path
+        // takes exactly the compact EAGER records that decode + check
+        // accept, with the same header and payload offset.
+        let heads = [(MAGIC, VERSION), (MAGIC ^ 1, VERSION), (MAGIC, VERSION + 1)];
+        let lens = [
+            0u64,
+            1,
+            40,
+            48,
+            LIM.max_payload as u64,
+            LIM.max_payload as u64 + 1,
+            1 << 32,
+            u64::MAX,
+        ];
+        let mut fast_taken = 0;
+        for &(magic, version) in &heads {
+            for opc in 0..=op::MAX + 1 {
+                for flags in (0u32..1 << 12).chain([1 << 12, 1 << 31]) {
+                    for &len in &lens {
+                        let first = magic as u64 | (version as u64) << 16 | (opc as u64) << 24 | (flags as u64) << 32;
+                        let rest = [len, 0x1111, 0x2222, 0x3333];
+                        let mut b = [0xa5u8; HDR_LEN];
+                        b[..8].copy_from_slice(&first.to_le_bytes());
+                        for (k, w) in rest.iter().enumerate() {
+                            b[8 + 8 * k..16 + 8 * k].copy_from_slice(&w.to_le_bytes());
+                        }
+                        let (h, off) = WireHdr::decode(&b);
+                        let general = h.check(&LIM).is_ok().then_some((h, off));
+                        let fast = WireHdr::decode_compact_eager(first, &rest, &LIM);
+                        let common = opc == op::EAGER && flags & flag::COMPACT != 0;
+                        assert_eq!(fast, general.filter(|_| common), "first {first:#x} len {len}");
+                        fast_taken += fast.is_some() as usize;
+                    }
+                }
+            }
+        }
+        assert!(fast_taken > 0);
     }
 
     #[test]

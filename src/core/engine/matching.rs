@@ -197,6 +197,21 @@ impl Matching {
         q.iter().position(|r| r.matches(tagged, src, tag))
     }
 
+    /// The first posted receive an arriving message matches, with its
+    /// index: the queue's front tested first, without `find_posted`'s
+    /// iterator over the deque's two halves (a ping-pong's receive is the
+    /// only one posted, or the oldest).
+    #[inline(always)]
+    pub(crate) fn first_match(&mut self, tagged: bool, src: &Addr, tag: u64) -> Option<(usize, &mut PostedRecv)> {
+        let q = if tagged { &mut self.tagged } else { &mut self.untagged };
+        let idx = match q.front() {
+            None => return None,
+            Some(r) if r.matches(tagged, src, tag) => 0,
+            Some(_) => q.iter().skip(1).position(|r| r.matches(tagged, src, tag))? + 1,
+        };
+        q.get_mut(idx).map(|r| (idx, r))
+    }
+
     pub(crate) fn posted_mut(&mut self, tagged: bool, idx: usize) -> Option<&mut PostedRecv> {
         self.queue(tagged).get_mut(idx)
     }
@@ -343,6 +358,43 @@ mod tests {
         assert_eq!(m.find_posted(true, &a(1), 0x10), Some(0));
         // Untagged receives never match tagged messages and vice versa.
         assert_eq!(m.find_posted(false, &a(1), 0x10), None);
+    }
+
+    #[test]
+    fn first_match_is_find_posted() {
+        // The front, a later receive, none; both queues; the deque wrapped
+        // round its buffer (posts and pops past its capacity): the same
+        // receive as find_posted's walk every time.
+        let mut m = Matching::new(1 << 20);
+        let mut seen = [0usize; 3];
+        for round in 0..300u64 {
+            let tagged = round % 3 != 0;
+            m.post(recv(
+                round as usize,
+                tagged,
+                round % 5,
+                0,
+                (round % 4 == 0).then(|| a(2)),
+            ));
+            for (src, tag) in [(1, round % 5), (2, (round + 1) % 5), (1, 7)] {
+                let want = m.find_posted(tagged, &a(src), tag);
+                let got = m.first_match(tagged, &a(src), tag).map(|(i, r)| (i, r.context));
+                let want_ctx = want.map(|i| (i, m.posted_mut(tagged, i).unwrap().context));
+                assert_eq!(got, want_ctx, "round {round}");
+                seen[match want {
+                    Some(0) => 0,
+                    Some(_) => 1,
+                    None => 2,
+                }] += 1;
+            }
+            if round % 2 == 1 {
+                if let Some(i) = m.find_posted(tagged, &a(1), round % 5) {
+                    m.drop_posted(tagged, i);
+                }
+                m.drop_posted(!tagged, 0);
+            }
+        }
+        assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
     }
 
     #[test]

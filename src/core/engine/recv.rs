@@ -196,10 +196,7 @@ impl State {
             return false;
         }
         let tagged = h.flags & flag::TAGGED != 0;
-        let Some(idx) = self.m.find_posted(tagged, src, h.tag) else {
-            return false;
-        };
-        let Some(r) = self.m.posted_mut(tagged, idx) else {
+        let Some((idx, r)) = self.m.first_match(tagged, src, h.tag) else {
             return false;
         };
         if r.flags & FI_MULTI_RECV != 0 {

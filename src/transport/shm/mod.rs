@@ -101,17 +101,45 @@ impl InRecord<'_> {
     /// # Safety
     /// `dst` must describe writable application memory (the fi_recv
     /// contract: buffers stay valid until the receive completes).
+    #[inline(always)]
     pub unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
         let len = len.min(self.payload_len().saturating_sub(off));
-        let ring = &self.payload.ring;
         let from = self.payload.off + off;
+        // The common small message: in the record's first cell (which never
+        // wraps), all of it into a one-segment buffer, with fixed-size moves
+        // and no call frame; the rest out of line.
+        if from + len <= ring::CELL {
+            if let [(p, cap)] = dst.segments() {
+                if *cap >= dst_off + len {
+                    let rec = self.payload.ring.cell(self.payload.at);
+                    // SAFETY: `rec + from .. + len` lies in the record's
+                    // published, unreleased first cell; `p + dst_off .. +
+                    // len` is application memory per contract (within
+                    // `cap`); raw copy, no reference to shared memory.
+                    unsafe { copy_small_raw(rec.add(from), (*p as *mut u8).add(dst_off), len) };
+                    return len;
+                }
+            }
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.copy_to_iov_general(from, len, dst, dst_off) }
+    }
+
+    /// [`InRecord::copy_to_iov`] for the other cases: `len` bytes from
+    /// byte `from` of the record (already clipped to the payload).
+    ///
+    /// # Safety
+    /// As [`InRecord::copy_to_iov`].
+    #[inline(never)]
+    unsafe fn copy_to_iov_general(&self, from: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
+        let ring = &self.payload.ring;
         let mut copied = 0;
         // A record's first cell never wraps.
         let one = (from + len <= ring::CELL).then(|| ring.cell(self.payload.at));
         if let Some(rec) = one.or_else(|| ring.linear(self.payload.at, cells_for(from + len))) {
-            // The bytes do not wrap (nearly always). The common small
-            // message: all of it into a one-segment buffer, with fixed-size
-            // moves instead of a call to memcpy.
+            // The bytes do not wrap (nearly always). A small message into
+            // a one-segment buffer: fixed-size moves instead of a call to
+            // memcpy.
             if len <= SMALL_COPY {
                 if let [(p, cap)] = dst.segments() {
                     if *cap >= dst_off + len {
@@ -1629,29 +1657,35 @@ fn consume_slot(
     // the other peers.
     let mut budget = s.ring.ncells();
     loop {
-        if budget == 0 || s.ring.ready(s.head).is_none() {
+        if budget == 0 {
             return Ok(());
         }
+        let Some(first) = s.ring.ready(s.head) else {
+            return Ok(());
+        };
+        let cell = s.ring.cell(s.head);
+        // The common record, a compact EAGER one: its header from the first
+        // word as loaded and the four after it, decoded and checked at once
+        // (`WireHdr::decode_compact_eager`, which takes nothing the general
+        // path would refuse); anything else goes the general way.
+        let mut rest = [0u64; 4];
         // SAFETY: a record is published at `head` (its first word, written
-        // last, is set): its first cell (64 bytes) is readable.
-        let hb = unsafe { s.ring.read_cell(s.head) };
-        if first_word(&hb) == ring::REWIND {
-            // The producer went back to the ring's first cell (ring.rs);
-            // `head` is released with the record found there. A marker at
-            // a lap's first cell would skip a whole lap: corruption.
-            let skip = s.ring.cells_to_lap_end(s.head);
-            if skip == s.ring.ncells() {
-                return Err(());
-            }
-            s.head = s.head.wrapping_add(skip);
-            budget = budget.saturating_sub(skip);
-            *moved = true;
-            continue;
-        }
-        // A compact EAGER header or a full one; `off`: where its payload
-        // starts (at most 64), `payload` bounded by `check`.
-        let (hdr, off) = WireHdr::decode(&hb);
-        hdr.check(lim).map_err(|_| ())?;
+        // last, is set): its first cell (64 bytes) is readable; raw copy of
+        // bytes 8..40 into our own array, no reference to shared memory.
+        unsafe { core::ptr::copy_nonoverlapping(cell.add(8), rest.as_mut_ptr() as *mut u8, 32) };
+        let rest = rest.map(u64::from_le);
+        let (hdr, off) = match WireHdr::decode_compact_eager(u64::from_le(first), &rest, lim) {
+            Some(d) => d,
+            None => match general_header(s, lim)? {
+                Found::Record(h, off) => (h, off),
+                Found::Rewound(skip) => {
+                    // `head` moved to the ring's first cell.
+                    budget = budget.saturating_sub(skip);
+                    *moved = true;
+                    continue;
+                }
+            },
+        };
         let cells = cells_for(off + hdr.payload as usize);
         if cells >= s.ring.ncells() {
             // A producer keeps one cell free, and `check` bounds the
@@ -1678,6 +1712,40 @@ fn consume_slot(
             Disposition::Stall => return Ok(()),
         }
     }
+}
+
+/// What the general path found at `s.head`: a record's header and where
+/// its payload starts, or a rewind marker (the cells skipped).
+enum Found {
+    Record(WireHdr, usize),
+    Rewound(u64),
+}
+
+/// A record at `s.head` that is not a valid compact EAGER one: its header
+/// decoded and checked the general way (`WireHdr::decode`, `check`), or a
+/// rewind marker, after which `head` is the ring's first cell again.
+/// Err(()): corruption.
+#[inline(never)]
+fn general_header(s: &mut InSlot, lim: &Limits) -> core::result::Result<Found, ()> {
+    // SAFETY: a record is published at `head` (its first word, written
+    // last, is set): its first cell (64 bytes) is readable.
+    let hb = unsafe { s.ring.read_cell(s.head) };
+    if first_word(&hb) == ring::REWIND {
+        // The producer went back to the ring's first cell (ring.rs);
+        // `head` is released with the record found there. A marker at
+        // a lap's first cell would skip a whole lap: corruption.
+        let skip = s.ring.cells_to_lap_end(s.head);
+        if skip == s.ring.ncells() {
+            return Err(());
+        }
+        s.head = s.head.wrapping_add(skip);
+        return Ok(Found::Rewound(skip));
+    }
+    // A compact EAGER header or a full one; `off`: where its payload
+    // starts (at most 64), `payload` bounded by `check`.
+    let (hdr, off) = WireHdr::decode(&hb);
+    hdr.check(lim).map_err(|_| ())?;
+    Ok(Found::Record(hdr, off))
 }
 
 #[cfg(test)]
