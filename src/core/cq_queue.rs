@@ -32,7 +32,9 @@
 //! * The `any` flag: every unlock (the guard's drop, still inside the
 //!   lock) stores whether a read would find something (an entry, an
 //!   error, the overrun state), so it is exact whenever no one holds the
-//!   lock. An empty read loads it (Acquire) and returns -FI_EAGAIN without
+//!   lock. A push's unlock ([`PushGuard`]) stores `true` without that
+//!   test: a push always leaves something to read (its entry, or the
+//!   overrun state that refused it). An empty read loads it (Acquire) and returns -FI_EAGAIN without
 //!   locking; a read that runs after a push completed (happens-after it)
 //!   sees `true` unless another reader emptied the queue meanwhile. A read
 //!   racing a push may miss the newest entry, as it would by reading a
@@ -208,6 +210,41 @@ impl<P: Prims> Drop for QueueGuard<'_, P> {
     }
 }
 
+/// The lock held by a push: its drop sets the `any` flag, then unlocks.
+/// Every push leaves something for a reader, whether it queued its entry
+/// or found the CQ overrun (the overrun state is read as an event), so
+/// the flag is `true` after it without recomputing [`Queue::any`].
+pub(crate) struct PushGuard<'a, P: Prims + 'a> {
+    q: P::Guard<'a>,
+    any: &'a P::Flag,
+}
+
+impl<P: Prims> Drop for PushGuard<'_, P> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // Inside the lock, as `QueueGuard`'s.
+        debug_assert!(self.q.any(), "a push left nothing to read");
+        if !P::load(self.any, Ordering::Relaxed) {
+            P::store(self.any, true, Ordering::Release);
+        }
+    }
+}
+
+impl<P: Prims> core::ops::Deref for PushGuard<'_, P> {
+    type Target = Queue;
+    #[inline(always)]
+    fn deref(&self) -> &Queue {
+        &self.q
+    }
+}
+
+impl<P: Prims> core::ops::DerefMut for PushGuard<'_, P> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Queue {
+        &mut self.q
+    }
+}
+
 impl<P: Prims> core::ops::Deref for QueueGuard<'_, P> {
     type Target = Queue;
     #[inline(always)]
@@ -296,6 +333,15 @@ impl<P: Prims> CqQueue<P> {
         }
     }
 
+    /// The lock for a push ([`PushGuard`]: its unlock sets the flag).
+    #[inline(always)]
+    fn lock_for_push(&self) -> PushGuard<'_, P> {
+        PushGuard {
+            q: P::lock(&self.m),
+            any: &self.any,
+        }
+    }
+
     /// Something (an entry, an error, the overrun state) to read, as of
     /// the last unlock.
     #[inline(always)]
@@ -336,13 +382,13 @@ impl<P: Prims> CqQueue<P> {
     /// entry is dropped and the CQ now overrun) or already overrun.
     #[inline(always)]
     pub(crate) fn push(&self, e: CqEntry) -> Result<()> {
-        let mut q = self.lock();
+        let mut q = self.lock_for_push();
         self.admit_unclaimed(&mut q).map(|()| q.ok.push_back(e))
     }
 
     /// An error completion no claim announced.
     pub(crate) fn push_err(&self, e: CqErrEntry) -> Result<()> {
-        let mut q = self.lock();
+        let mut q = self.lock_for_push();
         self.admit_unclaimed(&mut q).map(|()| q.errs.push_back(e))
     }
 
@@ -364,7 +410,7 @@ impl<P: Prims> CqQueue<P> {
     /// slot is counted), unless the CQ overran meanwhile (dropped).
     #[inline(always)]
     pub(crate) fn push_claimed(&self, e: CqEntry) -> Result<()> {
-        let mut q = self.lock();
+        let mut q = self.lock_for_push();
         if q.overrun != Overrun::No {
             return Err(Error::OVERRUN);
         }
@@ -374,7 +420,7 @@ impl<P: Prims> CqQueue<P> {
 
     /// The error completion of an operation that claimed a slot.
     pub(crate) fn push_err_claimed(&self, e: CqErrEntry) -> Result<()> {
-        let mut q = self.lock();
+        let mut q = self.lock_for_push();
         if q.overrun != Overrun::No {
             return Err(Error::OVERRUN);
         }
