@@ -34,7 +34,9 @@
 //!   error, the overrun state), so it is exact whenever no one holds the
 //!   lock. A push's unlock ([`PushGuard`]) stores `true` without that
 //!   test: a push always leaves something to read (its entry, or the
-//!   overrun state that refused it). An empty read loads it (Acquire) and returns -FI_EAGAIN without
+//!   overrun state that refused it); a take ([`CqQueue::take`]) only
+//!   shortens the success queue, so it stores `false` when it leaves that
+//!   queue empty with no error queued and no overrun, and nothing else. An empty read loads it (Acquire) and returns -FI_EAGAIN without
 //!   locking; a read that runs after a push completed (happens-after it)
 //!   sees `true` unless another reader emptied the queue meanwhile. A read
 //!   racing a push may miss the newest entry, as it would by reading a
@@ -440,13 +442,23 @@ impl<P: Prims> CqQueue<P> {
             // application).
             return Err(Error::AGAIN);
         }
-        let mut q = self.lock();
+        // The lock without a guard that recomputes the flag: a take
+        // changes nothing but `ok`, and only makes it shorter, so the flag
+        // (exact at the last unlock) can only have to go from `true` to
+        // `false`, which is stored below when `ok` is left empty (`errs`
+        // is, or the take returns before changing anything).
+        let mut q = P::lock(&self.m);
         if !q.errs.is_empty() {
             return Err(Error::AVAIL);
         }
         if q.ok.is_empty() {
             return Err(match q.overrun {
-                Overrun::No => Error::AGAIN,
+                Overrun::No => {
+                    // A flag left `true` by an unlock that did not clear
+                    // it (an `out` that unwound): cleared here.
+                    P::store(&self.any, false, Ordering::Release);
+                    Error::AGAIN
+                }
                 Overrun::Pending => Error::AVAIL,
                 Overrun::Reported => Error::OVERRUN,
             });
@@ -457,6 +469,9 @@ impl<P: Prims> CqQueue<P> {
             out(i, &e);
         }
         self.freed(n);
+        if q.ok.is_empty() && q.overrun == Overrun::No {
+            P::store(&self.any, false, Ordering::Release);
+        }
         Ok(n)
     }
 
