@@ -32,7 +32,11 @@
 //! * The `any` flag: every unlock (the guard's drop, still inside the
 //!   lock) stores whether a read would find something (an entry, an
 //!   error, the overrun state), so it is exact whenever no one holds the
-//!   lock. An empty read loads it (Acquire) and returns -FI_EAGAIN without
+//!   lock. A push's unlock ([`PushGuard`]) stores `true` without that
+//!   test: a push always leaves something to read (its entry, or the
+//!   overrun state that refused it); a take ([`CqQueue::take`]) only
+//!   shortens the success queue, so it stores `false` when it leaves that
+//!   queue empty with no error queued and no overrun, and nothing else. An empty read loads it (Acquire) and returns -FI_EAGAIN without
 //!   locking; a read that runs after a push completed (happens-after it)
 //!   sees `true` unless another reader emptied the queue meanwhile. A read
 //!   racing a push may miss the newest entry, as it would by reading a
@@ -208,6 +212,41 @@ impl<P: Prims> Drop for QueueGuard<'_, P> {
     }
 }
 
+/// The lock held by a push: its drop sets the `any` flag, then unlocks.
+/// Every push leaves something for a reader, whether it queued its entry
+/// or found the CQ overrun (the overrun state is read as an event), so
+/// the flag is `true` after it without recomputing [`Queue::any`].
+pub(crate) struct PushGuard<'a, P: Prims + 'a> {
+    q: P::Guard<'a>,
+    any: &'a P::Flag,
+}
+
+impl<P: Prims> Drop for PushGuard<'_, P> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // Inside the lock, as `QueueGuard`'s.
+        debug_assert!(self.q.any(), "a push left nothing to read");
+        if !P::load(self.any, Ordering::Relaxed) {
+            P::store(self.any, true, Ordering::Release);
+        }
+    }
+}
+
+impl<P: Prims> core::ops::Deref for PushGuard<'_, P> {
+    type Target = Queue;
+    #[inline(always)]
+    fn deref(&self) -> &Queue {
+        &self.q
+    }
+}
+
+impl<P: Prims> core::ops::DerefMut for PushGuard<'_, P> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Queue {
+        &mut self.q
+    }
+}
+
 impl<P: Prims> core::ops::Deref for QueueGuard<'_, P> {
     type Target = Queue;
     #[inline(always)]
@@ -296,6 +335,15 @@ impl<P: Prims> CqQueue<P> {
         }
     }
 
+    /// The lock for a push ([`PushGuard`]: its unlock sets the flag).
+    #[inline(always)]
+    fn lock_for_push(&self) -> PushGuard<'_, P> {
+        PushGuard {
+            q: P::lock(&self.m),
+            any: &self.any,
+        }
+    }
+
     /// Something (an entry, an error, the overrun state) to read, as of
     /// the last unlock.
     #[inline(always)]
@@ -336,13 +384,13 @@ impl<P: Prims> CqQueue<P> {
     /// entry is dropped and the CQ now overrun) or already overrun.
     #[inline(always)]
     pub(crate) fn push(&self, e: CqEntry) -> Result<()> {
-        let mut q = self.lock();
+        let mut q = self.lock_for_push();
         self.admit_unclaimed(&mut q).map(|()| q.ok.push_back(e))
     }
 
     /// An error completion no claim announced.
     pub(crate) fn push_err(&self, e: CqErrEntry) -> Result<()> {
-        let mut q = self.lock();
+        let mut q = self.lock_for_push();
         self.admit_unclaimed(&mut q).map(|()| q.errs.push_back(e))
     }
 
@@ -364,7 +412,7 @@ impl<P: Prims> CqQueue<P> {
     /// slot is counted), unless the CQ overran meanwhile (dropped).
     #[inline(always)]
     pub(crate) fn push_claimed(&self, e: CqEntry) -> Result<()> {
-        let mut q = self.lock();
+        let mut q = self.lock_for_push();
         if q.overrun != Overrun::No {
             return Err(Error::OVERRUN);
         }
@@ -374,7 +422,7 @@ impl<P: Prims> CqQueue<P> {
 
     /// The error completion of an operation that claimed a slot.
     pub(crate) fn push_err_claimed(&self, e: CqErrEntry) -> Result<()> {
-        let mut q = self.lock();
+        let mut q = self.lock_for_push();
         if q.overrun != Overrun::No {
             return Err(Error::OVERRUN);
         }
@@ -394,13 +442,23 @@ impl<P: Prims> CqQueue<P> {
             // application).
             return Err(Error::AGAIN);
         }
-        let mut q = self.lock();
+        // The lock without a guard that recomputes the flag: a take
+        // changes nothing but `ok`, and only makes it shorter, so the flag
+        // (exact at the last unlock) can only have to go from `true` to
+        // `false`, which is stored below when `ok` is left empty (`errs`
+        // is, or the take returns before changing anything).
+        let mut q = P::lock(&self.m);
         if !q.errs.is_empty() {
             return Err(Error::AVAIL);
         }
         if q.ok.is_empty() {
             return Err(match q.overrun {
-                Overrun::No => Error::AGAIN,
+                Overrun::No => {
+                    // A flag left `true` by an unlock that did not clear
+                    // it (an `out` that unwound): cleared here.
+                    P::store(&self.any, false, Ordering::Release);
+                    Error::AGAIN
+                }
                 Overrun::Pending => Error::AVAIL,
                 Overrun::Reported => Error::OVERRUN,
             });
@@ -411,6 +469,9 @@ impl<P: Prims> CqQueue<P> {
             out(i, &e);
         }
         self.freed(n);
+        if q.ok.is_empty() && q.overrun == Overrun::No {
+            P::store(&self.any, false, Ordering::Release);
+        }
         Ok(n)
     }
 

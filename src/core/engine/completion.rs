@@ -196,6 +196,10 @@ impl State {
 /// Queues a success completion (or, for a silent one, gives back the
 /// slot the operation claimed). A refused push means the CQ is in its
 /// overrun state, which the application learns from the CQ itself.
+/// Inlined into each caller: the call's frame and the copy of the entry
+/// into its argument cost ~20 instructions a completion (docs/performance.md
+/// "cqring").
+#[inline(always)]
 pub(super) fn cq_success(cq: Option<&Cq>, how: Report, e: CqEntry) {
     let Some(cq) = cq else { return };
     match (how.on_success, how.slot) {
