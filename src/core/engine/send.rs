@@ -44,8 +44,14 @@ pub(super) struct TxOp {
 }
 
 impl Inner {
+    #[cfg(test)]
     pub(crate) fn send<'a, I: Borrow<IovList>>(&mut self, b: impl Into<Bound<'a>>, a: SendArgs<I>) -> Result<()> {
-        let b = &b.into();
+        self.send_in(&b.into(), a)
+    }
+
+    /// [`Inner::send`] with the view borrowed (the C face's post, which
+    /// holds the endpoint's built view: no copy of it per send).
+    pub(crate) fn send_in<I: Borrow<IovList>>(&mut self, b: &Bound<'_>, a: SendArgs<I>) -> Result<()> {
         let peer = self.destination(b, a.dest)?;
         let len = a.iov.borrow().total();
         let cfg = &self.st.cfg;
