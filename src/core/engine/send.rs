@@ -144,6 +144,9 @@ impl Inner {
         let sent = self.send_retry(b, &peer, &h, Payload::Iov(iov, 0, len), inject)?;
         self.st.next_id += 1;
         match (sent, wait) {
+            // An inject has no CQ work (no entry, no slot: `report`):
+            // only its counter, if one is bound (every fi_inject*).
+            (Sent::Done, false) if a.inject_call && b.send_cntr.is_none() => {}
             (Sent::Done, false) => self.st.complete_tx(b, a.context, a.tagged, len, report, Ok(())),
             (Sent::Done, true) => {
                 self.st.tx.insert(id, op(TxState::WaitAck));
