@@ -122,8 +122,7 @@ impl Inner {
         if a.flags & FI_REMOTE_CQ_DATA != 0 {
             h.flags |= flag::REMOTE_CQ_DATA;
         }
-        let eager_limit = self.port.eager_limit_for(&peer);
-        let op = |state| TxOp {
+        let op = |state, eager_limit| TxOp {
             peer,
             context: a.context,
             tagged: a.tagged,
@@ -133,8 +132,14 @@ impl Inner {
             report,
             eager_limit,
         };
-        if len > eager_limit && !inject {
-            return self.send_rts(b, h, op(TxState::WaitAck));
+        // An inject always goes eager (its bytes are copied at post time,
+        // as before): the port's limit is asked only for other sends, and
+        // for an op that is kept.
+        if !inject {
+            let eager_limit = self.port.eager_limit_for(&peer);
+            if len > eager_limit {
+                return self.send_rts(b, h, op(TxState::WaitAck, eager_limit));
+            }
         }
         // A named level that asks an answer (docs/protocol.md, Completion
         // levels): one test on the common path, the rest out of line.
@@ -149,10 +154,12 @@ impl Inner {
             (Sent::Done, false) if a.inject_call && b.send_cntr.is_none() => {}
             (Sent::Done, false) => self.st.complete_tx(b, a.context, a.tagged, len, report, Ok(())),
             (Sent::Done, true) => {
-                self.st.tx.insert(id, op(TxState::WaitAck));
+                let limit = self.port.eager_limit_for(&peer);
+                self.st.tx.insert(id, op(TxState::WaitAck, limit));
             }
             (Sent::Queued, ack) => {
-                self.st.tx.insert(id, op(TxState::WaitSent { ack, acked: None }));
+                let limit = self.port.eager_limit_for(&peer);
+                self.st.tx.insert(id, op(TxState::WaitSent { ack, acked: None }, limit));
             }
         }
         Ok(())
