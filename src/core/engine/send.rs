@@ -87,7 +87,7 @@ impl Inner {
         if a.flags & FI_MORE != 0 {
             self.port.more_coming();
         }
-        let r = self.start_send(b, &a, peer, report);
+        let r = self.start_send(b, &a, peer, len, report);
         if r.is_err() && slot {
             if let Some(cq) = &b.tx_cq {
                 cq.unclaim_slot();
@@ -105,10 +105,12 @@ impl Inner {
         b: &Bound<'_>,
         a: &SendArgs<I>,
         peer: Addr,
+        len: usize,
         report: Report,
     ) -> Result<()> {
+        // `len`: the iov's total, as `send_in` computed it (not walked
+        // again).
         let iov = a.iov.borrow();
-        let len = iov.total();
         let inject = a.inject_call || a.flags & FI_INJECT != 0;
         let id = self.st.next_id;
         let mut h = WireHdr::new(op::EAGER);
