@@ -843,8 +843,8 @@ impl<L: Connection> Endpoint<L> {
         if let Some(m) = &self.msg {
             m.check_send()?;
         }
-        g.send(
-            b,
+        g.send_in(
+            b.view(),
             SendArgs {
                 dest: op.dest,
                 iov: &op.iov,
@@ -867,8 +867,8 @@ impl<L: Connection> Endpoint<L> {
             m.check_recv()?;
         }
         let tag = op.tag.unwrap_or(TagMatch { tag: 0, ignore: 0 });
-        g.recv(
-            b,
+        g.recv_in(
+            b.view(),
             RecvArgs {
                 src: op.src,
                 iov: &op.iov,

@@ -16,8 +16,14 @@ pub(super) struct Inflight {
 }
 
 impl Inner {
+    #[cfg(test)]
     pub(crate) fn recv<'a, I: Borrow<IovList>>(&mut self, b: impl Into<Bound<'a>>, a: RecvArgs<I>) -> Result<()> {
-        let b = &b.into();
+        self.recv_in(&b.into(), a)
+    }
+
+    /// [`Inner::recv`] with the view borrowed (the C face's post: no copy
+    /// of the view per receive).
+    pub(crate) fn recv_in<I: Borrow<IovList>>(&mut self, b: &Bound<'_>, a: RecvArgs<I>) -> Result<()> {
         if self.st.buf.is_some() && a.flags & (FI_CLAIM | FI_DISCARD) != 0 && a.flags & FI_PEEK == 0 {
             return self.buf_claim(b, a.owned());
         }

@@ -44,8 +44,14 @@ pub(super) struct TxOp {
 }
 
 impl Inner {
+    #[cfg(test)]
     pub(crate) fn send<'a, I: Borrow<IovList>>(&mut self, b: impl Into<Bound<'a>>, a: SendArgs<I>) -> Result<()> {
-        let b = &b.into();
+        self.send_in(&b.into(), a)
+    }
+
+    /// [`Inner::send`] with the view borrowed (the C face's post, which
+    /// holds the endpoint's built view: no copy of it per send).
+    pub(crate) fn send_in<I: Borrow<IovList>>(&mut self, b: &Bound<'_>, a: SendArgs<I>) -> Result<()> {
         let peer = self.destination(b, a.dest)?;
         let len = a.iov.borrow().total();
         let cfg = &self.st.cfg;
@@ -81,7 +87,7 @@ impl Inner {
         if a.flags & FI_MORE != 0 {
             self.port.more_coming();
         }
-        let r = self.start_send(b, &a, peer, report);
+        let r = self.start_send(b, &a, peer, len, report);
         if r.is_err() && slot {
             if let Some(cq) = &b.tx_cq {
                 cq.unclaim_slot();
@@ -99,10 +105,12 @@ impl Inner {
         b: &Bound<'_>,
         a: &SendArgs<I>,
         peer: Addr,
+        len: usize,
         report: Report,
     ) -> Result<()> {
+        // `len`: the iov's total, as `send_in` computed it (not walked
+        // again).
         let iov = a.iov.borrow();
-        let len = iov.total();
         let inject = a.inject_call || a.flags & FI_INJECT != 0;
         let id = self.st.next_id;
         let mut h = WireHdr::new(op::EAGER);
@@ -116,8 +124,7 @@ impl Inner {
         if a.flags & FI_REMOTE_CQ_DATA != 0 {
             h.flags |= flag::REMOTE_CQ_DATA;
         }
-        let eager_limit = self.port.eager_limit_for(&peer);
-        let op = |state| TxOp {
+        let op = |state, eager_limit| TxOp {
             peer,
             context: a.context,
             tagged: a.tagged,
@@ -127,8 +134,14 @@ impl Inner {
             report,
             eager_limit,
         };
-        if len > eager_limit && !inject {
-            return self.send_rts(b, h, op(TxState::WaitAck));
+        // An inject always goes eager (its bytes are copied at post time,
+        // as before): the port's limit is asked only for other sends, and
+        // for an op that is kept.
+        if !inject {
+            let eager_limit = self.port.eager_limit_for(&peer);
+            if len > eager_limit {
+                return self.send_rts(b, h, op(TxState::WaitAck, eager_limit));
+            }
         }
         // A named level that asks an answer (docs/protocol.md, Completion
         // levels): one test on the common path, the rest out of line.
@@ -138,12 +151,17 @@ impl Inner {
         let sent = self.send_retry(b, &peer, &h, Payload::Iov(iov, 0, len), inject)?;
         self.st.next_id += 1;
         match (sent, wait) {
+            // An inject has no CQ work (no entry, no slot: `report`):
+            // only its counter, if one is bound (every fi_inject*).
+            (Sent::Done, false) if a.inject_call && b.send_cntr.is_none() => {}
             (Sent::Done, false) => self.st.complete_tx(b, a.context, a.tagged, len, report, Ok(())),
             (Sent::Done, true) => {
-                self.st.tx.insert(id, op(TxState::WaitAck));
+                let limit = self.port.eager_limit_for(&peer);
+                self.st.tx.insert(id, op(TxState::WaitAck, limit));
             }
             (Sent::Queued, ack) => {
-                self.st.tx.insert(id, op(TxState::WaitSent { ack, acked: None }));
+                let limit = self.port.eager_limit_for(&peer);
+                self.st.tx.insert(id, op(TxState::WaitSent { ack, acked: None }, limit));
             }
         }
         Ok(())

@@ -620,7 +620,12 @@ impl ShmPort {
                 return Err(Error::AGAIN);
             }
         }
-        let r = write_record(p, hdr, &payload);
+        let r = match one_cell_eager(hdr, &payload) {
+            // The common small message, here (inlined): no call, no
+            // generic walk (`write_eager_cell`).
+            Some((flags, off, src, n)) => write_eager_cell(p, hdr, flags, off, src, n),
+            None => write_record(p, hdr, &payload),
+        };
         match r {
             Err(ring::Corrupt) => {
                 p.failed = true;
@@ -1468,6 +1473,105 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
     Ok(true)
 }
 
+/// Header words 1.. of a compact EAGER record at `words` (its first cell):
+/// the payload length, then the fields `flags` calls for, in order (`off`:
+/// `proto::compact_len(flags)`). Word 0 goes last (publication).
+///
+/// # Safety
+/// `words` is the first cell of a record the caller (the producer) owns.
+#[inline(always)]
+unsafe fn write_compact_fields(words: *mut u64, hdr: &WireHdr, flags: u32, off: usize, n: usize) {
+    // SAFETY: words 1..5 lie inside the first cell (64 bytes), ours.
+    unsafe {
+        words.add(1).write(n as u64);
+        if off > proto::COMPACT_MIN {
+            let mut k = 2;
+            if flags & proto::flag::TAGGED != 0 {
+                words.add(k).write(hdr.tag);
+                k += 1;
+            }
+            if flags & proto::flag::REMOTE_CQ_DATA != 0 {
+                words.add(k).write(hdr.data);
+                k += 1;
+            }
+            if k * 8 < off {
+                words.add(k).write(hdr.msg_id);
+            }
+        }
+    }
+}
+
+/// The first word of a compact EAGER record (magic, version, op, flags).
+#[inline(always)]
+fn compact_first(hdr: &WireHdr, flags: u32) -> u64 {
+    hdr.magic as u64 | (hdr.version as u64) << 16 | (hdr.op as u64) << 24 | (flags as u64) << 32
+}
+
+/// The payload of a record as one contiguous source, when it is one: a
+/// byte slice, or an iov of one segment read from its start (every
+/// message of one buffer). None: walk it with `Payload::for_each`.
+#[inline(always)]
+fn contiguous(payload: &Payload<'_>) -> Option<*const u8> {
+    match *payload {
+        Payload::Bytes(b) => Some(b.as_ptr()),
+        Payload::Iov(iov, 0, len) => match iov.segments() {
+            [(ptr, seg)] if *seg >= len => Some(*ptr as *const u8),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// An EAGER record that fits one cell with a contiguous payload: its
+/// compact flags, header length, payload source and length.
+#[inline(always)]
+fn one_cell_eager(hdr: &WireHdr, payload: &Payload<'_>) -> Option<(u32, usize, *const u8, usize)> {
+    if hdr.op != proto::op::EAGER {
+        return None;
+    }
+    let n = payload.len();
+    // The shortest header first: a larger payload leaves at once.
+    if n > ring::CELL - proto::COMPACT_MIN {
+        return None;
+    }
+    let flags = hdr.flags | proto::flag::COMPACT;
+    let off = proto::compact_len(flags);
+    if off + n > ring::CELL {
+        return None;
+    }
+    Some((flags, off, contiguous(payload)?, n))
+}
+
+/// A compact EAGER record of one cell (`total = off + n <= CELL`) whose
+/// payload is contiguous at `src`: a cell never wraps nor goes back to the
+/// ring's start, so no `linear` test, no rewind, no chunk walk.
+#[inline(always)]
+fn write_eager_cell(
+    p: &mut PeerOut,
+    hdr: &WireHdr,
+    flags: u32,
+    off: usize,
+    src: *const u8,
+    n: usize,
+) -> core::result::Result<bool, ring::Corrupt> {
+    debug_assert!(off + n <= ring::CELL);
+    let Some(spot) = claim(p, 1)? else {
+        return Ok(false);
+    };
+    let rec = p.ring.cell(spot.at);
+    // SAFETY: the cell at `spot.at` and the one after it are free and ours
+    // (producer); `off + n <= CELL`, so the payload stays inside the
+    // record's cell; `src` is readable for `n` bytes (`contiguous`); the
+    // record's first word goes last (publication).
+    unsafe {
+        write_compact_fields(rec.cast::<u64>(), hdr, flags, off, n);
+        copy_small_raw(src, rec.add(off), n);
+        p.ring.publish_at(spot.at, 1, compact_first(hdr, flags));
+    }
+    published(p, spot, 1);
+    Ok(true)
+}
+
 /// An EAGER record in the compact form (proto.rs, docs/shm.md "Rings"):
 /// 16 to 40 header bytes, the payload right after them; up to 48 bytes of
 /// payload in one cell, 112 in two, copied with fixed-size moves.
@@ -1491,23 +1595,7 @@ fn write_eager(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::r
             // `n`), then the payload from `off`, over the words the header
             // does not use. Plain stores into our cells (the cell is
             // 64-byte aligned), no reference.
-            let words = rec.cast::<u64>();
-            words.add(1).write(n as u64);
-            if off > proto::COMPACT_MIN {
-                // The fields the flags call for, in order.
-                let mut k = 2;
-                if flags & proto::flag::TAGGED != 0 {
-                    words.add(k).write(hdr.tag);
-                    k += 1;
-                }
-                if flags & proto::flag::REMOTE_CQ_DATA != 0 {
-                    words.add(k).write(hdr.data);
-                    k += 1;
-                }
-                if k * 8 < off {
-                    words.add(k).write(hdr.msg_id);
-                }
-            }
+            write_compact_fields(rec.cast::<u64>(), hdr, flags, off, n);
             let mut at = off;
             payload.for_each(|chunk| {
                 // `at + chunk.len() <= total <= cells * CELL`.
@@ -1527,8 +1615,7 @@ fn write_eager(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::r
                 pos += chunk.len();
             });
         }
-        let first = hdr.magic as u64 | (hdr.version as u64) << 16 | (hdr.op as u64) << 24 | (flags as u64) << 32;
-        p.ring.publish_at(at, cells, first);
+        p.ring.publish_at(at, cells, compact_first(hdr, flags));
     }
     published(p, spot, cells);
     Ok(true)
