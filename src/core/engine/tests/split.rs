@@ -76,19 +76,9 @@ fn a_split_message_arrives_whole_from_both_copies() {
 
 #[test]
 fn below_the_threshold_or_turned_off_the_receiver_pulls_alone() {
+    // split_lone_min off: only split_min decides (the lone rule: below).
     for (len, min) in [(200_000, 256 << 10), (LEN, 0)] {
-        let mut s = Spec::new(SimOpts::shm());
-        s.cfg.split_min = min;
-        let (net, mut a, mut b) = pair_of(s.clone(), s);
-        let msg = pattern(len, 1);
-        let mut buf = vec![0u8; len];
-        b.recv(rargs(&mut buf, 2)).unwrap();
-        a.send(sargs(B, &msg, 1)).unwrap();
-        run(&mut [&mut b, &mut a], 2);
-        assert_eq!(buf, msg);
-        assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)]);
-        assert_eq!(ops(&net), vec![op::RTS, op::ACK]);
-        assert_eq!(net.pushes(&a.addr), 0);
+        assert_eq!(one_message(len, min, 0), (vec![op::RTS, op::ACK], 0));
     }
 }
 
