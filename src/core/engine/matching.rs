@@ -191,25 +191,29 @@ impl Matching {
         self.queue(r.tagged).push_back(r);
     }
 
-    /// Index of the first posted receive an arriving message matches.
+    /// Index of the first posted receive an arriving message matches: the
+    /// queue's front tested first, without the iterator over the deque's
+    /// two halves (a ping-pong's receive is the only one posted, or the
+    /// oldest).
+    #[inline(always)]
     pub(crate) fn find_posted(&self, tagged: bool, src: &Addr, tag: u64) -> Option<usize> {
         let q = if tagged { &self.tagged } else { &self.untagged };
-        q.iter().position(|r| r.matches(tagged, src, tag))
+        match q.front() {
+            None => None,
+            Some(r) if r.matches(tagged, src, tag) => Some(0),
+            Some(_) => q
+                .iter()
+                .skip(1)
+                .position(|r| r.matches(tagged, src, tag))
+                .map(|i| i + 1),
+        }
     }
 
-    /// The first posted receive an arriving message matches, with its
-    /// index: the queue's front tested first, without `find_posted`'s
-    /// iterator over the deque's two halves (a ping-pong's receive is the
-    /// only one posted, or the oldest).
+    /// [`Matching::find_posted`] with the receive itself.
     #[inline(always)]
     pub(crate) fn first_match(&mut self, tagged: bool, src: &Addr, tag: u64) -> Option<(usize, &mut PostedRecv)> {
-        let q = if tagged { &mut self.tagged } else { &mut self.untagged };
-        let idx = match q.front() {
-            None => return None,
-            Some(r) if r.matches(tagged, src, tag) => 0,
-            Some(_) => q.iter().skip(1).position(|r| r.matches(tagged, src, tag))? + 1,
-        };
-        q.get_mut(idx).map(|r| (idx, r))
+        let idx = self.find_posted(tagged, src, tag)?;
+        self.queue(tagged).get_mut(idx).map(|r| (idx, r))
     }
 
     pub(crate) fn posted_mut(&mut self, tagged: bool, idx: usize) -> Option<&mut PostedRecv> {
@@ -364,7 +368,7 @@ mod tests {
     fn first_match_is_find_posted() {
         // The front, a later receive, none; both queues; the deque wrapped
         // round its buffer (posts and pops past its capacity): the same
-        // receive as find_posted's walk every time.
+        // receive as a plain walk of the queue every time.
         let mut m = Matching::new(1 << 20);
         let mut seen = [0usize; 3];
         for round in 0..300u64 {
@@ -377,7 +381,10 @@ mod tests {
                 (round % 4 == 0).then(|| a(2)),
             ));
             for (src, tag) in [(1, round % 5), (2, (round + 1) % 5), (1, 7)] {
-                let want = m.find_posted(tagged, &a(src), tag);
+                // The plain walk the front-first search must agree with.
+                let q = if tagged { &m.tagged } else { &m.untagged };
+                let want = q.iter().position(|r| r.matches(tagged, &a(src), tag));
+                assert_eq!(m.find_posted(tagged, &a(src), tag), want, "round {round}");
                 let got = m.first_match(tagged, &a(src), tag).map(|(i, r)| (i, r.context));
                 let want_ctx = want.map(|i| (i, m.posted_mut(tagged, i).unwrap().context));
                 assert_eq!(got, want_ctx, "round {round}");
