@@ -109,16 +109,12 @@ impl InRecord<'_> {
         // wraps), all of it into a one-segment buffer, with fixed-size moves
         // and no call frame; the rest out of line.
         if from + len <= ring::CELL {
-            if let [(p, cap)] = dst.segments() {
-                if *cap >= dst_off + len {
-                    let rec = self.payload.ring.cell(self.payload.at);
-                    // SAFETY: `rec + from .. + len` lies in the record's
-                    // published, unreleased first cell; `p + dst_off .. +
-                    // len` is application memory per contract (within
-                    // `cap`); raw copy, no reference to shared memory.
-                    unsafe { copy_small_raw(rec.add(from), (*p as *mut u8).add(dst_off), len) };
-                    return len;
-                }
+            let rec = self.payload.ring.cell(self.payload.at);
+            // SAFETY: `rec + from .. + len` lies in the record's published,
+            // unreleased first cell; `dst` is application memory per
+            // contract.
+            if unsafe { copy_small_into_one(rec.add(from), len, dst, dst_off) } {
+                return len;
             }
         }
         // SAFETY: forwarded contract.
@@ -140,18 +136,11 @@ impl InRecord<'_> {
             // The bytes do not wrap (nearly always). A small message into
             // a one-segment buffer: fixed-size moves instead of a call to
             // memcpy.
-            if len <= SMALL_COPY {
-                if let [(p, cap)] = dst.segments() {
-                    if *cap >= dst_off + len {
-                        // SAFETY: `rec + from .. + len` lies in the record's
-                        // published, unreleased cells, in one linear run;
-                        // `p + dst_off .. + len` is application memory per
-                        // contract (within `cap`); raw copy, no reference
-                        // to shared memory.
-                        unsafe { copy_small_raw(rec.add(from), (*p as *mut u8).add(dst_off), len) };
-                        return len;
-                    }
-                }
+            // SAFETY: `rec + from .. + len` lies in the record's published,
+            // unreleased cells, in one linear run; `dst` is application
+            // memory per contract.
+            if len <= SMALL_COPY && unsafe { copy_small_into_one(rec.add(from), len, dst, dst_off) } {
+                return len;
             }
             // One copy per destination segment, without `read_at`'s loop.
             dst.for_range(dst_off, len, |p, n, _| {
@@ -1645,6 +1634,26 @@ const _: () = assert!(HDR_LEN == ring::CELL);
 /// Largest copy made with fixed-size moves (`copy_small_raw`): a two-cell
 /// record's payload.
 const SMALL_COPY: usize = 2 * ring::CELL;
+
+/// `len <= SMALL_COPY` bytes from `src` into a one-segment `dst` at
+/// `dst_off`, with fixed-size moves; false (nothing copied) when `dst` is
+/// not one segment with room for them.
+///
+/// # Safety
+/// `src` readable for `len` bytes; `dst` describes application memory.
+#[inline(always)]
+unsafe fn copy_small_into_one(src: *const u8, len: usize, dst: &IovList, dst_off: usize) -> bool {
+    let [(p, cap)] = dst.segments() else {
+        return false;
+    };
+    if *cap < dst_off + len {
+        return false;
+    }
+    // SAFETY: `p + dst_off .. + len` lies within the segment (`cap`); raw
+    // copy, no reference to shared memory.
+    unsafe { copy_small_raw(src, (*p as *mut u8).add(dst_off), len) };
+    true
+}
 
 /// `n <= SMALL_COPY` bytes from `src` to `dst`: two overlapping fixed-size
 /// moves of the largest power of two not above `n` (64, 32, 16, 8 or 4
