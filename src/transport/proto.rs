@@ -188,6 +188,13 @@ pub mod flag {
         | SPLIT;
 }
 
+/// A record's first word: magic, version, op and flags, as a compact
+/// header's first word carries them (the word a shm consumer polls).
+#[inline(always)]
+pub const fn pack_first_word(magic: u16, version: u8, op: u8, flags: u32) -> u64 {
+    magic as u64 | (version as u64) << 16 | (op as u64) << 24 | (flags as u64) << 32
+}
+
 /// The header. Plain data: copied out of shared memory / the socket before
 /// it is looked at, never referenced in place.
 #[repr(C)]
@@ -400,7 +407,7 @@ impl WireHdr {
         // Branch-free: each field goes to its slot; an absent one is
         // overwritten by the next present one or lies past the header.
         let mut w = [0u64; 5];
-        w[0] = self.magic as u64 | (self.version as u64) << 16 | (self.op as u64) << 24 | (flags as u64) << 32;
+        w[0] = pack_first_word(self.magic, self.version, self.op, flags);
         w[1] = n as u64;
         w[2] = self.tag;
         w[2 + t] = self.data;
@@ -472,7 +479,7 @@ impl WireHdr {
     /// [`check`]: WireHdr::check
     #[inline(always)]
     pub fn decode_compact_eager(first: u64, rest: &[u64; 4], lim: &Limits) -> Option<(WireHdr, usize)> {
-        const HEAD: u64 = MAGIC as u64 | (VERSION as u64) << 16 | (op::EAGER as u64) << 24;
+        const HEAD: u64 = pack_first_word(MAGIC, VERSION, op::EAGER, 0);
         // What `check` allows an EAGER record (COMPACT, ACK_ARRIVE and
         // the flags any op may carry).
         const EAGER_FLAGS: u32 = flag::ALL & !OP_BOUND | flag::COMPACT | flag::ACK_ARRIVE;

@@ -1490,12 +1490,6 @@ unsafe fn write_compact_fields(words: *mut u64, hdr: &WireHdr, flags: u32, off: 
     }
 }
 
-/// The first word of a compact EAGER record (magic, version, op, flags).
-#[inline(always)]
-fn compact_first(hdr: &WireHdr, flags: u32) -> u64 {
-    hdr.magic as u64 | (hdr.version as u64) << 16 | (hdr.op as u64) << 24 | (flags as u64) << 32
-}
-
 /// The payload of a record as one contiguous source, when it is one: a
 /// byte slice, or an iov of one segment read from its start (every
 /// message of one buffer). None: walk it with `Payload::for_each`.
@@ -1555,7 +1549,11 @@ fn write_eager_cell(
     unsafe {
         write_compact_fields(rec.cast::<u64>(), hdr, flags, off, n);
         copy_small_raw(src, rec.add(off), n);
-        p.ring.publish_at(spot.at, 1, compact_first(hdr, flags));
+        p.ring.publish_at(
+            spot.at,
+            1,
+            proto::pack_first_word(hdr.magic, hdr.version, hdr.op, flags),
+        );
     }
     published(p, spot, 1);
     Ok(true)
@@ -1604,7 +1602,8 @@ fn write_eager(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::r
                 pos += chunk.len();
             });
         }
-        p.ring.publish_at(at, cells, compact_first(hdr, flags));
+        p.ring
+            .publish_at(at, cells, proto::pack_first_word(hdr.magic, hdr.version, hdr.op, flags));
     }
     published(p, spot, cells);
     Ok(true)
