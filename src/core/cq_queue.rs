@@ -36,7 +36,8 @@
 //!   test: a push always leaves something to read (its entry, or the
 //!   overrun state that refused it); a take ([`CqQueue::take`]) only
 //!   shortens the success queue, so it stores `false` when it leaves that
-//!   queue empty with no error queued and no overrun, and nothing else. An empty read loads it (Acquire) and returns -FI_EAGAIN without
+//!   queue empty with no error queued and no overrun, and nothing else.
+//!   An empty read loads it (Acquire) and returns -FI_EAGAIN without
 //!   locking; a read that runs after a push completed (happens-after it)
 //!   sees `true` unless another reader emptied the queue meanwhile. A read
 //!   racing a push may miss the newest entry, as it would by reading a
