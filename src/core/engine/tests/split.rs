@@ -1,7 +1,8 @@
 //! Split rendezvous (docs/protocol.md): above `split_min` the receiver
 //! pulls the first half while the sender pushes the rest (`CTS|SPLIT`,
-//! `PUSHED`); a refused push costs only the copy; hostile records and a
-//! dead sender cost only that peer.
+//! `PUSHED`), a window of messages matched together split by message (the
+//! sender pushes the last ones whole); a refused push costs only the copy;
+//! hostile records and a dead sender cost only that peer.
 
 use super::super::sim::Cma;
 use super::*;
@@ -383,6 +384,10 @@ fn a_lone_message_is_split_from_split_lone_min() {
     assert_eq!(one_message(100_000, 0, 32 << 10), (whole, 0));
 }
 
+/// Two messages matched together, below `split_min` together: one batch,
+/// no message split on its own (no CTS round trip each). From `split_min`
+/// bytes a run is split at batch level, by message
+/// (`a_window_matched_together_is_split_at_batch_level`).
 #[test]
 fn messages_matched_together_are_batched_not_split() {
     let mut s = Spec::new(SimOpts::shm());
