@@ -62,7 +62,7 @@ pub const PARAMS: &[Param] = &[
     Param {
         name: "shm_split_min",
         ty: FI_PARAM_SIZE_T,
-        help: "shm: a large message of at least this many bytes is copied by both processes at once, the receiver reading the first half (process_vm_readv) while the sender writes the second (process_vm_writev); 0 turns this off, also for shm_split_lone_min (default: 256K)",
+        help: "shm: a large message of at least this many bytes is copied by both processes at once, the receiver reading the first half (process_vm_readv) while the sender writes the second (process_vm_writev); messages of one sender matched together that take this many bytes together are split by message (the sender writes the last, up to half); 0 turns this off, also for shm_split_lone_min (default: 256K)",
     },
     Param {
         name: "shm_split_lone_min",

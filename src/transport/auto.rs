@@ -376,6 +376,10 @@ impl Port for AutoPort {
         Port::push(&self.shm, dst_pid, remote, src, len)
     }
 
+    fn push_batch(&self, dst_pid: i32, jobs: &[crate::transport::PushJob<'_>]) -> Result<()> {
+        Port::push_batch(&self.shm, dst_pid, jobs)
+    }
+
     fn close(&mut self) {
         Port::close(&mut self.shm);
         Port::close(self.tcp.get_mut());

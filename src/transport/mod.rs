@@ -185,6 +185,15 @@ pub struct PullJob<'a> {
     pub len: usize,
 }
 
+/// One push of a [`Port::push_batch`]: the receiver's segments (address,
+/// length, from its `CTS|SPLIT`), our own bytes to write, how many.
+#[derive(Clone, Copy)]
+pub struct PushJob<'a> {
+    pub remote: &'a [(u64, u64)],
+    pub src: &'a IovList,
+    pub len: usize,
+}
+
 /// A peer-level failure the endpoint turns into error completions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PeerEvent {
@@ -277,6 +286,14 @@ pub trait Port: Send {
     /// record reported it). `Err(OPNOTSUPP)`: not possible here; the core
     /// streams the data instead.
     fn push(&self, _dst_pid: i32, _remote: &[(u64, u64)], _src: &IovList, _len: usize) -> Result<usize> {
+        Err(Error::OPNOTSUPP)
+    }
+    /// Several pushes into one receiver in one cross-memory copy (shm: one
+    /// `process_vm_writev`), as [`Port::pull_batch`] for pulls: `Ok` only
+    /// when every job's `len` bytes were written; on any `Err` the core
+    /// pushes each alone (writing again is harmless: the receiver waits
+    /// for the answers). The default writes nothing.
+    fn push_batch(&self, _dst_pid: i32, _jobs: &[PushJob<'_>]) -> Result<()> {
         Err(Error::OPNOTSUPP)
     }
     /// Orderly goodbye to peers.

@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::transport::proto::SPLIT_IOV_MAX;
+use crate::transport::PushJob;
 
 impl Inner {
     /// A message above the eager limit: its RTS names the sender's buffer
@@ -396,9 +397,31 @@ impl State {
     /// Moves matched rendezvous messages into place: CMA when the transport
     /// can, else asks the sender to stream (CTS).
     pub(super) fn run_pulls(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
-        let pulls = std::mem::take(&mut self.pulls);
+        let mut pulls = std::mem::take(&mut self.pulls);
+        let mut lone = lone_pulls(&pulls);
+        let tails = self.pushed_tails(port, &pulls);
+        if !tails.is_empty() {
+            // First the sender's part (its CTS|SPLITs out before our
+            // copies start, so both copy at once), then ours.
+            let (all, all_lone) = (std::mem::take(&mut pulls), std::mem::take(&mut lone));
+            for ((p, l), tail) in all
+                .into_iter()
+                .zip(all_lone)
+                .zip(tails.iter().copied().chain(std::iter::repeat(false)))
+            {
+                let back = if tail {
+                    let take = (p.hdr.len as usize).min(p.dst.total());
+                    self.start_split(port, p, take, 0)
+                } else {
+                    Some(p)
+                };
+                if let Some(p) = back {
+                    pulls.push(p);
+                    lone.push(l);
+                }
+            }
+        }
         let batched = self.pull_batches(port, &pulls);
-        let lone = lone_pulls(&pulls);
         for (i, mut p) in pulls.into_iter().enumerate() {
             let len = p.hdr.len as usize;
             let take = len.min(p.dst.total());
@@ -502,11 +525,76 @@ impl State {
             let sp = s.split.take().expect("split just inserted");
             return Some(s.into_pull(sp.rts, None));
         }
-        let s = self.rx.get_mut(handle).expect("split just inserted");
-        if let Some(sp) = s.split.as_mut() {
-            sp.first = port.pull(s.src_pid, &sp.rts.remote, &s.dst, at).map(|_| ());
+        if at > 0 {
+            let s = self.rx.get_mut(handle).expect("split just inserted");
+            if let Some(sp) = s.split.as_mut() {
+                sp.first = port.pull(s.src_pid, &sp.rts.remote, &s.dst, at).map(|_| ());
+            }
         }
         None
+    }
+
+    /// The pulls the sender pushes whole (`true` at their index; empty:
+    /// none), a batch-level split (docs/shm.md, Large messages): of each
+    /// run of consecutive pulls from one sender that `pull_batches` may
+    /// join, at least two and `split_min` bytes together, the last
+    /// messages, up to half of the run's bytes, are asked of the sender
+    /// (`CTS|SPLIT` from offset 0 each) while we pull the others in
+    /// batches. Whole messages, so no message costs two copies' fixed
+    /// costs, and the last ones, so the run still completes in order (its
+    /// pulled head now, the pushed tail as the `PUSHED` answers come, which
+    /// the sender makes in message order). The tail stops short at a
+    /// message whose buffer has more than `SPLIT_IOV_MAX` segments and
+    /// where the sender's ring has no room for the CTS records.
+    fn pushed_tails(&self, port: &mut dyn Port, pulls: &[PendingPull]) -> Vec<bool> {
+        let mut tails = Vec::new();
+        let min = self.cfg.split_min;
+        if min == 0 || pulls.len() < 2 {
+            return tails;
+        }
+        let take = |p: &PendingPull| (p.hdr.len as usize).min(p.dst.total());
+        let mut i = 0;
+        while i < pulls.len() {
+            let first = &pulls[i];
+            let mut j = i;
+            let mut bytes = 0usize;
+            while j < pulls.len()
+                && self.batchable(&pulls[j])
+                && pulls[j].src == first.src
+                && pulls[j].src_pid == first.src_pid
+            {
+                bytes += take(&pulls[j]);
+                j += 1;
+            }
+            if j - i >= 2 && bytes >= min {
+                let mut room = port.room(&first.src);
+                let (mut k, mut pushed) = (j, 0usize);
+                // The run's first message stays ours whatever the sizes.
+                while k > i + 1 {
+                    let p = &pulls[k - 1];
+                    let t = take(p);
+                    let segs = p.dst.sub(0, t).segments().len();
+                    let need = 2 * crate::transport::proto::HDR_LEN + segs * IOV_ENTRY;
+                    if 2 * (pushed + t) > bytes || segs > SPLIT_IOV_MAX || need > room {
+                        break;
+                    }
+                    (pushed, room, k) = (pushed + t, room - need, k - 1);
+                }
+                if k < j {
+                    tails.resize(j, false);
+                    tails[k..j].fill(true);
+                }
+            }
+            i = j.max(i + 1);
+        }
+        tails
+    }
+
+    /// Whether `pull_batches` may join a pending pull to others: pulled
+    /// (CMA), whole, not empty, not split on its own.
+    fn batchable(&self, p: &PendingPull) -> bool {
+        let t = (p.hdr.len as usize).min(p.dst.total());
+        self.can_pull(p) && t != 0 && p.range.is_none() && self.split_point(p, t, false).is_none()
     }
 
     /// Whether a matched rendezvous message is copied with CMA (else the
@@ -536,13 +624,7 @@ impl State {
             while j < pulls.len() && j - i < PULL_BATCH_MAX {
                 let p = &pulls[j];
                 let t = take(p);
-                if !self.can_pull(p)
-                    || p.src != first.src
-                    || p.src_pid != first.src_pid
-                    || t == 0
-                    || p.range.is_some()
-                    || self.split_point(p, t, false).is_some()
-                {
+                if !self.batchable(p) || p.src != first.src || p.src_pid != first.src_pid {
                     break;
                 }
                 if j > i && bytes + t > limit {
@@ -646,28 +728,12 @@ impl State {
         // other streams wait for the next pass without asking the port
         // again (64 streams to one peer were 64 `room` lookups per pass).
         let mut full: Option<Addr> = None;
+        // Sends the receiver asked to push (`CTS|SPLIT`): made after the
+        // streams, together (`run_pushes`).
+        let mut pushes: Vec<u64> = Vec::new();
         for (id, t) in self.tx.iter_mut() {
             if matches!(t.state, TxState::Pushing { .. }) {
-                if let TxState::Pushing {
-                    handle,
-                    off,
-                    end,
-                    pid,
-                    table,
-                } = std::mem::replace(&mut t.state, TxState::WaitAck)
-                {
-                    // Into the receiver's pid as the kernel reported it;
-                    // any failure: the receiver copies the part itself.
-                    let n = end - off;
-                    let status = match port.push(pid, &table, &t.iov.sub(off, n), n) {
-                        Ok(k) if k == n => None,
-                        Ok(_) => Some(Error::IO),
-                        Err(e) => Some(e),
-                    };
-                    let r = pushed_hdr(*id, handle, off as u64, end as u64, status);
-                    // A dead peer: its failure event ends the send.
-                    let _ = port.send_ctl(&t.peer, &r);
-                }
+                pushes.push(*id);
                 continue;
             }
             let TxState::Streaming { handle, off, end } = &mut t.state else {
@@ -713,12 +779,109 @@ impl State {
                 }
             }
         }
+        if !pushes.is_empty() {
+            self.run_pushes(port, pushes);
+        }
         for id in failed {
             if let Some(t) = self.tx.remove(&id) {
                 self.finish_tx(b, t, Err(PEER_FAILED));
             }
         }
     }
+
+    /// Writes the parts the receivers asked for (sends `ids`, in `Pushing`
+    /// state) and answers each with `PUSHED`, in message order (a receiver
+    /// that asked for several completes them as the answers come). Runs of
+    /// consecutive pushes to one receiver go in batches as pulls do
+    /// (`pull_batch_bytes`, `PULL_BATCH_MAX`): one `Port::push_batch`
+    /// each; a batch that fails in any way is pushed one by one, so each
+    /// answer carries its own status. Into the receiver's pid as the
+    /// kernel reported it; any failure: the receiver copies the part
+    /// itself.
+    fn run_pushes(&mut self, port: &mut dyn Port, mut ids: Vec<u64>) {
+        ids.sort_unstable();
+        let mut parts = Vec::with_capacity(ids.len());
+        for id in ids {
+            let Some(t) = self.tx.get_mut(&id) else { continue };
+            if let TxState::Pushing {
+                handle,
+                off,
+                end,
+                pid,
+                table,
+            } = std::mem::replace(&mut t.state, TxState::WaitAck)
+            {
+                let src = t.iov.sub(off, end - off);
+                parts.push(PushPart {
+                    id,
+                    peer: t.peer,
+                    handle,
+                    off,
+                    end,
+                    pid,
+                    table,
+                    src,
+                });
+            }
+        }
+        let limit = self.cfg.pull_batch_bytes;
+        let mut i = 0;
+        while i < parts.len() {
+            let first = &parts[i];
+            let mut j = i + 1;
+            let mut bytes = first.end - first.off;
+            while let Some(p) = parts.get(j) {
+                let n = p.end - p.off;
+                if j - i >= PULL_BATCH_MAX || p.peer != first.peer || p.pid != first.pid || bytes + n > limit {
+                    break;
+                }
+                bytes += n;
+                j += 1;
+            }
+            let batch = &parts[i..j];
+            let together = batch.len() >= 2 && {
+                let jobs: Vec<PushJob<'_>> = batch
+                    .iter()
+                    .map(|p| PushJob {
+                        remote: &p.table,
+                        src: &p.src,
+                        len: p.end - p.off,
+                    })
+                    .collect();
+                port.push_batch(first.pid, &jobs).is_ok()
+            };
+            for p in batch {
+                let n = p.end - p.off;
+                let status = if together {
+                    None
+                } else {
+                    match port.push(p.pid, &p.table, &p.src, n) {
+                        Ok(k) if k == n => None,
+                        Ok(_) => Some(Error::IO),
+                        Err(e) => Some(e),
+                    }
+                };
+                let r = pushed_hdr(p.id, p.handle, p.off as u64, p.end as u64, status);
+                // A dead peer: its failure event ends the send.
+                let _ = port.send_ctl(&p.peer, &r);
+            }
+            i = j;
+        }
+    }
+}
+
+/// A part of one of our sends a receiver asked us to push (`CTS|SPLIT`):
+/// bytes `off .. end` (`src`) into its buffer `table` in process `pid`,
+/// answered with `PUSHED` for its handle.
+struct PushPart {
+    id: u64,
+    peer: Addr,
+    handle: u32,
+    off: usize,
+    end: usize,
+    pid: i32,
+    table: Box<[(u64, u64)]>,
+    src: IovList,
 }
 
 /// The `PUSHED` answer to a split CTS (`reserved`: 0 or an FI_E* code).

@@ -183,6 +183,7 @@ struct Node {
     pull_batches: usize,
     /// Successful `push`es (CMA writes into a peer).
     pushes: usize,
+    push_batches: usize,
     more_calls: usize,
     sleepers: usize,
     /// Peers this node has sent to (BYE goes to them on close).
@@ -325,6 +326,7 @@ impl Net {
             rooms: 0,
             pull_batches: 0,
             pushes: 0,
+            push_batches: 0,
             more_calls: 0,
             sleepers: 0,
             contacted: Vec::new(),
@@ -419,6 +421,11 @@ impl Net {
     /// Successful pushes by `a` so far.
     pub(super) fn pushes(&self, a: &Addr) -> usize {
         self.with(a, |n| n.pushes)
+    }
+
+    /// Successful batched pushes (`Port::push_batch` calls) by `a` so far.
+    pub(super) fn push_batches(&self, a: &Addr) -> usize {
+        self.with(a, |n| n.push_batches)
     }
 
     /// `Port::more_coming` calls on `a`'s port.
@@ -800,6 +807,24 @@ impl Port for SimPort {
         }
         w.nodes[self.me].pushes += 1;
         Ok(done)
+    }
+
+    fn push_batch(&self, dst_pid: i32, jobs: &[crate::transport::PushJob<'_>]) -> Result<()> {
+        // All or nothing as `pull_batch`: the tables checked first, then
+        // each job written as `push` does.
+        if jobs
+            .iter()
+            .any(|j| j.remote.iter().map(|&(_, l)| l).sum::<u64>() < j.len as u64)
+        {
+            return Err(Error::IO);
+        }
+        for j in jobs {
+            if self.push(dst_pid, j.remote, j.src, j.len)? != j.len {
+                return Err(Error::IO);
+            }
+        }
+        self.net.0.lock().nodes[self.me].push_batches += 1;
+        Ok(())
     }
 
     fn close(&mut self) {

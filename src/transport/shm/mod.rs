@@ -37,7 +37,7 @@ use crate::sys::doorbell::{Cred, Doorbell, DoorbellAddr, Ringer};
 use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
-use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Port, PullJob, Sent};
+use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Port, PullJob, PushJob, Sent};
 use ring::{cells_for, Ring};
 use segment::{Segment, SlotSender, NSLOTS, SLOT_ACTIVE, SLOT_CLAIMED, SLOT_CLOSED, SLOT_FREE};
 use std::collections::VecDeque;
@@ -1193,6 +1193,12 @@ impl Port for ShmPort {
         }
         push(dst_pid, remote, src, len)
     }
+    fn push_batch(&self, dst_pid: i32, jobs: &[PushJob<'_>]) -> Result<()> {
+        if !self.verified_sender(dst_pid) {
+            return Err(Error::CONNRESET);
+        }
+        push_batch(dst_pid, jobs)
+    }
     fn close(&mut self) {
         ShmPort::close(self)
     }
@@ -1230,27 +1236,7 @@ const CMA_MAX_RANGES: usize = 1024;
 /// was copied. More ranges than one call takes: `Err(INVAL)`, nothing
 /// copied (the caller pulls one by one).
 pub fn pull_batch(pid: i32, jobs: &[PullJob<'_>]) -> Result<()> {
-    let mut local: Vec<IoRange> = Vec::with_capacity(jobs.len() * 2);
-    let mut rem: Vec<IoRange> = Vec::with_capacity(jobs.len() * 2);
-    let mut len = 0usize;
-    for j in jobs {
-        let (l, r) = cma_ranges(j.dst, j.remote, j.len);
-        // Each side must cover the job's bytes exactly, or the single
-        // call would pair one job's source with the next one's buffer.
-        let (ln, rn) = (
-            l.iter().map(IoRange::len).sum::<usize>(),
-            r.iter().map(IoRange::len).sum::<usize>(),
-        );
-        if ln != j.len || rn != j.len {
-            return Err(Error::INVAL);
-        }
-        local.extend_from_slice(&l);
-        rem.extend_from_slice(&r);
-        len += j.len;
-    }
-    if local.len() > CMA_MAX_RANGES || rem.len() > CMA_MAX_RANGES {
-        return Err(Error::INVAL);
-    }
+    let (local, rem, len) = batch_ranges(jobs.iter().map(|j| (j.dst, j.remote, j.len)))?;
     // SAFETY: as in `pull`: the local ranges are the receives' application
     // buffers, writable until they complete and never referenced by Rust
     // code; the remote ones are only touched by the kernel in the peer.
@@ -1259,6 +1245,52 @@ pub fn pull_batch(pid: i32, jobs: &[PullJob<'_>]) -> Result<()> {
         Ok(_) => Err(Error::IO),
         Err(e) => Err(e),
     }
+}
+
+/// The pushes `jobs` into one receiver in one `process_vm_writev`, as
+/// [`pull_batch`]: `Ok` when all of every job was written.
+pub fn push_batch(pid: i32, jobs: &[PushJob<'_>]) -> Result<()> {
+    let (local, rem, len) = batch_ranges(jobs.iter().map(|j| (j.src, j.remote, j.len)))?;
+    // SAFETY: as in `push`: the local ranges are send buffers the core
+    // holds until the receiver's ACK, only read here; the remote ones are
+    // the receiver's own buffers in its process, which only the kernel
+    // touches (checked there).
+    match cma_result(unsafe { cma::write_process(pid, &local, &rem, len) }) {
+        Ok(n) if n == len => Ok(()),
+        Ok(_) => Err(Error::IO),
+        Err(e) => Err(e),
+    }
+}
+
+/// The ranges of one batched cross-memory copy: each job's (local
+/// buffer, peer's segments, bytes) in turn, and the bytes in all.
+/// `Err(INVAL)`: a job's ranges do not cover exactly its bytes on both
+/// sides (the single call would pair one job's source with the next
+/// one's buffer), or more ranges than one call takes.
+fn batch_ranges<'a>(
+    jobs: impl Iterator<Item = (&'a IovList, &'a [(u64, u64)], usize)>,
+) -> Result<(Vec<IoRange>, Vec<IoRange>, usize)> {
+    let cap = jobs.size_hint().0 * 2;
+    let mut local: Vec<IoRange> = Vec::with_capacity(cap);
+    let mut rem: Vec<IoRange> = Vec::with_capacity(cap);
+    let mut len = 0usize;
+    for (mine, theirs, n) in jobs {
+        let (l, r) = cma_ranges(mine, theirs, n);
+        let (ln, rn) = (
+            l.iter().map(IoRange::len).sum::<usize>(),
+            r.iter().map(IoRange::len).sum::<usize>(),
+        );
+        if ln != n || rn != n {
+            return Err(Error::INVAL);
+        }
+        local.extend_from_slice(&l);
+        rem.extend_from_slice(&r);
+        len += n;
+    }
+    if local.len() > CMA_MAX_RANGES || rem.len() > CMA_MAX_RANGES {
+        return Err(Error::INVAL);
+    }
+    Ok((local, rem, len))
 }
 
 /// Writes `len` bytes of `src` into a peer's buffers (`remote` segments)

@@ -447,9 +447,11 @@ fn an_ack_before_the_record_left_completes_it_only_once_written() {
 
 /// Five 100 KB messages matched in one pass: one batched pull copies them
 /// all (one `process_vm_readv` on shm), each lands whole in its receive.
+/// The split off (else the sender pushes the last two: split.rs).
 fn five_pulled(batch: usize, fault: Option<Error>) -> (Net, Vec<Vec<u8>>, Vec<Vec<u8>>, Ep, Ep) {
     let (net, mut a, mut b) = pair(SimOpts::shm());
     b.inner.config_mut().pull_batch_bytes = batch;
+    b.inner.config_mut().split_min = 0;
     net.pull_fault(&b.addr, fault);
     let msgs: Vec<Vec<u8>> = (0..5).map(|i| pattern(100_000, 10 + i as u8)).collect();
     let mut bufs: Vec<Vec<u8>> = (0..5).map(|_| vec![0u8; 100_000]).collect();

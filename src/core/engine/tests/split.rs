@@ -1,7 +1,8 @@
 //! Split rendezvous (docs/protocol.md): above `split_min` the receiver
 //! pulls the first half while the sender pushes the rest (`CTS|SPLIT`,
-//! `PUSHED`); a refused push costs only the copy; hostile records and a
-//! dead sender cost only that peer.
+//! `PUSHED`), a window of messages matched together split by message (the
+//! sender pushes the last ones whole); a refused push costs only the copy;
+//! hostile records and a dead sender cost only that peer.
 
 use super::super::sim::Cma;
 use super::*;
@@ -383,6 +384,10 @@ fn a_lone_message_is_split_from_split_lone_min() {
     assert_eq!(one_message(100_000, 0, 32 << 10), (whole, 0));
 }
 
+/// Two messages matched together, below `split_min` together: one batch,
+/// no message split on its own (no CTS round trip each). From `split_min`
+/// bytes a run is split at batch level, by message
+/// (`a_window_matched_together_is_split_at_batch_level`).
 #[test]
 fn messages_matched_together_are_batched_not_split() {
     let mut s = Spec::new(SimOpts::shm());
@@ -404,4 +409,123 @@ fn messages_matched_together_are_batched_not_split() {
     assert_eq!(a.tx_ok().len(), 2);
     assert_eq!(net.pushes(&a.addr), 0);
     assert!(!ops(&net).contains(&op::CTS));
+}
+
+/// `n` messages of `len` bytes from `a` to `b` (contexts `i` and `10 + i`),
+/// all matched in `b`'s one pass, with `split_min` on both: the network,
+/// the messages, the receive buffers and both endpoints after that pass.
+fn window(n: usize, len: usize, min: usize) -> (Net, Vec<Vec<u8>>, Vec<Vec<u8>>, Ep, Ep) {
+    let mut s = Spec::new(SimOpts::shm());
+    (s.cfg.split_min, s.cfg.split_lone_min) = (min, 16 << 10);
+    let (net, mut a, mut b) = pair_of(s.clone(), s);
+    let msgs: Vec<Vec<u8>> = (0..n).map(|i| pattern(len, 30 + i as u8)).collect();
+    let mut bufs: Vec<Vec<u8>> = (0..n).map(|_| vec![0u8; len]).collect();
+    for (i, buf) in bufs.iter_mut().enumerate() {
+        b.recv(rargs(buf, 10 + i)).unwrap();
+    }
+    for (i, m) in msgs.iter().enumerate() {
+        a.send(sargs(B, m, i)).unwrap();
+    }
+    b.progress();
+    (net, msgs, bufs, a, b)
+}
+
+/// The receive completions of contexts `ctxs` into `bufs`, in that order.
+fn recvs(bufs: &[Vec<u8>], ctxs: std::ops::Range<usize>, len: usize) -> Vec<Comp> {
+    ctxs.map(|i| Comp::recv(10 + i, MRECV, len, bufs[i].as_ptr() as usize))
+        .collect()
+}
+
+/// A window of messages matched together (a run of one sender's pulls of
+/// at least `split_min` bytes) is split at batch level: the receiver pulls
+/// the first half of the messages in one batch while the sender pushes the
+/// last half, whole, in one batch of its own; every message arrives whole
+/// and the receives complete in order.
+#[test]
+fn a_window_matched_together_is_split_at_batch_level() {
+    const N: usize = 8;
+    const LEN: usize = 40_000; // 320,000 bytes in all: above split_min
+    let (net, msgs, bufs, mut a, mut b) = window(N, LEN, 256 << 10);
+    // The pulled half completes at once, in order; the rest is the sender's.
+    assert_eq!(b.rx_ok(), recvs(&bufs, 0..N / 2, LEN));
+    assert_eq!(bufs[..N / 2], msgs[..N / 2]);
+    assert!(bufs[N / 2..].iter().all(|m| m.iter().all(|&x| x == 0)));
+    assert_eq!((net.pulls(&b.addr), net.pull_batches(&b.addr)), (N / 2, 1));
+    // One CTS|SPLIT per pushed message, whole (offset 0), in order.
+    let log = net.log();
+    let rts: Vec<WireHdr> = log.iter().map(|r| r.hdr).filter(|h| h.op == op::RTS).collect();
+    let cts: Vec<WireHdr> = log.iter().map(|r| r.hdr).filter(|h| h.op == op::CTS).collect();
+    assert_eq!(rts.len(), N);
+    let want: Vec<_> = rts[N / 2..]
+        .iter()
+        .map(|r| (flag::SPLIT, r.msg_id, 0, LEN as u64))
+        .collect();
+    let got: Vec<_> = cts.iter().map(|c| (c.flags, c.msg_id, c.offset, c.len)).collect();
+    assert_eq!(got, want);
+    a.progress(); // the CTS|SPLITs: one push batch, PUSHED for each in order
+    assert_eq!((net.pushes(&a.addr), net.push_batches(&a.addr)), (N / 2, 1));
+    let pushed: Vec<u64> = net
+        .log()
+        .iter()
+        .filter(|r| r.hdr.op == op::PUSHED)
+        .map(|r| r.hdr.msg_id)
+        .collect();
+    assert_eq!(pushed, rts[N / 2..].iter().map(|r| r.msg_id).collect::<Vec<_>>());
+    b.progress(); // the PUSHED answers: the rest completes, in order
+    assert_eq!(b.rx_ok(), recvs(&bufs, N / 2..N, LEN));
+    assert_eq!(bufs, msgs);
+    a.progress();
+    assert_eq!(a.tx_ok().len(), N);
+    assert_eq!(net.pulls(&b.addr), N / 2, "nothing copied twice");
+}
+
+/// A refused push (the sender may not use CMA) costs only the copy: the
+/// receiver pulls each message the sender did not push, whole.
+#[test]
+fn a_refused_batch_push_is_pulled_by_the_receiver() {
+    let mut sa = Spec::new(SimOpts::shm());
+    sa.sim.cma = Cma::Refused;
+    let mut sb = Spec::new(SimOpts::shm());
+    sb.cfg.split_lone_min = 16 << 10;
+    let (net, mut a, mut b) = pair_of(sa, sb);
+    let msgs: Vec<Vec<u8>> = (0..4).map(|i| pattern(100_000, 40 + i as u8)).collect();
+    let mut bufs: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 100_000]).collect();
+    for (i, buf) in bufs.iter_mut().enumerate() {
+        b.recv(rargs(buf, 10 + i)).unwrap();
+    }
+    for (i, m) in msgs.iter().enumerate() {
+        a.send(sargs(B, m, i)).unwrap();
+    }
+    b.progress();
+    assert_eq!(b.rx_ok(), recvs(&bufs, 0..2, 100_000));
+    run(&mut [&mut a, &mut b], 3);
+    assert_eq!(b.rx_ok(), recvs(&bufs, 2..4, 100_000));
+    assert_eq!(bufs, msgs);
+    assert_eq!(a.tx_ok().len(), 4);
+    assert_eq!((net.pulls(&b.addr), net.pushes(&a.addr)), (4, 0));
+    let refused = net.log().iter().filter(|r| r.hdr.op == op::PUSHED).count();
+    assert_eq!(refused, 2);
+}
+
+/// What decides the batch-level split: a run below `split_min` is pulled
+/// in one batch, no CTS (no per-message split storm for a few messages
+/// matched together); `split_min` 0 turns it off for any run; a run's
+/// sender never pushes more than half of its bytes, nor its first
+/// message.
+#[test]
+fn the_batch_split_takes_half_of_a_run_above_split_min_only() {
+    let cts_of = |net: &Net| net.log().iter().filter(|r| r.hdr.op == op::CTS).count();
+    // 4 x 60,000 = 240,000: below 256 KiB.
+    let (net, msgs, bufs, _a, b) = window(4, 60_000, 256 << 10);
+    assert_eq!(b.rx_ok().len(), 4);
+    assert_eq!(bufs, msgs);
+    assert_eq!((cts_of(&net), net.pull_batches(&b.addr)), (0, 1));
+    // Off: a window of 1.6 MB, pulled in batches, no CTS.
+    let (net, msgs, bufs, _a, b) = window(16, 100_000, 0);
+    assert_eq!(b.rx_ok().len(), 16);
+    assert_eq!(bufs, msgs);
+    assert_eq!(cts_of(&net), 0);
+    // Odd sizes: 3 x 100,000: one pushed (two would be more than half).
+    let (net, _msgs, _bufs, _a, b) = window(3, 100_000, 256 << 10);
+    assert_eq!((b.rx_ok().len(), cts_of(&net)), (2, 1));
 }
