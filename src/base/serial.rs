@@ -70,7 +70,9 @@ impl LockMode {
     /// From now on every lock of this mode is a real lock. Called with no
     /// lock of the mode held (module documentation).
     pub(crate) fn lock_for_good(&self) {
-        self.serial.store(false, Ordering::Release);
+        if self.serial.swap(false, Ordering::Release) {
+            crate::base::log::log_info!(crate::abi::FI_LOG_DOMAIN, "domain locks made real for good");
+        }
     }
 }
 

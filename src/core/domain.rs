@@ -158,6 +158,15 @@ fn lock_mode(info: &Info) -> Arc<LockMode> {
     let serial = info.domain.as_ref().is_some_and(|d| {
         d.threading == FI_THREAD_DOMAIN && d.data_progress != FI_PROGRESS_AUTO && d.control_progress != FI_PROGRESS_AUTO
     });
+    crate::base::log::log_info!(
+        FI_LOG_DOMAIN,
+        "fi_domain: {} locks",
+        if serial {
+            "serial (FI_THREAD_DOMAIN, manual progress)"
+        } else {
+            "real"
+        }
+    );
     if serial {
         // SAFETY: the application serialises every call that reaches the
         // domain's locks (fi_domain(3), FI_THREAD_DOMAIN); every way of
