@@ -40,23 +40,56 @@ if [ -n "$l2" ] && [ -e "$l2/lib/libfabric.so.1" ]; then
 else
 	echo "insns: libfabric 2.x left out (set LIBFABRIC2_PREFIX to its install prefix)"
 fi
-count() { # envs prov size iters -> total Ir
+# Locked instructions executed in a callgrind profile taken with
+# --dump-instr=yes --compress-pos=no --compress-strings=no: the
+# per-instruction counts at every address objdump shows as lock-prefixed,
+# an xchg with memory (implicitly locked) or mfence, in every object the
+# profile names. Each is a full
+# barrier (~2.5 ns uncontended here, more when a store waits for a line
+# another core holds): what callgrind's instruction count weighs as one.
+locked() { # profile -> count
+	local f=$1 o
+	{
+		grep '^ob=' "$f" | cut -c4- | sort -u | while read -r o; do
+			[ -f "$o" ] || continue
+			objdump -d --no-show-raw-insn "$o" 2>/dev/null |
+				awk -v o="$o" '/^ *[0-9a-f]+:/ && ($2 == "lock" || $2 == "mfence" || ($2 == "xchg" && $3 ~ /\(/)) {
+					a = $1; sub(":", "", a); sub("^0+", "", a); print "L\t" o "\t" a }'
+		done
+		echo "PROFILE"
+		cat "$f"
+	} | awk -F'\t' '
+		$1 == "L" { lk[$2 " " $3] = 1; next }
+		$0 == "PROFILE" { FS = " "; prof = 1; next }
+		!prof { next }
+		/^ob=/ { ob = substr($0, 4); next }
+		/^calls=/ { skip = 1; next }
+		/^0x/ { if (skip) { skip = 0; next }
+			a = substr($1, 3); sub("^0+", "", a)
+			if ((ob " " a) in lk) n += $NF
+			next }
+		{ skip = 0 }
+		END { print n + 0 }'
+}
+count() { # envs prov size iters -> "total-Ir locked-instructions"
 	# shellcheck disable=SC2086
 	env -u FI_PROVIDER -u FI_PROVIDER_PATH $1 timeout 300 valgrind --tool=callgrind --toggle-collect=round_trips \
+		--dump-instr=yes --compress-pos=no --compress-strings=no \
 		--callgrind-out-file="$work/cg.$4" "$bin" -p "$2" -s "$3" -i "$4" -T "$threading" $extra >"$work/out" 2>"$work/err" || {
 		echo "insns: $2 failed: $(tail -n 2 "$work/err" | tr '\n' ' ')" >&2
 		return 1
 	}
-	callgrind_annotate "$work/cg.$4" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'
+	echo "$(callgrind_annotate "$work/cg.$4" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}') $(locked "$work/cg.$4")"
 }
 echo "insns: FI_THREAD_${threading^^} asked (INSNS_THREADING=domain|safe)${extra:+, rf_insns $extra}"
-printf "%-12s %8s %14s\n" peer bytes "Ir/round trip"
+printf "%-12s %8s %14s %18s\n" peer bytes "Ir/round trip" "locked/round trip"
 for size in $sizes; do
 	for p in "${peers[@]}"; do
 		IFS='|' read -r name prov envs <<<"$p"
-		a=$(count "$envs" "$prov" "$size" "$N") || continue
-		b=$(count "$envs" "$prov" "$size" $((3 * N))) || continue
-		printf "%-12s %8s %14d\n" "$name" "$size" $(((b - a) / (2 * N)))
+		read -r a la < <(count "$envs" "$prov" "$size" "$N") || continue
+		read -r b lb < <(count "$envs" "$prov" "$size" $((3 * N))) || continue
+		printf "%-12s %8s %14d %18s\n" "$name" "$size" $(((b - a) / (2 * N))) \
+			"$(awk -v a="$la" -v b="$lb" -v n="$N" 'BEGIN { printf "%.1f", (b - a) / (2 * n) }')"
 		if [ "$prov" = rustfab ]; then
 			callgrind_annotate "$work/cg.$((3 * N))" 2>/dev/null | sed -n '/file:function/,$p' | head -n 40 \
 				>"$out_dir/insns-rustfab-$size.txt"

@@ -4,3 +4,4 @@
 pub mod collections;
 pub mod error;
 pub mod log;
+pub(crate) mod serial;

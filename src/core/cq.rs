@@ -93,6 +93,7 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
+use crate::base::serial::LockMode;
 use crate::core::cq_queue::{CqQueue, Queue};
 use crate::core::domain::Domain;
 use crate::core::users::{HasUsers, Held, Users};
@@ -257,6 +258,9 @@ pub(crate) struct Cq {
     drained: AtomicUsize,
     set: Option<Held<WaitSet>>,
     _domain: Option<Held<Domain>>,
+    /// The locking mode of the CQ's domain (base/serial.rs), which its
+    /// queue's lock follows.
+    mode: Arc<LockMode>,
     /// `fi_cq_read` calls in a row that found nothing while no peer moved
     /// (see [`IDLE_YIELD_AFTER`]).
     idle: AtomicU32,
@@ -340,6 +344,11 @@ impl Cq {
         let set = holds.set_for(attr.wait_obj)?;
         let size = if attr.size == 0 { DEFAULT_CQ_SIZE } else { attr.size };
         let wait = WaitObj::new(attr.wait_obj, set.as_ref().map(|s| s.arc().clone()))?;
+        let mode = holds
+            .parent
+            .as_ref()
+            .map(|d| d.engine.mode().clone())
+            .unwrap_or_else(LockMode::locked);
         let cq = Arc::new(Cq {
             users: Users::default(),
             context,
@@ -353,7 +362,8 @@ impl Cq {
             wait,
             skipped: AtomicU32::new(0),
             drained: AtomicUsize::new(NOT_DRAINED),
-            q: CqQueue::new(Queue::new(size)?),
+            q: CqQueue::new(Queue::new(size)?, mode.clone()),
+            mode,
             set,
             _domain: holds.parent,
             idle: AtomicU32::new(0),
@@ -381,6 +391,11 @@ impl Cq {
     /// the size of `fi_cq_err_entry`).
     pub(crate) fn api_version(&self) -> u32 {
         self.api_version
+    }
+
+    /// The locking mode its queue follows (its domain's).
+    pub(crate) fn lock_mode(&self) -> &Arc<LockMode> {
+        &self.mode
     }
 
     pub(crate) fn wait(&self) -> &WaitObj {

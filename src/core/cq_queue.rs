@@ -45,9 +45,11 @@
 
 use super::cq::{CqEntry, CqErrEntry, CqErrRead};
 use crate::base::error::{Error, Result};
+use crate::base::serial::{LockMode, ModeGuard, ModeMutex};
 use core::ops::DerefMut;
 use core::sync::atomic::Ordering;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Overrun {
@@ -112,8 +114,12 @@ pub(crate) trait Prims {
         Self: 'a;
     type Flag;
     type Count;
-    fn new_lock(q: Queue) -> Self::Lock;
+    fn new_lock(q: Queue, mode: Arc<LockMode>) -> Self::Lock;
     fn lock(l: &Self::Lock) -> Self::Guard<'_>;
+    /// Whether the lock is in its domain's serial mode now
+    /// (base/serial.rs): then no other thread touches the queue or its
+    /// counters, and a claim takes its slot with a plain store.
+    fn serial(l: &Self::Lock) -> bool;
     fn new_flag(v: bool) -> Self::Flag;
     fn load(f: &Self::Flag, o: Ordering) -> bool;
     fn store(f: &Self::Flag, v: bool, o: Ordering);
@@ -126,20 +132,26 @@ pub(crate) trait Prims {
     fn fetch_or(c: &Self::Count, v: usize) -> usize;
 }
 
-/// The provider's: `parking_lot`'s mutex (never poisons) and std's atomic.
+/// The provider's: the domain's mode lock (base/serial.rs: a plain flag
+/// at `FI_THREAD_DOMAIN`, else `parking_lot`'s mutex, which never
+/// poisons) and std's atomics.
 pub(crate) struct Native;
 
 impl Prims for Native {
-    type Lock = parking_lot::Mutex<Queue>;
-    type Guard<'a> = parking_lot::MutexGuard<'a, Queue>;
+    type Lock = ModeMutex<Queue>;
+    type Guard<'a> = ModeGuard<'a, Queue>;
     type Flag = core::sync::atomic::AtomicBool;
     #[inline(always)]
-    fn new_lock(q: Queue) -> Self::Lock {
-        parking_lot::Mutex::new(q)
+    fn new_lock(q: Queue, mode: Arc<LockMode>) -> Self::Lock {
+        ModeMutex::new(q, mode)
     }
     #[inline(always)]
     fn lock(l: &Self::Lock) -> Self::Guard<'_> {
         l.lock()
+    }
+    #[inline(always)]
+    fn serial(l: &Self::Lock) -> bool {
+        l.is_serial()
     }
     #[inline(always)]
     fn new_flag(v: bool) -> Self::Flag {
@@ -264,13 +276,14 @@ impl<P: Prims> core::ops::DerefMut for QueueGuard<'_, P> {
 }
 
 impl<P: Prims> CqQueue<P> {
-    pub(crate) fn new(q: Queue) -> CqQueue<P> {
+    /// A queue whose lock follows `mode` (its CQ's domain's).
+    pub(crate) fn new(q: Queue, mode: Arc<LockMode>) -> CqQueue<P> {
         CqQueue {
             any: P::new_flag(q.any()),
             taken: P::new_count(0),
             freed: P::new_count(0),
             cap: P::new_count(q.cap()),
-            m: P::new_lock(q),
+            m: P::new_lock(q, mode),
         }
     }
 
@@ -284,6 +297,11 @@ impl<P: Prims> CqQueue<P> {
             let t = P::get(&self.taken, Ordering::Relaxed);
             if t.wrapping_sub(f) >= P::get(&self.cap, Ordering::Relaxed) {
                 return Err(if t & DEAD != 0 { Error::OVERRUN } else { Error::AGAIN });
+            }
+            if P::serial(&self.m) {
+                // No other thread (base/serial.rs): no read-modify-write.
+                P::set(&self.taken, t.wrapping_add(1), Ordering::Relaxed);
+                return Ok(());
             }
             if P::cas(&self.taken, t, t.wrapping_add(1)) {
                 return Ok(());
@@ -517,8 +535,11 @@ mod models {
         type Lock = loom::sync::Mutex<Queue>;
         type Guard<'a> = loom::sync::MutexGuard<'a, Queue>;
         type Flag = AtomicBool;
-        fn new_lock(q: Queue) -> Self::Lock {
+        fn new_lock(q: Queue, _mode: std::sync::Arc<LockMode>) -> Self::Lock {
             loom::sync::Mutex::new(q)
+        }
+        fn serial(_l: &Self::Lock) -> bool {
+            false
         }
         fn lock(l: &Self::Lock) -> Self::Guard<'_> {
             l.lock().expect("model lock")
@@ -565,7 +586,7 @@ mod models {
     }
 
     fn queue(size: usize) -> Arc<Q> {
-        Arc::new(CqQueue::new(Queue::new(size).expect("queue")))
+        Arc::new(CqQueue::new(Queue::new(size).expect("queue"), LockMode::locked()))
     }
 
     /// What a reader got: success entries and error entries by id.

@@ -5,6 +5,7 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
+use crate::base::serial::LockMode;
 use crate::core::attr::Info;
 use crate::core::eq::Eq;
 use crate::core::fabric::Fabric;
@@ -97,12 +98,12 @@ impl Domain {
             }
         }
         let d = Arc::new(Domain {
+            engine: Engine::with_mode(lock_mode(&info))?,
             users: Users::default(),
             fabric: Held::new(fabric.clone()),
             transport,
             info,
             api_version,
-            engine: Engine::new()?,
             mrs: Arc::default(),
             eq: Mutex::new(None),
         });
@@ -144,6 +145,36 @@ impl Domain {
             .as_ref()
             .filter(|(_, flags)| flags & FI_REG_MR != 0)
             .map(|(eq, _)| eq.arc().clone())
+    }
+}
+
+/// The locking mode of a domain's objects (base/serial.rs): serial when
+/// the application promised to serialise every call on the domain
+/// (`FI_THREAD_DOMAIN`) and no progress thread runs beside it (manual
+/// progress); real locks otherwise. `FI_THREAD_COMPLETION` and
+/// `FI_THREAD_ENDPOINT` do not qualify: any CQ read progresses every
+/// endpoint of the domain, which those levels let other threads use.
+fn lock_mode(info: &Info) -> Arc<LockMode> {
+    let serial = info.domain.as_ref().is_some_and(|d| {
+        d.threading == FI_THREAD_DOMAIN && d.data_progress != FI_PROGRESS_AUTO && d.control_progress != FI_PROGRESS_AUTO
+    });
+    crate::base::log::log_info!(
+        FI_LOG_DOMAIN,
+        "fi_domain: {} locks",
+        if serial {
+            "serial (FI_THREAD_DOMAIN, manual progress)"
+        } else {
+            "real"
+        }
+    );
+    if serial {
+        // SAFETY: the application serialises every call that reaches the
+        // domain's locks (fi_domain(3), FI_THREAD_DOMAIN); every way of
+        // reaching them from elsewhere switches the mode first
+        // (docs/architecture.md "Locks and threading levels").
+        unsafe { LockMode::serial() }
+    } else {
+        LockMode::locked()
     }
 }
 

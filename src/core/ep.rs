@@ -16,6 +16,7 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
+use crate::base::serial::ModeMutex;
 use crate::core::attr::Info;
 use crate::core::av::Av;
 use crate::core::cntr::Cntr;
@@ -402,7 +403,7 @@ pub(crate) struct Endpoint<L> {
     /// The progress thread caught a panic in this endpoint's progress: its
     /// state may be half updated, every later call fails (`-FI_EOTHER`).
     failed: AtomicBool,
-    pub(crate) inner: Mutex<Inner>,
+    pub(crate) inner: ModeMutex<Inner>,
     /// Wait fd registered with the domain's engine (its port's).
     wait_fd: core::sync::atomic::AtomicI32,
     /// Connection state of a connection-oriented (`FI_EP_MSG`) endpoint.
@@ -532,6 +533,12 @@ impl<L: Connection> Endpoint<L> {
         // RMA targets check every access against the domain's regions.
         inner.set_mr_map(domain.mrs.clone());
         let wait_fd = inner.wait_fd();
+        let engine = &domain.engine;
+        if msg.is_some() {
+            // A connection is driven from the fabric's EQ too (its
+            // events, `fi_shutdown`), outside the domain's serialisation.
+            engine.mode().lock_for_good();
+        }
         let ep = Arc::new(Endpoint {
             users: Users::default(),
             domain: Held::new(domain.clone()),
@@ -541,12 +548,11 @@ impl<L: Connection> Endpoint<L> {
             enabled: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             failed: AtomicBool::new(false),
-            inner: Mutex::new(inner),
+            inner: ModeMutex::new(inner, engine.mode().clone()),
             wait_fd: core::sync::atomic::AtomicI32::new(wait_fd),
             msg,
             rma_tally: RmaTally::default(),
         });
-        let engine = &domain.engine;
         engine.watch_fd(wait_fd, crate::sys::IN)?;
         engine.add_source(ep.clone());
         Ok(ep)
@@ -632,6 +638,14 @@ impl<L: Connection> Endpoint<L> {
                     return Err(Error::INVAL);
                 }
                 let sel = flags & FI_SELECTIVE_COMPLETION != 0;
+                let ours = self.domain.engine.mode();
+                if !Arc::ptr_eq(cq.lock_mode(), ours) {
+                    // A CQ of another domain: its queue is pushed from this
+                    // domain's calls and read from its own domain's, two
+                    // serialisations (base/serial.rs).
+                    cq.lock_mode().lock_for_good();
+                    ours.lock_for_good();
+                }
                 if (flags & FI_TRANSMIT != 0 && b.tx_cq.is_some()) || (flags & FI_RECV != 0 && b.rx_cq.is_some()) {
                     return Err(Error::INVAL);
                 }
@@ -964,6 +978,123 @@ mod tests {
 
     fn bind_av(e: &Ep, a: &Arc<Av>) -> Result<()> {
         e.bind(0, || Ok(BindTarget::Av(a.clone())))
+    }
+
+    fn domain_at(threading: u32, progress: u32) -> Arc<Domain> {
+        let f = Fabric::open(None, Settings::default()).unwrap();
+        let info = Info {
+            domain: Some(DomainAttr {
+                name: Some("shm".into()),
+                threading,
+                control_progress: progress,
+                data_progress: progress,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        Domain::open(&f, info, API_VERSION).unwrap()
+    }
+
+    fn serial_domain() -> Arc<Domain> {
+        domain_at(FI_THREAD_DOMAIN, FI_PROGRESS_MANUAL)
+    }
+
+    fn serial(d: &Domain) -> bool {
+        d.engine.mode().is_serial()
+    }
+
+    fn cq_waiting(d: &Arc<Domain>, wait_obj: u32, set: Option<Arc<crate::core::wait::WaitSet>>) -> Arc<Cq> {
+        let a = fi_cq_attr {
+            size: 16,
+            flags: 0,
+            format: FI_CQ_FORMAT_TAGGED,
+            wait_obj,
+            signaling_vector: 0,
+            wait_cond: FI_CQ_COND_NONE,
+            wait_set: core::ptr::null_mut(),
+        };
+        let holds = Holds {
+            parent: Some(Held::new(d.clone())),
+            set: set.map(Held::new),
+        };
+        let cq = Cq::new(&a, API_VERSION, holds, 0).unwrap();
+        cq.wait().add_engine(&d.engine).unwrap();
+        cq
+    }
+
+    /// base/serial.rs: plain-store locks only where the application
+    /// serialises every call on the domain and no progress thread runs.
+    #[test]
+    fn serial_locks_only_at_thread_domain_with_manual_progress() {
+        for p in [FI_PROGRESS_MANUAL, FI_PROGRESS_UNSPEC] {
+            let d = domain_at(FI_THREAD_DOMAIN, p);
+            assert!(serial(&d), "FI_THREAD_DOMAIN, progress {p}");
+            let (e, q) = (ep(&d), cq(&d, 16));
+            assert!(
+                e.inner.is_serial() && q.lock_mode().is_serial(),
+                "the domain's objects follow it"
+            );
+        }
+        let others = [
+            FI_THREAD_UNSPEC,
+            FI_THREAD_SAFE,
+            FI_THREAD_FID,
+            FI_THREAD_COMPLETION,
+            FI_THREAD_ENDPOINT,
+        ];
+        for t in others {
+            assert!(!serial(&domain_at(t, FI_PROGRESS_MANUAL)), "threading {t}");
+        }
+        assert!(
+            !serial(&domain_at(FI_THREAD_DOMAIN, FI_PROGRESS_AUTO)),
+            "a progress thread runs"
+        );
+    }
+
+    /// Every way another thread can reach a serial domain's locks makes
+    /// them real for good first (base/serial.rs, docs/architecture.md
+    /// "Locks and threading levels"); what stays inside the domain does not.
+    #[test]
+    fn what_reaches_a_serial_domain_from_elsewhere_makes_its_locks_real() {
+        // Inside one domain: stays serial.
+        let d = serial_domain();
+        let (e, q) = (ep(&d), cq(&d, 16));
+        bind_cq(&e, &q, FI_TRANSMIT | FI_RECV).unwrap();
+        let own = crate::core::poll::PollSet::open(&d, 0).unwrap();
+        own.add_cq(&q);
+        assert!(serial(&d));
+
+        // A CQ of another domain: pushed from one serialisation, read
+        // from the other.
+        let (d1, d2) = (serial_domain(), serial_domain());
+        let (e1, q2) = (ep(&d1), cq(&d2, 16));
+        bind_cq(&e1, &q2, FI_RECV).unwrap();
+        assert!(!serial(&d1) && !serial(&d2), "cross-domain CQ");
+        assert!(!e1.inner.is_serial() && !q2.lock_mode().is_serial());
+
+        // A progress thread (a FI_WAIT_MUTEX_COND CQ).
+        let d3 = serial_domain();
+        let _q3 = cq_waiting(&d3, FI_WAIT_MUTEX_COND, None);
+        assert!(!serial(&d3), "progress thread");
+
+        // A wait set member: fi_wait progresses from any thread.
+        let d4 = serial_domain();
+        let ws = crate::core::wait::WaitSet::open(d4.fabric(), FI_WAIT_UNSPEC, 0).unwrap();
+        let _q4 = cq_waiting(&d4, FI_WAIT_SET, Some(ws));
+        assert!(!serial(&d4), "wait set");
+
+        // A poll set of another domain: its member's domain only.
+        let (d5, d6) = (serial_domain(), serial_domain());
+        let ps = crate::core::poll::PollSet::open(&d6, 0).unwrap();
+        ps.add_cq(&cq(&d5, 16));
+        assert!(!serial(&d5) && serial(&d6), "poll set of another domain");
+
+        // A connection-oriented endpoint: driven from the fabric's EQ too.
+        let d7 = serial_domain();
+        let inner = rdm_engine(&d7, &Info::default()).unwrap();
+        let addr = inner.addr();
+        let _m = Ep::new(&d7, &Info::default(), inner, addr, Some(Arc::new(Unconnected))).unwrap();
+        assert!(!serial(&d7), "MSG endpoint");
     }
 
     /// fi_enable: an AV is required; a failed enable keeps the bindings

@@ -74,6 +74,7 @@ impl PollSet {
     }
 
     pub(crate) fn add_cq(&self, cq: &Arc<Cq>) {
+        self.lock_foreign(&cq.wait().engines());
         let mut m = self.members.lock();
         m.retain(Member::alive);
         if !m.iter().any(|x| x.is(Arc::as_ptr(cq) as *const ())) {
@@ -82,10 +83,26 @@ impl PollSet {
     }
 
     pub(crate) fn add_cntr(&self, c: &Arc<Cntr>) {
+        self.lock_foreign(&c.wait().engines());
         let mut m = self.members.lock();
         m.retain(Member::alive);
         if !m.iter().any(|x| x.is(Arc::as_ptr(c) as *const ())) {
             m.push(Member::Cntr(Arc::downgrade(c), c.peek()));
+        }
+    }
+
+    /// `fi_poll` progresses a member's engines: those of another domain
+    /// than the set's are then reached outside their domain's
+    /// serialisation, so their locks become real for good (base/serial.rs).
+    fn lock_foreign(&self, engines: &[Arc<Engine>]) {
+        for e in engines {
+            let ours = self
+                ._domain
+                .as_ref()
+                .is_some_and(|d| Arc::ptr_eq(d.engine.mode(), e.mode()));
+            if !ours {
+                e.mode().lock_for_good();
+            }
         }
     }
 

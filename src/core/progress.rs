@@ -16,6 +16,7 @@
 //! `cleanup` at `fi_fini`.
 
 use crate::base::error::Result;
+use crate::base::serial::{LockMode, ModeMutex};
 use crate::sys::{self, Epoll, EventFd};
 use parking_lot::Mutex;
 use std::os::fd::RawFd;
@@ -116,7 +117,11 @@ pub struct Engine {
     /// allocation. A pass that finds the lock taken is skipped (the thread
     /// holding it produces the completions). Sources hold strong references
     /// and must be removed explicitly (endpoint close does).
-    sources: Mutex<Sources>,
+    sources: ModeMutex<Sources>,
+    /// The locking mode of the domain this engine progresses, shared by
+    /// its endpoints' and CQs' locks (base/serial.rs); real locks for a
+    /// fabric's engine and a passive endpoint's.
+    mode: Arc<LockMode>,
     sleepers: AtomicUsize,
     /// Reasons to run a progress thread (AUTO progress, MUTEX_COND objects).
     auto_users: AtomicUsize,
@@ -125,17 +130,28 @@ pub struct Engine {
 
 impl Engine {
     pub fn new() -> Result<Arc<Engine>> {
+        Engine::with_mode(LockMode::locked())
+    }
+
+    /// An engine whose sources' locks (and its own) follow `mode`.
+    pub(crate) fn with_mode(mode: Arc<LockMode>) -> Result<Arc<Engine>> {
         let epoll = Epoll::new()?;
         let kick = EventFd::new()?;
         epoll.add(kick.fd(), sys::IN, 0)?;
         Ok(Arc::new(Engine {
             epoll,
             kick,
-            sources: Mutex::new(Sources::default()),
+            sources: ModeMutex::new(Sources::default(), mode.clone()),
+            mode,
             sleepers: AtomicUsize::new(0),
             auto_users: AtomicUsize::new(0),
             thread: Mutex::new(None),
         }))
+    }
+
+    /// The locking mode of this engine's domain (base/serial.rs).
+    pub(crate) fn mode(&self) -> &Arc<LockMode> {
+        &self.mode
     }
 
     /// The epoll set to nest into a waiter's epoll set.
@@ -245,6 +261,9 @@ impl Engine {
 
     /// Asks for a progress thread (counted; [`Engine::release_thread`] undoes).
     pub fn require_thread(self: &Arc<Self>) {
+        // The thread passes over the sources beside the application's
+        // calls: real locks from now on, before it exists.
+        self.mode.lock_for_good();
         if self.auto_users.fetch_add(1, Ordering::AcqRel) > 0 {
             return;
         }

@@ -137,6 +137,9 @@ impl WaitObj {
             engine.require_thread();
         }
         if let Some(set) = &self.set {
+            // `fi_wait` on the set (a fabric object) progresses the engine
+            // from any thread: real locks from now on (base/serial.rs).
+            engine.mode().lock_for_good();
             set.obj.add_engine(engine)?;
         }
         next.push(engine.clone());
