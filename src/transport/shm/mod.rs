@@ -74,6 +74,80 @@ const SWEEP_ROUNDS: u32 = 64;
 /// doorbell queue is full (it then goes on unverified: no CMA from it).
 const HELLO_PATIENCE: Duration = Duration::from_millis(50);
 
+/// The conditions a pass rarely finds set, in one word it tests once
+/// ([`ShmPort::poll_records`], `rare_pass`). Each has a bit; the fields are
+/// private to this module, so a condition and its bit cannot disagree.
+/// Who sets and clears each (owner-private state: nothing here is read from
+/// a segment):
+/// * [`SLEEPING`]: set by `set_sleepers(n > 0)` (the doorbell is drained on
+///   every pass from then on); cleared by the pass that finds the segment's
+///   sleeper count back at zero.
+/// * [`BACKLOGGED`]: set by `send_ctl` when it queues a control record for
+///   want of ring space (the send side); cleared by `flush_backlogs` once no
+///   peer has one queued.
+/// * [`SCAN_DUE`]: set by `discover_slots` when `claim_seq` moved with nothing
+///   new announced or signalled; cleared by the full scan (`scan_if_due`, at
+///   most every LIVENESS_PERIOD).
+/// * the ring waited on ([`Rare::waiting`]): set by a send refused for want
+///   of room (the send side); kept, moved or dropped by `outbound_moved` on
+///   each pass (dropped once its consumer took every record we wrote, or the
+///   peer failed), dropped by `close`.
+mod rare {
+    pub(super) const SLEEPING: u8 = 1;
+    pub(super) const BACKLOGGED: u8 = 2;
+    pub(super) const SCAN_DUE: u8 = 4;
+    const WAITING: u8 = 8;
+
+    #[derive(Default)]
+    pub(super) struct Rare {
+        bits: u8,
+        /// With `WAITING`: the outbound ring a send was last refused on for
+        /// want of room (its index in `peers`) and its consumer's head when
+        /// last looked at: each pass compares the head, so a consumer that
+        /// makes room counts as a peer that moved.
+        waiting: (usize, u64),
+    }
+
+    impl Rare {
+        /// Whether any condition is set (the pass's one test).
+        #[inline(always)]
+        pub(super) fn any(&self) -> bool {
+            self.bits != 0
+        }
+
+        #[inline(always)]
+        pub(super) fn get(&self, bit: u8) -> bool {
+            self.bits & bit != 0
+        }
+
+        #[inline(always)]
+        pub(super) fn set(&mut self, bit: u8, on: bool) {
+            debug_assert!(bit != WAITING, "the ring waited on: set_waiting");
+            if on {
+                self.bits |= bit;
+            } else {
+                self.bits &= !bit;
+            }
+        }
+
+        #[inline(always)]
+        pub(super) fn waiting(&self) -> Option<(usize, u64)> {
+            (self.bits & WAITING != 0).then_some(self.waiting)
+        }
+
+        #[inline(always)]
+        pub(super) fn set_waiting(&mut self, w: Option<(usize, u64)>) {
+            match w {
+                Some(w) => {
+                    self.waiting = w;
+                    self.bits |= WAITING;
+                }
+                None => self.bits &= !WAITING,
+            }
+        }
+    }
+}
+
 /// A record as the consumer sees it (header copied out and validated).
 pub struct InRecord<'a> {
     pub src: Addr,
@@ -366,15 +440,9 @@ pub struct ShmPort {
     peers: Peers,
     limits: Limits,
     events: Vec<PeerEvent>,
-    sleeping: bool,
-    /// Some peer has control records waiting for ring space.
-    backlogged: bool,
-    /// The outbound ring a send was last refused on for want of room (its
-    /// index in `peers`) and its consumer's head when last looked at: each
-    /// pass compares the head, so a consumer that makes room counts as a
-    /// peer that moved ([`ShmPort::poll_records`]). Dropped once the
-    /// consumer has taken every record we wrote there.
-    waiting: Option<(usize, u64)>,
+    /// The pass's rarely-set conditions (the sleeper, the backlog, the ring
+    /// waited on, the full scan due), tested together once per pass.
+    rare: rare::Rare,
     /// Per slot of our segment: the claim the kernel's credentials
     /// confirmed (owner-private memory: senders cannot write it).
     verified: Vec<Option<Verified>>,
@@ -385,11 +453,6 @@ pub struct ShmPort {
     candidates: [u64; NSLOTS / 64],
     /// Some slot was taken in since `claim_seq` last moved.
     adopted: bool,
-    /// `claim_seq` moved with nothing announced or signalled to explain it
-    /// (a sender found no free slot, or its announcement did not get
-    /// through): every slot word is looked at, at most every
-    /// LIVENESS_PERIOD.
-    scan_due: bool,
     last_scan: Option<Instant>,
     /// Full scans made (tests: first contact must not need one).
     #[cfg(test)]
@@ -422,14 +485,11 @@ impl ShmPort {
             peers: Peers::default(),
             limits,
             events: Vec::new(),
-            sleeping: false,
-            backlogged: false,
-            waiting: None,
+            rare: rare::Rare::default(),
             verified: vec![None; NSLOTS],
             last_reclaim: None,
             candidates: [0; NSLOTS / 64],
             adopted: false,
-            scan_due: false,
             last_scan: None,
             #[cfg(test)]
             scans: 0,
@@ -449,7 +509,7 @@ impl ShmPort {
     pub fn set_sleepers(&mut self, n: usize) {
         self.seg.set_sleepers(n as u64);
         if n > 0 {
-            self.sleeping = true;
+            self.rare.set(rare::SLEEPING, true);
             self.sweep_due = true;
             self.round = 1;
         }
@@ -461,12 +521,12 @@ impl ShmPort {
     }
 
     fn drain_doorbell(&mut self) {
-        if !self.sleeping {
+        if !self.rare.get(rare::SLEEPING) {
             return;
         }
         self.take_hellos();
         if self.seg.sleepers() == 0 {
-            self.sleeping = false;
+            self.rare.set(rare::SLEEPING, false);
         }
     }
 
@@ -631,8 +691,8 @@ impl ShmPort {
                 // re-read, while it is the one watched: movement between
                 // two passes must not be lost to a refusal in between).
                 if let Some((_, i)) = self.peers.last {
-                    if self.waiting.is_none_or(|(w, _)| w != i) {
-                        self.waiting = Some((i, self.peers.v[i].ring.head_now()));
+                    if self.rare.waiting().is_none_or(|(w, _)| w != i) {
+                        self.rare.set_waiting(Some((i, self.peers.v[i].ring.head_now())));
                     }
                 }
                 Err(Error::AGAIN)
@@ -652,7 +712,7 @@ impl ShmPort {
                     return Err(Error::INVAL);
                 };
                 self.peer(token)?.backlog.push_back(*hdr);
-                self.backlogged = true;
+                self.rare.set(rare::BACKLOGGED, true);
                 Ok(())
             }
             r => r,
@@ -676,23 +736,18 @@ impl ShmPort {
     /// on every pass (those that carried records lately) and those on the
     /// ready list (ready.rs). Returns whether a peer moved since the last
     /// pass: a record (or rewind marker) was consumed, or the consumer of
-    /// the ring we wait on for room ([`ShmPort::waiting`]) advanced its
+    /// the ring we wait on for room ([`rare::Rare::waiting`]) advanced its
     /// head — a peer that moves runs on another processor (`Port::poll`).
     pub fn poll_records(&mut self, f: &mut dyn FnMut(InRecord<'_>) -> Disposition) -> bool {
-        let mut moved = match self.waiting {
-            Some((i, seen)) => self.outbound_moved(i, seen),
-            None => false,
-        };
-        self.drain_doorbell();
+        // One test for the conditions a pass rarely finds (`rare_pass`).
+        let mut moved = false;
+        if self.rare.any() {
+            moved = self.rare_pass();
+        }
         let claims = self.seg.claim_seq();
         if claims != self.seen_claims {
             self.seen_claims = claims;
             self.discover_slots();
-        } else if self.scan_due {
-            self.scan_if_due();
-        }
-        if self.backlogged {
-            self.flush_backlogs();
         }
         if self.seg.any_ready() {
             self.take_ready();
@@ -701,10 +756,10 @@ impl ShmPort {
         if self.round == 0 {
             self.eviction_round();
         }
-        let lim = self.limits;
+        let lim = &self.limits;
         for s in &mut self.inbound.v[..self.inbound.nhot] {
             if !s.broken {
-                if let Err(()) = consume_slot(s, &lim, f, &mut moved) {
+                if let Err(()) = consume_slot(s, lim, f, &mut moved) {
                     s.broken = true;
                     s.look = true;
                     self.looking = true;
@@ -718,35 +773,59 @@ impl ShmPort {
         moved
     }
 
-    /// Whether the consumer of the ring we wait on ([`ShmPort::waiting`])
+    /// The part of a pass that runs only with a [`rare`] condition set, in
+    /// the order the pass took them before they shared a word: the ring we
+    /// wait on for room (whether its consumer moved), the doorbell (a
+    /// sleeper), the full scan due (only while `claim_seq` did not move: a
+    /// move is `discover_slots`' work, which takes the hellos first), the
+    /// control records waiting for ring space (outbound only: its place
+    /// before or after taking in new senders changes nothing).
+    #[inline(never)]
+    fn rare_pass(&mut self) -> bool {
+        let moved = match self.rare.waiting() {
+            Some((i, seen)) => self.outbound_moved(i, seen),
+            None => false,
+        };
+        self.drain_doorbell();
+        if self.rare.get(rare::SCAN_DUE) && self.seg.claim_seq() == self.seen_claims {
+            self.scan_if_due();
+        }
+        if self.rare.get(rare::BACKLOGGED) {
+            self.flush_backlogs();
+        }
+        moved
+    }
+
+    /// Whether the consumer of the ring we wait on ([`rare::Rare::waiting`])
     /// moved its head since the last look (`seen`). Stops watching once it
     /// has taken everything we wrote (nothing left to wait on) or failed.
     #[inline(never)]
     fn outbound_moved(&mut self, i: usize, seen: u64) -> bool {
         let Some(p) = self.peers.v.get(i) else {
-            self.waiting = None;
+            self.rare.set_waiting(None);
             return false;
         };
         let head = p.ring.head_now();
-        self.waiting = if head == p.tail || p.failed {
+        self.rare.set_waiting(if head == p.tail || p.failed {
             None
         } else {
             Some((i, head))
-        };
+        });
         head != seen
     }
 
     #[cold]
     #[inline(never)]
     fn flush_backlogs(&mut self) {
-        self.backlogged = false;
+        let mut left = false;
         for p in self.peers.values_mut() {
             if !p.backlog.is_empty() {
                 flush_backlog(p);
                 after_publish(&self.ring_tx, p);
-                self.backlogged |= !p.backlog.is_empty();
+                left |= !p.backlog.is_empty();
             }
         }
+        self.rare.set(rare::BACKLOGGED, left);
     }
 
     /// Watches `slot`'s ring (known sender) and marks it to be looked at.
@@ -905,7 +984,7 @@ impl ShmPort {
         }
         self.candidates = cands;
         if !std::mem::take(&mut self.adopted) {
-            self.scan_due = true;
+            self.rare.set(rare::SCAN_DUE, true);
             self.scan_if_due();
         }
     }
@@ -914,7 +993,7 @@ impl ShmPort {
     #[inline(never)]
     fn scan_if_due(&mut self) {
         if self.last_scan.is_none_or(|t| t.elapsed() >= LIVENESS_PERIOD) {
-            self.scan_due = false;
+            self.rare.set(rare::SCAN_DUE, false);
             self.last_scan = Some(Instant::now());
             self.scan_slots();
         }
@@ -975,7 +1054,7 @@ impl ShmPort {
             }
         }
         self.peers.clear();
-        self.waiting = None;
+        self.rare.set_waiting(None);
     }
 }
 
@@ -2193,11 +2272,11 @@ mod tests {
         assert_eq!(a.send_record(&b.addr(), &h, Payload::Bytes(&msg)), Err(Error::AGAIN));
         assert!(a.poll_records(&mut none.clone()), "b made room");
         assert!(!a.poll_records(&mut none.clone()), "b did not move again");
-        assert!(a.waiting.is_some());
+        assert!(a.rare.waiting().is_some());
         assert!(b.poll_records(&mut |_| Disposition::Consumed));
         assert!(a.poll_records(&mut none.clone()), "b took the rest");
         assert!(
-            a.waiting.is_none(),
+            a.rare.waiting().is_none(),
             "a still watches a ring with nothing of its own left"
         );
         assert!(!a.poll_records(&mut none.clone()));
@@ -2436,6 +2515,85 @@ mod tests {
         Segment::open(b.token).unwrap().nudge();
         b.poll_records(&mut |_| Disposition::Consumed);
         assert_eq!(b.scans, 1);
+        // The scan left due is made by a later pass, claim_seq unmoved,
+        // once the period is over (`rare::SCAN_DUE`), and then only once.
+        b.last_scan = Some(Instant::now() - LIVENESS_PERIOD);
+        b.poll_records(&mut |_| Disposition::Consumed);
+        assert_eq!(b.scans, 2, "the scan left due is made by a later pass");
+        b.last_scan = Some(Instant::now() - LIVENESS_PERIOD);
+        b.poll_records(&mut |_| Disposition::Consumed);
+        assert_eq!(b.scans, 2, "nothing due after the scan");
+    }
+
+    #[test]
+    fn a_control_record_queued_while_another_ring_is_waited_on_goes_out_later() {
+        // `rare::BACKLOGGED` alone: a's control records towards b and c
+        // are queued (both rings full); c drains first, which ends a's wait
+        // on c (the last ring refused) and flushes c's; b drains after: a
+        // later pass, with nothing else rare set, must flush b's.
+        let mut a = port();
+        let mut b = port();
+        let mut c = port();
+        let mut ctl = WireHdr::new(op::ACK);
+        ctl.msg_id = 4242;
+        let full = |a: &mut ShmPort, to: &ShmPort| {
+            fill(a, to);
+            // The cells a large record did not fit in, filled too.
+            while a.send_record(&to.addr(), &eager(&[0]), Payload::Bytes(&[0])).is_ok() {}
+            a.send_ctl(&to.addr(), &ctl).unwrap();
+            assert!(a.rare.get(rare::BACKLOGGED), "queued");
+        };
+        full(&mut a, &b);
+        full(&mut a, &c);
+        let drain = |p: &mut ShmPort| {
+            let mut ctls = 0;
+            for _ in 0..4 {
+                p.poll_records(&mut |r| {
+                    if r.hdr.op == op::ACK {
+                        assert_eq!(r.hdr.msg_id, 4242);
+                        ctls += 1;
+                    }
+                    Disposition::Consumed
+                });
+            }
+            ctls
+        };
+        let none = |_: InRecord<'_>| -> Disposition { panic!("nothing was sent to a") };
+        assert_eq!(drain(&mut c), 0, "c's control record is still queued");
+        a.poll_records(&mut none.clone());
+        assert!(a.rare.waiting().is_none(), "c took everything a wrote");
+        assert_eq!(drain(&mut c), 1, "c's control record went out");
+        assert!(a.rare.get(rare::BACKLOGGED), "b's is still queued");
+        assert_eq!(drain(&mut b), 0);
+        a.poll_records(&mut none.clone());
+        assert_eq!(drain(&mut b), 1, "b's control record went out");
+        assert!(!a.rare.any(), "nothing queued, nothing waited on");
+    }
+
+    #[test]
+    fn a_sleepers_doorbell_is_drained_by_every_pass_until_it_wakes() {
+        // `rare::SLEEPING`: with a sleeper announced, every record's sender
+        // rings the doorbell; the pass that takes the record drains it (or
+        // the sleeper would wake at once forever). Contact first, so that
+        // no new sender's arrival drains it instead.
+        let mut a = port();
+        let mut b = port();
+        a.send_record(&b.addr(), &eager(&[1]), Payload::Bytes(&[1])).unwrap();
+        assert_eq!(sources(&mut b).len(), 1);
+        b.set_sleepers(1);
+        for i in 0..3u8 {
+            a.send_record(&b.addr(), &eager(&[i]), Payload::Bytes(&[i])).unwrap();
+            assert!(sys::poll_readable(b.wait_fd(), Some(Duration::ZERO)), "rung");
+            assert_eq!(sources(&mut b).len(), 1);
+            assert!(
+                !sys::poll_readable(b.wait_fd(), Some(Duration::ZERO)),
+                "the pass drained the doorbell"
+            );
+        }
+        // Awake again: the next pass clears the condition.
+        b.set_sleepers(0);
+        b.poll_records(&mut |_| Disposition::Consumed);
+        assert!(!b.rare.any());
     }
 
     #[test]
