@@ -11,6 +11,8 @@
 #   base::                   the error type, FastMap, Slab
 #   transport::proto         the record header (from_bytes/check/encode)
 #   transport::addr          address encodings
+#   transport::iov           the buffer list (segments past its count are
+#                            never written nor read)
 #   transport::tcp::framing  the TCP stream reader over in-memory streams
 #   transport::tcp::hello    the RDM handshake record
 #   transport::tcp::cm       the connection-management record
@@ -34,7 +36,7 @@ if ! cargo +nightly miri --version >/dev/null 2>&1; then
 	echo "miri:   (rustup toolchain install nightly; rustup +nightly component add miri rust-src)"
 	exit 1
 fi
-filters=${MIRI_FILTERS:-"base:: transport::proto transport::addr transport::tcp::framing transport::tcp::hello
+filters=${MIRI_FILTERS:-"base:: transport::proto transport::addr transport::iov transport::tcp::framing transport::tcp::hello
  transport::tcp::cm transport::shm::ring core::cq core::engine::matching fuzzing::"}
 echo "miri: $(cargo +nightly miri --version)"
 # shellcheck disable=SC2086

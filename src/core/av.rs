@@ -62,7 +62,11 @@
 //! bumps `removals` (inside the write lock, after the table changed). An
 //! endpoint keeps the last `fi_addr` it resolved with the `removals` it
 //! read *before* that lookup, and reuses it while `removals` is unchanged
-//! (`AvState::generation`, engine `Inner::destination`). A send that reads
+//! (`AvState::generation_word`, engine `Inner::destination`). The endpoint
+//! reads `removals` through a reference to it taken when `fi_enable` built
+//! its bound view (`GenerationWord`, engine `AvView`): an Acquire load of
+//! the word itself, with no call; the reference stays valid because the
+//! view lives no longer than the endpoint's hold on the AV. A send that reads
 //! the old count while a removal is under way is one ordered before that
 //! removal, as with the read lock; a send that starts after `fi_av_remove`
 //! returned (ordered after it by the application) reads the new count,
@@ -524,6 +528,28 @@ pub(crate) fn report_async(results: &[Result<fi_addr_t>], sink: &dyn AvEvents) -
 // The AV object
 // ---------------------------------------------------------------------------
 
+/// An AV's removal count as an endpoint's bound view holds it
+/// ([`AvState::generation_word`]): it can only be read, with the ordering
+/// the module documentation's argument needs, and names its AV.
+#[derive(Clone, Copy)]
+pub(crate) struct GenerationWord<'a>(&'a AtomicU64);
+
+impl GenerationWord<'_> {
+    /// The removal count (Acquire: pairs with the Release bump of
+    /// `remove`, module documentation).
+    #[inline]
+    pub(crate) fn get(self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Which AV this is (the address of its count): equal for two words
+    /// of the same live AV, different for two live AVs.
+    #[inline]
+    pub(crate) fn id(self) -> usize {
+        self.0 as *const AtomicU64 as usize
+    }
+}
+
 /// What an AV decided at open time plus its table: the part of [`Av`] that
 /// needs no C objects (unit-testable on its own).
 #[derive(Debug)]
@@ -564,10 +590,12 @@ impl AvState {
     }
 
     /// What a cached lookup is valid for: lookups made after reading this
-    /// value stay right while it is unchanged (module documentation).
+    /// word stay right while it is unchanged (module documentation). An
+    /// endpoint takes it when its bound view is built (engine `AvView`, at
+    /// `fi_enable`) and reads it on every send with no call.
     #[inline]
-    pub(crate) fn generation(&self) -> u64 {
-        self.removals.load(Ordering::Acquire)
+    pub(crate) fn generation_word(&self) -> GenerationWord<'_> {
+        GenerationWord(&self.removals)
     }
 
     /// Checks decoded entries against the transport.

@@ -1353,6 +1353,47 @@ mod tests {
         rx.close().unwrap();
     }
 
+    /// An enabled endpoint's sends reuse their last AV lookup only while
+    /// the AV removed nothing: its bound view, built once at `fi_enable`,
+    /// reads the AV's removal count itself (not a copy taken then), so a
+    /// send after `fi_av_remove` of its destination fails with -FI_EINVAL,
+    /// and the address inserted again is reached under its new index.
+    #[test]
+    fn sends_after_fi_av_remove_see_the_removal() {
+        let Pair {
+            tx,
+            rx,
+            rq,
+            dest,
+            _held,
+            ..
+        } = pair();
+        let a = &_held.1;
+        let mut bufs = [[0u8; 4]; 3];
+        for (i, b) in bufs.iter_mut().enumerate() {
+            let iov = IovList::single(b.as_mut_ptr() as usize, b.len());
+            rx.post_recv(RecvOp::new(iov, FI_ADDR_UNSPEC, i)).unwrap();
+        }
+        let inject = |to: u64, data: u64| {
+            let iov = IovList::single(b"data".as_ptr() as usize, 4);
+            tx.post_send(SendOp::inject(iov, to).with_data(data))
+        };
+        // Twice: the second send takes the cached lookup.
+        inject(dest, 1).unwrap();
+        inject(dest, 2).unwrap();
+        assert_eq!(next(&rq).data, 1);
+        assert_eq!(next(&rq).data, 2);
+        a.state.remove(&[dest]).unwrap();
+        assert_eq!(inject(dest, 3), Err(Error::INVAL), "sent to a removed entry");
+        let again = a.insert(vec![Ok(rx.addr())], None).unwrap()[0].unwrap();
+        assert_ne!(again, dest);
+        inject(again, 4).unwrap();
+        assert_eq!(next(&rq).data, 4);
+        assert_eq!(inject(dest, 5), Err(Error::INVAL), "still removed");
+        tx.close().unwrap();
+        rx.close().unwrap();
+    }
+
     /// A read that comes right after a read whose pass delivered (an
     /// application draining the CQ until -FI_EAGAIN, as Open MPI's mtl ofi
     /// does) skips its pass, once; a receive posted in between, a zero-count

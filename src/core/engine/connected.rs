@@ -13,10 +13,11 @@ impl Inner {
         match self.st.cfg.fixed_peer {
             Some(p) => Ok(p),
             None => {
-                let av = b.av.ok_or(Error::NOAV)?;
+                let av = b.av.as_ref().ok_or(Error::NOAV)?;
                 // The last destination again, while the AV removed nothing
-                // (core/av.rs, "Thread safety"): no read lock, no lookup.
-                let id = av as *const dyn AddrBook as *const () as usize;
+                // (core/av.rs, "Thread safety"): no read lock, no lookup,
+                // and the generation a load through the view (no call).
+                let id = av.id();
                 let gen = av.generation();
                 if let Some(c) = &self.st.dest {
                     if c.fi_addr == dest && c.gen == gen && c.av == id {

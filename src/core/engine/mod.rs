@@ -66,7 +66,7 @@ use self::send::{TxOp, TxState};
 use crate::abi::*;
 use crate::base::collections::{FastMap, FastSet, Slab};
 use crate::base::error::{Error, Result};
-use crate::core::av::Av;
+use crate::core::av::{Av, GenerationWord};
 use crate::core::cntr::Cntr;
 use crate::core::cq::{Cq, CqEntry, CqErrEntry};
 use crate::core::users::Held;
@@ -135,7 +135,7 @@ pub(crate) struct Binds {
 /// CQs, counters and address table.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Bound<'a> {
-    pub(crate) av: Option<&'a dyn AddrBook>,
+    pub(crate) av: Option<AvView<'a>>,
     pub(crate) tx_cq: Option<&'a Cq>,
     pub(crate) tx_selective: bool,
     pub(crate) rx_cq: Option<&'a Cq>,
@@ -148,7 +148,7 @@ pub(crate) struct Bound<'a> {
 impl<'a> From<&'a Binds> for Bound<'a> {
     fn from(b: &'a Binds) -> Bound<'a> {
         Bound {
-            av: b.av.as_deref().map(|av| av as &dyn AddrBook),
+            av: b.av.as_deref().map(|av| AvView::new(av)),
             tx_cq: b.tx_cq.as_deref(),
             tx_selective: b.tx_selective,
             rx_cq: b.rx_cq.as_deref(),
@@ -206,9 +206,9 @@ impl FrozenBinds {
 }
 
 // SAFETY: `view` only refers to objects `binds` holds (see `new`): the CQs
-// and counters (Sync) and the AV behind the `dyn AddrBook`, which the trait
-// object type does not say is Sync but which is the `Av` of `binds.av`
-// (Sync): sharing or sending a FrozenBinds shares or sends exactly what
+// and counters (Sync) and the AV behind the `dyn AddrBook` and its
+// generation word (an `AtomicU64` inside it), which the trait object type
+// does not say is Sync but which is the `Av` of `binds.av` (Sync): sharing or sending a FrozenBinds shares or sends exactly what
 // sharing or sending its `Binds` does, and `Binds` is Send + Sync (checked
 // below).
 unsafe impl Sync for FrozenBinds {}
@@ -239,22 +239,61 @@ impl<'a> From<&'a FrozenBinds> for Bound<'a> {
 pub(crate) trait AddrBook {
     fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr>;
     fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t>;
-    /// A value that changes whenever an earlier `lookup_addr` result may
+    /// The word that changes whenever an earlier `lookup_addr` result may
     /// have become wrong (an AV's count of removals, core/av.rs): a lookup
-    /// made after reading it may be reused while it stays the same.
-    fn generation(&self) -> u64;
+    /// made after reading it may be reused while it stays the same. Asked
+    /// once, when the view is built ([`AvView::new`]).
+    fn generation_word(&self) -> GenerationWord<'_>;
 }
 
 impl AddrBook for Av {
     fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr> {
         Av::lookup_addr(self, fi_addr)
     }
-    #[inline]
-    fn generation(&self) -> u64 {
-        self.state.generation()
+    fn generation_word(&self) -> GenerationWord<'_> {
+        self.state.generation_word()
     }
     fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
         Av::reverse_lookup(self, a)
+    }
+}
+
+/// A bound AV as the engine uses it: its lookups (dyn calls, under the
+/// table's read lock) and its generation word, borrowed when the view is
+/// built, so that the destination cache's test on every send is a plain
+/// load (core/av.rs, "Thread safety").
+#[derive(Clone, Copy)]
+pub(crate) struct AvView<'a> {
+    book: &'a dyn AddrBook,
+    gen: GenerationWord<'a>,
+}
+
+impl<'a> AvView<'a> {
+    pub(crate) fn new(book: &'a dyn AddrBook) -> AvView<'a> {
+        AvView {
+            book,
+            gen: book.generation_word(),
+        }
+    }
+
+    pub(crate) fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr> {
+        self.book.lookup_addr(fi_addr)
+    }
+
+    pub(crate) fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
+        self.book.reverse_lookup(a)
+    }
+
+    /// The AV's removal count (`GenerationWord::get`), with no call.
+    #[inline]
+    pub(crate) fn generation(&self) -> u64 {
+        self.gen.get()
+    }
+
+    /// Which AV this is (the destination cache's key).
+    #[inline]
+    pub(crate) fn id(&self) -> usize {
+        self.gen.id()
     }
 }
 

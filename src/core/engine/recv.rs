@@ -56,18 +56,22 @@ impl Inner {
             // The common receive: nothing queued can match it, so it goes
             // straight to the posted queue, built in place (moving the
             // receive through the general path below copies it several
-            // times, each a call to memcpy).
-            self.st.m.post(PostedRecv {
-                context: a.context,
-                iov: *a.iov.borrow(),
-                src,
-                tagged: a.tagged,
-                tag: a.tag,
-                ignore: a.ignore,
-                flags: a.flags,
-                used: 0,
-                claimed,
-            });
+            // times, each a call to memcpy), a one-buffer list written as
+            // its one segment (`post_with_iov`).
+            self.st.m.post_with_iov(
+                PostedRecv {
+                    context: a.context,
+                    iov: IovList::new(),
+                    src,
+                    tagged: a.tagged,
+                    tag: a.tag,
+                    ignore: a.ignore,
+                    flags: a.flags,
+                    used: 0,
+                    claimed,
+                },
+                a.iov.borrow(),
+            );
             // No after-poll work here: a receive that nothing queued can
             // match starts no pull, CTS or stream (the general path below
             // can), and what other work is pending runs at the next pass.

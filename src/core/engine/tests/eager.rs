@@ -978,3 +978,31 @@ fn transmit_complete_waits_for_arrival_not_for_a_receive() {
     assert_eq!(a.tx_ok(), vec![Comp::send(7, MSEND)]);
     assert_eq!(net.log()[0].hdr.flags & flag::ACK_ARRIVE, 0);
 }
+
+/// An eager send the transport has no room for makes one progress pass and
+/// tries once more (`send_again`): to itself, an endpoint whose window is
+/// full of its own records consumes them in that pass, and the send goes.
+#[test]
+fn a_full_window_is_passed_once_and_the_send_retried() {
+    let mut sa = Spec::new(SimOpts::shm());
+    // Room for three 100-byte records (128 bytes each in cells).
+    sa.sim.window = 3 * 128;
+    let (_net, mut a, _b) = pair_of(sa, Spec::new(SimOpts::shm()));
+    let msgs: Vec<Vec<u8>> = (0..4).map(|i| pattern(100, i as u8)).collect();
+    let mut bufs: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 100]).collect();
+    for (i, buf) in bufs.iter_mut().enumerate() {
+        a.recv(rargs(buf, 10 + i)).unwrap();
+    }
+    for (i, m) in msgs.iter().take(3).enumerate() {
+        a.send(sargs(A, m, i)).unwrap();
+    }
+    assert_eq!(a.rx_ok().len(), 0, "nothing consumed yet");
+    // The window is full: the first try fails, the pass delivers the
+    // three, the second try is written.
+    a.send(sargs(A, &msgs[3], 3)).unwrap();
+    assert_eq!(a.rx_ok().len(), 3);
+    a.progress();
+    assert_eq!(a.rx_ok().len(), 1);
+    assert_eq!(a.tx_ok().len(), 4);
+    assert_eq!(bufs, msgs);
+}

@@ -13,10 +13,10 @@ mod rma;
 mod split;
 
 use super::sim::{Net, SimOpts};
-use super::{AddrBook, Bound, EpConfig, Inner, RecvArgs, SendArgs};
+use super::{AddrBook, AvView, Bound, EpConfig, Inner, RecvArgs, SendArgs};
 use crate::abi::*;
 use crate::base::error::{Error, Result};
-use crate::core::av::{AvFormat, AvState};
+use crate::core::av::{AvFormat, AvState, GenerationWord};
 use crate::core::cntr::Cntr;
 use crate::core::cq::Cq;
 use crate::core::domain::TransportKind;
@@ -33,8 +33,8 @@ impl AddrBook for AvState {
     fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
         AvState::reverse_lookup(self, a)
     }
-    fn generation(&self) -> u64 {
-        AvState::generation(self)
+    fn generation_word(&self) -> GenerationWord<'_> {
+        AvState::generation_word(self)
     }
 }
 
@@ -109,7 +109,7 @@ pub(super) struct Sinks {
 impl Sinks {
     fn bound(&self) -> Bound<'_> {
         Bound {
-            av: Some(&self.av),
+            av: Some(AvView::new(&self.av)),
             tx_cq: Some(&self.tx_cq),
             tx_selective: self.tx_selective,
             rx_cq: Some(&self.rx_cq),
