@@ -193,9 +193,9 @@ impl Inner {
         }
     }
 
-    /// The second try of an eager send the transport had no room for:
-    /// one progress pass, then the send again (as [`Inner::send_retry`]),
-    /// out of line.
+    /// The second try of a send the transport had no room for, out of
+    /// line: our own backlog or unconsumed records may be in the way, so
+    /// one progress pass, then one more try.
     #[cold]
     #[inline(never)]
     fn send_again(&mut self, b: &Bound<'_>, peer: &Addr, h: &WireHdr, p: Payload<'_>, copy: bool) -> Result<Sent> {
@@ -214,12 +214,7 @@ impl Inner {
         copy: bool,
     ) -> Result<Sent> {
         match self.port.send(peer, h, p, copy) {
-            Err(e) if e == Error::AGAIN => {
-                // Our own backlog or unconsumed records may be in the way:
-                // one progress pass, then one more try.
-                self.pass(b);
-                self.port.send(peer, h, p, copy)
-            }
+            Err(e) if e == Error::AGAIN => self.send_again(b, peer, h, p, copy),
             r => r,
         }
     }
