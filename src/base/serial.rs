@@ -114,6 +114,11 @@ impl<T> ModeMutex<T> {
         }
     }
 
+    /// The mode this lock follows.
+    pub(crate) fn mode(&self) -> &Arc<LockMode> {
+        &self.mode
+    }
+
     /// Whether this lock is in the serial mode now.
     #[inline(always)]
     pub(crate) fn is_serial(&self) -> bool {

@@ -258,9 +258,6 @@ pub(crate) struct Cq {
     drained: AtomicUsize,
     set: Option<Held<WaitSet>>,
     _domain: Option<Held<Domain>>,
-    /// The locking mode of the CQ's domain (base/serial.rs), which its
-    /// queue's lock follows.
-    mode: Arc<LockMode>,
     /// `fi_cq_read` calls in a row that found nothing while no peer moved
     /// (see [`IDLE_YIELD_AFTER`]).
     idle: AtomicU32,
@@ -362,8 +359,7 @@ impl Cq {
             wait,
             skipped: AtomicU32::new(0),
             drained: AtomicUsize::new(NOT_DRAINED),
-            q: CqQueue::new(Queue::new(size)?, mode.clone()),
-            mode,
+            q: CqQueue::new(Queue::new(size)?, mode),
             set,
             _domain: holds.parent,
             idle: AtomicU32::new(0),
@@ -393,9 +389,9 @@ impl Cq {
         self.api_version
     }
 
-    /// The locking mode its queue follows (its domain's).
+    /// The locking mode its queue follows (its domain's; base/serial.rs).
     pub(crate) fn lock_mode(&self) -> &Arc<LockMode> {
-        &self.mode
+        self.q.lock_mode()
     }
 
     pub(crate) fn wait(&self) -> &WaitObj {

@@ -275,6 +275,13 @@ impl<P: Prims> core::ops::DerefMut for QueueGuard<'_, P> {
     }
 }
 
+impl CqQueue<Native> {
+    /// The locking mode the lock follows (base/serial.rs).
+    pub(crate) fn lock_mode(&self) -> &Arc<LockMode> {
+        self.m.mode()
+    }
+}
+
 impl<P: Prims> CqQueue<P> {
     /// A queue whose lock follows `mode` (its CQ's domain's).
     pub(crate) fn new(q: Queue, mode: Arc<LockMode>) -> CqQueue<P> {

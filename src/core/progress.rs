@@ -117,11 +117,11 @@ pub struct Engine {
     /// allocation. A pass that finds the lock taken is skipped (the thread
     /// holding it produces the completions). Sources hold strong references
     /// and must be removed explicitly (endpoint close does).
+    /// Its lock follows the locking mode of the domain this engine
+    /// progresses, shared by the endpoints' and CQs' locks
+    /// (base/serial.rs; real locks for a fabric's engine and a passive
+    /// endpoint's): [`Engine::mode`].
     sources: ModeMutex<Sources>,
-    /// The locking mode of the domain this engine progresses, shared by
-    /// its endpoints' and CQs' locks (base/serial.rs); real locks for a
-    /// fabric's engine and a passive endpoint's.
-    mode: Arc<LockMode>,
     sleepers: AtomicUsize,
     /// Reasons to run a progress thread (AUTO progress, MUTEX_COND objects).
     auto_users: AtomicUsize,
@@ -141,8 +141,7 @@ impl Engine {
         Ok(Arc::new(Engine {
             epoll,
             kick,
-            sources: ModeMutex::new(Sources::default(), mode.clone()),
-            mode,
+            sources: ModeMutex::new(Sources::default(), mode),
             sleepers: AtomicUsize::new(0),
             auto_users: AtomicUsize::new(0),
             thread: Mutex::new(None),
@@ -151,7 +150,7 @@ impl Engine {
 
     /// The locking mode of this engine's domain (base/serial.rs).
     pub(crate) fn mode(&self) -> &Arc<LockMode> {
-        &self.mode
+        self.sources.mode()
     }
 
     /// The epoll set to nest into a waiter's epoll set.
@@ -263,7 +262,7 @@ impl Engine {
     pub fn require_thread(self: &Arc<Self>) {
         // The thread passes over the sources beside the application's
         // calls: real locks from now on, before it exists.
-        self.mode.lock_for_good();
+        self.mode().lock_for_good();
         if self.auto_users.fetch_add(1, Ordering::AcqRel) > 0 {
             return;
         }
