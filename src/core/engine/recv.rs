@@ -15,6 +15,24 @@ pub(super) struct Inflight {
     pub(super) extra_flags: u64,
 }
 
+/// The posted-queue entry of receive `a` with buffer list `iov`: the one
+/// construction for both of `recv_in`'s paths (in place, or through
+/// `recv_claimed`).
+#[inline(always)]
+fn posted<I: Borrow<IovList>>(a: &RecvArgs<I>, iov: IovList, src: Option<Addr>, claimed: bool) -> PostedRecv {
+    PostedRecv {
+        context: a.context,
+        iov,
+        src,
+        tagged: a.tagged,
+        tag: a.tag,
+        ignore: a.ignore,
+        flags: a.flags,
+        used: 0,
+        claimed,
+    }
+}
+
 impl Inner {
     #[cfg(test)]
     pub(crate) fn recv<'a, I: Borrow<IovList>>(&mut self, b: impl Into<Bound<'a>>, a: RecvArgs<I>) -> Result<()> {
@@ -58,37 +76,15 @@ impl Inner {
             // receive through the general path below copies it several
             // times, each a call to memcpy), a one-buffer list written as
             // its one segment (`post_with_iov`).
-            self.st.m.post_with_iov(
-                PostedRecv {
-                    context: a.context,
-                    iov: IovList::new(),
-                    src,
-                    tagged: a.tagged,
-                    tag: a.tag,
-                    ignore: a.ignore,
-                    flags: a.flags,
-                    used: 0,
-                    claimed,
-                },
-                a.iov.borrow(),
-            );
+            self.st
+                .m
+                .post_with_iov(posted(&a, IovList::new(), src, claimed), a.iov.borrow());
             // No after-poll work here: a receive that nothing queued can
             // match starts no pull, CTS or stream (the general path below
             // can), and what other work is pending runs at the next pass.
             return Ok(());
         }
-        let r = PostedRecv {
-            context: a.context,
-            iov: *a.iov.borrow(),
-            src,
-            tagged: a.tagged,
-            tag: a.tag,
-            ignore: a.ignore,
-            flags: a.flags,
-            used: 0,
-            claimed,
-        };
-        let res = self.recv_claimed(b, r);
+        let res = self.recv_claimed(b, posted(&a, *a.iov.borrow(), src, claimed));
         if res.is_err() && claimed {
             if let Some(cq) = &b.rx_cq {
                 cq.unclaim_slot();
