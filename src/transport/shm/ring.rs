@@ -183,13 +183,20 @@ impl Ring {
     /// rewound (rewinding whenever the record alone fits made sender and
     /// receiver take turns: docs/performance.md, shmbw). Then
     /// `Some((lap, free))`: the index of the next lap's first cell, and the
-    /// cells free from there (as [`Ring::free_cells`] of `lap`). Reads
-    /// `head` (Acquire) unless `tail` itself is within `2 * cells` of the
-    /// ring's start (then the head is too).
+    /// cells free from there (as [`Ring::free_cells`] of `lap`). An empty
+    /// ring (head at `tail`) needs only the record and its zeroed cell
+    /// before `tail`: nothing is behind to take turns with, and the record
+    /// reuses the cells the last one left (a ping-pong then writes every
+    /// large record on the same cells, not on three in turn: at 4 KiB that
+    /// is most of the copy's cost, docs/performance.md "emptyrewind").
+    /// Reads `head` (Acquire) unless `tail` itself is within `cells` of
+    /// the ring's start.
     #[inline]
     pub fn rewind(&self, tail: u64, cells: u64) -> Result<Option<(u64, u64)>, Corrupt> {
         let tp = tail & self.mask;
-        if tp <= 2 * cells {
+        // The record and the zeroed cell after it lie before the marker's
+        // cell (`tail`) in any case.
+        if tp <= cells {
             return Ok(None);
         }
         let head = sync::consumed(self.head_word());
@@ -198,7 +205,11 @@ impl Ring {
             return Err(Corrupt);
         }
         let hp = head & self.mask;
-        if hp <= 2 * cells || tp.wrapping_sub(hp) != used {
+        // An empty ring (the consumer took everything: a ping-pong, or a
+        // consumer faster than us) rewinds whenever the record fits: no
+        // runway is needed, and the record lands on the very cells the
+        // last one used, hot in both caches.
+        if used != 0 && (tp <= 2 * cells || hp <= 2 * cells || tp.wrapping_sub(hp) != used) {
             return Ok(None);
         }
         Ok(Some((tail.wrapping_add(self.ncells - tp), hp - 1)))
@@ -419,7 +430,8 @@ mod tests {
 
     /// `rewind`: only with more than twice the record's cells left free at
     /// the ring's start by the consumer, the cells in use not wrapping, and
-    /// the tail not itself near the start.
+    /// the tail not itself near the start; an empty ring whenever the
+    /// record and its zeroed cell fit before the tail.
     #[test]
     fn rewind_only_with_room_behind_the_record_and_no_wrap() {
         let mut v = backing(64);
@@ -427,11 +439,15 @@ mod tests {
         // (tail, head, cells) -> where the record goes and the cells free
         // from there.
         type Case = (u64, u64, u64, Option<(u64, u64)>);
-        let cases: [Case; 8] = [
+        let cases: [Case; 12] = [
             (40, 40, 10, Some((64, 39))),   // empty ring, head at 40 > 20
             (40, 21, 10, Some((64, 20))),   // 19 cells in use between them
             (40, 20, 10, None),             // head not past 2 * cells
-            (20, 20, 10, None),             // tail itself within 2 * cells
+            (18, 15, 10, None),             // in use, tail within 2 * cells
+            (20, 20, 10, Some((64, 19))),   // empty: the record fits before 20
+            (11, 11, 10, Some((64, 10))),   // empty: the record and its zeroed cell
+            (10, 10, 10, None),             // empty, but the zeroed cell would be the marker's
+            (64 + 15, 64 + 15, 10, Some((128, 14))), // empty, a lap on
             (64, 64, 10, None),             // tail at a lap's first cell
             (100, 90, 10, Some((128, 25))), // a lap on: cells 26..36 in use
             (94, 60, 10, None),             // in use wraps: cells 60..63, 0..30
@@ -442,7 +458,11 @@ mod tests {
             assert_eq!(r.rewind(tail, cells), Ok(want), "tail {tail} head {head} cells {cells}");
             if let Some((lap, free)) = want {
                 assert_eq!(r.free_cells(lap), Ok(free));
-                assert!(free >= 2 * cells, "room for the record and one more");
+                if tail != head {
+                    assert!(free >= 2 * cells, "room for the record and one more");
+                } else {
+                    assert!(free >= cells, "room for the record");
+                }
             }
         }
         r.release(0);
