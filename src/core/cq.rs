@@ -261,8 +261,16 @@ pub(crate) struct Cq {
     /// `fi_cq_read` calls in a row that found nothing while no peer moved
     /// (see [`IDLE_YIELD_AFTER`]).
     idle: AtomicU32,
+    /// Empty reads between two yields once they began (a power of two,
+    /// IDLE_YIELD_EVERY ..= IDLE_YIELD_EVERY_MAX): doubles after a yield
+    /// that found nothing else to run, back to IDLE_YIELD_EVERY after one
+    /// that did (see [`YIELD_ALONE`]). Kept across idle spells.
+    yield_every: AtomicU32,
     #[cfg(test)]
     yields: AtomicU32,
+    /// Tests: what the next yields "took" in nanoseconds (0: measured).
+    #[cfg(test)]
+    yield_took_ns: std::sync::atomic::AtomicU64,
 }
 
 /// A process that polls an empty CQ (Open MPI's mtl ofi waits in a loop of
@@ -290,8 +298,25 @@ pub(crate) struct Cq {
 /// stream fell from ~7,000 to 20-380 MB/s (docs/performance.md "4 KiB
 /// under load"). A read that sees a peer move starts the count anew, so
 /// the yields begin IDLE_YIELD_AFTER reads after the peer went still.
+///
+/// A yield with nothing else to run on the processor is a system call of
+/// ~0.7 us here, and a message that arrives meanwhile waits for it: a 4 KiB
+/// or 64 KiB ping-pong's wait is longer than 64 empty reads, and Open MPI's
+/// 64 KiB ping-pong made ~0.8 yields per message. So the interval adapts
+/// (`yield_every`): a yield back within YIELD_ALONE doubles it, up to
+/// IDLE_YIELD_EVERY_MAX empty reads (~20-40 us of polling per yield); a
+/// longer one (another process ran) brings it back to IDLE_YIELD_EVERY.
+/// On a processor of its own a polling loop so stops yielding after a few
+/// yields; on a shared one it yields as before (docs/performance.md
+/// "yieldback").
 pub(crate) const IDLE_YIELD_AFTER: u32 = 64;
 pub(crate) const IDLE_YIELD_EVERY: u32 = 2;
+pub(crate) const IDLE_YIELD_EVERY_MAX: u32 = 1024;
+const _: () = assert!(IDLE_YIELD_EVERY.is_power_of_two() && IDLE_YIELD_EVERY_MAX.is_power_of_two());
+/// A yield that returned sooner than this ran nobody else (a yield that
+/// does runs the other task until it yields or its slice ends: tens of
+/// microseconds or more).
+pub(crate) const YIELD_ALONE: std::time::Duration = std::time::Duration::from_micros(2);
 
 impl HasUsers for Cq {
     fn users(&self) -> &Users {
@@ -363,8 +388,11 @@ impl Cq {
             set,
             _domain: holds.parent,
             idle: AtomicU32::new(0),
+            yield_every: AtomicU32::new(IDLE_YIELD_EVERY),
             #[cfg(test)]
             yields: AtomicU32::new(0),
+            #[cfg(test)]
+            yield_took_ns: std::sync::atomic::AtomicU64::new(0),
         });
         if let Some(s) = &cq.set {
             let member: Arc<dyn Waitable> = cq.clone();
@@ -541,10 +569,11 @@ impl Cq {
             Err(Error::AGAIN) if !moved => {
                 let n = self.idle.load(Ordering::Relaxed).wrapping_add(1);
                 self.idle.store(n, Ordering::Relaxed);
-                if n >= IDLE_YIELD_AFTER && n.is_multiple_of(IDLE_YIELD_EVERY) {
-                    #[cfg(test)]
-                    self.yields.fetch_add(1, Ordering::Relaxed);
-                    crate::sys::yield_now();
+                if n >= IDLE_YIELD_AFTER {
+                    let every = self.yield_every.load(Ordering::Relaxed);
+                    if n & every.wrapping_sub(1) == 0 {
+                        self.idle_yield(every);
+                    }
                 }
             }
             // A completion, or a peer that moved (it runs on another
@@ -555,6 +584,37 @@ impl Cq {
             _ => {}
         }
         r
+    }
+
+    /// One idle yield, and the interval to the next: a yield that came
+    /// back within [`YIELD_ALONE`] found nothing else to run on this
+    /// processor (it was a system call and nothing more), so the next one
+    /// waits twice as many empty reads, up to IDLE_YIELD_EVERY_MAX; one
+    /// that took longer gave the processor to someone who wanted it, and
+    /// the yields go back to every IDLE_YIELD_EVERY-th read.
+    #[cold]
+    #[inline(never)]
+    fn idle_yield(&self, every: u32) {
+        let t0 = std::time::Instant::now();
+        crate::sys::yield_now();
+        #[allow(unused_mut)]
+        let mut took = t0.elapsed();
+        #[cfg(test)]
+        {
+            self.yields.fetch_add(1, Ordering::Relaxed);
+            let ns = self.yield_took_ns.load(Ordering::Relaxed);
+            if ns != 0 {
+                took = std::time::Duration::from_nanos(ns);
+            }
+        }
+        let next = if took < YIELD_ALONE {
+            (every.saturating_mul(2)).min(IDLE_YIELD_EVERY_MAX)
+        } else {
+            IDLE_YIELD_EVERY
+        };
+        if next != every {
+            self.yield_every.store(next, Ordering::Relaxed);
+        }
     }
 
     #[inline(always)]
@@ -706,6 +766,8 @@ mod tests {
     #[cfg_attr(miri, ignore)]
     fn idle_read_loop_yields_after_a_while() {
         let q = cq(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD);
+        // Every yield ran someone else: the interval stays IDLE_YIELD_EVERY.
+        q.yield_took_ns.store(1_000_000, Ordering::Relaxed);
         let mut c = [CqEntry::default(); 4];
         let yields = || q.yields.load(Ordering::Relaxed);
         for _ in 0..IDLE_YIELD_AFTER - 1 {
@@ -728,6 +790,59 @@ mod tests {
             assert_eq!(sread(&q, &mut c, 4, 1, 0), Err(Error::AGAIN));
         }
         assert_eq!(yields(), 10);
+    }
+
+    /// Yields that ran nobody else space out: each doubles the empty reads
+    /// to the next, up to IDLE_YIELD_EVERY_MAX; the interval outlives a
+    /// completion (the next idle spell starts where the last one ended);
+    /// one yield that ran someone brings it back to IDLE_YIELD_EVERY.
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn yields_that_run_nobody_else_space_out_and_one_that_does_resets_them() {
+        let q = cq(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD);
+        let mut c = [CqEntry::default(); 4];
+        let yields = || q.yields.load(Ordering::Relaxed);
+        let every = || q.yield_every.load(Ordering::Relaxed);
+        let idle = |n: u32| {
+            let mut b = [CqEntry::default(); 4];
+            for _ in 0..n {
+                assert_eq!(read(&q, &mut b, 4), Err(Error::AGAIN));
+            }
+        };
+        q.yield_took_ns.store(500, Ordering::Relaxed); // alone
+        idle(IDLE_YIELD_AFTER);
+        assert_eq!((yields(), every()), (1, 2 * IDLE_YIELD_EVERY));
+        // The next yields come 4, 8, ... reads apart.
+        idle(2 * IDLE_YIELD_EVERY - 1);
+        assert_eq!(yields(), 1, "yielded before the doubled interval");
+        idle(1);
+        assert_eq!((yields(), every()), (2, 4 * IDLE_YIELD_EVERY));
+        let mut n = 0u32;
+        while every() < IDLE_YIELD_EVERY_MAX {
+            idle(every());
+            n += 1;
+            assert!(n < 32, "the interval does not reach its bound");
+        }
+        let y = yields();
+        idle(4 * IDLE_YIELD_EVERY_MAX);
+        assert!(yields() - y <= 4, "more than one yield per IDLE_YIELD_EVERY_MAX reads");
+        assert_eq!(every(), IDLE_YIELD_EVERY_MAX, "the interval grew past its bound");
+        // A completion resets the count, not the interval.
+        q.push(CqEntry::new(ctx(1), FI_SEND)).unwrap();
+        assert_eq!(read(&q, &mut c, 4), Ok(1));
+        assert_eq!(every(), IDLE_YIELD_EVERY_MAX);
+        // The next idle spell's first yield comes at the interval reached
+        // (not at IDLE_YIELD_AFTER); it ran someone else: back to every
+        // IDLE_YIELD_EVERY-th read.
+        q.yield_took_ns.store(1_000_000, Ordering::Relaxed);
+        let y = yields();
+        idle(IDLE_YIELD_EVERY_MAX - 1);
+        assert_eq!(yields(), y, "yielded before the interval reached");
+        idle(1);
+        assert_eq!(yields(), y + 1);
+        assert_eq!(every(), IDLE_YIELD_EVERY);
+        idle(IDLE_YIELD_EVERY * 3);
+        assert_eq!(yields(), y + 4);
     }
 
     /// A source whose passes report a peer that moves, or not.
@@ -755,6 +870,7 @@ mod tests {
         });
         engine.add_source(peer.clone());
         q.wait().add_engine(&engine).unwrap();
+        q.yield_took_ns.store(1_000_000, Ordering::Relaxed);
         let mut c = [CqEntry::default(); 4];
         let yields = || q.yields.load(Ordering::Relaxed);
         for _ in 0..4 * IDLE_YIELD_AFTER {
