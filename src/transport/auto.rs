@@ -53,10 +53,12 @@ pub struct AutoPort {
 /// on every TCP_IDLE_PERIOD-th pass while it has a connection or a
 /// handshake, and on every TCP_LONELY_PERIOD-th pass while it has none
 /// (only a new connection can start work there: a polling loop notices it
-/// a few microseconds later, and the peer's handshake takes round trips
-/// anyway; TcpPort::lonely).
+/// some tens of microseconds later, and the peer's handshake takes round
+/// trips anyway; TcpPort::lonely). 4096 passes of a polling loop are 40-100
+/// us here: Open MPI's 1 B ping-pong on one host made an `epoll_wait` every
+/// ~15 messages with 256 (docs/performance.md "yieldback").
 const TCP_IDLE_PERIOD: u32 = 16;
-const TCP_LONELY_PERIOD: u32 = 256;
+const TCP_LONELY_PERIOD: u32 = 4096;
 const TCP_HOT_PASSES: u32 = 256;
 
 /// The core as the TCP port's sink: forwards everything and notes whether
