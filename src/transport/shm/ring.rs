@@ -440,17 +440,17 @@ mod tests {
         // from there.
         type Case = (u64, u64, u64, Option<(u64, u64)>);
         let cases: [Case; 12] = [
-            (40, 40, 10, Some((64, 39))),   // empty ring, head at 40 > 20
-            (40, 21, 10, Some((64, 20))),   // 19 cells in use between them
-            (40, 20, 10, None),             // head not past 2 * cells
-            (18, 15, 10, None),             // in use, tail within 2 * cells
-            (20, 20, 10, Some((64, 19))),   // empty: the record fits before 20
-            (11, 11, 10, Some((64, 10))),   // empty: the record and its zeroed cell
-            (10, 10, 10, None),             // empty, but the zeroed cell would be the marker's
+            (40, 40, 10, Some((64, 39))),            // empty ring, head at 40 > 20
+            (40, 21, 10, Some((64, 20))),            // 19 cells in use between them
+            (40, 20, 10, None),                      // head not past 2 * cells
+            (18, 15, 10, None),                      // in use, tail within 2 * cells
+            (20, 20, 10, Some((64, 19))),            // empty: the record fits before 20
+            (11, 11, 10, Some((64, 10))),            // empty: the record and its zeroed cell
+            (10, 10, 10, None),                      // empty, but the zeroed cell would be the marker's
             (64 + 15, 64 + 15, 10, Some((128, 14))), // empty, a lap on
-            (64, 64, 10, None),             // tail at a lap's first cell
-            (100, 90, 10, Some((128, 25))), // a lap on: cells 26..36 in use
-            (94, 60, 10, None),             // in use wraps: cells 60..63, 0..30
+            (64, 64, 10, None),                      // tail at a lap's first cell
+            (100, 90, 10, Some((128, 25))),          // a lap on: cells 26..36 in use
+            (94, 60, 10, None),                      // in use wraps: cells 60..63, 0..30
             (128 + 50, 128 + 30, 12, Some((192, 29))),
         ];
         for (tail, head, cells, want) in cases {
