@@ -186,9 +186,9 @@ impl Ring {
     /// cells free from there (as [`Ring::free_cells`] of `lap`). An empty
     /// ring (head at `tail`) needs only the record and its zeroed cell
     /// before `tail`: nothing is behind to take turns with, and the record
-    /// reuses the cells the last one left (a ping-pong then writes every
-    /// large record on the same cells, not on three in turn: at 4 KiB that
-    /// is most of the copy's cost, docs/performance.md "emptyrewind").
+    /// reuses the cells the last one left (a ping-pong's large records
+    /// then take two places in turn, not three: docs/performance.md
+    /// "emptyrewind").
     /// Reads `head` (Acquire) unless `tail` itself is within `cells` of
     /// the ring's start.
     #[inline]
