@@ -105,6 +105,11 @@ pub(crate) fn config_from(info: &Info, default_caps: u64, settings: &Settings) -
         pull_batch_bytes: settings.shm_pull_batch,
         split_min: settings.shm_split_min,
         split_lone_min: settings.shm_split_lone_min,
+        stream_lone_max: if settings.shm_ring_cells >= crate::core::settings::STREAM_RING_MIN {
+            settings.shm_stream_lone_max
+        } else {
+            0
+        },
         close_wait: settings.shm_close_wait,
         fixed_peer: None,
     }
@@ -131,7 +136,7 @@ fn tcp_limits() -> Limits {
 
 /// The shm port of an shm endpoint: named by fi_getinfo's src_addr (token 0
 /// is its wildcard: pick a fresh one).
-fn shm_port(info: &Info) -> Result<crate::transport::shm::ShmPort> {
+fn shm_port(info: &Info, settings: &Settings) -> Result<crate::transport::shm::ShmPort> {
     let token = match &info.src_addr {
         Some(b) => match Addr::parse(FI_ADDR_STR, b) {
             Ok((Addr::Shm(0), _)) => crate::transport::addr::shm_token_random(),
@@ -140,7 +145,7 @@ fn shm_port(info: &Info) -> Result<crate::transport::shm::ShmPort> {
         },
         None => crate::transport::addr::shm_token_random(),
     };
-    crate::transport::shm::ShmPort::new(token, shm_limits())
+    crate::transport::shm::ShmPort::with_ring_cells(token, shm_limits(), settings.shm_ring_cells)
 }
 
 /// The TCP port of a tcp endpoint: listens on fi_getinfo's src_addr (a
@@ -204,7 +209,7 @@ fn rdm_port(domain: &Domain, info: &Info) -> Result<Box<dyn crate::transport::Po
     let settings = &domain.fabric().settings;
     let tcp = tcp_settings(domain, info, &settings.tcp);
     let port: Box<dyn crate::transport::Port> = match domain.transport {
-        TransportKind::Shm => Box::new(shm_port(info)?),
+        TransportKind::Shm => Box::new(shm_port(info, settings)?),
         TransportKind::Tcp => Box::new(tcp_port(info, &tcp)?),
         TransportKind::Auto => {
             let (shm_src, tcp_src) = match &info.src_addr {
@@ -214,13 +219,14 @@ fn rdm_port(domain: &Domain, info: &Info) -> Result<Box<dyn crate::transport::Po
                 },
                 None => (0, "0.0.0.0:0".parse().map_err(|_| Error::INVAL)?),
             };
-            let shm = crate::transport::shm::ShmPort::new(
+            let shm = crate::transport::shm::ShmPort::with_ring_cells(
                 if shm_src == 0 {
                     crate::transport::addr::shm_token_random()
                 } else {
                     shm_src
                 },
                 shm_limits(),
+                settings.shm_ring_cells,
             )?;
             let tcp = crate::transport::tcp::TcpPort::new(tcp_src, tcp_limits(), &tcp)?;
             Box::new(crate::transport::auto::AutoPort::new(shm, tcp)?)

@@ -13,6 +13,15 @@ pub const DEFAULT_SHM_SPLIT_MIN: usize = 256 << 10;
 /// `FI_RUSTFAB_SHM_SPLIT_LONE_MIN`'s default (docs/shm.md, Large messages).
 pub const DEFAULT_SHM_SPLIT_LONE_MIN: usize = 16 << 10;
 
+/// `FI_RUSTFAB_SHM_STREAM_LONE_MAX`'s default (docs/shm.md, Ring size).
+pub const DEFAULT_SHM_STREAM_LONE_MAX: usize = 256 << 10;
+
+/// Rings of at least this many cells (1 MiB) stream lone rendezvous
+/// messages (`SHM_STREAM_LONE_MAX`): below it a cell is written again while
+/// the consumer's cache still holds it, and streaming is slower than the
+/// split pull (docs/performance.md "bigring").
+pub const STREAM_RING_MIN: usize = 16384;
+
 /// `FI_RUSTFAB_SHM_CLOSE_WAIT`'s default (docs/shm.md, Large messages).
 pub const DEFAULT_SHM_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -35,6 +44,14 @@ pub struct Settings {
     /// its progress pass is split from this many bytes (`SHM_SPLIT_LONE_MIN`;
     /// 0: only from `shm_split_min`; `shm_split_min` 0 turns both off).
     pub shm_split_lone_min: usize,
+    /// Cells (64 bytes) per ring of this endpoint's shm segment
+    /// (`SHM_RING_CELLS`: a power of two from 2048 to 65536; other values:
+    /// the default, 2048).
+    pub shm_ring_cells: usize,
+    /// With rings of `STREAM_RING_MIN` cells or more: lone rendezvous
+    /// messages up to this many bytes are streamed through the ring
+    /// (`SHM_STREAM_LONE_MAX`; 0: never).
+    pub shm_stream_lone_max: usize,
     /// How long an endpoint's close waits at most for peers still writing
     /// into its buffers (split receives, CMA RMA reads; `SHM_CLOSE_WAIT`,
     /// milliseconds; 0: no wait). A dead peer, or one that closed its
@@ -53,6 +70,8 @@ impl Default for Settings {
             shm_pull_batch: DEFAULT_SHM_PULL_BATCH,
             shm_split_min: DEFAULT_SHM_SPLIT_MIN,
             shm_split_lone_min: DEFAULT_SHM_SPLIT_LONE_MIN,
+            shm_ring_cells: crate::transport::shm::segment::NCELLS,
+            shm_stream_lone_max: DEFAULT_SHM_STREAM_LONE_MAX,
             shm_close_wait: DEFAULT_SHM_CLOSE_WAIT,
             tcp: TcpSettings::default(),
         }

@@ -70,6 +70,16 @@ pub const PARAMS: &[Param] = &[
         help: "shm: a large message that is the only one of its sender matched in a progress pass (nothing to pull together with it, as in a ping-pong) is split as shm_split_min describes from this many bytes; 0: only from shm_split_min (default: 16K)",
     },
     Param {
+        name: "shm_ring_cells",
+        ty: FI_PARAM_SIZE_T,
+        help: "shm: cells of 64 bytes per ring of this endpoint's shared memory, one ring per peer sending to it: a power of two from 2048 (128 KiB, the default) to 65536; from 16384 (1 MiB) a cell is rewritten only after the receiver's cache let it go, large records are not rewound, and lone large messages up to shm_stream_lone_max are streamed through the ring instead of copied with process_vm_readv (faster where both processes reuse their buffers, as MPI ping-pongs do; costs up to the ring's size of /dev/shm per busy peer) (default: 2048)",
+    },
+    Param {
+        name: "shm_stream_lone_max",
+        ty: FI_PARAM_SIZE_T,
+        help: "shm: with shm_ring_cells of 16384 or more, a large message that is the only one of its sender matched in a progress pass is streamed through the ring up to this many bytes; 0: never (default: 256K)",
+    },
+    Param {
         name: "shm_close_wait",
         ty: FI_PARAM_INT,
         help: "shm: milliseconds fi_close of an endpoint waits at most for peers still writing into its buffers (the sender's half of a split receive, the target of an RMA read); a dead or closed peer ends the wait at once; 0: no wait (default: 500)",
@@ -101,6 +111,10 @@ pub fn settings() -> crate::core::settings::Settings {
         shm_pull_batch: get_size("shm_pull_batch", d.shm_pull_batch),
         shm_split_min: get_size("shm_split_min", d.shm_split_min),
         shm_split_lone_min: get_size("shm_split_lone_min", d.shm_split_lone_min),
+        shm_ring_cells: Some(get_size("shm_ring_cells", d.shm_ring_cells))
+            .filter(|&n| crate::transport::shm::segment::ring_cells_ok(n))
+            .unwrap_or(d.shm_ring_cells),
+        shm_stream_lone_max: get_size("shm_stream_lone_max", d.shm_stream_lone_max),
         shm_close_wait: std::time::Duration::from_millis(get_millis(
             "shm_close_wait",
             d.shm_close_wait.as_millis() as u64,

@@ -104,6 +104,12 @@ pub(crate) struct EpConfig {
     /// split from this many bytes (FI_RUSTFAB_SHM_SPLIT_LONE_MIN; 0: only
     /// from `split_min`; `split_min` 0 turns both off).
     pub(crate) split_lone_min: usize,
+    /// A rendezvous message that is its sender's only pull in a pass and
+    /// takes at most this many bytes is streamed through our ring (CTS)
+    /// instead of pulled or split: set only when our shm rings are large
+    /// (FI_RUSTFAB_SHM_RING_CELLS from `STREAM_RING_MIN`, with
+    /// FI_RUSTFAB_SHM_STREAM_LONE_MAX; 0: never; docs/shm.md "Ring size").
+    pub(crate) stream_lone_max: usize,
     /// How long `fi_close` waits at most for peers that may still be
     /// writing into this endpoint's memory (split receives' pushes, CMA RMA
     /// reads' pushes; FI_RUSTFAB_SHM_CLOSE_WAIT; docs/shm.md, Large

@@ -426,13 +426,19 @@ impl State {
             let len = p.hdr.len as usize;
             let take = len.min(p.dst.total());
             let buf = p.dst.addr_at(0);
-            if let Some(at) = self.split_point(&p, take, lone.get(i).copied().unwrap_or(false)) {
-                match self.start_split(port, p, take, at) {
-                    None => continue,
-                    Some(back) => p = back,
+            let lone_one = lone.get(i).copied().unwrap_or(false);
+            // A lone message within `stream_lone_max` (our rings are large:
+            // the sender's copies into them are cheap) streams: CTS below.
+            let stream = lone_one && p.range.is_none() && take <= self.cfg.stream_lone_max;
+            if !stream {
+                if let Some(at) = self.split_point(&p, take, lone_one) {
+                    match self.start_split(port, p, take, at) {
+                        None => continue,
+                        Some(back) => p = back,
+                    }
                 }
             }
-            if self.can_pull(&p) {
+            if !stream && self.can_pull(&p) {
                 let pulled = if batched.get(i).copied().unwrap_or(false) {
                     Ok(take)
                 } else if let Some((lo, hi)) = p.range {

@@ -462,7 +462,13 @@ pub struct ShmPort {
 impl ShmPort {
     /// Creates the endpoint's segment (named by `token`) and doorbell.
     pub fn new(token: u64, limits: Limits) -> Result<ShmPort> {
-        let seg = Segment::create(token)?;
+        ShmPort::with_ring_cells(token, limits, segment::NCELLS)
+    }
+
+    /// [`ShmPort::new`] with rings of `ncells` cells in our segment
+    /// (`FI_RUSTFAB_SHM_RING_CELLS`; docs/shm.md "Ring size").
+    pub fn with_ring_cells(token: u64, limits: Limits, ncells: usize) -> Result<ShmPort> {
+        let seg = Segment::create_with(token, ncells)?;
         let doorbell = segment::bind_doorbell(token)?;
         let pid = sys::getpid();
         Ok(ShmPort {
@@ -1474,7 +1480,7 @@ struct Spot {
 /// first cell when the consumer has left room there (`Ring::rewind`).
 #[inline]
 fn claim(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring::Corrupt> {
-    if cells >= ring::REWIND_MIN {
+    if cells >= ring::REWIND_MIN && p.ring.ncells() <= ring::REWIND_RING_MAX {
         if let Some(spot) = claim_rewound(p, cells)? {
             return Ok(Some(spot));
         }
@@ -2057,6 +2063,65 @@ mod tests {
     /// then: every record arrives once, whole, in order, and the sender did
     /// rewind (its tail went back to the ring's start from far before its
     /// end) as well as go on round the ring.
+    /// A receiver with large rings (`with_ring_cells`): the sender takes
+    /// the ring's size from its segment, large records are never rewound
+    /// (each goes right after the last, round the whole ring), and all
+    /// arrive whole and in order over several laps.
+    #[test]
+    fn large_rings_are_gone_round_without_rewinding() {
+        let mut a = port();
+        let mut b = ShmPort::with_ring_cells(crate::transport::addr::shm_token_random(), LIM, 16384).unwrap();
+        let token = b.token();
+        let n_cells = 16384u64;
+        let sizes = [16000usize, 4096, 8000, 300, 16000, 2000];
+        let (mut sent, mut next, mut wraps) = (0usize, 0usize, 0);
+        let msg_of = |i: usize| -> Vec<u8> { (0..sizes[i % sizes.len()]).map(|k| (k * 7 + i * 13) as u8).collect() };
+        while sent < 1500 {
+            for _ in 0..(1 + sent % 7) {
+                let msg = msg_of(sent);
+                let mut h = eager(&msg);
+                h.tag = sent as u64;
+                let before = a.peer(token).map(|p| p.tail).unwrap_or(0);
+                match a.send_record(&b.addr(), &h, Payload::Bytes(&msg)) {
+                    Ok(()) => {}
+                    Err(e) if e == Error::AGAIN => break,
+                    Err(e) => panic!("send: {e:?}"),
+                }
+                let p = a.peer(token).unwrap();
+                assert_eq!(
+                    p.ring.ncells(),
+                    n_cells,
+                    "the sender did not take the owner's ring size"
+                );
+                let cells = ring::cells_for(proto::compact_len(h.flags) + msg.len());
+                assert_eq!(
+                    p.tail,
+                    before + cells,
+                    "record {sent} was not written right after the last"
+                );
+                if (before % n_cells) + cells > n_cells || p.tail % n_cells < before % n_cells {
+                    wraps += 1;
+                }
+                sent += 1;
+            }
+            b.poll_records(&mut |r| {
+                assert_eq!(r.hdr.tag, next as u64, "record lost, doubled or out of order");
+                assert!(r.payload_vec() == msg_of(next), "record {next}: payload differs");
+                next += 1;
+                Disposition::Consumed
+            });
+        }
+        while next < sent {
+            b.poll_records(&mut |r| {
+                assert_eq!(r.hdr.tag, next as u64);
+                next += 1;
+                Disposition::Consumed
+            });
+        }
+        assert!(b.take_events().is_empty(), "the receiver failed the sender");
+        assert!(wraps >= 5, "went round the ring {wraps} times");
+    }
+
     #[test]
     fn large_records_rewind_and_arrive_whole_in_order() {
         let mut a = port();

@@ -60,6 +60,13 @@ pub use super::sync::REWIND;
 /// both caches) does not pay for reading `head` on every send.
 pub const REWIND_MIN: u64 = 16;
 
+/// Rings of more cells than this are not rewound: an owner that chose
+/// large rings (`FI_RUSTFAB_SHM_RING_CELLS`) did so that a cell is written
+/// again only after the consumer's cache has let it go (a lap of 1 MiB or
+/// more: docs/performance.md "bigring"), which going back to the first
+/// cell would undo.
+pub const REWIND_RING_MAX: u64 = 2048;
+
 /// Byte size of a ring with `ncells` cells.
 pub const fn ring_bytes(ncells: usize) -> usize {
     CTL_BYTES + ncells * CELL

@@ -12,7 +12,7 @@
 //!  4096   slot 0: control line (state word: state | generation | claimer
 //!         pid; sender token/pid/start time; `watched`, written by the
 //!         owner: it polls this ring on every pass), ring
-//!  ...    slot i at 4096 + i * SLOT_STRIDE
+//!  ...    slot i at 4096 + i * slot_stride(ncells)
 //! ```
 //!
 //! Slots of senders that died without closing are reclaimed by the owner
@@ -42,6 +42,19 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use std::ffi::CString;
 
+/// The ring size of a segment file of `size` bytes, if that is a size a
+/// segment may have.
+fn cells_of_size(size: u64) -> Option<usize> {
+    let mut n = NCELLS;
+    while n <= NCELLS_MAX {
+        if seg_size(n) as u64 == size {
+            return Some(n);
+        }
+        n *= 2;
+    }
+    None
+}
+
 pub const SEG_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
 /// 2: the slot state word carries a 24-bit generation and the claimer's
 /// pid (reclaiming the slots of dead senders); the doorbell is a socket file
@@ -69,10 +82,26 @@ pub const HEADER: usize = 4096;
 pub const SLOT_CTL: usize = 64;
 /// Sender slots per endpoint (peers that may send to it at once).
 pub const NSLOTS: usize = 256;
-/// Cells per ring (64 bytes each): 128 KiB per sender.
+/// Cells per ring (64 bytes each) by default: 128 KiB per sender. The
+/// owner chooses its rings' size (`FI_RUSTFAB_SHM_RING_CELLS`, a power of
+/// two from NCELLS to NCELLS_MAX), writes it in the header and sizes the
+/// segment by it; a sender takes the owner's (docs/shm.md, "Ring size").
 pub const NCELLS: usize = 2048;
-pub const SLOT_STRIDE: usize = (SLOT_CTL + ring_bytes(NCELLS)).next_multiple_of(4096);
-pub const SEG_SIZE: usize = HEADER + NSLOTS * SLOT_STRIDE;
+pub const NCELLS_MAX: usize = 65536;
+/// Bytes between two slots of a segment whose rings have `ncells` cells.
+pub const fn slot_stride(ncells: usize) -> usize {
+    (SLOT_CTL + ring_bytes(ncells)).next_multiple_of(4096)
+}
+/// Size of a segment whose rings have `ncells` cells.
+pub const fn seg_size(ncells: usize) -> usize {
+    HEADER + NSLOTS * slot_stride(ncells)
+}
+#[cfg(test)]
+pub const SEG_SIZE: usize = seg_size(NCELLS);
+/// Whether `ncells` is a ring size a segment may have.
+pub const fn ring_cells_ok(ncells: usize) -> bool {
+    ncells.is_power_of_two() && ncells >= NCELLS && ncells <= NCELLS_MAX
+}
 
 // Header offsets.
 const H_MAGIC: usize = 0;
@@ -127,6 +156,8 @@ pub struct Segment {
     name: CString,
     token: u64,
     owner: bool,
+    /// Cells per ring (the owner's choice, from the header when opened).
+    ncells: usize,
     /// Owner identity (copied from the header when opened).
     pub owner_pid: i32,
     pub owner_start: u64,
@@ -259,9 +290,20 @@ impl Segment {
         self.word(off).load(Ordering::Acquire)
     }
 
-    /// Creates this endpoint's segment (exclusive). A stale segment of the
-    /// same name (owner gone) is removed and creation retried once.
+    /// [`Segment::create_with`] the default ring size (tests).
+    #[cfg(test)]
     pub fn create(token: u64) -> Result<Segment> {
+        Segment::create_with(token, NCELLS)
+    }
+
+    /// Creates this endpoint's segment (exclusive), its rings of `ncells`
+    /// cells (`ring_cells_ok`, else `-FI_EINVAL`). A stale segment of the
+    /// same name (owner gone) is removed and creation retried once.
+    pub fn create_with(token: u64, ncells: usize) -> Result<Segment> {
+        if !ring_cells_ok(ncells) {
+            return Err(Error::INVAL);
+        }
+        let size = seg_size(ncells);
         ATEXIT.call_once(|| {
             // Without the registration names are still removed on close,
             // at provider cleanup and by the next process's sweep.
@@ -269,12 +311,12 @@ impl Segment {
             sweep_stale();
         });
         let name = seg_name(token);
-        let mut fd = sys::shm::create(&name, SEG_SIZE);
+        let mut fd = sys::shm::create(&name, size);
         if fd.as_ref().err() == Some(&Error::ADDRINUSE) && remove_if_stale(&name) {
-            fd = sys::shm::create(&name, SEG_SIZE);
+            fd = sys::shm::create(&name, size);
         }
         // The descriptor is closed once mapped (or on failure).
-        let map = match SharedMap::new(fd?, SEG_SIZE) {
+        let map = match SharedMap::new(fd?, size) {
             Ok(m) => m,
             Err(e) => {
                 sys::shm::unlink(&name);
@@ -293,6 +335,7 @@ impl Segment {
             name: name.clone(),
             token,
             owner: true,
+            ncells,
             owner_pid: pid,
             owner_start: start,
             hs,
@@ -302,7 +345,7 @@ impl Segment {
         seg.word(H_VERSION)
             .store(SEG_VERSION as u64 | ((NSLOTS as u64) << 32), Ordering::Relaxed);
         seg.word(H_NCELLS)
-            .store(NCELLS as u64 | ((pid as u32 as u64) << 32), Ordering::Relaxed);
+            .store(ncells as u64 | ((pid as u32 as u64) << 32), Ordering::Relaxed);
         seg.word(H_START).store(start, Ordering::Relaxed);
         seg.word(H_TOKEN).store(token, Ordering::Relaxed);
         seg.word(H_UID).store(sys::geteuid() as u64, Ordering::Relaxed);
@@ -318,17 +361,20 @@ impl Segment {
     pub fn open(token: u64) -> Result<Segment> {
         let name = seg_name(token);
         let fd = sys::shm::open(&name, Access::ReadWrite).map_err(|_| Error::ADDRNOTAVAIL)?;
-        let private = sys::shm::meta(&fd)
-            .is_ok_and(|m| m.uid == sys::geteuid() && m.mode & 0o077 == 0 && m.size == SEG_SIZE as u64);
-        if !private {
-            return Err(Error::ADDRNOTAVAIL);
-        }
-        let map = SharedMap::new(fd, SEG_SIZE)?;
+        // The ring size the file's size says (one of the sizes a segment
+        // may have); the header must say the same.
+        let ncells = sys::shm::meta(&fd)
+            .ok()
+            .filter(|m| m.uid == sys::geteuid() && m.mode & 0o077 == 0)
+            .and_then(|m| cells_of_size(m.size))
+            .ok_or(Error::ADDRNOTAVAIL)?;
+        let map = SharedMap::new(fd, seg_size(ncells))?;
         let mut seg = Segment {
             map,
             name,
             token,
             owner: false,
+            ncells,
             owner_pid: 0,
             owner_start: 0,
             hs: Handshake::Fences,
@@ -340,7 +386,7 @@ impl Segment {
         let cp = seg.read_u64(H_NCELLS);
         let geometry_ok = (vs & 0xffff_ffff) as u32 == SEG_VERSION
             && (vs >> 32) as usize == NSLOTS
-            && (cp & 0xffff_ffff) as usize == NCELLS
+            && (cp & 0xffff_ffff) as usize == ncells
             && seg.read_u64(H_TOKEN) == token
             && seg.read_u64(H_UID) == sys::geteuid() as u64;
         if !geometry_ok {
@@ -469,7 +515,7 @@ impl Segment {
     fn slot_base(&self, slot: usize) -> *mut u8 {
         debug_assert!(slot < NSLOTS);
         // SAFETY: slot < NSLOTS keeps the offset inside the mapping.
-        unsafe { self.map.as_ptr().add(HEADER + slot * SLOT_STRIDE) }
+        unsafe { self.map.as_ptr().add(HEADER + slot * slot_stride(self.ncells)) }
     }
 
     fn slot_word(&self, slot: usize, off: usize) -> &AtomicU64 {
@@ -482,7 +528,7 @@ impl Segment {
         // page-aligned, SLOT_CTL = 64) and lives as long as the mapping; the
         // Ring is used only while the owning Segment is alive (callers keep
         // the Segment next to the Ring).
-        unsafe { Ring::new(self.slot_base(slot).add(SLOT_CTL), NCELLS) }
+        unsafe { Ring::new(self.slot_base(slot).add(SLOT_CTL), self.ncells) }
     }
 
     pub fn slot_state(&self, slot: usize) -> u64 {
@@ -724,6 +770,33 @@ mod tests {
         w(H_TOKEN, token);
         w(H_UID, sys::geteuid() as u64);
         w(H_MAGIC, SEG_MAGIC);
+    }
+
+    /// The owner chooses its rings' size: the file is sized by it, an
+    /// opener takes it from there (and the header must agree), and sizes
+    /// a segment may not have are refused.
+    #[test]
+    fn a_segment_carries_the_ring_size_its_owner_chose() {
+        let token = crate::transport::addr::shm_token_random();
+        let owner = Segment::create_with(token, 16384).unwrap();
+        assert_eq!(meta_of(token).unwrap().size, seg_size(16384) as u64);
+        let peer = Segment::open(token).unwrap();
+        assert_eq!(peer.ring(NSLOTS - 1).ncells(), 16384);
+        assert_eq!(owner.ring(0).ncells(), 16384);
+        // The last slot's ring ends inside the mapping: its last cell is
+        // readable (a zeroed first word, no record).
+        assert_eq!(peer.ring(NSLOTS - 1).ready(16383), None);
+        // A header that disagrees with the file's size: refused.
+        owner
+            .word(H_NCELLS)
+            .store(8192 | ((sys::getpid() as u32 as u64) << 32), Ordering::Release);
+        assert_eq!(Segment::open(token).err(), Some(Error::ADDRNOTAVAIL));
+        for bad in [0, 1000, 1024, 3000, NCELLS_MAX * 2] {
+            let t = crate::transport::addr::shm_token_random();
+            assert_eq!(Segment::create_with(t, bad).err(), Some(Error::INVAL), "{bad} cells");
+        }
+        assert_eq!(cells_of_size(seg_size(NCELLS) as u64 + 4096), None);
+        assert_eq!(cells_of_size(seg_size(4096) as u64), Some(4096));
     }
 
     #[test]

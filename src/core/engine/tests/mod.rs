@@ -59,6 +59,7 @@ pub(super) fn cfg() -> EpConfig {
         // Off unless a test asks (tests/split.rs): the tests below count
         // pulls and records of messages of every size.
         split_lone_min: 0,
+        stream_lone_max: 0,
         // Short: a test closing with a push unanswered and its peer never
         // progressing waits this long (tests/split.rs sets its own).
         close_wait: Duration::from_millis(20),

@@ -384,6 +384,53 @@ fn a_lone_message_is_split_from_split_lone_min() {
     assert_eq!(one_message(100_000, 0, 32 << 10), (whole, 0));
 }
 
+/// With `stream_lone_max` set (our rings are large), a lone message up to
+/// it streams (CTS, DATA records through the ring, ACK: no pull, no push),
+/// one above it is split as before, and messages matched together are still
+/// pulled in a batch.
+#[test]
+fn a_lone_message_up_to_stream_lone_max_streams_through_the_ring() {
+    let stream = |len: usize, max: usize| {
+        let mut s = Spec::new(SimOpts::shm());
+        (s.cfg.split_min, s.cfg.split_lone_min, s.cfg.stream_lone_max) = (256 << 10, 16 << 10, max);
+        let (net, mut a, mut b) = pair_of(s.clone(), s);
+        let msg = pattern(len, 5);
+        let mut buf = vec![0u8; len];
+        b.recv(rargs(&mut buf, 2)).unwrap();
+        a.send(sargs(B, &msg, 1)).unwrap();
+        run(&mut [&mut b, &mut a], 8);
+        assert_eq!(buf, msg);
+        assert_eq!(b.rx_ok(), vec![Comp::recv(2, MRECV, len, buf.as_ptr() as usize)]);
+        assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)]);
+        let mut o = ops(&net);
+        o.dedup();
+        (o, net.pulls(&b.addr), net.pushes(&a.addr))
+    };
+    let streamed = vec![op::RTS, op::CTS, op::DATA, op::ACK];
+    assert_eq!(stream(100_000, 256 << 10), (streamed.clone(), 0, 0));
+    assert_eq!(stream(256 << 10, 256 << 10), (streamed, 0, 0));
+    // Above it, or with it off: split (the lone rule) as before.
+    let split = vec![op::RTS, op::CTS, op::PUSHED, op::ACK];
+    assert_eq!(stream((256 << 10) + 64, 256 << 10), (split.clone(), 1, 1));
+    assert_eq!(stream(100_000, 0), (split, 1, 1));
+    // Matched together: one batch, no stream.
+    let mut s = Spec::new(SimOpts::shm());
+    s.cfg.stream_lone_max = 256 << 10;
+    let (net, mut a, mut b) = pair_of(s.clone(), s);
+    let msgs: Vec<Vec<u8>> = (0..2).map(|i| pattern(100_000, 30 + i as u8)).collect();
+    let mut bufs: Vec<Vec<u8>> = (0..2).map(|_| vec![0u8; 100_000]).collect();
+    for (i, buf) in bufs.iter_mut().enumerate() {
+        b.recv(rargs(buf, 10 + i)).unwrap();
+    }
+    for (i, m) in msgs.iter().enumerate() {
+        a.send(sargs(B, m, i)).unwrap();
+    }
+    b.progress();
+    assert_eq!(bufs, msgs);
+    assert_eq!((net.pulls(&b.addr), net.pull_batches(&b.addr)), (2, 1));
+    assert!(!ops(&net).contains(&op::CTS));
+}
+
 /// Two messages matched together, below `split_min` together: one batch,
 /// no message split on its own (no CTS round trip each). From `split_min`
 /// bytes a run is split at batch level, by message
