@@ -357,18 +357,27 @@ fn a_close_wait_of_zero_does_not_wait() {
 /// `split_lone_min` set on `b`: the records exchanged and the pushes `a`
 /// made, after checking the message arrived whole.
 fn one_message(len: usize, min: usize, lone_min: usize) -> (Vec<u8>, usize) {
+    let (ops, _, pushes) = one_message_with(len, 3, |c| (c.split_min, c.split_lone_min) = (min, lone_min));
+    (ops, pushes)
+}
+
+/// `a` sends one `len`-byte message to `b` with `set` applied to both
+/// endpoints' configuration, `rounds` rounds of passes: the records
+/// exchanged, `b`'s pulls and `a`'s pushes, after checking the message
+/// arrived whole.
+fn one_message_with(len: usize, rounds: usize, set: impl Fn(&mut EpConfig)) -> (Vec<u8>, usize, usize) {
     let mut s = Spec::new(SimOpts::shm());
-    (s.cfg.split_min, s.cfg.split_lone_min) = (min, lone_min);
+    set(&mut s.cfg);
     let (net, mut a, mut b) = pair_of(s.clone(), s);
     let msg = pattern(len, 3);
     let mut buf = vec![0u8; len];
     b.recv(rargs(&mut buf, 2)).unwrap();
     a.send(sargs(B, &msg, 1)).unwrap();
-    run(&mut [&mut b, &mut a], 3);
+    run(&mut [&mut b, &mut a], rounds);
     assert_eq!(buf, msg);
     assert_eq!(b.rx_ok(), vec![Comp::recv(2, MRECV, len, buf.as_ptr() as usize)]);
     assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)]);
-    (ops(&net), net.pushes(&a.addr))
+    (ops(&net), net.pulls(&b.addr), net.pushes(&a.addr))
 }
 
 #[test]
@@ -391,20 +400,11 @@ fn a_lone_message_is_split_from_split_lone_min() {
 #[test]
 fn a_lone_message_up_to_stream_lone_max_streams_through_the_ring() {
     let stream = |len: usize, max: usize| {
-        let mut s = Spec::new(SimOpts::shm());
-        (s.cfg.split_min, s.cfg.split_lone_min, s.cfg.stream_lone_max) = (256 << 10, 16 << 10, max);
-        let (net, mut a, mut b) = pair_of(s.clone(), s);
-        let msg = pattern(len, 5);
-        let mut buf = vec![0u8; len];
-        b.recv(rargs(&mut buf, 2)).unwrap();
-        a.send(sargs(B, &msg, 1)).unwrap();
-        run(&mut [&mut b, &mut a], 8);
-        assert_eq!(buf, msg);
-        assert_eq!(b.rx_ok(), vec![Comp::recv(2, MRECV, len, buf.as_ptr() as usize)]);
-        assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)]);
-        let mut o = ops(&net);
-        o.dedup();
-        (o, net.pulls(&b.addr), net.pushes(&a.addr))
+        let (mut o, pulls, pushes) = one_message_with(len, 8, |c| {
+            (c.split_min, c.split_lone_min, c.stream_lone_max) = (256 << 10, 16 << 10, max)
+        });
+        o.dedup(); // the DATA records
+        (o, pulls, pushes)
     };
     let streamed = vec![op::RTS, op::CTS, op::DATA, op::ACK];
     assert_eq!(stream(100_000, 256 << 10), (streamed.clone(), 0, 0));
@@ -413,22 +413,8 @@ fn a_lone_message_up_to_stream_lone_max_streams_through_the_ring() {
     let split = vec![op::RTS, op::CTS, op::PUSHED, op::ACK];
     assert_eq!(stream((256 << 10) + 64, 256 << 10), (split.clone(), 1, 1));
     assert_eq!(stream(100_000, 0), (split, 1, 1));
-    // Matched together: one batch, no stream.
-    let mut s = Spec::new(SimOpts::shm());
-    s.cfg.stream_lone_max = 256 << 10;
-    let (net, mut a, mut b) = pair_of(s.clone(), s);
-    let msgs: Vec<Vec<u8>> = (0..2).map(|i| pattern(100_000, 30 + i as u8)).collect();
-    let mut bufs: Vec<Vec<u8>> = (0..2).map(|_| vec![0u8; 100_000]).collect();
-    for (i, buf) in bufs.iter_mut().enumerate() {
-        b.recv(rargs(buf, 10 + i)).unwrap();
-    }
-    for (i, m) in msgs.iter().enumerate() {
-        a.send(sargs(B, m, i)).unwrap();
-    }
-    b.progress();
-    assert_eq!(bufs, msgs);
-    assert_eq!((net.pulls(&b.addr), net.pull_batches(&b.addr)), (2, 1));
-    assert!(!ops(&net).contains(&op::CTS));
+    // Messages matched together are still batched, not streamed.
+    matched_together_are_batched(256 << 10);
 }
 
 /// Two messages matched together, below `split_min` together: one batch,
@@ -437,8 +423,15 @@ fn a_lone_message_up_to_stream_lone_max_streams_through_the_ring() {
 /// (`a_window_matched_together_is_split_at_batch_level`).
 #[test]
 fn messages_matched_together_are_batched_not_split() {
+    matched_together_are_batched(0);
+}
+
+/// [`messages_matched_together_are_batched_not_split`] with
+/// `stream_lone_max` set as given.
+fn matched_together_are_batched(stream_lone_max: usize) {
     let mut s = Spec::new(SimOpts::shm());
     s.cfg.split_lone_min = 32 << 10;
+    s.cfg.stream_lone_max = stream_lone_max;
     let (net, mut a, mut b) = pair_of(s.clone(), s);
     let msgs: Vec<Vec<u8>> = (0..2).map(|i| pattern(100_000, 20 + i as u8)).collect();
     let mut bufs: Vec<Vec<u8>> = (0..2).map(|_| vec![0u8; 100_000]).collect();
