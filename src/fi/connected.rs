@@ -90,6 +90,9 @@ pub(crate) fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result
         TransportKind::Auto => ShmUse::Local,
     };
     cfg.fixed_peer = Some(CONNECTED_PEER);
+    // Its shm port keeps the default ring size, where the split pull beats
+    // streaming (docs/shm.md "Ring size").
+    cfg.stream_lone_max = 0;
     let origin = if info.handle != 0 {
         let h = info.handle as *mut fid;
         // Not a live rustfab object (another provider's handle, one already

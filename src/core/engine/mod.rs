@@ -108,7 +108,8 @@ pub(crate) struct EpConfig {
     /// takes at most this many bytes is streamed through our ring (CTS)
     /// instead of pulled or split: set only when our shm rings are large
     /// (FI_RUSTFAB_SHM_RING_CELLS from `STREAM_RING_MIN`, with
-    /// FI_RUSTFAB_SHM_STREAM_LONE_MAX; 0: never; docs/shm.md "Ring size").
+    /// FI_RUSTFAB_SHM_STREAM_LONE_MAX; 0: never, and on connected endpoints,
+    /// whose shm port keeps the default size; docs/shm.md "Ring size").
     pub(crate) stream_lone_max: usize,
     /// How long `fi_close` waits at most for peers that may still be
     /// writing into this endpoint's memory (split receives' pushes, CMA RMA

@@ -429,10 +429,7 @@ impl State {
             let lone_one = lone.get(i).copied().unwrap_or(false);
             // A lone message within `stream_lone_max` (our rings are large:
             // the sender's copies into them are cheap) streams: CTS below.
-            // Not on a connected endpoint: its shm port keeps the default
-            // ring size.
-            let stream =
-                lone_one && p.range.is_none() && take <= self.cfg.stream_lone_max && self.cfg.fixed_peer.is_none();
+            let stream = lone_one && p.range.is_none() && take <= self.cfg.stream_lone_max;
             if !stream {
                 if let Some(at) = self.split_point(&p, take, lone_one) {
                     match self.start_split(port, p, take, at) {
