@@ -158,6 +158,9 @@ pub struct Segment {
     owner: bool,
     /// Cells per ring (the owner's choice, from the header when opened).
     ncells: usize,
+    /// `slot_stride(ncells)`, computed once: `slot_base` runs on every send
+    /// (`after_publish` reads the slot's `watched` word).
+    stride: usize,
     /// Owner identity (copied from the header when opened).
     pub owner_pid: i32,
     pub owner_start: u64,
@@ -336,6 +339,7 @@ impl Segment {
             token,
             owner: true,
             ncells,
+            stride: slot_stride(ncells),
             owner_pid: pid,
             owner_start: start,
             hs,
@@ -375,6 +379,7 @@ impl Segment {
             token,
             owner: false,
             ncells,
+            stride: slot_stride(ncells),
             owner_pid: 0,
             owner_start: 0,
             hs: Handshake::Fences,
@@ -515,7 +520,7 @@ impl Segment {
     fn slot_base(&self, slot: usize) -> *mut u8 {
         debug_assert!(slot < NSLOTS);
         // SAFETY: slot < NSLOTS keeps the offset inside the mapping.
-        unsafe { self.map.as_ptr().add(HEADER + slot * slot_stride(self.ncells)) }
+        unsafe { self.map.as_ptr().add(HEADER + slot * self.stride) }
     }
 
     fn slot_word(&self, slot: usize, off: usize) -> &AtomicU64 {
