@@ -1477,10 +1477,17 @@ struct Spot {
 
 /// Claims `cells` cells of `p`'s ring: Ok(None) no room, Err: corrupt. A
 /// record of `ring::REWIND_MIN` cells or more goes back to the ring's
-/// first cell when the consumer has left room there (`Ring::rewind`).
+/// first cell when the consumer has left room there (`Ring::rewind`); in
+/// a ring larger than `ring::REWIND_RING_MAX` only a small record does,
+/// once its tail passed `ring::SMALL_LAP`.
 #[inline]
 fn claim(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring::Corrupt> {
-    if cells >= ring::REWIND_MIN && p.ring.ncells() <= ring::REWIND_RING_MAX {
+    let rewind = if p.ring.ncells() <= ring::REWIND_RING_MAX {
+        cells >= ring::REWIND_MIN
+    } else {
+        cells < ring::REWIND_MIN && p.ring.lap_offset(p.tail).wrapping_sub(ring::SMALL_LAP) < ring::REWIND_MIN
+    };
+    if rewind {
         if let Some(spot) = claim_rewound(p, cells)? {
             return Ok(Some(spot));
         }
@@ -2094,12 +2101,16 @@ mod tests {
                     "the sender did not take the owner's ring size"
                 );
                 let cells = ring::cells_for(proto::compact_len(h.flags) + msg.len());
-                assert_eq!(
-                    p.tail,
-                    before + cells,
+                // A small record at the small lap may go back to the first
+                // cell (`small_records_keep_the_default_lap_in_large_rings`).
+                let small_lap = cells < ring::REWIND_MIN
+                    && (before % n_cells).wrapping_sub(ring::SMALL_LAP) < ring::REWIND_MIN
+                    && p.tail % n_cells == cells;
+                assert!(
+                    p.tail == before + cells || small_lap,
                     "record {sent} was not written right after the last"
                 );
-                if (before % n_cells) + cells > n_cells || p.tail % n_cells < before % n_cells {
+                if !small_lap && ((before % n_cells) + cells > n_cells || p.tail % n_cells < before % n_cells) {
                     wraps += 1;
                 }
                 sent += 1;
@@ -2120,6 +2131,94 @@ mod tests {
         }
         assert!(b.take_events().is_empty(), "the receiver failed the sender");
         assert!(wraps >= 5, "went round the ring {wraps} times");
+    }
+
+    /// In a large ring small records keep the default ring's lap: taken
+    /// one at a time (a ping-pong: the ring empty at every send) they go
+    /// back to the first cell once past `ring::SMALL_LAP`, while large
+    /// records go on round the whole ring from wherever the tail is; a
+    /// stream of small records goes back at the small lap too when the
+    /// consumer left the start free. Every record arrives whole and in
+    /// order.
+    #[test]
+    fn small_records_keep_the_default_lap_in_large_rings() {
+        let mut a = port();
+        let mut b = ShmPort::with_ring_cells(crate::transport::addr::shm_token_random(), LIM, 16384).unwrap();
+        let token = b.token();
+        let baddr = b.addr();
+        let n_cells = 16384u64;
+        let (mut sent, mut next) = (0u64, 0u64);
+        let mut send = |a: &mut ShmPort, msg: &[u8]| -> (u64, u64) {
+            let before = a.peer(token).map(|p| p.tail).unwrap_or(0);
+            let mut h = eager(msg);
+            h.tag = sent;
+            a.send_record(&baddr, &h, Payload::Bytes(msg)).expect("send");
+            sent += 1;
+            (before, a.peer(token).unwrap().tail)
+        };
+        let mut drain = |b: &mut ShmPort| {
+            b.poll_records(&mut |r| {
+                assert_eq!(r.hdr.tag, next, "record lost, doubled or out of order");
+                assert_eq!(r.payload_vec().len(), r.hdr.len as usize);
+                next += 1;
+                Disposition::Consumed
+            });
+        };
+        // A small ping-pong: never past the small lap, and back at the start.
+        let (mut rewinds, mut furthest) = (0, 0);
+        for _ in 0..3 * ring::SMALL_LAP {
+            let (before, after) = send(&mut a, b"x");
+            furthest = furthest.max(after % n_cells);
+            if after % n_cells < before % n_cells {
+                assert!(
+                    (before % n_cells).wrapping_sub(ring::SMALL_LAP) < ring::REWIND_MIN,
+                    "rewound at {before}"
+                );
+                rewinds += 1;
+            }
+            drain(&mut b);
+        }
+        assert!(rewinds >= 2, "small records rewound {rewinds} times");
+        assert!(
+            furthest < ring::SMALL_LAP + ring::REWIND_MIN,
+            "small records reached cell {furthest}"
+        );
+        // Large records in a ping-pong: each right after the last, past the
+        // small lap and round the ring.
+        let big = vec![7u8; 4000];
+        let mut past = false;
+        for _ in 0..n_cells / 32 {
+            let (before, after) = send(&mut a, &big);
+            assert_eq!(
+                after,
+                before + ring::cells_for(proto::compact_len(eager(&big).flags) + big.len()),
+                "a large record rewound"
+            );
+            past |= after % n_cells > 2 * ring::SMALL_LAP;
+            drain(&mut b);
+        }
+        assert!(past, "large records stayed within the small lap");
+        // Small records one at a time up to just before the small lap (round
+        // the ring's end first if the large ones left the tail past it),
+        // then streamed across it with nothing consumed: the consumer left
+        // the start of the ring free, so the stream too goes back there at
+        // the small lap, as in a default ring.
+        while !(ring::SMALL_LAP - 200..ring::SMALL_LAP - 100).contains(&(a.peer(token).unwrap().tail % n_cells)) {
+            send(&mut a, b"y");
+            drain(&mut b);
+        }
+        let mut streamed_back = false;
+        for _ in 0..300 {
+            let (before, after) = send(&mut a, b"z");
+            if after != before + 1 {
+                assert!((before % n_cells).wrapping_sub(ring::SMALL_LAP) < ring::REWIND_MIN && after % n_cells == 1);
+                streamed_back = true;
+            }
+        }
+        assert!(streamed_back, "the stream did not go back at the small lap");
+        drain(&mut b);
+        assert_eq!(next, sent);
+        assert!(b.take_events().is_empty(), "the receiver failed the sender");
     }
 
     #[test]

@@ -67,6 +67,17 @@ pub const REWIND_MIN: u64 = 16;
 /// cell would undo.
 pub const REWIND_RING_MAX: u64 = 2048;
 
+/// In rings of more than [`REWIND_RING_MAX`] cells, small records (below
+/// [`REWIND_MIN`]) go back to the first cell once their tail passes this
+/// cell, when they can ([`Ring::rewind`]): they keep the default ring's
+/// lap (128 KiB) while large records go round the whole ring. A small
+/// record's cell a MiB lap later has left every cache, and a 1-byte
+/// ping-pong waits for it (docs/performance.md "smalllap"). Records start
+/// less than `REWIND_MIN` cells apart, so a run of small records lands
+/// one start in `SMALL_LAP .. SMALL_LAP + REWIND_MIN`: that is where the
+/// producer tries, once a lap, not on every send.
+pub const SMALL_LAP: u64 = REWIND_RING_MAX;
+
 /// Byte size of a ring with `ncells` cells.
 pub const fn ring_bytes(ncells: usize) -> usize {
     CTL_BYTES + ncells * CELL
@@ -232,6 +243,12 @@ impl Ring {
     #[inline]
     pub unsafe fn publish_rewind(&self, at: u64) {
         sync::rewind(self.first_word(at));
+    }
+
+    /// The cell `at` within its lap (0 at a lap's first cell).
+    #[inline]
+    pub fn lap_offset(&self, at: u64) -> u64 {
+        at & self.mask
     }
 
     /// Cells from `at` to the end of the ring (`ncells` at a lap's first
