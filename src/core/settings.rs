@@ -20,7 +20,28 @@ pub const DEFAULT_SHM_STREAM_LONE_MAX: usize = 256 << 10;
 /// messages (`SHM_STREAM_LONE_MAX`): below it a cell is written again while
 /// the consumer's cache still holds it, and streaming is slower than the
 /// split pull (docs/performance.md "bigring").
-pub const STREAM_RING_MIN: usize = 16384;
+pub const STREAM_RING_MIN: usize = LARGE_RING_CELLS;
+
+/// `FI_RUSTFAB_SHM_RING_CELLS`'s default where /dev/shm has at least
+/// `LARGE_RINGS_SHM_FREE` bytes free (docs/shm.md, Ring size): a cell is
+/// rewritten a MiB later, after the consumer's cache let it go.
+pub const LARGE_RING_CELLS: usize = 16384;
+
+/// Bytes /dev/shm must have free for the large default rings: each busy
+/// peer may make up to a MiB of an endpoint's segment resident (against
+/// 128 KiB with the default rings), 64 endpoints with 64 busy peers each
+/// 4 GiB. Where less is free (containers often give 64 MiB), the rings
+/// keep 2048 cells.
+pub const LARGE_RINGS_SHM_FREE: u64 = 4 << 30;
+
+/// `FI_RUSTFAB_SHM_RING_CELLS`'s default given the bytes free in /dev/shm.
+pub fn default_ring_cells(shm_free: u64) -> usize {
+    if shm_free >= LARGE_RINGS_SHM_FREE {
+        LARGE_RING_CELLS
+    } else {
+        crate::transport::shm::segment::NCELLS
+    }
+}
 
 /// `FI_RUSTFAB_SHM_CLOSE_WAIT`'s default (docs/shm.md, Large messages).
 pub const DEFAULT_SHM_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
@@ -46,7 +67,7 @@ pub struct Settings {
     pub shm_split_lone_min: usize,
     /// Cells (64 bytes) per ring of this endpoint's shm segment
     /// (`SHM_RING_CELLS`: a power of two from 2048 to 65536; other values:
-    /// the default, 2048).
+    /// the default, `default_ring_cells`; `Settings::default` has 2048).
     pub shm_ring_cells: usize,
     /// With rings of `STREAM_RING_MIN` cells or more: lone rendezvous
     /// messages up to this many bytes are streamed through the ring
@@ -75,5 +96,27 @@ impl Default for Settings {
             shm_close_wait: DEFAULT_SHM_CLOSE_WAIT,
             tcp: TcpSettings::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_rings_by_default_only_where_dev_shm_has_room_for_them() {
+        assert_eq!(default_ring_cells(LARGE_RINGS_SHM_FREE), LARGE_RING_CELLS);
+        assert_eq!(default_ring_cells(u64::MAX), LARGE_RING_CELLS);
+        assert_eq!(
+            default_ring_cells(LARGE_RINGS_SHM_FREE - 1),
+            crate::transport::shm::segment::NCELLS
+        );
+        assert_eq!(default_ring_cells(64 << 20), crate::transport::shm::segment::NCELLS);
+        assert_eq!(
+            default_ring_cells(0),
+            crate::transport::shm::segment::NCELLS,
+            "unreadable: the small rings"
+        );
+        assert!(crate::transport::shm::segment::ring_cells_ok(LARGE_RING_CELLS));
     }
 }

@@ -72,7 +72,7 @@ pub const PARAMS: &[Param] = &[
     Param {
         name: "shm_ring_cells",
         ty: FI_PARAM_SIZE_T,
-        help: "shm: cells of 64 bytes per ring of this endpoint's shared memory, one ring per peer sending to it: a power of two from 2048 (128 KiB, the default) to 65536; from 16384 (1 MiB) a cell is rewritten only after the receiver's cache let it go, large records are not rewound, and lone large messages up to shm_stream_lone_max are streamed through the ring instead of copied with process_vm_readv (faster where both processes reuse their buffers, as MPI ping-pongs do; costs up to the ring's size of /dev/shm per busy peer) (default: 2048)",
+        help: "shm: cells of 64 bytes per ring of this endpoint's shared memory, one ring per peer sending to it: a power of two from 2048 (128 KiB) to 65536; from 16384 (1 MiB) a large message's cells are rewritten only after the receiver's cache let them go (small messages keep a 128 KiB lap), and lone large messages up to shm_stream_lone_max are streamed through the ring instead of copied with process_vm_readv (faster where both processes reuse their buffers, as MPI ping-pongs do; costs up to the ring's size of /dev/shm per busy peer) (default: 16384 where /dev/shm has 4 GiB free, else 2048)",
     },
     Param {
         name: "shm_stream_lone_max",
@@ -104,6 +104,7 @@ pub unsafe fn define_all(prov: *const fi_provider) {
 /// Every parameter's value (defaults where unset or not understood).
 pub fn settings() -> crate::core::settings::Settings {
     let d = crate::core::settings::Settings::default();
+    let ring_cells = crate::core::settings::default_ring_cells(crate::sys::shm::free_bytes());
     crate::core::settings::Settings {
         unexp_budget: get_size("unexp_budget", d.unexp_budget),
         buffered_pool: get_size("buffered_pool", d.buffered_pool),
@@ -111,9 +112,9 @@ pub fn settings() -> crate::core::settings::Settings {
         shm_pull_batch: get_size("shm_pull_batch", d.shm_pull_batch),
         shm_split_min: get_size("shm_split_min", d.shm_split_min),
         shm_split_lone_min: get_size("shm_split_lone_min", d.shm_split_lone_min),
-        shm_ring_cells: Some(get_size("shm_ring_cells", d.shm_ring_cells))
+        shm_ring_cells: Some(get_size("shm_ring_cells", ring_cells))
             .filter(|&n| crate::transport::shm::segment::ring_cells_ok(n))
-            .unwrap_or(d.shm_ring_cells),
+            .unwrap_or(ring_cells),
         shm_stream_lone_max: get_size("shm_stream_lone_max", d.shm_stream_lone_max),
         shm_close_wait: std::time::Duration::from_millis(get_millis(
             "shm_close_wait",

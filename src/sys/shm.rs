@@ -87,6 +87,15 @@ pub fn meta(fd: impl AsFd) -> Result<Meta> {
     })
 }
 
+/// Bytes free in the shm namespace's file system (`statvfs` of /dev/shm:
+/// blocks available to us times the fragment size); 0 if it cannot be
+/// read.
+pub fn free_bytes() -> u64 {
+    rustix::fs::statvfs(SHM_DIR)
+        .map(|v| v.f_bavail.saturating_mul(v.f_frsize))
+        .unwrap_or(0)
+}
+
 /// Reads up to `buf.len()` bytes at `offset` without mapping the object
 /// (`pread`); the number read.
 pub fn read_at(fd: impl AsFd, buf: &mut [u8], offset: u64) -> Result<usize> {

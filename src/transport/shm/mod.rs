@@ -1475,17 +1475,21 @@ struct Spot {
     rewound: Option<u64>,
 }
 
-/// Claims `cells` cells of `p`'s ring: Ok(None) no room, Err: corrupt. A
-/// record of `ring::REWIND_MIN` cells or more goes back to the ring's
-/// first cell when the consumer has left room there (`Ring::rewind`); in
-/// a ring larger than `ring::REWIND_RING_MAX` only a small record does,
-/// once its tail passed `ring::SMALL_LAP`.
+/// Claims `cells` cells of `p`'s ring for a record (`eager`: an EAGER
+/// record): Ok(None) no room, Err: corrupt. A record of `ring::REWIND_MIN`
+/// cells or more goes back to the ring's first cell when the consumer has
+/// left room there (`Ring::rewind`). In a ring larger than
+/// `ring::REWIND_RING_MAX`: a small record once its tail passed
+/// `ring::SMALL_LAP`, an eager one as `ring::EMPTY_REWIND_MAX` says, a
+/// streamed chunk never.
 #[inline]
-fn claim(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring::Corrupt> {
+fn claim(p: &mut PeerOut, cells: u64, eager: bool) -> core::result::Result<Option<Spot>, ring::Corrupt> {
     let rewind = if p.ring.ncells() <= ring::REWIND_RING_MAX {
         cells >= ring::REWIND_MIN
+    } else if cells >= ring::REWIND_MIN {
+        eager
     } else {
-        cells < ring::REWIND_MIN && p.ring.lap_offset(p.tail).wrapping_sub(ring::SMALL_LAP) < ring::REWIND_MIN
+        p.ring.lap_offset(p.tail).wrapping_sub(ring::SMALL_LAP) < ring::REWIND_MIN
     };
     if rewind {
         if let Some(spot) = claim_rewound(p, cells)? {
@@ -1510,7 +1514,8 @@ fn claim(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring
 /// short as before (bench-insns).
 #[inline(never)]
 fn claim_rewound(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring::Corrupt> {
-    let Some((lap, free)) = p.ring.rewind(p.tail, cells)? else {
+    let when_empty = cells <= ring::EMPTY_REWIND_MAX || p.ring.ncells() <= ring::REWIND_RING_MAX;
+    let Some((lap, free)) = p.ring.rewind(p.tail, cells, when_empty)? else {
         return Ok(None);
     };
     p.free = free - cells;
@@ -1550,7 +1555,7 @@ fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::
     }
     let n = payload.len();
     let cells = cells_for(HDR_LEN + n);
-    let Some(spot) = claim(p, cells)? else {
+    let Some(spot) = claim(p, cells, false)? else {
         return Ok(false);
     };
     let at = spot.at;
@@ -1662,7 +1667,7 @@ fn write_eager_cell(
     n: usize,
 ) -> core::result::Result<bool, ring::Corrupt> {
     debug_assert!(off + n <= ring::CELL);
-    let Some(spot) = claim(p, 1)? else {
+    let Some(spot) = claim(p, 1, false)? else {
         return Ok(false);
     };
     let rec = p.ring.cell(spot.at);
@@ -1693,7 +1698,7 @@ fn write_eager(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::r
     let off = proto::compact_len(flags);
     let total = off + n;
     let cells = cells_for(total);
-    let Some(spot) = claim(p, cells)? else {
+    let Some(spot) = claim(p, cells, true)? else {
         return Ok(false);
     };
     let at = spot.at;
@@ -2071,29 +2076,28 @@ mod tests {
     /// rewind (its tail went back to the ring's start from far before its
     /// end) as well as go on round the ring.
     /// A receiver with large rings (`with_ring_cells`): the sender takes
-    /// the ring's size from its segment, large records are never rewound
-    /// (each goes right after the last, round the whole ring), and all
-    /// arrive whole and in order over several laps.
+    /// the ring's size from its segment, large records sent one at a time
+    /// are never rewound (each goes right after the last, round the whole
+    /// ring), and all arrive whole and in order over several laps.
     #[test]
     fn large_rings_are_gone_round_without_rewinding() {
         let mut a = port();
         let mut b = ShmPort::with_ring_cells(crate::transport::addr::shm_token_random(), LIM, 16384).unwrap();
         let token = b.token();
         let n_cells = 16384u64;
-        let sizes = [16000usize, 4096, 8000, 300, 16000, 2000];
+        // Eager records larger than ring::EMPTY_REWIND_MAX cells, one at a
+        // time (the ring empty at every send, as in a ping-pong), and a small
+        // one now and then.
+        let sizes = [16000usize, 8300, 12000, 300, 16000, 9000];
         let (mut sent, mut next, mut wraps) = (0usize, 0usize, 0);
         let msg_of = |i: usize| -> Vec<u8> { (0..sizes[i % sizes.len()]).map(|k| (k * 7 + i * 13) as u8).collect() };
         while sent < 1500 {
-            for _ in 0..(1 + sent % 7) {
+            {
                 let msg = msg_of(sent);
                 let mut h = eager(&msg);
                 h.tag = sent as u64;
                 let before = a.peer(token).map(|p| p.tail).unwrap_or(0);
-                match a.send_record(&b.addr(), &h, Payload::Bytes(&msg)) {
-                    Ok(()) => {}
-                    Err(e) if e == Error::AGAIN => break,
-                    Err(e) => panic!("send: {e:?}"),
-                }
+                a.send_record(&b.addr(), &h, Payload::Bytes(&msg)).expect("send");
                 let p = a.peer(token).unwrap();
                 assert_eq!(
                     p.ring.ncells(),
@@ -2183,18 +2187,33 @@ mod tests {
             furthest < ring::SMALL_LAP + ring::REWIND_MIN,
             "small records reached cell {furthest}"
         );
-        // Large records in a ping-pong: each right after the last, past the
+        // Eager records up to ring::EMPTY_REWIND_MAX cells in a ping-pong
+        // rewind as in a default ring: two places in turn.
+        let mid = vec![5u8; 4000];
+        let mut places = std::collections::BTreeSet::new();
+        for _ in 0..64 {
+            let (_, after) = send(&mut a, &mid);
+            places.insert(after % n_cells);
+            drain(&mut b);
+        }
+        assert!(
+            places.len() <= 3,
+            "4000-byte records in a ping-pong took {} places",
+            places.len()
+        );
+        // Larger ones in a ping-pong: each right after the last, past the
         // small lap and round the ring.
-        let big = vec![7u8; 4000];
+        let big = vec![7u8; 16000];
+        assert!(ring::cells_for(proto::compact_len(eager(&big).flags) + big.len()) > ring::EMPTY_REWIND_MAX);
         let mut past = false;
-        for _ in 0..n_cells / 32 {
+        for _ in 0..n_cells / 128 {
             let (before, after) = send(&mut a, &big);
             assert_eq!(
                 after,
                 before + ring::cells_for(proto::compact_len(eager(&big).flags) + big.len()),
                 "a large record rewound"
             );
-            past |= after % n_cells > 2 * ring::SMALL_LAP;
+            past |= after % n_cells > 4 * ring::SMALL_LAP;
             drain(&mut b);
         }
         assert!(past, "large records stayed within the small lap");

@@ -78,6 +78,16 @@ pub const REWIND_RING_MAX: u64 = 2048;
 /// producer tries, once a lap, not on every send.
 pub const SMALL_LAP: u64 = REWIND_RING_MAX;
 
+/// In rings of more than [`REWIND_RING_MAX`] cells, an eager record of
+/// [`REWIND_MIN`] to this many cells (8 KiB) rewinds as in a default ring;
+/// a larger one, or a streamed chunk, goes round the whole ring when the
+/// consumer has taken everything (a ping-pong: the cells it lands on were
+/// read a MiB earlier), and an eager one rewinds only in a stream (records
+/// behind it not yet consumed: rewinding keeps a stream within the cells
+/// the consumer works in, twice as fast at 4 KiB). Measured in Open MPI's
+/// ping-pong and `fi_rdm_tagged_bw` (docs/performance.md "smalllap").
+pub const EMPTY_REWIND_MAX: u64 = 128;
+
 /// Byte size of a ring with `ncells` cells.
 pub const fn ring_bytes(ncells: usize) -> usize {
     CTL_BYTES + ncells * CELL
@@ -206,11 +216,12 @@ impl Ring {
     /// before `tail`: nothing is behind to take turns with, and the record
     /// reuses the cells the last one left (a ping-pong's large records
     /// then take two places in turn, not three: docs/performance.md
-    /// "emptyrewind").
+    /// "emptyrewind") — unless `when_empty` is false: then never into an
+    /// empty ring (large records of large rings, [`EMPTY_REWIND_MAX`]).
     /// Reads `head` (Acquire) unless `tail` itself is within `cells` of
     /// the ring's start.
     #[inline]
-    pub fn rewind(&self, tail: u64, cells: u64) -> Result<Option<(u64, u64)>, Corrupt> {
+    pub fn rewind(&self, tail: u64, cells: u64, when_empty: bool) -> Result<Option<(u64, u64)>, Corrupt> {
         let tp = tail & self.mask;
         // The record and the zeroed cell after it lie before the marker's
         // cell (`tail`) in any case.
@@ -227,6 +238,9 @@ impl Ring {
         // consumer faster than us) rewinds whenever the record fits: no
         // runway is needed, and the record lands on the very cells the
         // last one used, hot in both caches.
+        if used == 0 && !when_empty {
+            return Ok(None);
+        }
         if used != 0 && (tp <= 2 * cells || hp <= 2 * cells || tp.wrapping_sub(hp) != used) {
             return Ok(None);
         }
@@ -479,7 +493,18 @@ mod tests {
         ];
         for (tail, head, cells, want) in cases {
             r.release(head);
-            assert_eq!(r.rewind(tail, cells), Ok(want), "tail {tail} head {head} cells {cells}");
+            assert_eq!(
+                r.rewind(tail, cells, true),
+                Ok(want),
+                "tail {tail} head {head} cells {cells}"
+            );
+            // Not into an empty ring when asked so; the rest the same.
+            let want_not_empty = if tail == head { None } else { want };
+            assert_eq!(
+                r.rewind(tail, cells, false),
+                Ok(want_not_empty),
+                "not when empty: tail {tail} head {head}"
+            );
             if let Some((lap, free)) = want {
                 assert_eq!(r.free_cells(lap), Ok(free));
                 if tail != head {
@@ -490,7 +515,7 @@ mod tests {
             }
         }
         r.release(0);
-        assert_eq!(r.rewind(100, 10), Err(Corrupt), "head more than a ring behind");
+        assert_eq!(r.rewind(100, 10, true), Err(Corrupt), "head more than a ring behind");
     }
 
     #[test]
