@@ -161,6 +161,24 @@ impl SharedMap {
     pub fn as_ptr(&self) -> *mut u8 {
         self.base.as_ptr()
     }
+
+    /// Gives the pages of bytes `off .. off + len` of the mapped object
+    /// back (`MADV_REMOVE`: a hole punched in the file, so every process
+    /// mapping it reads zeros there from now on, and `/dev/shm` has the
+    /// memory again). `off` and `len` must be page-aligned and inside the
+    /// mapping, else `-FI_EINVAL`; an error leaves the bytes as they were.
+    pub fn discard(&self, off: usize, len: usize) -> Result<()> {
+        let page = rustix::param::page_size();
+        if !off.is_multiple_of(page) || !len.is_multiple_of(page) || off.checked_add(len).is_none_or(|e| e > self.len) {
+            return Err(Error::INVAL);
+        }
+        // SAFETY: the range lies inside our shared mapping (checked above);
+        // MADV_REMOVE only replaces its bytes with zeros, which every user
+        // of the mapping already expects another process may write there
+        // (it is reached through raw pointers and atomics only).
+        unsafe { rustix::mm::madvise(self.base.as_ptr().add(off).cast(), len, rustix::mm::Advice::LinuxRemove)? };
+        Ok(())
+    }
 }
 
 impl Drop for SharedMap {

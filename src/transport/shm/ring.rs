@@ -167,10 +167,19 @@ impl Ring {
     }
 
     /// Resets the ring for a new producer (only while none is attached):
-    /// both indices, and the first word of every cell.
+    /// both indices, and the first word of every cell (segments reset
+    /// their rings with [`Ring::reset_except`]).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn reset(&self) {
+        self.reset_except(0..0);
+    }
+
+    /// [`Ring::reset`], leaving out the cells in `zeroed`, whose first
+    /// words the caller has made zero already (their pages punched out of
+    /// the segment: `Segment::reset_ring`).
+    pub fn reset_except(&self, zeroed: core::ops::Range<u64>) {
         self.tail_word().store(0, Ordering::Relaxed);
-        for i in 0..self.ncells {
+        for i in (0..zeroed.start.min(self.ncells)).chain(zeroed.end.min(self.ncells)..self.ncells) {
             self.first_word(i).store(0, Ordering::Relaxed);
         }
         self.head_word().store(0, Ordering::Release);
@@ -527,6 +536,15 @@ mod tests {
         r.reset();
         for i in 0..8 {
             assert_eq!(r.ready(i), None);
+        }
+        // Cells the caller zeroed itself (pages punched out) are left
+        // alone, every other one is cleared.
+        for i in 0..8 {
+            produce(&r, i, &[0x22u8; CELL]);
+        }
+        r.reset_except(2..5);
+        for i in 0..8 {
+            assert_eq!(r.ready(i).is_some(), (2..5).contains(&i), "cell {i}");
         }
     }
 

@@ -32,7 +32,7 @@
 //! owner's doorbell is a socket file in the private directory
 //! `/dev/shm/rustfab-<uid>/` (0700), named by the token.
 
-use super::ring::{ring_bytes, Ring};
+use super::ring::{ring_bytes, Ring, CELL};
 use super::sync::Handshake;
 use crate::base::error::{Error, Result};
 use crate::sys;
@@ -528,6 +528,27 @@ impl Segment {
         unsafe { AtomicU64::from_ptr(self.slot_base(slot).add(off) as *mut u64) }
     }
 
+    /// Resets `slot`'s ring for a new producer ([`Ring::reset`]) and gives
+    /// its cells' whole pages back to `/dev/shm` (`SharedMap::discard`):
+    /// they read zero afterwards, so only the cells in the partly used
+    /// pages at either end are written. A 16384-cell ring's last sender may
+    /// have made its whole MiB resident; writing every cell's first word
+    /// would have kept it so (and faulted in the pages it never touched).
+    /// Where the pages cannot be discarded, every cell is written.
+    pub fn reset_ring(&self, slot: usize) {
+        let r = self.ring(slot);
+        let page = rustix::param::page_size();
+        let cells = r.cell(0) as usize - self.map.as_ptr() as usize;
+        let end = cells + self.ncells * CELL;
+        let (lo, hi) = (cells.next_multiple_of(page), end / page * page);
+        let zeroed = if hi > lo && self.map.discard(lo, hi - lo).is_ok() {
+            ((lo - cells) / CELL) as u64..((hi - cells) / CELL) as u64
+        } else {
+            0..0
+        };
+        r.reset_except(zeroed);
+    }
+
     pub fn ring(&self, slot: usize) -> Ring {
         // SAFETY: the ring lies inside the slot, 64-aligned (slot bases are
         // page-aligned, SLOT_CTL = 64) and lives as long as the mapping; the
@@ -578,10 +599,11 @@ impl Segment {
             self.slot_word(slot, S_START).store(me.start, Ordering::Relaxed);
             // A slot never claimed has the zeroed ring the segment was
             // created with (and a freed one the ring its owner reset):
-            // writing its 2048 cells would fault in its 32 pages (128 KiB of
-            // the owner's memory per sender) for nothing.
+            // resetting it would fault in the pages at the ring's ends
+            // (and, where pages cannot be punched out, all of them) for
+            // nothing.
             if old_gen != 0 {
-                self.ring(slot).reset();
+                self.reset_ring(slot);
             }
             return Ok(Claim { slot, gen });
         }
@@ -654,8 +676,8 @@ impl Segment {
         // first words are set, only the cell after the last one is zero)
         // must not read as the next sender's, whether or not that one
         // resets the ring as a rustfab sender does (ordered before FREE by
-        // the Release store below).
-        self.ring(slot).reset();
+        // the Release store below). Its pages go back to /dev/shm.
+        self.reset_ring(slot);
         let w = self.slot_word(slot, S_STATE);
         let cur = w.load(Ordering::Acquire);
         w.store(slot_word_of(SLOT_FREE, (cur >> 8) & GEN_MASK, 0), Ordering::Release);
@@ -775,6 +797,41 @@ mod tests {
         w(H_TOKEN, token);
         w(H_UID, sys::geteuid() as u64);
         w(H_MAGIC, SEG_MAGIC);
+    }
+
+    /// Freeing a slot gives its ring's pages back to /dev/shm: a sender
+    /// that wrote all round a 16384-cell ring made its MiB resident; after
+    /// `free_slot` the file holds at most the two partly used pages of it,
+    /// every cell reads empty, and the next slot's ring is untouched.
+    #[test]
+    fn a_freed_slot_gives_its_rings_pages_back() {
+        use std::os::unix::fs::MetadataExt;
+        let token = crate::transport::addr::shm_token_random();
+        let owner = Segment::create_with(token, 16384).unwrap();
+        let path = format!("/dev/shm{}", seg_name(token).to_str().unwrap());
+        let resident = || std::fs::metadata(&path).unwrap().blocks() * 512;
+        let before = resident();
+        let (r, next) = (owner.ring(5), owner.ring(6));
+        let fill = |r: &Ring, i: u64| {
+            // SAFETY: cell `i` lies inside the ring's mapping; a test is
+            // the only process writing it.
+            unsafe { core::ptr::write_volatile(r.cell(i).cast::<u64>(), 0x5a5a_0000_0000_0000 | (i + 1)) }
+        };
+        for i in 0..16384 {
+            fill(&r, i);
+        }
+        fill(&next, 0);
+        assert!(resident() >= before + (1 << 20), "the ring was not made resident");
+        owner.free_slot(5);
+        assert!(
+            resident() <= before + 3 * 4096,
+            "still resident after free_slot: {} bytes more than before",
+            resident() - before
+        );
+        for i in 0..16384 {
+            assert_eq!(r.ready(i), None, "cell {i} not empty after the reset");
+        }
+        assert!(next.ready(0).is_some(), "the next slot's ring was touched");
     }
 
     /// The owner chooses its rings' size: the file is sized by it, an
