@@ -549,6 +549,17 @@ impl Segment {
         r.reset_except(zeroed);
     }
 
+    /// Allocates the pages of `slot`'s ring from cell `from` to its end
+    /// (`SharedMap::populate`), so that writing them does not fault page by
+    /// page. Whether it worked.
+    pub fn populate_ring(&self, slot: usize, from: u64) -> bool {
+        let page = rustix::param::page_size();
+        let cells = self.ring(slot).cell(0) as usize - self.map.as_ptr() as usize;
+        let from = cells + (from as usize).min(self.ncells) * CELL;
+        let (start, end) = (from / page * page, (cells + self.ncells * CELL).next_multiple_of(page));
+        from < cells + self.ncells * CELL && self.map.populate(start, end - start).is_ok()
+    }
+
     pub fn ring(&self, slot: usize) -> Ring {
         // SAFETY: the ring lies inside the slot, 64-aligned (slot bases are
         // page-aligned, SLOT_CTL = 64) and lives as long as the mapping; the
@@ -832,6 +843,38 @@ mod tests {
             assert_eq!(r.ready(i), None, "cell {i} not empty after the reset");
         }
         assert!(next.ready(0).is_some(), "the next slot's ring was touched");
+    }
+
+    /// Populating a ring from a cell on allocates the pages from there to
+    /// the ring's end in the file (and no others), and changes no byte.
+    #[test]
+    fn populating_a_ring_allocates_its_pages_and_changes_nothing() {
+        use std::os::unix::fs::MetadataExt;
+        let token = crate::transport::addr::shm_token_random();
+        let owner = Segment::create_with(token, 16384).unwrap();
+        let path = format!("/dev/shm{}", seg_name(token).to_str().unwrap());
+        let resident = || std::fs::metadata(&path).unwrap().blocks() * 512;
+        let before = resident();
+        assert!(
+            owner.populate_ring(3, 2048),
+            "MADV_POPULATE_WRITE refused (Linux >= 5.14 needed)"
+        );
+        let grown = resident() - before;
+        let want = (16384 - 2048) * CELL as u64;
+        assert!(
+            grown >= want && grown <= want + 2 * 4096,
+            "populated {grown} bytes, want about {want}"
+        );
+        let r = owner.ring(3);
+        for i in 0..16384 {
+            assert_eq!(r.ready(i), None, "cell {i} changed");
+        }
+        assert!(
+            !owner.populate_ring(3, 16384),
+            "nothing past the ring's end to populate"
+        );
+        owner.free_slot(3);
+        assert!(resident() <= before + 2 * 4096, "free_slot gave the pages back");
     }
 
     /// The owner chooses its rings' size: the file is sized by it, an
