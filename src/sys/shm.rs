@@ -15,6 +15,14 @@ use std::os::fd::{AsFd, OwnedFd};
 /// Where Linux keeps the shm namespace (what `shm_open` opens under).
 const SHM_DIR: &str = "/dev/shm";
 
+/// The page size segments are laid out in (x86-64's). Not asked of the
+/// system: rustix's `page_size` reads the auxiliary vector, which valgrind
+/// does not map where rustix looks (an invalid read, then a crash, under
+/// `make memcheck`). Where pages are larger, `madvise` of a range aligned
+/// to this fails and the callers fall back (`SharedMap::discard`,
+/// `populate`).
+pub const PAGE: usize = 4096;
+
 /// glibc's `shm_open` adds `O_NOFOLLOW` (a symlink planted under the shm
 /// directory is never followed) and `O_CLOEXEC`; rustix's, which opens the
 /// file itself, adds only `O_CLOEXEC`, so the first is asked for here.
@@ -165,7 +173,8 @@ impl SharedMap {
     /// Allocates and maps the pages of bytes `off .. off + len` of the
     /// mapped object for writing (`MADV_POPULATE_WRITE`, Linux 5.14), as
     /// writes would, in one call; their contents are unchanged. `off` and
-    /// `len` page-aligned and inside the mapping, else `-FI_EINVAL`.
+    /// `len` multiples of [`PAGE`] and inside the mapping, else
+    /// `-FI_EINVAL`.
     pub fn populate(&self, off: usize, len: usize) -> Result<()> {
         self.check_range(off, len)?;
         // SAFETY: the range lies inside our shared mapping (checked above);
@@ -181,8 +190,7 @@ impl SharedMap {
     }
 
     fn check_range(&self, off: usize, len: usize) -> Result<()> {
-        let page = rustix::param::page_size();
-        if !off.is_multiple_of(page) || !len.is_multiple_of(page) || off.checked_add(len).is_none_or(|e| e > self.len) {
+        if !off.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) || off.checked_add(len).is_none_or(|e| e > self.len) {
             return Err(Error::INVAL);
         }
         Ok(())
@@ -191,8 +199,9 @@ impl SharedMap {
     /// Gives the pages of bytes `off .. off + len` of the mapped object
     /// back (`MADV_REMOVE`: a hole punched in the file, so every process
     /// mapping it reads zeros there from now on, and `/dev/shm` has the
-    /// memory again). `off` and `len` must be page-aligned and inside the
-    /// mapping, else `-FI_EINVAL`; an error leaves the bytes as they were.
+    /// memory again). `off` and `len` must be multiples of [`PAGE`] and
+    /// inside the mapping, else `-FI_EINVAL`; an error leaves the bytes as
+    /// they were.
     pub fn discard(&self, off: usize, len: usize) -> Result<()> {
         self.check_range(off, len)?;
         // SAFETY: the range lies inside our shared mapping (checked above);

@@ -90,7 +90,7 @@ pub const NCELLS: usize = 2048;
 pub const NCELLS_MAX: usize = 65536;
 /// Bytes between two slots of a segment whose rings have `ncells` cells.
 pub const fn slot_stride(ncells: usize) -> usize {
-    (SLOT_CTL + ring_bytes(ncells)).next_multiple_of(4096)
+    (SLOT_CTL + ring_bytes(ncells)).next_multiple_of(sys::shm::PAGE)
 }
 /// Size of a segment whose rings have `ncells` cells.
 pub const fn seg_size(ncells: usize) -> usize {
@@ -537,7 +537,7 @@ impl Segment {
     /// Where the pages cannot be discarded, every cell is written.
     pub fn reset_ring(&self, slot: usize) {
         let r = self.ring(slot);
-        let page = rustix::param::page_size();
+        let page = sys::shm::PAGE;
         let cells = r.cell(0) as usize - self.map.as_ptr() as usize;
         let end = cells + self.ncells * CELL;
         let (lo, hi) = (cells.next_multiple_of(page), end / page * page);
@@ -553,7 +553,7 @@ impl Segment {
     /// (`SharedMap::populate`), so that writing them does not fault page by
     /// page. Whether it worked.
     pub fn populate_ring(&self, slot: usize, from: u64) -> bool {
-        let page = rustix::param::page_size();
+        let page = sys::shm::PAGE;
         let cells = self.ring(slot).cell(0) as usize - self.map.as_ptr() as usize;
         let from = cells + (from as usize).min(self.ncells) * CELL;
         let (start, end) = (from / page * page, (cells + self.ncells * CELL).next_multiple_of(page));
