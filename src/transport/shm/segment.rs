@@ -810,17 +810,23 @@ mod tests {
         w(H_MAGIC, SEG_MAGIC);
     }
 
+    /// A new segment with 16384-cell rings, and how many bytes of its
+    /// file are allocated (`st_blocks`).
+    fn large_segment() -> (Segment, impl Fn() -> u64) {
+        use std::os::unix::fs::MetadataExt;
+        let token = crate::transport::addr::shm_token_random();
+        let owner = Segment::create_with(token, 16384).unwrap();
+        let path = format!("/dev/shm{}", seg_name(token).to_str().unwrap());
+        (owner, move || std::fs::metadata(&path).unwrap().blocks() * 512)
+    }
+
     /// Freeing a slot gives its ring's pages back to /dev/shm: a sender
     /// that wrote all round a 16384-cell ring made its MiB resident; after
     /// `free_slot` the file holds at most the two partly used pages of it,
     /// every cell reads empty, and the next slot's ring is untouched.
     #[test]
     fn a_freed_slot_gives_its_rings_pages_back() {
-        use std::os::unix::fs::MetadataExt;
-        let token = crate::transport::addr::shm_token_random();
-        let owner = Segment::create_with(token, 16384).unwrap();
-        let path = format!("/dev/shm{}", seg_name(token).to_str().unwrap());
-        let resident = || std::fs::metadata(&path).unwrap().blocks() * 512;
+        let (owner, resident) = large_segment();
         let before = resident();
         let (r, next) = (owner.ring(5), owner.ring(6));
         let fill = |r: &Ring, i: u64| {
@@ -849,11 +855,7 @@ mod tests {
     /// the ring's end in the file (and no others), and changes no byte.
     #[test]
     fn populating_a_ring_allocates_its_pages_and_changes_nothing() {
-        use std::os::unix::fs::MetadataExt;
-        let token = crate::transport::addr::shm_token_random();
-        let owner = Segment::create_with(token, 16384).unwrap();
-        let path = format!("/dev/shm{}", seg_name(token).to_str().unwrap());
-        let resident = || std::fs::metadata(&path).unwrap().blocks() * 512;
+        let (owner, resident) = large_segment();
         let before = resident();
         assert!(
             owner.populate_ring(3, 2048),
