@@ -536,17 +536,15 @@ impl Segment {
     /// would have kept it so (and faulted in the pages it never touched).
     /// Where the pages cannot be discarded, every cell is written.
     pub fn reset_ring(&self, slot: usize) {
-        let r = self.ring(slot);
         let page = sys::shm::PAGE;
-        let cells = r.cell(0) as usize - self.map.as_ptr() as usize;
-        let end = cells + self.ncells * CELL;
+        let core::ops::Range { start: cells, end } = self.ring_cells(slot);
         let (lo, hi) = (cells.next_multiple_of(page), end / page * page);
         let zeroed = if hi > lo && self.map.discard(lo, hi - lo).is_ok() {
             ((lo - cells) / CELL) as u64..((hi - cells) / CELL) as u64
         } else {
             0..0
         };
-        r.reset_except(zeroed);
+        self.ring(slot).reset_except(zeroed);
     }
 
     /// Allocates the pages of `slot`'s ring from cell `from` to its end
@@ -554,10 +552,16 @@ impl Segment {
     /// page. Whether it worked.
     pub fn populate_ring(&self, slot: usize, from: u64) -> bool {
         let page = sys::shm::PAGE;
-        let cells = self.ring(slot).cell(0) as usize - self.map.as_ptr() as usize;
+        let core::ops::Range { start: cells, end } = self.ring_cells(slot);
         let from = cells + (from as usize).min(self.ncells) * CELL;
-        let (start, end) = (from / page * page, (cells + self.ncells * CELL).next_multiple_of(page));
-        from < cells + self.ncells * CELL && self.map.populate(start, end - start).is_ok()
+        let start = from / page * page;
+        from < end && self.map.populate(start, end.next_multiple_of(page) - start).is_ok()
+    }
+
+    /// Where `slot`'s ring cells lie in the mapping (byte offsets).
+    fn ring_cells(&self, slot: usize) -> core::ops::Range<usize> {
+        let start = self.ring(slot).cell(0) as usize - self.map.as_ptr() as usize;
+        start..start + self.ncells * CELL
     }
 
     pub fn ring(&self, slot: usize) -> Ring {
