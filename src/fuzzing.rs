@@ -19,8 +19,9 @@ use crate::core::domain::TransportKind;
 use crate::provider::getinfo::{getinfo, Query, TransportChoice};
 use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
-use crate::transport::proto::{compact_len, flag, op, Limits, WireHdr, HDR_LEN, IOV_ENTRY};
+use crate::transport::proto::{compact_len, flag, op, Limits, WireHdr, HDR_LEN, IOV_ENTRY, MAGIC};
 use crate::transport::shm::ring::{self, cells_for, Ring, CELL};
+use crate::transport::shm::sync;
 use crate::transport::tcp::framing::{Broken, ByteSource, Outcome, Reader, Sink, Stage, CTL_MAX};
 use crate::transport::tcp::{cm, hello};
 use crate::transport::{Disposition, Place};
@@ -574,9 +575,10 @@ pub fn records(data: &[u8]) {
 
 /// The shm consumer (`transport/shm/mod.rs`, `consume_slot`) over a ring
 /// image whose head and cells are arbitrary (a hostile or corrupted
-/// sender; segment versions 3 to 6: a record is there when its first cell's
-/// first word is not zero, and a first word `ring::REWIND` sends the
-/// consumer on to the next lap's first cell). Properties: no panic; the consumer hands out
+/// sender; segment version 7: a record is there when its first cell's
+/// first word carries the magic and the lap tag of its index, and a first
+/// word `ring::REWIND` (tagged) sends the consumer on to the next lap's
+/// first cell). Properties: no panic; the consumer hands out
 /// exactly the records (headers and payload bytes, through both copy
 /// paths) of a reference walk, in order, consuming at most one ring's
 /// worth of cells per call (a ring whose every first word is set must not
@@ -586,8 +588,12 @@ pub fn records(data: &[u8]) {
 /// a producer keeps one cell free).
 ///
 /// Input: ring size (2..64 cells), head, how many cells from the head are
-/// written (the first words of the others are zero), which record to stall
-/// on, then the cells' bytes.
+/// written, which record to stall on, then the cells' bytes. A written
+/// cell's first word that carries the magic is given the lap tag of its
+/// index (as a producer publishes it; any other word is left as it is); an
+/// unwritten cell's first word keeps its bytes unless they would read as
+/// published there, when one tag bit is flipped (as a producer leaves the
+/// cell where the next record starts: ring.rs).
 pub fn shm_ring(data: &[u8]) {
     let mut c = Cursor::new(data);
     let ncells = 2usize << (c.u8() % 6);
@@ -608,11 +614,22 @@ pub fn shm_ring(data: &[u8]) {
     // ring_bytes(ncells) bytes after the alignment and outlives the ring.
     let r = unsafe { Ring::new(base, ncells) };
     let cell_of = |i: u64| (i % ncells as u64) as usize;
-    // The image, by ring position, with unwritten cells' first words zero.
+    // The ready bits of index `i` (ring.rs: the magic, the lap's tag).
+    let lap_shift = ncells.trailing_zeros();
+    let ready_bits = |i: u64| (i >> lap_shift) << sync::LAP_TAG_SHIFT | MAGIC as u64;
+    // The image, by ring position, its first words tagged as published or
+    // not (above).
     let mut image: Vec<u8> = (0..ncells * CELL).map(|i| cells.get(i).copied().unwrap_or(0)).collect();
-    for k in written..ncells {
-        let at = cell_of(head.wrapping_add(k as u64)) * CELL;
-        image[at..at + 8].fill(0);
+    for k in 0..ncells {
+        let pos = head.wrapping_add(k as u64);
+        let at = cell_of(pos) * CELL;
+        let mut w = u64::from_le_bytes(image[at..at + 8].try_into().expect("8 bytes"));
+        if k < written && w as u16 == MAGIC {
+            w = w & !sync::LAP_TAG | ready_bits(pos) & sync::LAP_TAG;
+        } else if k >= written && w & sync::READY_BITS == ready_bits(pos) {
+            w ^= 1 << sync::LAP_TAG_SHIFT;
+        }
+        image[at..at + 8].copy_from_slice(&w.to_le_bytes());
     }
     r.reset();
     // SAFETY: the ring is ours alone here (no other side): writing its
@@ -632,8 +649,9 @@ pub fn shm_ring(data: &[u8]) {
         let mut corrupt = false;
         let mut pos = head;
         let mut skipped = 0u64;
-        while pos.wrapping_sub(head) < ncells as u64 && first_word(img, pos) != 0 {
-            if first_word(img, pos) == ring::REWIND {
+        while pos.wrapping_sub(head) < ncells as u64 && first_word(img, pos) & sync::READY_BITS == ready_bits(pos) {
+            let first = first_word(img, pos) & !sync::LAP_TAG;
+            if first == ring::REWIND {
                 // On at the next lap's first cell; a marker at a lap's
                 // first cell would skip a whole lap: corrupt.
                 let k = ncells as u64 - cell_of(pos) as u64;
@@ -647,8 +665,10 @@ pub fn shm_ring(data: &[u8]) {
             }
             let at = cell_of(pos) * CELL;
             // A compact EAGER header (its payload from `compact_len`) or
-            // a full one (from byte 64).
-            let (h, off) = WireHdr::decode(img[at..at + HDR_LEN].try_into().expect("64 bytes"));
+            // a full one (from byte 64); its first word untagged.
+            let mut hb: [u8; HDR_LEN] = img[at..at + HDR_LEN].try_into().expect("64 bytes");
+            hb[..8].copy_from_slice(&first.to_le_bytes());
+            let (h, off) = WireHdr::decode(&hb);
             if h.check(&RECORD_LIM).is_err() {
                 corrupt = true;
                 break;

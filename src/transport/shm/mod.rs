@@ -1558,11 +1558,19 @@ fn published(p: &mut PeerOut, spot: Spot, cells: u64) {
     p.tail = spot.at.wrapping_add(cells);
 }
 
-// The rewind marker never reads as a record: its low 16 bits are not the
-// header's magic.
-const _: () = assert!(ring::REWIND as u16 != proto::MAGIC && ring::REWIND != 0);
+// The rewind marker reads as published (the magic) but never as a record:
+// its version and op bytes are 0, which no record has; no lap tag.
+const _: () = assert!(
+    ring::REWIND as u16 == proto::MAGIC
+        && (ring::REWIND >> 16) as u8 != proto::VERSION
+        && (ring::REWIND >> 24) as u8 == 0
+        && ring::REWIND & sync::LAP_TAG == 0
+);
+// No flag lies in the lap tag's bits (the header's flag bits 16..32).
+const _: () = assert!((proto::flag::ALL as u64) << 32 & sync::LAP_TAG == 0);
 
-/// A cell's first word (a record's header word, or a rewind marker).
+/// A header's first word (the magic, version, op and flags), as the
+/// producer gives it to `Ring::publish_at`.
 #[inline(always)]
 fn first_word(cell: &[u8; ring::CELL]) -> u64 {
     u64::from_le_bytes([cell[0], cell[1], cell[2], cell[3], cell[4], cell[5], cell[6], cell[7]])
@@ -1920,7 +1928,7 @@ fn consume_slot(
         let rest = rest.map(u64::from_le);
         let (hdr, off) = match WireHdr::decode_compact_eager(u64::from_le(first), &rest, lim) {
             Some(d) => d,
-            None => match general_header(s, lim)? {
+            None => match general_header(s, first, lim)? {
                 Found::Record(h, off) => (h, off),
                 Found::Rewound(skip) => {
                     // `head` moved to the ring's first cell.
@@ -1969,12 +1977,15 @@ enum Found {
 /// decoded and checked the general way (`WireHdr::decode`, `check`), or a
 /// rewind marker, after which `head` is the ring's first cell again.
 /// Err(()): corruption.
+/// `first` is its first word as `Ring::ready` returned it (the lap tag
+/// cleared), which stands for the cell's first 8 bytes.
 #[inline(never)]
-fn general_header(s: &mut InSlot, lim: &Limits) -> core::result::Result<Found, ()> {
+fn general_header(s: &mut InSlot, first: u64, lim: &Limits) -> core::result::Result<Found, ()> {
     // SAFETY: a record is published at `head` (its first word, written
     // last, is set): its first cell (64 bytes) is readable.
-    let hb = unsafe { s.ring.read_cell(s.head) };
-    if first_word(&hb) == ring::REWIND {
+    let mut hb = unsafe { s.ring.read_cell(s.head) };
+    hb[..8].copy_from_slice(&first.to_ne_bytes());
+    if first == ring::REWIND {
         // The producer went back to the ring's first cell (ring.rs);
         // `head` is released with the record found there. A marker at
         // a lap's first cell would skip a whole lap: corruption.
@@ -2526,9 +2537,10 @@ mod tests {
         let mut a = port();
         let mut c = port();
         let mut b = port();
-        // `a` writes a record with a bad magic straight into its ring.
+        // `a` writes a record with a bad version straight into its ring
+        // (a word without the magic would not read as published at all).
         let bad = WireHdr {
-            magic: 0xdead,
+            version: 0x7e,
             ..WireHdr::new(op::EAGER)
         };
         a.send_record(&b.addr(), &bad, Payload::None).unwrap();

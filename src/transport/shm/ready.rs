@@ -117,6 +117,7 @@ pub fn unwatch<W: Word>(watched: &W) {
 mod models {
     //! Exhaustive models (loom, C11 memory model): `make loom`.
     use super::super::sync::models::{NoFence, NoMembarrier};
+    use super::super::sync::models::{RECORD, TAG0};
     use super::super::sync::{owner_fence, publish, published};
     use super::*;
     use loom::sync::atomic::AtomicU64;
@@ -174,7 +175,7 @@ mod models {
                 bits.clone(),
             );
             let producer = thread::spawn(move || {
-                publish(&*n2, &*t2, 1);
+                publish(&*n2, TAG0, &*t2, RECORD);
                 let (_, sig) = after_publish(&*s2, &*w2, hs);
                 if sig {
                     signal(&*sum2, &*b2, 0, 3);
@@ -182,7 +183,7 @@ mod models {
             });
             unwatch(&*watched);
             owner_fence::<W>(hs);
-            let mut seen = recheck && published(&*first) == Some(1);
+            let mut seen = recheck && published(&*first, TAG0) == Some(RECORD);
             producer.join().expect("producer");
             // Later passes: the consumer reads only the ready list.
             let mut signalled = false;
@@ -190,7 +191,7 @@ mod models {
                 take(&*summary, &[&*bits], |w, b| signalled |= (w, b) == (0, 3));
             }
             if signalled {
-                seen |= published(&*first) == Some(1);
+                seen |= published(&*first, TAG0) == Some(RECORD);
             }
             assert!(seen, "lost record: its ring is neither watched nor signalled");
         });

@@ -17,12 +17,17 @@
 //! zero — are written last ([`Ring::publish_at`]); the consumer polls that
 //! word of the cell at its head ([`Ring::ready`]), so one cache line brings
 //! both "a record is here" and the record (a separate tail word cost a
-//! second cross-core transfer per message). Before publishing a record the
-//! producer zeroes the first word of the cell after it, where the next
-//! record will start: a stale word of an earlier lap (another record's
-//! header or payload) can never look like a record, and the consumer
-//! writes no cell (one store per message, not one per consumed cell). So
-//! the producer keeps one cell free: at most `ncells - 1` are in use. The
+//! second cross-core transfer per message). The word is tagged with its
+//! cell index's lap (segment version 7, [`sync::READY_BITS`]): the
+//! consumer takes only a word with the header's magic and the tag of the
+//! lap its head is in, so a stale word of an earlier lap (another record's
+//! header or payload) does not read as a record, and the consumer writes
+//! no cell. Before publishing a record the producer looks at the first
+//! word of the cell after it, where the next record will start, and zeroes
+//! it only if it would read as published (payload that happens to carry
+//! the magic and the right tag): until version 7 it zeroed that word on
+//! every send, a store into a second line per message. So the producer
+//! keeps one cell free: at most `ncells - 1` are in use. The
 //! consumer copies a record out, then stores `head` with Release
 //! ([`Ring::release`]); the producer reuses cells only below `head`.
 //! Nothing in the ring is referenced in place: control words are accessed
@@ -45,6 +50,7 @@
 //! (docs/performance.md, shmbw "4 KiB (shm4k)").
 
 use super::sync;
+use crate::transport::proto;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 pub const CELL: usize = 64;
@@ -110,6 +116,8 @@ pub struct Ring {
     /// `ncells - 1` (a power of two): a cell index is `idx & mask`, not a
     /// division on every access.
     mask: u64,
+    /// `log2(ncells)`: an index's lap is `idx >> lap_shift`.
+    lap_shift: u32,
 }
 
 // SAFETY: the ring is a view of shared memory whose control words are only
@@ -129,6 +137,7 @@ impl Ring {
             base,
             ncells: ncells as u64,
             mask: ncells as u64 - 1,
+            lap_shift: ncells.trailing_zeros(),
         }
     }
 
@@ -191,6 +200,14 @@ impl Ring {
         self.ncells
     }
 
+    /// The bits a first word published at index `idx` has under
+    /// [`sync::READY_BITS`]: the header's magic and the low 16 bits of the
+    /// index's lap.
+    #[inline(always)]
+    fn ready_bits(&self, idx: u64) -> u64 {
+        (idx >> self.lap_shift) << sync::LAP_TAG_SHIFT | proto::MAGIC as u64
+    }
+
     /// The first 8 bytes of the cell at index `idx`.
     fn first_word(&self, idx: u64) -> &AtomicU64 {
         // SAFETY: every cell lies inside the mapped ring and is 64-byte
@@ -201,7 +218,7 @@ impl Ring {
     // ---------------- producer side ----------------
 
     /// Cells the producer whose own tail is `tail` may fill (one cell is
-    /// always kept free: the zeroed start of the next record).
+    /// always kept free: where the next record starts, which the producer checks).
     pub fn free_cells(&self, tail: u64) -> Result<u64, Corrupt> {
         let head = sync::consumed(self.head_word());
         let used = tail.wrapping_sub(head);
@@ -215,13 +232,13 @@ impl Ring {
     /// cell instead of at `tail`: every cell in use lies between the
     /// consumer's head and `tail` (none wraps), and the head has left more
     /// than `2 * cells` cells at the start of the ring — the record, the
-    /// zeroed cell after it, and room for one more record of its size, so
+    /// free cell after it, and room for one more record of its size, so
     /// that the producer does not wait for the consumer right after it
     /// rewound (rewinding whenever the record alone fits made sender and
     /// receiver take turns: docs/performance.md, shmbw). Then
     /// `Some((lap, free))`: the index of the next lap's first cell, and the
     /// cells free from there (as [`Ring::free_cells`] of `lap`). An empty
-    /// ring (head at `tail`) needs only the record and its zeroed cell
+    /// ring (head at `tail`) needs only the record and the free cell after it
     /// before `tail`: nothing is behind to take turns with, and the record
     /// reuses the cells the last one left (a ping-pong's large records
     /// then take two places in turn, not three: docs/performance.md
@@ -232,7 +249,7 @@ impl Ring {
     #[inline]
     pub fn rewind(&self, tail: u64, cells: u64, when_empty: bool) -> Result<Option<(u64, u64)>, Corrupt> {
         let tp = tail & self.mask;
-        // The record and the zeroed cell after it lie before the marker's
+        // The record and the free cell after it lie before the marker's
         // cell (`tail`) in any case.
         if tp <= cells {
             return Ok(None);
@@ -265,7 +282,7 @@ impl Ring {
     /// the next lap's first cell is published.
     #[inline]
     pub unsafe fn publish_rewind(&self, at: u64) {
-        sync::rewind(self.first_word(at));
+        sync::rewind(self.first_word(at), self.ready_bits(at) & sync::LAP_TAG);
     }
 
     /// The cell `at` within its lap (0 at a lap's first cell).
@@ -305,9 +322,11 @@ impl Ring {
     }
 
     /// Publishes the record of `cells` cells whose first cell is `at`,
-    /// every other byte of which is written: zeroes the first word of the
-    /// cell after it, then stores its first word `first` (the header's
-    /// first 8 bytes, never zero) last.
+    /// every other byte of which is written: makes sure the first word of
+    /// the cell after it does not read as published (zeroes it in the rare
+    /// case that it would), then stores its first word `first` (the
+    /// header's first 8 bytes: the magic, no lap tag) with `at`'s lap tag,
+    /// last.
     ///
     /// A Release store (sync.rs; the sender then asks
     /// `Segment::after_publish`, whose barrier is its half of the wake-up
@@ -319,19 +338,24 @@ impl Ring {
     /// after them (`free_cells` keeps it free).
     #[inline]
     pub unsafe fn publish_at(&self, at: u64, cells: u64, first: u64) {
-        debug_assert!(first != 0);
-        sync::publish(self.first_word(at.wrapping_add(cells)), self.first_word(at), first);
+        debug_assert!(
+            first & sync::READY_BITS == proto::MAGIC as u64,
+            "a first word: the magic, no tag"
+        );
+        let next = at.wrapping_add(cells);
+        let word = first | self.ready_bits(at) & sync::LAP_TAG;
+        sync::publish(self.first_word(next), self.ready_bits(next), self.first_word(at), word);
     }
 
     // ---------------- consumer side ----------------
 
-    /// The first word of a record published at the consumer's `head`, or
-    /// None (sync.rs: Acquire; the consumer's half of the wake-up
-    /// handshake re-checks the ring with this after
-    /// `Segment::set_sleepers`).
+    /// The first word of a record (or rewind marker) published at the
+    /// consumer's `head`, its lap tag cleared, or None (sync.rs: Acquire;
+    /// the consumer's half of the wake-up handshake re-checks the ring
+    /// with this after `Segment::set_sleepers`).
     #[inline]
     pub fn ready(&self, head: u64) -> Option<u64> {
-        sync::published(self.first_word(head))
+        sync::published(self.first_word(head), self.ready_bits(head))
     }
 
     /// Copies `dst.len()` bytes from byte `off` of the record at cell `at`.
@@ -403,15 +427,27 @@ mod tests {
         unsafe { Ring::new(aligned, ncells) }
     }
 
+    /// A record's first word as the transport gives it to `publish_at`:
+    /// the record's first 8 bytes with the magic in place of bytes 0..2
+    /// and no lap tag (bytes 6..8 zero).
+    fn first_of(rec: &[u8]) -> u64 {
+        let w = u64::from_le_bytes(rec[..8].try_into().unwrap());
+        w & !sync::READY_BITS | proto::MAGIC as u64
+    }
+
     /// Writes a record as the transport does: all but its first word, then
-    /// the first word (which must be non-zero) last.
+    /// the first word ([`first_of`]) last.
     fn produce(r: &Ring, tail: u64, rec: &[u8]) {
-        let first = u64::from_le_bytes(rec[..8].try_into().unwrap());
         // SAFETY: the callers checked the cells free; we are the producer.
         unsafe {
             r.write_at(tail, 8, &rec[8..]);
-            r.publish_at(tail, cells_for(rec.len()), first);
+            r.publish_at(tail, cells_for(rec.len()), first_of(rec));
         }
+    }
+
+    /// The raw first word of the cell at `idx` (the test's own memory).
+    fn raw_first(r: &Ring, idx: u64) -> u64 {
+        r.first_word(idx).load(Ordering::Relaxed)
     }
 
     #[test]
@@ -421,18 +457,17 @@ mod tests {
         let (mut tail, mut head) = (0u64, 0u64);
         for round in 0..100u32 {
             let len = (round as usize * 37) % (3 * CELL) + 8;
-            let mut msg: Vec<u8> = (0..len).map(|i| (i as u32 ^ round) as u8).collect();
-            msg[0] = 0x80; // a record's first word is never zero
+            let msg: Vec<u8> = (0..len).map(|i| (i as u32 ^ round) as u8).collect();
             let cells = cells_for(len);
             assert!(r.free_cells(tail).unwrap() >= cells);
             assert_eq!(r.ready(head), None);
             produce(&r, tail, &msg);
             tail += cells;
-            assert!(r.ready(head).is_some());
-            let mut out = vec![0u8; len];
-            // SAFETY: published, unreleased; `out` has `len` bytes.
-            unsafe { r.read_at(head, 0, out.as_mut_ptr(), len) };
-            assert_eq!(out, msg);
+            assert_eq!(r.ready(head), Some(first_of(&msg)), "the word as published, untagged");
+            let mut out = vec![0u8; len - 8];
+            // SAFETY: published, unreleased; `out` has `len - 8` bytes.
+            unsafe { r.read_at(head, 8, out.as_mut_ptr(), len - 8) };
+            assert_eq!(out, msg[8..]);
             head += cells;
             r.release(head);
         }
@@ -440,8 +475,7 @@ mod tests {
 
     /// A record's later cells hold payload; when a later lap starts a
     /// record at one of those cells, the stale payload word must not read
-    /// as "a record is here" (the producer zeroed it when it published the
-    /// record before).
+    /// as "a record is here", nor a stale header of an earlier lap.
     #[test]
     fn a_stale_payload_word_never_reads_as_a_record() {
         let mut v = backing(8);
@@ -452,17 +486,63 @@ mod tests {
         let one = [0x11u8; CELL];
         for at in 3..9 {
             produce(&r, at, &one);
-            assert_eq!(r.ready(at + 1), None, "the next record's cell is zeroed");
+            assert_eq!(r.ready(at + 1), None, "the next record's cell");
             r.release(at + 1);
         }
         // Index 9 is cell 1: the middle of the first record one lap ago.
         assert_eq!(r.ready(9), None);
         produce(&r, 9, &one);
-        assert_eq!(r.ready(9), Some(0x1111_1111_1111_1111));
+        assert_eq!(r.ready(9), Some(first_of(&one)));
         // And a stale header: index 11 is cell 3, where a record started
-        // one lap ago; the record at 10 zeroed it.
+        // one lap ago (lap 0's tag; this is lap 1).
         produce(&r, 10, &one);
+        assert_ne!(raw_first(&r, 11), 0, "the stale header is left in place");
         assert_eq!(r.ready(11), None);
+    }
+
+    /// The producer writes nothing into the next record's cell when its
+    /// stale word cannot read as published there (what segment version 7
+    /// saves: a store into a second line per message), and zeroes it when
+    /// it would — payload that happens to carry the magic and the next
+    /// lap's tag — so that it never reads as a record.
+    #[test]
+    fn the_next_cell_is_zeroed_only_when_its_stale_word_would_read_as_published() {
+        let mut v = backing(8);
+        let r = ring_in(&mut v, 8);
+        // Cells 0..3: a record whose payload word at cell 2 reads as a
+        // record published at index 10 (cell 2 of lap 1): the magic and
+        // tag 1.
+        let mut big = vec![0x33u8; 3 * CELL];
+        let lookalike = proto::MAGIC as u64 | 0x0000_4444_4444_0000 | 1 << sync::LAP_TAG_SHIFT;
+        big[2 * CELL..2 * CELL + 8].copy_from_slice(&lookalike.to_le_bytes());
+        produce(&r, 0, &big);
+        r.release(3);
+        // Lap 0's records up to index 8 (cell 0 of lap 1).
+        let one = [0x22u8; CELL];
+        for at in 3..8 {
+            produce(&r, at, &one);
+            r.release(at + 1);
+        }
+        // The record at index 8 (cell 0): the next cell (index 9, cell 1)
+        // holds plain payload — left as it is.
+        let stale = raw_first(&r, 9);
+        produce(&r, 8, &one);
+        assert_eq!(
+            raw_first(&r, 9),
+            stale,
+            "a stale word that cannot read as published is not written"
+        );
+        r.release(9);
+        // The record at index 9: the next cell, index 10, holds the
+        // look-alike; it must not read as a record.
+        assert_eq!(
+            r.ready(10),
+            Some(lookalike & !sync::LAP_TAG),
+            "the look-alike reads as published"
+        );
+        produce(&r, 9, &one);
+        assert_eq!(r.ready(10), None, "zeroed with the record before it");
+        assert_eq!(raw_first(&r, 10), 0);
     }
 
     #[test]
@@ -478,7 +558,7 @@ mod tests {
     /// `rewind`: only with more than twice the record's cells left free at
     /// the ring's start by the consumer, the cells in use not wrapping, and
     /// the tail not itself near the start; an empty ring whenever the
-    /// record and its zeroed cell fit before the tail.
+    /// record and the free cell after it fit before the tail.
     #[test]
     fn rewind_only_with_room_behind_the_record_and_no_wrap() {
         let mut v = backing(64);
@@ -492,8 +572,8 @@ mod tests {
             (40, 20, 10, None),                      // head not past 2 * cells
             (18, 15, 10, None),                      // in use, tail within 2 * cells
             (20, 20, 10, Some((64, 19))),            // empty: the record fits before 20
-            (11, 11, 10, Some((64, 10))),            // empty: the record and its zeroed cell
-            (10, 10, 10, None),                      // empty, but the zeroed cell would be the marker's
+            (11, 11, 10, Some((64, 10))),            // empty: the record and the free cell after it
+            (10, 10, 10, None),                      // empty, but the free cell would be the marker's
             (64 + 15, 64 + 15, 10, Some((128, 14))), // empty, a lap on
             (64, 64, 10, None),                      // tail at a lap's first cell
             (100, 90, 10, Some((128, 25))),          // a lap on: cells 26..36 in use
@@ -572,7 +652,7 @@ mod tests {
                     std::hint::spin_loop();
                 }
                 let mut rec = vec![0u8; len + 8];
-                rec[..8].copy_from_slice(&(len as u64 | 1 << 63).to_le_bytes());
+                rec[..8].copy_from_slice(&((len as u64) << 16).to_le_bytes());
                 for (j, b) in rec[8..].iter_mut().enumerate() {
                     *b = (i as usize + j) as u8;
                 }
@@ -588,7 +668,7 @@ mod tests {
                 }
                 std::hint::spin_loop();
             };
-            let len = (first & !(1 << 63)) as usize;
+            let len = (first >> 16 & 0xffff_ffff) as usize;
             assert_eq!(len, (i % 150 + 1) as usize);
             let cells = cells_for(len + 8);
             let mut body = vec![0u8; len];

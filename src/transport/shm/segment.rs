@@ -77,7 +77,13 @@ pub const SEG_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
 /// `ring::REWIND_MIN` cells or more, leaving `ring::REWIND` as the first
 /// word of the cell at its old tail (ring.rs, rewinding): a version-5
 /// consumer would take the marker for a corrupt record.
-pub const SEG_VERSION: u32 = 6;
+/// 7: a record's (and a rewind marker's) first word carries the low 16
+/// bits of its cell index's lap in its top 16 bits (the header's flag bits
+/// 16..32, `sync::LAP_TAG`), and the consumer takes only a word with the
+/// magic and its head's lap tag; the producer no longer zeroes the next
+/// record's cell on every send, only when its stale word would read as
+/// published (ring.rs). The marker is the magic with version and op 0.
+pub const SEG_VERSION: u32 = 7;
 pub const HEADER: usize = 4096;
 pub const SLOT_CTL: usize = 64;
 /// Sender slots per endpoint (peers that may send to it at once).
@@ -834,9 +840,11 @@ mod tests {
         let before = resident();
         let (r, next) = (owner.ring(5), owner.ring(6));
         let fill = |r: &Ring, i: u64| {
+            // The word reads as published at lap 0 (the magic, tag 0).
+            let word = crate::transport::proto::MAGIC as u64 | (i + 1) << 16;
             // SAFETY: cell `i` lies inside the ring's mapping; a test is
             // the only process writing it.
-            unsafe { core::ptr::write_volatile(r.cell(i).cast::<u64>(), 0x5a5a_0000_0000_0000 | (i + 1)) }
+            unsafe { core::ptr::write_volatile(r.cell(i).cast::<u64>(), word) }
         };
         for i in 0..16384 {
             fill(&r, i);

@@ -5,14 +5,17 @@
 //! and the segment call these functions, so the orderings loom checks are
 //! the orderings the provider runs.
 //!
-//! * Ring (ring.rs, segment version 3: readiness in the cell): the
-//!   producer writes a record's cells except its first word, then
-//!   [`publish`]es it: zeroes the first word of the cell after the record
-//!   (Relaxed, where the next record starts: a stale word of an earlier
-//!   lap never reads as a record) and stores the record's first word
-//!   (Release; never zero). The consumer polls the first word of the cell
-//!   at its head with [`published`] (Acquire): having seen a record, it
-//!   sees the zero after it too. It copies the record out, then
+//! * Ring (ring.rs, segment version 3: readiness in the cell; version 7:
+//!   lap tags): the producer writes a record's cells except its first
+//!   word, then [`publish`]es it: where the next record will start (the
+//!   cell after it), it zeroes the first word only if that stale word of an
+//!   earlier lap would read as published there (Relaxed; almost never: a
+//!   record's first word carries its lap's tag, [`READY_BITS`]), and then
+//!   stores the record's first word, tagged (Release). The consumer polls
+//!   the first word of the cell at its head with [`published`] (Acquire),
+//!   which takes only a word with the magic and that index's lap tag:
+//!   having seen a record, it sees the zero after it too, where one was
+//!   stored. It copies the record out, then
 //!   [`release`]s the head (Release); the producer reads it with
 //!   [`consumed`] (Acquire) before reusing cells.
 //!   A producer that goes back to the ring's first cell (ring.rs,
@@ -128,34 +131,62 @@ impl Word for core::sync::atomic::AtomicU64 {
     }
 }
 
-/// Producer: publishes a record whose other bytes are written: zeroes
-/// `next` (the first word of the cell after the record, ours), then stores
-/// the record's first word `word` (never zero) in `first`, last.
+/// The bits of a ring cell's first word that say "published for this
+/// cell index" (segment version 7): the header's magic (bits 0..16, never
+/// zero) and the low 16 bits of the index's lap (bits 48..64, [`LAP_TAG`]:
+/// the header's flag bits 16..32, which no flag uses). A stale word of an
+/// earlier lap carries another lap's tag, so the producer need not zero
+/// the cell where the next record starts (a store into a second line per
+/// message, which the consumer then fetches: docs/performance.md
+/// "laptag"); it zeroes it only in the rare case that the stale word would
+/// match ([`publish`]: payload that happens to look like a tagged word,
+/// or a record start left alone for 65,536 laps). As loaded (x86-64 and
+/// aarch64: little-endian, as every word of the format).
+pub const READY_BITS: u64 = 0xffff_0000_0000_ffff;
+
+/// The lap tag's bits of a first word ([`READY_BITS`]).
+pub const LAP_TAG: u64 = 0xffff_0000_0000_0000;
+
+/// Where the lap tag starts in a first word.
+pub const LAP_TAG_SHIFT: u32 = 48;
+
+/// Producer: publishes a record whose other bytes are written. `next` is
+/// the first word of the cell after the record (ours: one cell is kept
+/// free), where the next record starts; a consumer there would take a
+/// word whose [`READY_BITS`] are `next_ready`, so a stale word that has
+/// them is zeroed first. Then the record's first word `word` (its tag
+/// included) is stored in `first`, last.
 #[inline(always)]
-pub fn publish<W: Word>(next: &W, first: &W, word: u64) {
-    next.store(0, Ordering::Relaxed);
+pub fn publish<W: Word>(next: &W, next_ready: u64, first: &W, word: u64) {
+    if next.load(Ordering::Relaxed) & READY_BITS == next_ready {
+        next.store(0, Ordering::Relaxed);
+    }
     first.store(word, Ordering::Release);
 }
 
-/// The first word of a rewind marker (ring.rs, segment version 6): not a
-/// record (a record's first word starts with the header's magic, 0x5246).
-pub const REWIND: u64 = u64::from_le_bytes(*b"\x00\x00REWIND");
+/// The first word of a rewind marker (ring.rs, segment version 6), its
+/// lap tag left out: the magic (so that it reads as published), then
+/// version 0 and op 0, which no record has.
+pub const REWIND: u64 = u64::from_le_bytes(*b"FR\x00\x00RW\x00\x00");
 
 /// Producer: marks the cell whose first word is `first` (its old tail,
-/// zeroed when the record before it was published) as a rewind, after the
-/// record at the next lap's first cell is published (Release: a consumer
-/// that sees the marker sees that record).
+/// made not to read as published when the record before it was) as a
+/// rewind, with the cell's lap tag `tag`, after the record at the next
+/// lap's first cell is published (Release: a consumer that sees the
+/// marker sees that record).
 #[inline(always)]
-pub fn rewind<W: Word>(first: &W) {
-    first.store(REWIND, Ordering::Release);
+pub fn rewind<W: Word>(first: &W, tag: u64) {
+    first.store(REWIND | tag, Ordering::Release);
 }
 
 /// Consumer: the first word of a record published in the cell whose first
-/// word is `first`, with the record's other bytes; None if none is there.
+/// word is `first`, with the record's other bytes, its lap tag cleared;
+/// None unless the word's [`READY_BITS`] are `ready` (the magic and the
+/// tag of the lap the consumer's head is in).
 #[inline(always)]
-pub fn published<W: Word>(first: &W) -> Option<u64> {
+pub fn published<W: Word>(first: &W, ready: u64) -> Option<u64> {
     let w = first.load(Ordering::Acquire);
-    (w != 0).then_some(w)
+    (w & READY_BITS == ready).then_some(w & !LAP_TAG)
 }
 
 /// Consumer: gives the cells before `new_head` back (read before this).
@@ -196,6 +227,18 @@ pub(super) mod models {
     use loom::sync::atomic::AtomicU64;
     use loom::sync::Arc;
     use loom::thread;
+
+    /// The ready bits of a lap-0 cell (the magic, tag 0), and a record's
+    /// first word there (the models' rings start at lap 0).
+    pub(in crate::transport::shm) const TAG0: u64 = MAGIC;
+    pub(in crate::transport::shm) const RECORD: u64 = MAGIC | 1 << 16;
+    const MAGIC: u64 = crate::transport::proto::MAGIC as u64;
+
+    /// The ready bits of index `i` in a ring of `n` cells (the magic and
+    /// the lap's tag, as ring.rs computes them).
+    fn ready_bits(i: u64, n: u64) -> u64 {
+        MAGIC | (i / n) << LAP_TAG_SHIFT
+    }
 
     impl Word for AtomicU64 {
         fn load(&self, o: Ordering) -> u64 {
@@ -269,11 +312,15 @@ pub(super) mod models {
             let producer = thread::spawn(move || {
                 // SAFETY (model): the producer owns the free cell.
                 c2.with_mut(|p| unsafe { *p = 42 });
-                publish(&*n2, &*f2, 1);
+                publish(&*n2, TAG0, &*f2, RECORD);
                 must_wake(&*s2, hs)
             });
             announce_sleepers(&*sleepers, 1, hs);
-            let slept = if recheck { published(&*first).is_none() } else { true };
+            let slept = if recheck {
+                published(&*first, TAG0).is_none()
+            } else {
+                true
+            };
             if !slept {
                 // SAFETY (model): the cell is published.
                 assert_eq!(cell.with(|p| unsafe { *p }), 42, "published cell not visible");
@@ -320,12 +367,14 @@ pub(super) mod models {
     }
 
     /// SPSC ring of 3 cells (at most 2 in use), records of 2, 2 and 1
-    /// cells: the third starts in cell 1, which held the first record's
-    /// payload; its stale word must not read as a record. Every record consumed once, in order, with its
-    /// contents; no cell written while it is read. `zero_next: false` is
-    /// the producer that does not zero the next record's cell, which must
-    /// fail.
-    fn ring_model(zero_next: bool) {
+    /// cells: the third starts at index 4 (cell 1, lap 1), where the first
+    /// record's payload left a word that reads as published there (payload
+    /// that happens to carry the magic and lap 1's tag). Every record
+    /// consumed once, in order, with its contents; no cell written while
+    /// it is read. `check_next: false` is the producer that does not look
+    /// at the next record's cell (it neither tests nor zeroes it), which
+    /// must fail.
+    fn ring_model(check_next: bool) {
         loom::model(move || {
             const N: u64 = 3;
             const SIZES: [u64; 3] = [2, 2, 1];
@@ -360,16 +409,20 @@ pub(super) mod models {
                         c.rest.with_mut(|p| unsafe { *p = tag + k });
                         if k > 0 {
                             // Payload covers a later cell's first word too
-                            // (a memcpy; non-zero, as real payload may be).
-                            c.first.store(tag + k, Ordering::Relaxed);
+                            // (a memcpy): here a word that reads as
+                            // published a lap later, the worst case.
+                            let i = tail + k;
+                            c.first.store(ready_bits(i + N, N) | (tag + k) << 16, Ordering::Relaxed);
                         }
                     }
-                    let next = if zero_next {
-                        &c2[((tail + n) % N) as usize].first
+                    let at = tail + n;
+                    let next = if check_next {
+                        &c2[(at % N) as usize].first
                     } else {
                         &spare
                     };
-                    publish(next, &c2[(tail % N) as usize].first, tag);
+                    let word = ready_bits(tail, N) | tag << 16;
+                    publish(next, ready_bits(at, N), &c2[(tail % N) as usize].first, word);
                     tail += n;
                 }
             });
@@ -377,13 +430,13 @@ pub(super) mod models {
             for (r, &n) in SIZES.iter().enumerate() {
                 let c = &cells[(h % N) as usize];
                 let w = loop {
-                    if let Some(w) = published(&c.first) {
+                    if let Some(w) = published(&c.first, ready_bits(h, N)) {
                         break w;
                     }
                     thread::yield_now();
                 };
                 let tag = 100 * (r as u64 + 1);
-                assert_eq!(w, tag, "record lost, doubled, out of order or stale");
+                assert_eq!(w, MAGIC | tag << 16, "record lost, doubled, out of order or stale");
                 for k in 0..n {
                     let c = &cells[((h + k) % N) as usize];
                     // SAFETY (model): the record is published, not released.
@@ -397,22 +450,22 @@ pub(super) mod models {
         });
     }
 
-    /// A producer that rewinds (ring.rs): records of one cell in cells 0
-    /// and 1 of a 4-cell ring; once both are consumed, the third goes to
-    /// the next lap's first cell (cell 0, whose first word is still the
-    /// first record's) and the rewind marker to cell 2, its old tail. The
-    /// consumer takes the marker to the lap's first cell and must find the
-    /// third record there, with its contents. `marker_last: false` stores
-    /// the marker before the record is published, which must fail (the
-    /// stale first word reads as a record).
+    /// A producer that rewinds (ring.rs): records of one cell at indices
+    /// 1 and 2 of a 4-cell ring; once both are consumed, the third goes to
+    /// the next lap's first cell (index 4, cell 0, whose stale first word
+    /// is payload that reads as published in lap 1) and the rewind marker
+    /// to index 3, its old tail. The consumer takes the marker to the
+    /// lap's first cell and must find the third record there, with its
+    /// contents. `marker_last: false` stores the marker before the record
+    /// is published, which must fail (the stale word reads as a record).
     fn rewind_model(marker_last: bool) {
         loom::model(move || {
             const N: u64 = 4;
-            let head = Arc::new(AtomicU64::new(0));
+            let head = Arc::new(AtomicU64::new(1));
             let cells: Arc<Vec<Cell>> = Arc::new(
                 (0..N)
-                    .map(|_| Cell {
-                        first: AtomicU64::new(0),
+                    .map(|i| Cell {
+                        first: AtomicU64::new(if i == 0 { ready_bits(N, N) | 77 << 16 } else { 0 }),
                         rest: UnsafeCell::new(0),
                     })
                     .collect(),
@@ -423,33 +476,40 @@ pub(super) mod models {
                     let c = &c2[(at % N) as usize];
                     // SAFETY (model): the cell is free (checked by the caller).
                     c.rest.with_mut(|p| unsafe { *p = tag + 1 });
-                    publish(&c2[((at + 1) % N) as usize].first, &c.first, tag);
+                    let word = ready_bits(at, N) | tag << 16;
+                    publish(
+                        &c2[((at + 1) % N) as usize].first,
+                        ready_bits(at + 1, N),
+                        &c.first,
+                        word,
+                    );
                 };
-                write(0, 100);
-                write(1, 200);
-                // Both consumed: head at 2, cells 0 and 1 free (ring.rs
-                // `rewind`); the old tail is 2, the lap's first cell 4.
-                while consumed(&*h2) != 2 {
+                write(1, 100);
+                write(2, 200);
+                // Both consumed: head at 3, cells 1 and 2 free (ring.rs
+                // `rewind`); the old tail is 3, the lap's first cell 4.
+                while consumed(&*h2) != 3 {
                     thread::yield_now();
                 }
+                let marker_tag = ready_bits(3, N) & LAP_TAG;
                 if marker_last {
                     write(4, 300);
-                    rewind(&c2[2].first);
+                    rewind(&c2[3].first, marker_tag);
                 } else {
-                    rewind(&c2[2].first);
+                    rewind(&c2[3].first, marker_tag);
                     write(4, 300);
                 }
             });
-            let mut h = 0u64;
+            let mut h = 1u64;
             for tag in [100u64, 200, 300] {
                 let w = loop {
-                    match published(&cells[(h % N) as usize].first) {
+                    match published(&cells[(h % N) as usize].first, ready_bits(h, N)) {
                         Some(REWIND) => h += N - h % N,
                         Some(w) => break w,
                         None => thread::yield_now(),
                     }
                 };
-                assert_eq!(w, tag, "record lost, doubled, out of order or stale");
+                assert_eq!(w, MAGIC | tag << 16, "record lost, doubled, out of order or stale");
                 // SAFETY (model): the record is published, not released.
                 let v = cells[(h % N) as usize].rest.with(|p| unsafe { *p });
                 assert_eq!(v, tag + 1, "record contents not visible");
@@ -478,7 +538,7 @@ pub(super) mod models {
 
     #[test]
     #[should_panic(expected = "record lost, doubled, out of order or stale")]
-    fn ring_without_zeroing_the_next_cell_reads_a_stale_word() {
+    fn ring_without_checking_the_next_cell_reads_a_stale_word() {
         ring_model(false);
     }
 }
