@@ -336,7 +336,7 @@ impl Ring {
     /// # Safety
     /// The caller is the producer and owns the record's cells and the one
     /// after them (`free_cells` keeps it free).
-    #[inline]
+    #[inline(always)]
     pub unsafe fn publish_at(&self, at: u64, cells: u64, first: u64) {
         debug_assert!(
             first & sync::READY_BITS == proto::MAGIC as u64,
