@@ -6,7 +6,7 @@
 #   [FABTESTS2_PREFIX=/opt/fabtests-2.6] c-tests/bench/peers.sh
 #
 # Programs: fabtests 1.17's fi_rdm_pingpong (-S 1, 64, 4096: one-way latency,
-# usec/xfer) and fi_rdm_tagged_bw -W 64 (-S 4096, 65536, 1048576: MB/s), an
+# usec/xfer, below 1 us 1 / Mxfers/sec) and fi_rdm_tagged_bw -W 64 (-S 4096, 65536, 1048576: MB/s), an
 # installed fabtests (nothing of fabtests is in this repository). Server on
 # CPU 0, client on CPU 1 (taskset), each run under `timeout`.
 # RMA (tests rma_write, rma_read): fi_rma_bw -e rdm -o write|read -W 64
@@ -133,9 +133,11 @@ run_ft() {
 	local src=$?
 	[ $rc -eq 0 ] && [ $src -eq 0 ] || return 1
 	# bytes iters total time MB/sec usec/xfer Mxfers/sec (fi_rdm_atomic: the
-	# operation's name first; its figure: thousands of operations per second)
+	# operation's name first; its figure: thousands of operations per second).
+	# Latency below 1 us from Mxfers/sec (its inverse: three significant
+	# digits where usec/xfer's two decimals give one or two, 0.15 or 0.16).
 	case $prog in
-		fi_rdm_pingpong) awk '$1 != "bytes" && NF == 7 {v = $6} END {if (v != "") print v}' "$work/cli" ;;
+		fi_rdm_pingpong) awk '$1 != "bytes" && NF == 7 {v = ($6 < 1 && $7 > 0) ? sprintf("%.4f", 1 / $7) : $6} END {if (v != "") print v}' "$work/cli" ;;
 		fi_rdm_atomic) awk '$1 != "name" && NF == 8 && $7 > 0 {v = 1000 / $7} END {if (v != "") printf "%.2f\n", v}' "$work/cli" ;;
 		*) awk '$1 != "bytes" && NF == 7 {v = $5} END {if (v != "") print v}' "$work/cli" ;;
 	esac
