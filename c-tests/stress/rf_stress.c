@@ -906,6 +906,9 @@ int main(int argc, char **argv)
 	    g_max < 1 || g_ops >= (1ULL << 40))
 		usage();
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* A peer that died or gave up closes its pipes: writing to them must
+	 * fail (EPIPE, counted as that peer's failure), not kill the parent. */
+	signal(SIGPIPE, SIG_IGN);
 	double t0 = now(), deadline = t0 + g_timeout + 10;
 	int to_peer[MAX_PROCS], from_peer[MAX_PROCS];
 	pid_t pid[MAX_PROCS];
@@ -1002,6 +1005,11 @@ int main(int argc, char **argv)
 			}
 			usleep(10000);
 		}
+		/* Whatever else happened: a peer that a signal of its own
+		 * killed (SIGBUS, SIGSEGV; not our SIGKILL) is named. */
+		if (WIFSIGNALED(st) && WTERMSIG(st) != SIGKILL)
+			fprintf(stderr, "rf_stress: peer %d killed by signal %d (%s)\n", p, WTERMSIG(st),
+				strsignal(WTERMSIG(st)));
 		if (!broken && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
 			fprintf(stderr, "rf_stress: peer %d ended with status 0x%x\n", p, st);
 			exited_badly++;
