@@ -19,7 +19,7 @@ MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
-        c-tests c-tests-tcp examples netns fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-insns bench-idle bench-mpi fmt lint clean panic-test \
+        c-tests c-tests-tcp examples netns shmfull fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-insns bench-idle bench-mpi fmt lint clean panic-test \
         memcheck asan stress fuzz fuzz-corpus loom miri
 
 all: lib
@@ -73,7 +73,7 @@ demo: lib $(BUILD)/bench/rf_bench
 	@echo
 	@$(TIMEOUT) 120 c-tests/bench/demo.sh $(BUILD)/bench/rf_bench
 
-test: lint unit loom abi-check exports-check header-check man-check c-tests memcheck netns panic-test mpi mpi5 mpi-hosts
+test: lint unit loom abi-check exports-check header-check man-check c-tests memcheck netns shmfull panic-test mpi mpi5 mpi-hosts
 
 unit:
 	$(CARGO) test --release
@@ -321,6 +321,13 @@ $(BUILD)/netns/msg_pair: c-tests/netns/msg_pair.c c-tests/netns/oob.h c-tests/ha
 
 netns: lib $(BUILD)/netns/rdm_pair $(BUILD)/netns/msg_pair
 	c-tests/netns/run.sh $(BUILD)
+
+# ---- a full /dev/shm: rf_stress over shm in a mount namespace whose /dev/shm
+# is a small tmpfs (needs root; prints SKIP and succeeds without it): the
+# sends fail with -FI_ENOMEM or stay within the pages they have, never a
+# SIGBUS (docs/shm.md "Memory").
+shmfull: lib $(BUILD)/stress/rf_stress
+	c-tests/shmfull/run.sh $(BUILD)
 
 # ---- upstream fabtests (installed separately; see fabtests-integration/run.sh)
 FT_SETS ?= foundation cq

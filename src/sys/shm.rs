@@ -172,21 +172,31 @@ impl SharedMap {
 
     /// Allocates and maps the pages of bytes `off .. off + len` of the
     /// mapped object for writing (`MADV_POPULATE_WRITE`, Linux 5.14), as
-    /// writes would, in one call; their contents are unchanged. `off` and
-    /// `len` multiples of [`PAGE`] and inside the mapping, else
-    /// `-FI_EINVAL`.
+    /// writes would, in one call; their contents are unchanged. Once it
+    /// succeeded, writing those pages cannot fail for want of memory in the
+    /// file system (until they are discarded). `off` and `len` multiples of
+    /// [`PAGE`] and inside the mapping, else `-FI_EINVAL`. `-FI_ENOMEM`:
+    /// the file system has no room for them (a full `/dev/shm`: a write
+    /// there would raise `SIGBUS`); `-FI_EOPNOTSUPP`: the kernel cannot
+    /// tell (before 5.14).
     pub fn populate(&self, off: usize, len: usize) -> Result<()> {
         self.check_range(off, len)?;
         // SAFETY: the range lies inside our shared mapping (checked above);
         // populating changes no byte of it.
-        unsafe {
+        let r = unsafe {
             rustix::mm::madvise(
                 self.base.as_ptr().add(off).cast(),
                 len,
                 rustix::mm::Advice::LinuxPopulateWrite,
-            )?
+            )
         };
-        Ok(())
+        match r {
+            Ok(()) => Ok(()),
+            // EFAULT: "a SIGBUS would have been generated on actual access"
+            // (madvise(2)): no page to be had.
+            Err(Errno::FAULT | Errno::NOMEM | Errno::NOSPC) => Err(Error::NOMEM),
+            Err(_) => Err(Error::OPNOTSUPP),
+        }
     }
 
     fn check_range(&self, off: usize, len: usize) -> Result<()> {

@@ -393,9 +393,14 @@ struct PeerOut {
     full_retries: u32,
     /// Control records waiting for ring space (bounded by outstanding ops).
     backlog: VecDeque<WireHdr>,
-    /// A large ring's cells past `ring::SMALL_LAP` are populated
-    /// (`populate_past_small_lap`), or were asked to be.
-    populated: bool,
+    /// Cells from a lap's first one whose pages are allocated
+    /// (`Segment::reserve_slot` at the claim: `ring::SMALL_LAP` in a large
+    /// ring; after `claim_past_reserved`, or in a default ring, all:
+    /// `u64::MAX`). No record, nor the cell after it, is placed past them.
+    reserved: u64,
+    /// /dev/shm had no room for the rest of the ring: records stay below
+    /// `reserved` for good, going back to the lap's first cell.
+    confined: bool,
 }
 
 impl PeerOut {
@@ -1192,7 +1197,12 @@ fn open_peer<'a>(
             failed: false,
             last_check: Instant::now(),
             full_retries: 0,
-            populated: false,
+            reserved: if ring.ncells() > ring::SMALL_LAP {
+                ring::SMALL_LAP
+            } else {
+                u64::MAX
+            },
+            confined: false,
             backlog: VecDeque::new(),
         },
     ))
@@ -1483,20 +1493,18 @@ struct Spot {
 /// record): Ok(None) no room, Err: corrupt. A record of `ring::REWIND_MIN`
 /// cells or more goes back to the ring's first cell when the consumer has
 /// left room there (`Ring::rewind`). In a ring larger than
-/// `ring::REWIND_RING_MAX`: a small record once its tail passed
-/// `ring::SMALL_LAP`, an eager one as `ring::EMPTY_REWIND_MAX` says, a
-/// streamed chunk never.
+/// `ring::REWIND_RING_MAX`: a small record once its tail reached
+/// `ring::SMALL_REWIND_AT`, an eager one as `ring::EMPTY_REWIND_MAX` says,
+/// a streamed chunk never. A record that would reach past the ring's
+/// allocated pages (`PeerOut::reserved`) goes `claim_past_reserved`.
 #[inline]
 fn claim(p: &mut PeerOut, cells: u64, eager: bool) -> core::result::Result<Option<Spot>, ring::Corrupt> {
     let rewind = if p.ring.ncells() <= ring::REWIND_RING_MAX {
         cells >= ring::REWIND_MIN
     } else if cells >= ring::REWIND_MIN {
-        if !p.populated && p.ring.lap_offset(p.tail) >= ring::SMALL_LAP {
-            populate_past_small_lap(p);
-        }
         eager
     } else {
-        p.ring.lap_offset(p.tail).wrapping_sub(ring::SMALL_LAP) < ring::REWIND_MIN
+        p.ring.lap_offset(p.tail).wrapping_sub(ring::SMALL_REWIND_AT) < ring::REWIND_MIN
     };
     if rewind {
         if let Some(spot) = claim_rewound(p, cells)? {
@@ -1509,6 +1517,11 @@ fn claim(p: &mut PeerOut, cells: u64, eager: bool) -> core::result::Result<Optio
             return Ok(None);
         }
     }
+    // The record and the cell after it (which `publish_at` may write)
+    // within the allocated pages.
+    if p.ring.lap_offset(p.tail) + cells >= p.reserved {
+        return claim_past_reserved(p, cells);
+    }
     p.free -= cells;
     Ok(Some(Spot {
         at: p.tail,
@@ -1516,17 +1529,53 @@ fn claim(p: &mut PeerOut, cells: u64, eager: bool) -> core::result::Result<Optio
     }))
 }
 
-/// The first large record past a large ring's small lap: the rest of the
-/// ring is about to be written all round, so its pages are allocated now,
-/// in one system call (`Segment::populate_ring`), instead of by a page
-/// fault on each of its 224 pages on the first lap — which in a short run
-/// (200 messages of 64 KiB) was a third of the time. Once per peer; a
-/// failure (a kernel before 5.14, a full /dev/shm) leaves the faults.
+/// The first record of a large ring that would reach past its allocated
+/// pages (`PeerOut::reserved`, the small lap's): the rest of the ring is
+/// allocated now, in one system call (`Segment::populate_ring`), instead
+/// of by a page fault on each of its 224 pages on the first lap — which in
+/// a short run (200 messages of 64 KiB) was a third of the time — and so
+/// that a full /dev/shm is found here, not by a SIGBUS at a store. Where
+/// there is no room, the sender stays within the allocated cells for good
+/// (`confined`): a record that does not fit before them goes back to the
+/// lap's first cell once the consumer has left room there, or waits
+/// (Ok(None)). Where the kernel cannot populate (before Linux 5.14), the
+/// pages fault in as they are written, as before. `p.free >= cells`.
 #[cold]
 #[inline(never)]
-fn populate_past_small_lap(p: &mut PeerOut) {
-    p.populated = true;
-    p.seg.populate_ring(p.slot, ring::SMALL_LAP);
+fn claim_past_reserved(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring::Corrupt> {
+    if !p.confined {
+        match p.seg.populate_ring(p.slot, p.reserved) {
+            Err(Error::NOMEM) => {
+                p.confined = true;
+                p.seg.unpopulate_ring(p.slot, p.reserved);
+                crate::base::log::log_warn!(
+                    crate::abi::FI_LOG_EP_DATA,
+                    "shm: /dev/shm has no room for the rest of a peer's ring; its records stay in the first {} cells",
+                    p.reserved
+                );
+            }
+            _ => {
+                p.reserved = u64::MAX;
+                p.free -= cells;
+                return Ok(Some(Spot {
+                    at: p.tail,
+                    rewound: None,
+                }));
+            }
+        }
+    }
+    // Records are far smaller than the reserved cells (at most an eager
+    // record or chunk and its header: 258 cells), so one fits after the
+    // lap's first cell and before the tail, where the marker goes.
+    debug_assert!(cells * 4 < p.reserved);
+    let Some((lap, free)) = p.ring.rewind(p.tail, cells, true)? else {
+        return Ok(None);
+    };
+    p.free = free - cells;
+    Ok(Some(Spot {
+        at: lap,
+        rewound: Some(p.tail),
+    }))
 }
 
 /// `claim` of a large record at the next lap's first cell, if it may go
@@ -1551,8 +1600,8 @@ fn claim_rewound(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spo
 fn published(p: &mut PeerOut, spot: Spot, cells: u64) {
     if let Some(old) = spot.rewound {
         // SAFETY: we are the producer, `old` our tail before the rewind
-        // (its first word zeroed with the record before it), and the
-        // record at the lap's first cell is published.
+        // (its first word made not to read as published with the record
+        // before it), and the record at the lap's first cell is published.
         unsafe { p.ring.publish_rewind(old) };
     }
     p.tail = spot.at.wrapping_add(cells);
@@ -2154,9 +2203,83 @@ mod tests {
         assert!(wraps >= 5, "went round the ring {wraps} times");
     }
 
+    /// Where /dev/shm has no room for the rest of a large ring (past the
+    /// small lap its claim allocated), the sender stays within the cells it
+    /// has for good: records that do not fit before `ring::SMALL_LAP` go
+    /// back to the first cell, in a ping-pong and in a stream (which waits
+    /// for the consumer when it cannot), every record arrives whole and in
+    /// order, and nothing past the small lap is written — its pages stay
+    /// holes in the segment file (a write there would have raised SIGBUS
+    /// in a full /dev/shm).
+    #[test]
+    fn a_full_dev_shm_keeps_a_sender_within_the_cells_its_claim_allocated() {
+        use std::os::unix::fs::MetadataExt;
+        let mut a = port();
+        let mut b = ShmPort::with_ring_cells(crate::transport::addr::shm_token_random(), LIM, 16384).unwrap();
+        let (token, baddr) = (b.token(), b.addr());
+        let path = format!("/dev/shm{}", segment::seg_name(token).to_str().unwrap());
+        let resident = || std::fs::metadata(&path).unwrap().blocks() * 512;
+        let (mut sent, mut next) = (0u64, 0u64);
+        // Records of `len` bytes, each its tag's low byte throughout.
+        let mut send = |a: &mut ShmPort, len: usize| -> Result<u64> {
+            let msg = vec![sent as u8; len];
+            let mut h = eager(&msg);
+            h.tag = sent;
+            a.send_record(&baddr, &h, Payload::Bytes(&msg))?;
+            sent += 1;
+            Ok(a.peer(token).unwrap().tail)
+        };
+        let mut drain = |b: &mut ShmPort| {
+            b.poll_records(&mut |r| {
+                assert_eq!(r.hdr.tag, next, "record lost, doubled or out of order");
+                assert_eq!(r.payload_vec(), vec![r.hdr.tag as u8; r.hdr.len as usize]);
+                next += 1;
+                Disposition::Consumed
+            });
+        };
+        send(&mut a, 1).unwrap();
+        drain(&mut b);
+        let after_claim = resident();
+        let p = a.peer(token).unwrap();
+        assert_eq!(p.reserved, ring::SMALL_LAP);
+        p.seg
+            .no_room_from
+            .store(ring::SMALL_LAP, core::sync::atomic::Ordering::Relaxed);
+        // A ping-pong of records too large to rewind in a large ring
+        // (more than ring::EMPTY_REWIND_MAX cells), then of middle ones.
+        for len in [16000usize, 4000, 900] {
+            for _ in 0..40 {
+                let tail = send(&mut a, len).expect("a ping-pong never waits");
+                assert!(tail % 16384 < ring::SMALL_LAP, "a record reached cell {}", tail % 16384);
+                drain(&mut b);
+            }
+        }
+        assert!(a.peer(token).unwrap().confined);
+        // Streams: as many as the cells take, then the consumer drains.
+        for len in [16000usize, 1000, 8] {
+            for _ in 0..6 {
+                let mut n = 0;
+                while let Ok(tail) = send(&mut a, len) {
+                    assert!(tail % 16384 < ring::SMALL_LAP, "a record reached cell {}", tail % 16384);
+                    n += 1;
+                }
+                assert!(n > 0, "a stream of {len}-byte records sent nothing");
+                drain(&mut b);
+            }
+        }
+        assert_eq!(next, sent);
+        assert!(b.take_events().is_empty(), "the receiver failed the sender");
+        let grown = resident() - after_claim;
+        assert!(
+            grown <= 2 * 4096,
+            "{grown} bytes allocated past the cells the claim reserved"
+        );
+    }
+
     /// In a large ring small records keep the default ring's lap: taken
     /// one at a time (a ping-pong: the ring empty at every send) they go
-    /// back to the first cell once past `ring::SMALL_LAP`, while large
+    /// back to the first cell at `ring::SMALL_REWIND_AT`, never reaching
+    /// `ring::SMALL_LAP` (where the pages a claim allocates end), while large
     /// records go on round the whole ring from wherever the tail is; a
     /// stream of small records goes back at the small lap too when the
     /// consumer left the start free. Every record arrives whole and in
@@ -2192,7 +2315,7 @@ mod tests {
             furthest = furthest.max(after % n_cells);
             if after % n_cells < before % n_cells {
                 assert!(
-                    (before % n_cells).wrapping_sub(ring::SMALL_LAP) < ring::REWIND_MIN,
+                    (before % n_cells).wrapping_sub(ring::SMALL_REWIND_AT) < ring::REWIND_MIN,
                     "rewound at {before}"
                 );
                 rewinds += 1;
@@ -2200,10 +2323,7 @@ mod tests {
             drain(&mut b);
         }
         assert!(rewinds >= 2, "small records rewound {rewinds} times");
-        assert!(
-            furthest < ring::SMALL_LAP + ring::REWIND_MIN,
-            "small records reached cell {furthest}"
-        );
+        assert!(furthest < ring::SMALL_LAP, "small records reached cell {furthest}");
         // Eager records up to ring::EMPTY_REWIND_MAX cells in a ping-pong
         // rewind as in a default ring: two places in turn.
         let mid = vec![5u8; 4000];
@@ -2247,7 +2367,9 @@ mod tests {
         for _ in 0..300 {
             let (before, after) = send(&mut a, b"z");
             if after != before + 1 {
-                assert!((before % n_cells).wrapping_sub(ring::SMALL_LAP) < ring::REWIND_MIN && after % n_cells == 1);
+                assert!(
+                    (before % n_cells).wrapping_sub(ring::SMALL_REWIND_AT) < ring::REWIND_MIN && after % n_cells == 1
+                );
                 streamed_back = true;
             }
         }
@@ -2676,7 +2798,12 @@ mod tests {
             failed: false,
             last_check: Instant::now(),
             full_retries: 0,
-            populated: false,
+            reserved: if ring.ncells() > ring::SMALL_LAP {
+                ring::SMALL_LAP
+            } else {
+                u64::MAX
+            },
+            confined: false,
             backlog: VecDeque::new(),
         };
         assert_eq!(write_record(&mut out, &eager(&[2]), &Payload::Bytes(&[2])), Ok(true));

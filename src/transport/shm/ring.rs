@@ -74,15 +74,23 @@ pub const REWIND_MIN: u64 = 16;
 pub const REWIND_RING_MAX: u64 = 2048;
 
 /// In rings of more than [`REWIND_RING_MAX`] cells, small records (below
-/// [`REWIND_MIN`]) go back to the first cell once their tail passes this
-/// cell, when they can ([`Ring::rewind`]): they keep the default ring's
-/// lap (128 KiB) while large records go round the whole ring. A small
-/// record's cell a MiB lap later has left every cache, and a 1-byte
-/// ping-pong waits for it (docs/performance.md "smalllap"). Records start
-/// less than `REWIND_MIN` cells apart, so a run of small records lands
-/// one start in `SMALL_LAP .. SMALL_LAP + REWIND_MIN`: that is where the
-/// producer tries, once a lap, not on every send.
+/// [`REWIND_MIN`]) go back to the first cell once their tail nears this
+/// cell ([`SMALL_REWIND_AT`]), when they can ([`Ring::rewind`]): they
+/// keep the default ring's lap (128 KiB) while large records go round the
+/// whole ring. A small record's cell a MiB lap later has left every
+/// cache, and a 1-byte ping-pong waits for it (docs/performance.md
+/// "smalllap"). Records start less than `REWIND_MIN` cells apart, so a run
+/// of small records lands one start in the `REWIND_MIN` cells from
+/// `SMALL_REWIND_AT`: that is where the producer tries, once a lap, not on
+/// every send.
 pub const SMALL_LAP: u64 = REWIND_RING_MAX;
+
+/// Where in a lap small records try going back to the first cell (in
+/// rings of more than [`REWIND_RING_MAX`] cells): [`SMALL_LAP`] less two
+/// [`REWIND_MIN`]s, so that a small record and the cell after it stay
+/// below `SMALL_LAP`, the cells a sender's claim allocates
+/// (`Segment::reserve_slot`), whether it rewinds there or not.
+pub const SMALL_REWIND_AT: u64 = SMALL_LAP - 2 * REWIND_MIN;
 
 /// In rings of more than [`REWIND_RING_MAX`] cells, an eager record of
 /// [`REWIND_MIN`] to this many cells (8 KiB) rewinds as in a default ring;
@@ -185,13 +193,22 @@ impl Ring {
 
     /// [`Ring::reset`], leaving out the cells in `zeroed`, whose first
     /// words the caller has made zero already (their pages punched out of
-    /// the segment: `Segment::reset_ring`).
+    /// the segment: `Segment::reset_ring`). A word that reads zero is not
+    /// written: a page never written (a hole in the file) stays one, and
+    /// costs neither memory nor, in a full /dev/shm, a SIGBUS.
     pub fn reset_except(&self, zeroed: core::ops::Range<u64>) {
-        self.tail_word().store(0, Ordering::Relaxed);
+        let clear = |w: &AtomicU64| {
+            if w.load(Ordering::Relaxed) != 0 {
+                w.store(0, Ordering::Relaxed);
+            }
+        };
+        clear(self.tail_word());
         for i in (0..zeroed.start.min(self.ncells)).chain(zeroed.end.min(self.ncells)..self.ncells) {
-            self.first_word(i).store(0, Ordering::Relaxed);
+            clear(self.first_word(i));
         }
-        self.head_word().store(0, Ordering::Release);
+        if self.head_word().load(Ordering::Relaxed) != 0 {
+            self.head_word().store(0, Ordering::Release);
+        }
     }
 
     /// Cells in the ring.

@@ -9,11 +9,21 @@
 //!         bumped whenever a slot becomes active; the ready list (own
 //!         line): a summary word and a bitmap of the slots whose senders
 //!         signalled records the owner does not watch for (ready.rs).
-//!  4096   slot 0: control line (state word: state | generation | claimer
-//!         pid; sender token/pid/start time; `watched`, written by the
-//!         owner: it polls this ring on every pass), ring
-//!  ...    slot i at 4096 + i * slot_stride(ncells)
+//!  4096   the slots' control lines, 64 bytes each (state word: state |
+//!         generation | claimer pid; sender token/pid/start time;
+//!         `watched`, written by the owner: it polls this ring on every
+//!         pass): slot i's at 4096 + 64 * i
+//!  20480  (CTL_AREA) slot 0's ring, page-aligned
+//!  ...    slot i's ring at CTL_AREA + i * slot_stride(ncells)
 //! ```
+//!
+//! Every page of a segment is allocated before anyone touches it (in a
+//! tmpfs mapping a read of a hole allocates a page as a write does, and
+//! with /dev/shm full either raises SIGBUS): the header and control lines
+//! by the owner at creation, a ring's first pages by its claimer, the rest
+//! of a large ring by its sender before it writes there; where that fails
+//! the operation fails (or the sender stays within what it has),
+//! docs/shm.md "Memory".
 //!
 //! Slots of senders that died without closing are reclaimed by the owner
 //! once their death is proven: a claimed-but-not-active slot when its
@@ -85,7 +95,11 @@ pub const SEG_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
 /// published (ring.rs). The marker is the magic with version and op 0.
 pub const SEG_VERSION: u32 = 7;
 pub const HEADER: usize = 4096;
+/// A slot's control line, in the table after the header.
 pub const SLOT_CTL: usize = 64;
+/// The header and the slots' control lines (5 pages), allocated at
+/// creation; the rings start here.
+pub const CTL_AREA: usize = HEADER + NSLOTS * SLOT_CTL;
 /// Sender slots per endpoint (peers that may send to it at once).
 pub const NSLOTS: usize = 256;
 /// Cells per ring (64 bytes each) by default: 128 KiB per sender. The
@@ -94,13 +108,14 @@ pub const NSLOTS: usize = 256;
 /// segment by it; a sender takes the owner's (docs/shm.md, "Ring size").
 pub const NCELLS: usize = 2048;
 pub const NCELLS_MAX: usize = 65536;
-/// Bytes between two slots of a segment whose rings have `ncells` cells.
+/// Bytes between two slots' rings of a segment whose rings have `ncells`
+/// cells (each ring in pages of its own).
 pub const fn slot_stride(ncells: usize) -> usize {
-    (SLOT_CTL + ring_bytes(ncells)).next_multiple_of(sys::shm::PAGE)
+    ring_bytes(ncells).next_multiple_of(sys::shm::PAGE)
 }
 /// Size of a segment whose rings have `ncells` cells.
 pub const fn seg_size(ncells: usize) -> usize {
-    HEADER + NSLOTS * slot_stride(ncells)
+    CTL_AREA + NSLOTS * slot_stride(ncells)
 }
 #[cfg(test)]
 pub const SEG_SIZE: usize = seg_size(NCELLS);
@@ -174,6 +189,11 @@ pub struct Segment {
     /// the owner at creation; an opener uses `Membarrier` only if the
     /// header says so and its own process is registered.
     hs: Handshake,
+    /// Tests: `populate_ring` from this cell on finds no room, and with 0
+    /// `reserve_slot` too (a full /dev/shm, which a test cannot arrange
+    /// for the whole machine).
+    #[cfg(test)]
+    pub no_room_from: AtomicU64,
 }
 
 /// This user's segment names start with it (in the shm namespace).
@@ -181,7 +201,7 @@ fn name_prefix() -> String {
     format!("rustfab-{}-", sys::geteuid())
 }
 
-fn seg_name(token: u64) -> CString {
+pub(super) fn seg_name(token: u64) -> CString {
     CString::new(format!("/{}{token:016x}", name_prefix())).unwrap_or_default()
 }
 
@@ -324,8 +344,15 @@ impl Segment {
         if fd.as_ref().err() == Some(&Error::ADDRINUSE) && remove_if_stale(&name) {
             fd = sys::shm::create(&name, size);
         }
-        // The descriptor is closed once mapped (or on failure).
-        let map = match SharedMap::new(fd?, size) {
+        // The descriptor is closed once mapped (or on failure). The header
+        // is written below and the control lines are read by every pass and
+        // claim: their pages are allocated first, so that a full
+        // /dev/shm is an error here, not a SIGBUS at the first store
+        // ("Memory" in docs/shm.md).
+        let map = match SharedMap::new(fd?, size).and_then(|m| match m.populate(0, CTL_AREA) {
+            Err(Error::NOMEM) => Err(Error::NOMEM),
+            _ => Ok(m),
+        }) {
             Ok(m) => m,
             Err(e) => {
                 sys::shm::unlink(&name);
@@ -349,6 +376,8 @@ impl Segment {
             owner_pid: pid,
             owner_start: start,
             hs,
+            #[cfg(test)]
+            no_room_from: AtomicU64::new(u64::MAX),
         };
         // Geometry and identity first; the magic last (Release), so an opener
         // that sees the magic sees a complete header.
@@ -389,6 +418,8 @@ impl Segment {
             owner_pid: 0,
             owner_start: 0,
             hs: Handshake::Fences,
+            #[cfg(test)]
+            no_room_from: AtomicU64::new(u64::MAX),
         };
         if seg.read_u64(H_MAGIC) != SEG_MAGIC {
             return Err(Error::ADDRNOTAVAIL);
@@ -523,45 +554,97 @@ impl Segment {
         self.read_u64(H_CLAIM_SEQ)
     }
 
+    /// The first byte of `slot`'s ring (page-aligned).
     fn slot_base(&self, slot: usize) -> *mut u8 {
         debug_assert!(slot < NSLOTS);
         // SAFETY: slot < NSLOTS keeps the offset inside the mapping.
-        unsafe { self.map.as_ptr().add(HEADER + slot * self.stride) }
+        unsafe { self.map.as_ptr().add(CTL_AREA + slot * self.stride) }
     }
 
     fn slot_word(&self, slot: usize, off: usize) -> &AtomicU64 {
-        // SAFETY: inside the slot's control line, 8-aligned, atomic-only.
-        unsafe { AtomicU64::from_ptr(self.slot_base(slot).add(off) as *mut u64) }
+        debug_assert!(slot < NSLOTS && off < SLOT_CTL);
+        // SAFETY: inside the slot's control line in the table after the
+        // header (slot < NSLOTS, off < SLOT_CTL), 8-aligned, atomic-only.
+        unsafe { AtomicU64::from_ptr(self.map.as_ptr().add(HEADER + slot * SLOT_CTL + off) as *mut u64) }
     }
 
-    /// Resets `slot`'s ring for a new producer ([`Ring::reset`]) and gives
-    /// its cells' whole pages back to `/dev/shm` (`SharedMap::discard`):
-    /// they read zero afterwards, so only the cells in the partly used
-    /// pages at either end are written. A 16384-cell ring's last sender may
-    /// have made its whole MiB resident; writing every cell's first word
-    /// would have kept it so (and faulted in the pages it never touched).
-    /// Where the pages cannot be discarded, every cell is written.
+    /// Resets `slot`'s ring for a new producer ([`Ring::reset`]) by giving
+    /// its pages back to `/dev/shm` (`SharedMap::discard`: the ring has
+    /// pages of its own): its indices and cells read zero afterwards, and
+    /// a 16384-cell ring's last sender, which may have made its whole MiB
+    /// resident, leaves nothing behind. Where the pages cannot be
+    /// discarded, every non-zero word is written (a hole is only read).
     pub fn reset_ring(&self, slot: usize) {
-        let page = sys::shm::PAGE;
-        let core::ops::Range { start: cells, end } = self.ring_cells(slot);
-        let (lo, hi) = (cells.next_multiple_of(page), end / page * page);
-        let zeroed = if hi > lo && self.map.discard(lo, hi - lo).is_ok() {
-            ((lo - cells) / CELL) as u64..((hi - cells) / CELL) as u64
-        } else {
-            0..0
-        };
-        self.ring(slot).reset_except(zeroed);
+        let base = self.slot_base(slot) as usize - self.map.as_ptr() as usize;
+        if self.map.discard(base, self.stride).is_err() {
+            self.ring(slot).reset_except(0..0);
+        }
     }
 
     /// Allocates the pages of `slot`'s ring from cell `from` to its end
-    /// (`SharedMap::populate`), so that writing them does not fault page by
-    /// page. Whether it worked.
-    pub fn populate_ring(&self, slot: usize, from: u64) -> bool {
+    /// (`SharedMap::populate`), so that writing them neither faults page by
+    /// page nor can fail for want of room in /dev/shm. `-FI_ENOMEM`: no
+    /// room, or less free in /dev/shm than the pages asked for (nothing
+    /// past the pages reserved before may be written);
+    /// `-FI_EOPNOTSUPP`: the kernel cannot populate (before Linux 5.14; the
+    /// pages fault in as they are written); `-FI_EINVAL`: `from` is past
+    /// the ring's last page.
+    pub fn populate_ring(&self, slot: usize, from: u64) -> Result<()> {
+        #[cfg(test)]
+        if from >= self.no_room_from.load(Ordering::Relaxed) {
+            return Err(Error::NOMEM);
+        }
         let page = sys::shm::PAGE;
         let core::ops::Range { start: cells, end } = self.ring_cells(slot);
         let from = cells + (from as usize).min(self.ncells) * CELL;
         let start = from / page * page;
-        from < end && self.map.populate(start, end.next_multiple_of(page) - start).is_ok()
+        if from >= end {
+            return Err(Error::INVAL);
+        }
+        let len = end.next_multiple_of(page) - start;
+        // Not into the last of /dev/shm's room: a populate that fails
+        // half-way has taken pages others may be about to need (given
+        // back by `unpopulate_ring`, but only after it failed).
+        if sys::shm::free_bytes() < len as u64 {
+            return Err(Error::NOMEM);
+        }
+        self.map.populate(start, len)
+    }
+
+    /// Sender whose `populate_ring(slot, from)` found no room: gives back
+    /// the pages it may have allocated before it failed (populating stops
+    /// at the first page it cannot have), from the first page after cell
+    /// `from` on — pages the sender never wrote (it writes no cell past
+    /// `from`), which would otherwise hold /dev/shm's last room for
+    /// nothing. The pages up to `from` (the claim's) are left alone.
+    pub fn unpopulate_ring(&self, slot: usize, from: u64) {
+        let cells = self.ring_cells(slot).start;
+        let start = (cells + (from as usize).min(self.ncells) * CELL).next_multiple_of(sys::shm::PAGE);
+        // The ring's pages end with its stride (the next ring's are its own).
+        let end = self.slot_base(slot) as usize - self.map.as_ptr() as usize + self.stride;
+        if start < end {
+            let _ = self.map.discard(start, end - start);
+        }
+    }
+
+    /// Sender, once it claimed `slot` (and reset its ring): allocates the
+    /// pages of the ring up to cell `ring::SMALL_LAP` (all of a default
+    /// ring), where a sender writes before it needs more (`populate_ring`
+    /// for the rest, docs/shm.md "Memory"). `-FI_ENOMEM`: /dev/shm has no
+    /// room for them (a store, or the owner's first look, would raise
+    /// SIGBUS); where the kernel cannot populate, the pages fault in as
+    /// before.
+    fn reserve_slot(&self, slot: usize) -> Result<()> {
+        #[cfg(test)]
+        if self.no_room_from.load(Ordering::Relaxed) == 0 {
+            return Err(Error::NOMEM);
+        }
+        let base = self.slot_base(slot) as usize - self.map.as_ptr() as usize;
+        let len = ring_bytes(self.ncells.min(super::ring::SMALL_LAP as usize)).next_multiple_of(sys::shm::PAGE);
+        match self.map.populate(base, len) {
+            Err(Error::NOMEM) => Err(Error::NOMEM),
+            _ => Ok(()),
+        }
     }
 
     /// Where `slot`'s ring cells lie in the mapping (byte offsets).
@@ -571,11 +654,11 @@ impl Segment {
     }
 
     pub fn ring(&self, slot: usize) -> Ring {
-        // SAFETY: the ring lies inside the slot, 64-aligned (slot bases are
-        // page-aligned, SLOT_CTL = 64) and lives as long as the mapping; the
-        // Ring is used only while the owning Segment is alive (callers keep
-        // the Segment next to the Ring).
-        unsafe { Ring::new(self.slot_base(slot).add(SLOT_CTL), self.ncells) }
+        // SAFETY: the ring lies inside the slot's stride, page-aligned, and
+        // lives as long as the mapping; the Ring is used only while the
+        // owning Segment is alive (callers keep the Segment next to the
+        // Ring).
+        unsafe { Ring::new(self.slot_base(slot), self.ncells) }
     }
 
     pub fn slot_state(&self, slot: usize) -> u64 {
@@ -585,12 +668,12 @@ impl Segment {
     /// Sender: claims a free slot and writes who it is into it; the slot
     /// stays CLAIMED (invisible to the owner) until [`Segment::activate`].
     /// No free slot: `Err(AGAIN)`, after bumping `claim_seq` so that the
-    /// owner looks for slots of dead senders to reclaim.
+    /// owner looks for slots of dead senders to reclaim. No room in
+    /// /dev/shm for the slot's first pages (`reserve_slot`): `Err(NOMEM)`.
     pub fn claim_slot(&self, me: SlotSender) -> Result<Claim> {
         // From where `claim_seq` (one step per activation, mostly) points,
         // round the slots: the k-th sender of a segment finds a free slot at
-        // once instead of after reading the k state words before it (each in
-        // its own page: one fault per page in every mapping that reads it).
+        // once instead of after reading the k state words before it.
         let first = self.claim_seq() as usize % NSLOTS;
         for slot in (first..NSLOTS).chain(0..first) {
             let w = self.slot_word(slot, S_STATE);
@@ -620,11 +703,16 @@ impl Segment {
             self.slot_word(slot, S_START).store(me.start, Ordering::Relaxed);
             // A slot never claimed has the zeroed ring the segment was
             // created with (and a freed one the ring its owner reset):
-            // resetting it would fault in the pages at the ring's ends
-            // (and, where pages cannot be punched out, all of them) for
-            // nothing.
+            // resetting it would cost a system call for nothing.
             if old_gen != 0 {
                 self.reset_ring(slot);
+            }
+            // The ring's first pages before anyone touches them; without
+            // room the slot goes back (its generation kept: a later claim
+            // takes the next), never seen active by the owner.
+            if let Err(e) = self.reserve_slot(slot) {
+                w.store(slot_word_of(SLOT_FREE, gen, 0), Ordering::Release);
+                return Err(e);
             }
             return Ok(Claim { slot, gen });
         }
@@ -863,14 +951,47 @@ mod tests {
         assert!(next.ready(0).is_some(), "the next slot's ring was touched");
     }
 
+    /// A claim allocates the slot's first pages before its first store:
+    /// the control line and the ring up to the small lap (the segment file
+    /// grows by about that), and with no room for them in /dev/shm the
+    /// claim fails with -FI_ENOMEM and leaves the slot free.
+    #[test]
+    fn a_claim_allocates_its_slots_first_pages_or_fails_without_a_store() {
+        let (owner, resident) = large_segment();
+        let peer = Segment::open(owner.token).unwrap();
+        let me = SlotSender {
+            token: 7,
+            pid: sys::getpid(),
+            start: 1,
+        };
+        peer.no_room_from.store(0, Ordering::Relaxed);
+        let before = resident();
+        assert_eq!(peer.claim_slot(me).err(), Some(Error::NOMEM));
+        assert!(
+            (0..NSLOTS).all(|s| owner.slot_state(s) == SLOT_FREE),
+            "a slot was taken"
+        );
+        assert_eq!(resident(), before, "a page was written");
+        peer.no_room_from.store(u64::MAX, Ordering::Relaxed);
+        let c = peer.claim_slot(me).unwrap();
+        let grown = resident() - before;
+        let want = (super::super::ring::SMALL_LAP as usize * CELL) as u64;
+        assert!(
+            grown >= want && grown <= want + 2 * 4096,
+            "the claim allocated {grown} bytes, want about {want}"
+        );
+        assert_eq!(owner.slot_state(c.slot), SLOT_CLAIMED);
+    }
+
     /// Populating a ring from a cell on allocates the pages from there to
     /// the ring's end in the file (and no others), and changes no byte.
     #[test]
     fn populating_a_ring_allocates_its_pages_and_changes_nothing() {
         let (owner, resident) = large_segment();
         let before = resident();
-        assert!(
+        assert_eq!(
             owner.populate_ring(3, 2048),
+            Ok(()),
             "MADV_POPULATE_WRITE refused (Linux >= 5.14 needed)"
         );
         let grown = resident() - before;
@@ -883,8 +1004,9 @@ mod tests {
         for i in 0..16384 {
             assert_eq!(r.ready(i), None, "cell {i} changed");
         }
-        assert!(
-            !owner.populate_ring(3, 16384),
+        assert_eq!(
+            owner.populate_ring(3, 16384),
+            Err(Error::INVAL),
             "nothing past the ring's end to populate"
         );
         owner.free_slot(3);
