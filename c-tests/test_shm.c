@@ -225,23 +225,26 @@ TEST(hostile_segment_contents)
 	unsigned char *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	CHECK(m != MAP_FAILED);
 	close(fd);
-	/* Slot layout (docs/shm.md): slots start at 4096, stride is a multiple
-	 * of 4096; take the last slot so real peers are not disturbed. */
-	size_t nslots = 256, slot_stride = (size_t)(st.st_size - 4096) / nslots;
-	unsigned char *slot = m + 4096 + (nslots - 1) * slot_stride;
+	/* Layout (docs/shm.md "Segments"): the slots' 64-byte control lines
+	 * from 4096, the rings from 4096 + 256 * 64, each in pages of its own;
+	 * take the last slot so real peers are not disturbed. */
+	size_t nslots = 256, ctl_area = 4096 + nslots * 64;
+	size_t ring_stride = (size_t)(st.st_size - ctl_area) / nslots;
+	unsigned char *slot = m + 4096 + (nslots - 1) * 64;
 	volatile uint64_t *state = (uint64_t *)slot;
 	*(uint64_t *)(slot + 8) = 0x1234;     /* sender token */
 	*(uint64_t *)(slot + 16) = getpid(); /* sender pid */
-	unsigned char *ring = slot + 64;
+	unsigned char *ring = m + ctl_area + (nslots - 1) * ring_stride;
 	memset(ring + 128, 0xff, 64 * 4);   /* garbage "record" */
 	*(volatile uint64_t *)(ring) = 4;   /* tail: 4 cells published */
 	*(volatile uint64_t *)(ring + 64) = 0;
 	*state = 2;                          /* ACTIVE */
 	__atomic_fetch_add((uint64_t *)(m + 128), 1, __ATOMIC_SEQ_CST); /* claim_seq */
 	/* and a second one with absurd indices */
-	unsigned char *slot2 = m + 4096 + (nslots - 2) * slot_stride;
+	unsigned char *slot2 = m + 4096 + (nslots - 2) * 64;
+	unsigned char *ring2 = m + ctl_area + (nslots - 2) * ring_stride;
 	*(uint64_t *)(slot2 + 8) = 0x5678;
-	*(volatile uint64_t *)(slot2 + 64) = ~0ULL; /* tail far beyond head */
+	*(volatile uint64_t *)ring2 = ~0ULL; /* tail far beyond head */
 	*(volatile uint64_t *)slot2 = 2;
 	__atomic_fetch_add((uint64_t *)(m + 128), 1, __ATOMIC_SEQ_CST);
 	/* B keeps working with A */

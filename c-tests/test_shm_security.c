@@ -30,7 +30,11 @@
 #include <sys/wait.h>
 
 #define NSLOTS 256
+/* docs/shm.md "Segments": the header (4 KiB), the slots' control lines (64
+ * bytes each), then the rings, each in pages of its own. */
 #define SEG_HDR 4096
+#define SLOT_CTL 64
+#define CTL_AREA (SEG_HDR + NSLOTS * SLOT_CTL)
 #define H_CLAIM_SEQ 128
 #define SLOT_FREE 0
 #define SLOT_CLAIMED 1
@@ -107,10 +111,17 @@ static int seg_map(const char *addr, struct seg *s)
 	return s->m == MAP_FAILED ? -1 : 0;
 }
 
+/* Slot i's control line. */
 static unsigned char *slot_at(struct seg *s, int i)
 {
-	size_t stride = (s->len - SEG_HDR) / NSLOTS;
-	return s->m + SEG_HDR + (size_t)i * stride;
+	return s->m + SEG_HDR + (size_t)i * SLOT_CTL;
+}
+
+/* Slot i's ring (its control words, then the cells). */
+static unsigned char *ring_at(struct seg *s, int i)
+{
+	size_t stride = (s->len - CTL_AREA) / NSLOTS;
+	return s->m + CTL_AREA + (size_t)i * stride;
 }
 
 /* The claim protocol of docs/shm.md: CAS a free slot's state word to
@@ -132,9 +143,10 @@ static int claim(struct seg *s, uint64_t token, pid_t pid, unsigned long long st
 		__atomic_store_n((uint64_t *)(sl + 8), token, __ATOMIC_RELAXED);
 		__atomic_store_n((uint64_t *)(sl + 16), (uint64_t)(uint32_t)pid, __ATOMIC_RELAXED);
 		__atomic_store_n((uint64_t *)(sl + 24), (uint64_t)start, __ATOMIC_RELAXED);
-		/* ring: (unused word) at +64, head at +128, cells from +192 */
-		__atomic_store_n((uint64_t *)(sl + 64), 0, __ATOMIC_RELAXED);
-		__atomic_store_n((uint64_t *)(sl + 128), 0, __ATOMIC_RELAXED);
+		/* ring: (unused word) at +0, head at +64, cells from +128 */
+		unsigned char *r = ring_at(s, i);
+		__atomic_store_n((uint64_t *)r, 0, __ATOMIC_RELAXED);
+		__atomic_store_n((uint64_t *)(r + 64), 0, __ATOMIC_RELAXED);
 		__atomic_store_n(w, SLOT_ACTIVE | gen << 8 | (uint64_t)(uint32_t)pid << 32, __ATOMIC_RELEASE);
 		__atomic_fetch_add((uint64_t *)(s->m + H_CLAIM_SEQ), 1, __ATOMIC_SEQ_CST);
 		return i;
@@ -279,7 +291,7 @@ TEST(forged_cma_pid)
 		int i = claim(&s, 0x0f0f0f0f0f0f0f0full, victim, vstart);
 		if (i < 0)
 			_exit(3);
-		unsigned char *cells = slot_at(&s, i) + 192;
+		unsigned char *cells = ring_at(&s, i) + 128;
 		unsigned char rec[64 + 16] = {0};
 		uint16_t magic = 0x5246;
 		memcpy(rec, &magic, 2);
@@ -297,8 +309,9 @@ TEST(forged_cma_pid)
 		uint64_t a = (uint64_t)(uintptr_t)secret; /* same layout: forked */
 		memcpy(rec + 64, &a, 8);
 		memcpy(rec + 72, &l, 8);
-		/* Version 3 publication: everything but the record's first word,
-		 * then that word (never zero: the magic) with a SeqCst store. */
+		/* Publication (docs/shm.md "Rings"): everything but the record's
+		 * first word, then that word (the magic; at index 0, lap 0's tag:
+		 * top 16 bits zero) with a SeqCst store. */
 		memcpy(cells + 8, rec + 8, sizeof rec - 8);
 		uint64_t first;
 		memcpy(&first, rec, 8);

@@ -394,11 +394,11 @@ struct PeerOut {
     /// Control records waiting for ring space (bounded by outstanding ops).
     backlog: VecDeque<WireHdr>,
     /// Cells from a lap's first one whose pages are allocated
-    /// (`Segment::reserve_slot` at the claim: `ring::SMALL_LAP` in a large
-    /// ring; after `claim_past_reserved`, or in a default ring, all:
+    /// (`Segment::reserve_slot` at the claim: `ring::RESERVE_FIRST`, the
+    /// ring's first page; more in steps by `claim_past_reserved`; all:
     /// `u64::MAX`). No record, nor the cell after it, is placed past them.
     reserved: u64,
-    /// /dev/shm had no room for the rest of the ring: records stay below
+    /// /dev/shm had no room for more of the ring: records stay below
     /// `reserved` for good, going back to the lap's first cell.
     confined: bool,
 }
@@ -690,10 +690,15 @@ impl ShmPort {
             None => write_record(p, hdr, &payload),
         };
         match r {
-            Err(ring::Corrupt) => {
+            Err(ClaimErr::Corrupt) => {
                 p.failed = true;
                 events.push(PeerEvent::Failed(*peer));
                 Err(Error::CONNRESET)
+            }
+            Err(ClaimErr::NoRoom) => {
+                p.failed = true;
+                events.push(PeerEvent::Failed(*peer));
+                Err(Error::NOMEM)
             }
             Ok(false) => {
                 if p.owner_gone() {
@@ -1197,11 +1202,7 @@ fn open_peer<'a>(
             failed: false,
             last_check: Instant::now(),
             full_retries: 0,
-            reserved: if ring.ncells() > ring::SMALL_LAP {
-                ring::SMALL_LAP
-            } else {
-                u64::MAX
-            },
+            reserved: ring::RESERVE_FIRST,
             confined: false,
             backlog: VecDeque::new(),
         },
@@ -1480,6 +1481,22 @@ fn ring_doorbell(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr) {
     tx.ring(bell);
 }
 
+/// Why a record could not be claimed at all: the ring is corrupt (a
+/// hostile or broken consumer), or /dev/shm has no room for the cells the
+/// ring needs to work at all (`ring::RESERVE_WORKING`). Either fails the
+/// peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ClaimErr {
+    Corrupt,
+    NoRoom,
+}
+
+impl From<ring::Corrupt> for ClaimErr {
+    fn from(_: ring::Corrupt) -> ClaimErr {
+        ClaimErr::Corrupt
+    }
+}
+
 /// Where a claimed record goes: the cell index `at`, and `rewound`, the
 /// producer's tail before it went back to the ring's first cell (where the
 /// rewind marker goes once the record is published, ring.rs).
@@ -1498,7 +1515,7 @@ struct Spot {
 /// a streamed chunk never. A record that would reach past the ring's
 /// allocated pages (`PeerOut::reserved`) goes `claim_past_reserved`.
 #[inline]
-fn claim(p: &mut PeerOut, cells: u64, eager: bool) -> core::result::Result<Option<Spot>, ring::Corrupt> {
+fn claim(p: &mut PeerOut, cells: u64, eager: bool) -> core::result::Result<Option<Spot>, ClaimErr> {
     let rewind = if p.ring.ncells() <= ring::REWIND_RING_MAX {
         cells >= ring::REWIND_MIN
     } else if cells >= ring::REWIND_MIN {
@@ -1529,25 +1546,45 @@ fn claim(p: &mut PeerOut, cells: u64, eager: bool) -> core::result::Result<Optio
     }))
 }
 
-/// The first record of a large ring that would reach past its allocated
-/// pages (`PeerOut::reserved`, the small lap's): the rest of the ring is
-/// allocated now, in one system call (`Segment::populate_ring`), instead
-/// of by a page fault on each of its 224 pages on the first lap — which in
-/// a short run (200 messages of 64 KiB) was a third of the time — and so
-/// that a full /dev/shm is found here, not by a SIGBUS at a store. Where
-/// there is no room, the sender stays within the allocated cells for good
-/// (`confined`): a record that does not fit before them goes back to the
-/// lap's first cell once the consumer has left room there, or waits
-/// (Ok(None)). Where the kernel cannot populate (before Linux 5.14), the
-/// pages fault in as they are written, as before. `p.free >= cells`.
+/// A record that would reach past the ring's allocated pages
+/// (`PeerOut::reserved`): the next ones are allocated now, in one system
+/// call (`Segment::populate_cells`), in steps — up to
+/// `ring::RESERVE_WORKING` cells, then `ring::SMALL_LAP`, then the whole
+/// ring — so that a first contact allocates one page, a sender of small
+/// records at most the small lap, and a large ring's first lap takes no
+/// page fault per page (224 of them were a third of a 200-message 64 KiB
+/// ping-pong); and so that a full /dev/shm is found here, not by a
+/// SIGBUS at a store. Without room for `RESERVE_WORKING` cells the peer
+/// fails (`ClaimErr::NoRoom`: -FI_ENOMEM). Without room past them the
+/// sender stays within the cells it has for good (`confined`): a record
+/// that does not fit before them goes back to the lap's first cell once
+/// the consumer has left room there, or waits (Ok(None)). Where the
+/// kernel cannot populate (before Linux 5.14), the pages fault in as they
+/// are written, as before. `p.free >= cells`.
 #[cold]
 #[inline(never)]
-fn claim_past_reserved(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring::Corrupt> {
-    if !p.confined {
-        match p.seg.populate_ring(p.slot, p.reserved) {
+fn claim_past_reserved(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ClaimErr> {
+    let ncells = p.ring.ncells();
+    while !p.confined {
+        let want = if p.reserved < ring::RESERVE_WORKING {
+            ring::RESERVE_WORKING
+        } else if p.reserved < ring::SMALL_LAP {
+            ring::SMALL_LAP
+        } else {
+            ncells
+        }
+        .min(ncells);
+        match p.seg.populate_cells(p.slot, p.reserved, want) {
             Err(Error::NOMEM) => {
+                p.seg.unpopulate_cells(p.slot, p.reserved, want);
+                if p.reserved < ring::RESERVE_WORKING {
+                    crate::base::log::log_warn!(
+                        crate::abi::FI_LOG_EP_DATA,
+                        "shm: /dev/shm has no room for {want} cells of a peer's ring; the peer is unreachable"
+                    );
+                    return Err(ClaimErr::NoRoom);
+                }
                 p.confined = true;
-                p.seg.unpopulate_ring(p.slot, p.reserved);
                 crate::base::log::log_warn!(
                     crate::abi::FI_LOG_EP_DATA,
                     "shm: /dev/shm has no room for the rest of a peer's ring; its records stay in the first {} cells",
@@ -1555,19 +1592,21 @@ fn claim_past_reserved(p: &mut PeerOut, cells: u64) -> core::result::Result<Opti
                 );
             }
             _ => {
-                p.reserved = u64::MAX;
-                p.free -= cells;
-                return Ok(Some(Spot {
-                    at: p.tail,
-                    rewound: None,
-                }));
+                p.reserved = if want >= ncells { u64::MAX } else { want };
+                if p.ring.lap_offset(p.tail) + cells < p.reserved {
+                    p.free -= cells;
+                    return Ok(Some(Spot {
+                        at: p.tail,
+                        rewound: None,
+                    }));
+                }
             }
         }
     }
-    // Records are far smaller than the reserved cells (at most an eager
-    // record or chunk and its header: 258 cells), so one fits after the
-    // lap's first cell and before the tail, where the marker goes.
-    debug_assert!(cells * 4 < p.reserved);
+    // Records are far smaller than the cells the sender has (at most an
+    // eager record or chunk and its header: 258 cells), so one fits after
+    // the lap's first cell and before the tail, where the marker goes.
+    debug_assert!(cells * 4 <= p.reserved);
     let Some((lap, free)) = p.ring.rewind(p.tail, cells, true)? else {
         return Ok(None);
     };
@@ -1582,7 +1621,7 @@ fn claim_past_reserved(p: &mut PeerOut, cells: u64) -> core::result::Result<Opti
 /// there (`Ring::rewind`). Out of line: the small records' path stays as
 /// short as before (bench-insns).
 #[inline(never)]
-fn claim_rewound(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring::Corrupt> {
+fn claim_rewound(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ClaimErr> {
     let when_empty = cells <= ring::EMPTY_REWIND_MAX || p.ring.ncells() <= ring::REWIND_RING_MAX;
     let Some((lap, free)) = p.ring.rewind(p.tail, cells, when_empty)? else {
         return Ok(None);
@@ -1626,7 +1665,7 @@ fn first_word(cell: &[u8; ring::CELL]) -> u64 {
 }
 
 /// Ok(true) written, Ok(false) no room, Err: ring corrupt.
-fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ring::Corrupt> {
+fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ClaimErr> {
     if hdr.op == proto::op::EAGER {
         return write_eager(p, hdr, payload);
     }
@@ -1742,7 +1781,7 @@ fn write_eager_cell(
     off: usize,
     src: *const u8,
     n: usize,
-) -> core::result::Result<bool, ring::Corrupt> {
+) -> core::result::Result<bool, ClaimErr> {
     debug_assert!(off + n <= ring::CELL);
     let Some(spot) = claim(p, 1, false)? else {
         return Ok(false);
@@ -1769,7 +1808,7 @@ fn write_eager_cell(
 /// 16 to 40 header bytes, the payload right after them; up to 48 bytes of
 /// payload in one cell, 112 in two, copied with fixed-size moves.
 #[inline]
-fn write_eager(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ring::Corrupt> {
+fn write_eager(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ClaimErr> {
     let n = payload.len();
     let flags = hdr.flags | proto::flag::COMPACT;
     let off = proto::compact_len(flags);
@@ -2204,8 +2243,8 @@ mod tests {
     }
 
     /// Where /dev/shm has no room for the rest of a large ring (past the
-    /// small lap its claim allocated), the sender stays within the cells it
-    /// has for good: records that do not fit before `ring::SMALL_LAP` go
+    /// small lap), the sender stays within the cells it has for good:
+    /// records that do not fit before `ring::SMALL_LAP` go
     /// back to the first cell, in a ping-pong and in a stream (which waits
     /// for the consumer when it cannot), every record arrives whole and in
     /// order, and nothing past the small lap is written — its pages stay
@@ -2241,7 +2280,7 @@ mod tests {
         drain(&mut b);
         let after_claim = resident();
         let p = a.peer(token).unwrap();
-        assert_eq!(p.reserved, ring::SMALL_LAP);
+        assert_eq!(p.reserved, ring::RESERVE_FIRST);
         p.seg
             .no_room_from
             .store(ring::SMALL_LAP, core::sync::atomic::Ordering::Relaxed);
@@ -2270,10 +2309,45 @@ mod tests {
         assert_eq!(next, sent);
         assert!(b.take_events().is_empty(), "the receiver failed the sender");
         let grown = resident() - after_claim;
+        let small_lap = ring::SMALL_LAP * ring::CELL as u64;
         assert!(
-            grown <= 2 * 4096,
-            "{grown} bytes allocated past the cells the claim reserved"
+            grown <= small_lap + 4096,
+            "{grown} bytes allocated, more than the small lap"
         );
+    }
+
+    /// Without room in /dev/shm for the cells a ring needs to work at all
+    /// (`ring::RESERVE_WORKING`), a send that needs them fails with
+    /// -FI_ENOMEM and the peer is failed; the first page's records arrived.
+    #[test]
+    fn no_room_for_a_working_ring_fails_the_peer_with_enomem() {
+        let mut a = port();
+        let mut b = port();
+        let (token, baddr) = (b.token(), b.addr());
+        let one = eager(&[1]);
+        a.send_record(&baddr, &one, Payload::Bytes(&[1])).unwrap();
+        a.peer(token)
+            .unwrap()
+            .seg
+            .no_room_from
+            .store(ring::RESERVE_FIRST, core::sync::atomic::Ordering::Relaxed);
+        let big = vec![2u8; 8000];
+        assert_eq!(
+            a.send_record(&baddr, &eager(&big), Payload::Bytes(&big)),
+            Err(Error::NOMEM)
+        );
+        assert_eq!(a.take_events(), vec![PeerEvent::Failed(baddr)]);
+        assert_eq!(
+            a.send_record(&baddr, &one, Payload::Bytes(&[1])),
+            Err(Error::CONNRESET),
+            "the peer stays failed"
+        );
+        let mut got = 0;
+        b.poll_records(&mut |_| {
+            got += 1;
+            Disposition::Consumed
+        });
+        assert_eq!(got, 1);
     }
 
     /// In a large ring small records keep the default ring's lap: taken
@@ -2798,11 +2872,7 @@ mod tests {
             failed: false,
             last_check: Instant::now(),
             full_retries: 0,
-            reserved: if ring.ncells() > ring::SMALL_LAP {
-                ring::SMALL_LAP
-            } else {
-                u64::MAX
-            },
+            reserved: ring::RESERVE_FIRST,
             confined: false,
             backlog: VecDeque::new(),
         };

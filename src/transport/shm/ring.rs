@@ -85,11 +85,22 @@ pub const REWIND_RING_MAX: u64 = 2048;
 /// every send.
 pub const SMALL_LAP: u64 = REWIND_RING_MAX;
 
+/// Cells in a ring's first page (after its two control lines): what a
+/// sender's claim allocates (`Segment::reserve_slot`), so that a first
+/// contact costs one page; more is allocated as records reach past it.
+pub const RESERVE_FIRST: u64 = ((4096 - CTL_BYTES) / CELL) as u64;
+
+/// Cells a sender must have allocated to work at all: four times the
+/// largest record (an eager record or streamed chunk of 16 KiB and its
+/// header, 258 cells), so that a sender confined to them (no room in
+/// /dev/shm for more) can always go back to the first cell.
+pub const RESERVE_WORKING: u64 = 1024;
+
 /// Where in a lap small records try going back to the first cell (in
 /// rings of more than [`REWIND_RING_MAX`] cells): [`SMALL_LAP`] less two
 /// [`REWIND_MIN`]s, so that a small record and the cell after it stay
-/// below `SMALL_LAP`, the cells a sender's claim allocates
-/// (`Segment::reserve_slot`), whether it rewinds there or not.
+/// below `SMALL_LAP`, the cells a sender of small records needs allocated
+/// (`claim_past_reserved`'s steps), whether it rewinds there or not.
 pub const SMALL_REWIND_AT: u64 = SMALL_LAP - 2 * REWIND_MIN;
 
 /// In rings of more than [`REWIND_RING_MAX`] cells, an eager record of

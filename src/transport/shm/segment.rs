@@ -189,7 +189,7 @@ pub struct Segment {
     /// the owner at creation; an opener uses `Membarrier` only if the
     /// header says so and its own process is registered.
     hs: Handshake,
-    /// Tests: `populate_ring` from this cell on finds no room, and with 0
+    /// Tests: `populate_cells` up to past this cell finds no room, and with 0
     /// `reserve_slot` too (a full /dev/shm, which a test cannot arrange
     /// for the whole machine).
     #[cfg(test)]
@@ -581,57 +581,56 @@ impl Segment {
         }
     }
 
-    /// Allocates the pages of `slot`'s ring from cell `from` to its end
+    /// Allocates the pages of `slot`'s ring that hold cells `from .. to`
     /// (`SharedMap::populate`), so that writing them neither faults page by
     /// page nor can fail for want of room in /dev/shm. `-FI_ENOMEM`: no
     /// room, or less free in /dev/shm than the pages asked for (nothing
-    /// past the pages reserved before may be written);
-    /// `-FI_EOPNOTSUPP`: the kernel cannot populate (before Linux 5.14; the
-    /// pages fault in as they are written); `-FI_EINVAL`: `from` is past
-    /// the ring's last page.
-    pub fn populate_ring(&self, slot: usize, from: u64) -> Result<()> {
+    /// past the pages allocated before may be written: `unpopulate_cells`
+    /// gives back what a failed populate took); `-FI_EOPNOTSUPP`: the
+    /// kernel cannot populate (before Linux 5.14; the pages fault in as
+    /// they are written); `-FI_EINVAL`: no cell of the ring in the range.
+    pub fn populate_cells(&self, slot: usize, from: u64, to: u64) -> Result<()> {
         #[cfg(test)]
-        if from >= self.no_room_from.load(Ordering::Relaxed) {
+        if to > self.no_room_from.load(Ordering::Relaxed) {
             return Err(Error::NOMEM);
         }
         let page = sys::shm::PAGE;
-        let core::ops::Range { start: cells, end } = self.ring_cells(slot);
-        let from = cells + (from as usize).min(self.ncells) * CELL;
-        let start = from / page * page;
-        if from >= end {
+        let cells = self.ring_cells(slot).start;
+        let (from, to) = ((from as usize).min(self.ncells), (to as usize).min(self.ncells));
+        if from >= to {
             return Err(Error::INVAL);
         }
-        let len = end.next_multiple_of(page) - start;
+        let start = (cells + from * CELL) / page * page;
+        let len = (cells + to * CELL).next_multiple_of(page) - start;
         // Not into the last of /dev/shm's room: a populate that fails
-        // half-way has taken pages others may be about to need (given
-        // back by `unpopulate_ring`, but only after it failed).
+        // half-way has taken pages others may be about to need.
         if sys::shm::free_bytes() < len as u64 {
             return Err(Error::NOMEM);
         }
         self.map.populate(start, len)
     }
 
-    /// Sender whose `populate_ring(slot, from)` found no room: gives back
-    /// the pages it may have allocated before it failed (populating stops
-    /// at the first page it cannot have), from the first page after cell
-    /// `from` on — pages the sender never wrote (it writes no cell past
-    /// `from`), which would otherwise hold /dev/shm's last room for
-    /// nothing. The pages up to `from` (the claim's) are left alone.
-    pub fn unpopulate_ring(&self, slot: usize, from: u64) {
+    /// Sender whose `populate_cells(slot, from, to)` found no room: gives
+    /// back the pages it may have allocated before it failed (populating
+    /// stops at the first page it cannot have), from the first page after
+    /// cell `from` on — pages the sender never wrote (it writes no cell
+    /// past `from`), which would otherwise hold /dev/shm's last room for
+    /// nothing. The page holding cell `from` (allocated before) is left.
+    pub fn unpopulate_cells(&self, slot: usize, from: u64, to: u64) {
+        let page = sys::shm::PAGE;
         let cells = self.ring_cells(slot).start;
-        let start = (cells + (from as usize).min(self.ncells) * CELL).next_multiple_of(sys::shm::PAGE);
-        // The ring's pages end with its stride (the next ring's are its own).
-        let end = self.slot_base(slot) as usize - self.map.as_ptr() as usize + self.stride;
+        let start = (cells + (from as usize).min(self.ncells) * CELL).next_multiple_of(page);
+        let end = (cells + (to as usize).min(self.ncells) * CELL).next_multiple_of(page);
         if start < end {
             let _ = self.map.discard(start, end - start);
         }
     }
 
     /// Sender, once it claimed `slot` (and reset its ring): allocates the
-    /// pages of the ring up to cell `ring::SMALL_LAP` (all of a default
-    /// ring), where a sender writes before it needs more (`populate_ring`
-    /// for the rest, docs/shm.md "Memory"). `-FI_ENOMEM`: /dev/shm has no
-    /// room for them (a store, or the owner's first look, would raise
+    /// ring's first page (its control lines and `ring::RESERVE_FIRST`
+    /// cells), all a first contact writes; more as records reach past it
+    /// (`populate_cells`, docs/shm.md "Memory"). `-FI_ENOMEM`: /dev/shm
+    /// has no room for it (a store, or the owner's first look, would raise
     /// SIGBUS); where the kernel cannot populate, the pages fault in as
     /// before.
     fn reserve_slot(&self, slot: usize) -> Result<()> {
@@ -640,7 +639,7 @@ impl Segment {
             return Err(Error::NOMEM);
         }
         let base = self.slot_base(slot) as usize - self.map.as_ptr() as usize;
-        let len = ring_bytes(self.ncells.min(super::ring::SMALL_LAP as usize)).next_multiple_of(sys::shm::PAGE);
+        let len = ring_bytes(super::ring::RESERVE_FIRST as usize).next_multiple_of(sys::shm::PAGE);
         match self.map.populate(base, len) {
             Err(Error::NOMEM) => Err(Error::NOMEM),
             _ => Ok(()),
@@ -951,10 +950,9 @@ mod tests {
         assert!(next.ready(0).is_some(), "the next slot's ring was touched");
     }
 
-    /// A claim allocates the slot's first pages before its first store:
-    /// the control line and the ring up to the small lap (the segment file
-    /// grows by about that), and with no room for them in /dev/shm the
-    /// claim fails with -FI_ENOMEM and leaves the slot free.
+    /// A claim allocates the ring's first page before its first store
+    /// (the file grows by exactly that), and with no room for it in
+    /// /dev/shm the claim fails with -FI_ENOMEM and leaves the slot free.
     #[test]
     fn a_claim_allocates_its_slots_first_pages_or_fails_without_a_store() {
         let (owner, resident) = large_segment();
@@ -974,12 +972,7 @@ mod tests {
         assert_eq!(resident(), before, "a page was written");
         peer.no_room_from.store(u64::MAX, Ordering::Relaxed);
         let c = peer.claim_slot(me).unwrap();
-        let grown = resident() - before;
-        let want = (super::super::ring::SMALL_LAP as usize * CELL) as u64;
-        assert!(
-            grown >= want && grown <= want + 2 * 4096,
-            "the claim allocated {grown} bytes, want about {want}"
-        );
+        assert_eq!(resident() - before, 4096, "the claim allocates the ring's first page");
         assert_eq!(owner.slot_state(c.slot), SLOT_CLAIMED);
     }
 
@@ -990,7 +983,7 @@ mod tests {
         let (owner, resident) = large_segment();
         let before = resident();
         assert_eq!(
-            owner.populate_ring(3, 2048),
+            owner.populate_cells(3, 2048, 16384),
             Ok(()),
             "MADV_POPULATE_WRITE refused (Linux >= 5.14 needed)"
         );
@@ -1005,7 +998,7 @@ mod tests {
             assert_eq!(r.ready(i), None, "cell {i} changed");
         }
         assert_eq!(
-            owner.populate_ring(3, 16384),
+            owner.populate_cells(3, 16384, 16384),
             Err(Error::INVAL),
             "nothing past the ring's end to populate"
         );
