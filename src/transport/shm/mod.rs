@@ -401,6 +401,9 @@ struct PeerOut {
     /// /dev/shm had no room for more of the ring: records stay below
     /// `reserved` for good, going back to the lap's first cell.
     confined: bool,
+    /// /dev/shm had no room for `ring::RESERVE_WORKING` cells: the peer
+    /// failed for that (-FI_ENOMEM, not a corrupt ring).
+    no_room: bool,
 }
 
 impl PeerOut {
@@ -690,15 +693,11 @@ impl ShmPort {
             None => write_record(p, hdr, &payload),
         };
         match r {
-            Err(ClaimErr::Corrupt) => {
+            Err(ring::Corrupt) => {
                 p.failed = true;
                 events.push(PeerEvent::Failed(*peer));
-                Err(Error::CONNRESET)
-            }
-            Err(ClaimErr::NoRoom) => {
-                p.failed = true;
-                events.push(PeerEvent::Failed(*peer));
-                Err(Error::NOMEM)
+                // Not the ring's fault where /dev/shm had no room for it.
+                Err(if p.no_room { Error::NOMEM } else { Error::CONNRESET })
             }
             Ok(false) => {
                 if p.owner_gone() {
@@ -1204,6 +1203,7 @@ fn open_peer<'a>(
             full_retries: 0,
             reserved: ring::RESERVE_FIRST,
             confined: false,
+            no_room: false,
             backlog: VecDeque::new(),
         },
     ))
@@ -1481,22 +1481,6 @@ fn ring_doorbell(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr) {
     tx.ring(bell);
 }
 
-/// Why a record could not be claimed at all: the ring is corrupt (a
-/// hostile or broken consumer), or /dev/shm has no room for the cells the
-/// ring needs to work at all (`ring::RESERVE_WORKING`). Either fails the
-/// peer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ClaimErr {
-    Corrupt,
-    NoRoom,
-}
-
-impl From<ring::Corrupt> for ClaimErr {
-    fn from(_: ring::Corrupt) -> ClaimErr {
-        ClaimErr::Corrupt
-    }
-}
-
 /// Where a claimed record goes: the cell index `at`, and `rewound`, the
 /// producer's tail before it went back to the ring's first cell (where the
 /// rewind marker goes once the record is published, ring.rs).
@@ -1515,7 +1499,7 @@ struct Spot {
 /// a streamed chunk never. A record that would reach past the ring's
 /// allocated pages (`PeerOut::reserved`) goes `claim_past_reserved`.
 #[inline]
-fn claim(p: &mut PeerOut, cells: u64, eager: bool) -> core::result::Result<Option<Spot>, ClaimErr> {
+fn claim(p: &mut PeerOut, cells: u64, eager: bool) -> core::result::Result<Option<Spot>, ring::Corrupt> {
     let rewind = if p.ring.ncells() <= ring::REWIND_RING_MAX {
         cells >= ring::REWIND_MIN
     } else if cells >= ring::REWIND_MIN {
@@ -1555,7 +1539,7 @@ fn claim(p: &mut PeerOut, cells: u64, eager: bool) -> core::result::Result<Optio
 /// page fault per page (224 of them were a third of a 200-message 64 KiB
 /// ping-pong); and so that a full /dev/shm is found here, not by a
 /// SIGBUS at a store. Without room for `RESERVE_WORKING` cells the peer
-/// fails (`ClaimErr::NoRoom`: -FI_ENOMEM). Without room past them the
+/// fails (`no_room`: -FI_ENOMEM). Without room past them the
 /// sender stays within the cells it has for good (`confined`): a record
 /// that does not fit before them goes back to the lap's first cell once
 /// the consumer has left room there, or waits (Ok(None)). Where the
@@ -1563,7 +1547,7 @@ fn claim(p: &mut PeerOut, cells: u64, eager: bool) -> core::result::Result<Optio
 /// are written, as before. `p.free >= cells`.
 #[cold]
 #[inline(never)]
-fn claim_past_reserved(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ClaimErr> {
+fn claim_past_reserved(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring::Corrupt> {
     let ncells = p.ring.ncells();
     while !p.confined {
         let want = if p.reserved < ring::RESERVE_WORKING {
@@ -1582,7 +1566,8 @@ fn claim_past_reserved(p: &mut PeerOut, cells: u64) -> core::result::Result<Opti
                         crate::abi::FI_LOG_EP_DATA,
                         "shm: /dev/shm has no room for {want} cells of a peer's ring; the peer is unreachable"
                     );
-                    return Err(ClaimErr::NoRoom);
+                    p.no_room = true;
+                    return Err(ring::Corrupt);
                 }
                 p.confined = true;
                 crate::base::log::log_warn!(
@@ -1621,7 +1606,7 @@ fn claim_past_reserved(p: &mut PeerOut, cells: u64) -> core::result::Result<Opti
 /// there (`Ring::rewind`). Out of line: the small records' path stays as
 /// short as before (bench-insns).
 #[inline(never)]
-fn claim_rewound(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ClaimErr> {
+fn claim_rewound(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring::Corrupt> {
     let when_empty = cells <= ring::EMPTY_REWIND_MAX || p.ring.ncells() <= ring::REWIND_RING_MAX;
     let Some((lap, free)) = p.ring.rewind(p.tail, cells, when_empty)? else {
         return Ok(None);
@@ -1665,7 +1650,7 @@ fn first_word(cell: &[u8; ring::CELL]) -> u64 {
 }
 
 /// Ok(true) written, Ok(false) no room, Err: ring corrupt.
-fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ClaimErr> {
+fn write_record(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ring::Corrupt> {
     if hdr.op == proto::op::EAGER {
         return write_eager(p, hdr, payload);
     }
@@ -1781,7 +1766,7 @@ fn write_eager_cell(
     off: usize,
     src: *const u8,
     n: usize,
-) -> core::result::Result<bool, ClaimErr> {
+) -> core::result::Result<bool, ring::Corrupt> {
     debug_assert!(off + n <= ring::CELL);
     let Some(spot) = claim(p, 1, false)? else {
         return Ok(false);
@@ -1808,7 +1793,7 @@ fn write_eager_cell(
 /// 16 to 40 header bytes, the payload right after them; up to 48 bytes of
 /// payload in one cell, 112 in two, copied with fixed-size moves.
 #[inline]
-fn write_eager(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ClaimErr> {
+fn write_eager(p: &mut PeerOut, hdr: &WireHdr, payload: &Payload<'_>) -> core::result::Result<bool, ring::Corrupt> {
     let n = payload.len();
     let flags = hdr.flags | proto::flag::COMPACT;
     let off = proto::compact_len(flags);
@@ -2874,6 +2859,7 @@ mod tests {
             full_retries: 0,
             reserved: ring::RESERVE_FIRST,
             confined: false,
+            no_room: false,
             backlog: VecDeque::new(),
         };
         assert_eq!(write_record(&mut out, &eager(&[2]), &Payload::Bytes(&[2])), Ok(true));
