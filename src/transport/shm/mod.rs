@@ -1589,17 +1589,11 @@ fn claim_past_reserved(p: &mut PeerOut, cells: u64) -> core::result::Result<Opti
         }
     }
     // Records are far smaller than the cells the sender has (at most an
-    // eager record or chunk and its header: 258 cells), so one fits after
-    // the lap's first cell and before the tail, where the marker goes.
-    debug_assert!(cells * 4 <= p.reserved);
-    let Some((lap, free)) = p.ring.rewind(p.tail, cells, true)? else {
-        return Ok(None);
-    };
-    p.free = free - cells;
-    Ok(Some(Spot {
-        at: lap,
-        rewound: Some(p.tail),
-    }))
+    // eager record or chunk and its header: 257 cells, against 1024), so
+    // once the consumer has taken everything one fits after the lap's
+    // first cell and before the tail, where the marker goes.
+    debug_assert!(cells * 2 < p.reserved);
+    rewound_spot(p, cells, true)
 }
 
 /// `claim` of a large record at the next lap's first cell, if it may go
@@ -1608,6 +1602,13 @@ fn claim_past_reserved(p: &mut PeerOut, cells: u64) -> core::result::Result<Opti
 #[inline(never)]
 fn claim_rewound(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring::Corrupt> {
     let when_empty = cells <= ring::EMPTY_REWIND_MAX || p.ring.ncells() <= ring::REWIND_RING_MAX;
+    rewound_spot(p, cells, when_empty)
+}
+
+/// The spot at the next lap's first cell for a record of `cells` cells,
+/// if `Ring::rewind` lets it go there.
+#[inline]
+fn rewound_spot(p: &mut PeerOut, cells: u64, when_empty: bool) -> core::result::Result<Option<Spot>, ring::Corrupt> {
     let Some((lap, free)) = p.ring.rewind(p.tail, cells, when_empty)? else {
         return Ok(None);
     };

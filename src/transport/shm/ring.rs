@@ -90,10 +90,12 @@ pub const SMALL_LAP: u64 = REWIND_RING_MAX;
 /// contact costs one page; more is allocated as records reach past it.
 pub const RESERVE_FIRST: u64 = ((4096 - CTL_BYTES) / CELL) as u64;
 
-/// Cells a sender must have allocated to work at all: four times the
-/// largest record (an eager record or streamed chunk of 16 KiB and its
-/// header, 258 cells), so that a sender confined to them (no room in
-/// /dev/shm for more) can always go back to the first cell.
+/// Cells a sender must have allocated to work at all: about four times
+/// the largest record (an eager record or streamed chunk of 16 KiB and its
+/// header, 257 cells), so that a sender confined to them (no room in
+/// /dev/shm for more) can always go back to the first cell (which needs
+/// more than twice the record) and need not wait for the consumer on
+/// every record.
 pub const RESERVE_WORKING: u64 = 1024;
 
 /// Where in a lap small records try going back to the first cell (in
