@@ -20,9 +20,9 @@
 //! Every page of a segment is allocated before anyone touches it (in a
 //! tmpfs mapping a read of a hole allocates a page as a write does, and
 //! with /dev/shm full either raises SIGBUS): the header and control lines
-//! by the owner at creation, a ring's first pages by its claimer, the rest
-//! of a large ring by its sender before it writes there; where that fails
-//! the operation fails (or the sender stays within what it has),
+//! by the owner at creation, a ring's first page by its claimer, more of
+//! the ring in steps by its sender before it writes there; where that
+//! fails the operation fails (or the sender stays within what it has),
 //! docs/shm.md "Memory".
 //!
 //! Slots of senders that died without closing are reclaimed by the owner
