@@ -52,7 +52,7 @@ static void pp(size_t len, int iters, unsigned char *buf)
 		if (i == iters - 1 && rank == 0) {
 			double dt = MPI_Wtime() - t0;
 			double lat = dt / iters / 2 * 1e6;
-			printf("pingpong %zu B: %.2f us (half round trip), %.1f MB/s, %d iterations\n", len, lat,
+			printf("pingpong %zu B: %.3f us (half round trip), %.1f MB/s, %d iterations\n", len, lat,
 			       (double)len / (lat * 1e-6) / 1e6, iters);
 			fflush(stdout);
 		}
