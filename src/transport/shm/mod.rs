@@ -1534,7 +1534,10 @@ fn claim(p: &mut PeerOut, cells: u64, eager: bool) -> core::result::Result<Optio
 /// (`PeerOut::reserved`): the next ones are allocated now, in one system
 /// call (`Segment::populate_cells`), in steps — up to
 /// `ring::RESERVE_WORKING` cells, then `ring::SMALL_LAP`, then the whole
-/// ring — so that a first contact allocates one page, a sender of small
+/// ring, the steps past the first only while /dev/shm keeps
+/// `segment::STEP_HEADROOM` free after them (one peer's large ring never
+/// takes the room another needs to work) — so that a first contact
+/// allocates one page, a sender of small
 /// records at most the small lap, and a large ring's first lap takes no
 /// page fault per page (224 of them were a third of a 200-message 64 KiB
 /// ping-pong); and so that a full /dev/shm is found here, not by a
@@ -1558,7 +1561,14 @@ fn claim_past_reserved(p: &mut PeerOut, cells: u64) -> core::result::Result<Opti
             ncells
         }
         .min(ncells);
-        match p.seg.populate_cells(p.slot, p.reserved, want) {
+        // Beyond what the sender needs to work, not into the room others
+        // may need for theirs.
+        let keep = if want > ring::RESERVE_WORKING {
+            segment::STEP_HEADROOM
+        } else {
+            0
+        };
+        match p.seg.populate_cells(p.slot, p.reserved, want, keep) {
             Err(Error::NOMEM) => {
                 p.seg.unpopulate_cells(p.slot, p.reserved, want);
                 if p.reserved < ring::RESERVE_WORKING {

@@ -100,6 +100,10 @@ pub const SLOT_CTL: usize = 64;
 /// The header and the slots' control lines (5 pages), allocated at
 /// creation; the rings start here.
 pub const CTL_AREA: usize = HEADER + NSLOTS * SLOT_CTL;
+/// Bytes of /dev/shm a sender leaves free when it allocates more of a ring
+/// than it needs to work (`Segment::populate_cells`): the room other peers
+/// need for their first 64 KiB is never taken by one peer's large ring.
+pub const STEP_HEADROOM: u64 = 1 << 20;
 /// Sender slots per endpoint (peers that may send to it at once).
 pub const NSLOTS: usize = 256;
 /// Cells per ring (64 bytes each) by default: 128 KiB per sender. The
@@ -589,7 +593,11 @@ impl Segment {
     /// gives back what a failed populate took); `-FI_EOPNOTSUPP`: the
     /// kernel cannot populate (before Linux 5.14; the pages fault in as
     /// they are written); `-FI_EINVAL`: no cell of the ring in the range.
-    pub fn populate_cells(&self, slot: usize, from: u64, to: u64) -> Result<()> {
+    /// `keep`: bytes /dev/shm must still have free after it (0 for what
+    /// the sender needs to work at all; `STEP_HEADROOM` for more, so that
+    /// one peer's large ring never takes the room another peer needs to
+    /// work).
+    pub fn populate_cells(&self, slot: usize, from: u64, to: u64, keep: u64) -> Result<()> {
         #[cfg(test)]
         if to > self.no_room_from.load(Ordering::Relaxed) {
             return Err(Error::NOMEM);
@@ -604,7 +612,7 @@ impl Segment {
         let len = (cells + to * CELL).next_multiple_of(page) - start;
         // Not into the last of /dev/shm's room: a populate that fails
         // half-way has taken pages others may be about to need.
-        if sys::shm::free_bytes() < len as u64 {
+        if sys::shm::free_bytes() < (len as u64).saturating_add(keep) {
             return Err(Error::NOMEM);
         }
         self.map.populate(start, len)
@@ -983,7 +991,7 @@ mod tests {
         let (owner, resident) = large_segment();
         let before = resident();
         assert_eq!(
-            owner.populate_cells(3, 2048, 16384),
+            owner.populate_cells(3, 2048, 16384, 0),
             Ok(()),
             "MADV_POPULATE_WRITE refused (Linux >= 5.14 needed)"
         );
@@ -998,7 +1006,7 @@ mod tests {
             assert_eq!(r.ready(i), None, "cell {i} changed");
         }
         assert_eq!(
-            owner.populate_cells(3, 16384, 16384),
+            owner.populate_cells(3, 16384, 16384, 0),
             Err(Error::INVAL),
             "nothing past the ring's end to populate"
         );
