@@ -199,6 +199,16 @@ impl SharedMap {
         }
     }
 
+    /// [`SharedMap::populate`] where only a lack of room is an error: the
+    /// pages are allocated, or the kernel cannot tell (before Linux 5.14:
+    /// they fault in as they are touched), else `-FI_ENOMEM`.
+    pub fn reserve(&self, off: usize, len: usize) -> Result<()> {
+        match self.populate(off, len) {
+            Err(Error::NOMEM) => Err(Error::NOMEM),
+            _ => Ok(()),
+        }
+    }
+
     fn check_range(&self, off: usize, len: usize) -> Result<()> {
         if !off.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) || off.checked_add(len).is_none_or(|e| e > self.len) {
             return Err(Error::INVAL);

@@ -2216,7 +2216,7 @@ mod tests {
             // A small record at the small lap may go back to the first
             // cell (`small_records_keep_the_default_lap_in_large_rings`).
             let small_lap = cells < ring::REWIND_MIN
-                && (before % n_cells).wrapping_sub(ring::SMALL_LAP) < ring::REWIND_MIN
+                && (before % n_cells).wrapping_sub(ring::SMALL_REWIND_AT) < ring::REWIND_MIN
                 && p.tail % n_cells == cells;
             assert!(
                 p.tail == before + cells || small_lap,

@@ -197,26 +197,19 @@ impl Ring {
     }
 
     /// Resets the ring for a new producer (only while none is attached):
-    /// both indices, and the first word of every cell (segments reset
-    /// their rings with [`Ring::reset_except`]).
-    #[cfg(any(test, feature = "fuzzing"))]
+    /// both indices, and the first word of every cell (segments punch their
+    /// rings' pages out instead, `Segment::reset_ring`, and come here only
+    /// where they cannot). A word that reads zero is not written: a page
+    /// never written (a hole in the file) stays one, and costs neither
+    /// memory nor, in a full /dev/shm, a SIGBUS.
     pub fn reset(&self) {
-        self.reset_except(0..0);
-    }
-
-    /// [`Ring::reset`], leaving out the cells in `zeroed`, whose first
-    /// words the caller has made zero already (their pages punched out of
-    /// the segment: `Segment::reset_ring`). A word that reads zero is not
-    /// written: a page never written (a hole in the file) stays one, and
-    /// costs neither memory nor, in a full /dev/shm, a SIGBUS.
-    pub fn reset_except(&self, zeroed: core::ops::Range<u64>) {
         let clear = |w: &AtomicU64| {
             if w.load(Ordering::Relaxed) != 0 {
                 w.store(0, Ordering::Relaxed);
             }
         };
         clear(self.tail_word());
-        for i in (0..zeroed.start.min(self.ncells)).chain(zeroed.end.min(self.ncells)..self.ncells) {
+        for i in 0..self.ncells {
             clear(self.first_word(i));
         }
         if self.head_word().load(Ordering::Relaxed) != 0 {
@@ -646,15 +639,6 @@ mod tests {
         r.reset();
         for i in 0..8 {
             assert_eq!(r.ready(i), None);
-        }
-        // Cells the caller zeroed itself (pages punched out) are left
-        // alone, every other one is cleared.
-        for i in 0..8 {
-            produce(&r, i, &[0x22u8; CELL]);
-        }
-        r.reset_except(2..5);
-        for i in 0..8 {
-            assert_eq!(r.ready(i).is_some(), (2..5).contains(&i), "cell {i}");
         }
     }
 

@@ -353,10 +353,7 @@ impl Segment {
         // claim: their pages are allocated first, so that a full
         // /dev/shm is an error here, not a SIGBUS at the first store
         // ("Memory" in docs/shm.md).
-        let map = match SharedMap::new(fd?, size).and_then(|m| match m.populate(0, CTL_AREA) {
-            Err(Error::NOMEM) => Err(Error::NOMEM),
-            _ => Ok(m),
-        }) {
+        let map = match SharedMap::new(fd?, size).and_then(|m| m.reserve(0, CTL_AREA).map(|()| m)) {
             Ok(m) => m,
             Err(e) => {
                 sys::shm::unlink(&name);
@@ -581,7 +578,7 @@ impl Segment {
     pub fn reset_ring(&self, slot: usize) {
         let base = self.slot_base(slot) as usize - self.map.as_ptr() as usize;
         if self.map.discard(base, self.stride).is_err() {
-            self.ring(slot).reset_except(0..0);
+            self.ring(slot).reset();
         }
     }
 
@@ -648,10 +645,7 @@ impl Segment {
         }
         let base = self.slot_base(slot) as usize - self.map.as_ptr() as usize;
         let len = ring_bytes(super::ring::RESERVE_FIRST as usize).next_multiple_of(sys::shm::PAGE);
-        match self.map.populate(base, len) {
-            Err(Error::NOMEM) => Err(Error::NOMEM),
-            _ => Ok(()),
-        }
+        self.map.reserve(base, len)
     }
 
     /// Where `slot`'s ring cells lie in the mapping (byte offsets).
