@@ -192,12 +192,14 @@ struct op {
 				  * whose FI_ECANCELED has not come yet */
 	uint64_t id;             /* send: identity of the message */
 	size_t len;
+	int to, which;           /* send: destination peer, enum sop */
 };
 
 #define WINDOW 8       /* sends in flight per thread */
 #define TSLOTS 4       /* tagged receive buffers per thread */
 #define MSLOTS 16      /* untagged receive buffers per peer */
 #define DECOYS 2       /* decoy receives per thread */
+#define FAIL_ERRNOS 300 /* failures counted by code below this (FI_E* codes) */
 
 struct thr {
 	int id;
@@ -230,6 +232,7 @@ static struct {
 	_Atomic uint64_t sops[S_NOPS], bytes_sent, bytes_recv, received;
 	_Atomic uint64_t cancel_asked, cancel_got, cancel_late, decoy_posted, decoy_done;
 	_Atomic uint64_t eagain, failures;
+	_Atomic uint64_t fail_errno[FAIL_ERRNOS]; /* failures by FI_E* code */
 	_Atomic int phase1_done, stop;
 	_Atomic uint64_t expected; /* set in phase 2 */
 	_Atomic int have_expected;
@@ -246,6 +249,46 @@ static void failf(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	fprintf(stderr, "\n");
 	va_end(ap);
+}
+
+/* A failed operation's code, counted: failf prints only the first few. */
+static void count_errno(int err)
+{
+	if (err > 0 && err < FAIL_ERRNOS)
+		atomic_fetch_add(&P.fail_errno[err], 1);
+}
+
+/* After failures: how many of each code (one line). */
+static void report_errnos(void)
+{
+	char line[1024];
+	size_t at = 0;
+	for (int e = 1; e < FAIL_ERRNOS && at < sizeof line - 80; e++) {
+		uint64_t n = atomic_load(&P.fail_errno[e]);
+		if (n)
+			at += (size_t)snprintf(line + at, sizeof line - at, " %d (%s) x%" PRIu64 ",", e,
+					       fi_strerror(e), n);
+	}
+	if (at)
+		fprintf(stderr, "rf_stress[peer %d]: operations failed with:%.*s\n", P.me, (int)at - 1, line);
+}
+
+/* Phase 1 did not end by the deadline: the operations still pending. */
+static void report_pending(void)
+{
+	int shown = 0;
+	for (int t = 0; t < g_threads; t++) {
+		for (int i = 0; i < WINDOW; i++) {
+			struct op *o = &P.thr[t].send[i];
+			if (atomic_load(&o->busy) && shown++ < 8)
+				fprintf(stderr, "rf_stress[peer %d]: FAIL: a %s of %zu bytes to peer %d never completed\n",
+					P.me, sop_name[o->which], o->len, o->to);
+		}
+		for (int i = 0; i < DECOYS; i++)
+			if (atomic_load(&P.thr[t].decoy[i].busy) && shown++ < 8)
+				fprintf(stderr, "rf_stress[peer %d]: FAIL: a cancelled decoy receive never completed\n",
+					P.me);
+	}
 }
 
 static uint8_t *buf_of(struct op *o)
@@ -469,6 +512,7 @@ static void on_error(const struct fi_cq_err_entry *e, uint64_t *rng)
 		post_slot(o, rng);
 		return;
 	}
+	count_errno(e->err);
 	failf("%s completed with error %d (%s), prov_errno %d, len %zu",
 	      o->kind == K_SEND ? "a send" : "a receive", e->err, fi_strerror(e->err), e->prov_errno, e->len);
 	if (o->kind == K_SEND)
@@ -527,6 +571,8 @@ static void send_one(struct thr *t, struct op *o)
 		which = inj ? S_INJECTDATA : (rnd(&t->rng) & 1 ? S_SENDDATA : S_SENDMSG);
 	o->id = id;
 	o->len = len;
+	o->to = (int)dp;
+	o->which = (int)which;
 	int with_completion = !(which == S_TINJECT || which == S_TINJECTDATA || which == S_INJECTDATA);
 	if (with_completion)
 		atomic_store(&o->busy, 1);
@@ -572,6 +618,7 @@ static void send_one(struct thr *t, struct op *o)
 		poll_cq(&t->rng);
 	}
 	if (r) {
+		count_errno((int)-r);
 		failf("%s of %zu bytes to peer %u: %zd (%s)", sop_name[which], len, dp, r, fi_strerror((int)-r));
 		if (with_completion)
 			atomic_store(&o->busy, 0);
@@ -811,6 +858,9 @@ static int peer_main(int me, int rfd, int wfd)
 	/* Phase 1: every thread has sent its messages and seen them complete. */
 	while (atomic_load(&P.phase1_done) < g_threads && now() < deadline)
 		usleep(2000);
+	if (atomic_load(&P.phase1_done) < g_threads)
+		report_pending();
+	report_errnos();
 	uint64_t sent_to[MAX_PROCS] = {0};
 	for (int p = 0; p < g_procs; p++)
 		sent_to[p] = atomic_load(&P.sent_to[p]);

@@ -199,6 +199,26 @@ pub struct PushJob<'a> {
 pub enum PeerEvent {
     /// The peer is gone, reset, or broke the protocol.
     Failed(Addr),
+    /// /dev/shm had no room for our ring to the peer (docs/shm.md, "A full
+    /// /dev/shm"): the peer is failed as by `Failed`, and what waited on it
+    /// ends with FI_ENOMEM, the cause, rather than `PEER_FAILED`.
+    NoRoom(Addr),
+}
+
+impl PeerEvent {
+    pub fn peer(&self) -> &Addr {
+        match self {
+            PeerEvent::Failed(a) | PeerEvent::NoRoom(a) => a,
+        }
+    }
+
+    /// The error the operations that involve the peer end with.
+    pub fn cause(&self) -> Error {
+        match self {
+            PeerEvent::Failed(_) => PEER_FAILED,
+            PeerEvent::NoRoom(_) => Error::NOMEM,
+        }
+    }
 }
 
 /// One endpoint's attachment to a transport.

@@ -573,7 +573,7 @@ impl State {
 
     /// A peer failed: atomics waiting on it end with `PEER_FAILED`; what we
     /// owe it is dropped.
-    pub(super) fn atomic_peer_failed(&mut self, b: &Bound<'_>, peer: &Addr) {
+    pub(super) fn atomic_peer_failed(&mut self, b: &Bound<'_>, peer: &Addr, err: Error) {
         let ids: Vec<u64> = self
             .rma
             .atomics
@@ -583,7 +583,7 @@ impl State {
             .collect();
         for id in ids {
             if let Some(o) = self.rma.atomics.remove(&id) {
-                self.atomic_finish(b, o, Err(PEER_FAILED));
+                self.atomic_finish(b, o, Err(err));
             }
         }
         self.rma.replies.retain(|r| r.to != *peer);

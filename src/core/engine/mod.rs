@@ -72,7 +72,7 @@ use crate::core::cq::{Cq, CqEntry, CqErrEntry};
 use crate::core::users::Held;
 use crate::transport::addr::Addr;
 use crate::transport::proto::{flag, op, WireHdr, IOV_ENTRY};
-use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, PullJob, Sent};
+use crate::transport::{Delivery, Disposition, Payload, PayloadIn, Place, Port, PullJob, Sent};
 use core::borrow::Borrow;
 use core::ffi::c_void;
 use std::time::{Duration, Instant};
@@ -637,7 +637,7 @@ impl State {
                 // shm: the sender closed its endpoint (its ring is done);
                 // what of its messages is still in its memory is gone.
                 self.buf_peer_failed(b, src);
-                self.rma_peer_failed(b, src);
+                self.rma_peer_failed(b, src, PEER_FAILED);
                 // Nor is its receive buffer: a push asked for before it
                 // closed is not made (the send waits for its end as any).
                 for t in self.tx.values_mut() {

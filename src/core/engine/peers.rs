@@ -48,7 +48,7 @@ impl State {
             return;
         }
         let now = Instant::now();
-        self.fail_rx_where(b, |s| {
+        self.fail_rx_where(b, PEER_FAILED, |s| {
             if now.duration_since(s.last_check) < STREAM_LIVENESS {
                 return false;
             }
@@ -57,16 +57,17 @@ impl State {
         });
     }
 
-    /// Fails (`PEER_FAILED`, `FI_ECONNRESET`) every waiting receive stream
-    /// `gone` picks, in handle order: a dead or departed sender's.
-    pub(super) fn fail_rx_where(&mut self, b: &Bound<'_>, mut gone: impl FnMut(&mut RxStream) -> bool) {
+    /// Fails (with `err`: mostly `PEER_FAILED`, `FI_ECONNRESET`) every
+    /// waiting receive stream `gone` picks, in handle order: a dead or
+    /// departed sender's.
+    pub(super) fn fail_rx_where(&mut self, b: &Bound<'_>, err: Error, mut gone: impl FnMut(&mut RxStream) -> bool) {
         if self.rx.is_empty() {
             return;
         }
         let hs: Vec<u32> = self.rx.iter_mut().filter_map(|(h, s)| gone(s).then_some(h)).collect();
         for h in hs {
             if let Some(s) = self.rx.remove(h) {
-                self.complete_rx_err(b, &s.recv, RxFailure::of(PEER_FAILED, &s.hdr, s.extra_flags));
+                self.complete_rx_err(b, &s.recv, RxFailure::of(err, &s.hdr, s.extra_flags));
             }
         }
     }
@@ -74,7 +75,7 @@ impl State {
     #[inline(never)]
     pub(super) fn handle_events(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         for ev in port.take_events() {
-            let PeerEvent::Failed(peer) = ev;
+            let (peer, err) = (*ev.peer(), ev.cause());
             let ids: Vec<u64> = self
                 .tx
                 .iter()
@@ -83,12 +84,12 @@ impl State {
                 .collect();
             for id in ids {
                 if let Some(t) = self.tx.remove(&id) {
-                    self.finish_tx(b, t, Err(PEER_FAILED));
+                    self.finish_tx(b, t, Err(err));
                 }
             }
-            self.fail_rx_where(b, |s| s.src == peer);
+            self.fail_rx_where(b, err, |s| s.src == peer);
             self.buf_peer_failed(b, &peer);
-            self.rma_peer_failed(b, &peer);
+            self.rma_peer_failed(b, &peer, err);
         }
     }
 }

@@ -290,7 +290,9 @@ impl State {
     /// `STREAM_LIVENESS`; CMA reads' targets are checked (rate-limited by
     /// the transport; a failure ends them through the next pass's events).
     pub(super) fn forget_dead_pushers(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
-        self.fail_rx_where(b, |s| s.split.is_some() && !port.sender_alive(s.src_pid, &s.src));
+        self.fail_rx_where(b, PEER_FAILED, |s| {
+            s.split.is_some() && !port.sender_alive(s.src_pid, &s.src)
+        });
         let peers: Vec<Addr> = self.rma.pushers().copied().collect();
         for p in peers {
             port.check_peer(&p);
@@ -301,7 +303,7 @@ impl State {
     /// it did not answer fail (it no longer pushes; its buffer may be
     /// gone, so the missing part is not pulled either).
     pub(super) fn split_sender_gone(&mut self, b: &Bound<'_>, src: &Addr) {
-        self.fail_rx_where(b, |s| s.src == *src && s.split.is_some());
+        self.fail_rx_where(b, PEER_FAILED, |s| s.src == *src && s.split.is_some());
     }
 
     pub(super) fn on_rts(

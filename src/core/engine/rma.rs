@@ -1209,7 +1209,7 @@ impl State {
 
     /// A peer failed (or closed its endpoint): operations waiting on it
     /// complete in error; what it asked of us is dropped.
-    pub(super) fn rma_peer_failed(&mut self, b: &Bound<'_>, peer: &Addr) {
+    pub(super) fn rma_peer_failed(&mut self, b: &Bound<'_>, peer: &Addr, err: Error) {
         if !self.rma.busy() && self.rma.spoiled.is_empty() {
             return;
         }
@@ -1222,10 +1222,10 @@ impl State {
             .collect();
         for id in ids {
             if let Some(op) = self.rma.ops.remove(&id) {
-                self.rma_finish(b, op, Err(PEER_FAILED));
+                self.rma_finish(b, op, Err(err));
             }
         }
-        self.atomic_peer_failed(b, peer);
+        self.atomic_peer_failed(b, peer, err);
         self.rma.reads.retain(|j| j.src != *peer);
         self.rma.pulls.retain(|j| j.src != *peer);
         self.rma.spoiled.retain(|k, _| k.0 != *peer);

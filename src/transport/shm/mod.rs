@@ -29,7 +29,7 @@ pub mod ring;
 pub mod segment;
 pub mod sync;
 
-use crate::base::collections::FastMap;
+use crate::base::collections::{FastMap, FastSet};
 use crate::base::error::{Error, Result};
 use crate::sys;
 use crate::sys::cma::{self, CmaError, IoRange};
@@ -555,11 +555,15 @@ impl ShmPort {
         let (seg, verified, token) = (&self.seg, &mut self.verified, self.token);
         let candidates = &mut self.candidates;
         let euid = sys::geteuid();
+        let mut refusals: Vec<(i32, u64)> = Vec::new();
         self.doorbell.drain(&mut |c: Cred, b: &[u8]| {
             if c.uid != euid {
                 return;
             }
             let Some((claim, _)) = segment::parse_hello(token, b) else {
+                if let Some(t) = segment::parse_refusal(token, b) {
+                    refusals.push((c.pid, t));
+                }
                 return;
             };
             let w = seg.slot_word_now(claim.slot);
@@ -575,6 +579,25 @@ impl ShmPort {
                 candidates[claim.slot / 64] |= 1 << (claim.slot % 64);
             }
         });
+        for (pid, t) in refusals {
+            self.take_refusal(pid, t);
+        }
+    }
+
+    /// A refusal (`segment::REFUSAL_MAGIC`) from `pid` naming the peer
+    /// `token`: believed if `token`'s segment is that process's (pid and
+    /// start time), as an endpoint's own word about itself.
+    #[cold]
+    #[inline(never)]
+    fn take_refusal(&mut self, pid: i32, token: u64) {
+        let owner = match self.peers.get_mut(token) {
+            Some(p) => Some((p.seg.owner_pid, p.seg.owner_start)),
+            None => Segment::open(token).ok().map(|s| (s.owner_pid, s.owner_start)),
+        };
+        let Some((opid, ostart)) = owner else { return };
+        if opid == pid && sys::proc_start_time(pid) == Some(ostart) {
+            self.refuse(token);
+        }
     }
 
     /// Marks inbound slots whose senders are proven dead (freed once
@@ -681,7 +704,11 @@ impl ShmPort {
         let (ring_tx, events) = (&self.ring_tx, &mut self.events);
         let p = peer_out(&mut self.peers, ring_tx, self.me, self.token, token)?;
         if !p.backlog.is_empty() {
-            flush_backlog(p);
+            if !flush_backlog(p) {
+                let no_room = p.no_room;
+                fail_out(ring_tx, p, events, token);
+                return Err(if no_room { Error::NOMEM } else { Error::CONNRESET });
+            }
             if !p.backlog.is_empty() {
                 return Err(Error::AGAIN);
             }
@@ -694,10 +721,10 @@ impl ShmPort {
         };
         match r {
             Err(ring::Corrupt) => {
-                p.failed = true;
-                events.push(PeerEvent::Failed(*peer));
+                let no_room = p.no_room;
+                fail_out(ring_tx, p, events, token);
                 // Not the ring's fault where /dev/shm had no room for it.
-                Err(if p.no_room { Error::NOMEM } else { Error::CONNRESET })
+                Err(if no_room { Error::NOMEM } else { Error::CONNRESET })
             }
             Ok(false) => {
                 if p.owner_gone() {
@@ -733,8 +760,40 @@ impl ShmPort {
                 self.rare.set(rare::BACKLOGGED, true);
                 Ok(())
             }
+            Err(Error(e)) if e == Error::NOMEM.0 => {
+                if let Addr::Shm(token) = *peer {
+                    if self.peers.index(token).is_none() {
+                        self.unreachable(token);
+                    }
+                }
+                Err(Error::NOMEM)
+            }
             r => r,
         }
+    }
+
+    /// /dev/shm had no room for the first page of a ring to `token`, whom
+    /// we owe a reply (a control record): the reply is lost, so the pair
+    /// fails both ways, for good. We fail it (`PeerEvent::NoRoom`) and tell
+    /// its owner by a datagram to its doorbell (`segment::REFUSAL_MAGIC`;
+    /// no slot of ours is there to close), who fails us in turn.
+    #[cold]
+    #[inline(never)]
+    fn unreachable(&mut self, token: u64) {
+        crate::base::log::log_warn!(
+            crate::abi::FI_LOG_EP_DATA,
+            "shm: /dev/shm has no room for a ring to a peer we owe a reply; the peer is unreachable"
+        );
+        self.peers.refused.insert(token);
+        self.events.push(PeerEvent::NoRoom(Addr::Shm(token)));
+        let Ok(seg) = Segment::open(token) else { return };
+        let Ok(bell) = DoorbellAddr::new(&segment::doorbell_path(token)) else {
+            return;
+        };
+        let msg = segment::refusal_bytes(token, self.token, Error::NOMEM.0 as u32);
+        tell_owner(&self.ring_tx, &seg, &bell, &msg, "refusal");
+        // Taken in by a busy owner when claim_seq moves.
+        seg.nudge();
     }
 
     /// Free ring space towards `peer`, in payload bytes of one record.
@@ -836,10 +895,14 @@ impl ShmPort {
     #[inline(never)]
     fn flush_backlogs(&mut self) {
         let mut left = false;
-        for p in self.peers.values_mut() {
+        for (&token, &i) in &self.peers.at {
+            let p = &mut self.peers.v[i];
             if !p.backlog.is_empty() {
-                flush_backlog(p);
-                after_publish(&self.ring_tx, p);
+                if flush_backlog(p) {
+                    after_publish(&self.ring_tx, p);
+                } else {
+                    fail_out(&self.ring_tx, p, &mut self.events, token);
+                }
                 left |= !p.backlog.is_empty();
             }
         }
@@ -868,14 +931,43 @@ impl ShmPort {
                 s.look = false;
                 let closed = s.dead || self.seg.slot_state(s.slot) == SLOT_CLOSED;
                 if closed && (s.broken || s.ring.ready(s.head).is_none()) {
-                    let slot = s.slot;
+                    let (slot, token, broken) = (s.slot, s.sender.token, s.broken);
                     self.inbound.remove(i);
+                    // A sender that gave its ring up (a broken one was
+                    // reported when it broke) will not answer us either.
+                    if !broken && self.seg.slot_abort(slot) != 0 {
+                        self.refuse(token);
+                    }
                     self.seg.free_slot(slot);
                     self.verified[slot] = None;
                     continue;
                 }
             }
             i += 1;
+        }
+    }
+
+    /// The sender `token` gave its ring to us up (`fail_out`: /dev/shm had
+    /// no room for it): what we wait on from it (an ACK, a CTS, read data)
+    /// never comes, so it fails as a peer, both ways: our ring to it ends
+    /// as at a close, or is never opened.
+    #[cold]
+    #[inline(never)]
+    fn refuse(&mut self, token: u64) {
+        crate::base::log::log_warn!(
+            crate::abi::FI_LOG_EP_DATA,
+            "shm: a peer gave up its ring to us (no room for it in /dev/shm); the peer is unreachable"
+        );
+        self.events.push(PeerEvent::Failed(Addr::Shm(token)));
+        match self.peers.get_mut(token) {
+            Some(p) if !p.failed => {
+                leave(&self.ring_tx, p);
+                p.failed = true;
+            }
+            Some(_) => {}
+            None => {
+                self.peers.refused.insert(token);
+            }
         }
     }
 
@@ -1064,11 +1156,7 @@ impl ShmPort {
     pub fn close(&mut self) {
         for p in self.peers.values_mut() {
             if !p.failed {
-                let _ = write_record(p, &WireHdr::new(proto::op::BYE), &Payload::None);
-                p.seg.close_slot(p.slot);
-                // A close is always signalled: the owner frees the slot.
-                p.seg.signal(p.slot);
-                ring_doorbell(&self.ring_tx, &p.seg, &p.bell);
+                leave(&self.ring_tx, p);
             }
         }
         self.peers.clear();
@@ -1104,6 +1192,13 @@ struct Peers {
     at: FastMap<u64, usize>,
     /// (token, index in `v`) of the last lookup that found its peer.
     last: Option<(u64, usize)>,
+    /// Peers that gave up their rings to us before we had one to them
+    /// (`ShmPort::refuse`), or to whom we could not open one to reply
+    /// (`ShmPort::unreachable`): never opened.
+    refused: FastSet<u64>,
+    /// Tests: the segments `open_peer` opens have no room for a claim.
+    #[cfg(test)]
+    no_room_for_claims: bool,
 }
 
 impl Peers {
@@ -1171,11 +1266,18 @@ fn open_peer<'a>(
     my_token: u64,
     token: u64,
 ) -> Result<&'a mut PeerOut> {
+    if peers.refused.contains(&token) {
+        return Err(Error::CONNRESET);
+    }
     let seg = Segment::open(token)?;
     if !seg.owner_alive() {
         return Err(Error::ADDRNOTAVAIL);
     }
     let bell = DoorbellAddr::new(&segment::doorbell_path(token))?;
+    #[cfg(test)]
+    if peers.no_room_for_claims {
+        seg.no_room_from.store(0, core::sync::atomic::Ordering::Relaxed);
+    }
     let claim = match seg.claim_slot(me) {
         Ok(c) => c,
         Err(e) => {
@@ -1436,15 +1538,24 @@ fn cma_result(r: core::result::Result<usize, CmaError>) -> Result<usize> {
 /// while the owner's queue is full; without it the owner takes no pid from
 /// us (our large messages are streamed, not read with CMA).
 fn announce(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr, hello: [u8; segment::HELLO_LEN]) {
+    tell_owner(
+        tx,
+        seg,
+        bell,
+        &hello,
+        "claim announcement (the owner will not use CMA with us)",
+    );
+}
+
+/// Sends `msg` to `seg`'s owner's doorbell, retrying a full one for at most
+/// HELLO_PATIENCE (the owner drains it when `claim_seq` moves).
+fn tell_owner(tx: &Ringer, seg: &Segment, bell: &DoorbellAddr, msg: &[u8; segment::HELLO_LEN], what: &str) {
     let t0 = Instant::now();
-    while let Err(e) = tx.send(bell, &hello) {
+    while let Err(e) = tx.send(bell, msg) {
         // A busy owner drains its doorbell when claim_seq moves.
         seg.nudge();
         if e != Error::AGAIN || t0.elapsed() >= HELLO_PATIENCE {
-            crate::base::log::log_debug!(
-                crate::abi::FI_LOG_EP_DATA,
-                "shm: claim not announced ({e}): the owner will not use CMA with us"
-            );
+            crate::base::log::log_debug!(crate::abi::FI_LOG_EP_DATA, "shm: {what} not sent ({e})");
             return;
         }
         // Short: the whole process (every endpoint it progresses) waits.
@@ -1941,20 +2052,51 @@ unsafe fn copy_small_raw(src: *const u8, dst: *mut u8, n: usize) {
     }
 }
 
-fn flush_backlog(p: &mut PeerOut) {
+/// Writes what of `p`'s backlog fits; false if its ring failed
+/// (`fail_out` is the caller's).
+fn flush_backlog(p: &mut PeerOut) -> bool {
     while let Some(h) = p.backlog.front().copied() {
         match write_record(p, &h, &Payload::None) {
             Ok(true) => {
                 p.backlog.pop_front();
             }
             Ok(false) => break,
-            Err(_) => {
-                p.failed = true;
-                p.backlog.clear();
-                break;
-            }
+            Err(ring::Corrupt) => return false,
         }
     }
+    true
+}
+
+/// Our side of the peer `token` failed: its ring broke, or /dev/shm had no
+/// room for it (`no_room`). No more records go to it, and the endpoint
+/// hears it (`PeerEvent`). Where the cause is ours (no room), the owner is
+/// told too, by our slot closed with the code (`Segment::abort_slot`):
+/// what it waits on from us never comes, and it fails us in turn
+/// (`ShmPort::refuse`). A corrupt ring or a gone owner is the owner's own
+/// doing.
+#[cold]
+#[inline(never)]
+fn fail_out(ring_tx: &Ringer, p: &mut PeerOut, events: &mut Vec<PeerEvent>, token: u64) {
+    p.failed = true;
+    p.backlog.clear();
+    if p.no_room {
+        p.seg.abort_slot(p.slot, Error::NOMEM.0 as u32);
+        p.seg.signal(p.slot);
+        ring_doorbell(ring_tx, &p.seg, &p.bell);
+        events.push(PeerEvent::NoRoom(Addr::Shm(token)));
+    } else {
+        events.push(PeerEvent::Failed(Addr::Shm(token)));
+    }
+}
+
+/// Orderly end of our ring to `p`: a `BYE`, the slot closed (the owner
+/// frees it), the owner woken to see it.
+fn leave(ring_tx: &Ringer, p: &mut PeerOut) {
+    let _ = write_record(p, &WireHdr::new(proto::op::BYE), &Payload::None);
+    p.seg.close_slot(p.slot);
+    // A close is always signalled: the owner frees the slot.
+    p.seg.signal(p.slot);
+    ring_doorbell(ring_tx, &p.seg, &p.bell);
 }
 
 /// The consumer of [`ShmPort::poll_records`] on one ring alone, from
@@ -2332,7 +2474,7 @@ mod tests {
             a.send_record(&baddr, &eager(&big), Payload::Bytes(&big)),
             Err(Error::NOMEM)
         );
-        assert_eq!(a.take_events(), vec![PeerEvent::Failed(baddr)]);
+        assert_eq!(a.take_events(), vec![PeerEvent::NoRoom(baddr)]);
         assert_eq!(
             a.send_record(&baddr, &one, Payload::Bytes(&[1])),
             Err(Error::CONNRESET),
@@ -2344,6 +2486,112 @@ mod tests {
             Disposition::Consumed
         });
         assert_eq!(got, 1);
+    }
+
+    /// A sender that gives its ring up for want of room fails the pair
+    /// both ways: the owner drains what it sent, then fails it as a peer
+    /// (what it waits on from it, an ACK or a CTS, cannot come), and ends
+    /// its own ring to it as at a close (a BYE) or never opens one.
+    #[test]
+    fn a_ring_given_up_for_want_of_room_fails_the_pair_both_ways() {
+        for b_sent_first in [true, false] {
+            let mut a = port();
+            let mut b = port();
+            let (token, aaddr, baddr) = (b.token(), a.addr(), b.addr());
+            let one = eager(&[1]);
+            if b_sent_first {
+                b.send_record(&aaddr, &one, Payload::Bytes(&[1])).unwrap();
+            }
+            a.send_record(&baddr, &one, Payload::Bytes(&[1])).unwrap();
+            a.peer(token)
+                .unwrap()
+                .seg
+                .no_room_from
+                .store(ring::RESERVE_FIRST, core::sync::atomic::Ordering::Relaxed);
+            let big = vec![2u8; 8000];
+            assert_eq!(
+                a.send_record(&baddr, &eager(&big), Payload::Bytes(&big)),
+                Err(Error::NOMEM)
+            );
+            assert_eq!(a.take_events(), vec![PeerEvent::NoRoom(baddr)]);
+            let mut got = Vec::new();
+            b.poll_records(&mut |r| {
+                got.push(r.hdr.op);
+                Disposition::Consumed
+            });
+            assert_eq!(got, vec![op::EAGER], "what was sent before arrives");
+            assert_eq!(
+                b.take_events(),
+                vec![PeerEvent::Failed(aaddr)],
+                "b_sent_first {b_sent_first}"
+            );
+            assert_eq!(
+                b.send_record(&aaddr, &one, Payload::Bytes(&[1])),
+                Err(Error::CONNRESET),
+                "b's ring to a ends too"
+            );
+            let mut at_a = Vec::new();
+            a.poll_records(&mut |r| {
+                at_a.push(r.hdr.op);
+                Disposition::Consumed
+            });
+            let want = if b_sent_first { vec![op::EAGER, op::BYE] } else { vec![] };
+            assert_eq!(at_a, want, "b_sent_first {b_sent_first}");
+        }
+    }
+
+    /// No room for even the first page of a ring to a peer we owe a reply
+    /// (a control record): the reply is lost, so we fail the peer for
+    /// good and tell its owner by a datagram, which it believes only from
+    /// the process whose segment the named token is, and fails us in turn.
+    #[test]
+    fn a_reply_with_no_room_for_its_ring_fails_the_pair_both_ways() {
+        let mut a = port();
+        let mut b = port();
+        let (aaddr, baddr) = (a.addr(), b.addr());
+        let one = eager(&[1]);
+        b.send_record(&aaddr, &one, Payload::Bytes(&[1])).unwrap();
+        a.peers.no_room_for_claims = true;
+        assert_eq!(
+            a.send_record(&baddr, &one, Payload::Bytes(&[1])),
+            Err(Error::NOMEM),
+            "a send of our own only fails"
+        );
+        assert_eq!(a.take_events(), vec![]);
+        // A refusal naming a token that has no segment: not believed.
+        let seg = Segment::open(b.token()).unwrap();
+        let bell = DoorbellAddr::new(&segment::doorbell_path(b.token())).unwrap();
+        tell_owner(
+            &a.ring_tx,
+            &seg,
+            &bell,
+            &segment::refusal_bytes(b.token(), 12345, 12),
+            "test",
+        );
+        seg.nudge();
+        b.poll_records(&mut |_| Disposition::Consumed);
+        assert_eq!(b.take_events(), vec![]);
+        let ack = WireHdr::new(op::ACK);
+        assert_eq!(a.send_ctl(&baddr, &ack), Err(Error::NOMEM));
+        assert_eq!(a.take_events(), vec![PeerEvent::NoRoom(baddr)]);
+        a.peers.no_room_for_claims = false;
+        assert_eq!(
+            a.send_record(&baddr, &one, Payload::Bytes(&[1])),
+            Err(Error::CONNRESET),
+            "for good"
+        );
+        let mut got = 0;
+        b.poll_records(&mut |_| {
+            got += 1;
+            Disposition::Consumed
+        });
+        assert_eq!(got, 0);
+        assert_eq!(b.take_events(), vec![PeerEvent::Failed(aaddr)]);
+        assert_eq!(
+            b.send_record(&aaddr, &one, Payload::Bytes(&[1])),
+            Err(Error::CONNRESET),
+            "b's ring to a ends too"
+        );
     }
 
     /// In a large ring small records keep the default ring's lap: taken

@@ -158,6 +158,11 @@ const S_START: usize = 24;
 /// Written by the owner only: non-zero while it polls this ring on every
 /// pass (senders then need not signal it).
 const S_WATCH: usize = 32;
+/// Written by the sender only, before it closes the slot: 0, or the FI_E*
+/// code for which it gave the ring up (FI_ENOMEM: /dev/shm had no room for
+/// it), so that the owner fails it as a peer instead of taking the close
+/// for an orderly one (docs/shm.md, "A full /dev/shm"). Zeroed at a claim.
+const S_ABORT: usize = 40;
 
 /// Slot states (low byte of the state word; bits 8..32 the generation,
 /// bits 32..64 the pid of the process that claimed it).
@@ -268,6 +273,31 @@ pub fn parse_hello(owner_token: u64, b: &[u8]) -> Option<(Claim, u64)> {
     }
     let slot = (w(2) & 0xffff_ffff) as usize;
     (slot < NSLOTS).then_some((Claim { slot, gen: w(2) >> 32 }, w(3)))
+}
+
+/// "I cannot reach you": a datagram to the owner's doorbell from a process
+/// that found no room in /dev/shm for a ring in its segment while it owed
+/// it a reply (docs/shm.md, "A full /dev/shm"): owner token, the sender's
+/// token, the FI_E* code. Believed only with the kernel's credentials
+/// (the sender token's segment must be that pid's).
+pub const REFUSAL_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMNO1");
+
+pub fn refusal_bytes(owner_token: u64, sender_token: u64, code: u32) -> [u8; HELLO_LEN] {
+    let mut b = [0u8; HELLO_LEN];
+    b[0..8].copy_from_slice(&REFUSAL_MAGIC.to_le_bytes());
+    b[8..16].copy_from_slice(&owner_token.to_le_bytes());
+    b[16..24].copy_from_slice(&sender_token.to_le_bytes());
+    b[24..32].copy_from_slice(&(code as u64).to_le_bytes());
+    b
+}
+
+/// Parses a refusal meant for `owner_token`: the sender's token.
+pub fn parse_refusal(owner_token: u64, b: &[u8]) -> Option<u64> {
+    if b.len() != HELLO_LEN {
+        return None;
+    }
+    let w = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+    (w(0) == REFUSAL_MAGIC && w(1) == owner_token).then_some(w(2))
 }
 
 /// A slot claimed by a sender (state CLAIMED until activated).
@@ -702,6 +732,7 @@ impl Segment {
             self.slot_word(slot, S_PID)
                 .store(me.pid as u32 as u64, Ordering::Relaxed);
             self.slot_word(slot, S_START).store(me.start, Ordering::Relaxed);
+            self.slot_word(slot, S_ABORT).store(0, Ordering::Relaxed);
             // A slot never claimed has the zeroed ring the segment was
             // created with (and a freed one the ring its owner reset):
             // resetting it would cost a system call for nothing.
@@ -757,6 +788,21 @@ impl Segment {
                     Ordering::Relaxed,
                 )
                 .is_ok()
+    }
+
+    /// Sender: no more records will come in this slot, because of `code`
+    /// (an FI_E* code, not 0): the owner fails us as a peer.
+    pub fn abort_slot(&self, slot: usize, code: u32) {
+        // Ordered before the close by its Release.
+        self.slot_word(slot, S_ABORT).store(code as u64, Ordering::Relaxed);
+        self.close_slot(slot);
+    }
+
+    /// Owner: why a closed slot's sender gave its ring up (0: an orderly
+    /// close). Read after its `SLOT_CLOSED` (Acquire); any value is only
+    /// that sender's word about itself.
+    pub fn slot_abort(&self, slot: usize) -> u32 {
+        self.slot_word(slot, S_ABORT).load(Ordering::Acquire) as u32
     }
 
     /// Sender: no more records will come in this slot.

@@ -622,7 +622,7 @@ impl Inner {
         };
         let moved = Port::poll(shm, &mut f);
         let (dropped, bye) = (f.dropped, f.bye);
-        let failed = Port::take_events(shm).contains(&PeerEvent::Failed(Addr::Shm(o.token)));
+        let failed = Port::take_events(shm).iter().any(|e| *e.peer() == Addr::Shm(o.token));
         if dropped > 0 {
             if self.dropped < DROPS_LOGGED {
                 crate::base::log::log_warn!(
