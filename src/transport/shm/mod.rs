@@ -2456,44 +2456,12 @@ mod tests {
 
     /// Without room in /dev/shm for the cells a ring needs to work at all
     /// (`ring::RESERVE_WORKING`), a send that needs them fails with
-    /// -FI_ENOMEM and the peer is failed; the first page's records arrived.
-    #[test]
-    fn no_room_for_a_working_ring_fails_the_peer_with_enomem() {
-        let mut a = port();
-        let mut b = port();
-        let (token, baddr) = (b.token(), b.addr());
-        let one = eager(&[1]);
-        a.send_record(&baddr, &one, Payload::Bytes(&[1])).unwrap();
-        a.peer(token)
-            .unwrap()
-            .seg
-            .no_room_from
-            .store(ring::RESERVE_FIRST, core::sync::atomic::Ordering::Relaxed);
-        let big = vec![2u8; 8000];
-        assert_eq!(
-            a.send_record(&baddr, &eager(&big), Payload::Bytes(&big)),
-            Err(Error::NOMEM)
-        );
-        assert_eq!(a.take_events(), vec![PeerEvent::NoRoom(baddr)]);
-        assert_eq!(
-            a.send_record(&baddr, &one, Payload::Bytes(&[1])),
-            Err(Error::CONNRESET),
-            "the peer stays failed"
-        );
-        let mut got = 0;
-        b.poll_records(&mut |_| {
-            got += 1;
-            Disposition::Consumed
-        });
-        assert_eq!(got, 1);
-    }
-
-    /// A sender that gives its ring up for want of room fails the pair
-    /// both ways: the owner drains what it sent, then fails it as a peer
+    /// -FI_ENOMEM and the peer fails for good; and the pair fails both
+    /// ways: the owner drains what it sent, then fails it as a peer
     /// (what it waits on from it, an ACK or a CTS, cannot come), and ends
     /// its own ring to it as at a close (a BYE) or never opens one.
     #[test]
-    fn a_ring_given_up_for_want_of_room_fails_the_pair_both_ways() {
+    fn no_room_for_a_working_ring_fails_the_pair_both_ways() {
         for b_sent_first in [true, false] {
             let mut a = port();
             let mut b = port();
@@ -2514,6 +2482,11 @@ mod tests {
                 Err(Error::NOMEM)
             );
             assert_eq!(a.take_events(), vec![PeerEvent::NoRoom(baddr)]);
+            assert_eq!(
+                a.send_record(&baddr, &one, Payload::Bytes(&[1])),
+                Err(Error::CONNRESET),
+                "the peer stays failed"
+            );
             let mut got = Vec::new();
             b.poll_records(&mut |r| {
                 got.push(r.hdr.op);
