@@ -705,9 +705,7 @@ impl ShmPort {
         let p = peer_out(&mut self.peers, ring_tx, self.me, self.token, token)?;
         if !p.backlog.is_empty() {
             if !flush_backlog(p) {
-                let no_room = p.no_room;
-                fail_out(ring_tx, p, events, token);
-                return Err(if no_room { Error::NOMEM } else { Error::CONNRESET });
+                return Err(fail_out(ring_tx, p, events, token));
             }
             if !p.backlog.is_empty() {
                 return Err(Error::AGAIN);
@@ -720,12 +718,7 @@ impl ShmPort {
             None => write_record(p, hdr, &payload),
         };
         match r {
-            Err(ring::Corrupt) => {
-                let no_room = p.no_room;
-                fail_out(ring_tx, p, events, token);
-                // Not the ring's fault where /dev/shm had no room for it.
-                Err(if no_room { Error::NOMEM } else { Error::CONNRESET })
-            }
+            Err(ring::Corrupt) => Err(fail_out(ring_tx, p, events, token)),
             Ok(false) => {
                 if p.owner_gone() {
                     p.failed = true;
@@ -901,7 +894,7 @@ impl ShmPort {
                 if flush_backlog(p) {
                     after_publish(&self.ring_tx, p);
                 } else {
-                    fail_out(&self.ring_tx, p, &mut self.events, token);
+                    let _ = fail_out(&self.ring_tx, p, &mut self.events, token);
                 }
                 left |= !p.backlog.is_empty();
             }
@@ -2073,20 +2066,23 @@ fn flush_backlog(p: &mut PeerOut) -> bool {
 /// told too, by our slot closed with the code (`Segment::abort_slot`):
 /// what it waits on from us never comes, and it fails us in turn
 /// (`ShmPort::refuse`). A corrupt ring or a gone owner is the owner's own
-/// doing.
+/// doing. The error for the send that found it: -FI_ENOMEM where the ring
+/// is not at fault, else -FI_ECONNRESET.
 #[cold]
 #[inline(never)]
-fn fail_out(ring_tx: &Ringer, p: &mut PeerOut, events: &mut Vec<PeerEvent>, token: u64) {
+fn fail_out(ring_tx: &Ringer, p: &mut PeerOut, events: &mut Vec<PeerEvent>, token: u64) -> Error {
     p.failed = true;
     p.backlog.clear();
-    if p.no_room {
+    let ev = if p.no_room {
         p.seg.abort_slot(p.slot, Error::NOMEM.0 as u32);
         p.seg.signal(p.slot);
         ring_doorbell(ring_tx, &p.seg, &p.bell);
-        events.push(PeerEvent::NoRoom(Addr::Shm(token)));
+        PeerEvent::NoRoom(Addr::Shm(token))
     } else {
-        events.push(PeerEvent::Failed(Addr::Shm(token)));
-    }
+        PeerEvent::Failed(Addr::Shm(token))
+    };
+    events.push(ev);
+    ev.cause()
 }
 
 /// Orderly end of our ring to `p`: a `BYE`, the slot closed (the owner

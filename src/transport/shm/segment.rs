@@ -253,26 +253,33 @@ pub const HELLO_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMHI1");
 pub const HELLO_LEN: usize = 32;
 
 pub fn hello_bytes(owner_token: u64, c: Claim, sender_token: u64) -> [u8; HELLO_LEN] {
-    let mut b = [0u8; HELLO_LEN];
-    b[0..8].copy_from_slice(&HELLO_MAGIC.to_le_bytes());
-    b[8..16].copy_from_slice(&owner_token.to_le_bytes());
-    b[16..24].copy_from_slice(&(c.slot as u64 | (c.gen << 32)).to_le_bytes());
-    b[24..32].copy_from_slice(&sender_token.to_le_bytes());
-    b
+    datagram(HELLO_MAGIC, owner_token, [c.slot as u64 | (c.gen << 32), sender_token])
 }
 
 /// Parses a "who I am" datagram meant for `owner_token`: (claim, sender
 /// token); None for anything else (plain rings, garbage).
 pub fn parse_hello(owner_token: u64, b: &[u8]) -> Option<(Claim, u64)> {
+    let [w2, w3] = parse_datagram(HELLO_MAGIC, owner_token, b)?;
+    let slot = (w2 & 0xffff_ffff) as usize;
+    (slot < NSLOTS).then_some((Claim { slot, gen: w2 >> 32 }, w3))
+}
+
+/// A doorbell datagram: the magic, the owner's token, two words.
+fn datagram(magic: u64, owner_token: u64, rest: [u64; 2]) -> [u8; HELLO_LEN] {
+    let mut b = [0u8; HELLO_LEN];
+    for (i, w) in [magic, owner_token, rest[0], rest[1]].into_iter().enumerate() {
+        b[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+    }
+    b
+}
+
+/// The two words of a [`datagram`] with `magic` meant for `owner_token`.
+fn parse_datagram(magic: u64, owner_token: u64, b: &[u8]) -> Option<[u64; 2]> {
     if b.len() != HELLO_LEN {
         return None;
     }
     let w = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or_default());
-    if w(0) != HELLO_MAGIC || w(1) != owner_token {
-        return None;
-    }
-    let slot = (w(2) & 0xffff_ffff) as usize;
-    (slot < NSLOTS).then_some((Claim { slot, gen: w(2) >> 32 }, w(3)))
+    (w(0) == magic && w(1) == owner_token).then(|| [w(2), w(3)])
 }
 
 /// "I cannot reach you": a datagram to the owner's doorbell from a process
@@ -283,21 +290,12 @@ pub fn parse_hello(owner_token: u64, b: &[u8]) -> Option<(Claim, u64)> {
 pub const REFUSAL_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMNO1");
 
 pub fn refusal_bytes(owner_token: u64, sender_token: u64, code: u32) -> [u8; HELLO_LEN] {
-    let mut b = [0u8; HELLO_LEN];
-    b[0..8].copy_from_slice(&REFUSAL_MAGIC.to_le_bytes());
-    b[8..16].copy_from_slice(&owner_token.to_le_bytes());
-    b[16..24].copy_from_slice(&sender_token.to_le_bytes());
-    b[24..32].copy_from_slice(&(code as u64).to_le_bytes());
-    b
+    datagram(REFUSAL_MAGIC, owner_token, [sender_token, code as u64])
 }
 
 /// Parses a refusal meant for `owner_token`: the sender's token.
 pub fn parse_refusal(owner_token: u64, b: &[u8]) -> Option<u64> {
-    if b.len() != HELLO_LEN {
-        return None;
-    }
-    let w = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or_default());
-    (w(0) == REFUSAL_MAGIC && w(1) == owner_token).then_some(w(2))
+    parse_datagram(REFUSAL_MAGIC, owner_token, b).map(|[t, _]| t)
 }
 
 /// A slot claimed by a sender (state CLAIMED until activated).
@@ -585,11 +583,16 @@ impl Segment {
         self.read_u64(H_CLAIM_SEQ)
     }
 
-    /// The first byte of `slot`'s ring (page-aligned).
-    fn slot_base(&self, slot: usize) -> *mut u8 {
+    /// Where `slot`'s ring starts in the mapping (page-aligned).
+    fn ring_offset(&self, slot: usize) -> usize {
         debug_assert!(slot < NSLOTS);
+        CTL_AREA + slot * self.stride
+    }
+
+    /// The first byte of `slot`'s ring.
+    fn slot_base(&self, slot: usize) -> *mut u8 {
         // SAFETY: slot < NSLOTS keeps the offset inside the mapping.
-        unsafe { self.map.as_ptr().add(CTL_AREA + slot * self.stride) }
+        unsafe { self.map.as_ptr().add(self.ring_offset(slot)) }
     }
 
     fn slot_word(&self, slot: usize, off: usize) -> &AtomicU64 {
@@ -606,7 +609,7 @@ impl Segment {
     /// resident, leaves nothing behind. Where the pages cannot be
     /// discarded, every non-zero word is written (a hole is only read).
     pub fn reset_ring(&self, slot: usize) {
-        let base = self.slot_base(slot) as usize - self.map.as_ptr() as usize;
+        let base = self.ring_offset(slot);
         if self.map.discard(base, self.stride).is_err() {
             self.ring(slot).reset();
         }
@@ -673,7 +676,7 @@ impl Segment {
         if self.no_room_from.load(Ordering::Relaxed) == 0 {
             return Err(Error::NOMEM);
         }
-        let base = self.slot_base(slot) as usize - self.map.as_ptr() as usize;
+        let base = self.ring_offset(slot);
         let len = ring_bytes(super::ring::RESERVE_FIRST as usize).next_multiple_of(sys::shm::PAGE);
         self.map.reserve(base, len)
     }
