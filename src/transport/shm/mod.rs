@@ -2483,12 +2483,7 @@ mod tests {
                 Err(Error::CONNRESET),
                 "the peer stays failed"
             );
-            let mut got = Vec::new();
-            b.poll_records(&mut |r| {
-                got.push(r.hdr.op);
-                Disposition::Consumed
-            });
-            assert_eq!(got, vec![op::EAGER], "what was sent before arrives");
+            assert_eq!(ops(&mut b), vec![op::EAGER], "what was sent before arrives");
             assert_eq!(
                 b.take_events(),
                 vec![PeerEvent::Failed(aaddr)],
@@ -2499,13 +2494,8 @@ mod tests {
                 Err(Error::CONNRESET),
                 "b's ring to a ends too"
             );
-            let mut at_a = Vec::new();
-            a.poll_records(&mut |r| {
-                at_a.push(r.hdr.op);
-                Disposition::Consumed
-            });
             let want = if b_sent_first { vec![op::EAGER, op::BYE] } else { vec![] };
-            assert_eq!(at_a, want, "b_sent_first {b_sent_first}");
+            assert_eq!(ops(&mut a), want, "b_sent_first {b_sent_first}");
         }
     }
 
@@ -2549,12 +2539,7 @@ mod tests {
             Err(Error::CONNRESET),
             "for good"
         );
-        let mut got = 0;
-        b.poll_records(&mut |_| {
-            got += 1;
-            Disposition::Consumed
-        });
-        assert_eq!(got, 0);
+        assert_eq!(ops(&mut b), vec![]);
         assert_eq!(b.take_events(), vec![PeerEvent::Failed(aaddr)]);
         assert_eq!(
             b.send_record(&aaddr, &one, Payload::Bytes(&[1])),
@@ -3039,6 +3024,16 @@ mod tests {
         h.flags = proto::flag::TAGGED;
         h.len = b.len() as u64;
         h
+    }
+
+    /// The op of every record `b` has now.
+    fn ops(b: &mut ShmPort) -> Vec<u8> {
+        let mut v = Vec::new();
+        b.poll_records(&mut |r| {
+            v.push(r.hdr.op);
+            Disposition::Consumed
+        });
+        v
     }
 
     /// (source, pid reported) of every record `b` has now.
