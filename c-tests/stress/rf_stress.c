@@ -263,11 +263,14 @@ static void report_errnos(void)
 {
 	char line[1024];
 	size_t at = 0;
-	for (int e = 1; e < FAIL_ERRNOS && at < sizeof line - 80; e++) {
+	for (int e = 1; e < FAIL_ERRNOS; e++) {
 		uint64_t n = atomic_load(&P.fail_errno[e]);
-		if (n)
-			at += (size_t)snprintf(line + at, sizeof line - at, " %d (%s) x%" PRIu64 ",", e,
-					       fi_strerror(e), n);
+		if (!n)
+			continue;
+		int w = snprintf(line + at, sizeof line - at, " %d (%s) x%" PRIu64 ",", e, fi_strerror(e), n);
+		if (w < 0 || (size_t)w >= sizeof line - at)
+			break; /* the line is full: the codes so far */
+		at += (size_t)w;
 	}
 	if (at)
 		fprintf(stderr, "rf_stress[peer %d]: operations failed with:%.*s\n", P.me, (int)at - 1, line);

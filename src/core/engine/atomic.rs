@@ -571,8 +571,8 @@ impl State {
         }
     }
 
-    /// A peer failed: atomics waiting on it end with `PEER_FAILED`; what we
-    /// owe it is dropped.
+    /// A peer failed: atomics waiting on it end with `err` (`PEER_FAILED`,
+    /// or the cause a `PeerEvent` gives); what we owe it is dropped.
     pub(super) fn atomic_peer_failed(&mut self, b: &Bound<'_>, peer: &Addr, err: Error) {
         let ids: Vec<u64> = self
             .rma
