@@ -2,7 +2,9 @@
 # Runs every built C test program (build/c-tests/test_*) under a timeout
 # against the rustfab in $FI_PROVIDER_PATH, and prints a closing
 # "N passed, N failed" line over all of them. A program that crashes or times
-# out counts one failure on top of whatever it printed.
+# out counts one failure on top of whatever it printed; one that exits 0
+# without its own summary line counts one failure too (it stopped before its
+# end, or never ran its checks).
 set -u
 dir=${1:-build/c-tests}
 per_test_timeout=${C_TEST_TIMEOUT:-120}
@@ -25,7 +27,10 @@ for t in "$dir"/test_*; do
 	if [ -n "$line" ]; then
 		p=$(echo "$line" | awk '{print $1}'); f=$(echo "$line" | awk '{print $3}')
 	fi
-	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+	if [ $rc -eq 0 ] && [ -z "$line" ]; then
+		echo "FAIL $name: exited 0 without its 'N passed, N failed' line"
+		f=$((f + 1))
+	elif [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
 		if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "FAIL $name: timed out after ${per_test_timeout}s"
 		else echo "FAIL $name: exited with status $rc"; fi
 		f=$((f + 1))
