@@ -151,7 +151,8 @@ man:
 	@[ -n "$(RELEASE_DATE)" ] || { echo "man: CHANGELOG.md has no '## [$(VERSION)] - <date>' entry"; exit 1; }
 	man/md2man.sh $(MAN_SRC) $(VERSION) $(RELEASE_DATE) > $(MAN).tmp && mv -f $(MAN).tmp $(MAN)
 
-man-check:
+man-check: lib
+	@FI_PROVIDER_PATH=$(CURDIR)/$(BUILD) man/entries.sh --check $(MAN_SRC)
 	@for p in $$(sed -n 's/^#define FI_RUSTFAB_ENV_[A-Z_]* "\(.*\)"$$/\1/p' $(HEADER)); do \
 	  grep -q "^\*$$p\*$$" $(MAN_SRC) || { echo "man-check: $$p is not described in $(MAN_SRC) (RUNTIME PARAMETERS)"; exit 1; }; \
 	done

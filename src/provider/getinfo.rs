@@ -12,13 +12,14 @@
 //!
 //! # Decisions
 //! Taken from the issue (docs/abi.md §4.1–4.3, docs/mpi.md §2):
-//! * Entries in [`TEMPLATES`] order: auto RDM, shm RDM, tcp RDM, then tcp
-//!   MSG. `FI_RUSTFAB_TRANSPORT` (a list of auto, shm, tcp; `all`/unset:
+//! * Entries in [`TEMPLATES`] order: auto RDM, shm RDM, tcp RDM, then auto,
+//!   shm and tcp MSG. `FI_RUSTFAB_TRANSPORT` (a list of auto, shm, tcp; `all`/unset:
 //!   every one) keeps the rows of the named transports.
 //! * `fabric_attr->prov_name` stays NULL (core fills it in); `prov_name`
 //!   hints (`rustfab`, `rustfab;^ofi_rxm`, …) are never a reason to reject.
 //! * caps are exactly what the data path delivers ([`SHM_CAPS`],
-//!   [`TCP_CAPS`]); shm has no `FI_REMOTE_COMM` (it is host-local).
+//!   [`TCP_CAPS`], `MSG_CAPS`); shm, RDM and MSG, has no `FI_REMOTE_COMM`
+//!   (it is host-local).
 //! * mode: nothing is required. `FI_BUFFERED_RECV` is echoed when the hints
 //!   allow it ([`OPTIONAL_MODE`] is the one-line hook).
 //! * Values the application asks for are echoed (threading, progress,
@@ -314,10 +315,13 @@ pub const TEMPLATES: &[Template] = &[
         protocol: AUTO_PROTOCOL,
         max_msg_size: TCP_MAX_MSG_SIZE,
     },
+    // A shm connection carries its data over shm only: a peer on another
+    // host is refused (docs/shm.md, Connected endpoints), so no
+    // FI_REMOTE_COMM, as on the shm RDM entry.
     Template {
         transport: TransportKind::Shm,
         ep_type: FI_EP_MSG,
-        caps: crate::fi::connected::MSG_CAPS,
+        caps: crate::fi::connected::MSG_CAPS & !FI_REMOTE_COMM,
         protocol: SHM_PROTOCOL,
         max_msg_size: TCP_MAX_MSG_SIZE,
     },
@@ -2602,9 +2606,12 @@ mod tests {
                 ("tcp".into(), FI_EP_MSG)
             ]
         );
-        // The shm and tcp MSG entries differ in their domain and protocol only.
+        // The shm and tcp MSG entries differ in their domain, protocol and
+        // locality only: shm reaches this host alone.
         let (ms, m) = (&l[2], &l[3]);
-        assert_eq!(ms.caps, m.caps);
+        assert_eq!(ms.caps, m.caps & !FI_REMOTE_COMM);
+        assert_ne!(m.caps & FI_REMOTE_COMM, 0);
+        assert_eq!(ms.domain.as_ref().unwrap().caps & FI_REMOTE_COMM, 0);
         assert_eq!(ms.tx.as_ref().unwrap().caps, m.tx.as_ref().unwrap().caps);
         assert_eq!(ms.rx.as_ref().unwrap().caps, m.rx.as_ref().unwrap().caps);
         assert_eq!(ms.addr_format, FI_SOCKADDR_IN);
@@ -2669,7 +2676,11 @@ mod tests {
         let h = msg_hints(FI_MSG);
         let l = super::getinfo(&query(Some(&h))).unwrap();
         assert_eq!(names(&l), ["shm", "tcp"]);
-        assert_eq!(l[0].caps, FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM);
+        assert_eq!(l[0].caps, FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM);
+        assert_eq!(l[1].caps, FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM);
+        // Asking for FI_REMOTE_COMM leaves shm out.
+        let hr = msg_hints(FI_MSG | FI_REMOTE_COMM);
+        assert_eq!(names(&super::getinfo(&query(Some(&hr))).unwrap()), ["tcp"]);
         // fi_rma_bw -e msg's request.
         let l = super::getinfo(&query(Some(&msg_hints(FI_MSG | FI_RMA)))).unwrap();
         assert_eq!(l[0].tx.as_ref().unwrap().rma_iov_limit, RMA_IOV_LIMIT);
