@@ -126,9 +126,8 @@ Description: libfabric provider written in Rust (shared memory and TCP)
  provider directory, so that unmodified libfabric applications (Open MPI,
  fabtests, fi_pingpong) can use it. It moves data over its own transports:
  shared memory between the processes of a host, TCP between hosts, and
- "auto", both behind one address. It offers reliable-datagram endpoints on
- all three and connected endpoints on all three, with tagged messages,
- RMA, atomics and
+ "auto", both behind one address. It offers reliable-datagram and
+ connected endpoints on all three, with tagged messages, RMA, atomics and
  buffered receives.
  .
  With this package installed, "fi_info -p rustfab" lists the provider
