@@ -18,7 +18,7 @@ PREFIX   := $(shell pkg-config --variable=prefix libfabric 2>/dev/null || echo /
 MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
-.PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check \
+.PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check params-check \
         c-tests c-tests-tcp examples netns shmfull fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-insns bench-idle bench-mpi fmt lint clean panic-test \
         memcheck asan stress fuzz fuzz-corpus loom miri
 
@@ -73,7 +73,7 @@ demo: lib $(BUILD)/bench/rf_bench
 	@echo
 	@$(TIMEOUT) 120 c-tests/bench/demo.sh $(BUILD)/bench/rf_bench
 
-test: lint unit loom abi-check exports-check header-check man-check c-tests memcheck netns shmfull panic-test mpi mpi5 mpi-hosts
+test: lint unit loom abi-check exports-check header-check man-check params-check c-tests memcheck netns shmfull panic-test mpi mpi5 mpi-hosts
 
 unit:
 	$(CARGO) test --release
@@ -165,6 +165,12 @@ man-check: lib
 	@if command -v man >/dev/null; then \
 	  w=$$(LC_ALL=C.UTF-8 MANROFFSEQ= man --warnings -l $(MAN) 2>&1 >/dev/null); \
 	  [ -z "$$w" ] || { echo "man-check: groff warns about $(MAN):"; echo "$$w"; exit 1; }; fi
+
+# What fi_info shows of the parameters: the settings in effect at
+# FI_LOG_LEVEL=info, one warning per bad, replaced or clamped value, naming
+# the line that decided it (c-tests/params/run.sh).
+params-check: lib
+	c-tests/params/run.sh
 
 fmt:
 	$(CARGO) fmt

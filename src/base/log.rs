@@ -3,7 +3,9 @@
 //!
 //! Use the macros: `log_warn!(FI_LOG_EP_CTRL, "tcp: bad HELLO ({why:?})")`.
 //! They ask `fi_log_enabled` first and format only when the line will be
-//! written, and they pass the calling module and line to `fi_log`.
+//! written, and they pass the calling module and line to `fi_log`. Where a
+//! helper logs on behalf of its caller, the `_at` forms take the caller's
+//! `Location` (from `#[track_caller]`) and name its file and line instead.
 
 use crate::abi::libfabric::{fi_log, fi_log_enabled};
 use crate::abi::*;
@@ -51,6 +53,13 @@ pub fn emit(prov: *const fi_provider, level: u32, subsys: u32, func: &CStr, line
     };
 }
 
+/// The file a `Location` names, as the NUL-terminated "function" `fi_log`
+/// prints before the line number.
+#[doc(hidden)]
+pub fn location_name(at: &core::panic::Location<'_>) -> CString {
+    CString::new(at.file().replace('\0', " ")).unwrap_or_default()
+}
+
 /// `log_at!(level, subsys, fmt, args..)`: one line at `level` if enabled.
 macro_rules! log_at {
     ($level:expr, $subsys:expr, $($arg:tt)+) => {
@@ -60,6 +69,18 @@ macro_rules! log_at {
                 Err(_) => c"rustfab",
             };
             $crate::base::log::emit(prov, $level, $subsys, func, line!(), format_args!($($arg)+));
+        }
+    };
+}
+
+/// `log_at_location!(level, subsys, location, fmt, args..)`: one line at
+/// `level` if enabled, attributed to `location`'s file and line.
+macro_rules! log_at_location {
+    ($level:expr, $subsys:expr, $at:expr, $($arg:tt)+) => {
+        if let Some(prov) = $crate::base::log::enabled($level, $subsys) {
+            let at: &::core::panic::Location<'_> = $at;
+            let func = $crate::base::log::location_name(at);
+            $crate::base::log::emit(prov, $level, $subsys, &func, at.line(), format_args!($($arg)+));
         }
     };
 }
@@ -79,4 +100,14 @@ macro_rules! log_debug {
     ($subsys:expr, $($arg:tt)+) => { $crate::base::log::log_at!($crate::abi::FI_LOG_DEBUG, $subsys, $($arg)+) };
 }
 
-pub(crate) use {log_at, log_debug, log_info, log_warn};
+/// A warning attributed to `at` (a `#[track_caller]` helper's caller).
+macro_rules! log_warn_at {
+    ($subsys:expr, $at:expr, $($arg:tt)+) => { $crate::base::log::log_at_location!($crate::abi::FI_LOG_WARN, $subsys, $at, $($arg)+) };
+}
+
+/// Information attributed to `at` (where a refusal was decided).
+macro_rules! log_info_at {
+    ($subsys:expr, $at:expr, $($arg:tt)+) => { $crate::base::log::log_at_location!($crate::abi::FI_LOG_INFO, $subsys, $at, $($arg)+) };
+}
+
+pub(crate) use {log_at, log_at_location, log_debug, log_info, log_info_at, log_warn, log_warn_at};

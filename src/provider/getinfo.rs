@@ -474,9 +474,9 @@ impl TransportChoice {
         match crate::provider::params::get_str("transport") {
             None => TransportChoice::All,
             Some(s) => TransportChoice::parse(&s).unwrap_or_else(|| {
-                crate::base::log::log_warn!(
-                    FI_LOG_CORE,
-                    "FI_RUSTFAB_TRANSPORT={s:?} is not all or a list of auto, shm, tcp; using all"
+                crate::provider::params::warn_once(
+                    core::panic::Location::caller(),
+                    format!("FI_RUSTFAB_TRANSPORT={s:?} is not all or a list of auto, shm, tcp; using all"),
                 );
                 TransportChoice::All
             }),
@@ -508,9 +508,31 @@ impl Query<'_> {
     }
 }
 
-/// Why one template was not offered (logged at FI_LOG_INFO, like util's
-/// `FI_INFO` lines).
-type Check = core::result::Result<(), &'static str>;
+/// Why one template (or the whole request) was not offered, and the line
+/// that decided it: logged at FI_LOG_INFO, like util's `FI_INFO` lines, with
+/// that line rather than the logging call's.
+#[derive(Clone, Copy, Debug)]
+struct Skip {
+    why: &'static str,
+    at: &'static core::panic::Location<'static>,
+}
+
+/// A [`Skip`] raised at the caller's line.
+#[track_caller]
+fn skip(why: &'static str) -> Skip {
+    Skip {
+        why,
+        at: core::panic::Location::caller(),
+    }
+}
+
+impl core::fmt::Display for Skip {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.why)
+    }
+}
+
+type Check = core::result::Result<(), Skip>;
 
 /// What the hints and `node` say about addresses, parsed once per call.
 struct Prepared {
@@ -525,18 +547,18 @@ struct Prepared {
 }
 
 impl Prepared {
-    fn new(q: &Query) -> core::result::Result<Prepared, &'static str> {
+    fn new(q: &Query) -> core::result::Result<Prepared, Skip> {
         let format = q.hints.map_or(FI_FORMAT_UNSPEC, |h| h.addr_format);
         match format {
             FI_FORMAT_UNSPEC | FI_SOCKADDR | FI_SOCKADDR_IN | FI_SOCKADDR_IN6 | FI_ADDR_STR => {}
-            _ => return Err("address format not supported"),
+            _ => return Err(skip("address format not supported")),
         }
-        let parse = |b: Option<&[u8]>| -> core::result::Result<Option<Addr>, &'static str> {
+        let parse = |b: Option<&[u8]>| -> core::result::Result<Option<Addr>, Skip> {
             match b {
                 None => Ok(None),
                 Some(b) => Addr::parse(format, b)
                     .map(|(a, _)| Some(a))
-                    .map_err(|_| "hints carry an address rustfab cannot parse"),
+                    .map_err(|_| skip("hints carry an address rustfab cannot parse")),
             }
         };
         let hint_src = parse(q.hints.and_then(|h| h.src_addr.as_deref()))?;
@@ -669,7 +691,7 @@ pub fn getinfo(q: &Query) -> Result<Vec<Info>> {
     let p = match Prepared::new(q) {
         Ok(p) => p,
         Err(why) => {
-            crate::base::log::log_info!(FI_LOG_CORE, "fi_getinfo: {why}");
+            crate::base::log::log_info_at!(FI_LOG_CORE, why.at, "fi_getinfo: {why}");
             return Err(Error::NODATA);
         }
     };
@@ -677,8 +699,9 @@ pub fn getinfo(q: &Query) -> Result<Vec<Info>> {
     for t in TEMPLATES {
         match offer(q, &p, t) {
             Ok(info) => out.push(info),
-            Err(why) => crate::base::log::log_info!(
+            Err(why) => crate::base::log::log_info_at!(
                 FI_LOG_CORE,
+                why.at,
                 "fi_getinfo: {} entry skipped: {why}",
                 t.transport.domain_name(),
             ),
@@ -692,7 +715,7 @@ pub fn getinfo(q: &Query) -> Result<Vec<Info>> {
 }
 
 /// One template against the request.
-fn offer(q: &Query, p: &Prepared, t: &Template) -> core::result::Result<Info, &'static str> {
+fn offer(q: &Query, p: &Prepared, t: &Template) -> core::result::Result<Info, Skip> {
     let t = &t.at_version(q.version);
     transport_filter(q, p, t)?;
     let base = template_info(t, q.version);
@@ -724,7 +747,7 @@ fn transport_of(a: &Addr) -> TransportKind {
 /// domain name, and the locality of a destination node.
 fn transport_filter(q: &Query, p: &Prepared, t: &Template) -> Check {
     if !q.transports.allows(t.transport) {
-        return Err("FI_RUSTFAB_TRANSPORT excludes it");
+        return Err(skip("FI_RUSTFAB_TRANSPORT excludes it"));
     }
     let format_ok = match p.format {
         FI_ADDR_STR => t.addressing() != TransportKind::Tcp,
@@ -732,20 +755,20 @@ fn transport_filter(q: &Query, p: &Prepared, t: &Template) -> Check {
         _ => true,
     };
     if !format_ok {
-        return Err("address format belongs to another transport");
+        return Err(skip("address format belongs to another transport"));
     }
     if p.addresses().any(|a| transport_of(a) != t.addressing()) {
-        return Err("an address in the request belongs to another transport");
+        return Err(skip("an address in the request belongs to another transport"));
     }
     if let Some(name) = q.hints.and_then(|h| h.domain.as_ref()).and_then(|d| d.name.as_deref()) {
         if !name.eq_ignore_ascii_case(t.transport.domain_name()) {
-            return Err("domain name does not match");
+            return Err(skip("domain name does not match"));
         }
     }
     if t.transport == TransportKind::Shm && !q.source() && p.node_addr.is_none() {
         if let Some(node) = q.node {
             if !*p.node_local.get_or_init(|| node_is_local(node, q.numeric())) {
-                return Err("node is not this host (shm is host-local)");
+                return Err(skip("node is not this host (shm is host-local)"));
             }
         }
     }
@@ -754,17 +777,19 @@ fn transport_filter(q: &Query, p: &Prepared, t: &Template) -> Check {
 
 // ---- Hint checks (util's ofi_check_info) ----------------------------------
 
+#[track_caller]
 fn at_most(hint: usize, ours: usize, why: &'static str) -> Check {
     if hint > ours {
-        Err(why)
+        Err(skip(why))
     } else {
         Ok(())
     }
 }
 
+#[track_caller]
 fn subset(hint: u64, ours: u64, why: &'static str) -> Check {
     if hint & !ours != 0 {
-        Err(why)
+        Err(skip(why))
     } else {
         Ok(())
     }
@@ -788,10 +813,10 @@ fn max_tag(format: u64) -> u64 {
 }
 
 /// Checks the hints against one template (`base` is its unaltered entry).
-pub fn check_hints(t: &Template, base: &Info, h: &Info, version: u32) -> Check {
+fn check_hints(t: &Template, base: &Info, h: &Info, version: u32) -> Check {
     if let Some(e) = &h.ep {
         if e.ep_type != FI_EP_UNSPEC && e.ep_type != t.ep_type {
-            return Err("endpoint type not offered");
+            return Err(skip("endpoint type not offered"));
         }
     }
     subset(h.caps, t.caps, "unsupported capabilities")?;
@@ -819,31 +844,39 @@ pub fn check_hints(t: &Template, base: &Info, h: &Info, version: u32) -> Check {
 fn check_fabric(f: &FabricAttr) -> Check {
     // prov_name is the core's business (docs/abi.md §1.8): never a reason here.
     if f.name.as_deref().is_some_and(|n| !n.eq_ignore_ascii_case(FABRIC_NAME)) {
-        return Err("fabric name does not match");
+        return Err(skip("fabric name does not match"));
     }
     if f.prov_version > PROVIDER_VERSION {
-        return Err("provider version too new");
+        return Err(skip("provider version too new"));
     }
     Ok(())
 }
 
 /// util's `ofi_check_mr_mode` for a provider whose template is
 /// `FI_MR_BASIC | FI_MR_SCALABLE` and which requires no modern bit.
-pub fn check_mr_mode(version: u32, hint: i32) -> Check {
+fn check_mr_mode(version: u32, hint: i32) -> Check {
     const WHY: &str = "memory registration mode not supported";
     if version < fi_version(1, 5) {
         // The old enum: only these three values exist.
         return match hint {
             FI_MR_UNSPEC | FI_MR_BASIC | FI_MR_SCALABLE => Ok(()),
-            _ => Err(WHY),
+            _ => Err(skip(WHY)),
         };
     }
     if hint & FI_MR_BASIC != 0 {
         // "FI_MR_BASIC ... may not be combined with other mode bits".
-        return if hint & !FI_MR_BASIC != 0 { Err(WHY) } else { Ok(()) };
+        return if hint & !FI_MR_BASIC != 0 {
+            Err(skip(WHY))
+        } else {
+            Ok(())
+        };
     }
     if hint & FI_MR_SCALABLE != 0 {
-        return if hint & !FI_MR_SCALABLE != 0 { Err(WHY) } else { Ok(()) };
+        return if hint & !FI_MR_SCALABLE != 0 {
+            Err(skip(WHY))
+        } else {
+            Ok(())
+        };
     }
     // Modern bits: rustfab requires none of them, so any set will do.
     Ok(())
@@ -867,19 +900,19 @@ fn check_domain(ours: &DomainAttr, d: &DomainAttr, version: u32) -> Check {
     // Names: compared by transport_filter.
     if d.threading > FI_THREAD_ENDPOINT {
         // FI_THREAD_SAFE satisfies every valid level; unknown values do not.
-        return Err("invalid threading model");
+        return Err(skip("invalid threading model"));
     }
     if d.control_progress > FI_PROGRESS_MANUAL {
-        return Err("invalid control progress model");
+        return Err(skip("invalid control progress model"));
     }
     if d.data_progress > FI_PROGRESS_MANUAL {
-        return Err("invalid data progress model");
+        return Err(skip("invalid data progress model"));
     }
     if d.resource_mgmt > FI_RM_ENABLED {
-        return Err("invalid resource management model");
+        return Err(skip("invalid resource management model"));
     }
     if d.av_type > FI_AV_TABLE {
-        return Err("invalid AV type");
+        return Err(skip("invalid AV type"));
     }
     check_mr_mode(version, d.mr_mode)?;
     at_most(d.mr_key_size, ours.mr_key_size, "MR key size too large")?;
@@ -907,20 +940,20 @@ fn check_domain(ours: &DomainAttr, d: &DomainAttr, version: u32) -> Check {
     subset(d.caps, ours.caps, "requested domain caps not supported")?;
     subset(ours.mode, d.mode, "required domain mode missing")?;
     if d.auth_key.as_ref().is_some_and(|k| !k.is_empty()) && ours.max_ep_auth_key == 0 {
-        return Err("authorization keys not supported");
+        return Err(skip("authorization keys not supported"));
     }
     if !tclass_ok(d.tclass) {
-        return Err("traffic class not supported");
+        return Err(skip("traffic class not supported"));
     }
     Ok(())
 }
 
 fn check_ep(ours: &EpAttr, e: &EpAttr, caps: u64, keys: bool) -> Check {
     if e.protocol != FI_PROTO_UNSPEC && e.protocol != ours.protocol {
-        return Err("protocol not supported");
+        return Err(skip("protocol not supported"));
     }
     if e.protocol_version > ours.protocol_version {
-        return Err("protocol version not supported");
+        return Err(skip("protocol version not supported"));
     }
     at_most(e.max_msg_size, ours.max_msg_size, "max message size too large")?;
     // One tx and one rx context per endpoint, no shared contexts (a
@@ -945,10 +978,10 @@ fn check_ep(ours: &EpAttr, e: &EpAttr, caps: u64, keys: bool) -> Check {
         )?;
     }
     if e.auth_key.as_ref().is_some_and(|k| !k.is_empty()) && !keys {
-        return Err("authorization keys not supported");
+        return Err(skip("authorization keys not supported"));
     }
     if (caps == 0 || caps & FI_TAGGED != 0) && max_tag(e.mem_tag_format) > max_tag(ours.mem_tag_format) {
-        return Err("tag format too wide");
+        return Err(skip("tag format too wide"));
     }
     Ok(())
 }
@@ -963,7 +996,7 @@ fn check_tx(ours: &TxAttr, x: &TxAttr) -> Check {
     at_most(x.iov_limit, ours.iov_limit, "tx iov_limit too large")?;
     at_most(x.rma_iov_limit, ours.rma_iov_limit, "rma_iov_limit too large")?;
     if !tclass_ok(x.tclass) {
-        return Err("traffic class not supported");
+        return Err(skip("traffic class not supported"));
     }
     Ok(())
 }
@@ -1203,7 +1236,7 @@ fn shm_addresses(q: &Query, p: &Prepared) -> (Addr, Option<Addr>) {
 /// `(src_addr, dest_addr)` of an auto entry: the shm token as for shm, the
 /// IPv4 address as for tcp, and the host identity (ours for the source; a
 /// destination's only if its IP is on this host — else 0, "use TCP").
-fn auto_addresses(q: &Query, p: &Prepared) -> core::result::Result<(Addr, Option<Addr>), &'static str> {
+fn auto_addresses(q: &Query, p: &Prepared) -> core::result::Result<(Addr, Option<Addr>), Skip> {
     let split = |a: &Option<Addr>, shm: bool| -> Option<Addr> {
         match *a {
             Some(Addr::Auto { shm: tok, inet, .. }) => Some(if shm {
@@ -1231,7 +1264,7 @@ fn auto_addresses(q: &Query, p: &Prepared) -> core::result::Result<(Addr, Option
         Some(Addr::Shm(t)) => t,
         _ => SHM_ANY_TOKEN,
     };
-    let src_inet = v4(tcp_src).ok_or("auto addresses are IPv4")?;
+    let src_inet = v4(tcp_src).ok_or_else(|| skip("auto addresses are IPv4"))?;
     let src = match p.hint_src {
         Some(a @ Addr::Auto { .. }) => a,
         _ => Addr::Auto {
@@ -1244,7 +1277,7 @@ fn auto_addresses(q: &Query, p: &Prepared) -> core::result::Result<(Addr, Option
         (_, Some(a @ Addr::Auto { .. }), _) if !q.source() => Some(a),
         (Some(a @ Addr::Auto { .. }), _, _) => Some(a),
         (_, _, Some(d)) => {
-            let inet = v4(d).ok_or("auto addresses are IPv4")?;
+            let inet = v4(d).ok_or_else(|| skip("auto addresses are IPv4"))?;
             let local = ip_is_local(&SocketAddr::V4(inet));
             Some(Addr::Auto {
                 host: if local { crate::transport::addr::host_id() } else { 0 },
@@ -1289,7 +1322,7 @@ fn inet(a: &Option<Addr>) -> Option<SocketAddr> {
 }
 
 /// `(src_addr, dest_addr)` of a tcp entry, resolved with getaddrinfo.
-fn tcp_addresses(q: &Query, p: &Prepared) -> core::result::Result<(Addr, Option<Addr>), &'static str> {
+fn tcp_addresses(q: &Query, p: &Prepared) -> core::result::Result<(Addr, Option<Addr>), Skip> {
     let hint_src = inet(&p.hint_src);
     let hint_dest = inet(&p.hint_dest);
     let node_addr = inet(&p.node_addr);
@@ -1338,10 +1371,10 @@ fn tcp_addresses(q: &Query, p: &Prepared) -> core::result::Result<(Addr, Option<
         (src, dest)
     };
     if family != Family::Any && Family::of(&src) != family {
-        return Err("address does not have the requested family");
+        return Err(skip("address does not have the requested family"));
     }
     if dest.is_some_and(|d| Family::of(&d) != Family::of(&src)) {
-        return Err("source and destination address families differ");
+        return Err(skip("source and destination address families differ"));
     }
     Ok((Addr::Inet(src), dest.map(Addr::Inet)))
 }
@@ -1352,13 +1385,13 @@ fn getaddrinfo(
     service: Option<&str>,
     family: Family,
     how: Lookup,
-) -> core::result::Result<Vec<SocketAddr>, &'static str> {
+) -> core::result::Result<Vec<SocketAddr>, Skip> {
     let fam = match family {
         Family::Any => crate::sys::resolve::Family::Any,
         Family::V4 => crate::sys::resolve::Family::V4,
         Family::V6 => crate::sys::resolve::Family::V6,
     };
-    crate::sys::resolve::resolve(node, service, fam, how).ok_or("cannot resolve node/service")
+    crate::sys::resolve::resolve(node, service, fam, how).ok_or_else(|| skip("cannot resolve node/service"))
 }
 
 /// One address for node/service: the first of the requested family, or for
@@ -1368,14 +1401,14 @@ fn resolve(
     service: Option<&str>,
     family: Family,
     how: Lookup,
-) -> core::result::Result<SocketAddr, &'static str> {
+) -> core::result::Result<SocketAddr, Skip> {
     let all = getaddrinfo(node, service, family, how)?;
     let pick = match family {
         Family::Any => all.iter().find(|a| a.is_ipv4()).or(all.first()),
         _ => all.first(),
     };
     pick.copied()
-        .ok_or("node/service has no address of the requested family")
+        .ok_or_else(|| skip("node/service has no address of the requested family"))
 }
 
 /// Whether `node` is this host: one of its addresses is loopback,
@@ -2122,9 +2155,9 @@ mod tests {
         assert_eq!(alter_mr_mode(v10, Some(FI_MR_UNSPEC)), FI_MR_SCALABLE);
         // BASIC / SCALABLE asked for are kept, in every version.
         for v in [v10, v14, v15, V] {
-            assert_eq!(check_mr_mode(v, FI_MR_BASIC), Ok(()));
+            assert!(check_mr_mode(v, FI_MR_BASIC).is_ok());
             assert_eq!(alter_mr_mode(v, Some(FI_MR_BASIC)), FI_MR_BASIC);
-            assert_eq!(check_mr_mode(v, FI_MR_SCALABLE), Ok(()));
+            assert!(check_mr_mode(v, FI_MR_SCALABLE).is_ok());
             assert_eq!(alter_mr_mode(v, Some(FI_MR_SCALABLE)), FI_MR_SCALABLE);
             assert!(check_mr_mode(v, FI_MR_BASIC | FI_MR_SCALABLE).is_err());
             assert!(check_mr_mode(v, FI_MR_BASIC | FI_MR_VIRT_ADDR).is_err());
@@ -2135,7 +2168,7 @@ mod tests {
             FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED,
             !(FI_MR_BASIC | FI_MR_SCALABLE),
         ] {
-            assert_eq!(check_mr_mode(V, m), Ok(()));
+            assert!(check_mr_mode(V, m).is_ok(), "{m:#x}");
             assert_eq!(alter_mr_mode(V, Some(m)), 0);
             // ... but they are not values of the old enum.
             assert!(check_mr_mode(v14, m).is_err());
@@ -2669,6 +2702,18 @@ mod tests {
         };
         assert_eq!(super::getinfo(&remote(TransportKind::Shm)).unwrap_err(), Error::NODATA);
         assert_eq!(names(&super::getinfo(&remote(TransportKind::Auto)).unwrap()), ["auto"]);
+    }
+
+    /// A refusal is logged with the line that decided it, also when a
+    /// shared check (`subset`, `at_most`) decided it for its caller.
+    #[test]
+    fn a_skip_names_the_line_that_decided_it() {
+        let here = line!() + 1;
+        let e = subset(1, 0, "not offered").unwrap_err();
+        assert_eq!((e.at.file(), e.at.line(), e.why), (file!(), here, "not offered"));
+        let here = line!() + 1;
+        let e = at_most(2, 1, "too many").unwrap_err();
+        assert_eq!((e.at.file(), e.at.line()), (file!(), here));
     }
 
     #[test]

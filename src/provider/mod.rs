@@ -101,6 +101,10 @@ unsafe extern "C" fn getinfo_thunk(
     info: *mut *mut fi_info,
 ) -> c_int {
     fi::call("getinfo", || {
+        // Read for what reading them logs: a bad value's warning and the
+        // settings in effect (FI_LOG_LEVEL=info fi_info shows them), before
+        // any fabric is opened.
+        let _ = crate::provider::params::settings();
         // SAFETY: libfabric passes NUL-terminated strings or NULL, an app-owned
         // hints struct or NULL, and a writable out pointer.
         unsafe { crate::provider::getinfo::getinfo_c(version, node, service, flags, hints, info) }.map(|_| 0)

@@ -101,20 +101,28 @@ pub unsafe fn define_all(prov: *const fi_provider) {
     }
 }
 
-/// Every parameter's value (defaults where unset or not understood).
+/// Every parameter's value (defaults where unset or not understood). A
+/// value that is not understood, or that is replaced or clamped, warns once
+/// per process (naming the parameter, the value given and the value used);
+/// the values in effect are logged at FI_LOG_INFO the first time they are
+/// read and whenever they change (fi_getinfo and every fabric open read
+/// them).
 pub fn settings() -> crate::core::settings::Settings {
     let d = crate::core::settings::Settings::default();
-    let ring_cells = crate::core::settings::default_ring_cells(crate::sys::shm::free_bytes());
-    crate::core::settings::Settings {
+    let shm_free = crate::sys::shm::free_bytes();
+    let ring_cells = crate::core::settings::default_ring_cells(shm_free);
+    let s = crate::core::settings::Settings {
         unexp_budget: get_size("unexp_budget", d.unexp_budget),
-        buffered_pool: get_size("buffered_pool", d.buffered_pool),
+        buffered_pool: at_least(
+            "buffered_pool",
+            crate::core::engine::buffered::MIN_POOL,
+            d.buffered_pool,
+        ),
         shm_cma: get_bool("shm_cma", d.shm_cma),
         shm_pull_batch: get_size("shm_pull_batch", d.shm_pull_batch),
         shm_split_min: get_size("shm_split_min", d.shm_split_min),
         shm_split_lone_min: get_size("shm_split_lone_min", d.shm_split_lone_min),
-        shm_ring_cells: Some(get_size("shm_ring_cells", ring_cells))
-            .filter(|&n| crate::transport::shm::segment::ring_cells_ok(n))
-            .unwrap_or(ring_cells),
+        shm_ring_cells: ring_cells_param(ring_cells),
         shm_stream_lone_max: get_size("shm_stream_lone_max", d.shm_stream_lone_max),
         shm_close_wait: std::time::Duration::from_millis(get_millis(
             "shm_close_wait",
@@ -123,9 +131,102 @@ pub fn settings() -> crate::core::settings::Settings {
         tcp: crate::transport::tcp::TcpSettings {
             iface: get_str("iface"),
             coalesce: get_bool("tcp_coalesce", d.tcp.coalesce),
-            max_conns: get_size("tcp_max_conns", d.tcp.max_conns).max(crate::transport::tcp::MAX_CONNS_MIN),
+            max_conns: at_least("tcp_max_conns", crate::transport::tcp::MAX_CONNS_MIN, d.tcp.max_conns),
             auth_key: get_str("auth_key").map(|k| crate::transport::tcp::AuthKey(k.into_bytes())),
         },
+    };
+    show_once(&in_effect(&s, shm_free));
+    s
+}
+
+/// A size parameter with a floor: a value below it is raised to it, with a
+/// warning.
+#[track_caller]
+fn at_least(name: &str, min: usize, default: usize) -> usize {
+    let v = get_size(name, default);
+    if v < min {
+        warn_once(
+            core::panic::Location::caller(),
+            format!("{}={v} is below its minimum; using {min}", env_name(name)),
+        );
+    }
+    v.max(min)
+}
+
+/// `SHM_RING_CELLS`: a power of two from 2048 to 65536; anything else is
+/// replaced by the default for this host, with a warning.
+#[track_caller]
+fn ring_cells_param(default: usize) -> usize {
+    let v = get_size("shm_ring_cells", default);
+    if crate::transport::shm::segment::ring_cells_ok(v) {
+        return v;
+    }
+    warn_once(
+        core::panic::Location::caller(),
+        format!(
+            "{}={v} is not a power of two from 2048 to 65536; using {default}",
+            env_name("shm_ring_cells")
+        ),
+    );
+    default
+}
+
+/// The values in effect, one line: every parameter, `*` after those the
+/// environment set.
+fn in_effect(s: &crate::core::settings::Settings, shm_free: u64) -> String {
+    let set = |name: &str| if get_str(name).is_some() { "*" } else { "" };
+    let mut line = String::from("settings in effect (* = from the environment):");
+    let mut add = |name: &str, value: &dyn core::fmt::Display| {
+        line.push_str(&format!(" {}={value}{}", env_name(name), set(name)));
+    };
+    add("transport", &get_str("transport").unwrap_or_else(|| "all".into()));
+    add(
+        "iface",
+        &s.tcp
+            .iface
+            .as_deref()
+            .unwrap_or("(first non-loopback interface that is up)"),
+    );
+    add("buffered_pool", &s.buffered_pool);
+    add("unexp_budget", &s.unexp_budget);
+    add("tcp_coalesce", &u8::from(s.tcp.coalesce));
+    add("tcp_max_conns", &s.tcp.max_conns);
+    add("auth_key", &if s.tcp.auth_key.is_some() { "(set)" } else { "(none)" });
+    add("shm_cma", &u8::from(s.shm_cma));
+    add("shm_pull_batch", &s.shm_pull_batch);
+    add("shm_split_min", &s.shm_split_min);
+    add("shm_split_lone_min", &s.shm_split_lone_min);
+    add(
+        "shm_ring_cells",
+        &format_args!("{} (/dev/shm has {} MiB free)", s.shm_ring_cells, shm_free >> 20),
+    );
+    add("shm_stream_lone_max", &s.shm_stream_lone_max);
+    add("shm_close_wait", &format_args!("{}ms", s.shm_close_wait.as_millis()));
+    line
+}
+
+/// The last settings line logged in this process.
+static SHOWN: parking_lot::Mutex<String> = parking_lot::Mutex::new(String::new());
+
+/// Logs `line` at FI_LOG_INFO unless it is the one logged last.
+fn show_once(line: &str) {
+    let mut shown = SHOWN.lock();
+    if *shown != line {
+        crate::base::log::log_info!(FI_LOG_CORE, "{line}");
+        line.clone_into(&mut shown);
+    }
+}
+
+/// The warnings given in this process: each is given once.
+static WARNED: parking_lot::Mutex<Vec<String>> = parking_lot::Mutex::new(Vec::new());
+
+/// Warns (FI_LOG_WARN, attributed to `at`) unless this very warning was
+/// given before in this process.
+pub fn warn_once(at: &'static core::panic::Location<'static>, text: String) {
+    let mut warned = WARNED.lock();
+    if !warned.contains(&text) {
+        crate::base::log::log_warn_at!(FI_LOG_CORE, at, "{text}");
+        warned.push(text);
     }
 }
 
@@ -140,40 +241,57 @@ pub fn get_str(name: &str) -> Option<String> {
 
 /// Boolean parameter: 1/0, true/false, yes/no, on/off (libfabric's
 /// spellings). Anything else is reported and reads as `default`.
+#[track_caller]
 pub fn get_bool(name: &str, default: bool) -> bool {
     let Some(s) = get_str(name) else { return default };
-    parse_bool(&s).unwrap_or_else(|| {
-        bad_value(name, &s, "a boolean (1/0, true/false, yes/no, on/off)", &default);
-        default
-    })
+    // A match, not a closure: the warning names our caller's line.
+    match parse_bool(&s) {
+        Some(v) => v,
+        None => {
+            bad_value(name, &s, "a boolean (1/0, true/false, yes/no, on/off)", &default);
+            default
+        }
+    }
 }
 
 /// Size parameter (decimal, with optional k/m/g suffix). Anything else is
 /// reported and reads as `default`.
+#[track_caller]
 pub fn get_size(name: &str, default: usize) -> usize {
     let Some(s) = get_str(name) else { return default };
-    parse_size(&s).unwrap_or_else(|| {
-        bad_value(name, &s, "a size (a number with an optional k, m or g)", &default);
-        default
-    })
+    match parse_size(&s) {
+        Some(v) => v,
+        None => {
+            bad_value(name, &s, "a size (a number with an optional k, m or g)", &default);
+            default
+        }
+    }
 }
 
 /// Milliseconds parameter (declared `FI_PARAM_INT`: a plain non-negative
 /// decimal, no suffix). Anything else is reported and reads as `default`.
+#[track_caller]
 pub fn get_millis(name: &str, default: u64) -> u64 {
     let Some(s) = get_str(name) else { return default };
-    parse_millis(&s).unwrap_or_else(|| {
-        bad_value(name, &s, "a number of milliseconds (0 or more, no suffix)", &default);
-        default
-    })
+    match parse_millis(&s) {
+        Some(v) => v,
+        None => {
+            bad_value(name, &s, "a number of milliseconds (0 or more, no suffix)", &default);
+            default
+        }
+    }
 }
 
-/// Warns (through fi_log) that a parameter's value was not understood.
+/// Warns (once per process, through fi_log) that a parameter's value was
+/// not understood, naming the caller's line.
+#[track_caller]
 pub fn bad_value(name: &str, value: &str, expected: &str, default: &dyn core::fmt::Display) {
-    crate::base::log::log_warn!(
-        FI_LOG_CORE,
-        "{}={value:?} is not {expected}; using the default ({default})",
-        env_name(name)
+    warn_once(
+        core::panic::Location::caller(),
+        format!(
+            "{}={value:?} is not {expected}; using the default ({default})",
+            env_name(name)
+        ),
     );
 }
 

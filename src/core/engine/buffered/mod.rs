@@ -8,7 +8,8 @@
 mod held;
 
 pub(crate) use held::DEFAULT_POOL;
-pub(super) use held::{BufMsg, BufOpts, Buffered, PoolBuf, PrefixStream, Stage, BUF_HANDLE, MIN_POOL, PREFIX_AUX};
+pub(crate) use held::MIN_POOL;
+pub(super) use held::{BufMsg, BufOpts, Buffered, PoolBuf, PrefixStream, Stage, BUF_HANDLE, PREFIX_AUX};
 
 use super::*;
 
