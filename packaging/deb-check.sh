@@ -27,10 +27,8 @@ status=0
 fail() { say "FAIL: $*"; status=1; }
 clean_env() { env -u FI_PROVIDER_PATH -u FI_PROVIDER -u FI_RUSTFAB_TRANSPORT "$@"; }
 
-if [ "$(id -u)" != 0 ]; then
-	say "SKIP: installing packages needs root (CI runs as root)"
-	exit 0
-fi
+. "$(dirname "$0")/../c-tests/skip.sh"
+[ "$(id -u)" = 0 ] || skip "deb-check: installing packages needs root (CI runs as root)"
 for f in "$DEB" "$DEB_DBGSYM" "$hello"; do
 	[ -f "$f" ] || { say "FAIL: $f missing (make deb-check builds it)"; exit 1; }
 done

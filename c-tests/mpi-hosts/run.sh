@@ -53,29 +53,27 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-skip() {
-	echo "SKIP: cannot create network namespaces ($*)"
-	exit 0
-}
+. "$(dirname "$0")/../skip.sh"
+nons() { skip "mpi-hosts: cannot create network namespaces ($*)"; }
 
-[ "$(id -u)" = 0 ] || skip "not root"
-command -v ip >/dev/null || skip "iproute2 (ip) not installed"
-command -v unshare >/dev/null || skip "unshare (util-linux) not installed"
+[ "$(id -u)" = 0 ] || nons "not root"
+command -v ip >/dev/null || nons "iproute2 (ip) not installed"
+command -v unshare >/dev/null || nons "unshare (util-linux) not installed"
 command -v mpirun >/dev/null || { echo "FAIL mpi-hosts: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"; exit 1; }
 for f in "$mpi_test" "$pingpong"; do
 	[ -x "$f" ] || { echo "FAIL mpi-hosts: $f not built"; exit 1; }
 done
 
-ip netns add "$head" 2>"$tmp/err" || skip "ip netns add: $(cat "$tmp/err")"
+ip netns add "$head" 2>"$tmp/err" || nons "ip netns add: $(cat "$tmp/err")"
 ip -n "$head" link set lo up
-ip -n "$head" link add br0 type bridge 2>"$tmp/err" || skip "cannot create a bridge: $(cat "$tmp/err")"
+ip -n "$head" link add br0 type bridge 2>"$tmp/err" || nons "cannot create a bridge: $(cat "$tmp/err")"
 ip -n "$head" addr add 10.125.0.254/24 dev br0
 ip -n "$head" link set br0 up
 for i in $(seq 1 $NHOSTS); do
 	h=${pfx}-$i
-	ip netns add "$h" 2>"$tmp/err" || skip "ip netns add: $(cat "$tmp/err")"
+	ip netns add "$h" 2>"$tmp/err" || nons "ip netns add: $(cat "$tmp/err")"
 	ip link add rf0 netns "$h" type veth peer name "h$i" netns "$head" 2>"$tmp/err" ||
-		skip "cannot create a veth pair: $(cat "$tmp/err")"
+		nons "cannot create a veth pair: $(cat "$tmp/err")"
 	ip -n "$h" addr add "10.125.0.$i/24" dev rf0
 	ip -n "$h" link set lo up
 	ip -n "$h" link set rf0 up

@@ -37,17 +37,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-skip() {
-	echo "SKIP netns: $*"
-	exit 0
-}
+. "$(dirname "$0")/../skip.sh"
 
-[ "$(id -u)" = 0 ] || skip "not root: cannot create network namespaces"
-command -v ip >/dev/null || skip "iproute2 (ip) not installed"
-ip netns add "$ns_a" 2>"$tmp/err" || skip "ip netns add failed: $(cat "$tmp/err")"
-ip netns add "$ns_b" 2>"$tmp/err" || skip "ip netns add failed: $(cat "$tmp/err")"
+[ "$(id -u)" = 0 ] || skip "netns: not root: cannot create network namespaces"
+command -v ip >/dev/null || skip "netns: iproute2 (ip) not installed"
+ip netns add "$ns_a" 2>"$tmp/err" || skip "netns: ip netns add failed: $(cat "$tmp/err")"
+ip netns add "$ns_b" 2>"$tmp/err" || skip "netns: ip netns add failed: $(cat "$tmp/err")"
 if ! ip link add rfa netns "$ns_a" type veth peer name rfb netns "$ns_b" 2>"$tmp/err"; then
-	skip "cannot create a veth pair: $(cat "$tmp/err")"
+	skip "netns: cannot create a veth pair: $(cat "$tmp/err")"
 fi
 ip -n "$ns_a" addr add $ip_a/24 dev rfa
 ip -n "$ns_b" addr add $ip_b/24 dev rfb

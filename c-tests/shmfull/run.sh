@@ -33,8 +33,8 @@ trap 'rm -rf "$tmp"' EXIT
 # the tree.
 cd "$tmp" || exit 1
 if ! unshare -m true 2>/dev/null || ! unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs /dev/shm' 2>/dev/null; then
-	echo "SKIP shmfull: no permission for a mount namespace with its own /dev/shm (run as root)"
-	exit 0
+	. "$(dirname "$0")/../skip.sh"
+	skip "shmfull: no permission for a mount namespace with its own /dev/shm (run as root)"
 fi
 fails=0
 # run <name> <tmpfs size> <rf_stress args...>: output in $tmp/<name>, status in $tmp/<name>.rc
