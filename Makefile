@@ -18,7 +18,7 @@ PREFIX   := $(shell pkg-config --variable=prefix libfabric 2>/dev/null || echo /
 MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
-.PHONY: all lib install uninstall deb deb-check demo test unit abi-check exports-check header header-check man man-check params-check \
+.PHONY: all lib install uninstall deb deb-changelog deb-changelog-check deb-check demo test unit abi-check exports-check header header-check man man-check params-check \
         c-tests c-tests-tcp examples netns shmfull fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-insns bench-idle bench-mpi fmt lint clean panic-test \
         memcheck asan stress fuzz fuzz-corpus loom miri
 
@@ -46,19 +46,37 @@ uninstall:
 	@# the provider directory, if install created it and nothing else is in it
 	@[ ! -d $(DESTDIR)$(PROVDIR) ] || rmdir --ignore-fail-on-non-empty $(DESTDIR)$(PROVDIR)
 
-# ---- Debian packages (dpkg-deb from a staged make install; packaging/mkdeb.sh)
+# ---- Debian packages: the source package in debian/, built by
+# dpkg-buildpackage -us -uc -b (debhelper; debian/rules calls make lib and
+# make install): rustfab (the provider), rustfab-dev (header and man page)
+# and rustfab-dbgsym. dpkg-buildpackage writes into the directory above the
+# tree; make deb moves the packages into build/ and lints them.
 DEB_ARCH       := $(shell dpkg --print-architecture 2>/dev/null)
 DEB            := $(BUILD)/rustfab_$(VERSION)_$(DEB_ARCH).deb
+DEB_DEV        := $(BUILD)/rustfab-dev_$(VERSION)_$(DEB_ARCH).deb
 DEB_DBGSYM     := $(BUILD)/rustfab-dbgsym_$(VERSION)_$(DEB_ARCH).deb
-DEB_MAINTAINER ?= the rustfab authors <maintainers@users.noreply.a-seed-5d23f059.example>
-export VERSION PROVDIR INCDIR MANDIR DEB_MAINTAINER DEB DEB_DBGSYM
+DEB_MAINTAINER := $(shell sed -n 's/^Maintainer: //p' debian/control | head -n 1)
+export VERSION PROVDIR INCDIR MANDIR DEB DEB_DEV DEB_DBGSYM
 
-deb: lib
-	rm -rf $(BUILD)/deb
-	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(BUILD)/deb/rustfab
-	packaging/mkdeb.sh $(CURDIR)/$(BUILD)/deb/rustfab $(CURDIR)/$(BUILD)
-	@if command -v lintian >/dev/null; then lintian --fail-on error,warning $(DEB) $(DEB_DBGSYM) && echo "deb: lintian: no errors or warnings"; \
+deb: deb-changelog-check
+	dpkg-buildpackage -us -uc -b
+	@mkdir -p $(BUILD)
+	mv -f ../rustfab_$(VERSION)_$(DEB_ARCH).deb ../rustfab-dev_$(VERSION)_$(DEB_ARCH).deb \
+	      ../rustfab-dbgsym_$(VERSION)_$(DEB_ARCH).deb ../rustfab_$(VERSION)_$(DEB_ARCH).changes \
+	      ../rustfab_$(VERSION)_$(DEB_ARCH).buildinfo $(BUILD)/
+	@if command -v lintian >/dev/null; then lintian --fail-on error,warning $(BUILD)/rustfab_$(VERSION)_$(DEB_ARCH).changes && echo "deb: lintian: no errors or warnings"; \
 	else echo "deb: lintian not installed, packages not linted"; fi
+
+# debian/changelog is CHANGELOG.md in Debian's format (packaging/changelog.sh),
+# committed because dpkg-buildpackage reads the version from it.
+deb-changelog:
+	packaging/changelog.sh CHANGELOG.md "$(DEB_MAINTAINER)" > debian/changelog
+
+deb-changelog-check:
+	@mkdir -p $(BUILD)
+	@packaging/changelog.sh CHANGELOG.md "$(DEB_MAINTAINER)" > $(BUILD)/changelog.debian
+	@diff -u debian/changelog $(BUILD)/changelog.debian || \
+	  { echo "deb: debian/changelog is not CHANGELOG.md's: run make deb-changelog and commit it"; exit 1; }
 
 # Installs the packages, checks what a user would (fi_info without
 # FI_PROVIDER_PATH, man, the header, an Open MPI job with the man page's

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # packaging/deb-check.sh HELLO: what a user of the Debian packages sees.
-# Installs build/rustfab_*.deb and build/rustfab-dbgsym_*.deb with dpkg -i,
-# then checks, with FI_PROVIDER_PATH and FI_PROVIDER unset:
+# Checks what each package holds (the provider in rustfab; the header and
+# man page in rustfab-dev; the debug symbols in rustfab-dbgsym), installs
+# build/rustfab_*.deb, rustfab-dev_*.deb and rustfab-dbgsym_*.deb (make deb:
+# dpkg-buildpackage of debian/) with dpkg -i, then checks, with
+# FI_PROVIDER_PATH and FI_PROVIDER unset:
 #   * fi_info -p rustfab lists the six entries (RDM and MSG on auto, shm and tcp), fi_info -l the version;
 #   * the installed provider is stripped, exports only fi_prov_ini, and its
 #     debug symbols are found by build id;
@@ -10,18 +13,18 @@
 #     agrees with the installed provider;
 #   * an Open MPI job (HELLO, 2 ranks) run with the man page's command line
 #     uses rustfab on every rank;
-# then removes both with dpkg -r and checks that no file or directory the
+# then removes all three with dpkg -r and checks that no file or directory the
 # packages brought is left. Needs root: prints SKIP and succeeds otherwise.
 # Leaves the system as it found it: refuses to run if rustfab is installed
 # already or a file of the packages exists (a make install), and removes the
 # packages on any failure.
 #
-# Environment (from the Makefile): DEB, DEB_DBGSYM, VERSION, PROVDIR.
+# Environment (from the Makefile): DEB, DEB_DEV, DEB_DBGSYM, VERSION, PROVDIR.
 set -u
 hello=$1
-: "${DEB:?}" "${DEB_DBGSYM:?}" "${VERSION:?}" "${PROVDIR:?}"
+: "${DEB:?}" "${DEB_DEV:?}" "${DEB_DBGSYM:?}" "${VERSION:?}" "${PROVDIR:?}"
 top=$(cd "$(dirname "$0")/.." && pwd)
-pkgs=(rustfab rustfab-dbgsym)
+pkgs=(rustfab rustfab-dev rustfab-dbgsym)
 say() { echo "deb-check: $*"; }
 status=0
 fail() { say "FAIL: $*"; status=1; }
@@ -29,7 +32,7 @@ clean_env() { env -u FI_PROVIDER_PATH -u FI_PROVIDER -u FI_RUSTFAB_TRANSPORT "$@
 
 . "$(dirname "$0")/../c-tests/skip.sh"
 [ "$(id -u)" = 0 ] || skip "deb-check: installing packages needs root (CI runs as root)"
-for f in "$DEB" "$DEB_DBGSYM" "$hello"; do
+for f in "$DEB" "$DEB_DEV" "$DEB_DBGSYM" "$hello"; do
 	[ -f "$f" ] || { say "FAIL: $f missing (make deb-check builds it)"; exit 1; }
 done
 tmp=$(mktemp -d)
@@ -51,7 +54,18 @@ for p in "${pkgs[@]}"; do
 		exit 1
 	fi
 done
+# ---- which package holds what (libfabric's own split: the library in the
+# runtime package, header and manual in -dev)
+holds() { dpkg-deb -c "$1" | awk '{print $6}' | sed 's/^\.//' | grep -qE "$2"; }
+if holds "$DEB" 'librustfab-fi\.so$' && ! holds "$DEB" 'fi_ext_rustfab\.h$|fi_rustfab\.7' &&
+	holds "$DEB_DEV" '/usr/include/rdma/fi_ext_rustfab\.h$' && holds "$DEB_DEV" '/usr/share/man/man7/fi_rustfab\.7\.gz$' &&
+	! holds "$DEB_DEV" '\.so$' && holds "$DEB_DBGSYM" '^/usr/lib/debug/\.build-id/.*\.debug$'; then
+	say "ok: rustfab holds the provider, rustfab-dev the header and man page, rustfab-dbgsym the debug symbols"
+else
+	fail "the packages do not split as they should:"; for d in "$DEB" "$DEB_DEV" "$DEB_DBGSYM"; do echo "$d:"; dpkg-deb -c "$d" | awk '{print "   " $6}'; done
+fi
 dpkg-deb -c "$DEB" >"$tmp/contents"
+dpkg-deb -c "$DEB_DEV" >>"$tmp/contents"
 dpkg-deb -c "$DEB_DBGSYM" >>"$tmp/contents"
 # paths as dpkg records them: /usr/..., no trailing slash
 awk '{ p = $6; sub(/^\./, "", p); sub(/\/$/, "", p); if (p != "") print p }' "$tmp/contents" | sort -u >"$tmp/paths"
@@ -89,9 +103,9 @@ while read -r p; do
 done <"$tmp/paths"
 
 # ---- install
-say "dpkg -i $(basename "$DEB") $(basename "$DEB_DBGSYM")"
+say "dpkg -i $(basename "$DEB") $(basename "$DEB_DEV") $(basename "$DEB_DBGSYM")"
 installed=1
-if ! dpkg "${include[@]}" -i "$DEB" "$DEB_DBGSYM" >"$tmp/dpkg.log" 2>&1; then
+if ! dpkg "${include[@]}" -i "$DEB" "$DEB_DEV" "$DEB_DBGSYM" >"$tmp/dpkg.log" 2>&1; then
 	cat "$tmp/dpkg.log"
 	fail "dpkg -i failed"
 	exit 1

@@ -105,4 +105,4 @@ END {
 }' "$out"
 echo
 echo "Done in $(($(date +%s) - start)) s. Next: make test runs every test; man fi_rustfab (after make install or"
-echo "installing the Debian package from make deb) or man/fi_rustfab.7.md is the manual."
+echo "installing the Debian packages from make deb) or man/fi_rustfab.7.md is the manual."
