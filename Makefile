@@ -395,7 +395,7 @@ $(BUILD)/bench/rf_rma: c-tests/bench/rf_rma.c c-tests/bench/bench_common.h
 # alone; without Open MPI it says so). Last, with gnuplot, latency.png and
 # bandwidth.png against size from both CSVs (c-tests/bench/plot.sh).
 bench: lib $(BUILD)/bench/rf_bench $(BUILD)/bench/rf_insns
-	c-tests/bench/run.sh $(BUILD)/bench/rf_bench
+	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/run.sh $(BUILD)/bench/rf_bench
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/peers.sh
 	@if command -v mpicc >/dev/null; then $(MAKE) --no-print-directory $(BUILD)/mpi-hosts/pingpong; fi
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/mpi.sh $(CURDIR)/$(BUILD)/mpi-hosts/pingpong

@@ -28,7 +28,8 @@
 #     tcp;ofi_rxm and, with FABTESTS2_PREFIX too, 2.x's native tcp RDM (the
 #     1.17 fabtests binaries fail its fi_av_insert, so its own are used);
 #     for RMA and atomics also libfabric 1.17's sockets (bound to 127.0.0.1:
-#     its fi_av_insert fails on the wildcard address fabtests gives it).
+#     its fi_av_insert fails on the wildcard address fabtests gives it); UCX
+#     tag_lat / tag_bw with UCX_TLS=tcp,self over lo when installed.
 #
 # ROUNDS (3) rounds, each running every peer once per test and size in turn
 # (interleaved, so a burst of load on the shared machine hits all peers);
@@ -107,7 +108,9 @@ else
 	echo "peers: libfabric 2.x left out (set LIBFABRIC2_PREFIX to its install prefix, e.g. /opt/libfabric-2.6)"
 fi
 if command -v ucx_perftest >/dev/null 2>&1; then
-	peers+=("UCX posix|shm|ucx||||lat bw|")
+	peers+=("UCX posix|shm|ucx|posix,self|||lat bw|")
+	# UCX's tcp over loopback needs the device named (it leaves lo out).
+	peers+=("UCX tcp|tcp|ucx|tcp,self|UCX_NET_DEVICES=lo||lat bw|")
 else
 	echo "peers: UCX left out (no ucx_perftest; Debian: ucx-utils)"
 fi
@@ -151,14 +154,16 @@ offers() {
 	env -u FI_PROVIDER -u FI_PROVIDER_PATH $envs fi_info -p "$prov" -t FI_EP_RDM -c "$caps" >/dev/null 2>&1
 }
 
-# run_ucx tag_lat|tag_bw size iters -> one-way latency (us) or MB/s (10^6)
+# run_ucx tls envs tag_lat|tag_bw size iters -> one-way latency (us) or MB/s (10^6)
 run_ucx() {
-	local t=$1 size=$2 n=$3
+	local tls=$1 envs=$2 t=$3 size=$4 n=$5
 	next_port
-	UCX_TLS=posix,self timeout -k 5 "$T" taskset -c 0 ucx_perftest -p $port >"$work/srv" 2>&1 &
+	# shellcheck disable=SC2086
+	env UCX_TLS="$tls" $envs timeout -k 5 "$T" taskset -c 0 ucx_perftest -p $port >"$work/srv" 2>&1 &
 	local spid=$!
 	sleep 0.3
-	UCX_TLS=posix,self timeout -k 5 "$T" taskset -c 1 ucx_perftest 127.0.0.1 -p $port -t "$t" -s "$size" -n "$n" \
+	# shellcheck disable=SC2086
+	env UCX_TLS="$tls" $envs timeout -k 5 "$T" taskset -c 1 ucx_perftest 127.0.0.1 -p $port -t "$t" -s "$size" -n "$n" \
 		>"$work/cli" 2>&1
 	local rc=$?
 	wait $spid
@@ -204,8 +209,8 @@ for r in $(seq "$ROUNDS"); do
 				case " $tests " in *" $test "*) ;; *) continue ;; esac
 				[ -z "${skip["$name|$test"]:-}" ] || continue
 				case $kind-$row in
-					ucx-lat) v=$(run_ucx tag_lat "$size" "$LAT_ITERS") ;;
-					ucx-bw) v=$(run_ucx tag_bw "$size" "$(bw_iters "$size")") ;;
+					ucx-lat) v=$(run_ucx "$prov" "$envs" tag_lat "$size" "$LAT_ITERS") ;;
+					ucx-bw) v=$(run_ucx "$prov" "$envs" tag_bw "$size" "$(bw_iters "$size")") ;;
 					ft-lat) v=$(run_ft "$envs" "$prov" "$bin" fi_rdm_pingpong -S "$size" -I "$LAT_ITERS") ;;
 					ft-bw) v=$(run_ft "$envs" "$prov" "$bin" fi_rdm_tagged_bw -W "$WINDOW" -S "$size" -I "$(bw_iters "$size")") ;;
 					ft-rma_*) v=$(run_ft "$envs" "$prov" "$bin" fi_rma_bw -e rdm -o "${row#rma_}" -W "$WINDOW" -S "$size" \

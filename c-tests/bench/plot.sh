@@ -3,8 +3,10 @@
 #
 #   c-tests/bench/plot.sh      (reads and writes $BENCH_OUT, default build/bench)
 #
-# From peers.csv (c-tests/bench/peers.sh: classes shm and tcp) and mpi.csv
-# (c-tests/bench/mpi.sh: class mpi), whichever exist:
+# From peers.csv (c-tests/bench/peers.sh: classes shm and tcp), mpi.csv
+# (c-tests/bench/mpi.sh: class mpi) and run.csv (c-tests/bench/run.sh, rf_bench
+# against the built-in providers: classes rf-shm, rf-tcp, rf-msg and the
+# buffered rows rf-shm-B, rf-tcp-B), whichever exist:
 #   latency.png    one-way latency (us) against message size, one panel per
 #                  class, one line per peer (the "lat" rows);
 #   bandwidth.png  MB/s against size: shm and tcp streaming bandwidth (the
@@ -25,9 +27,9 @@ if ! command -v gnuplot >/dev/null 2>&1; then
 	exit 0
 fi
 csvs=()
-for f in "$dir/peers.csv" "$dir/mpi.csv"; do [ -s "$f" ] && csvs+=("$f"); done
+for f in "$dir/peers.csv" "$dir/mpi.csv" "$dir/run.csv"; do [ -s "$f" ] && csvs+=("$f"); done
 if [ ${#csvs[@]} -eq 0 ]; then
-	echo "plot: NOT RUN: neither $dir/peers.csv nor $dir/mpi.csv exists (make bench writes them)"
+	echo "plot: NOT RUN: none of $dir/peers.csv, mpi.csv, run.csv exists (make bench writes them)"
 	exit 0
 fi
 # the title names each CSV with its time: a CSV left by an earlier run shows
@@ -43,6 +45,7 @@ awk -F, -v w="$work" '
 FNR == 1 { next }
 {
 	cls = $1; t = $2; size = $3; peer = $4; v = $5 + 0
+	if (FILENAME ~ /(^|\/)run\.csv$/) cls = "rf-" cls
 	if (t == "lat") add("lat", cls, peer, size, v)
 	if (t == "bw") add("bw", cls, peer, size, v)
 	if (t == "lat" && cls == "mpi" && v > 0) add("bw", cls, peer, size, size / v)
@@ -63,7 +66,7 @@ plot() {
 	local fig=$1 png=$2 ylabel=$3
 	local classes
 	classes=$(awk -F'|' -v f="$fig" '$1 == f {print $2}' "$work/index.txt" | sort -u | awk '
-		{ c[$1] = 1 } END { n = split("shm tcp mpi shm-write shm-read tcp-write tcp-read", o, " "); for (i = 1; i <= n; i++) if (o[i] in c) { printf "%s ", o[i]; delete c[o[i]] }
+		{ c[$1] = 1 } END { n = split("shm tcp mpi rf-shm rf-tcp rf-msg rf-shm-B rf-tcp-B shm-write shm-read tcp-write tcp-read", o, " "); for (i = 1; i <= n; i++) if (o[i] in c) { printf "%s ", o[i]; delete c[o[i]] }
 		for (k in c) printf "%s ", k }')
 	local n
 	n=$(echo "$classes" | wc -w)
@@ -87,6 +90,8 @@ plot() {
 			local what=$c
 			case $fig-$c in
 				lat-mpi) what="mpi: Open MPI ping-pong, one-way" ;;
+				lat-rf-*) what="${c#rf-}: rf_bench ping-pong, one-way" ;;
+				bw-rf-*) what="${c#rf-}: rf_bench streaming" ;;
 				bw-mpi) what="mpi: Open MPI ping-pong (size / one-way time)" ;;
 				lat-*) what="$c: fi_rdm_pingpong / ucx_perftest tag_lat, one-way" ;;
 				bw-*) what="$c: streaming, fi_rdm_tagged_bw -W 64 / ucx_perftest tag_bw" ;;
@@ -96,7 +101,7 @@ plot() {
 			awk -F'|' -v f="$fig" -v c="$c" '
 				BEGIN { n = split("#1f77b4 #2ca02c #9467bd #ff7f0e #8c564b #17becf #7f7f7f #bcbd22", col, " ") }
 				$1 == f && $2 == c {
-					if ($4 ~ /^rustfab/) { lw = 3; lc = "#d00000" } else { lw = 1.5; lc = col[(k++ % n) + 1] }
+					if ($4 ~ /^rustfab/ && $4 != "rustfab posted") { lw = 3; lc = "#d00000" } else { lw = 1.5; lc = col[(k++ % n) + 1] }
 					s = s sep sprintf("\"%s\" using 1:2 with linespoints lw %s lc rgb \"%s\" pt 7 ps 0.8 title \"%s\"", $3, lw, lc, $4); sep = ", " }
 				END { print "plot " s }' "$work/index.txt"
 		done

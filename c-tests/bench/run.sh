@@ -8,7 +8,10 @@
 # Rows: shm (rustfab shm vs shm), tcp (rustfab tcp RDM vs tcp;ofi_rxm),
 # msg (rustfab tcp FI_EP_MSG vs the built-in tcp's FI_EP_MSG), and the *-B
 # rows (rustfab buffered receives vs rustfab posted receives). BENCH_TCP=0
-# leaves the tcp and msg rows out.
+# leaves the tcp and msg rows out. Writes $BENCH_OUT/run-raw.csv (every
+# round) and run.csv (medians, the columns of peers.csv: class = the row,
+# peer = rustfab or the built-in provider; in the -B rows "rustfab buffered"
+# and "rustfab posted"), which make bench plots with the rest.
 set -u
 bin=${1:-build/bench/rf_bench}
 REPEAT=${REPEAT:-3}
@@ -16,7 +19,12 @@ SIZES=${SIZES:-1,64,1k,4k,64k,1m,4m}
 ITERS=${ITERS:-10000}
 : "${FI_PROVIDER_PATH:?FI_PROVIDER_PATH must point at the directory holding librustfab-fi.so}"
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out" "$out.one"' EXIT
+here=$(cd "$(dirname "$0")" && pwd)
+out_dir=${BENCH_OUT:-build/bench}
+mkdir -p "$out_dir"
+raw=$out_dir/run-raw.csv csv=$out_dir/run.csv
+echo "round,class,test,size,peer,value,unit" >"$raw"
 
 # Buffered receives (-B: FI_BUFFERED_RECV, messages used in place and
 # discarded) against posted receives, both rustfab, small messages.
@@ -43,9 +51,16 @@ for pair in "${pairs[@]}"; do
 			args=$ours; [ $who = theirs ] && args=$theirs
 			# shellcheck disable=SC2086
 			if ! FI_RUSTFAB_TRANSPORT=$transport timeout 300 "$bin" $args -s "$sizes" -i "$ITERS" \
-				| sed "s/^/$label $who /" >>"$out"; then
+				| sed "s/^/$label $who /" >"$out.one"; then
 				echo "bench: $who ($args) failed" >&2
 			fi
+			cat "$out.one" >>"$out"
+			# test provider bytes value -> the raw CSV
+			awk -v r="$r" -v label="$label" -v who="$who" '{
+				peer = $4
+				if (label ~ /-B$/) peer = who == "ours" ? "rustfab buffered" : "rustfab posted"
+				printf "%s,%s,%s,%s,%s,%s,%s\n", r, label, $3, $5, peer, $6, ($3 == "lat" ? "us" : "MB/s")
+			}' "$out.one" >>"$raw"
 		done
 	done
 done
@@ -67,3 +82,7 @@ END {
 		printf "%s %s %012d|%-6s %-4s %10s %11.3f %-2s %11.3f %-4s %6.2f\n", f[1], f[2], f[3], f[1], f[2], f[3], o, unit, t, unit, (t > 0 ? o / t : 0)
 	}
 }' "$out" | sort | cut -d'|' -f2
+awk -f "$here/medians.awk" "$raw" | grep -v '^class' | sort -t, -k1,1 -k2,2r -k3,3n -k4,4 >"$csv.tmp"
+{ echo "class,test,size,peer,median,unit,runs,fastest_peer,ratio_to_fastest_peer"; cat "$csv.tmp"; } >"$csv"
+rm -f "$csv.tmp"
+echo "bench: CSV $csv, every round in $raw"
