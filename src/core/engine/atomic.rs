@@ -382,11 +382,7 @@ impl State {
                 if let Some(c) = cntr {
                     c.inc_err();
                 }
-                cq_error(
-                    b.tx_cq,
-                    o.report.slot,
-                    CqErrEntry::new(CqEntry { len: o.len, ..entry }, e.0),
-                );
+                tx_error(b.tx_cq, o.report, CqErrEntry::new(CqEntry { len: o.len, ..entry }, e.0));
             }
         }
     }

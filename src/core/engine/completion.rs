@@ -14,6 +14,9 @@ pub(super) struct Report {
     /// The operation holds the CQ slot it claimed at post time
     /// (FI_RM_ENABLED admission), which its completion uses or gives back.
     pub(super) slot: bool,
+    /// An `fi_inject*` call: the application gave no context, so a failure
+    /// makes no CQ error entry ([`tx_error`]).
+    pub(super) inject: bool,
 }
 
 /// What a receive's completion needs of it: a posted receive, or the
@@ -148,6 +151,7 @@ impl State {
                     Report {
                         on_success: want,
                         slot: r.claimed,
+                        inject: false,
                     },
                     entry,
                 );
@@ -208,6 +212,35 @@ pub(super) fn cq_success(cq: Option<&Cq>, how: Report, e: CqEntry) {
         (false, true) => cq.unclaim_slot(),
         (false, false) => {}
     }
+}
+
+/// A transmit operation's failure: its error entry (always reported,
+/// fi_cq(3)), except for an `fi_inject*` call. fi_inject(3) takes no
+/// context, and an error entry whose `op_context` is NULL is one that MPI
+/// libraries take for their own request and dereference (Open MPI's mtl
+/// ofi). Such a failure is counted on the bound counter (the caller does
+/// that), logged, and shows on the operations with a context that follow
+/// towards the same peer, which fail too.
+pub(super) fn tx_error(cq: Option<&Cq>, how: Report, e: CqErrEntry) {
+    if how.inject {
+        static FAILED: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+        let n = FAILED.fetch_add(1, core::sync::atomic::Ordering::Relaxed) + 1;
+        // The first few, then one in 1024: a dead peer fails every inject.
+        if n <= 8 || n.is_multiple_of(1024) {
+            crate::base::log::log_warn!(
+                crate::abi::FI_LOG_EP_DATA,
+                "an fi_inject* operation failed ({}; {n} so far in this process): it has no context for a CQ error entry, so only a bound counter's error count shows it",
+                e.err
+            );
+        }
+        if how.slot {
+            if let Some(cq) = cq {
+                cq.unclaim_slot();
+            }
+        }
+        return;
+    }
+    cq_error(cq, how.slot, e);
 }
 
 /// Queues an error completion (always reported, fi_cq(3)); `slot`: the

@@ -56,7 +56,7 @@ mod send;
 
 pub(crate) use self::atomic::AtomicArgs;
 use self::buffered::{Buffered, BUF_HANDLE, PREFIX_AUX};
-use self::completion::{cq_error, cq_success, Received, RxFailure, RxIdent};
+use self::completion::{cq_success, tx_error, Received, RxFailure, RxIdent};
 use self::matching::{IovList, Matching, PostedRecv, RtsInfo, UnexBody, Unexpected};
 use self::peers::STREAM_LIVENESS;
 use self::recv::Inflight;

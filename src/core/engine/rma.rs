@@ -499,6 +499,7 @@ impl Inner {
         Ok(Report {
             on_success: !inject_call && (!b.tx_selective || flags & FI_COMPLETION != 0),
             slot,
+            inject: inject_call,
         })
     }
 
@@ -714,7 +715,7 @@ impl State {
                     c.inc_err();
                 }
                 let entry = CqEntry { len: op.len, ..entry };
-                cq_error(b.tx_cq, op.report.slot, CqErrEntry::new(entry, e.0));
+                tx_error(b.tx_cq, op.report, CqErrEntry::new(entry, e.0));
             }
         }
     }
@@ -872,6 +873,7 @@ impl State {
                         Report {
                             on_success: true,
                             slot: false,
+                            inject: false,
                         },
                         entry,
                     );

@@ -83,6 +83,7 @@ impl Inner {
         let report = Report {
             on_success: !a.inject_call && (!b.tx_selective || a.flags & FI_COMPLETION != 0),
             slot,
+            inject: a.inject_call,
         };
         if a.flags & FI_MORE != 0 {
             self.port.more_coming();
@@ -291,7 +292,7 @@ impl State {
                     c.inc_err();
                 }
                 let entry = CqEntry { len, ..entry };
-                cq_error(b.tx_cq, report.slot, CqErrEntry::new(entry, e.0));
+                tx_error(b.tx_cq, report, CqErrEntry::new(entry, e.0));
             }
         }
     }

@@ -301,3 +301,40 @@ fn idle_accessors_report_the_ports_state() {
     assert!(a.inner.has_pending());
     assert_eq!(a.inner.config().tx_size, 64);
 }
+
+/// An `fi_inject` that fails after its call returned (queued behind a full
+/// window when the connection resets) makes no CQ error entry: it has no
+/// context, and an error entry with a NULL `op_context` is taken for their
+/// own request by MPI libraries (Open MPI's mtl ofi dereferences it). The
+/// bound counter counts the error; a send with a context still gets its
+/// error entry.
+#[test]
+fn a_failed_inject_counts_an_error_but_makes_no_context_less_entry() {
+    let mut sim = SimOpts::tcp();
+    sim.window = 1000;
+    let (net, mut a, mut b) = pair(sim);
+    let big = pattern(60_000, 1);
+    let small = pattern(8, 2);
+    let mut buf = vec![0u8; 60_000];
+    b.recv(rargs(&mut buf, 9)).unwrap();
+    a.send(sargs(B, &big, 1)).unwrap();
+    a.send(SendArgs {
+        inject_call: true,
+        context: 0,
+        ..sargs(B, &small, 0)
+    })
+    .unwrap();
+    a.send(sargs(B, &small, 3)).unwrap();
+    net.reset(&a.addr, &b.addr);
+    run(&mut [&mut a, &mut b], 4);
+    // The first send is in the socket's queue (done); the inject and the
+    // send behind it wait for room when the connection resets.
+    let (ok, errs) = a.tx();
+    assert_eq!(ok.iter().map(|c| c.ctx).collect::<Vec<_>>(), [1]);
+    assert_eq!(
+        errs.iter().map(|e| (e.ctx, e.err)).collect::<Vec<_>>(),
+        [(3, FI_ECONNRESET)],
+        "the send with a context fails with its entry, the inject with none"
+    );
+    assert_eq!(a.send_count(), (1, 2), "the inject's error is counted");
+}
