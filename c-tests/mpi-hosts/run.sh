@@ -19,7 +19,10 @@
 #   3. pingpong between ranks 0 and 1 of host 1 while ranks 2 and 3 wait in
 #      a barrier: on host 1 too (1 x 4), and on host 2 over TCP (2 x 2; the
 #      oversubscription case of a 2-core machine);
-#   4. only with MPI_HOSTS_ONLY=alltoall (make scale-mpi): MPI_Alltoall on
+#   4. mpi_test on 2 hosts x 2 ranks without FI_RUSTFAB_IFACE, each host's
+#      first interface (dead0, 10.126.H.1) reaching no other host: the ranks
+#      advertise rf0, the interface the route to mpirun uses;
+#   5. only with MPI_HOSTS_ONLY=alltoall (make scale-mpi): MPI_Alltoall on
 #      1, 2 and 4 hosts, 4-16 ranks, rustfab next to Open MPI's own shared
 #      memory and TCP (pml ob1: vader, tcp).
 # MPI_HOSTS_MPIRUN_ARGS adds mpirun options to every job.
@@ -72,6 +75,15 @@ ip -n "$head" link set br0 up
 for i in $(seq 1 $NHOSTS); do
 	h=${pfx}-$i
 	ip netns add "$h" 2>"$tmp/err" || nons "ip netns add: $(cat "$tmp/err")"
+	# First in the kernel's order, before rf0: an interface that is up, has
+	# an address of its own subnet (10.126.H.1/24) and reaches no other
+	# host (its veth peer stays in the same namespace). A rank that
+	# advertised it could not be reached (the "anyiface" run).
+	ip -n "$h" link add dead0 type veth peer name dead1 2>"$tmp/err" ||
+		nons "cannot create a veth pair: $(cat "$tmp/err")"
+	ip -n "$h" addr add "10.126.$i.1/24" dev dead0
+	ip -n "$h" link set dead1 up
+	ip -n "$h" link set dead0 up
 	ip link add rf0 netns "$h" type veth peer name "h$i" netns "$head" 2>"$tmp/err" ||
 		nons "cannot create a veth pair: $(cat "$tmp/err")"
 	ip -n "$h" addr add "10.125.0.$i/24" dev rf0
@@ -89,7 +101,7 @@ for i in $(seq 1 $NHOSTS); do
 done
 
 passed=0; failed=0
-# MPI_HOSTS_ONLY=name runs one group (mpi_test, between, oversub).
+# MPI_HOSTS_ONLY=name runs one group (mpi_test, anyiface, between, oversub).
 want() { [ -z "${MPI_HOSTS_ONLY:-}" ] || [ "$MPI_HOSTS_ONLY" = "$1" ]; }
 result() { # rc, name
 	if [ "$1" -eq 0 ]; then echo "ok   mpi-hosts $2"; passed=$((passed + 1))
@@ -107,17 +119,21 @@ job() {
 	: >"$tmp/hostfile"
 	for i in $(seq 1 "$nh"); do echo "${pfx}-$i slots=$rph" >>"$tmp/hostfile"; done
 	local provenv=(FI_PROVIDER=rustfab)
+	# NO_IFACE=1: FI_RUSTFAB_IFACE is neither set nor passed (the ranks pick
+	# the interface to advertise themselves).
+	local ifenv=(FI_RUSTFAB_IFACE=rf0) ifx=(-x FI_RUSTFAB_IFACE)
+	[ -z "${NO_IFACE:-}" ] || { ifenv=(); ifx=(); }
 	[ "$prov" = rustfab ] || provenv=(FI_PROVIDER="${prov//;/,}")
 	# ob1: Open MPI's own shared memory (vader) and TCP, no libfabric
 	local pml=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$prov"
 		--mca mtl_ofi_verbose 1 --mca btl self)
 	[ "$prov" = ob1 ] && pml=(--mca pml ob1 --mca btl self,vader,tcp --mca btl_tcp_if_include rf0)
-	env "${provenv[@]}" FI_RUSTFAB_IFACE=rf0 FI_RUSTFAB_TRANSPORT=auto \
+	env -u FI_RUSTFAB_IFACE "${provenv[@]}" "${ifenv[@]}" FI_RUSTFAB_TRANSPORT=auto \
 		timeout -k 10 "$T" ip netns exec "$head" \
 		mpirun --hostfile "$tmp/hostfile" -np $((nh * rph)) \
 		--mca plm_rsh_agent "$agent" --mca oob_tcp_if_include br0,rf0 \
 		--bind-to none ${MPI_HOSTS_MPIRUN_ARGS:-} \
-		-x FI_PROVIDER_PATH -x FI_PROVIDER -x FI_RUSTFAB_IFACE -x FI_RUSTFAB_TRANSPORT \
+		-x FI_PROVIDER_PATH -x FI_PROVIDER "${ifx[@]}" -x FI_RUSTFAB_TRANSPORT \
 		-x FI_LOG_LEVEL -x FI_LOG_PROV \
 		"${pml[@]}" "$@" >"$log" 2>&1
 }
@@ -177,6 +193,25 @@ for shape in "2 2" "4 1"; do
 	check_transports "$log" "$nh" "$rph"
 	result $? "transports, $nh hosts x $rph ranks: shm within a host, TCP between hosts"
 done
+
+# Hosts whose first interface (dead0) reaches no other host, and no
+# FI_RUSTFAB_IFACE: each rank advertises the address its route to mpirun
+# leaves from (rf0), so the job runs and TCP goes between the rf0 addresses.
+if want anyiface; then
+	log=$tmp/mpi_test.anyiface
+	NO_IFACE=1 FI_LOG_LEVEL=info FI_LOG_PROV=rustfab job 2 2 rustfab "$log" "$mpi_test"
+	rc=$?
+	line=$(grep -E "^mpi \([0-9]+ ranks\): [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
+	ok=0
+	if [ $rc -ne 0 ] || [ -z "$line" ] || ! echo "$line" | grep -q " 0 failed"; then
+		ok=1; grep -E "FAIL|rror|advertising" "$log" | head -n 20; tail -n 20 "$log"
+	fi
+	result $ok "mpi_test, 2 hosts x 2 ranks, first interface unreachable, no FI_RUSTFAB_IFACE (rc=$rc; $line)"
+	adv=$(grep -c "tcp: advertising 10\.125\.0\.[0-9]* (rf0: the route to the launcher" "$log")
+	bad=$(grep -c "tcp: advertising 10\.126\." "$log")
+	[ "$adv" -gt 0 ] && [ "$bad" -eq 0 ]
+	result $? "anyiface: ranks advertise rf0 by the route to mpirun ($adv lines), never dead0 ($bad)"
+fi
 
 # Between two hosts, rustfab next to tcp;ofi_rxm.
 for prov in rustfab "tcp;ofi_rxm"; do

@@ -1,7 +1,7 @@
 //! Facts about this host's addresses that several cores and fi_getinfo
 //! need (the auto transport's "is this peer on my host?").
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 
 /// Whether an IP address belongs to this host (loopback, unspecified, or
 /// bindable here).
@@ -9,9 +9,7 @@ pub(crate) fn ip_is_local(a: &SocketAddr) -> bool {
     if a.ip().is_loopback() || a.ip().is_unspecified() {
         return true;
     }
-    let mut probe = *a;
-    probe.set_port(0);
-    UdpSocket::bind(probe).is_ok()
+    crate::sys::net::bindable(a.ip())
 }
 
 #[cfg(test)]

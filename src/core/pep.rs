@@ -25,7 +25,7 @@ use crate::core::progress::{Engine, Source};
 use crate::core::users::{HasUsers, Held, Users};
 use crate::sys::net;
 use crate::transport::addr::Addr;
-use crate::transport::tcp::advertised_addr;
+use crate::transport::tcp::advertised_addr_with;
 use crate::transport::tcp::connected::PassiveListener;
 
 pub(crate) use crate::transport::tcp::connected::ConnRequest;
@@ -61,6 +61,8 @@ struct PepState {
     backlog: i32,
     /// `FI_RUSTFAB_IFACE` (the interface a wildcard bind advertises).
     iface: Option<String>,
+    /// The launcher's addresses (`TcpSettings::route_hints`).
+    route_hints: Vec<std::net::IpAddr>,
     eq: Option<Held<Eq>>,
 }
 
@@ -93,6 +95,7 @@ struct Owner {
     fabric: Option<Held<Fabric>>,
     engine: Arc<Engine>,
     iface: Option<String>,
+    route_hints: Vec<std::net::IpAddr>,
 }
 
 /// The passive endpoint core. See the module documentation.
@@ -126,6 +129,7 @@ impl Pep {
             fabric: Some(Held::new(fabric.clone())),
             engine: fabric.engine.clone(),
             iface: fabric.settings.tcp.iface.clone(),
+            route_hints: fabric.settings.tcp.route_hints.clone(),
         };
         Pep::build(of, info, announce)
     }
@@ -159,6 +163,7 @@ impl Pep {
                 socket: Socket::Unbound,
                 backlog: DEFAULT_BACKLOG,
                 iface: of.iface,
+                route_hints: of.route_hints,
                 eq: None,
             }),
             info,
@@ -214,7 +219,13 @@ impl Pep {
             Socket::Listening(l) => l.local_addr()?,
             Socket::Unbound => return Err(Error::INVAL),
         };
-        Ok(advertised_addr(bound, st.iface.as_deref(), &net::interfaces()))
+        Ok(advertised_addr_with(
+            bound,
+            st.iface.as_deref(),
+            &st.route_hints,
+            &net::interfaces(),
+            net::route_source,
+        ))
     }
 
     /// `fi_control(FI_BACKLOG)`: applies at once when listening.

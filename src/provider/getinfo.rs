@@ -94,7 +94,7 @@ use crate::sys::resolve::Lookup;
 use crate::transport::addr::{shm_token_for, Addr};
 use core::ffi::c_char;
 use std::cell::OnceCell;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 // ---- What rustfab offers -------------------------------------------------
 
@@ -1431,23 +1431,9 @@ fn node_is_local(node: &str, numeric: bool) -> bool {
 /// The local address the kernel would use to reach `dest`, port 0 (util's
 /// `ofi_get_src_addr`); the wildcard if there is no route.
 fn route_source(dest: &SocketAddr) -> SocketAddr {
-    let family = Family::of(dest);
-    let probe = || -> std::io::Result<SocketAddr> {
-        let s = UdpSocket::bind(family.wildcard(0))?;
-        let mut to = *dest;
-        if to.port() == 0 {
-            // Connecting a UDP socket sends nothing; any port will do.
-            to.set_port(9);
-        }
-        s.connect(to)?;
-        s.local_addr()
-    };
-    match probe() {
-        Ok(mut a) => {
-            a.set_port(0);
-            a
-        }
-        Err(_) => family.wildcard(0),
+    match crate::sys::net::route_source(dest.ip()) {
+        Some(ip) => SocketAddr::new(ip, 0),
+        None => Family::of(dest).wildcard(0),
     }
 }
 

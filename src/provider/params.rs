@@ -22,7 +22,7 @@ pub const PARAMS: &[Param] = &[
     Param {
         name: "iface",
         ty: FI_PARAM_STRING,
-        help: "tcp: network interface whose address an endpoint bound to a wildcard address advertises (default: the first non-loopback interface that is up, else loopback)",
+        help: "tcp: network interface whose address an endpoint bound to a wildcard address advertises (default: the one the route to the job's launcher leaves from, as mpirun, srun or hydra name it in the environment; else the default route's; else the first non-loopback interface that is up; else loopback)",
     },
     Param {
         name: "buffered_pool",
@@ -133,10 +133,49 @@ pub fn settings() -> crate::core::settings::Settings {
             coalesce: get_bool("tcp_coalesce", d.tcp.coalesce),
             max_conns: at_least("tcp_max_conns", crate::transport::tcp::MAX_CONNS_MIN, d.tcp.max_conns),
             auth_key: get_str("auth_key").map(|k| crate::transport::tcp::AuthKey(k.into_bytes())),
+            route_hints: launcher_addresses(|v| std::env::var(v).ok()),
         },
     };
     show_once(&in_effect(&s, shm_free));
     s
+}
+
+/// The addresses the job's launcher was started from, as a rank's
+/// environment gives them: Open MPI 4's `OMPI_MCA_orte_hnp_uri`
+/// ("jobid;tcp://a,b:port;tcp6://[x]:port": mpirun's addresses), Slurm's
+/// `SLURM_LAUNCH_NODE_IPADDR` (where srun ran), MPICH hydra's `PMI_PORT`
+/// ("host:port", numeric hosts only: no name lookup here). A TCP endpoint
+/// bound to a wildcard advertises the address its route to them leaves
+/// from (`transport::tcp::advertised_addr_with`).
+fn launcher_addresses(var: impl Fn(&str) -> Option<String>) -> Vec<std::net::IpAddr> {
+    use std::net::IpAddr;
+    let ip = |s: &str| {
+        s.trim()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+            .ok()
+    };
+    let mut out = Vec::new();
+    if let Some(uri) = var("OMPI_MCA_orte_hnp_uri") {
+        for part in uri.split(';') {
+            let Some(rest) = part.strip_prefix("tcp://").or_else(|| part.strip_prefix("tcp6://")) else {
+                continue;
+            };
+            let hosts = rest.rsplit_once(':').map_or(rest, |(h, _port)| h);
+            out.extend(hosts.split(',').filter_map(ip));
+        }
+    }
+    if let Some(a) = var("SLURM_LAUNCH_NODE_IPADDR").as_deref().and_then(ip) {
+        out.push(a);
+    }
+    if let Some(p) = var("PMI_PORT") {
+        if let Some(a) = p.rsplit_once(':').and_then(|(h, _port)| ip(h)) {
+            out.push(a);
+        }
+    }
+    out.dedup();
+    out
 }
 
 /// A size parameter with a floor: a value below it is raised to it, with a
@@ -185,7 +224,7 @@ fn in_effect(s: &crate::core::settings::Settings, shm_free: u64) -> String {
         &s.tcp
             .iface
             .as_deref()
-            .unwrap_or("(first non-loopback interface that is up)"),
+            .unwrap_or("(the route to the launcher, else the default route)"),
     );
     add("buffered_pool", &s.buffered_pool);
     add("unexp_budget", &s.unexp_budget);
@@ -340,6 +379,39 @@ mod tests {
         assert_eq!(parse_bool("n"), Some(false));
         assert_eq!(parse_bool("maybe"), None);
         assert_eq!(parse_size(""), None);
+    }
+
+    #[test]
+    fn launcher_addresses_from_open_mpi_slurm_and_hydra() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |v: &str| pairs.iter().find(|(k, _)| *k == v).map(|(_, x)| x.to_string())
+        };
+        let ips = |l: &[&str]| {
+            l.iter()
+                .map(|s| s.parse::<std::net::IpAddr>().unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            launcher_addresses(env(&[(
+                "OMPI_MCA_orte_hnp_uri",
+                "1938292736.0;tcp://192.0.2.2,10.0.0.1:40135;tcp6://[fd00::2]:43267"
+            )])),
+            ips(&["192.0.2.2", "10.0.0.1", "fd00::2"])
+        );
+        assert_eq!(
+            launcher_addresses(env(&[
+                ("SLURM_LAUNCH_NODE_IPADDR", "10.1.2.3"),
+                ("PMI_PORT", "10.1.2.4:5555")
+            ])),
+            ips(&["10.1.2.3", "10.1.2.4"])
+        );
+        // Names are not looked up; garbage is ignored.
+        assert!(launcher_addresses(env(&[
+            ("PMI_PORT", "node01:5555"),
+            ("OMPI_MCA_orte_hnp_uri", "x;tcp://;y")
+        ]))
+        .is_empty());
+        assert!(launcher_addresses(env(&[])).is_empty());
     }
 
     /// `shm_close_wait` is an `FI_PARAM_INT`: no size suffix, no sign.

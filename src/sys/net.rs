@@ -324,6 +324,24 @@ impl TimerFd {
     }
 }
 
+/// The local address the kernel would send from to reach `dest` (a UDP
+/// socket connected to it: no packet leaves), `None` without a route.
+pub(crate) fn route_source(dest: IpAddr) -> Option<IpAddr> {
+    let any: SocketAddr = match dest {
+        IpAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
+        IpAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let s = std::net::UdpSocket::bind(any).ok()?;
+    // Any port: connecting a UDP socket only picks the route.
+    s.connect(SocketAddr::new(dest, 9)).ok()?;
+    s.local_addr().ok().map(|a| a.ip())
+}
+
+/// Whether `ip` can be bound here: an address of this host.
+pub(crate) fn bindable(ip: IpAddr) -> bool {
+    std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+}
+
 /// One address of a network interface.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct IfAddr {

@@ -43,6 +43,7 @@ fn owner(engine: &Arc<Engine>) -> Owner {
         fabric: None,
         engine: engine.clone(),
         iface: None,
+        route_hints: Vec::new(),
     }
 }
 

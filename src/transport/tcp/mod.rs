@@ -230,12 +230,41 @@ impl PayloadIn for CtlPayload<'_> {
     }
 }
 
-/// Chooses the address to advertise for a listener bound to `bound`: the
-/// bound address itself unless it is a wildcard; else the address of the
-/// interface named by `iface` (`FI_RUSTFAB_IFACE`); else the first
-/// non-loopback interface that is up; else loopback. Never a wildcard, and
-/// never a link-local address (it needs a scope to be dialed).
+/// Chooses the address to advertise for a listener bound to `bound`, with
+/// no route to ask ([`advertised_addr_with`] without hints).
+#[cfg(test)]
 pub(crate) fn advertised_addr(bound: SocketAddr, iface: Option<&str>, ifs: &[IfAddr]) -> SocketAddr {
+    advertised_addr_with(bound, iface, &[], ifs, |_| None)
+}
+
+/// A reachable destination outside any private network (TEST-NET-3, RFC
+/// 5737; 2001:db8::/32 for IPv6): the route to it is the default route.
+const DEFAULT_ROUTE_PROBE_V4: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 1);
+const DEFAULT_ROUTE_PROBE_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+
+/// Chooses the address to advertise for a listener bound to `bound`, the
+/// first that applies:
+/// 1. the bound address itself unless it is a wildcard;
+/// 2. the address of the interface `iface` names (`FI_RUSTFAB_IFACE`);
+/// 3. the source of the route to a launcher address in `hints` (the
+///    address mpirun or srun was started from: the peers of a job are
+///    reached the way the launcher is), when that source is an interface
+///    that is up and not loopback;
+/// 4. the source of the default route, likewise;
+/// 5. the first interface that is up and not loopback;
+/// 6. loopback.
+///
+/// Never a wildcard, a down interface, or a link-local address (it needs a
+/// scope to be dialed). `route` asks the kernel for the source address
+/// towards a destination (`sys::net::route_source`). The choice and its
+/// reason are logged at FI_LOG_INFO.
+pub(crate) fn advertised_addr_with(
+    bound: SocketAddr,
+    iface: Option<&str>,
+    hints: &[IpAddr],
+    ifs: &[IfAddr],
+    route: impl Fn(IpAddr) -> Option<IpAddr>,
+) -> SocketAddr {
     if !bound.ip().is_unspecified() {
         return bound;
     }
@@ -260,15 +289,63 @@ pub(crate) fn advertised_addr(bound: SocketAddr, iface: Option<&str>, ifs: &[IfA
         }
         found
     });
-    let pick = named
-        .or_else(|| ifs.iter().filter(usable).find(|a| a.up && !a.loopback))
-        .map(|a| a.ip)
-        .unwrap_or(if v6 {
-            IpAddr::V6(Ipv6Addr::LOCALHOST)
+    // An up, non-loopback interface address that the kernel routes from.
+    let routed_from = |dest: IpAddr| {
+        let src = route(dest)?;
+        ifs.iter().filter(usable).find(|a| a.ip == src && a.up && !a.loopback)
+    };
+    let default_probe = if v6 {
+        IpAddr::V6(DEFAULT_ROUTE_PROBE_V6)
+    } else {
+        IpAddr::V4(DEFAULT_ROUTE_PROBE_V4)
+    };
+    let (pick, why) = if let Some(a) = named {
+        (Some(a), "FI_RUSTFAB_IFACE".to_string())
+    } else if let Some((h, a)) = hints
+        .iter()
+        .filter(|h| h.is_ipv6() == v6 && !h.is_loopback() && !h.is_unspecified())
+        .find_map(|&h| routed_from(h).map(|a| (h, a)))
+    {
+        (Some(a), format!("the route to the launcher's address {h}"))
+    } else if let Some(a) = routed_from(default_probe) {
+        (Some(a), "the default route".to_string())
+    } else {
+        (
+            ifs.iter().filter(usable).find(|a| a.up && !a.loopback),
+            "the first interface that is up".to_string(),
+        )
+    };
+    let ip = pick.map(|a| a.ip).unwrap_or(if v6 {
+        IpAddr::V6(Ipv6Addr::LOCALHOST)
+    } else {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    });
+    crate::base::log::log_info!(
+        crate::abi::FI_LOG_CORE,
+        "tcp: advertising {ip} ({}: {}; FI_RUSTFAB_IFACE picks another)",
+        pick.map_or("lo", |a| a.name.as_str()),
+        if pick.is_some() {
+            why.as_str()
         } else {
-            IpAddr::V4(Ipv4Addr::LOCALHOST)
-        });
-    SocketAddr::new(pick, bound.port())
+            "no other interface is up"
+        }
+    );
+    SocketAddr::new(ip, bound.port())
+}
+
+/// Says why a dial failed, once for each of the first few and then one in
+/// 1024 (a job whose addresses are wrong fails every dial): what to set when
+/// the address the peer advertised is one this host cannot reach.
+#[cold]
+fn dial_failed(addr: SocketAddr, e: Error) {
+    static DIALS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+    let n = DIALS.fetch_add(1, core::sync::atomic::Ordering::Relaxed) + 1;
+    if n <= 8 || n.is_multiple_of(1024) {
+        crate::base::log::log_warn!(
+            crate::abi::FI_LOG_EP_CTRL,
+            "tcp: cannot reach {addr} ({e}; {n} failed dials so far): its operations fail. If that is an address of an interface the hosts do not share, set FI_RUSTFAB_IFACE on every process to the interface they do share"
+        );
+    }
 }
 
 /// A fresh challenge (the kernel's random numbers).
@@ -309,6 +386,11 @@ pub(crate) struct TcpSettings {
     pub(crate) auth_key: Option<AuthKey>,
     /// Established connections kept at most (`FI_RUSTFAB_TCP_MAX_CONNS`).
     pub(crate) max_conns: usize,
+    /// Addresses the job's launcher was started from (read from the
+    /// environment mpirun, srun or hydra give a rank): without `iface`, a
+    /// wildcard-bound endpoint advertises the address the route to them
+    /// leaves from ([`advertised_addr_with`]).
+    pub(crate) route_hints: Vec<IpAddr>,
 }
 
 /// [`TcpSettings::max_conns`] by default, and at least.
@@ -322,6 +404,7 @@ impl Default for TcpSettings {
             coalesce: true,
             auth_key: None,
             max_conns: MAX_CONNS_DEFAULT,
+            route_hints: Vec::new(),
         }
     }
 }
@@ -467,7 +550,13 @@ impl TcpPort {
             },
         )?;
         let bound = listener.local_addr()?;
-        let me = advertised_addr(bound, settings.iface.as_deref(), &net::interfaces());
+        let me = advertised_addr_with(
+            bound,
+            settings.iface.as_deref(),
+            &settings.route_hints,
+            &net::interfaces(),
+            net::route_source,
+        );
         let epoll = Epoll::new()?;
         let alarm = Alarm::new()?;
         listener.watch(&epoll)?;
@@ -1493,6 +1582,7 @@ impl TcpPort {
         let e = if phase == Phase::Up {
             crate::transport::PEER_FAILED
         } else {
+            dial_failed(addr, e);
             e
         };
         self.fail_peer(addr, e, d);

@@ -495,6 +495,70 @@ fn advertised_address_is_never_a_wildcard() {
     assert_eq!(advertised_addr(sa("[::]:5"), None, &[]), sa("[::1]:5"));
 }
 
+/// A host whose first interface does not reach the job's other hosts: the
+/// route to the launcher picks the one that does, else the default route,
+/// else the first interface that is up.
+#[test]
+fn advertised_address_follows_the_route_to_the_launcher() {
+    let ifa = |name: &str, ip: &str| IfAddr {
+        name: name.into(),
+        up: true,
+        loopback: name == "lo",
+        ip: ip.parse().unwrap(),
+    };
+    // dead0 comes first in the kernel's order; rf0 links the hosts.
+    let ifs = vec![
+        ifa("lo", "127.0.0.1"),
+        ifa("dead0", "10.126.0.1"),
+        ifa("rf0", "10.125.0.2"),
+    ];
+    let sa = |s: &str| -> SocketAddr { s.parse().unwrap() };
+    let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    // The kernel's routes: 10.125/16 via rf0, 10.126/16 via dead0, no
+    // default route.
+    let route = |d: IpAddr| match d {
+        IpAddr::V4(v) if v.octets()[..2] == [10, 125] => Some(ip("10.125.0.2")),
+        IpAddr::V4(v) if v.octets()[..2] == [10, 126] => Some(ip("10.126.0.1")),
+        _ => None,
+    };
+    let pick = |hints: &[IpAddr], iface: Option<&str>, route: &dyn Fn(IpAddr) -> Option<IpAddr>| {
+        advertised_addr_with(sa("0.0.0.0:5"), iface, hints, &ifs, route)
+    };
+    assert_eq!(
+        pick(&[], None, &route),
+        sa("10.126.0.1:5"),
+        "no hint, no default route: the first"
+    );
+    assert_eq!(
+        pick(&[ip("10.125.0.254")], None, &route),
+        sa("10.125.0.2:5"),
+        "the route to mpirun"
+    );
+    // Hints that are loopback, of the other family or unrouted are passed over.
+    assert_eq!(
+        pick(
+            &[ip("127.0.0.1"), ip("fd00::1"), ip("192.0.2.9"), ip("10.125.0.254")],
+            None,
+            &route
+        ),
+        sa("10.125.0.2:5")
+    );
+    // FI_RUSTFAB_IFACE still wins.
+    assert_eq!(pick(&[ip("10.125.0.254")], Some("dead0"), &route), sa("10.126.0.1:5"));
+    // No hint: the default route's interface.
+    let with_default = |d: IpAddr| route(d).or(Some(ip("10.125.0.2")));
+    assert_eq!(pick(&[], None, &with_default), sa("10.125.0.2:5"));
+    // A route whose source is loopback or no interface here is passed over.
+    assert_eq!(
+        pick(&[ip("10.1.1.1")], None, &|_| Some(ip("127.0.0.1"))),
+        sa("10.126.0.1:5")
+    );
+    assert_eq!(
+        pick(&[ip("10.1.1.1")], None, &|_| Some(ip("10.9.9.9"))),
+        sa("10.126.0.1:5")
+    );
+}
+
 #[test]
 fn ipv6_loopback_works() {
     let Ok(mut a) = TcpPort::new("[::1]:0".parse().unwrap(), LIM, &TcpSettings::default()) else {
