@@ -19,7 +19,7 @@ MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-changelog deb-changelog-check deb-check demo test unit abi-check exports-check header header-check man man-check params-check \
-        c-tests c-tests-tcp examples netns shmfull fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-insns bench-idle bench-mpi fmt lint clean panic-test \
+        c-tests c-tests-tcp examples netns shmfull fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-hosts bench-insns bench-idle bench-mpi fmt lint clean panic-test \
         memcheck asan stress fuzz fuzz-corpus loom miri
 
 all: lib
@@ -400,6 +400,15 @@ bench: lib $(BUILD)/bench/rf_bench $(BUILD)/bench/rf_insns
 	@if command -v mpicc >/dev/null; then $(MAKE) --no-print-directory $(BUILD)/mpi-hosts/pingpong; fi
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/mpi.sh $(CURDIR)/$(BUILD)/mpi-hosts/pingpong
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/insns.sh $(BUILD)/bench/rf_insns
+	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/plot.sh
+
+# Open MPI between two hosts (network namespaces joined by a veth pair, as
+# is and shaped to a NIC's rate with tc tbf): rustfab next to pml ucx over
+# tcp, ob1 + btl tcp and tcp;ofi_rxm, ping-pong and streaming, 1 B-4 MiB;
+# CSV in $(BUILD)/bench/hosts.csv, plotted with the rest (root; not part of
+# make test: c-tests/bench/hosts.sh).
+bench-hosts: lib $(BUILD)/mpi-hosts/pingpong
+	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/hosts.sh $(BUILD)
 	BENCH_OUT=$(CURDIR)/$(BUILD)/bench c-tests/bench/plot.sh
 
 bench-mpi: lib $(BUILD)/mpi-hosts/pingpong

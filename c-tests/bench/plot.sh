@@ -6,7 +6,8 @@
 # From peers.csv (c-tests/bench/peers.sh: classes shm and tcp), mpi.csv
 # (c-tests/bench/mpi.sh: class mpi) and run.csv (c-tests/bench/run.sh, rf_bench
 # against the built-in providers: classes rf-shm, rf-tcp, rf-msg and the
-# buffered rows rf-shm-B, rf-tcp-B), whichever exist:
+# buffered rows rf-shm-B, rf-tcp-B) and hosts.csv (c-tests/bench/hosts.sh,
+# make bench-hosts: classes hosts-veth, hosts-tbf-RATE), whichever exist:
 #   latency.png    one-way latency (us) against message size, one panel per
 #                  class, one line per peer (the "lat" rows);
 #   bandwidth.png  MB/s against size: shm and tcp streaming bandwidth (the
@@ -27,7 +28,7 @@ if ! command -v gnuplot >/dev/null 2>&1; then
 	exit 0
 fi
 csvs=()
-for f in "$dir/peers.csv" "$dir/mpi.csv" "$dir/run.csv"; do [ -s "$f" ] && csvs+=("$f"); done
+for f in "$dir/peers.csv" "$dir/mpi.csv" "$dir/run.csv" "$dir/hosts.csv"; do [ -s "$f" ] && csvs+=("$f"); done
 if [ ${#csvs[@]} -eq 0 ]; then
 	echo "plot: NOT RUN: none of $dir/peers.csv, mpi.csv, run.csv exists (make bench writes them)"
 	exit 0
@@ -46,6 +47,7 @@ FNR == 1 { next }
 {
 	cls = $1; t = $2; size = $3; peer = $4; v = $5 + 0
 	if (FILENAME ~ /(^|\/)run\.csv$/) cls = "rf-" cls
+	if (FILENAME ~ /(^|\/)hosts\.csv$/) cls = "hosts-" cls
 	if (t == "lat") add("lat", cls, peer, size, v)
 	if (t == "bw") add("bw", cls, peer, size, v)
 	if (t == "lat" && cls == "mpi" && v > 0) add("bw", cls, peer, size, size / v)
@@ -91,6 +93,8 @@ plot() {
 			case $fig-$c in
 				lat-mpi) what="mpi: Open MPI ping-pong, one-way" ;;
 				lat-rf-*) what="${c#rf-}: rf_bench ping-pong, one-way" ;;
+				lat-hosts-*) what="between 2 hosts (${c#hosts-}): Open MPI ping-pong, one-way" ;;
+				bw-hosts-*) what="between 2 hosts (${c#hosts-}): Open MPI streaming" ;;
 				bw-rf-*) what="${c#rf-}: rf_bench streaming" ;;
 				bw-mpi) what="mpi: Open MPI ping-pong (size / one-way time)" ;;
 				lat-*) what="$c: fi_rdm_pingpong / ucx_perftest tag_lat, one-way" ;;
