@@ -1,7 +1,9 @@
 //! The layering rule of `src/lib.rs`, checked: a module may use its own
 //! layer and the layers below it, never one above; only `sys/` (and the ABI
-//! mirror) calls libc functions; only the ABI mirror declares functions of
-//! the libfabric core (`extern "C" { .. }`).
+//! mirror) calls libc functions or makes system calls through the standard
+//! library (files, sockets, processes: [`STD_SYSCALLS`]; test code may);
+//! only the ABI mirror declares functions of the libfabric core
+//! (`extern "C" { .. }`).
 //!
 //! Layers, bottom to top: `sys` < `transport` < `core` < `fi` < `provider`
 //! (with `capi.rs`, the entry point). `abi` and `base` are the foundation:
@@ -101,6 +103,64 @@ fn uses(line: &str, module: &[String]) -> Vec<String> {
     out
 }
 
+/// System calls made through the standard library: files and
+/// directories, sockets and name resolution, processes. (Clocks, threads
+/// and their sleeps are not counted: they are the language's, not the
+/// operating system's in the sense of this rule.)
+const STD_SYSCALLS: &[&str] = &[
+    "std::fs::",
+    "File::open",
+    "File::create",
+    "UdpSocket::",
+    "TcpStream::",
+    "TcpListener::",
+    "to_socket_addrs",
+    "std::process::Command",
+    "std::os::unix::net::",
+];
+
+/// Test code inside a file: test modules and files, the fuzz harness
+/// bodies, separate programs.
+fn test_file(rel: &Path) -> bool {
+    let s = rel.to_string_lossy();
+    s.contains("/tests/") || s.ends_with("tests.rs") || s == "fuzzing.rs" || s.starts_with("bin/")
+}
+
+/// For each line of `text`, whether it belongs to an item marked
+/// `#[cfg(test)]` (the attribute's line through the item's closing brace,
+/// or its `;` if it has no body).
+fn test_lines(text: &str) -> Vec<bool> {
+    let mut out = Vec::new();
+    let (mut inside, mut depth, mut opened) = (false, 0i64, false);
+    for raw in text.lines() {
+        let line = strip_comment(raw);
+        if !inside && line.trim() == "#[cfg(test)]" {
+            (inside, depth, opened) = (true, 0, false);
+            out.push(true);
+            continue;
+        }
+        if inside {
+            out.push(true);
+            for c in line.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if (opened && depth <= 0) || (!opened && line.trim_end().ends_with(';')) {
+                inside = false;
+            }
+        } else {
+            out.push(false);
+        }
+    }
+    out
+}
+
 /// Every violation in one file (`rel` is relative to `src/`).
 fn check_file(rel: &Path, text: &str) -> Vec<String> {
     let module = module_path(rel);
@@ -118,9 +178,16 @@ fn check_file(rel: &Path, text: &str) -> Vec<String> {
     };
     let mut out = Vec::new();
     let mut in_extern_block = false;
+    let tests = test_lines(text);
+    let test_file = test_file(rel);
     for (n, raw) in text.lines().enumerate() {
         let line = strip_comment(raw);
         let at = format!("{}:{}", rel.display(), n + 1);
+        if own_top != "sys" && own_top != "abi" && !test_file && !tests[n] {
+            if let Some(call) = STD_SYSCALLS.iter().find(|c| line.contains(*c)) {
+                out.push(format!("{at}: a system call through std ({call}) outside sys/"));
+            }
+        }
         for top in uses(line, &module) {
             let Some(theirs) = rank(&top) else { continue };
             let ok = match (own, theirs) {
@@ -242,4 +309,30 @@ fn libc_calls_and_foreign_blocks_outside_sys_are_caught() {
 #[test]
 fn a_file_outside_the_layers_is_caught() {
     assert_eq!(check_file(Path::new("misc.rs"), "").len(), 1);
+}
+
+#[test]
+fn std_system_calls_outside_sys_are_caught() {
+    let v = check_file(
+        Path::new("transport/addr.rs"),
+        "let b = std::fs::read_to_string(\"/proc/x\").unwrap_or_default();\n",
+    );
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(v[0].contains("std::fs::"));
+    let v = check_file(
+        Path::new("core/host.rs"),
+        "use std::net::UdpSocket;\nfn f() -> bool { UdpSocket::bind(a).is_ok() }\n",
+    );
+    assert_eq!(v.len(), 1, "{v:?}");
+    // sys/ may; test modules, test files and the fuzz bodies may.
+    assert!(check_file(Path::new("sys/net.rs"), "std::net::UdpSocket::bind(a);\n").is_empty());
+    let in_test_mod = "fn f() {}\n#[cfg(test)]\nmod tests {\n    fn g() { std::fs::read(p); }\n}\n";
+    assert!(check_file(Path::new("transport/shm/segment.rs"), in_test_mod).is_empty());
+    assert!(check_file(Path::new("transport/tcp/tests.rs"), "TcpStream::connect(a);\n").is_empty());
+    // After a test module closes, production code is checked again.
+    let after = format!("{in_test_mod}fn h() {{ std::fs::remove_file(p); }}\n");
+    assert_eq!(check_file(Path::new("transport/shm/segment.rs"), &after).len(), 1);
+    // A #[cfg(test)] item without a body ends at its semicolon.
+    let use_then_call = "#[cfg(test)]\nuse std::fs;\nfn h() { std::fs::write(p, b); }\n";
+    assert_eq!(check_file(Path::new("core/cq.rs"), use_then_call).len(), 1);
 }

@@ -645,7 +645,7 @@ impl AvState {
                     let Addr::Inet(SocketAddr::V4(inet)) = resolve_inet(node, service, libc::AF_INET)? else {
                         return Err(Error::INVAL);
                     };
-                    let local = crate::core::host::ip_is_local(&SocketAddr::V4(inet));
+                    let local = crate::sys::net::ip_is_local(std::net::IpAddr::V4(*inet.ip()));
                     Addr::Auto {
                         host: if local { addr::host_id() } else { 0 },
                         shm: addr::shm_token_for(Some(node), service),

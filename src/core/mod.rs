@@ -16,7 +16,6 @@ pub(crate) mod engine;
 pub(crate) mod ep;
 pub(crate) mod eq;
 pub(crate) mod fabric;
-pub(crate) mod host;
 pub(crate) mod mr;
 pub(crate) mod pep;
 pub(crate) mod poll;

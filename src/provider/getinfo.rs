@@ -86,10 +86,10 @@ use crate::core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use crate::core::domain::TransportKind;
 use crate::core::ep::INJECT_SIZE;
 use crate::core::fabric::FABRIC_NAME;
-use crate::core::host::ip_is_local;
 use crate::fi::attr::free_c_info;
 use crate::fi::{self, cmem};
 use crate::provider::PROVIDER_VERSION;
+use crate::sys::net::ip_is_local;
 use crate::sys::resolve::Lookup;
 use crate::transport::addr::{shm_token_for, Addr};
 use core::ffi::c_char;
@@ -1278,7 +1278,7 @@ fn auto_addresses(q: &Query, p: &Prepared) -> core::result::Result<(Addr, Option
         (Some(a @ Addr::Auto { .. }), _, _) => Some(a),
         (_, _, Some(d)) => {
             let inet = v4(d).ok_or_else(|| skip("auto addresses are IPv4"))?;
-            let local = ip_is_local(&SocketAddr::V4(inet));
+            let local = ip_is_local(IpAddr::V4(*inet.ip()));
             Some(Addr::Auto {
                 host: if local { crate::transport::addr::host_id() } else { 0 },
                 shm: token(shm_dest),
@@ -1423,7 +1423,7 @@ fn node_is_local(node: &str, numeric: bool) -> bool {
             numeric,
         },
     ) {
-        Ok(all) => all.iter().any(ip_is_local),
+        Ok(all) => all.iter().any(|a| ip_is_local(a.ip())),
         Err(_) => false,
     }
 }

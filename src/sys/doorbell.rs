@@ -45,6 +45,13 @@ pub fn remove(path: &Path) -> bool {
     rustix::fs::unlink(path).is_ok()
 }
 
+/// The names in the doorbells' directory `dir` (none if it cannot be read).
+pub fn names_in(dir: &Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default()
+}
+
 /// A doorbell's address: the path of its socket file.
 #[derive(Clone, Debug)]
 pub struct DoorbellAddr(SocketAddrUnix);

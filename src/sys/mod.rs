@@ -206,6 +206,24 @@ pub fn geteuid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
+/// What tells the processes that share this kernel, /dev/shm and IPC from
+/// all others: the boot id, and this process's IPC and mount namespaces
+/// (the targets of /proc/self/ns/ipc and mnt). Empty strings where
+/// unreadable.
+pub fn host_facts() -> [String; 3] {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let ns = |p: &str| {
+        std::fs::read_link(p)
+            .map(|l| l.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    [
+        boot.trim().to_string(),
+        ns("/proc/self/ns/ipc"),
+        ns("/proc/self/ns/mnt"),
+    ]
+}
+
 /// Eight random bytes from the kernel (`getrandom`, blocking only until the
 /// pool is first initialised); None if the call fails or comes back short.
 pub fn random_u64() -> Option<u64> {

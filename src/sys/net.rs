@@ -337,9 +337,12 @@ pub(crate) fn route_source(dest: IpAddr) -> Option<IpAddr> {
     s.local_addr().ok().map(|a| a.ip())
 }
 
-/// Whether `ip` can be bound here: an address of this host.
-pub(crate) fn bindable(ip: IpAddr) -> bool {
-    std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+/// Whether `ip` belongs to this host: loopback, unspecified (this host's
+/// "any"), or an address a socket can be bound to here. The one answer to
+/// "is this peer on my host?" (the auto transport, fi_getinfo's locality
+/// rule, a connected endpoint's shm offer).
+pub(crate) fn ip_is_local(ip: IpAddr) -> bool {
+    ip.is_loopback() || ip.is_unspecified() || std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
 
 /// One address of a network interface.
@@ -400,6 +403,16 @@ pub(crate) fn interfaces() -> Vec<IfAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_and_wildcard_are_local() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(ip_is_local(ip("127.0.0.1")));
+        assert!(ip_is_local(ip("0.0.0.0")));
+        assert!(ip_is_local(ip("::1")));
+        // TEST-NET-1 (RFC 5737), .1: not an address of this host.
+        assert!(!ip_is_local(ip("192.0.2.1")));
+    }
 
     /// The send buffer asked for: capped at `wmem_max`, and none (autotuning)
     /// where the cap would leave less than autotuning reaches (a stock

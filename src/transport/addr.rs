@@ -194,19 +194,8 @@ pub fn shm_token_for(node: Option<&str>, service: Option<&str>) -> u64 {
 pub fn host_id() -> u64 {
     static ID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *ID.get_or_init(|| {
-        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-        let ns = |p: &str| {
-            std::fs::read_link(p)
-                .map(|l| l.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        };
-        let s = format!(
-            "{}|{}|{}|{}",
-            boot.trim(),
-            crate::sys::geteuid(),
-            ns("/proc/self/ns/ipc"),
-            ns("/proc/self/ns/mnt")
-        );
+        let [boot, ipc, mnt] = crate::sys::host_facts();
+        let s = format!("{boot}|{}|{ipc}|{mnt}", crate::sys::geteuid());
         shm_token_for(Some(&s), None)
     })
 }

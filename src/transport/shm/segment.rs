@@ -914,19 +914,17 @@ fn sweep_stale() {
     }
     // Doorbells whose segment is gone (its owner was killed and the segment
     // swept, or it is closing right now: its own removal then finds nothing).
-    if let Ok(dir) = std::fs::read_dir(bell_dir()) {
-        for e in dir.flatten() {
-            let n = e.file_name();
-            let Some(t) = n
-                .to_str()
-                .filter(|n| n.len() == 16)
-                .and_then(|n| u64::from_str_radix(n, 16).ok())
-            else {
-                continue;
-            };
-            if sys::shm::open(&seg_name(t), Access::ReadOnly).is_err() {
-                sys::doorbell::remove(&e.path());
-            }
+    let dir = bell_dir();
+    for n in sys::doorbell::names_in(&dir) {
+        let Some(t) = n
+            .to_str()
+            .filter(|n| n.len() == 16)
+            .and_then(|n| u64::from_str_radix(n, 16).ok())
+        else {
+            continue;
+        };
+        if sys::shm::open(&seg_name(t), Access::ReadOnly).is_err() {
+            sys::doorbell::remove(&dir.join(&n));
         }
     }
 }

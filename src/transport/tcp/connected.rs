@@ -553,7 +553,7 @@ impl Inner {
             .and_then(|c| c.peer_addr().ok())
             .or(self.peer)
             .map(|a| a.ip());
-        if !peer_ip.is_some_and(ip_on_this_host) {
+        if !peer_ip.is_some_and(crate::sys::net::ip_is_local) {
             return Err(Refusal::NotLocal("the peer's address is not one of this host's"));
         }
         let Some(shm) = self.shm.as_mut() else {
@@ -1400,12 +1400,6 @@ enum Refusal {
     /// Its segment does not exist: a hostile offer, or (at the client) a
     /// server that accepted and closed at once.
     Gone(&'static str),
-}
-
-/// Whether `ip` is an address of this host (loopback, or one a socket can
-/// be bound to here).
-fn ip_on_this_host(ip: std::net::IpAddr) -> bool {
-    ip.is_loopback() || std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
 
 /// The core as the shm port's sink on a connected endpoint: records of the
