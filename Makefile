@@ -293,11 +293,13 @@ $(BUILD)/soak/rf_soak: c-tests/soak/rf_soak.c c-tests/rdm_common.h c-tests/harne
 
 SOAK_SECONDS ?= 60
 soak: lib $(BUILD)/soak/rf_soak
-	@for p in fdleak corrupt noreap rss; do \
+	@for p in fdleak:descriptors corrupt:CORRUPT noreap:'segment(s) of killed clients left' rss:'heap (RssAnon) grew'; do \
+	  what=$${p#*:}; p=$${p%%:*}; \
 	  echo "== soak self-check: planted $$p must fail"; \
-	  if SOAK_PLANT=$$p SOAK_SECONDS=8 SOAK_TRANSPORTS=shm $(TIMEOUT) 300 c-tests/soak/run.sh $(BUILD) >$(BUILD)/soak/plant-$$p.log 2>&1; then \
-	    echo "soak: the planted $$p was not caught ($(BUILD)/soak/plant-$$p.log)"; exit 1; fi; \
-	  grep '^FAIL' $(BUILD)/soak/plant-$$p.log | head -n 1; done
+	  SOAK_PLANT=$$p SOAK_SECONDS=8 SOAK_TRANSPORTS=shm SOAK_DEAD_MAPS=1000 $(TIMEOUT) 300 \
+	    c-tests/soak/run.sh $(BUILD) >$(BUILD)/soak/plant-$$p.log 2>&1; \
+	  grep "^FAIL.*$$what" $(BUILD)/soak/plant-$$p.log | head -n 1 | grep . || \
+	    { echo "soak: the planted $$p was not caught ($(BUILD)/soak/plant-$$p.log)"; exit 1; }; done
 	SOAK_SECONDS=$(SOAK_SECONDS) $(TIMEOUT) $$((3 * $(SOAK_SECONDS) + 600)) c-tests/soak/run.sh $(BUILD)
 
 soak-short: lib $(BUILD)/soak/rf_soak

@@ -284,8 +284,11 @@ static int server(const char *file)
 			}
 			post_recv(r);
 		}
-		while (pending && try_echo(pending)) {
-			pending = pending->next;
+		while (pending) {
+			struct echo *e = pending, *next = e->next; /* try_echo may free e */
+			if (!try_echo(e))
+				break;
+			pending = next;
 			if (!pending)
 				pending_tail = &pending;
 		}

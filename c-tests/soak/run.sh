@@ -15,15 +15,21 @@
 # shared-memory parts), its open descriptors and the
 # /dev/shm segments owned by this run's processes (count, KiB) are sampled
 # into <build>/soak/<transport>.csv. Fails when:
-#  * the server's RSS grows more than SOAK_RSS_MB (default 64) MiB over its
-#    value once warm (the first sample after a quarter of the run, at most
-#    5 s), at any sample;
+#  * the server's heap (RssAnon) grows more than SOAK_RSS_MB (default 64)
+#    MiB over its value once warm (the first sample after a quarter of the
+#    run, at most 5 s), at any sample; or the shared memory it maps
+#    (RssShmem) exceeds SOAK_SHMEM_MB (default 320: its own segment with
+#    every ring touched is 257 MiB, docs/shm.md, plus the live clients'
+#    rings it writes to);
 #  * its descriptors grow more than SOAK_FD_GROWTH (default 64) over the warm
 #    value at any sample, or end more than SOAK_FD_SLACK (default 8) above it
 #    once every client is gone;
 #  * a segment of a killed client is left once a new client has started
 #    (rustfab removes dead owners' segments at a process's first endpoint,
 #    docs/shm.md), or a doorbell file of this run is left without its segment;
+#  * at the end the server still maps more than SOAK_DEAD_MAPS (default 0)
+#    removed segments of killed clients (a removed segment's pages are freed
+#    only when the last process mapping it lets go);
 #  * a client or the server sees a corrupt byte or value (status 1, CORRUPT),
 #    an operation takes over 10 s (HANG), a client that was not killed, the
 #    witness or the late client exits non-zero, or anything outlives its
@@ -41,8 +47,10 @@ export FI_PROVIDER=rustfab FI_RUSTFAB_IFACE=lo
 secs=${SOAK_SECONDS:-60}
 transports=${SOAK_TRANSPORTS:-shm tcp auto}
 rss_mb=${SOAK_RSS_MB:-64}
+shmem_mb=${SOAK_SHMEM_MB:-320}
 fd_growth=${SOAK_FD_GROWTH:-64}
 fd_slack=${SOAK_FD_SLACK:-8}
+dead_maps_max=${SOAK_DEAD_MAPS:-0}
 plant=${SOAK_PLANT:-}
 [ "$plant" = rss ] && rss_mb=0
 export SOAK_PLANT=$plant
@@ -66,17 +74,22 @@ child_of() { pgrep -P "$1" | head -n 1; }
 # owner pid (bytes 20-23) that this run started. Prints "count KiB dead",
 # dead: those whose owner is no longer alive.
 shm_census() {
-	local n=0 kb=0 dead=0 f pid
+	local n=0 kb=0 dead=0 f pid s
 	for f in /dev/shm/rustfab-"$uid"-*; do
 		[ -f "$f" ] || continue
 		pid=$(od -An -tu4 -j20 -N4 "$f" 2>/dev/null | tr -d ' ')
 		[ -n "$pid" ] && grep -qx "$pid" "$tmp/pids" || continue
 		n=$((n + 1))
-		kb=$((kb + $(du -k "$f" 2>/dev/null | cut -f1)))
+		s=$(du -k "$f" 2>/dev/null | cut -f1) # gone meanwhile: 0
+		kb=$((kb + ${s:-0}))
 		kill -0 "$pid" 2>/dev/null || dead=$((dead + 1))
 	done
 	echo "$n $kb $dead"
 }
+
+# Segments the server still maps after they were removed (their owner
+# died): their pages stay allocated while any process maps them.
+dead_maps() { grep -c "/dev/shm/rustfab-$uid-[0-9a-f]* (deleted)" "/proc/$1/maps" 2>/dev/null || true; }
 
 # Doorbells whose segment is gone, among the tokens this run saw.
 orphan_bells() {
@@ -88,7 +101,7 @@ orphan_bells() {
 }
 
 note_tokens() {
-	local f
+	local f pid
 	for f in /dev/shm/rustfab-"$uid"-*; do
 		[ -f "$f" ] || continue
 		pid=$(od -An -tu4 -j20 -N4 "$f" 2>/dev/null | tr -d ' ')
@@ -133,10 +146,12 @@ run_one() {
 		fi
 	}
 	start 0 witness "$secs"
-	start 1 slow "$secs"; start 2 flood "$secs"
-	for i in 3 4 5 6; do start $i normal "$secs"; done
-	echo "t,rss_kb,anon_kb,file_kb,shmem_kb,fds,shm_segments,shm_kb,shm_dead,kills" >"$csv"
-	local warm_rss= warm_fd= max_rss=0 max_fd=0 warm_at=$(( secs / 4 < 5 ? secs / 4 : 5 ))
+	# The others outlive the witness: every one is killed, at the latest
+	# when the witness is done.
+	start 1 slow $((secs + 30)); start 2 flood $((secs + 30))
+	for i in 3 4 5 6; do start $i normal $((secs + 30)); done
+	echo "t,rss_kb,anon_kb,file_kb,shmem_kb,fds,shm_segments,shm_kb,shm_dead,dead_maps,kills" >"$csv"
+	local warm_rss= warm_fd= max_rss=0 max_fd=0 anon=0 warm_anon= max_anon=0 shmem=0 max_shmem=0 warm_at=$(( secs / 4 < 5 ? secs / 4 : 5 ))
 	[ $warm_at -lt 2 ] && warm_at=2
 	while kill -0 "${cpid[0]}" 2>/dev/null; do
 		sleep 0.5
@@ -154,7 +169,7 @@ run_one() {
 		# the run has time left.
 		for i in 1 2 3 4 5 6; do
 			if [ "${cpid[$i]}" != 0 ] && ! kill -0 "${cpid[$i]}" 2>/dev/null; then reap $i; cpid[$i]=0; fi
-			[ "${cpid[$i]}" = 0 ] && [ $SECONDS -lt $((end - 2)) ] && start $i "${mode[$i]}" $((end - SECONDS))
+			[ "${cpid[$i]}" = 0 ] && [ $SECONDS -lt $((end - 2)) ] && start $i "${mode[$i]}" $((secs + 30))
 		done
 		note_tokens
 		local st rss fds sh parts
@@ -164,9 +179,12 @@ run_one() {
 		parts=$(awk '/^RssAnon|^RssFile|^RssShmem/{printf ",%s", $2}' "$st")
 		fds=$(ls /proc/"$spid"/fd 2>/dev/null | wc -l)
 		sh=$(shm_census)
-		echo "$((SECONDS - t0)),$rss$parts,$fds,${sh// /,},$kills" >>"$csv"
-		if [ -z "$warm_rss" ] && [ $((SECONDS - t0)) -ge $warm_at ]; then warm_rss=$rss; warm_fd=$fds; fi
+		echo "$((SECONDS - t0)),$rss$parts,$fds,${sh// /,},$(dead_maps "$spid"),$kills" >>"$csv"
+		anon=$(awk '/^RssAnon/{print $2}' "$st"); shmem=$(awk '/^RssShmem/{print $2}' "$st")
+		if [ -z "$warm_rss" ] && [ $((SECONDS - t0)) -ge $warm_at ]; then warm_rss=$rss; warm_anon=$anon; warm_fd=$fds; fi
 		[ "$rss" -gt "$max_rss" ] && max_rss=$rss
+		[ "$anon" -gt "$max_anon" ] && max_anon=$anon
+		[ "$shmem" -gt "$max_shmem" ] && max_shmem=$shmem
 		[ "$fds" -gt "$max_fd" ] && max_fd=$fds
 		if [ $SECONDS -gt $((end + 60)) ]; then fail "$t: HANG: the witness has not finished 60 s after its time"; break; fi
 	done
@@ -197,23 +215,34 @@ run_one() {
 	fds=$(ls /proc/"$spid"/fd | wc -l)
 	sh=$(shm_census); dead=${sh##* }
 	orphans=$(orphan_bells)
-	echo "$((SECONDS - t0)),$rss$parts,$fds,${sh// /,},$kills" >>"$csv"
+	local dmaps; dmaps=$(dead_maps "$spid")
+	echo "$((SECONDS - t0)),$rss$parts,$fds,${sh// /,},$dmaps,$kills" >>"$csv"
+	anon=$(awk '/^RssAnon/{print $2}' "$st"); shmem=$(awk '/^RssShmem/{print $2}' "$st")
 	[ "$rss" -gt "$max_rss" ] && max_rss=$rss
-	: "${warm_rss:=$rss}" "${warm_fd:=$fds}"
+	[ "$anon" -gt "$max_anon" ] && max_anon=$anon
+	[ "$shmem" -gt "$max_shmem" ] && max_shmem=$shmem
+	: "${warm_rss:=$rss}" "${warm_anon:=$anon}" "${warm_fd:=$fds}"
 	kill -TERM "$spid"
 	wait "$stp"; local src=$?
 	grep -h "rf_soak" "$tmp/server.$t"
-	echo "soak $t: ${secs}s, $kills clients killed; server RSS $((warm_rss / 1024)) MiB warm, max $((max_rss / 1024)), end $((rss / 1024)) (bound +$rss_mb MiB);" \
+	echo "soak $t: ${secs}s, $kills clients killed; server RSS $((warm_rss / 1024)) MiB warm, max $((max_rss / 1024)), end $((rss / 1024));" \
+		"its heap (RssAnon) $((warm_anon / 1024)) MiB warm, max $((max_anon / 1024)) (bound +$rss_mb MiB);" \
+		"shared memory mapped (RssShmem) max $((max_shmem / 1024)) MiB (bound $shmem_mb MiB);" \
 		"descriptors $warm_fd warm, max $max_fd, end $fds (bounds +$fd_growth, +$fd_slack at the end);" \
-		"segments of this run before the new client: ${before% *} (count KiB), after: ${sh% *}, dead owners' $dead, orphan doorbells $orphans"
+		"segments of this run before the new client: ${before% *} (count KiB), after: ${sh% *}, dead owners' $dead, orphan doorbells $orphans;" \
+		"removed segments the server still maps: $dmaps"
 	[ $src -eq 0 ] || fail "$t: the server exited $src: $(tail -n 3 "$tmp/server.$t" | tr '\n' ' ')"
-	[ $((max_rss - warm_rss)) -le $((rss_mb * 1024)) ] ||
-		fail "$t: server RSS grew $(((max_rss - warm_rss) / 1024)) MiB over its warm $((warm_rss / 1024)) MiB (bound $rss_mb MiB)"
+	[ $((max_anon - warm_anon)) -le $((rss_mb * 1024)) ] ||
+		fail "$t: server heap (RssAnon) grew $(((max_anon - warm_anon) / 1024)) MiB over its warm $((warm_anon / 1024)) MiB (bound $rss_mb MiB)"
+	[ "$max_shmem" -le $((shmem_mb * 1024)) ] ||
+		fail "$t: server maps $((max_shmem / 1024)) MiB of shared memory (bound $shmem_mb MiB)"
 	[ $((max_fd - warm_fd)) -le "$fd_growth" ] ||
 		fail "$t: server descriptors grew to $max_fd from $warm_fd (bound +$fd_growth)"
 	[ $((fds - warm_fd)) -le "$fd_slack" ] ||
 		fail "$t: server holds $fds descriptors with every client gone, $warm_fd when warm (bound +$fd_slack)"
-	[ "$dead" -eq 0 ] || fail "$t: $dead segment(s) of killed clients left in /dev/shm after a new client started"
+	[ "$dead" -eq 0 ] || fail "$t: $dead segment(s) of killed clients left in /dev/shm at the end"
+	[ "$dmaps" -le "$dead_maps_max" ] ||
+		fail "$t: the server still maps $dmaps removed segments of killed clients (bound $dead_maps_max): their pages stay allocated"
 	[ "$orphans" -eq 0 ] || fail "$t: $orphans doorbell file(s) of this run left without their segment"
 }
 
