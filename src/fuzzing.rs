@@ -1117,6 +1117,11 @@ impl LivePair {
     fn poll(&mut self) {
         use crate::transport::Port;
         self.victim.poll(&mut self.vc);
+        let staged = self.victim.census().staged;
+        assert!(
+            staged <= crate::transport::DEFAULT_UNEXP_BUDGET,
+            "the victim stages {staged} bytes of unexpected payloads, over its budget"
+        );
         if self.victim.has_events() {
             for e in self.victim.take_events() {
                 self.failed.push(*e.peer());
@@ -1375,7 +1380,8 @@ impl Hostile {
 /// [`LIVE_PATIENCE`], the handshake deadlines expired by the fuzzer's
 /// clock); the honest peer, connected before, exchanges messages whole and
 /// in order during and after, and none of its operations fails; failures
-/// name only the hostile peer's addresses; once the hostile socket is
+/// name only the hostile peer's addresses; the victim never stages more
+/// unexpected payload bytes than its budget; once the hostile socket is
 /// closed every send to it is reported and the victim holds nothing for it
 /// (one connection and one peer, the honest one; no parked request, no
 /// handshake, no staged bytes).
