@@ -277,7 +277,7 @@ $(BUILD)/stress/rf_stress: c-tests/stress/rf_stress.c
 stress: lib $(BUILD)/stress/rf_stress
 	c-tests/stress/run.sh $(BUILD)
 
-# ---- make soak (not part of make test; ~3.5 minutes): one long-lived server
+# ---- make soak (not part of make test; ~4.5 minutes): one long-lived server
 # under mixed traffic (echoed messages and tagged messages, RMA written and
 # read back, fetching atomics, every byte checked) from a witness client,
 # normal clients killed (SIGKILL) and restarted at random, a slow reader and
