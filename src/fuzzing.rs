@@ -23,9 +23,11 @@ use crate::transport::proto::{compact_len, flag, op, Limits, WireHdr, HDR_LEN, I
 use crate::transport::shm::ring::{self, cells_for, Ring, CELL};
 use crate::transport::shm::sync;
 use crate::transport::tcp::framing::{Broken, ByteSource, Outcome, Reader, Sink, Stage, CTL_MAX};
-use crate::transport::tcp::{cm, hello};
+use crate::transport::tcp::{cm, hello, TcpPort};
 use crate::transport::{Disposition, Place};
+use std::io::{Read, Write};
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 /// A harness body.
 pub type Body = fn(&[u8]);
@@ -38,6 +40,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("shm_ring", shm_ring),
     ("getinfo_hints", getinfo_hints),
     ("av_insert", av_insert),
+    ("tcp_live", tcp_live),
 ];
 
 /// Reads fuzzer bytes as values; past the end everything is zero.
@@ -1002,6 +1005,542 @@ pub fn av_insert(data: &[u8]) {
 }
 
 // ---------------------------------------------------------------------------
+// tcp_live: a live TCP port against a hostile peer over loopback sockets
+// ---------------------------------------------------------------------------
+
+/// Limits of the live ports: real records of every kind, large payloads
+/// included (an allocation bounded by what the fuzzer's peer writes).
+const LIVE_LIM: Limits = Limits {
+    max_payload: 1 << 20,
+    max_chunk: 1 << 20,
+    max_iov: 8,
+};
+
+/// The key of keyed runs (the victim's and the honest peer's), and a wrong
+/// one the hostile peer may prove instead.
+const LIVE_KEY: &[u8] = b"rustfab live-connection fuzz key";
+const WRONG_KEY: &[u8] = b"not the key";
+
+/// How long a live case waits for anything the victim owes (an honest
+/// message, a report, its state for the hostile peer gone): a hang fails.
+const LIVE_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Actions of one hostile peer at most per case.
+const LIVE_STEPS: usize = 160;
+
+/// The core of the victim port and of the honest one: every message from
+/// `friend` is kept whole (the honest exchange is checked byte for byte);
+/// records from anybody else are placed, buffered or dropped by their tag,
+/// or stalled while `stall_others` holds (the victim reading slowly).
+#[derive(Default)]
+struct LiveCore {
+    friend: Option<Addr>,
+    from_friend: Vec<(u64, Vec<u8>)>,
+    friend_failures: usize,
+    inflight: std::collections::HashMap<u32, (bool, u64, Vec<u8>)>,
+    next: u32,
+    sent: Vec<(u64, crate::base::error::Result<()>)>,
+    stall_others: bool,
+    other_bytes: usize,
+}
+
+impl crate::transport::Delivery for LiveCore {
+    fn place(&mut self, src: &Addr, _pid: i32, hdr: &WireHdr) -> Place {
+        let friend = self.friend == Some(*src);
+        let cap = if friend {
+            hdr.len.min(1 << 20) as usize
+        } else if self.stall_others {
+            return Place::Stall;
+        } else {
+            match hdr.tag % 3 {
+                0 => (hdr.len as usize).min(4096),
+                1 => return Place::Buffer,
+                _ => return Place::Discard,
+            }
+        };
+        let mut buf = vec![0u8; cap];
+        let dst = IovList::single(buf.as_mut_ptr() as usize, buf.len());
+        self.next += 1;
+        self.inflight.insert(self.next, (friend, hdr.tag, buf));
+        Place::Into {
+            handle: self.next,
+            dst,
+            take: cap.min(hdr.len as usize),
+        }
+    }
+    fn placed(&mut self, handle: u32, result: crate::base::error::Result<()>) {
+        let (friend, tag, buf) = self.inflight.remove(&handle).expect("placed: a handle place() gave");
+        match (friend, result) {
+            (true, Ok(())) => self.from_friend.push((tag, buf)),
+            (true, Err(_)) => self.friend_failures += 1,
+            (false, _) => self.other_bytes += buf.len(),
+        }
+    }
+    fn buffered(&mut self, src: &Addr, _pid: i32, hdr: &WireHdr, data: Vec<u8>) {
+        if self.friend == Some(*src) {
+            self.from_friend.push((hdr.tag, data));
+        } else {
+            self.other_bytes += data.len();
+        }
+    }
+    fn control(
+        &mut self,
+        _src: &Addr,
+        _pid: i32,
+        _hdr: &WireHdr,
+        _payload: &dyn crate::transport::PayloadIn,
+    ) -> Disposition {
+        Disposition::Consumed
+    }
+    fn sent(&mut self, msg_id: u64, result: crate::base::error::Result<()>) {
+        self.sent.push((msg_id, result));
+    }
+}
+
+/// The victim and its honest peer, polled together; failure events are
+/// collected (none may ever name the honest peer).
+struct LivePair {
+    victim: TcpPort,
+    vc: LiveCore,
+    honest: TcpPort,
+    hc: LiveCore,
+    /// Failure events the victim reported (peers).
+    failed: Vec<Addr>,
+    /// Sends the victim made: (msg_id, to the honest peer).
+    sends: Vec<(u64, bool)>,
+    /// Messages the victim sent the honest peer (tag, bytes), in order.
+    to_honest: Vec<(u64, Vec<u8>)>,
+    next_id: u64,
+}
+
+impl LivePair {
+    fn poll(&mut self) {
+        use crate::transport::Port;
+        self.victim.poll(&mut self.vc);
+        let staged = self.victim.census().staged;
+        assert!(
+            staged <= crate::transport::DEFAULT_UNEXP_BUDGET,
+            "the victim stages {staged} bytes of unexpected payloads, over its budget"
+        );
+        if self.victim.has_events() {
+            for e in self.victim.take_events() {
+                self.failed.push(*e.peer());
+            }
+        }
+        self.honest.poll(&mut self.hc);
+        if self.honest.has_events() {
+            let ev = self.honest.take_events();
+            assert!(ev.is_empty(), "the honest peer saw the victim fail: {ev:?}");
+        }
+    }
+
+    /// The victim sends `n` bytes tagged `tag` to `to`; `Err` is a result
+    /// like any other towards the hostile peer, never towards the honest.
+    fn send(&mut self, to: &Addr, tag: u64, n: usize) {
+        use crate::transport::{Payload, Port, Sent};
+        self.next_id += 1;
+        let id = self.next_id;
+        let honest = *to == self.honest.addr();
+        let bytes = pattern(n, id as u8);
+        let mut h = WireHdr::new(op::EAGER);
+        h.flags = flag::TAGGED;
+        h.tag = tag;
+        h.len = n as u64;
+        h.msg_id = id;
+        let t = Instant::now();
+        loop {
+            match self.victim.send(to, &h, Payload::Bytes(&bytes), true) {
+                Ok(Sent::Done) => self.vc.sent.push((id, Ok(()))),
+                Ok(Sent::Queued) => {}
+                Err(crate::base::error::Error::AGAIN) if honest => {
+                    assert!(
+                        t.elapsed() < LIVE_PATIENCE,
+                        "the victim never had room for the honest peer"
+                    );
+                    self.poll();
+                    continue;
+                }
+                Err(e) => {
+                    assert!(!honest, "a send to the honest peer failed: {e:?}");
+                    return;
+                }
+            }
+            break;
+        }
+        self.sends.push((id, honest));
+        if honest {
+            self.to_honest.push((tag, bytes));
+        }
+    }
+
+    /// Polls until `done` holds; `what` names it when the patience runs out.
+    fn pump_until(&mut self, what: &str, mut done: impl FnMut(&mut LivePair) -> bool) {
+        let t = Instant::now();
+        while !done(self) {
+            assert!(t.elapsed() < LIVE_PATIENCE, "hang: {what}");
+            self.poll();
+        }
+    }
+
+    /// One message each way between the victim and the honest peer, whole
+    /// and in order, and every send the victim made to it reported done.
+    fn honest_exchange(&mut self, tag: u64) {
+        use crate::transport::{Payload, Port, Sent};
+        let (va, ha) = (self.victim.addr(), self.honest.addr());
+        self.send(&ha, tag, 100 + tag as usize);
+        let want = self.to_honest.clone();
+        self.pump_until("the honest peer's messages from the victim", |p| {
+            p.hc.from_friend.len() >= want.len()
+        });
+        assert_eq!(
+            self.hc.from_friend, want,
+            "the honest peer got other bytes than the victim sent"
+        );
+        let back = pattern(200, tag as u8);
+        let mut h = WireHdr::new(op::EAGER);
+        h.flags = flag::TAGGED;
+        h.tag = tag;
+        h.len = back.len() as u64;
+        let n = self.vc.from_friend.len();
+        let r = self.honest.send(&va, &h, Payload::Bytes(&back), true);
+        assert!(
+            matches!(r, Ok(Sent::Done | Sent::Queued)),
+            "the honest peer's send: {r:?}"
+        );
+        self.pump_until("the victim's message from the honest peer", |p| {
+            p.vc.from_friend.len() > n
+        });
+        assert_eq!(self.vc.from_friend[n], (tag, back));
+        assert_eq!(self.vc.friend_failures + self.hc.friend_failures, 0);
+        let sends = self.sends.clone();
+        self.pump_until("reports of the victim's sends to the honest peer", |p| {
+            sends
+                .iter()
+                .filter(|s| s.1)
+                .all(|s| p.vc.sent.iter().any(|r| r.0 == s.0))
+        });
+        for (id, r) in &self.vc.sent {
+            if sends.iter().any(|s| s.0 == *id && s.1) {
+                assert_eq!(*r, Ok(()), "a send to the honest peer failed");
+            }
+        }
+    }
+}
+
+/// The hostile peer: a raw socket, what it has still to write, and the
+/// start of what it read (the victim's HELLO, for a keyed answer).
+struct Hostile {
+    sock: std::net::TcpStream,
+    out: Vec<u8>,
+    inbox: Vec<u8>,
+    /// It dialed the victim (else the victim dialed it).
+    dialed: bool,
+    /// The address its HELLOs claim.
+    me: SocketAddr,
+    nonce: u64,
+    challenge: [u8; hello::CHALLENGE_LEN],
+    /// The key it proves with (`None`: an unkeyed HELLO).
+    key: Option<&'static [u8]>,
+}
+
+impl Hostile {
+    /// The victim's first record, a HELLO, once read whole.
+    fn their_hello(&self) -> Option<hello::Hello> {
+        if self.inbox.len() < HDR_LEN {
+            return None;
+        }
+        let h = WireHdr::from_bytes(self.inbox[..HDR_LEN].try_into().ok()?);
+        let p = self.inbox.get(HDR_LEN..HDR_LEN + h.payload as usize)?;
+        hello::parse(&h, p, hello::Family::V4).ok()
+    }
+
+    fn transcript(&self, theirs: &hello::Hello) -> hello::Transcript {
+        let (d, a) = if self.dialed {
+            (
+                (self.me, self.nonce, self.challenge),
+                (theirs.addr, theirs.nonce, theirs.challenge),
+            )
+        } else {
+            (
+                (theirs.addr, theirs.nonce, theirs.challenge),
+                (self.me, self.nonce, self.challenge),
+            )
+        };
+        hello::Transcript {
+            dialer: d.0,
+            dialer_nonce: d.1,
+            dialer_challenge: d.2,
+            acceptor: a.0,
+            acceptor_nonce: a.1,
+            acceptor_challenge: a.2,
+        }
+    }
+
+    fn hello(&self, kind: hello::Kind, mac: [u8; hello::MAC_LEN], word: u64) -> Vec<u8> {
+        let x = hello::Extra {
+            keyed: self.key.is_some(),
+            challenge: self.challenge,
+            mac,
+            word,
+        };
+        let (h, p) = hello::encode_with(kind, &self.me, self.nonce, &x);
+        let mut v = h.to_vec();
+        v.extend(p);
+        v
+    }
+
+    /// A real frame of kind `k`, its fields from `c`: the handshake record
+    /// this side sends (REQUEST or ACCEPT, keyed right when it knows the
+    /// key and has read the victim's HELLO), a PROOF, a wrong-way HELLO,
+    /// messages, control records, BYE, RMA and atomic records.
+    fn frame(&self, k: u8, c: &mut Cursor) -> Vec<u8> {
+        let theirs = self.their_hello();
+        let mac = |side| match (self.key, theirs) {
+            (Some(key), Some(t)) => hello::sign(key, side, &self.transcript(&t)),
+            _ => [0; hello::MAC_LEN],
+        };
+        match k % 9 {
+            0 if self.dialed => self.hello(
+                hello::Kind::Request,
+                [0; hello::MAC_LEN],
+                c.pick(&[0, 64, 4096, 1 << 20]),
+            ),
+            0 => self.hello(hello::Kind::Accept, mac(hello::Side::Acceptor), c.pick(&[0, 64, 4096])),
+            1 => self.hello(hello::Kind::Proof, mac(hello::Side::Dialer), 0),
+            2 => {
+                let kind = [
+                    hello::Kind::Request,
+                    hello::Kind::Accept,
+                    hello::Kind::Reject,
+                    hello::Kind::Refuse,
+                ][c.u8() as usize % 4];
+                self.hello(kind, mac(hello::Side::Acceptor), c.pick(&[1, 2, 3, 4, 5, 6, 7]))
+            }
+            3 | 4 => {
+                let n = c.pick(&[0, 1, 63, 64, 1000, 65536, 70000, 1 << 20]) as usize;
+                eager(c.u8() as u64, c.u64(), &pattern(n.min(1 << 21), 5))
+            }
+            5 => ctl(
+                c.pick(&[op::ACK as u64, op::CTS as u64, op::BYE as u64, op::RTS as u64]) as u8,
+                c.u64(),
+            ),
+            6 => ctl(op::BYE, 0),
+            7 => {
+                let r = rma_records();
+                r[c.u8() as usize % r.len()].1.clone()
+            }
+            _ => match c.u8() % 2 {
+                0 => rts(
+                    c.pick(&[100_000, 1 << 20, u64::MAX]),
+                    &[(0x1000, 60_000), (0, 40_000)],
+                    c.u8() as u64,
+                ),
+                _ => data_rec(
+                    c.pick(&[1000, 1 << 20]),
+                    c.pick(&[0, 900, 1 << 40]),
+                    &pattern(100, 2),
+                    3,
+                ),
+            },
+        }
+    }
+
+    /// Writes up to `n` bytes of what waits (a full socket takes less).
+    fn write(&mut self, n: usize) {
+        let n = n.min(self.out.len());
+        if let Ok(w) = self.sock.write(&self.out[..n]) {
+            self.out.drain(..w);
+        }
+    }
+
+    /// Reads up to `n` bytes, keeping the first 4 KiB.
+    fn read(&mut self, n: usize) {
+        let mut buf = vec![0u8; n.min(1 << 20)];
+        if let Ok(r) = self.sock.read(&mut buf) {
+            let keep = r.min(4096usize.saturating_sub(self.inbox.len()));
+            self.inbox.extend_from_slice(&buf[..keep]);
+        }
+    }
+}
+
+/// Input layout: byte 0 the set-up (bit 0: the hostile peer dials the
+/// victim, else the victim dials it; bit 1: the victim and the honest peer
+/// have a key; bits 2-3: the hostile peer's key: none, the right one, a
+/// wrong one, the right one; bits 4-5: the address its HELLOs claim: its
+/// own listener, the honest peer's, the victim's, a dead one), bytes 1-8
+/// its nonce, then actions, each a byte and its arguments: a real frame
+/// (kind byte, then a mutation byte: 0xf0 and above overwrite one byte of
+/// the frame), garbage, write n bytes of what waits, read n bytes, poll
+/// the victim (1-8 passes, or passes for up to 6 ms), the victim sends to the hostile peer, the victim
+/// sends to the honest peer, the victim stalls (reads slowly from) the
+/// hostile peer or resumes, half close, pause. The input's end closes the
+/// hostile socket.
+///
+/// Properties: no panic; no hang (everything the victim owes arrives within
+/// [`LIVE_PATIENCE`], the handshake deadlines expired by the fuzzer's
+/// clock); the honest peer, connected before, exchanges messages whole and
+/// in order during and after, and none of its operations fails; failures
+/// name only the hostile peer's addresses; the victim never stages more
+/// unexpected payload bytes than its budget; once the hostile socket is
+/// closed every send to it is reported and the victim holds nothing for it
+/// (one connection and one peer, the honest one; no parked request, no
+/// handshake, no staged bytes).
+pub fn tcp_live(data: &[u8]) {
+    use crate::transport::tcp::{AuthKey, TcpSettings};
+    use crate::transport::Port;
+    let mut c = Cursor::new(data);
+    let setup = c.u8();
+    let nonce = c.u64() | 1;
+    let keyed = setup & 2 != 0;
+    let settings = TcpSettings {
+        auth_key: keyed.then(|| AuthKey(LIVE_KEY.to_vec())),
+        ..TcpSettings::default()
+    };
+    let lo: SocketAddr = "127.0.0.1:0".parse().expect("an address");
+    let victim = TcpPort::new(lo, LIVE_LIM, &settings).expect("the victim's port");
+    let honest = TcpPort::new(lo, LIVE_LIM, &settings).expect("the honest port");
+    let (va, ha) = (victim.addr(), honest.addr());
+    let mut p = LivePair {
+        victim,
+        vc: LiveCore {
+            friend: Some(ha),
+            ..LiveCore::default()
+        },
+        honest,
+        hc: LiveCore {
+            friend: Some(va),
+            ..LiveCore::default()
+        },
+        failed: Vec::new(),
+        sends: Vec::new(),
+        to_honest: Vec::new(),
+        next_id: 0,
+    };
+    p.honest_exchange(1);
+
+    let listener = std::net::TcpListener::bind(lo).expect("the hostile listener");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let own = listener.local_addr().expect("its address");
+    let (Addr::Inet(vs), Addr::Inet(hs)) = (va, ha) else {
+        unreachable!("tcp addresses")
+    };
+    let claim = [own, hs, vs, "127.0.0.1:1".parse().expect("an address")][(setup >> 4) as usize % 4];
+    let dialed = setup & 1 != 0;
+    let sock = if dialed {
+        std::net::TcpStream::connect(vs).expect("connect to the victim")
+    } else {
+        // The victim dials the hostile listener for a message to it.
+        p.send(&Addr::Inet(own), 7, 10);
+        let t = Instant::now();
+        loop {
+            if let Ok((s, _)) = listener.accept() {
+                break s;
+            }
+            assert!(t.elapsed() < LIVE_PATIENCE, "hang: the victim never dialed");
+            p.poll();
+        }
+    };
+    sock.set_nonblocking(true).expect("nonblocking");
+    let mut evil = Hostile {
+        sock,
+        out: Vec::new(),
+        inbox: Vec::new(),
+        dialed,
+        me: claim,
+        nonce,
+        challenge: [nonce as u8; hello::CHALLENGE_LEN],
+        key: match (setup >> 2) & 3 {
+            0 => None,
+            2 => Some(WRONG_KEY),
+            _ => Some(LIVE_KEY),
+        },
+    };
+    // Sends to the hostile peer go to the address it claims, unless that is
+    // the victim's own (a send there is a send to itself).
+    let target = Addr::Inet(if dialed && claim != vs { claim } else { own });
+    let mut tag = 100;
+    for _ in 0..LIVE_STEPS {
+        if c.pos >= c.data.len() {
+            break;
+        }
+        match c.u8() % 11 {
+            0 | 1 => {
+                let k = c.u8();
+                let mut f = evil.frame(k, &mut c);
+                let m = c.u8();
+                if m >= 0xf0 && !f.is_empty() {
+                    let at = c.u8() as usize % f.len();
+                    f[at] = c.u8();
+                }
+                evil.out.extend(f);
+            }
+            2 => {
+                let n = c.u8() as usize % 80;
+                evil.out.extend_from_slice(c.bytes(n));
+            }
+            3 => evil.write(c.pick(&[1, 7, 63, 64, 65, 200, 4096, 1 << 22]) as usize),
+            4 => evil.read(c.pick(&[1, 16, 64, 128, 4096, 1 << 20]) as usize),
+            5 => match c.u8() {
+                k @ 0..=0x7f => (0..=k % 8).for_each(|_| p.poll()),
+                k => {
+                    let t = Instant::now();
+                    while t.elapsed() < Duration::from_micros(50 * (k as u64 & 0x7f)) {
+                        p.poll();
+                    }
+                }
+            },
+            6 => p.send(
+                &target,
+                c.u8() as u64,
+                c.pick(&[0, 10, 1000, 65536]).min(65536) as usize,
+            ),
+            7 => {
+                tag += 1;
+                p.send(&Addr::Inet(hs), tag, 50);
+            }
+            8 => p.vc.stall_others = !p.vc.stall_others,
+            9 => {
+                let _ = evil.sock.shutdown(std::net::Shutdown::Write);
+            }
+            _ => std::thread::sleep(Duration::from_micros(200)),
+        }
+    }
+    // The honest peer still works while the hostile connection is open.
+    p.vc.stall_others = false;
+    p.honest_exchange(2);
+    drop(evil);
+    drop(listener);
+    // Everything the victim owes the hostile peer ends: its sends are
+    // reported, its state goes. Deadlines (a refused dial's wait, a parked
+    // request) come by the fuzzer's clock after 50 ms.
+    let t = Instant::now();
+    let mut warped = false;
+    loop {
+        if !warped && t.elapsed() > Duration::from_millis(50) {
+            p.victim.expire_deadlines();
+            warped = true;
+        }
+        let c = p.victim.census();
+        let unreported: Vec<u64> = p
+            .sends
+            .iter()
+            .map(|s| s.0)
+            .filter(|id| !p.vc.sent.iter().any(|r| r.0 == *id))
+            .collect();
+        if unreported.is_empty() && c.conns == 1 && c.peers == 1 && c.parked == 0 && !c.handshakes && c.staged == 0 {
+            break;
+        }
+        assert!(
+            t.elapsed() < LIVE_PATIENCE,
+            "hang: the victim holds on to the hostile peer: {c:?}, sends not reported {unreported:?}"
+        );
+        p.poll();
+    }
+    assert!(!p.failed.contains(&ha), "the victim failed the honest peer");
+    p.honest_exchange(3);
+}
+
+// ---------------------------------------------------------------------------
 // Seeds: real frames, for the committed corpus and the property tests
 // ---------------------------------------------------------------------------
 
@@ -1262,6 +1801,165 @@ pub fn seed_ring(log2_cells: u8, head_sel: u8, records: &[Vec<u8>]) -> Vec<u8> {
     v
 }
 
+/// `tcp_live` scripts (see its input layout): real handshakes, keyed and
+/// not, from either side, then data, paced and cut in various ways.
+fn live_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    // Actions (the bytes `tcp_live` reads for each).
+    const HS: &[u8] = &[0, 0, 1, 0]; // our HELLO (REQUEST or ACCEPT), word 64
+    const PROOF: &[u8] = &[0, 1, 0];
+    const WRITE_ALL: &[u8] = &[3, 7];
+    const WRITE_1: &[u8] = &[3, 0];
+    const WRITE_65: &[u8] = &[3, 4];
+    const READ_ALL: &[u8] = &[4, 5];
+    const READ_16: &[u8] = &[4, 1];
+    const POLL: &[u8] = &[5, 0x94]; // 1 ms of passes
+    const BYE: &[u8] = &[0, 6, 0];
+    const SEND_HOSTILE: &[u8] = &[6, 9, 2]; // 1000 bytes
+    const SEND_BIG_HOSTILE: &[u8] = &[6, 10, 3]; // 64 KiB
+    const SEND_HONEST: &[u8] = &[7];
+    const STALL: &[u8] = &[8];
+    const HALF_CLOSE: &[u8] = &[9];
+    const GARBAGE: &[u8] = &[2, 12, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8];
+    // An eager message of 1000 bytes (tag 3: placed), and one of 64 KiB
+    // (tag 4: buffered).
+    const MSG: &[u8] = &[0, 3, 4, 3, 1, 2, 3, 4, 5, 6, 7, 8, 0];
+    const BIG: &[u8] = &[0, 3, 5, 4, 1, 2, 3, 4, 5, 6, 7, 8, 0];
+    const RMA: &[u8] = &[0, 7, 2, 0];
+    let script = |setup: u8, acts: &[&[u8]]| {
+        let mut v = vec![setup];
+        v.extend(0x5eed_0000_0000_0001u64.to_le_bytes());
+        acts.iter().for_each(|a| v.extend_from_slice(a));
+        v
+    };
+    let talk: &[&[u8]] = &[
+        MSG,
+        WRITE_ALL,
+        POLL,
+        SEND_HOSTILE,
+        POLL,
+        READ_ALL,
+        RMA,
+        WRITE_ALL,
+        POLL,
+        SEND_HONEST,
+        POLL,
+        BYE,
+        WRITE_ALL,
+        POLL,
+    ];
+    let with = |head: &[&'static [u8]], tail: &[&'static [u8]]| -> Vec<&'static [u8]> {
+        head.iter().chain(tail).copied().collect()
+    };
+    let talk_static: Vec<&'static [u8]> = talk.to_vec();
+    let mut out = vec![
+        // The hostile peer dials, unkeyed, claiming its own listener.
+        (
+            "dial_hello_then_data",
+            script(0x01, &with(&[HS, WRITE_ALL, POLL, READ_ALL], &talk_static)),
+        ),
+        // Keyed, the right key: REQUEST, the victim's ACCEPT, PROOF.
+        (
+            "dial_keyed_proof_then_data",
+            script(
+                0x07,
+                &with(&[HS, WRITE_ALL, POLL, READ_ALL, PROOF, WRITE_ALL, POLL], &talk_static),
+            ),
+        ),
+        // Keyed, a wrong key: the PROOF is refused.
+        (
+            "dial_wrong_key",
+            script(
+                0x0b,
+                &with(&[HS, WRITE_ALL, POLL, READ_ALL, PROOF, WRITE_ALL, POLL], &talk_static),
+            ),
+        ),
+        // The victim dials (for a message), the hostile peer answers.
+        (
+            "accept_then_data",
+            script(0x00, &with(&[POLL, READ_ALL, HS, WRITE_ALL, POLL], &talk_static)),
+        ),
+        (
+            "accept_keyed_then_data",
+            script(
+                0x06,
+                &with(&[POLL, READ_ALL, HS, WRITE_ALL, POLL, READ_ALL], &talk_static),
+            ),
+        ),
+        // Claims the honest peer's address (parked, then refused), the
+        // victim's own, a dead one.
+        (
+            "dial_impostor",
+            script(0x11, &with(&[HS, WRITE_ALL, POLL, READ_ALL], &talk_static)),
+        ),
+        (
+            "dial_claims_the_victim",
+            script(0x21, &with(&[HS, WRITE_ALL, POLL, READ_ALL], &talk_static)),
+        ),
+        (
+            "accept_claims_a_dead_address",
+            script(0x30, &[POLL, READ_ALL, HS, WRITE_ALL, POLL, MSG, WRITE_ALL, POLL]),
+        ),
+        // Byte by byte, polls between, closed in the middle of a message.
+        (
+            "dial_bytewise_cut_mid_message",
+            script(
+                0x01,
+                &[
+                    HS, MSG, WRITE_1, POLL, WRITE_1, POLL, WRITE_65, POLL, WRITE_65, POLL, WRITE_1, READ_16, WRITE_65,
+                    POLL, WRITE_65, POLL, WRITE_65, POLL, WRITE_65, POLL, WRITE_65, POLL,
+                ],
+            ),
+        ),
+        // Garbage after the handshake; BYE before the handshake.
+        (
+            "dial_garbage_after_hello",
+            script(
+                0x01,
+                &[HS, WRITE_ALL, POLL, GARBAGE, WRITE_ALL, POLL, MSG, WRITE_ALL, POLL],
+            ),
+        ),
+        (
+            "dial_bye_first",
+            script(0x01, &[BYE, WRITE_ALL, POLL, HS, WRITE_ALL, POLL]),
+        ),
+        // The victim reads slowly (stalls) while the peer floods, and the
+        // peer never reads while the victim sends it 64 KiB messages.
+        (
+            "dial_flood_both_ways_unread",
+            script(
+                0x01,
+                &[
+                    HS,
+                    WRITE_ALL,
+                    POLL,
+                    STALL,
+                    BIG,
+                    BIG,
+                    BIG,
+                    MSG,
+                    MSG,
+                    WRITE_ALL,
+                    POLL,
+                    SEND_BIG_HOSTILE,
+                    SEND_BIG_HOSTILE,
+                    SEND_BIG_HOSTILE,
+                    POLL,
+                    SEND_HONEST,
+                    POLL,
+                    WRITE_ALL,
+                    POLL,
+                    STALL,
+                    POLL,
+                    HALF_CLOSE,
+                    POLL,
+                ],
+            ),
+        ),
+    ];
+    out.sort_by_key(|s| s.0);
+    out
+}
+
 /// The seed corpus: (target, file name, bytes), from real frames.
 pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     let mut out = Vec::new();
@@ -1357,6 +2055,10 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     let mut v = vec![0x25u8, 17, 64, 3, 200];
     v.extend(rma_stream);
     out.push(("tcp_reader", "handshake_then_rma_and_atomics".to_string(), v));
+
+    for (name, v) in live_seeds() {
+        out.push(("tcp_live", name.to_string(), v));
+    }
 
     let mut gi = |name: &str, v: Vec<u8>| out.push(("getinfo_hints", name.to_string(), v));
     gi("rdm_tagged", vec![0, 1, 0, 0, 4, 1, 1, 1, 1, 0, 0, 0, 0]);
@@ -1458,6 +2160,14 @@ mod tests {
 
         #[test]
         fn prop_av_insert(data in inputs("av_insert")) { av_insert(&data) }
+    }
+
+    proptest! {
+        // Real sockets and two ports per case (10-100 ms): fewer cases.
+        #![proptest_config(ProptestConfig { cases: config().cases / 32, ..config() })]
+
+        #[test]
+        fn prop_tcp_live(data in inputs("tcp_live")) { tcp_live(&data) }
     }
 
     proptest! {

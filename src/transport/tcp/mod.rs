@@ -1884,5 +1884,54 @@ pub(crate) fn room_after(unsent: usize) -> usize {
     }
 }
 
+/// What a port holds (the live-connection fuzzer, src/fuzzing.rs
+/// `tcp_live`, checks that a peer gone leaves nothing behind).
+#[cfg(any(test, feature = "fuzzing"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Census {
+    pub(crate) conns: usize,
+    pub(crate) peers: usize,
+    pub(crate) parked: usize,
+    /// The listener holds handshakes (or rests after an accept error).
+    pub(crate) handshakes: bool,
+    /// Bytes the readers hold for unexpected messages still arriving.
+    pub(crate) staged: usize,
+}
+
+#[cfg(any(test, feature = "fuzzing"))]
+impl TcpPort {
+    pub(crate) fn census(&self) -> Census {
+        Census {
+            conns: self.conns.len(),
+            peers: self.peers.len(),
+            parked: self.parked.len(),
+            handshakes: !self.listener.idle(),
+            staged: self.staged,
+        }
+    }
+
+    /// Brings every deadline the port keeps (dials, handshake answers,
+    /// waits for a rejecting peer's dial, parked requests) to now and rings
+    /// the timer: the next pass handles them as if their time had come
+    /// (the fuzzer's clock, instead of waiting seconds per case).
+    pub(crate) fn expire_deadlines(&mut self) {
+        let now = Instant::now();
+        for c in self.conns.values_mut() {
+            if c.conn.deadline().is_some() {
+                c.conn.set_deadline(Some(now));
+            }
+        }
+        for p in self.peers.values_mut() {
+            if p.waiting_until.is_some() {
+                p.waiting_until = Some(now);
+            }
+        }
+        for p in &mut self.parked {
+            p.until = now;
+        }
+        self.alarm.ring();
+    }
+}
+
 #[cfg(test)]
 mod tests;
