@@ -27,11 +27,13 @@
 //! close may still touch the entry count and the flag, which stay valid and
 //! tell it the object is gone.
 use crate::abi::*;
+use crate::base::collections::FastMap;
 use crate::base::error::{Error, Result};
 use core::ffi::c_void;
 use core::mem::ManuallyDrop;
 use parking_lot::Mutex;
 use std::any::TypeId;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -130,9 +132,11 @@ impl Drop for Inside<'_> {
 }
 
 /// The memory of closed objects, by type, for the next `create` of that
-/// type (see the module documentation: never freed). At most as many
-/// entries per type as objects of that type were ever open at once.
-static RECYCLED: Mutex<Vec<(TypeId, usize)>> = Mutex::new(Vec::new());
+/// type (see the module documentation: never freed), oldest first: a closed
+/// handle's address comes back only after every other free one of its type,
+/// so a stale handle names a newer object as late as possible. At most as
+/// many entries per type as objects of that type were ever open at once.
+static RECYCLED: Mutex<Option<FastMap<TypeId, VecDeque<usize>>>> = Mutex::new(None);
 
 /// What kind of call a thunk makes ([`call_obj_as`](crate::fi::call_obj_as)).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -161,11 +165,11 @@ impl<T: FiObject> Obj<T> {
     /// has the application serialise its calls on the object: no locked
     /// instruction on their data path).
     pub(crate) fn create_counting(hdr: T::Header, core: Arc<T>, count_all: bool) -> *mut T::Header {
-        let reused = {
-            let mut r = RECYCLED.lock();
-            let id = TypeId::of::<T>();
-            r.iter().rposition(|(t, _)| *t == id).map(|i| r.swap_remove(i).1)
-        };
+        let reused = RECYCLED
+            .lock()
+            .as_mut()
+            .and_then(|m| m.get_mut(&TypeId::of::<T>()))
+            .and_then(|q| q.pop_front());
         let p = match reused {
             Some(a) => {
                 let p = a as *mut Obj<T>;
@@ -346,7 +350,12 @@ impl<T: FiObject> Obj<T> {
             (*p).closing.store(true, Ordering::SeqCst);
             ManuallyDrop::drop(&mut *core::ptr::addr_of_mut!((*p).core));
         }
-        RECYCLED.lock().push((TypeId::of::<T>(), p as usize));
+        RECYCLED
+            .lock()
+            .get_or_insert_with(FastMap::default)
+            .entry(TypeId::of::<T>())
+            .or_default()
+            .push_back(p as usize);
     }
 
     /// The `struct fid*` C knows this object by.
