@@ -83,8 +83,10 @@ pub(crate) fn core_of<T: FiObject>(p: *mut fid) -> Result<Arc<T>> {
     // SAFETY: the reference lives only for the clone of the core, made
     // inside the object (a close waits for it).
     let o = unsafe { Obj::<T>::from_ptr(p as *const c_void) }?;
-    let _inside = o.enter()?;
-    Ok(Arc::clone(&o.core))
+    o.enter()?;
+    let core = Arc::clone(&o.core);
+    o.leave();
+    Ok(core)
 }
 
 /// The class of a live rustfab object (`fi_ep_bind` and the like dispatch
@@ -119,16 +121,6 @@ pub(crate) struct Obj<T: FiObject> {
     /// Dropped by `destroy` once no other call is inside; valid whenever
     /// the object is live (a call that entered finds it so).
     pub(crate) core: ManuallyDrop<Arc<T>>,
-}
-
-/// Proof that a counted call is inside an object: leaves it when dropped.
-pub(crate) struct Inside<'a>(&'a AtomicUsize);
-
-impl Drop for Inside<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Release);
-    }
 }
 
 /// The memory of closed objects, by type, for the next `create` of that
@@ -206,17 +198,24 @@ impl<T: FiObject> Obj<T> {
     }
 
     /// Enters the object for a counted call; `-FI_EINVAL` once it is
-    /// closing. The count and the flag are ordered against `destroy`'s
-    /// (SeqCst both sides): either the close sees this call inside and
-    /// waits for it, or this call sees the close and does not go in.
+    /// closing (then it is not inside). The count and the flag are ordered
+    /// against `destroy`'s (SeqCst both sides): either the close sees this
+    /// call inside and waits for it, or this call sees the close and does
+    /// not go in. A call that entered leaves with [`Obj::leave`].
     #[inline]
-    pub(crate) fn enter(&self) -> Result<Inside<'_>> {
+    pub(crate) fn enter(&self) -> Result<()> {
         self.inside.fetch_add(1, Ordering::SeqCst);
-        let inside = Inside(&self.inside);
         if self.closing.load(Ordering::SeqCst) {
+            self.leave();
             return Err(Error::INVAL);
         }
-        Ok(inside)
+        Ok(())
+    }
+
+    /// Ends a call [`Obj::enter`] let in.
+    #[inline]
+    pub(crate) fn leave(&self) {
+        self.inside.fetch_sub(1, Ordering::Release);
     }
 
     /// Whether every call on this object is counted.
