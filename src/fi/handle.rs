@@ -244,10 +244,12 @@ impl<T: FiObject> Obj<T> {
     /// pointer is a live `Obj`.
     ///
     /// # Safety
-    /// The returned reference must not be used after the object is
-    /// destroyed, which only its `fi_close` does (a call racing with the
-    /// close of its own object is the application's error, libfabric's
-    /// threading rules). Any pointer value may be passed.
+    /// The memory behind the returned reference is never freed, but a close
+    /// drops its core: the core may be used only inside the object (between
+    /// [`Obj::enter`] and [`Obj::leave`]) or where no close can run meanwhile
+    /// (the object's own close; an uncounted call, whose threading level
+    /// has the application serialise it with the close). Any pointer value
+    /// may be passed.
     #[inline]
     pub(crate) unsafe fn from_ptr<'a>(p: *const c_void) -> Result<&'a Obj<T>> {
         if Self::class_ok(p)? != T::CLASS {
