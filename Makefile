@@ -225,7 +225,7 @@ c-tests: lib $(C_TEST_BINS)
 # on by default, docs/shm.md "Large messages"): 1-32 MiB messages pulled by
 # the receiver alone, as FI_RUSTFAB_SHM_SPLIT_MIN=0 and valgrind have them.
 c-tests-tcp: lib $(BUILD)/c-tests/test_shm $(BUILD)/c-tests/test_rdm $(BUILD)/c-tests/test_threads $(BUILD)/c-tests/test_buffered $(BUILD)/c-tests/test_rma \
-             $(BUILD)/c-tests/test_atomic $(BUILD)/c-tests/test_msg
+             $(BUILD)/c-tests/test_atomic $(BUILD)/c-tests/test_msg $(BUILD)/c-tests/test_close_wait
 	@mkdir -p $(BUILD)/c-tests-tcp
 	ln -sf ../c-tests/test_msg $(BUILD)/c-tests-tcp/test_msg
 	ln -sf ../c-tests/test_rma $(BUILD)/c-tests-tcp/test_rma
@@ -233,6 +233,7 @@ c-tests-tcp: lib $(BUILD)/c-tests/test_shm $(BUILD)/c-tests/test_rdm $(BUILD)/c-
 	ln -sf ../c-tests/test_rdm $(BUILD)/c-tests-tcp/test_rdm
 	ln -sf ../c-tests/test_threads $(BUILD)/c-tests-tcp/test_threads
 	ln -sf ../c-tests/test_buffered $(BUILD)/c-tests-tcp/test_buffered
+	ln -sf ../c-tests/test_close_wait $(BUILD)/c-tests-tcp/test_close_wait
 	RF_TRANSPORT=tcp FI_RUSTFAB_IFACE=lo c-tests/run.sh $(BUILD)/c-tests-tcp
 	RF_TRANSPORT=auto FI_RUSTFAB_IFACE=lo c-tests/run.sh $(BUILD)/c-tests-tcp
 	@mkdir -p $(BUILD)/c-tests-nosplit

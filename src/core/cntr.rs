@@ -177,13 +177,18 @@ impl Cntr {
         e
     }
 
-    /// `fi_cntr_wait`.
+    /// `fi_cntr_wait`; `Err(CANCELED)` when the counter is closed meanwhile
+    /// ([`WaitObj::close`]).
     pub(crate) fn wait_for(&self, threshold: u64, timeout: i32) -> Result<()> {
         let err0 = self.err.load(Ordering::Acquire);
         let deadline = Deadline::from_ms(timeout);
         let ready = || self.value.load(Ordering::Acquire) >= threshold || self.err.load(Ordering::Acquire) != err0;
         loop {
             let r = self.wait.block_until(&ready, deadline);
+            // Closed under the waiter (fi_close from another thread).
+            if r == Err(Error::CANCELED) {
+                return r;
+            }
             // "Upon successful return from this call, the counter will be
             // greater than or equal to the input threshold value."
             if self.value.load(Ordering::Acquire) >= threshold {
@@ -265,6 +270,28 @@ mod tests {
         c.inc();
         c.inc_err();
         assert_eq!((c.read(), c.read_err()), (11, 16));
+    }
+
+    /// fi_close from another thread ends a blocked fi_cntr_wait with
+    /// CANCELED, on every kind (FI_WAIT_NONE polls).
+    #[test]
+    fn close_ends_a_blocked_wait_with_canceled() {
+        for kind in [
+            FI_WAIT_UNSPEC,
+            FI_WAIT_FD,
+            FI_WAIT_MUTEX_COND,
+            FI_WAIT_YIELD,
+            FI_WAIT_NONE,
+        ] {
+            let c = cntr(kind);
+            let c2 = c.clone();
+            let h = std::thread::spawn(move || c2.wait_for(1, 10_000));
+            std::thread::sleep(Duration::from_millis(50));
+            let t = Instant::now();
+            c.wait().close();
+            assert_eq!(h.join().unwrap(), Err(Error::CANCELED), "kind {kind}");
+            assert!(t.elapsed() < Duration::from_secs(2));
+        }
     }
 
     #[test]

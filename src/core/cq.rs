@@ -653,7 +653,8 @@ impl Cq {
     /// `fi_cq_sread`/`fi_cq_sreadfrom`: [`Cq::read`] once entries are queued
     /// (with `FI_CQ_COND_THRESHOLD`: `cond` of them, capped at `count`), an
     /// error is, the timeout (ms, negative = infinite) passed or
-    /// [`Cq::signal`] was called.
+    /// [`Cq::signal`] was called; `Err(CANCELED)` when the CQ is closed
+    /// meanwhile ([`WaitObj::close`]).
     pub(crate) fn sread(
         &self,
         count: usize,
@@ -672,6 +673,12 @@ impl Cq {
         let deadline = Deadline::from_ms(timeout);
         loop {
             let woke = self.wait.block_until(&|| self.q.lock().ready(threshold), deadline);
+            // Closed under the reader (fi_close from another thread): the
+            // entries go with the CQ ("Any completions which remain on the
+            // CQ when it is closed are lost").
+            if woke == Err(Error::CANCELED) {
+                return Err(Error::CANCELED);
+            }
             match self.take(count, &mut out) {
                 // Another reader took the entries: keep waiting.
                 Err(Error::AGAIN) if woke.is_ok() && !deadline.expired() => continue,
@@ -1194,6 +1201,30 @@ mod tests {
             .unwrap();
         let r = sread(&q, &mut c, 2, 0, 5000);
         assert_eq!(r, Err(Error::AVAIL));
+    }
+
+    /// fi_close from another thread: a blocked sread returns CANCELED, and
+    /// the entries queued meanwhile go with the CQ.
+    #[test]
+    // Wait objects: eventfd/epoll system calls Miri does not run (make miri).
+    #[cfg_attr(miri, ignore)]
+    fn close_ends_a_blocked_sread_with_canceled() {
+        for kind in [FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD] {
+            let q = cq(4, FI_CQ_FORMAT_CONTEXT, kind);
+            let q2 = q.clone();
+            let h = std::thread::spawn(move || {
+                let mut c = [CqEntry::default(); 1];
+                sread(&q2, &mut c, 1, 0, 10_000)
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            let t = Instant::now();
+            q.wait().close();
+            assert_eq!(h.join().unwrap(), Err(Error::CANCELED), "kind {kind}");
+            assert!(t.elapsed() < Duration::from_secs(2));
+            q.push(CqEntry::new(ctx(1), FI_SEND)).unwrap();
+            let mut c = [CqEntry::default(); 1];
+            assert_eq!(sread(&q, &mut c, 1, 0, 10_000), Err(Error::CANCELED));
+        }
     }
 
     #[test]

@@ -333,7 +333,8 @@ impl Eq {
     }
 
     /// `fi_eq_sread`: [`Eq::read`] after waiting up to `timeout` ms
-    /// (negative: forever) for something to read.
+    /// (negative: forever) for something to read; `Err(CANCELED)` when the
+    /// EQ is closed meanwhile ([`WaitObj::close`]).
     pub(crate) fn sread(
         &self,
         len: usize,
@@ -345,6 +346,10 @@ impl Eq {
         let deadline = Deadline::from_ms(timeout);
         loop {
             let woke = self.wait.block_until(&|| self.q.lock().ready(), deadline);
+            // Closed under the reader: its events go with it.
+            if woke == Err(Error::CANCELED) {
+                return Err(Error::CANCELED);
+            }
             match self.read(len, mode, &mut out) {
                 Err(Error::AGAIN) if woke.is_ok() && !deadline.expired() => continue,
                 r => return r,
@@ -526,6 +531,22 @@ mod tests {
         assert_eq!(q.read_err(ReadMode::Consume, |e| e.err_data.clone()), Ok(vec![2; 6]));
         assert_eq!(q.read_err(ReadMode::Peek, |_| ()), Err(Error::AGAIN));
         assert_eq!(read(&q, ReadMode::Consume).unwrap().1.context as usize, 1);
+    }
+
+    /// fi_close from another thread ends a blocked fi_eq_sread with
+    /// CANCELED.
+    #[test]
+    fn close_ends_a_blocked_sread_with_canceled() {
+        for kind in [FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD] {
+            let q = eq(32, FI_WRITE, kind);
+            let q2 = q.clone();
+            let h = std::thread::spawn(move || q2.sread(24, 10_000, ReadMode::Consume, |_, _| ()));
+            std::thread::sleep(Duration::from_millis(50));
+            let t = Instant::now();
+            q.wait().close();
+            assert_eq!(h.join().unwrap(), Err(Error::CANCELED), "kind {kind}");
+            assert!(t.elapsed() < Duration::from_secs(2));
+        }
     }
 
     /// fabtests eq_wait_fd_sread / eq_wait_sread_peek.

@@ -61,6 +61,8 @@ pub(crate) struct WaitObj {
     fd_armed: AtomicBool,
     /// `fi_cq_signal`: the next (or current) blocking call returns EAGAIN.
     signaled: AtomicBool,
+    /// The object is being closed: every blocking call returns ECANCELED.
+    closed: AtomicBool,
     /// Copy-on-write snapshot: readers clone the `Arc` (no allocation on
     /// the read path, which progresses on every call); `add_engine` swaps in
     /// a new vector.
@@ -107,6 +109,7 @@ impl WaitObj {
             armed: AtomicUsize::new(0),
             fd_armed: AtomicBool::new(false),
             signaled: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             engines: Mutex::new(Arc::new(Vec::new())),
             first: std::sync::OnceLock::new(),
             several: std::sync::atomic::AtomicBool::new(false),
@@ -223,6 +226,25 @@ impl WaitObj {
         }
     }
 
+    /// The object is being closed (`fi_close` from another thread): wakes
+    /// every thread blocked in [`WaitObj::block_until`] and makes it, and any
+    /// later one, return `Err(CANCELED)`. The doorbell is rung whether or
+    /// not a sleeper is armed, and stays readable: a waiter about to sleep
+    /// sees either the flag or the doorbell.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        if let Some(efd) = &self.efd {
+            efd.signal();
+        }
+        if let Some(mc) = &self.mc {
+            mc.broadcast();
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
     fn arm(&self) {
         self.armed.fetch_add(1, Ordering::AcqRel);
         fence(Ordering::SeqCst);
@@ -243,7 +265,8 @@ impl WaitObj {
     }
 
     /// Blocks until `ready()` holds (Ok), the deadline passes or
-    /// [`WaitObj::signal`] is called (Err(EAGAIN)). Progresses before every
+    /// [`WaitObj::signal`] is called (Err(EAGAIN)), or the object is closed
+    /// ([`WaitObj::close`], Err(CANCELED)). Progresses before every
     /// check. A kind without a sleeping object (`FI_WAIT_NONE`, `FI_WAIT_SET`,
     /// `FI_WAIT_YIELD`) yields between passes instead of sleeping. CQs and EQs
     /// check `can_block` first (fi_cq(3)/fi_eq(3)); counters wait on every
@@ -256,6 +279,9 @@ impl WaitObj {
         let spin_until = std::time::Instant::now() + SPIN_FOR;
         let mut spins = 0u32;
         loop {
+            if self.is_closed() {
+                return Err(Error::CANCELED);
+            }
             self.progress();
             if ready() {
                 return Ok(());
@@ -275,7 +301,7 @@ impl WaitObj {
             self.arm();
             self.progress();
             let mut slept = Ok(0);
-            if !ready() && !self.engines_pending() && !self.signaled.load(Ordering::Acquire) {
+            if !ready() && !self.engines_pending() && !self.signaled.load(Ordering::Acquire) && !self.is_closed() {
                 if let Some(ep) = &self.epoll {
                     // Sources that wait on peers need a pass now and then to
                     // notice a dead one: cap the sleep.
@@ -289,6 +315,12 @@ impl WaitObj {
             }
             if let Some(efd) = &self.efd {
                 efd.drain();
+                // A close rings once for every sleeper: leave the doorbell
+                // ringing for the others (the flag was set before the
+                // ring this drain may have taken).
+                if self.is_closed() {
+                    efd.signal();
+                }
             }
             // Disarm before reporting an epoll failure: a leaked arm would
             // make every later notify pay a system call.
@@ -559,6 +591,51 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         w.signal();
         assert_eq!(h.join().unwrap(), Err(Error::AGAIN));
+    }
+
+    /// A close wakes every thread blocked on the object, of every kind that
+    /// can block, and each returns CANCELED at once; so does a wait begun
+    /// after the close.
+    #[test]
+    fn close_wakes_every_waiter_with_canceled() {
+        for kind in [
+            FI_WAIT_UNSPEC,
+            FI_WAIT_FD,
+            FI_WAIT_MUTEX_COND,
+            FI_WAIT_YIELD,
+            FI_WAIT_NONE,
+        ] {
+            let w = Arc::new(WaitObj::new(kind, None).unwrap());
+            let waiters: Vec<_> = (0..3)
+                .map(|_| {
+                    let w = w.clone();
+                    std::thread::spawn(move || {
+                        let r = w.block_until(&|| false, Deadline::from_ms(10_000));
+                        (r, Instant::now())
+                    })
+                })
+                .collect();
+            // Past the spin: asleep in epoll (the kinds that have it).
+            std::thread::sleep(Duration::from_millis(50));
+            let closed = Instant::now();
+            w.close();
+            for h in waiters {
+                let (r, at) = h.join().unwrap();
+                assert_eq!(r, Err(Error::CANCELED), "kind {kind}");
+                assert!(at - closed < Duration::from_secs(2), "kind {kind}: {:?}", at - closed);
+            }
+            assert_eq!(w.block_until(&|| true, Deadline::from_ms(10_000)), Err(Error::CANCELED));
+        }
+    }
+
+    #[test]
+    fn closing_a_wait_set_ends_fi_wait() {
+        let set = WaitSet::new(FI_WAIT_FD, None).unwrap();
+        let s2 = set.clone();
+        let h = std::thread::spawn(move || s2.wait(10_000));
+        std::thread::sleep(Duration::from_millis(50));
+        set.obj.close();
+        assert_eq!(h.join().unwrap(), Err(Error::CANCELED));
     }
 
     #[test]

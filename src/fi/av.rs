@@ -252,7 +252,7 @@ unsafe fn read_packed(format: AvFormat, p: *const u8, count: usize) -> Result<Ve
 unsafe extern "C" fn av_close(f: *mut fid) -> c_int {
     // SAFETY: `f` comes from the application as this object's fid.
     unsafe {
-        fi::call_obj::<Av, c_int>("av close", f as *const c_void, |o| {
+        fi::call_close::<Av>("av close", f as *const c_void, |o| {
             o.core.close()?;
             Obj::destroy(o);
             Ok(0)

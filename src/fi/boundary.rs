@@ -9,7 +9,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::core::users::HasUsers;
-use crate::fi::handle::{FiObject, Obj};
+use crate::fi::handle::{CallKind, FiObject, Obj};
 use core::ffi::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -85,12 +85,62 @@ pub(crate) fn call<R: FfiRet>(what: &'static str, f: impl FnOnce() -> Result<R>)
 
 /// Runs a method of a rustfab object reached through a C pointer: checks the
 /// pointer (NULL, class, magic → `-FI_EINVAL`), refuses poisoned objects, and
-/// poisons the object if the method panics.
+/// poisons the object if the method panics. A plain call: counted only on
+/// objects that count every call (`fi/handle.rs`).
 ///
 /// # Safety
 /// `p` must be NULL or point to memory readable as a `struct fid` (any fid
 /// the application received from libfabric qualifies).
+#[inline(always)]
 pub(crate) unsafe fn call_obj<T: FiObject, R: FfiRet>(
+    what: &'static str,
+    p: *const core::ffi::c_void,
+    f: impl FnOnce(&Obj<T>) -> Result<R>,
+) -> R {
+    // SAFETY: forwarded.
+    unsafe { call_obj_as(CallKind::Plain, what, p, f) }
+}
+
+/// [`call_obj`] for a call that may block (`fi_cq_sread`, `fi_cntr_wait`,
+/// `fi_eq_sread`, `fi_wait`): always inside the object, so that a close
+/// from another thread wakes it (`-FI_ECANCELED`) and waits for it to
+/// leave before the object goes.
+///
+/// # Safety
+/// As for [`call_obj`].
+pub(crate) unsafe fn call_obj_blocking<T: FiObject, R: FfiRet>(
+    what: &'static str,
+    p: *const core::ffi::c_void,
+    f: impl FnOnce(&Obj<T>) -> Result<R>,
+) -> R {
+    // SAFETY: forwarded.
+    unsafe { call_obj_as(CallKind::Blocking, what, p, f) }
+}
+
+/// [`call_obj`] for an object's close: inside the object (its `destroy`
+/// waits for every other call to leave) and one at a time (a second close
+/// meanwhile is `-FI_EBUSY`). A failed object may be closed.
+///
+/// # Safety
+/// As for [`call_obj`].
+pub(crate) unsafe fn call_close<T: FiObject>(
+    what: &'static str,
+    p: *const core::ffi::c_void,
+    f: impl FnOnce(&Obj<T>) -> Result<c_int>,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { call_obj_as(CallKind::Close, what, p, f) }
+}
+
+/// The body of [`call_obj`], [`call_obj_blocking`] and [`call_close`]. An
+/// uncounted call (a plain one on an object that does not count them all)
+/// costs one flag test more than the checks and the call.
+///
+/// # Safety
+/// As for [`call_obj`].
+#[inline(always)]
+unsafe fn call_obj_as<T: FiObject, R: FfiRet>(
+    kind: CallKind,
     what: &'static str,
     p: *const core::ffi::c_void,
     f: impl FnOnce(&Obj<T>) -> Result<R>,
@@ -100,21 +150,49 @@ pub(crate) unsafe fn call_obj<T: FiObject, R: FfiRet>(
         Ok(o) => o,
         Err(e) => return R::from_err(e),
     };
-    if obj.is_poisoned() || (obj.core.failed() && !what.ends_with("close")) {
-        return R::from_err(Error::OTHER);
-    }
-    match catch_unwind(AssertUnwindSafe(|| {
-        injected_panic(what);
-        f(obj)
-    })) {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => R::from_err(e),
-        Err(p) => {
-            report_panic(what, &*p);
-            obj.poison();
-            R::from_err(Error::OTHER)
+    let counted = kind != CallKind::Plain || obj.counts_all();
+    if counted {
+        if let Err(e) = obj.enter() {
+            return R::from_err(e);
         }
     }
+    let r = 'call: {
+        if obj.is_poisoned() || (obj.core.failed() && kind != CallKind::Close) {
+            break 'call R::from_err(Error::OTHER);
+        }
+        if kind == CallKind::Close {
+            if let Err(e) = obj.begin_close() {
+                break 'call R::from_err(e);
+            }
+        }
+        match catch_unwind(AssertUnwindSafe(|| {
+            injected_panic(what);
+            f(obj)
+        })) {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                // A close that failed leaves the object open.
+                if kind == CallKind::Close {
+                    obj.end_close();
+                }
+                R::from_err(e)
+            }
+            Err(p) => {
+                report_panic(what, &*p);
+                obj.poison();
+                if kind == CallKind::Close {
+                    obj.end_close();
+                }
+                R::from_err(Error::OTHER)
+            }
+        }
+    };
+    // After a successful close the memory is still valid (never freed),
+    // only the count is touched.
+    if counted {
+        obj.leave();
+    }
+    r
 }
 
 /// `fi_close` for objects that are simply freed once nothing refers to them
@@ -127,7 +205,7 @@ pub(crate) unsafe fn call_obj<T: FiObject, R: FfiRet>(
 pub(crate) unsafe extern "C" fn close_when_idle<T: FiObject + HasUsers>(f: *mut crate::abi::fid) -> c_int {
     // SAFETY: `f` comes from the application as this object's fid.
     unsafe {
-        call_obj::<T, c_int>(T::CLOSE, f as *const core::ffi::c_void, |o| {
+        call_close::<T>(T::CLOSE, f as *const core::ffi::c_void, |o| {
             o.core.users().check_idle()?;
             Obj::destroy(o);
             Ok(0)

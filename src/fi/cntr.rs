@@ -15,6 +15,9 @@ impl FiObject for Cntr {
     const CLOSE: &'static str = "cntr close";
     type Header = fid_cntr;
     const CLASS: usize = FI_CLASS_CNTR;
+    fn wake_for_close(&self) {
+        self.wait().close();
+    }
 }
 
 static CNTR_FI_OPS: fi_ops = fi_ops {
@@ -47,7 +50,7 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cntr_attr, ctx: *mut c_void) -> Re
         None
     };
     let holds = Holds {
-        parent: Some(Held::new(d.core.clone())),
+        parent: Some(Held::new(Arc::clone(&d.core))),
         set,
     };
     let c = Cntr::new(attr, holds, ctx as usize)?;
@@ -60,7 +63,7 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cntr_attr, ctx: *mut c_void) -> Re
         },
         ops: &CNTR_OPS,
     };
-    Ok(Obj::create(hdr, c))
+    Ok(Obj::create_counting(hdr, c, fi::domain::counts_every_call(&d.core)))
 }
 
 /// The counter core behind a `struct fid*` (endpoints' and MRs' binds).
@@ -139,7 +142,7 @@ unsafe extern "C" fn cntr_seterr(c: *mut fid_cntr, v: u64) -> c_int {
 unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int) -> c_int {
     // SAFETY: arguments come from the application through fi_cntr_wait().
     unsafe {
-        fi::call_obj::<Cntr, c_int>("fi_cntr_wait", c as *const c_void, |o| {
+        fi::call_obj_blocking::<Cntr, c_int>("fi_cntr_wait", c as *const c_void, |o| {
             o.core.wait_for(threshold, timeout)?;
             Ok(0)
         })

@@ -19,6 +19,9 @@ impl FiObject for Cq {
     const CLOSE: &'static str = "cq close";
     type Header = fid_cq;
     const CLASS: usize = FI_CLASS_CQ;
+    fn wake_for_close(&self) {
+        self.wait().close();
+    }
 }
 
 static CQ_FI_OPS: fi_ops = fi_ops {
@@ -72,7 +75,7 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cq_attr, ctx: *mut c_void) -> Resu
         None
     };
     let holds = Holds {
-        parent: Some(Held::new(d.core.clone())),
+        parent: Some(Held::new(Arc::clone(&d.core))),
         set,
     };
     let cq = Cq::new(attr, d.core.api_version, holds, ctx as usize)?;
@@ -85,7 +88,7 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cq_attr, ctx: *mut c_void) -> Resu
         },
         ops: ops_for(cq.format()),
     };
-    Ok(Obj::create(hdr, cq))
+    Ok(Obj::create_counting(hdr, cq, fi::domain::counts_every_call(&d.core)))
 }
 
 /// The CQ core behind a `struct fid*` (endpoints' `fi_ep_bind`).
@@ -361,7 +364,7 @@ unsafe extern "C" fn cq_sread(
 ) -> isize {
     // SAFETY: arguments come from the application through fi_cq_sread().
     unsafe {
-        fi::call_obj::<Cq, isize>("fi_cq_sread", cq as *const c_void, |o| {
+        fi::call_obj_blocking::<Cq, isize>("fi_cq_sread", cq as *const c_void, |o| {
             sread_c(&o.core, buf, count, core::ptr::null_mut(), cond, timeout).map(|n| n as isize)
         })
     }
@@ -377,7 +380,7 @@ unsafe extern "C" fn cq_sreadfrom(
 ) -> isize {
     // SAFETY: arguments come from the application through fi_cq_sreadfrom().
     unsafe {
-        fi::call_obj::<Cq, isize>("fi_cq_sreadfrom", cq as *const c_void, |o| {
+        fi::call_obj_blocking::<Cq, isize>("fi_cq_sreadfrom", cq as *const c_void, |o| {
             sread_c(&o.core, buf, count, src, cond, timeout).map(|n| n as isize)
         })
     }
@@ -465,6 +468,47 @@ mod tests {
         } else {
             Ok(r as usize)
         }
+    }
+
+    /// fi_close from another thread while fi_cq_sread waits: the reader
+    /// returns -FI_ECANCELED, the close 0, and the handle no longer holds
+    /// the core (dropped once the reader had left).
+    #[test]
+    fn close_under_sread_through_the_c_face() {
+        let q = cq(4, FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD);
+        let hdr = fid_cq {
+            fid: fid {
+                fclass: FI_CLASS_CQ,
+                context: core::ptr::null_mut(),
+                ops: &CQ_FI_OPS,
+            },
+            ops: ops_for(q.format()),
+        };
+        let p = Obj::create(hdr, q.clone()) as usize;
+        let reader = std::thread::spawn(move || {
+            let p = p as *mut fid_cq;
+            let mut e = fi_cq_entry {
+                op_context: core::ptr::null_mut(),
+            };
+            // SAFETY: `p` is live until the close below, which waits for
+            // this call; `e` holds one entry of the CQ's format.
+            unsafe {
+                (*(*p).ops).sread.expect("sread")(
+                    p,
+                    &mut e as *mut fi_cq_entry as *mut c_void,
+                    1,
+                    core::ptr::null(),
+                    10_000,
+                )
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let t = std::time::Instant::now();
+        // SAFETY: the handle made above, closed once.
+        assert_eq!(unsafe { CQ_FI_OPS.close.expect("close")(p as *mut fid) }, 0);
+        assert_eq!(reader.join().unwrap(), -(FI_ECANCELED as isize));
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+        assert_eq!(Arc::strong_count(&q), 1, "the closed handle still holds the core");
     }
 
     /// `read_c` into a typed array (the type must match the CQ's format).

@@ -61,19 +61,32 @@ pub(crate) unsafe fn open(fabric: &Obj<Fabric>, info: *const fi_info, context: *
     Ok(Obj::create(hdr, core))
 }
 
+/// Whether every call on a CQ, counter or endpoint of `d` is counted
+/// (`fi/handle.rs`, closing under a caller): not when the domain's threading
+/// level has the application serialise the calls on each such object
+/// (`FI_THREAD_FID`, `_ENDPOINT`, `_COMPLETION`, `_DOMAIN`, fi_domain(3)), so
+/// that a close cannot race a call on it; there only blocking calls and
+/// closes are counted, and the data path takes no locked instruction for it.
+pub(crate) fn counts_every_call(d: &Domain) -> bool {
+    !matches!(
+        d.domain_attr().threading,
+        FI_THREAD_FID | FI_THREAD_ENDPOINT | FI_THREAD_COMPLETION | FI_THREAD_DOMAIN
+    )
+}
+
 /// Undoes `open` when the out-pointer turned out to be unusable.
 pub(crate) fn destroy_unreturned(d: *mut fid_domain) {
     // SAFETY: `d` was just returned by `open` and never reached the caller.
     if let Ok(o) = unsafe { Obj::<Domain>::from_ptr(d as *const c_void) } {
         // SAFETY: nobody else knows the pointer.
-        unsafe { Obj::destroy(o) };
+        unsafe { Obj::destroy_unshared(o) };
     }
 }
 
 unsafe extern "C" fn domain_close(f: *mut fid) -> c_int {
     // SAFETY: `f` comes from the application as this object's fid.
     unsafe {
-        fi::call_obj::<Domain, c_int>("domain close", f as *const c_void, |o| {
+        fi::call_close::<Domain>("domain close", f as *const c_void, |o| {
             o.core.close()?;
             Obj::destroy(o);
             Ok(0)

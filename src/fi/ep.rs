@@ -80,7 +80,7 @@ pub(crate) fn create(
         atomic: &super::atomic::ATOMIC_OPS,
         collective: &stubs::COLLECTIVE_OPS,
     };
-    let ep = Obj::create(hdr, core.clone());
+    let ep = Obj::create_counting(hdr, core.clone(), fi::domain::counts_every_call(&d.core));
     core.inner.lock().set_ep_fid(ep as usize);
     Ok(ep)
 }
@@ -161,7 +161,7 @@ pub(crate) unsafe fn with_ep<R: fi::FfiRet>(
 unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
     // SAFETY: `f` is the application's endpoint fid.
     unsafe {
-        with_ep("ep close", f as *const c_void, |o| {
+        fi::call_close::<Ep>("ep close", f as *const c_void, |o| {
             o.core.close()?;
             Obj::destroy(o);
             Ok(0)

@@ -18,6 +18,9 @@ impl FiObject for Eq {
     const CLOSE: &'static str = "eq close";
     type Header = fid_eq;
     const CLASS: usize = FI_CLASS_EQ;
+    fn wake_for_close(&self) {
+        self.wait().close();
+    }
 }
 
 static EQ_FI_OPS: fi_ops = fi_ops {
@@ -48,7 +51,7 @@ pub(crate) fn open(f: &Obj<Fabric>, attr: &fi_eq_attr, ctx: *mut c_void) -> Resu
         None
     };
     let holds = Holds {
-        parent: Some(Held::new(f.core.clone())),
+        parent: Some(Held::new(Arc::clone(&f.core))),
         set,
     };
     let eq = Eq::new(attr, f.api_version(), holds, Some(release_unread))?;
@@ -218,7 +221,7 @@ unsafe extern "C" fn eq_sread(
 ) -> isize {
     // SAFETY: arguments come from the application through fi_eq_sread().
     unsafe {
-        fi::call_obj::<Eq, isize>("fi_eq_sread", eq as *const c_void, |o| {
+        fi::call_obj_blocking::<Eq, isize>("fi_eq_sread", eq as *const c_void, |o| {
             o.core.check_can_block()?;
             if buf.is_null() {
                 return Err(Error::INVAL);

@@ -64,7 +64,7 @@ unsafe fn register(d: &Obj<Domain>, req: RegRequest, out: *mut *mut fid_mr) -> R
             if let Ok(o) = unsafe { Obj::<Mr>::from_ptr(p as *const c_void) } {
                 // SAFETY: nothing else uses the object: the failed call
                 // tells the application `*mr` is not valid.
-                unsafe { Obj::destroy(o) };
+                unsafe { Obj::destroy_unshared(o) };
             }
             return Err(e);
         }
@@ -215,7 +215,7 @@ static MR_FI_OPS: fi_ops = fi_ops {
 unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
     // SAFETY: `f` comes from the application as this object's fid.
     unsafe {
-        fi::call_obj::<Mr, c_int>("mr close", f as *const c_void, |o| {
+        fi::call_close::<Mr>("mr close", f as *const c_void, |o| {
             o.core.close()?;
             Obj::destroy(o);
             Ok(0)

@@ -204,7 +204,7 @@ fn announce(pep: &Pep, eq: &Eq, req: ConnRequest) -> core::result::Result<(), Co
     // SAFETY: `handle` was created above and never handed out.
     if let Ok(o) = unsafe { Obj::<ConnReq>::from_ptr(handle as *const c_void) } {
         // SAFETY: as above: nobody else knows it.
-        unsafe { Obj::destroy(o) };
+        unsafe { Obj::destroy_unshared(o) };
     }
     // Nobody else saw the handle, so the request is still in it.
     core.take().map_or(Ok(()), Err)
@@ -278,7 +278,7 @@ unsafe fn with_pep<R: fi::FfiRet>(what: &'static str, p: *const c_void, f: impl 
 unsafe extern "C" fn pep_close(f: *mut fid) -> c_int {
     // SAFETY: `f` is the application's passive endpoint.
     unsafe {
-        with_pep("pep close", f as *const c_void, |o| {
+        fi::call_close::<Pep>("pep close", f as *const c_void, |o| {
             o.core.users().check_idle()?;
             o.core.close();
             discard_requests_of(&o.core);

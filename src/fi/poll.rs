@@ -47,7 +47,7 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_poll_attr) -> Result<*mut fid_poll
 unsafe extern "C" fn poll_close(f: *mut fid) -> c_int {
     // SAFETY: `f` comes from the application as this object's fid.
     unsafe {
-        fi::call_obj::<PollSet, c_int>("poll set close", f as *const c_void, |o| {
+        fi::call_close::<PollSet>("poll set close", f as *const c_void, |o| {
             // Nothing binds to a poll set; its members are weak references.
             Obj::destroy(o);
             Ok(0)

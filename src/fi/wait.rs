@@ -15,6 +15,9 @@ impl FiObject for WaitSet {
     const CLOSE: &'static str = "wait set close";
     type Header = fid_wait;
     const CLASS: usize = FI_CLASS_WAIT;
+    fn wake_for_close(&self) {
+        self.obj.close();
+    }
 }
 
 static WAIT_FI_OPS: fi_ops = fi_ops {
@@ -136,11 +139,12 @@ unsafe extern "C" fn wait_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> 
     }
 }
 
-/// `fi_wait`: 0 once a member has something, -FI_ETIMEDOUT on timeout.
+/// `fi_wait`: 0 once a member has something, -FI_ETIMEDOUT on timeout,
+/// -FI_ECANCELED when the set is closed meanwhile.
 unsafe extern "C" fn wait_wait(w: *mut fid_wait, timeout: c_int) -> c_int {
     // SAFETY: arguments come from the application through fi_wait().
     unsafe {
-        fi::call_obj::<WaitSet, c_int>("fi_wait", w as *const c_void, |o| {
+        fi::call_obj_blocking::<WaitSet, c_int>("fi_wait", w as *const c_void, |o| {
             o.core.wait(timeout)?;
             Ok(0)
         })
