@@ -135,6 +135,10 @@ struct PortConn {
     /// Bytes of answers its queue held when last counted into the port's
     /// `replies` total.
     counted: usize,
+    /// Bytes of answers its records were charged in pass `charged_in`
+    /// (the core sends them after the pass: not in the queue yet).
+    charged: usize,
+    charged_in: u64,
     /// Its records have been left unread since then for want of budget
     /// (the connection's deadline is then the cut-off).
     over_since: Option<Instant>,
@@ -182,6 +186,8 @@ impl PortConn {
             carried: false,
             last_active: None,
             counted: 0,
+            charged: 0,
+            charged_in: 0,
             over_since: None,
         }
     }
@@ -430,6 +436,10 @@ pub(crate) struct TcpPort {
     /// brought up to date whenever it is read, written or queued to).
     budget: PeerBudget,
     replies: usize,
+    /// Passes so far, and the bytes of answers charged in this one (all
+    /// connections).
+    pass: u64,
+    charged: usize,
     /// The clock of this pass (activity stamps; one reading per pass).
     now: Instant,
     /// Bytes all connections' readers hold for unexpected messages still
@@ -559,6 +569,8 @@ impl TcpPort {
             max_conns: settings.max_conns.max(MAX_CONNS_MIN),
             budget: settings.budget,
             replies: 0,
+            pass: 0,
+            charged: 0,
             now: Instant::now(),
             staged: 0,
             stalled: Vec::new(),
@@ -773,6 +785,8 @@ impl TcpPort {
 
     fn poll_inner(&mut self, d: &mut dyn Delivery) {
         self.polled = true;
+        self.pass += 1;
+        self.charged = 0;
         self.now = Instant::now();
         self.flush_corked();
         self.cork.end_burst();
@@ -971,7 +985,11 @@ impl TcpPort {
             let mine = c.conn.reader().staged_bytes();
             let staged_elsewhere = self.staged.saturating_sub(mine);
             recount(&mut self.replies, c);
-            let reply_room = reply_room(&self.budget, c.counted, self.replies);
+            if c.charged_in != self.pass {
+                c.charged_in = self.pass;
+                c.charged = 0;
+            }
+            let reply_room = reply_room(&self.budget, c.counted + c.charged, self.replies + self.charged);
             let mut sink = CoreSink {
                 d: &mut *d,
                 src: Addr::Inet(c.peer.unwrap_or(self.me)),
@@ -982,6 +1000,9 @@ impl TcpPort {
             };
             let r = c.conn.read(&mut sink, &lim, &mut self.scratch);
             let over = sink.over_budget && r == Read::Stalled;
+            let spent = reply_room - sink.reply_room;
+            c.charged += spent;
+            self.charged += spent;
             self.staged = staged_elsewhere + c.conn.reader().staged_bytes();
             if over != c.over_since.is_some() {
                 self.budget_state(id, over);
