@@ -1528,8 +1528,12 @@ impl TcpPort {
     /// deadline: the peer is cut off (its operations with us end in error,
     /// as for a reset; a later send dials again).
     fn cut_off(&mut self, id: u64, d: &mut dyn Delivery) {
-        let Some(c) = self.conns.get(&id) else { return };
-        let Some(since) = c.over_since else { return };
+        let Some(c) = self.conns.get_mut(&id) else { return };
+        let Some(since) = c.over_since else {
+            // No longer over its budget: no deadline either.
+            c.conn.set_deadline(None);
+            return;
+        };
         crate::base::log::log_warn!(
             crate::abi::FI_LOG_EP_DATA,
             "tcp: cutting off {}: it left {} bytes of answers unread for {:?} (FI_RUSTFAB_PEER_BUDGET, \
