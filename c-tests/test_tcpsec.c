@@ -10,6 +10,8 @@
 #include "rdm_common.h"
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_rma.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -286,6 +288,45 @@ TEST(key_on_one_side_only_or_different_keys_refused)
 	close_all();
 }
 
+/* x's operation (posted by `post`) towards y, refused for its key,
+ * completes with FI_EACCES: the application learns why. */
+#define EXPECT_EACCES(x, y, post, ctx)                                            \
+	do {                                                                      \
+		struct fi_cq_tagged_entry _c;                                     \
+		struct fi_cq_err_entry _e = {0};                                  \
+		CHECK_OK(POST(post, (x), (y)));                                   \
+		CHECK_EQ(wait_comp((x), (y), &_c, &_e, NULL, 5), -FI_EAVAIL);     \
+		CHECK(_e.op_context == (ctx));                                    \
+		if (_e.err != FI_EACCES)                                          \
+			printf("    %s: error %d (%s)\n", #post, _e.err, fi_strerror(_e.err)); \
+		CHECK_EQ(_e.err, FI_EACCES);                                      \
+	} while (0)
+
+/* Every operation towards a peer refused for its key (messages, RMA reads
+ * and writes, atomics), keyed dialer and unkeyed acceptor and the reverse,
+ * ends with FI_EACCES, as a send does. */
+TEST(key_refusal_fails_every_operation_with_eacces)
+{
+	struct end_opts k = {.auth_key = "key one", .caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC};
+	struct end_opts none = {.caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC};
+	uint64_t buf[8] = {0};
+	char tx[16] = "refused";
+	for (int dir = 0; dir < 2; dir++) {
+		CHECK_OK(end_open(&A, dir ? &none : &k));
+		CHECK_OK(end_open(&B, dir ? &k : &none));
+		CHECK_OK(ends_connect(&A, &B));
+		EXPECT_EACCES(&A, &B, fi_read(A.ep, buf, sizeof buf, NULL, A.peer, 0, 0x1234, (void *)0x61),
+			      (void *)0x61);
+		EXPECT_EACCES(&A, &B, fi_write(A.ep, buf, sizeof buf, NULL, A.peer, 0, 0x1234, (void *)0x62),
+			      (void *)0x62);
+		EXPECT_EACCES(&A, &B,
+			      fi_atomic(A.ep, buf, 1, NULL, A.peer, 0, 0x1234, FI_UINT64, FI_SUM, (void *)0x63),
+			      (void *)0x63);
+		EXPECT_EACCES(&A, &B, fi_send(A.ep, tx, sizeof tx, NULL, A.peer, (void *)0x64), (void *)0x64);
+		close_all();
+	}
+}
+
 /* Against a keyed endpoint: a HELLO without a key is refused; one that
  * claims a key but cannot prove it is cut off before anything it sends is
  * delivered. */
@@ -425,6 +466,7 @@ int main(int argc, char **argv)
 	RUN(same_key_both_sides_traffic_flows);
 	RUN(key_on_one_side_only_or_different_keys_refused);
 	RUN(impostor_without_the_key);
+	RUN(key_refusal_fails_every_operation_with_eacces);
 	RUN(connection_flood_is_capped);
 	RUN(rts_carries_no_buffer_address);
 	return harness_done();

@@ -45,6 +45,21 @@ pub const PARAMS: &[Param] = &[
         help: "tcp: established connections an endpoint keeps at most; beyond it a newcomer closes the connection idle for longest (none idle: the newcomer is refused), never one that carried traffic in the last second (default: 1024, at least 4)",
     },
     Param {
+        name: "peer_budget",
+        ty: FI_PARAM_SIZE_T,
+        help: "tcp: bytes of answers (acknowledgements, RMA answers, clear-to-send) one peer's requests may make an endpoint keep queued for it; beyond it the peer's records are left unread (its socket is not read) until it takes its answers (default: 4M, at least 16K; see docs/security.md)",
+    },
+    Param {
+        name: "peer_budget_total",
+        ty: FI_PARAM_SIZE_T,
+        help: "tcp: bytes of such answers an endpoint keeps queued for all its peers together; beyond it a peer holding more than 16K of them is not read (default: 16M, at least 16K)",
+    },
+    Param {
+        name: "peer_budget_timeout",
+        ty: FI_PARAM_INT,
+        help: "tcp: milliseconds a peer may stay at its budget (not read because it leaves its answers unread) before it is cut off, its operations ending in error (default: 10000)",
+    },
+    Param {
         name: "auth_key",
         ty: FI_PARAM_STRING,
         help: "tcp: an authentication key (its bytes) for endpoints whose application gives none (domain_attr/ep_attr auth_key): peers must prove the same key in the handshake (HMAC-SHA256 challenge-response), connections from or to peers without it are refused (default: none; see docs/security.md)",
@@ -134,6 +149,14 @@ pub fn settings() -> crate::core::settings::Settings {
             max_conns: at_least("tcp_max_conns", crate::transport::tcp::MAX_CONNS_MIN, d.tcp.max_conns),
             auth_key: get_str("auth_key").map(|k| crate::transport::tcp::AuthKey(k.into_bytes())),
             route_hints: launcher_addresses(|v| std::env::var(v).ok()),
+            budget: crate::transport::tcp::PeerBudget {
+                per_peer: at_least("peer_budget", crate::transport::tcp::BUDGET_FLOOR, d.tcp.budget.per_peer),
+                total: at_least("peer_budget_total", crate::transport::tcp::BUDGET_FLOOR, d.tcp.budget.total),
+                timeout: std::time::Duration::from_millis(get_millis(
+                    "peer_budget_timeout",
+                    d.tcp.budget.timeout.as_millis() as u64,
+                )),
+            },
         },
     };
     show_once(&in_effect(&s, shm_free));
@@ -241,6 +264,9 @@ fn in_effect(s: &crate::core::settings::Settings, shm_free: u64) -> String {
     );
     add("shm_stream_lone_max", &s.shm_stream_lone_max);
     add("shm_close_wait", &format_args!("{}ms", s.shm_close_wait.as_millis()));
+    add("peer_budget", &s.tcp.budget.per_peer);
+    add("peer_budget_total", &s.tcp.budget.total);
+    add("peer_budget_timeout", &format_args!("{}ms", s.tcp.budget.timeout.as_millis()));
     line
 }
 

@@ -203,12 +203,16 @@ pub enum PeerEvent {
     /// /dev/shm"): the peer is failed as by `Failed`, and what waited on it
     /// ends with FI_ENOMEM, the cause, rather than `PEER_FAILED`.
     NoRoom(Addr),
+    /// The peer refused us, or we it, for its authentication key (tcp):
+    /// failed as by `Failed`, and what waited on it ends with FI_EACCES,
+    /// the cause (messages, RMA and atomics alike).
+    Denied(Addr),
 }
 
 impl PeerEvent {
     pub fn peer(&self) -> &Addr {
         match self {
-            PeerEvent::Failed(a) | PeerEvent::NoRoom(a) => a,
+            PeerEvent::Failed(a) | PeerEvent::NoRoom(a) | PeerEvent::Denied(a) => a,
         }
     }
 
@@ -217,6 +221,7 @@ impl PeerEvent {
         match self {
             PeerEvent::Failed(_) => PEER_FAILED,
             PeerEvent::NoRoom(_) => Error::NOMEM,
+            PeerEvent::Denied(_) => Error::ACCES,
         }
     }
 }

@@ -391,7 +391,9 @@ struct PeerOut {
     last_check: Instant,
     /// Sends refused for want of room (`owner_gone`'s clock counter).
     full_retries: u32,
-    /// Control records waiting for ring space (bounded by outstanding ops).
+    /// Control records waiting for ring space: answers to the peer's
+    /// records, bounded by [`BACKLOG_MAX`] (beyond it the peer's ring to
+    /// us is not consumed until the backlog drains).
     backlog: VecDeque<WireHdr>,
     /// Cells from a lap's first one whose pages are allocated
     /// (`Segment::reserve_slot` at the claim: `ring::RESERVE_FIRST`, the
@@ -827,8 +829,12 @@ impl ShmPort {
             self.eviction_round();
         }
         let lim = &self.limits;
+        let backlogged = self.rare.get(rare::BACKLOGGED);
         for s in &mut self.inbound.v[..self.inbound.nhot] {
             if !s.broken {
+                if backlogged && self.peers.backlog_full(s.sender.token) {
+                    continue;
+                }
                 if let Err(()) = consume_slot(s, lim, f, &mut moved) {
                     s.broken = true;
                     s.look = true;
@@ -1194,7 +1200,26 @@ struct Peers {
     no_room_for_claims: bool,
 }
 
+/// Control records (answers to a peer's records) queued towards one peer
+/// while its ring has no room, at most: 4 MiB of headers. Beyond it the
+/// records that peer sends us are left in its ring (it is answering-bound:
+/// an honest peer's outstanding operations never come near), so a peer
+/// that does not consume our ring cannot grow our memory; a pass takes at
+/// most one ring's worth of its records before that, which bounds the
+/// overshoot (docs/security.md "Peer budgets").
+pub(crate) const BACKLOG_MAX: usize = (4 << 20) / core::mem::size_of::<WireHdr>();
+
 impl Peers {
+    /// Whether the answers queued towards `token` reached [`BACKLOG_MAX`]
+    /// (only asked while some backlog exists: `rare::BACKLOGGED`).
+    #[cold]
+    fn backlog_full(&self, token: u64) -> bool {
+        self.at
+            .get(&token)
+            .and_then(|&i| self.v.get(i))
+            .is_some_and(|p| p.backlog.len() >= BACKLOG_MAX)
+    }
+
     #[inline]
     fn index(&mut self, token: u64) -> Option<usize> {
         if let Some((t, i)) = self.last {
@@ -3137,6 +3162,58 @@ mod tests {
         b.last_scan = Some(Instant::now() - LIVENESS_PERIOD);
         b.poll_records(&mut |_| Disposition::Consumed);
         assert_eq!(b.scans, 2, "nothing due after the scan");
+    }
+
+    #[test]
+    fn a_peer_that_leaves_its_answers_unread_is_not_consumed_beyond_the_backlog_bound() {
+        // a streams requests to b and never consumes b's ring; b answers
+        // each (a control record, as the engine does after its pass). Once
+        // b's ring to a is full the answers queue in b's backlog, which
+        // stops at BACKLOG_MAX (plus one pass's worth of a's ring): a's
+        // records then stay in its ring and its sends are refused.
+        let mut a = port();
+        let mut b = port();
+        let mut req = WireHdr::new(op::READ_REQ);
+        req.len = 64;
+        let (mut sent, mut refused, mut peak) = (0u64, 0u32, 0usize);
+        while refused < 64 && sent < 4 * BACKLOG_MAX as u64 {
+            while a.send_record(&b.addr(), &req, Payload::None).is_ok() {
+                sent += 1;
+            }
+            let mut outbox = Vec::new();
+            b.poll_records(&mut |r| {
+                let mut ack = WireHdr::new(op::RMA_ACK);
+                ack.msg_id = r.hdr.msg_id;
+                outbox.push((r.src, ack));
+                Disposition::Consumed
+            });
+            if outbox.is_empty() {
+                refused += 1;
+            }
+            for (to, h) in outbox {
+                b.send_ctl(&to, &h).unwrap();
+            }
+            let backlog = b.peers.get_mut(a.token).map_or(0, |p| p.backlog.len());
+            peak = peak.max(backlog);
+        }
+        assert!(peak >= BACKLOG_MAX, "the answers filled the bound ({peak})");
+        assert!(
+            peak <= BACKLOG_MAX + segment::NCELLS,
+            "the backlog stopped at its bound ({peak} answers queued)"
+        );
+        assert!(refused >= 64, "b stopped consuming a's ring ({sent} records sent)");
+        // a takes its answers: b consumes a's ring again.
+        for _ in 0..BACKLOG_MAX {
+            a.poll_records(&mut |_| Disposition::Consumed);
+            b.poll_records(&mut |_| Disposition::Consumed);
+            if b.peers.get_mut(a.token).is_some_and(|p| p.backlog.is_empty()) {
+                break;
+            }
+        }
+        assert!(
+            b.peers.get_mut(a.token).is_some_and(|p| p.backlog.is_empty()),
+            "drained"
+        );
     }
 
     #[test]

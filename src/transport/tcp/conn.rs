@@ -29,7 +29,7 @@
 //! (`hello.rs`), the CM exchange of connected endpoints (`cm.rs`), and
 //! what a failure means for the endpoint core.
 
-use super::framing::{Broken, ByteSink, ByteSource, Outcome, Reader, Sink, Stage, WriteQueue};
+use super::framing::{Broken, ByteSink, ByteSource, Outcome, Reader, Sink, Stage, WriteQueue, REPLY_COST};
 use super::{CtlPayload, TUNING};
 use crate::base::error::{Error, Result};
 use crate::sys::net::{self, Io, TimerFd};
@@ -160,6 +160,13 @@ pub(crate) struct CoreSink<'a> {
     /// always may go, whatever its size).
     pub(crate) staged_elsewhere: usize,
     pub(crate) staging_max: usize,
+    /// Bytes of answers the peer's records may still make us queue
+    /// towards it (its budget, docs/security.md "Peer budgets"): each
+    /// record taken is charged one answer ([`REPLY_COST`]); when the
+    /// budget cannot pay for one, the record is left in the stream
+    /// (backpressure) and `over_budget` says why.
+    pub(crate) reply_room: usize,
+    pub(crate) over_budget: bool,
 }
 
 impl<'a> CoreSink<'a> {
@@ -170,20 +177,43 @@ impl<'a> CoreSink<'a> {
             src,
             staged_elsewhere: 0,
             staging_max: usize::MAX,
+            reply_room: usize::MAX,
+            over_budget: false,
         }
+    }
+
+    /// Pays for the answer a record may make us queue; false (the record
+    /// must wait) when the peer's budget cannot.
+    #[inline]
+    fn charge(&mut self) -> bool {
+        if self.reply_room < REPLY_COST {
+            self.over_budget = true;
+            return false;
+        }
+        self.reply_room -= REPLY_COST;
+        true
     }
 }
 
 impl Sink for CoreSink<'_> {
     fn place(&mut self, hdr: &WireHdr) -> Place {
+        if !self.charge() {
+            return Place::Stall;
+        }
         match self.d.place(&self.src, 0, hdr) {
             Place::Buffer
                 if self.staged_elsewhere > 0
                     && self.staged_elsewhere.saturating_add(hdr.len as usize) > self.staging_max =>
             {
+                self.reply_room += REPLY_COST;
                 Place::Stall
             }
-            p => p,
+            p => {
+                if p == Place::Stall {
+                    self.reply_room += REPLY_COST;
+                }
+                p
+            }
         }
     }
     fn placed(&mut self, handle: u32, result: Result<()>) {
@@ -193,7 +223,14 @@ impl Sink for CoreSink<'_> {
         self.d.buffered(&self.src, 0, hdr, data)
     }
     fn control(&mut self, hdr: &WireHdr, payload: &[u8]) -> Disposition {
-        self.d.control(&self.src, 0, hdr, &CtlPayload(payload))
+        if !self.charge() {
+            return Disposition::Stall;
+        }
+        let r = self.d.control(&self.src, 0, hdr, &CtlPayload(payload));
+        if r == Disposition::Stall {
+            self.reply_room += REPLY_COST;
+        }
+        r
     }
 }
 

@@ -668,7 +668,14 @@ pub(crate) struct OutRecord {
     done: usize,
     /// The message to report through `Delivery::sent` once written.
     pub(crate) notify: Option<u64>,
+    /// An answer to a peer's request (a control record): counted in its
+    /// queue's [`WriteQueue::replies`].
+    reply: bool,
 }
+
+/// What one queued answer to a peer (an ACK, RMA_ACK, CTS: a control
+/// record without payload) holds in memory: the record itself.
+pub(crate) const REPLY_COST: usize = core::mem::size_of::<OutRecord>();
 
 impl OutRecord {
     pub(crate) fn new(hdr: [u8; HDR_LEN], body: Body) -> OutRecord {
@@ -683,6 +690,7 @@ impl OutRecord {
             len,
             done: 0,
             notify: None,
+            reply: false,
         }
     }
 
@@ -836,7 +844,14 @@ impl Cork {
 pub(crate) struct WriteQueue {
     q: VecDeque<OutRecord>,
     unsent: usize,
+    /// Bytes of memory the queued answers to the peer's requests hold
+    /// ([`REPLY_COST`] each): what the peer's budget bounds.
+    replies: usize,
 }
+
+/// A queue that emptied with room for more than this many records gives
+/// the memory back (a flood's answers, drained, leave nothing behind).
+const KEEP_CAPACITY: usize = 256;
 
 impl WriteQueue {
     pub(crate) fn is_empty(&self) -> bool {
@@ -853,6 +868,19 @@ impl WriteQueue {
         self.q.push_back(r);
     }
 
+    /// Queues an answer to one of the peer's requests (counted in
+    /// [`WriteQueue::replies`]).
+    pub(crate) fn push_reply(&mut self, mut r: OutRecord) {
+        r.reply = true;
+        self.replies += REPLY_COST;
+        self.push(r);
+    }
+
+    /// Bytes of memory the queued answers to the peer's requests hold.
+    pub(crate) fn replies(&self) -> usize {
+        self.replies
+    }
+
     pub(crate) fn back_mut(&mut self) -> Option<&mut OutRecord> {
         self.q.back_mut()
     }
@@ -861,6 +889,7 @@ impl WriteQueue {
     /// records that waited for it).
     pub(crate) fn append(&mut self, other: &mut WriteQueue) {
         self.unsent += std::mem::take(&mut other.unsent);
+        self.replies += std::mem::take(&mut other.replies);
         self.q.append(&mut other.q);
     }
 
@@ -910,14 +939,21 @@ impl WriteQueue {
             if let Some(id) = r.notify {
                 sent.push(id);
             }
+            if r.reply {
+                self.replies -= REPLY_COST.min(self.replies);
+            }
             self.q.pop_front();
         }
         // Zero-length leftovers (never produced: every record has a header).
+        if self.q.is_empty() && self.q.capacity() > KEEP_CAPACITY {
+            self.q.shrink_to(KEEP_CAPACITY);
+        }
     }
 
     /// Empties the queue; returns the messages that wanted a report.
     pub(crate) fn take_notifications(&mut self) -> Vec<u64> {
         self.unsent = 0;
+        self.replies = 0;
         self.q.drain(..).filter_map(|r| r.notify).collect()
     }
 }

@@ -132,6 +132,16 @@ struct PortConn {
     /// `last_active` (the pass's clock): the connection cap spares it.
     carried: bool,
     last_active: Option<Instant>,
+    /// Bytes of answers its queue held when last counted into the port's
+    /// `replies` total.
+    counted: usize,
+    /// Bytes of answers its records were charged in pass `charged_in`
+    /// (the core sends them after the pass: not in the queue yet).
+    charged: usize,
+    charged_in: u64,
+    /// Its records have been left unread since then for want of budget
+    /// (the connection's deadline is then the cut-off).
+    over_since: Option<Instant>,
 }
 
 /// What an acceptor keeps of a keyed REQUEST until its PROOF.
@@ -175,6 +185,10 @@ impl PortConn {
             proving: None,
             carried: false,
             last_active: None,
+            counted: 0,
+            charged: 0,
+            charged_in: 0,
+            over_since: None,
         }
     }
 }
@@ -391,6 +405,42 @@ pub(crate) struct TcpSettings {
     /// wildcard-bound endpoint advertises the address the route to them
     /// leaves from ([`advertised_addr_with`]).
     pub(crate) route_hints: Vec<IpAddr>,
+    /// Answers one peer's requests may keep queued (`FI_RUSTFAB_PEER_BUDGET`,
+    /// `_TOTAL`, `_TIMEOUT`; docs/security.md "Peer budgets").
+    pub(crate) budget: PeerBudget,
+}
+
+/// Bytes of queued answers (ACK, RMA_ACK, CTS, ... : what a peer's
+/// requests make an endpoint send back) a peer may make the endpoint hold,
+/// and for how long it may stay at its bound. Beyond `per_peer`, or beyond
+/// `total` across all peers once it holds [`BUDGET_FLOOR`], its records are
+/// left unread (its socket is not read: backpressure) until its queue
+/// drains; a peer that stays stopped for `timeout` is cut off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PeerBudget {
+    pub(crate) per_peer: usize,
+    pub(crate) total: usize,
+    pub(crate) timeout: Duration,
+}
+
+/// [`PeerBudget`] by default: 4 MiB a peer, 16 MiB in all, 10 s.
+pub(crate) const PEER_BUDGET_DEFAULT: usize = 4 << 20;
+pub(crate) const PEER_BUDGET_TOTAL_DEFAULT: usize = 16 << 20;
+pub(crate) const PEER_BUDGET_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+
+/// Answers every peer may hold whatever the total: a peer that reads its
+/// socket always gets its answers (a ping-pong holds one or two), so a
+/// flood that fills the total stops only the flooders.
+pub(crate) const BUDGET_FLOOR: usize = 16 << 10;
+
+impl Default for PeerBudget {
+    fn default() -> PeerBudget {
+        PeerBudget {
+            per_peer: PEER_BUDGET_DEFAULT,
+            total: PEER_BUDGET_TOTAL_DEFAULT,
+            timeout: PEER_BUDGET_TIMEOUT_DEFAULT,
+        }
+    }
 }
 
 /// [`TcpSettings::max_conns`] by default, and at least.
@@ -405,6 +455,7 @@ impl Default for TcpSettings {
             auth_key: None,
             max_conns: MAX_CONNS_DEFAULT,
             route_hints: Vec::new(),
+            budget: PeerBudget::default(),
         }
     }
 }
@@ -463,6 +514,15 @@ pub(crate) struct TcpPort {
     parked: Vec<Parked>,
     /// Connections kept at most ([`TcpSettings::max_conns`]).
     max_conns: usize,
+    /// The peers' budget for queued answers, and the bytes of answers
+    /// counted in all connections' queues (each connection's share is
+    /// brought up to date whenever it is read, written or queued to).
+    budget: PeerBudget,
+    replies: usize,
+    /// Passes so far, and the bytes of answers charged in this one (all
+    /// connections).
+    pass: u64,
+    charged: usize,
     /// The clock of this pass (activity stamps; one reading per pass).
     now: Instant,
     /// Bytes all connections' readers hold for unexpected messages still
@@ -537,6 +597,17 @@ fn sync_interest(epoll: &Epoll, writing: &mut Vec<u64>, id: u64, c: &mut Conn) {
     note_writing(writing, id, c);
 }
 
+/// Brings the port's total of queued answers (`total`) up to date with
+/// connection `c`'s queue.
+#[inline]
+fn recount(total: &mut usize, c: &mut PortConn) {
+    let now = c.conn.queue().replies();
+    if now != c.counted {
+        *total = total.saturating_sub(c.counted) + now;
+        c.counted = now;
+    }
+}
+
 impl TcpPort {
     /// Listens on `src` (port 0: an ephemeral port; wildcard IP: all
     /// interfaces, advertising a reachable one).
@@ -585,6 +656,10 @@ impl TcpPort {
             key: settings.auth_key.clone().filter(|k| !k.0.is_empty()),
             parked: Vec::new(),
             max_conns: settings.max_conns.max(MAX_CONNS_MIN),
+            budget: settings.budget,
+            replies: 0,
+            pass: 0,
+            charged: 0,
             now: Instant::now(),
             staged: 0,
             stalled: Vec::new(),
@@ -703,6 +778,7 @@ impl TcpPort {
             return;
         }
         c.conn.flush(&mut self.sent);
+        recount(&mut self.replies, c);
         sync_interest(&self.epoll, &mut self.writing, id, &mut c.conn);
         if c.conn.doomed().is_some() {
             self.doomed.push(id);
@@ -736,7 +812,10 @@ impl TcpPort {
         if matches!(how, Queueing::Data { .. }) && q.unsent() >= QUEUE_HIGH_WATER {
             return Err(Error::AGAIN);
         }
-        q.push(rec);
+        match how {
+            Queueing::Control => q.push_reply(rec),
+            Queueing::Data { .. } => q.push(rec),
+        }
         let mut written = false;
         let corked = match how {
             Queueing::Data { eager: Some(n), .. } => self.cork.defer(n, q.unsent()),
@@ -759,6 +838,7 @@ impl TcpPort {
                 }
             }
             written = c.conn.queue().is_empty();
+            recount(&mut self.replies, c);
         }
         if written {
             return Ok(true);
@@ -794,6 +874,8 @@ impl TcpPort {
 
     fn poll_inner(&mut self, d: &mut dyn Delivery) {
         self.polled = true;
+        self.pass += 1;
+        self.charged = 0;
         self.now = Instant::now();
         self.flush_corked();
         self.cork.end_burst();
@@ -967,6 +1049,7 @@ impl TcpPort {
     fn write_side(&mut self, id: u64, d: &mut dyn Delivery) {
         let Some(c) = self.conns.get_mut(&id) else { return };
         let empty = c.conn.flush(&mut self.sent);
+        recount(&mut self.replies, c);
         if let Some(e) = c.conn.take_doomed() {
             self.fail_conn(id, e, d);
             return;
@@ -990,14 +1073,30 @@ impl TcpPort {
             }
             let mine = c.conn.reader().staged_bytes();
             let staged_elsewhere = self.staged.saturating_sub(mine);
+            recount(&mut self.replies, c);
+            if c.charged_in != self.pass {
+                c.charged_in = self.pass;
+                c.charged = 0;
+            }
+            let reply_room = reply_room(&self.budget, c.counted + c.charged, self.replies + self.charged);
             let mut sink = CoreSink {
                 d: &mut *d,
                 src: Addr::Inet(c.peer.unwrap_or(self.me)),
                 staged_elsewhere,
                 staging_max: STAGING_MAX,
+                reply_room,
+                over_budget: false,
             };
             let r = c.conn.read(&mut sink, &lim, &mut self.scratch);
+            let over = sink.over_budget && r == Read::Stalled;
+            let spent = reply_room - sink.reply_room;
+            c.charged += spent;
+            self.charged += spent;
             self.staged = staged_elsewhere + c.conn.reader().staged_bytes();
+            if over != c.over_since.is_some() {
+                self.budget_state(id, over);
+            }
+            let Some(c) = self.conns.get_mut(&id) else { return };
             match r {
                 Read::Idle => {
                     sync_interest(&self.epoll, &mut self.writing, id, &mut c.conn);
@@ -1019,6 +1118,31 @@ impl TcpPort {
                     return;
                 }
             }
+        }
+    }
+
+    /// Connection `id`'s records started (`over`) or stopped being left
+    /// unread for want of budget: its deadline is then the cut-off
+    /// ([`PeerBudget::timeout`]), or none again.
+    fn budget_state(&mut self, id: u64, over: bool) {
+        let Some(c) = self.conns.get_mut(&id) else { return };
+        if over {
+            let now = Instant::now();
+            c.over_since = Some(now);
+            c.conn.set_deadline(Some(now + self.budget.timeout));
+            crate::base::log::log_info!(
+                crate::abi::FI_LOG_EP_DATA,
+                "tcp: {} holds {} bytes of answers it does not read (FI_RUSTFAB_PEER_BUDGET): not reading it",
+                c.peer.map_or_else(String::new, |a| a.to_string()),
+                c.counted
+            );
+            if !self.timed.contains(&id) {
+                self.timed.push(id);
+            }
+            self.arm_timer();
+        } else {
+            c.over_since = None;
+            c.conn.set_deadline(None);
         }
     }
 
@@ -1444,6 +1568,7 @@ impl TcpPort {
         for (id, phase) in late {
             match phase {
                 Phase::Dialing | Phase::AwaitAnswer => self.fail_conn(id, Error::TIMEDOUT, d),
+                Phase::Up => self.cut_off(id, d),
                 _ => self.drop_conn(id),
             }
         }
@@ -1488,6 +1613,27 @@ impl TcpPort {
         self.alarm.arm(next);
     }
 
+    /// An established connection stayed over its peer's budget until its
+    /// deadline: the peer is cut off (its operations with us end in error,
+    /// as for a reset; a later send dials again).
+    fn cut_off(&mut self, id: u64, d: &mut dyn Delivery) {
+        let Some(c) = self.conns.get_mut(&id) else { return };
+        let Some(since) = c.over_since else {
+            // No longer over its budget: no deadline either.
+            c.conn.set_deadline(None);
+            return;
+        };
+        crate::base::log::log_warn!(
+            crate::abi::FI_LOG_EP_DATA,
+            "tcp: cutting off {}: it left {} bytes of answers unread for {:?} (FI_RUSTFAB_PEER_BUDGET, \
+             FI_RUSTFAB_PEER_BUDGET_TIMEOUT)",
+            c.peer.map_or_else(String::new, |a| a.to_string()),
+            c.counted,
+            since.elapsed()
+        );
+        self.fail_conn(id, crate::transport::PEER_FAILED, d);
+    }
+
     /// Closes a connection without telling anyone (it carried nothing the
     /// core knows about: a rejected or superseded dial, a refusal).
     fn drop_conn(&mut self, id: u64) {
@@ -1500,6 +1646,7 @@ impl TcpPort {
     fn take_conn(&mut self, id: u64) -> Option<PortConn> {
         let c = self.conns.remove(&id)?;
         self.staged = self.staged.saturating_sub(c.conn.reader().staged_bytes());
+        self.replies = self.replies.saturating_sub(c.counted);
         Some(c)
     }
 
@@ -1621,7 +1768,11 @@ impl TcpPort {
         if !self.fenced.contains(&addr) {
             self.fenced.push(addr);
         }
-        let ev = PeerEvent::Failed(Addr::Inet(addr));
+        let ev = if e == Error::ACCES {
+            PeerEvent::Denied(Addr::Inet(addr))
+        } else {
+            PeerEvent::Failed(Addr::Inet(addr))
+        };
         if !self.events.contains(&ev) {
             self.events.push(ev);
         }
@@ -1657,6 +1808,7 @@ impl TcpPort {
             c.conn.unwatch(&self.epoll);
         }
         self.staged = 0;
+        self.replies = 0;
         self.parked.clear();
         self.peers.clear();
     }
@@ -1871,6 +2023,15 @@ impl Port for TcpPort {
 }
 
 const _: () = assert!(HDR_LEN == 64);
+
+/// Bytes of answers a peer whose queue holds `mine` may make us queue now,
+/// with `total` held across all peers: up to its own budget while the
+/// total has room, and up to [`BUDGET_FLOOR`] whatever the total (a peer
+/// that reads its socket is never stopped by others' floods).
+pub(crate) fn reply_room(b: &PeerBudget, mine: usize, total: usize) -> usize {
+    let own = b.per_peer.saturating_sub(mine).min(b.total.saturating_sub(total));
+    own.max(BUDGET_FLOOR.saturating_sub(mine))
+}
 
 /// [`Port::room`] of a peer queue holding `unsent` bytes: an empty queue
 /// takes one record of any size, so a chunk up to [`CHUNK_MAX`] (written

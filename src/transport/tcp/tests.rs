@@ -902,3 +902,138 @@ fn a_whole_chunk_fits_the_socket_without_the_reader() {
     pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[1].1.got.len() == 2);
     assert_eq!(cb.got[1].2, chunk);
 }
+
+/// A core that answers every control record as the engine does: the
+/// answer goes out through `send_ctl` after the pass.
+#[derive(Default)]
+struct Answering {
+    core: Core,
+    outbox: Vec<(Addr, WireHdr)>,
+}
+
+impl Delivery for Answering {
+    fn place(&mut self, src: &Addr, pid: i32, hdr: &WireHdr) -> Place {
+        self.core.place(src, pid, hdr)
+    }
+    fn placed(&mut self, handle: u32, result: Result<()>) {
+        self.core.placed(handle, result)
+    }
+    fn buffered(&mut self, src: &Addr, pid: i32, hdr: &WireHdr, data: Vec<u8>) {
+        self.core.buffered(src, pid, hdr, data)
+    }
+    fn control(&mut self, src: &Addr, _pid: i32, hdr: &WireHdr, _payload: &dyn PayloadIn) -> Disposition {
+        let mut a = WireHdr::new(op::RMA_ACK);
+        a.msg_id = hdr.msg_id;
+        self.outbox.push((*src, a));
+        Disposition::Consumed
+    }
+    fn sent(&mut self, msg_id: u64, result: Result<()>) {
+        self.core.sent(msg_id, result)
+    }
+}
+
+/// A peer that streams requests and never reads its answers: the port
+/// stops reading it once its answers reach its budget (they never exceed
+/// it), cuts it off once it stayed there for the budget's timeout, and an
+/// honest peer's messages flow throughout. Without the budget the answers
+/// queue without bound (this test's peak exceeds 100 budgets).
+#[test]
+fn a_peer_that_leaves_its_answers_unread_is_stopped_then_cut_off() {
+    let budget = PeerBudget {
+        per_peer: 64 << 10,
+        total: 1 << 20,
+        timeout: Duration::from_millis(500),
+    };
+    let settings = TcpSettings {
+        budget,
+        ..TcpSettings::default()
+    };
+    let mut a = TcpPort::new("127.0.0.1:0".parse().unwrap(), LIM, &settings).unwrap();
+    let mut b = port();
+    let (mut ca, mut cb) = (Answering::default(), Core::default());
+    let Addr::Inet(to_a) = a.addr() else {
+        panic!("tcp address")
+    };
+    // The flooder: a plain HELLO, then READ_REQs (any key) as fast as the
+    // socket takes them; it never reads.
+    let mut f = std::net::TcpStream::connect(to_a).unwrap();
+    let me = f.local_addr().unwrap();
+    let (h, p) = hello::encode(Kind::Request, &me, 99);
+    f.write_all(&h).unwrap();
+    f.write_all(&p).unwrap();
+    f.set_nonblocking(true).unwrap();
+    let mut req = WireHdr::new(op::READ_REQ);
+    req.len = 64;
+    req.tag = 0xdead_beef;
+    let mut batch = Vec::new();
+    for i in 0..256u64 {
+        req.msg_id = i;
+        batch.extend_from_slice(&req.to_bytes());
+    }
+    let (mut off, mut peak, mut got) = (0usize, 0usize, 0usize);
+    let mut cut = false;
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(8) && !cut {
+        for _ in 0..64 {
+            match f.write(&batch[off..]) {
+                Ok(n) => off = (off + n) % batch.len(),
+                Err(_) => break,
+            }
+        }
+        a.poll(&mut ca);
+        for (to, h) in std::mem::take(&mut ca.outbox) {
+            let _ = a.send_ctl(&to, &h);
+        }
+        peak = peak.max(a.replies);
+        cut |= core_take(&mut a).contains(&PeerEvent::Failed(Addr::Inet(me)));
+        // The honest peer: one message to a at a time.
+        let delivered = ca.core.got.iter().filter(|g| g.1 == 7).count();
+        if delivered == got {
+            let msg = pattern(32, got as u8);
+            if send_bytes(&mut b, &a.addr(), 7, &msg, got as u64 + 1).is_ok() {
+                got += 1;
+            }
+        }
+        b.poll(&mut cb);
+        core_take(&mut b);
+    }
+    assert!(
+        peak >= budget.per_peer / 2,
+        "the flood filled the budget ({peak} bytes)"
+    );
+    assert!(
+        peak <= budget.per_peer,
+        "answers held {peak} bytes, beyond the peer's budget of {}",
+        budget.per_peer
+    );
+    assert!(cut, "the flooder was cut off once over its budget for its timeout");
+    assert_eq!(a.replies, 0, "its answers went with it");
+    let delivered = ca.core.got.iter().filter(|g| g.1 == 7).count();
+    assert!(delivered >= 10, "the honest peer's messages flowed ({delivered})");
+    assert!(t.elapsed() >= budget.timeout, "not cut off before its timeout");
+}
+
+/// A peer's room for answers: its own budget while the total has room,
+/// and the floor whatever the total (a flood that fills the total cannot
+/// stop a peer that takes its answers).
+#[test]
+fn reply_room_keeps_a_floor_for_every_peer_whatever_the_total() {
+    let b = PeerBudget {
+        per_peer: 1 << 20,
+        total: 4 << 20,
+        timeout: Duration::from_secs(1),
+    };
+    assert_eq!(reply_room(&b, 0, 0), 1 << 20);
+    assert_eq!(reply_room(&b, 1 << 20, 1 << 20), 0, "its own budget is full");
+    assert_eq!(
+        reply_room(&b, 1000, (4 << 20) - 100),
+        BUDGET_FLOOR - 1000,
+        "the total is nearly full"
+    );
+    assert_eq!(
+        reply_room(&b, 0, 64 << 20),
+        BUDGET_FLOOR,
+        "the total is over: the floor"
+    );
+    assert_eq!(reply_room(&b, BUDGET_FLOOR, 64 << 20), 0);
+}
