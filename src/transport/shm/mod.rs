@@ -404,6 +404,9 @@ struct PeerOut {
     /// /dev/shm had no room for `ring::RESERVE_WORKING` cells: the peer
     /// failed for that (-FI_ENOMEM, not a corrupt ring).
     no_room: bool,
+    /// A failed peer's address is looked at again (a new owner there?) no
+    /// earlier than this (`revisit`).
+    next_look: Option<Instant>,
 }
 
 impl PeerOut {
@@ -640,7 +643,14 @@ impl ShmPort {
     }
 
     fn peer(&mut self, token: u64) -> Result<&mut PeerOut> {
-        peer_out(&mut self.peers, &self.ring_tx, self.me, self.token, token)
+        peer_out(
+            &mut self.peers,
+            &self.ring_tx,
+            self.me,
+            self.token,
+            token,
+            &mut self.events,
+        )
     }
 
     /// Whether the peer is (still) reachable; rate-limited liveness check.
@@ -702,7 +712,7 @@ impl ShmPort {
             return Err(Error::INVAL);
         };
         let (ring_tx, events) = (&self.ring_tx, &mut self.events);
-        let p = peer_out(&mut self.peers, ring_tx, self.me, self.token, token)?;
+        let p = peer_out(&mut self.peers, ring_tx, self.me, self.token, token, events)?;
         if !p.backlog.is_empty() {
             if !flush_backlog(p) {
                 return Err(fail_out(ring_tx, p, events, token));
@@ -749,7 +759,13 @@ impl ShmPort {
                 let Addr::Shm(token) = *peer else {
                     return Err(Error::INVAL);
                 };
-                self.peer(token)?.backlog.push_back(*hdr);
+                // A peer that failed (its failure not yet taken by the
+                // endpoint): the record was meant for the incarnation that
+                // is gone, and is dropped.
+                let Some(p) = self.peers.get_mut(token).filter(|p| !p.failed) else {
+                    return Err(Error::CONNRESET);
+                };
+                p.backlog.push_back(*hdr);
                 self.rare.set(rare::BACKLOGGED, true);
                 Ok(())
             }
@@ -1238,15 +1254,76 @@ fn peer_out<'a>(
     me: SlotSender,
     my_token: u64,
     token: u64,
+    events: &mut Vec<PeerEvent>,
 ) -> Result<&'a mut PeerOut> {
-    let p = match peers.index(token) {
-        Some(i) => &mut peers.v[i],
-        None => open_peer(peers, ring_tx, me, my_token, token)?,
+    let Some(i) = peers.index(token) else {
+        return open_peer(peers, ring_tx, me, my_token, token);
     };
-    if p.failed {
+    // The segment's `closed` word (a line nobody writes while the owner
+    // lives): its owner closed the endpoint, or a process that found the
+    // owner dead marked it before removing it — the address may have a
+    // new owner already, whom this send must reach, not the dead ring.
+    if peers.v[i].failed || peers.v[i].seg.closed() {
+        return revisit(peers, i, ring_tx, me, my_token, token, events);
+    }
+    Ok(&mut peers.v[i])
+}
+
+/// A send to a peer whose ring failed or whose segment was closed. The
+/// failure is reported first (`PeerEvent::Failed`), and until the endpoint
+/// has taken it (ending what waited on the old incarnation: an ACK, a CTS,
+/// read data), nothing more goes to the address (`-FI_EAGAIN`: the engine
+/// makes a pass, which takes it, and tries again). Then, if the segment's
+/// owner is gone (closed, or its process dead) and a live one holds the
+/// address now — a restarted peer, an endpoint reopened at it — our ring
+/// moves there: a new segment, slot and ring, nothing of the old one's
+/// backlog. Otherwise (nobody there yet, or an owner still alive that we
+/// failed for cause: a corrupt ring, no room) `-FI_ECONNRESET`, and the
+/// address is looked at again at most every `LIVENESS_PERIOD`.
+#[cold]
+#[inline(never)]
+fn revisit<'a>(
+    peers: &'a mut Peers,
+    i: usize,
+    ring_tx: &Ringer,
+    me: SlotSender,
+    my_token: u64,
+    token: u64,
+    events: &mut Vec<PeerEvent>,
+) -> Result<&'a mut PeerOut> {
+    let p = &mut peers.v[i];
+    if !p.failed {
+        p.failed = true;
+        p.backlog.clear();
+        events.push(PeerEvent::Failed(Addr::Shm(token)));
+    }
+    if events.iter().any(|e| *e.peer() == Addr::Shm(token)) {
+        return Err(Error::AGAIN);
+    }
+    let now = Instant::now();
+    if p.next_look.is_some_and(|t| now < t) {
         return Err(Error::CONNRESET);
     }
-    Ok(p)
+    p.next_look = Some(now + LIVENESS_PERIOD);
+    if !p.seg.closed() && p.seg.owner_alive() {
+        return Err(Error::CONNRESET);
+    }
+    #[cfg(test)]
+    let no_room = peers.no_room_for_claims;
+    #[cfg(not(test))]
+    let no_room = false;
+    let Ok(fresh) = connect(ring_tx, me, my_token, token, no_room) else {
+        return Err(Error::CONNRESET);
+    };
+    crate::base::log::log_info!(
+        crate::abi::FI_LOG_EP_DATA,
+        "shm: peer {token:016x} has a new owner (pid {}, the last one is gone): sending there",
+        fresh.seg.owner_pid
+    );
+    let old = core::mem::replace(&mut peers.v[i], fresh);
+    // Our slot in the old segment (the owner is gone: nobody frees it).
+    old.seg.close_slot(old.slot);
+    Ok(&mut peers.v[i])
 }
 
 /// First contact with a peer: open its segment, claim a slot, announce.
@@ -1262,15 +1339,29 @@ fn open_peer<'a>(
     if peers.refused.contains(&token) {
         return Err(Error::CONNRESET);
     }
+    #[cfg(test)]
+    let no_room = peers.no_room_for_claims;
+    #[cfg(not(test))]
+    let no_room = false;
+    let p = connect(ring_tx, me, my_token, token, no_room)?;
+    Ok(peers.insert(token, p))
+}
+
+/// Our ring in the segment of the endpoint `token`: the segment opened
+/// (checked, its owner alive), a slot claimed (its ring reset), announced
+/// and activated. `no_room` (tests): the segment has no room for a claim.
+fn connect(ring_tx: &Ringer, me: SlotSender, my_token: u64, token: u64, no_room: bool) -> Result<PeerOut> {
     let seg = Segment::open(token)?;
     if !seg.owner_alive() {
         return Err(Error::ADDRNOTAVAIL);
     }
     let bell = DoorbellAddr::new(&segment::doorbell_path(token))?;
     #[cfg(test)]
-    if peers.no_room_for_claims {
+    if no_room {
         seg.no_room_from.store(0, core::sync::atomic::Ordering::Relaxed);
     }
+    #[cfg(not(test))]
+    let _ = no_room;
     let claim = match seg.claim_slot(me) {
         Ok(c) => c,
         Err(e) => {
@@ -1284,24 +1375,22 @@ fn open_peer<'a>(
     seg.activate(claim, me);
     let slot = claim.slot;
     let ring = seg.ring(slot);
-    Ok(peers.insert(
-        token,
-        PeerOut {
-            seg,
-            bell,
-            slot,
-            ring,
-            tail: 0,
-            free: 0,
-            failed: false,
-            last_check: Instant::now(),
-            full_retries: 0,
-            reserved: ring::RESERVE_FIRST,
-            confined: false,
-            no_room: false,
-            backlog: VecDeque::new(),
-        },
-    ))
+    Ok(PeerOut {
+        seg,
+        bell,
+        slot,
+        ring,
+        tail: 0,
+        free: 0,
+        failed: false,
+        last_check: Instant::now(),
+        full_retries: 0,
+        reserved: ring::RESERVE_FIRST,
+        confined: false,
+        no_room: false,
+        next_look: None,
+        backlog: VecDeque::new(),
+    })
 }
 
 /// Hands one ring record to the endpoint core.
@@ -2915,15 +3004,77 @@ mod tests {
 
     #[test]
     fn a_full_ring_whose_owner_closed_fails_at_once() {
-        // The owner's closed flag is read on every retry (one load): no
-        // waiting for the next liveness period.
+        // The owner's closed flag is read on every send (one load): no
+        // waiting for the next liveness period. The failure is reported
+        // first (the send waits for the endpoint to take it), then sends
+        // fail: nobody holds the address.
         let mut a = port();
         let b = port();
         let (h, msg) = fill(&mut a, &b);
         let to = b.addr();
         drop(b);
-        assert_eq!(a.send_record(&to, &h, Payload::Bytes(&msg)), Err(Error::CONNRESET));
+        assert_eq!(a.send_record(&to, &h, Payload::Bytes(&msg)), Err(Error::AGAIN));
         assert_eq!(a.take_events(), vec![PeerEvent::Failed(to)]);
+        assert_eq!(a.send_record(&to, &h, Payload::Bytes(&msg)), Err(Error::CONNRESET));
+        assert_eq!(a.send_ctl(&to, &WireHdr::new(op::ACK)), Err(Error::CONNRESET));
+        assert!(a.take_events().is_empty());
+    }
+
+    /// An endpoint reopened at a closed one's address (a restarted peer)
+    /// gets the next send, in a ring of its own segment: the failure of
+    /// the old incarnation is reported before anything goes to the new one,
+    /// and nothing written for the old one (a record in its ring, a control
+    /// record waiting for room) reaches the new one.
+    #[test]
+    fn a_peer_reopened_at_its_address_gets_the_next_send_and_nothing_older() {
+        let mut a = port();
+        let b = port();
+        let to = b.addr();
+        let Addr::Shm(t) = to else { unreachable!() };
+        let (h, msg) = fill(&mut a, &b);
+        // A control record for the old incarnation waits for room.
+        assert_eq!(a.send_ctl(&to, &WireHdr::new(op::ACK)), Ok(()));
+        drop(b);
+        let mut b2 = ShmPort::new(t, LIM).unwrap();
+        let two = eager(b"two");
+        assert_eq!(a.send_record(&to, &two, Payload::Bytes(b"two")), Err(Error::AGAIN));
+        assert_eq!(a.take_events(), vec![PeerEvent::Failed(to)]);
+        a.send_record(&to, &two, Payload::Bytes(b"two")).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            b2.poll_records(&mut |r| {
+                got.push((r.src, r.hdr.op, r.payload_vec()));
+                Disposition::Consumed
+            });
+            a.poll_records(&mut |_| Disposition::Consumed);
+        }
+        assert_eq!(got, vec![(a.addr(), op::EAGER, b"two".to_vec())]);
+        // And it keeps working both ways.
+        a.send_record(&to, &h, Payload::Bytes(&msg)).unwrap();
+        b2.send_record(&a.addr(), &two, Payload::Bytes(b"two")).unwrap();
+        assert_eq!(ops(&mut b2), vec![op::EAGER]);
+        assert_eq!(ops(&mut a), vec![op::EAGER]);
+        assert!(a.take_events().is_empty());
+    }
+
+    /// A failed peer whose owner is still there (here: it broke its ring)
+    /// stays failed: no second ring is claimed in the same segment.
+    #[test]
+    fn a_failed_peer_with_a_live_owner_is_not_reopened() {
+        let mut a = port();
+        let b = port();
+        let to = b.addr();
+        let one = eager(b"one");
+        a.send_record(&to, &one, Payload::Bytes(b"one")).unwrap();
+        let i = a.peers.index(b.token).unwrap();
+        a.peers.v[i].failed = true;
+        let claimed = || (0..NSLOTS).filter(|&s| b.seg.slot_state(s) != SLOT_FREE).count();
+        assert_eq!(claimed(), 1);
+        for _ in 0..3 {
+            assert_eq!(a.send_record(&to, &one, Payload::Bytes(b"one")), Err(Error::CONNRESET));
+            a.peers.v[i].next_look = None;
+        }
+        assert_eq!(claimed(), 1, "a second slot was claimed");
     }
 
     #[test]
@@ -3083,6 +3234,7 @@ mod tests {
             reserved: ring::RESERVE_FIRST,
             confined: false,
             no_room: false,
+            next_look: None,
             backlog: VecDeque::new(),
         };
         assert_eq!(write_record(&mut out, &eager(&[2]), &Payload::Bytes(&[2])), Ok(true));

@@ -892,6 +892,16 @@ fn remove_if_stale(name: &CString) -> bool {
         now.is_ok_and(|t| t - meta.ctime > UNINIT_GRACE_SECS)
     };
     if stale {
+        // Its peers may still have it mapped and write records nobody will
+        // read: marked closed, their next send notices (one load they make
+        // anyway) and looks for a new owner at the address instead
+        // (docs/shm.md, "Restarted peers"). A file without a header has no
+        // peers.
+        if n == 48 && word(H_MAGIC / 8) == SEG_MAGIC {
+            if let Ok(fd) = sys::shm::open(name, Access::ReadWrite) {
+                let _ = sys::shm::write_at(&fd, &1u64.to_ne_bytes(), H_CLOSED as u64);
+            }
+        }
         sys::shm::unlink(name);
         if let Some(t) = token_of(name) {
             sys::doorbell::remove(&doorbell_path(t));
@@ -1191,8 +1201,13 @@ mod tests {
         let token = crate::transport::addr::shm_token_random();
         plant(token, me, my_start + 1);
         assert!(!Segment::open(token).unwrap().owner_alive());
+        let peer = Segment::open(token).unwrap();
+        assert!(!peer.closed());
         let seg = Segment::create(token).unwrap();
         assert_eq!(seg.owner_start, my_start, "ours now");
+        // The dead owner's segment was marked closed before it went: a
+        // peer that still has it mapped sees that on its next send.
+        assert!(peer.closed(), "the dead owner's segment not marked closed");
         drop(seg);
         // A live owner's segment stays.
         let token = crate::transport::addr::shm_token_random();
