@@ -944,8 +944,11 @@ impl ShmPort {
                     self.inbound.remove(i);
                     // A sender that gave its ring up (a broken one was
                     // reported when it broke) will not answer us either.
-                    if !broken && self.seg.slot_abort(slot) != 0 {
-                        self.refuse(token);
+                    match self.seg.slot_abort(slot) {
+                        _ if broken => {}
+                        0 => {}
+                        c if c == Error::NOMEM.0 as u32 => self.refuse(token),
+                        c => odd_abort(slot, token, c),
                     }
                     self.seg.free_slot(slot);
                     self.verified[slot] = None;
@@ -954,6 +957,20 @@ impl ShmPort {
             }
             i += 1;
         }
+    }
+
+    /// A slot word whose state is none of ours (`scan_slots`): garbage a
+    /// process of our user wrote into the slot's control line. The slot
+    /// goes back to the free pool (its ring reset); nobody sends there.
+    #[cold]
+    #[inline(never)]
+    fn drop_garbage_slot(&mut self, slot: usize, word: u64) {
+        crate::base::log::log_warn!(
+            crate::abi::FI_LOG_EP_DATA,
+            "shm: slot {slot} of our segment has a state word no sender writes ({word:#018x}: its control line was overwritten): the slot is reset and freed"
+        );
+        self.seg.free_slot(slot);
+        self.verified[slot] = None;
     }
 
     /// The sender `token` gave its ring to us up (`fail_out`: /dev/shm had
@@ -965,7 +982,7 @@ impl ShmPort {
     fn refuse(&mut self, token: u64) {
         crate::base::log::log_warn!(
             crate::abi::FI_LOG_EP_DATA,
-            "shm: a peer gave up its ring to us (no room for it in /dev/shm); the peer is unreachable"
+            "shm: peer {token:016x} gave up its ring to us (no room for it in /dev/shm); the peer is unreachable"
         );
         self.events.push(PeerEvent::Failed(Addr::Shm(token)));
         match self.peers.get_mut(token) {
@@ -1062,8 +1079,10 @@ impl ShmPort {
     }
 
     /// Looks at every ring we do not poll on every pass: records (or a
-    /// close) there make it watched.
+    /// close) there make it watched; and at our header (a few loads):
+    /// garbage there refuses every new sender until it is rewritten.
     fn sweep(&mut self) {
+        self.seg.repair_header();
         let mut i = self.inbound.nhot;
         while i < self.inbound.v.len() {
             let s = &self.inbound.v[i];
@@ -1147,8 +1166,13 @@ impl ShmPort {
         }
         let mut free = 0;
         for slot in 0..NSLOTS {
-            if self.seg.slot_word_now(slot).state == SLOT_FREE {
+            let w = self.seg.slot_word_now(slot);
+            if w.state == SLOT_FREE {
                 free += 1;
+            } else if w.state > SLOT_CLOSED && self.inbound.find(slot).is_none() {
+                self.drop_garbage_slot(slot, w.raw());
+                free += 1;
+                continue;
             }
             // A closed slot is found too: a sender may claim, write and close
             // (its process exits) between two of our passes.
@@ -1391,6 +1415,19 @@ fn connect(ring_tx: &Ringer, me: SlotSender, my_token: u64, token: u64, no_room:
         next_look: None,
         backlog: VecDeque::new(),
     })
+}
+
+/// A closed slot whose `abort` word holds a code no sender writes (only
+/// `FI_ENOMEM` means a sender gave its ring up): a corrupt control line,
+/// logged as such; the slot is freed as after an orderly close and the
+/// sender is not failed for it.
+#[cold]
+#[inline(never)]
+fn odd_abort(slot: usize, token: u64, code: u32) {
+    crate::base::log::log_warn!(
+        crate::abi::FI_LOG_EP_DATA,
+        "shm: slot {slot} (sender {token:016x}) closed with an abort word no sender writes ({code:#x}: its control line was overwritten): the slot is freed, the sender is not failed for it"
+    );
 }
 
 /// Hands one ring record to the endpoint core.
@@ -3055,6 +3092,92 @@ mod tests {
         assert_eq!(ops(&mut b2), vec![op::EAGER]);
         assert_eq!(ops(&mut a), vec![op::EAGER]);
         assert!(a.take_events().is_empty());
+    }
+
+    /// Garbage in an endpoint's header refuses new senders, loudly, until
+    /// the owner's next look at its header (within SWEEP_ROUNDS eviction
+    /// rounds) rewrites it; a sender that was there before goes on.
+    #[test]
+    fn a_garbage_header_costs_new_senders_only_until_the_owner_rewrites_it() {
+        use core::sync::atomic::{AtomicU64, Ordering};
+        let mut a = port();
+        let mut c = port();
+        let mut b = port();
+        let one = eager(b"one");
+        a.send_record(&b.addr(), &one, Payload::Bytes(b"one")).unwrap();
+        assert_eq!(ops(&mut b), vec![op::EAGER]);
+        for off in (0..64).step_by(8) {
+            // SAFETY: the header's first line, inside the mapping; written
+            // as a same-user process would (atomically, not through a
+            // reference).
+            unsafe { AtomicU64::from_ptr(b.seg.as_ptr().add(off).cast()) }.store(!0, Ordering::Relaxed);
+        }
+        assert_eq!(
+            c.send_record(&b.addr(), &one, Payload::Bytes(b"one")),
+            Err(Error::ADDRNOTAVAIL)
+        );
+        a.send_record(&b.addr(), &one, Payload::Bytes(b"one")).unwrap();
+        for _ in 0..(SWEEP_ROUNDS * EVICT_PERIOD) as usize {
+            b.poll_records(&mut |_| Disposition::Consumed);
+        }
+        c.send_record(&b.addr(), &one, Payload::Bytes(b"one")).unwrap();
+        a.send_record(&b.addr(), &one, Payload::Bytes(b"one")).unwrap();
+        assert_eq!(ops(&mut b), vec![op::EAGER, op::EAGER]);
+        assert!(a.take_events().is_empty() && c.take_events().is_empty());
+    }
+
+    /// Garbage in slots' control lines (as a process of our user could
+    /// write: a state word with a state none of ours, a closed slot with an
+    /// abort word no sender writes, garbage identities) costs those slots
+    /// only, and only until the owner looks: no peer is failed for it (a
+    /// garbage abort word was taken for a sender giving its ring up, and
+    /// the peer named by the garbage token refused), the slots come back
+    /// free, and senders come and go as before.
+    #[test]
+    fn garbage_control_lines_cost_only_their_slots() {
+        use core::sync::atomic::{AtomicU64, Ordering};
+        let mut b = port();
+        let line = |slot: usize, words: [u64; 8]| {
+            for (k, w) in words.into_iter().enumerate() {
+                // SAFETY: the slot's control line (after the 4 KiB header,
+                // 64 bytes per slot), inside the mapping; written atomically
+                // as a same-user process would.
+                unsafe { AtomicU64::from_ptr(b.seg.as_ptr().add(4096 + slot * 64 + k * 8).cast()) }
+                    .store(w, Ordering::Release);
+            }
+        };
+        let junk = 0x5a5a_5a5a_5a5a_5a5a;
+        // Closed, a live pid (ours), an abort word no sender writes.
+        line(
+            200,
+            [
+                SLOT_CLOSED | 7 << 8 | (sys::getpid() as u64) << 32,
+                junk,
+                sys::getpid() as u64,
+                1,
+                0,
+                0xdead_beef,
+                junk,
+                junk,
+            ],
+        );
+        // A state none of ours.
+        line(201, [0xff | junk << 8, junk, junk, junk, junk, junk, junk, junk]);
+        b.seg.nudge();
+        let t = Instant::now();
+        while b.seg.slot_state(200) != SLOT_FREE || b.seg.slot_state(201) != SLOT_FREE {
+            assert!(t.elapsed() < Duration::from_secs(5), "garbage slots not freed");
+            b.seg.nudge();
+            b.poll_records(&mut |_| Disposition::Consumed);
+        }
+        assert!(b.take_events().is_empty(), "a peer was failed for garbage");
+        assert!(b.peers.refused.is_empty(), "a peer was refused for garbage");
+        let mut a = port();
+        let one = eager(b"one");
+        a.send_record(&b.addr(), &one, Payload::Bytes(b"one")).unwrap();
+        assert_eq!(ops(&mut b), vec![op::EAGER]);
+        b.send_record(&a.addr(), &one, Payload::Bytes(b"one")).unwrap();
+        assert_eq!(ops(&mut a), vec![op::EAGER]);
     }
 
     /// A failed peer whose owner is still there (here: it broke its ring)
