@@ -2352,6 +2352,9 @@ fn general_header(s: &mut InSlot, first: u64, lim: &Limits) -> core::result::Res
 }
 
 #[cfg(test)]
+mod garbage_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::transport::proto::op;
