@@ -1271,7 +1271,10 @@ impl Peers {
     }
 }
 
-#[inline]
+// Always inlined: with its cold paths (`open_peer`, `revisit`) it grew
+// past what the compiler inlines on its own, and the call cost a small
+// send more than the check it added.
+#[inline(always)]
 fn peer_out<'a>(
     peers: &'a mut Peers,
     ring_tx: &Ringer,

@@ -945,7 +945,9 @@ const UNINIT_GRACE_SECS: i64 = 10;
 
 /// Removes `name` if it is ours (uid) and its owner process is gone.
 fn remove_if_stale(name: &CString) -> bool {
-    let Ok(fd) = sys::shm::open(name, Access::ReadOnly) else {
+    // Read-write, to mark it closed through the descriptor that read its
+    // header (by name, the object could be a new owner's by then).
+    let Ok(fd) = sys::shm::open(name, Access::ReadWrite).or_else(|_| sys::shm::open(name, Access::ReadOnly)) else {
         return false;
     };
     let Ok(meta) = sys::shm::meta(&fd) else {
@@ -957,7 +959,6 @@ fn remove_if_stale(name: &CString) -> bool {
     // The header's first six words: magic, version, ncells|pid, start.
     let mut hdr = [0u8; 48];
     let n = sys::shm::read_at(&fd, &mut hdr, 0).unwrap_or(0);
-    drop(fd);
     let word = |i: usize| u64::from_ne_bytes(hdr[i * 8..i * 8 + 8].try_into().unwrap_or_default());
     let stale = if n == 48 && word(H_MAGIC / 8) == SEG_MAGIC {
         let pid = (word(H_NCELLS / 8) >> 32) as u32 as i32;
@@ -973,15 +974,14 @@ fn remove_if_stale(name: &CString) -> bool {
     };
     if stale {
         // Its peers may still have it mapped and write records nobody will
-        // read: marked closed, their next send notices (one load they make
-        // anyway) and looks for a new owner at the address instead
+        // read: marked closed, their next send notices (a load of the word
+        // on every send) and looks for a new owner at the address instead
         // (docs/shm.md, "Restarted peers"). A file without a header has no
         // peers.
         if n == 48 && word(H_MAGIC / 8) == SEG_MAGIC {
-            if let Ok(fd) = sys::shm::open(name, Access::ReadWrite) {
-                let _ = sys::shm::write_at(&fd, &1u64.to_ne_bytes(), H_CLOSED as u64);
-            }
+            let _ = sys::shm::write_at(&fd, &1u64.to_ne_bytes(), H_CLOSED as u64);
         }
+        drop(fd);
         sys::shm::unlink(name);
         if let Some(t) = token_of(name) {
             sys::doorbell::remove(&doorbell_path(t));
