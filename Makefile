@@ -219,14 +219,15 @@ c-tests: lib $(C_TEST_BINS)
 
 # The transport-parametrized RDM suite again, over tcp and auto (test_tcp
 # always runs over tcp), and the connected-endpoint one (test_msg: shm in the
-# first run, then tcp and auto here). Endpoints bound to a wildcard advertise loopback here, so the
+# first run, then tcp and auto here; test_restart likewise). Endpoints bound to a wildcard advertise loopback here, so the
 # tests' traffic stays on 127.0.0.1 whatever interfaces the host has.
 # Last, test_rdm and test_shm over shm with the split rendezvous off (it is
 # on by default, docs/shm.md "Large messages"): 1-32 MiB messages pulled by
 # the receiver alone, as FI_RUSTFAB_SHM_SPLIT_MIN=0 and valgrind have them.
 c-tests-tcp: lib $(BUILD)/c-tests/test_shm $(BUILD)/c-tests/test_rdm $(BUILD)/c-tests/test_threads $(BUILD)/c-tests/test_buffered $(BUILD)/c-tests/test_rma \
-             $(BUILD)/c-tests/test_atomic $(BUILD)/c-tests/test_msg $(BUILD)/c-tests/test_close_wait
+             $(BUILD)/c-tests/test_atomic $(BUILD)/c-tests/test_msg $(BUILD)/c-tests/test_close_wait $(BUILD)/c-tests/test_restart
 	@mkdir -p $(BUILD)/c-tests-tcp
+	ln -sf ../c-tests/test_restart $(BUILD)/c-tests-tcp/test_restart
 	ln -sf ../c-tests/test_msg $(BUILD)/c-tests-tcp/test_msg
 	ln -sf ../c-tests/test_rma $(BUILD)/c-tests-tcp/test_rma
 	ln -sf ../c-tests/test_atomic $(BUILD)/c-tests-tcp/test_atomic

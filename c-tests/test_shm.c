@@ -263,6 +263,117 @@ TEST(hostile_segment_contents)
 	end_close(&B);
 }
 
+/* One new sender: opens, sends `B` one message, closes; 0, or the first
+ * failing post's error (a negative FI_E* code), or 1 if nothing arrived. */
+static int new_sender_to(struct end *B, int seed)
+{
+	struct end_opts o = {0};
+	struct end S;
+	char tx[100], rx[100];
+	struct fi_cq_tagged_entry c;
+	int r = end_open(&S, &o);
+	if (!r)
+		r = ends_connect(&S, B);
+	if (!r) {
+		fill(tx, sizeof tx, seed);
+		r = (int)POST(fi_send(S.ep, tx, sizeof tx, NULL, S.peer, NULL), &S, B);
+		if (!r)
+			r = (int)fi_recv(B->ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, NULL);
+		if (!r)
+			r = wait_comp(B, &S, &c, NULL, NULL, 10) == 1 && check_fill(rx, sizeof rx, seed) ? 0 : 1;
+	}
+	end_close(&S);
+	return r;
+}
+
+/*
+ * Garbage a same-user process writes into an endpoint's segment where no
+ * sender is yet (docs/security.md "Same user"): at the start of every
+ * unclaimed ring (a stale head and records), in slots' control lines (a
+ * state none of ours; a closed slot with an abort word no sender writes),
+ * then in the header. New senders still get through the ring garbage (each
+ * claimer resets its ring) and the control-line garbage; the header's makes
+ * them fail clearly (-FI_EADDRNOTAVAIL) until the owner rewrites it, within
+ * its next few thousand progress passes; a sender that was there before
+ * goes on throughout.
+ */
+TEST(hostile_garbage_before_claims)
+{
+	struct end_opts o = {0};
+	struct end A, B;
+	CHECK_OK(end_open(&A, &o));
+	CHECK_OK(end_open(&B, &o));
+	CHECK_OK(ends_connect(&A, &B));
+	char tx[100], rx[100];
+	struct fi_cq_tagged_entry c;
+	fill(tx, sizeof tx, 1);
+	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, NULL));
+	CHECK_OK(POST(fi_send(A.ep, tx, sizeof tx, NULL, A.peer, NULL), &A, &B));
+	CHECK_EQ(wait_comp(&B, &A, &c, NULL, NULL, 10), 1);
+	char path[256];
+	CHECK_EQ(seg_path(&B, path, sizeof path), 0);
+	int fd = open(path, O_RDWR);
+	CHECK(fd >= 0);
+	struct stat st;
+	CHECK_EQ(fstat(fd, &st), 0);
+	unsigned char *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED);
+	close(fd);
+	size_t nslots = 256, ctl_area = 4096 + nslots * 64;
+	size_t stride = (size_t)(st.st_size - ctl_area) / nslots;
+	/* Every free slot's ring: its first 4 KiB (the unused word, the head,
+	 * 62 cells) 0xa5 bytes but for first words that read as records. */
+	for (size_t i = 0; i < nslots; i++) {
+		uint64_t w = __atomic_load_n((uint64_t *)(m + 4096 + i * 64), __ATOMIC_ACQUIRE);
+		if ((w & 0xff) != 0)
+			continue;
+		unsigned char *r = m + ctl_area + i * stride;
+		memset(r, 0xa5, 4096);
+		for (size_t k = 128; k < 4096; k += 64) {
+			uint64_t rec = 0x5246 | (uint64_t)1 << 16 | (uint64_t)k << 24;
+			memcpy(r + k, &rec, 8);
+		}
+	}
+	/* Control lines of two free slots at the end. */
+	uint64_t junk = 0x5a5a5a5a5a5a5a5aull;
+	uint64_t *l1 = (uint64_t *)(m + 4096 + (nslots - 1) * 64), *l2 = (uint64_t *)(m + 4096 + (nslots - 2) * 64);
+	uint64_t closed_line[8] = {3 | 7 << 8 | (uint64_t)getpid() << 32, junk, (uint64_t)getpid(), 1, 0, 0xdeadbeef, junk, junk};
+	for (int k = 7; k >= 0; k--)
+		__atomic_store_n(&l1[k], closed_line[k], __ATOMIC_RELEASE);
+	for (int k = 7; k >= 0; k--)
+		__atomic_store_n(&l2[k], k ? junk : 0xff | junk << 8, __ATOMIC_RELEASE);
+	__atomic_fetch_add((uint64_t *)(m + 128), 1, __ATOMIC_SEQ_CST); /* claim_seq */
+	int bad = 0;
+	for (int i = 0; i < 20; i++) {
+		int r = new_sender_to(&B, 10 + i);
+		if (r) {
+			printf("    new sender %d after ring and control garbage: %d (%s)\n", i, r, fi_strerror(-r));
+			bad++;
+		}
+	}
+	CHECK_EQ(bad, 0);
+	/* The header: a new sender is refused, clearly; A goes on. */
+	uint64_t saved[6];
+	memcpy(saved, m, sizeof saved);
+	for (int k = 0; k < 6; k++)
+		__atomic_store_n((uint64_t *)m + k, junk, __ATOMIC_RELEASE);
+	CHECK_EQ(new_sender_to(&B, 40), -FI_EADDRNOTAVAIL);
+	fill(tx, sizeof tx, 2);
+	CHECK_OK(fi_recv(B.ep, rx, sizeof rx, NULL, FI_ADDR_UNSPEC, NULL));
+	CHECK_OK(POST(fi_send(A.ep, tx, sizeof tx, NULL, A.peer, NULL), &A, &B));
+	CHECK_EQ(wait_comp(&B, &A, &c, NULL, NULL, 10), 1);
+	CHECK(check_fill(rx, sizeof rx, 2));
+	/* The owner rewrites it as it progresses. */
+	double deadline = now_sec() + 5 * rf_time_scale();
+	while (memcmp(saved, m, sizeof saved) && now_sec() < deadline)
+		poke1(&B);
+	CHECK(!memcmp(saved, m, sizeof saved));
+	CHECK_EQ(new_sender_to(&B, 41), 0);
+	munmap(m, (size_t)st.st_size);
+	end_close(&A);
+	end_close(&B);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--open-one-end")) {
@@ -280,5 +391,6 @@ int main(int argc, char **argv)
 	RUN(cross_process_large_copy_through);
 	RUN(peer_killed_mid_transfer);
 	RUN(hostile_segment_contents);
+	RUN(hostile_garbage_before_claims);
 	return harness_done();
 }

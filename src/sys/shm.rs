@@ -110,6 +110,11 @@ pub fn read_at(fd: impl AsFd, buf: &mut [u8], offset: u64) -> Result<usize> {
     Ok(rustix::io::pread(fd, buf, offset)?)
 }
 
+/// Writes `buf` into the object at `offset` (`pwrite`): the bytes written.
+pub fn write_at(fd: impl AsFd, buf: &[u8], offset: u64) -> Result<usize> {
+    Ok(rustix::io::pwrite(fd, buf, offset)?)
+}
+
 /// The shm names (`/name`) that start with `/<prefix>`, for sweeping
 /// objects left behind by dead processes. Empty if the namespace cannot be
 /// listed.

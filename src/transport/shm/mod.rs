@@ -406,6 +406,9 @@ struct PeerOut {
     /// /dev/shm had no room for `ring::RESERVE_WORKING` cells: the peer
     /// failed for that (-FI_ENOMEM, not a corrupt ring).
     no_room: bool,
+    /// A failed peer's address is looked at again (a new owner there?) no
+    /// earlier than this (`revisit`).
+    next_look: Option<Instant>,
 }
 
 impl PeerOut {
@@ -642,7 +645,14 @@ impl ShmPort {
     }
 
     fn peer(&mut self, token: u64) -> Result<&mut PeerOut> {
-        peer_out(&mut self.peers, &self.ring_tx, self.me, self.token, token)
+        peer_out(
+            &mut self.peers,
+            &self.ring_tx,
+            self.me,
+            self.token,
+            token,
+            &mut self.events,
+        )
     }
 
     /// Whether the peer is (still) reachable; rate-limited liveness check.
@@ -704,7 +714,7 @@ impl ShmPort {
             return Err(Error::INVAL);
         };
         let (ring_tx, events) = (&self.ring_tx, &mut self.events);
-        let p = peer_out(&mut self.peers, ring_tx, self.me, self.token, token)?;
+        let p = peer_out(&mut self.peers, ring_tx, self.me, self.token, token, events)?;
         if !p.backlog.is_empty() {
             if !flush_backlog(p) {
                 return Err(fail_out(ring_tx, p, events, token));
@@ -751,7 +761,13 @@ impl ShmPort {
                 let Addr::Shm(token) = *peer else {
                     return Err(Error::INVAL);
                 };
-                self.peer(token)?.backlog.push_back(*hdr);
+                // A peer that failed (its failure not yet taken by the
+                // endpoint): the record was meant for the incarnation that
+                // is gone, and is dropped.
+                let Some(p) = self.peers.get_mut(token).filter(|p| !p.failed) else {
+                    return Err(Error::CONNRESET);
+                };
+                p.backlog.push_back(*hdr);
                 self.rare.set(rare::BACKLOGGED, true);
                 Ok(())
             }
@@ -934,8 +950,11 @@ impl ShmPort {
                     self.inbound.remove(i);
                     // A sender that gave its ring up (a broken one was
                     // reported when it broke) will not answer us either.
-                    if !broken && self.seg.slot_abort(slot) != 0 {
-                        self.refuse(token);
+                    match self.seg.slot_abort(slot) {
+                        _ if broken => {}
+                        0 => {}
+                        c if c == Error::NOMEM.0 as u32 => self.refuse(token),
+                        c => odd_abort(slot, token, c),
                     }
                     self.seg.free_slot(slot);
                     self.verified[slot] = None;
@@ -944,6 +963,20 @@ impl ShmPort {
             }
             i += 1;
         }
+    }
+
+    /// A slot word whose state is none of ours (`scan_slots`): garbage a
+    /// process of our user wrote into the slot's control line. The slot
+    /// goes back to the free pool (its ring reset); nobody sends there.
+    #[cold]
+    #[inline(never)]
+    fn drop_garbage_slot(&mut self, slot: usize, word: u64) {
+        crate::base::log::log_warn!(
+            crate::abi::FI_LOG_EP_DATA,
+            "shm: slot {slot} of our segment has a state word no sender writes ({word:#018x}: its control line was overwritten): the slot is reset and freed"
+        );
+        self.seg.free_slot(slot);
+        self.verified[slot] = None;
     }
 
     /// The sender `token` gave its ring to us up (`fail_out`: /dev/shm had
@@ -955,7 +988,7 @@ impl ShmPort {
     fn refuse(&mut self, token: u64) {
         crate::base::log::log_warn!(
             crate::abi::FI_LOG_EP_DATA,
-            "shm: a peer gave up its ring to us (no room for it in /dev/shm); the peer is unreachable"
+            "shm: peer {token:016x} gave up its ring to us (no room for it in /dev/shm); the peer is unreachable"
         );
         self.events.push(PeerEvent::Failed(Addr::Shm(token)));
         match self.peers.get_mut(token) {
@@ -1052,8 +1085,10 @@ impl ShmPort {
     }
 
     /// Looks at every ring we do not poll on every pass: records (or a
-    /// close) there make it watched.
+    /// close) there make it watched; and at our header (a few loads):
+    /// garbage there refuses every new sender until it is rewritten.
     fn sweep(&mut self) {
+        self.seg.repair_header();
         let mut i = self.inbound.nhot;
         while i < self.inbound.v.len() {
             let s = &self.inbound.v[i];
@@ -1137,8 +1172,13 @@ impl ShmPort {
         }
         let mut free = 0;
         for slot in 0..NSLOTS {
-            if self.seg.slot_word_now(slot).state == SLOT_FREE {
+            let w = self.seg.slot_word_now(slot);
+            if w.state == SLOT_FREE {
                 free += 1;
+            } else if w.state > SLOT_CLOSED && self.inbound.find(slot).is_none() {
+                self.drop_garbage_slot(slot, w.raw());
+                free += 1;
+                continue;
             }
             // A closed slot is found too: a sender may claim, write and close
             // (its process exits) between two of our passes.
@@ -1256,22 +1296,86 @@ impl Peers {
     }
 }
 
-#[inline]
+// Always inlined: with its cold paths (`open_peer`, `revisit`) it grew
+// past what the compiler inlines on its own, and the call cost a small
+// send more than the check it added.
+#[inline(always)]
 fn peer_out<'a>(
     peers: &'a mut Peers,
     ring_tx: &Ringer,
     me: SlotSender,
     my_token: u64,
     token: u64,
+    events: &mut Vec<PeerEvent>,
 ) -> Result<&'a mut PeerOut> {
-    let p = match peers.index(token) {
-        Some(i) => &mut peers.v[i],
-        None => open_peer(peers, ring_tx, me, my_token, token)?,
+    let Some(i) = peers.index(token) else {
+        return open_peer(peers, ring_tx, me, my_token, token);
     };
-    if p.failed {
+    // The segment's `closed` word (a line nobody writes while the owner
+    // lives): its owner closed the endpoint, or a process that found the
+    // owner dead marked it before removing it — the address may have a
+    // new owner already, whom this send must reach, not the dead ring.
+    if peers.v[i].failed || peers.v[i].seg.closed() {
+        return revisit(peers, i, ring_tx, me, my_token, token, events);
+    }
+    Ok(&mut peers.v[i])
+}
+
+/// A send to a peer whose ring failed or whose segment was closed. The
+/// failure is reported first (`PeerEvent::Failed`), and until the endpoint
+/// has taken it (ending what waited on the old incarnation: an ACK, a CTS,
+/// read data), nothing more goes to the address (`-FI_EAGAIN`: the engine
+/// makes a pass, which takes it, and tries again). Then, if the segment's
+/// owner is gone (closed, or its process dead) and a live one holds the
+/// address now — a restarted peer, an endpoint reopened at it — our ring
+/// moves there: a new segment, slot and ring, nothing of the old one's
+/// backlog. Otherwise (nobody there yet, or an owner still alive that we
+/// failed for cause: a corrupt ring, no room) `-FI_ECONNRESET`, and the
+/// address is looked at again at most every `LIVENESS_PERIOD`.
+#[cold]
+#[inline(never)]
+fn revisit<'a>(
+    peers: &'a mut Peers,
+    i: usize,
+    ring_tx: &Ringer,
+    me: SlotSender,
+    my_token: u64,
+    token: u64,
+    events: &mut Vec<PeerEvent>,
+) -> Result<&'a mut PeerOut> {
+    let p = &mut peers.v[i];
+    if !p.failed {
+        p.failed = true;
+        p.backlog.clear();
+        events.push(PeerEvent::Failed(Addr::Shm(token)));
+    }
+    if events.iter().any(|e| *e.peer() == Addr::Shm(token)) {
+        return Err(Error::AGAIN);
+    }
+    let now = Instant::now();
+    if p.next_look.is_some_and(|t| now < t) {
         return Err(Error::CONNRESET);
     }
-    Ok(p)
+    p.next_look = Some(now + LIVENESS_PERIOD);
+    if !p.seg.closed() && p.seg.owner_alive() {
+        return Err(Error::CONNRESET);
+    }
+    #[cfg(test)]
+    let no_room = peers.no_room_for_claims;
+    #[cfg(not(test))]
+    let no_room = false;
+    let Ok(fresh) = connect(ring_tx, me, my_token, token, no_room) else {
+        return Err(Error::CONNRESET);
+    };
+    crate::base::log::log_info!(
+        crate::abi::FI_LOG_EP_DATA,
+        "shm: peer {token:016x} has a new owner (pid {}, the last one is gone): sending there",
+        fresh.seg.owner_pid
+    );
+    let old = core::mem::replace(&mut peers.v[i], fresh);
+    // Our slot in the old segment (the owner is gone: nobody frees it).
+    old.seg.close_slot(old.slot);
+    Ok(&mut peers.v[i])
 }
 
 /// First contact with a peer: open its segment, claim a slot, announce.
@@ -1287,15 +1391,29 @@ fn open_peer<'a>(
     if peers.refused.contains(&token) {
         return Err(Error::CONNRESET);
     }
+    #[cfg(test)]
+    let no_room = peers.no_room_for_claims;
+    #[cfg(not(test))]
+    let no_room = false;
+    let p = connect(ring_tx, me, my_token, token, no_room)?;
+    Ok(peers.insert(token, p))
+}
+
+/// Our ring in the segment of the endpoint `token`: the segment opened
+/// (checked, its owner alive), a slot claimed (its ring reset), announced
+/// and activated. `no_room` (tests): the segment has no room for a claim.
+fn connect(ring_tx: &Ringer, me: SlotSender, my_token: u64, token: u64, no_room: bool) -> Result<PeerOut> {
     let seg = Segment::open(token)?;
     if !seg.owner_alive() {
         return Err(Error::ADDRNOTAVAIL);
     }
     let bell = DoorbellAddr::new(&segment::doorbell_path(token))?;
     #[cfg(test)]
-    if peers.no_room_for_claims {
+    if no_room {
         seg.no_room_from.store(0, core::sync::atomic::Ordering::Relaxed);
     }
+    #[cfg(not(test))]
+    let _ = no_room;
     let claim = match seg.claim_slot(me) {
         Ok(c) => c,
         Err(e) => {
@@ -1309,24 +1427,35 @@ fn open_peer<'a>(
     seg.activate(claim, me);
     let slot = claim.slot;
     let ring = seg.ring(slot);
-    Ok(peers.insert(
-        token,
-        PeerOut {
-            seg,
-            bell,
-            slot,
-            ring,
-            tail: 0,
-            free: 0,
-            failed: false,
-            last_check: Instant::now(),
-            full_retries: 0,
-            reserved: ring::RESERVE_FIRST,
-            confined: false,
-            no_room: false,
-            backlog: VecDeque::new(),
-        },
-    ))
+    Ok(PeerOut {
+        seg,
+        bell,
+        slot,
+        ring,
+        tail: 0,
+        free: 0,
+        failed: false,
+        last_check: Instant::now(),
+        full_retries: 0,
+        reserved: ring::RESERVE_FIRST,
+        confined: false,
+        no_room: false,
+        next_look: None,
+        backlog: VecDeque::new(),
+    })
+}
+
+/// A closed slot whose `abort` word holds a code no sender writes (only
+/// `FI_ENOMEM` means a sender gave its ring up): a corrupt control line,
+/// logged as such; the slot is freed as after an orderly close and the
+/// sender is not failed for it.
+#[cold]
+#[inline(never)]
+fn odd_abort(slot: usize, token: u64, code: u32) {
+    crate::base::log::log_warn!(
+        crate::abi::FI_LOG_EP_DATA,
+        "shm: slot {slot} (sender {token:016x}) closed with an abort word no sender writes ({code:#x}: its control line was overwritten): the slot is freed, the sender is not failed for it"
+    );
 }
 
 /// Hands one ring record to the endpoint core.
@@ -2251,6 +2380,9 @@ fn general_header(s: &mut InSlot, first: u64, lim: &Limits) -> core::result::Res
 }
 
 #[cfg(test)]
+mod garbage_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::transport::proto::op;
@@ -2940,15 +3072,163 @@ mod tests {
 
     #[test]
     fn a_full_ring_whose_owner_closed_fails_at_once() {
-        // The owner's closed flag is read on every retry (one load): no
-        // waiting for the next liveness period.
+        // The owner's closed flag is read on every send (one load): no
+        // waiting for the next liveness period. The failure is reported
+        // first (the send waits for the endpoint to take it), then sends
+        // fail: nobody holds the address.
         let mut a = port();
         let b = port();
         let (h, msg) = fill(&mut a, &b);
         let to = b.addr();
         drop(b);
-        assert_eq!(a.send_record(&to, &h, Payload::Bytes(&msg)), Err(Error::CONNRESET));
+        assert_eq!(a.send_record(&to, &h, Payload::Bytes(&msg)), Err(Error::AGAIN));
         assert_eq!(a.take_events(), vec![PeerEvent::Failed(to)]);
+        assert_eq!(a.send_record(&to, &h, Payload::Bytes(&msg)), Err(Error::CONNRESET));
+        assert_eq!(a.send_ctl(&to, &WireHdr::new(op::ACK)), Err(Error::CONNRESET));
+        assert!(a.take_events().is_empty());
+    }
+
+    /// An endpoint reopened at a closed one's address (a restarted peer)
+    /// gets the next send, in a ring of its own segment: the failure of
+    /// the old incarnation is reported before anything goes to the new one,
+    /// and nothing written for the old one (a record in its ring, a control
+    /// record waiting for room) reaches the new one.
+    #[test]
+    fn a_peer_reopened_at_its_address_gets_the_next_send_and_nothing_older() {
+        let mut a = port();
+        let b = port();
+        let to = b.addr();
+        let Addr::Shm(t) = to else { unreachable!() };
+        let (h, msg) = fill(&mut a, &b);
+        // A control record for the old incarnation waits for room.
+        assert_eq!(a.send_ctl(&to, &WireHdr::new(op::ACK)), Ok(()));
+        drop(b);
+        let mut b2 = ShmPort::new(t, LIM).unwrap();
+        let two = eager(b"two");
+        assert_eq!(a.send_record(&to, &two, Payload::Bytes(b"two")), Err(Error::AGAIN));
+        assert_eq!(a.take_events(), vec![PeerEvent::Failed(to)]);
+        a.send_record(&to, &two, Payload::Bytes(b"two")).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            b2.poll_records(&mut |r| {
+                got.push((r.src, r.hdr.op, r.payload_vec()));
+                Disposition::Consumed
+            });
+            a.poll_records(&mut |_| Disposition::Consumed);
+        }
+        assert_eq!(got, vec![(a.addr(), op::EAGER, b"two".to_vec())]);
+        // And it keeps working both ways.
+        a.send_record(&to, &h, Payload::Bytes(&msg)).unwrap();
+        b2.send_record(&a.addr(), &two, Payload::Bytes(b"two")).unwrap();
+        assert_eq!(ops(&mut b2), vec![op::EAGER]);
+        assert_eq!(ops(&mut a), vec![op::EAGER]);
+        assert!(a.take_events().is_empty());
+    }
+
+    /// Garbage in an endpoint's header refuses new senders, loudly, until
+    /// the owner's next look at its header (within SWEEP_ROUNDS eviction
+    /// rounds) rewrites it; a sender that was there before goes on.
+    #[test]
+    fn a_garbage_header_costs_new_senders_only_until_the_owner_rewrites_it() {
+        use core::sync::atomic::{AtomicU64, Ordering};
+        let mut a = port();
+        let mut c = port();
+        let mut b = port();
+        let one = eager(b"one");
+        a.send_record(&b.addr(), &one, Payload::Bytes(b"one")).unwrap();
+        assert_eq!(ops(&mut b), vec![op::EAGER]);
+        for off in (0..64).step_by(8) {
+            // SAFETY: the header's first line, inside the mapping; written
+            // as a same-user process would (atomically, not through a
+            // reference).
+            unsafe { AtomicU64::from_ptr(b.seg.as_ptr().add(off).cast()) }.store(!0, Ordering::Relaxed);
+        }
+        assert_eq!(
+            c.send_record(&b.addr(), &one, Payload::Bytes(b"one")),
+            Err(Error::ADDRNOTAVAIL)
+        );
+        a.send_record(&b.addr(), &one, Payload::Bytes(b"one")).unwrap();
+        for _ in 0..(SWEEP_ROUNDS * EVICT_PERIOD) as usize {
+            b.poll_records(&mut |_| Disposition::Consumed);
+        }
+        c.send_record(&b.addr(), &one, Payload::Bytes(b"one")).unwrap();
+        a.send_record(&b.addr(), &one, Payload::Bytes(b"one")).unwrap();
+        assert_eq!(ops(&mut b), vec![op::EAGER, op::EAGER]);
+        assert!(a.take_events().is_empty() && c.take_events().is_empty());
+    }
+
+    /// Garbage in slots' control lines (as a process of our user could
+    /// write: a state word with a state none of ours, a closed slot with an
+    /// abort word no sender writes, garbage identities) costs those slots
+    /// only, and only until the owner looks: no peer is failed for it (a
+    /// garbage abort word was taken for a sender giving its ring up, and
+    /// the peer named by the garbage token refused), the slots come back
+    /// free, and senders come and go as before.
+    #[test]
+    fn garbage_control_lines_cost_only_their_slots() {
+        use core::sync::atomic::{AtomicU64, Ordering};
+        let mut b = port();
+        let line = |slot: usize, words: [u64; 8]| {
+            for (k, w) in words.into_iter().enumerate() {
+                // SAFETY: the slot's control line (after the 4 KiB header,
+                // 64 bytes per slot), inside the mapping; written atomically
+                // as a same-user process would.
+                unsafe { AtomicU64::from_ptr(b.seg.as_ptr().add(4096 + slot * 64 + k * 8).cast()) }
+                    .store(w, Ordering::Release);
+            }
+        };
+        let junk = 0x5a5a_5a5a_5a5a_5a5a;
+        // Closed, a live pid (ours), an abort word no sender writes.
+        line(
+            200,
+            [
+                SLOT_CLOSED | 7 << 8 | (sys::getpid() as u64) << 32,
+                junk,
+                sys::getpid() as u64,
+                1,
+                0,
+                0xdead_beef,
+                junk,
+                junk,
+            ],
+        );
+        // A state none of ours.
+        line(201, [0xff | junk << 8, junk, junk, junk, junk, junk, junk, junk]);
+        b.seg.nudge();
+        let t = Instant::now();
+        while b.seg.slot_state(200) != SLOT_FREE || b.seg.slot_state(201) != SLOT_FREE {
+            assert!(t.elapsed() < Duration::from_secs(5), "garbage slots not freed");
+            b.seg.nudge();
+            b.poll_records(&mut |_| Disposition::Consumed);
+        }
+        assert!(b.take_events().is_empty(), "a peer was failed for garbage");
+        assert!(b.peers.refused.is_empty(), "a peer was refused for garbage");
+        let mut a = port();
+        let one = eager(b"one");
+        a.send_record(&b.addr(), &one, Payload::Bytes(b"one")).unwrap();
+        assert_eq!(ops(&mut b), vec![op::EAGER]);
+        b.send_record(&a.addr(), &one, Payload::Bytes(b"one")).unwrap();
+        assert_eq!(ops(&mut a), vec![op::EAGER]);
+    }
+
+    /// A failed peer whose owner is still there (here: it broke its ring)
+    /// stays failed: no second ring is claimed in the same segment.
+    #[test]
+    fn a_failed_peer_with_a_live_owner_is_not_reopened() {
+        let mut a = port();
+        let b = port();
+        let to = b.addr();
+        let one = eager(b"one");
+        a.send_record(&to, &one, Payload::Bytes(b"one")).unwrap();
+        let i = a.peers.index(b.token).unwrap();
+        a.peers.v[i].failed = true;
+        let claimed = || (0..NSLOTS).filter(|&s| b.seg.slot_state(s) != SLOT_FREE).count();
+        assert_eq!(claimed(), 1);
+        for _ in 0..3 {
+            assert_eq!(a.send_record(&to, &one, Payload::Bytes(b"one")), Err(Error::CONNRESET));
+            a.peers.v[i].next_look = None;
+        }
+        assert_eq!(claimed(), 1, "a second slot was claimed");
     }
 
     #[test]
@@ -3108,6 +3388,7 @@ mod tests {
             reserved: ring::RESERVE_FIRST,
             confined: false,
             no_room: false,
+            next_look: None,
             backlog: VecDeque::new(),
         };
         assert_eq!(write_record(&mut out, &eager(&[2]), &Payload::Bytes(&[2])), Ok(true));

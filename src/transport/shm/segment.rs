@@ -315,6 +315,13 @@ pub struct SlotWord {
     raw: u64,
 }
 
+impl SlotWord {
+    /// The word as read.
+    pub fn raw(&self) -> u64 {
+        self.raw
+    }
+}
+
 const GEN_MASK: u64 = 0xff_ffff;
 
 fn slot_word_of(state: u64, gen: u64, pid: i32) -> u64 {
@@ -426,16 +433,27 @@ impl Segment {
 
     /// Maps a peer's segment and validates it: same owner uid, private
     /// mode, expected magic/version/geometry, matching token, live owner.
+    /// A segment that is there but not one we may use is refused with a
+    /// warning naming it and what is wrong (`refused`); one that is not
+    /// there (its owner closed it) quietly.
     pub fn open(token: u64) -> Result<Segment> {
         let name = seg_name(token);
         let fd = sys::shm::open(&name, Access::ReadWrite).map_err(|_| Error::ADDRNOTAVAIL)?;
         // The ring size the file's size says (one of the sizes a segment
         // may have); the header must say the same.
-        let ncells = sys::shm::meta(&fd)
-            .ok()
-            .filter(|m| m.uid == sys::geteuid() && m.mode & 0o077 == 0)
-            .and_then(|m| cells_of_size(m.size))
-            .ok_or(Error::ADDRNOTAVAIL)?;
+        let Ok(meta) = sys::shm::meta(&fd) else {
+            return Err(Error::ADDRNOTAVAIL);
+        };
+        if meta.uid != sys::geteuid() || meta.mode & 0o077 != 0 {
+            return Err(refused(&name, "not ours (owner uid, or group/other may use it)"));
+        }
+        let Some(ncells) = cells_of_size(meta.size) else {
+            // Size 0: its creator has not sized it yet.
+            if meta.size == 0 {
+                return Err(Error::ADDRNOTAVAIL);
+            }
+            return Err(refused(&name, "a size no segment has"));
+        };
         let map = SharedMap::new(fd, seg_size(ncells))?;
         let mut seg = Segment {
             map,
@@ -450,18 +468,27 @@ impl Segment {
             #[cfg(test)]
             no_room_from: AtomicU64::new(u64::MAX),
         };
-        if seg.read_u64(H_MAGIC) != SEG_MAGIC {
-            return Err(Error::ADDRNOTAVAIL);
+        match seg.read_u64(H_MAGIC) {
+            SEG_MAGIC => {}
+            // Its creator has not written the header yet (or died first).
+            0 => return Err(Error::ADDRNOTAVAIL),
+            _ => return Err(refused(&seg.name, "the header's magic is not RFSHMSEG (overwritten?)")),
         }
         let vs = seg.read_u64(H_VERSION);
         let cp = seg.read_u64(H_NCELLS);
-        let geometry_ok = (vs & 0xffff_ffff) as u32 == SEG_VERSION
-            && (vs >> 32) as usize == NSLOTS
-            && (cp & 0xffff_ffff) as usize == ncells
-            && seg.read_u64(H_TOKEN) == token
-            && seg.read_u64(H_UID) == sys::geteuid() as u64;
-        if !geometry_ok {
-            return Err(Error::ADDRNOTAVAIL);
+        let wrong = if (vs & 0xffff_ffff) as u32 != SEG_VERSION {
+            Some("another segment version")
+        } else if (vs >> 32) as usize != NSLOTS || (cp & 0xffff_ffff) as usize != ncells {
+            Some("a geometry (slots, ring size) that is not the file's")
+        } else if seg.read_u64(H_TOKEN) != token {
+            Some("another endpoint's token")
+        } else if seg.read_u64(H_UID) != sys::geteuid() as u64 {
+            Some("another uid")
+        } else {
+            None
+        };
+        if let Some(what) = wrong {
+            return Err(refused(&seg.name, what));
         }
         seg.owner_pid = (cp >> 32) as u32 as i32;
         seg.owner_start = seg.read_u64(H_START);
@@ -470,6 +497,44 @@ impl Segment {
             seg.hs = Handshake::Membarrier;
         }
         Ok(seg)
+    }
+
+    /// Owner: whether its header still says what it wrote (identity,
+    /// geometry, the handshake, not closed); if not — a process of our
+    /// user wrote there, and openers are refused meanwhile — rewrites it,
+    /// the magic last, with a warning naming the segment. Senders that
+    /// opened it before keep their rings (they read the header only at
+    /// the open); those it refused may open it again.
+    pub fn repair_header(&self) -> bool {
+        let want = [
+            (H_VERSION, SEG_VERSION as u64 | ((NSLOTS as u64) << 32)),
+            (H_NCELLS, self.ncells as u64 | ((self.owner_pid as u32 as u64) << 32)),
+            (H_START, self.owner_start),
+            (H_TOKEN, self.token),
+            (H_UID, sys::geteuid() as u64),
+            (H_HANDSHAKE, (self.hs == Handshake::Membarrier) as u64),
+            (H_CLOSED, 0),
+            (H_MAGIC, SEG_MAGIC),
+        ];
+        if !self.owner || want.iter().all(|&(off, v)| self.read_u64(off) == v) {
+            return false;
+        }
+        crate::base::log::log_warn!(
+            crate::abi::FI_LOG_EP_CTRL,
+            "shm: the header of our segment /dev/shm{} was overwritten (another process of this user wrote into it): rewritten; peers that opened it meanwhile were refused",
+            self.name.to_string_lossy()
+        );
+        self.word(H_MAGIC).store(0, Ordering::Release);
+        for (off, v) in want {
+            self.word(off).store(v, Ordering::Release);
+        }
+        true
+    }
+
+    /// The mapping's first byte (tests: writing as another process would).
+    #[cfg(test)]
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.map.as_ptr()
     }
 
     /// Whether the owning process still exists.
@@ -736,12 +801,14 @@ impl Segment {
                 .store(me.pid as u32 as u64, Ordering::Relaxed);
             self.slot_word(slot, S_START).store(me.start, Ordering::Relaxed);
             self.slot_word(slot, S_ABORT).store(0, Ordering::Relaxed);
-            // A slot never claimed has the zeroed ring the segment was
-            // created with (and a freed one the ring its owner reset):
-            // resetting it would cost a system call for nothing.
-            if old_gen != 0 {
-                self.reset_ring(slot);
-            }
+            // Whatever the ring holds is not ours: a slot never claimed
+            // should have the zeroed ring the segment was created with, and
+            // a freed one the ring its owner reset, but any process of the
+            // user can have written there since (a stale head or record
+            // would fail our first send, or read as ours). One system
+            // call per claim (the pages are punched out, nothing is
+            // written or allocated).
+            self.reset_ring(slot);
             // The ring's first pages before anyone touches them; without
             // room the slot goes back (its generation kept: a later claim
             // takes the next), never seen active by the owner.
@@ -860,12 +927,27 @@ impl Drop for Segment {
     }
 }
 
+/// An opener's refusal of the segment `name` that is there but wrong
+/// (`what`): a warning, `-FI_EADDRNOTAVAIL` (the address has no endpoint we
+/// may send to).
+#[cold]
+fn refused(name: &CString, what: &str) -> Error {
+    crate::base::log::log_warn!(
+        crate::abi::FI_LOG_EP_CTRL,
+        "shm: segment /dev/shm{} refused: {what}; the endpoint at that address cannot be reached until its owner repairs it",
+        name.to_string_lossy()
+    );
+    Error::ADDRNOTAVAIL
+}
+
 /// A segment without a header is only taken for abandoned after this long.
 const UNINIT_GRACE_SECS: i64 = 10;
 
 /// Removes `name` if it is ours (uid) and its owner process is gone.
 fn remove_if_stale(name: &CString) -> bool {
-    let Ok(fd) = sys::shm::open(name, Access::ReadOnly) else {
+    // Read-write, to mark it closed through the descriptor that read its
+    // header (by name, the object could be a new owner's by then).
+    let Ok(fd) = sys::shm::open(name, Access::ReadWrite).or_else(|_| sys::shm::open(name, Access::ReadOnly)) else {
         return false;
     };
     let Ok(meta) = sys::shm::meta(&fd) else {
@@ -877,7 +959,6 @@ fn remove_if_stale(name: &CString) -> bool {
     // The header's first six words: magic, version, ncells|pid, start.
     let mut hdr = [0u8; 48];
     let n = sys::shm::read_at(&fd, &mut hdr, 0).unwrap_or(0);
-    drop(fd);
     let word = |i: usize| u64::from_ne_bytes(hdr[i * 8..i * 8 + 8].try_into().unwrap_or_default());
     let stale = if n == 48 && word(H_MAGIC / 8) == SEG_MAGIC {
         let pid = (word(H_NCELLS / 8) >> 32) as u32 as i32;
@@ -892,6 +973,15 @@ fn remove_if_stale(name: &CString) -> bool {
         now.is_ok_and(|t| t - meta.ctime > UNINIT_GRACE_SECS)
     };
     if stale {
+        // Its peers may still have it mapped and write records nobody will
+        // read: marked closed, their next send notices (a load of the word
+        // on every send) and looks for a new owner at the address instead
+        // (docs/shm.md, "Restarted peers"). A file without a header has no
+        // peers.
+        if n == 48 && word(H_MAGIC / 8) == SEG_MAGIC {
+            let _ = sys::shm::write_at(&fd, &1u64.to_ne_bytes(), H_CLOSED as u64);
+        }
+        drop(fd);
         sys::shm::unlink(name);
         if let Some(t) = token_of(name) {
             sys::doorbell::remove(&doorbell_path(t));
@@ -1082,6 +1172,55 @@ mod tests {
         assert_eq!(cells_of_size(seg_size(4096) as u64), Some(4096));
     }
 
+    /// A claimer resets its ring whatever it holds: garbage written into
+    /// a never-claimed slot's ring (its head and cells) and into a freed
+    /// one's reads as an empty ring once claimed, and the claimer's first
+    /// record goes where the owner looks.
+    #[test]
+    fn a_claim_resets_its_ring_whatever_it_holds() {
+        let token = crate::transport::addr::shm_token_random();
+        let owner = Segment::create(token).unwrap();
+        let peer = Segment::open(token).unwrap();
+        let me = SlotSender {
+            token: 9,
+            pid: sys::getpid(),
+            start: 1,
+        };
+        let scribble = |slot: usize| {
+            let r = owner.ring(slot);
+            // SAFETY: the head word and cells lie inside the slot's ring;
+            // a test, the only writer.
+            unsafe {
+                // The head word (`ring.rs`: the second line of the ring).
+                core::ptr::write_volatile(owner.slot_base(slot).add(64).cast::<u64>(), 0xdead_beef);
+                for i in 0..256 {
+                    // Each reads as a record published at lap 0.
+                    let word = crate::transport::proto::MAGIC as u64 | (i + 1) << 16;
+                    core::ptr::write_volatile(r.cell(i).cast::<u64>(), word);
+                }
+            }
+            assert!(r.ready(0).is_some());
+        };
+        // Never claimed (generation 0), then freed and scribbled on again.
+        let first = owner.claim_seq() as usize % NSLOTS;
+        scribble(first);
+        let c = peer.claim_slot(me).unwrap();
+        assert_eq!(c.slot, first);
+        let r = owner.ring(c.slot);
+        assert_eq!(r.head_now(), 0, "stale head kept");
+        assert!((0..256).all(|i| r.ready(i).is_none()), "stale cells kept");
+        peer.activate(c, me);
+        peer.close_slot(c.slot);
+        owner.free_slot(c.slot);
+        scribble(c.slot);
+        let mut again = peer.claim_slot(me).unwrap();
+        while again.slot != c.slot {
+            again = peer.claim_slot(me).unwrap();
+        }
+        assert_eq!(r.head_now(), 0, "stale head kept");
+        assert!((0..256).all(|i| r.ready(i).is_none()), "stale cells kept");
+    }
+
     #[test]
     fn create_open_claim_and_cleanup() {
         let token = crate::transport::addr::shm_token_random();
@@ -1152,6 +1291,40 @@ mod tests {
         assert_eq!(Segment::open(token).unwrap().handshake(), expect);
     }
 
+    /// Garbage in any identity or geometry word of the header refuses
+    /// openers (-FI_EADDRNOTAVAIL, with a warning), and the owner's check
+    /// rewrites it; garbage in `closed` makes senders take the owner for
+    /// gone until then. Senders that opened it before are not touched.
+    #[test]
+    fn a_garbage_header_refuses_openers_until_its_owner_rewrites_it() {
+        let token = crate::transport::addr::shm_token_random();
+        let owner = Segment::create(token).unwrap();
+        let before = Segment::open(token).unwrap();
+        assert!(!owner.repair_header(), "nothing to repair");
+        for off in [H_MAGIC, H_VERSION, H_NCELLS, H_TOKEN, H_UID] {
+            owner.word(off).store(0x0123_4567_89ab_cdef, Ordering::Relaxed);
+            assert_eq!(
+                Segment::open(token).err(),
+                Some(Error::ADDRNOTAVAIL),
+                "garbage at {off}"
+            );
+            assert!(owner.repair_header());
+            assert!(!owner.repair_header());
+            let s = Segment::open(token).unwrap();
+            assert_eq!((s.owner_pid, s.ncells), (sys::getpid(), NCELLS));
+        }
+        for off in [H_START, H_HANDSHAKE] {
+            owner.word(off).store(0x0123_4567_89ab_cdef, Ordering::Relaxed);
+            assert!(owner.repair_header(), "garbage at {off} kept");
+            assert_eq!(Segment::open(token).unwrap().owner_start, owner.owner_start);
+        }
+        owner.word(H_CLOSED).store(7, Ordering::Relaxed);
+        assert!(!before.owner_alive());
+        assert!(owner.repair_header());
+        assert!(before.owner_alive());
+        assert!(!before.repair_header(), "only the owner rewrites");
+    }
+
     #[test]
     fn garbage_and_foreign_segments_rejected() {
         assert!(Segment::open(0x1234_5678_9abc_def0).is_err());
@@ -1189,8 +1362,13 @@ mod tests {
         let token = crate::transport::addr::shm_token_random();
         plant(token, me, my_start + 1);
         assert!(!Segment::open(token).unwrap().owner_alive());
+        let peer = Segment::open(token).unwrap();
+        assert!(!peer.closed());
         let seg = Segment::create(token).unwrap();
         assert_eq!(seg.owner_start, my_start, "ours now");
+        // The dead owner's segment was marked closed before it went: a
+        // peer that still has it mapped sees that on its next send.
+        assert!(peer.closed(), "the dead owner's segment not marked closed");
         drop(seg);
         // A live owner's segment stays.
         let token = crate::transport::addr::shm_token_random();
