@@ -276,13 +276,7 @@ mod tests {
     /// CANCELED, on every kind (FI_WAIT_NONE polls).
     #[test]
     fn close_ends_a_blocked_wait_with_canceled() {
-        for kind in [
-            FI_WAIT_UNSPEC,
-            FI_WAIT_FD,
-            FI_WAIT_MUTEX_COND,
-            FI_WAIT_YIELD,
-            FI_WAIT_NONE,
-        ] {
+        for kind in crate::core::wait::CNTR_KINDS {
             let c = cntr(kind);
             let c2 = c.clone();
             let h = std::thread::spawn(move || c2.wait_for(1, 10_000));
@@ -297,13 +291,7 @@ mod tests {
     #[test]
     fn wait_threshold_timeout_and_errors() {
         // FI_WAIT_NONE: no object to sleep on, the wait polls (fi_multi_mr).
-        for kind in [
-            FI_WAIT_UNSPEC,
-            FI_WAIT_FD,
-            FI_WAIT_MUTEX_COND,
-            FI_WAIT_YIELD,
-            FI_WAIT_NONE,
-        ] {
+        for kind in crate::core::wait::CNTR_KINDS {
             let c = cntr(kind);
             let t = Instant::now();
             assert_eq!(c.wait_for(1, 50), Err(Error::TIMEDOUT), "kind {kind}");

@@ -45,6 +45,16 @@ pub(crate) fn valid_object_kind(kind: u32) -> bool {
 /// How long a blocking wait polls before it sleeps.
 pub(crate) const SPIN_FOR: std::time::Duration = std::time::Duration::from_micros(50);
 
+/// Tests: every wait kind a counter waits on (`FI_WAIT_NONE` polls).
+#[cfg(test)]
+pub(crate) const CNTR_KINDS: [u32; 5] = [
+    FI_WAIT_UNSPEC,
+    FI_WAIT_FD,
+    FI_WAIT_MUTEX_COND,
+    FI_WAIT_YIELD,
+    FI_WAIT_NONE,
+];
+
 pub(crate) struct WaitObj {
     kind: u32,
     /// Internal doorbell + sleeping set (absent for FI_WAIT_NONE).
@@ -598,13 +608,7 @@ mod tests {
     /// after the close.
     #[test]
     fn close_wakes_every_waiter_with_canceled() {
-        for kind in [
-            FI_WAIT_UNSPEC,
-            FI_WAIT_FD,
-            FI_WAIT_MUTEX_COND,
-            FI_WAIT_YIELD,
-            FI_WAIT_NONE,
-        ] {
+        for kind in CNTR_KINDS {
             let w = Arc::new(WaitObj::new(kind, None).unwrap());
             let waiters: Vec<_> = (0..3)
                 .map(|_| {
