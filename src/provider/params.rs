@@ -150,8 +150,16 @@ pub fn settings() -> crate::core::settings::Settings {
             auth_key: get_str("auth_key").map(|k| crate::transport::tcp::AuthKey(k.into_bytes())),
             route_hints: launcher_addresses(|v| std::env::var(v).ok()),
             budget: crate::transport::tcp::PeerBudget {
-                per_peer: at_least("peer_budget", crate::transport::tcp::BUDGET_FLOOR, d.tcp.budget.per_peer),
-                total: at_least("peer_budget_total", crate::transport::tcp::BUDGET_FLOOR, d.tcp.budget.total),
+                per_peer: at_least(
+                    "peer_budget",
+                    crate::transport::tcp::BUDGET_FLOOR,
+                    d.tcp.budget.per_peer,
+                ),
+                total: at_least(
+                    "peer_budget_total",
+                    crate::transport::tcp::BUDGET_FLOOR,
+                    d.tcp.budget.total,
+                ),
                 timeout: std::time::Duration::from_millis(get_millis(
                     "peer_budget_timeout",
                     d.tcp.budget.timeout.as_millis() as u64,
@@ -266,7 +274,10 @@ fn in_effect(s: &crate::core::settings::Settings, shm_free: u64) -> String {
     add("shm_close_wait", &format_args!("{}ms", s.shm_close_wait.as_millis()));
     add("peer_budget", &s.tcp.budget.per_peer);
     add("peer_budget_total", &s.tcp.budget.total);
-    add("peer_budget_timeout", &format_args!("{}ms", s.tcp.budget.timeout.as_millis()));
+    add(
+        "peer_budget_timeout",
+        &format_args!("{}ms", s.tcp.budget.timeout.as_millis()),
+    );
     line
 }
 
