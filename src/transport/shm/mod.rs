@@ -3427,6 +3427,35 @@ mod tests {
         assert_eq!(maps_of(t), 2, "b2's own mapping and a's");
     }
 
+    /// Tombs are capped: a peer buried with GONE_MAX tombs kept takes an
+    /// arbitrary one's place, whose failure is reported if it was not yet.
+    #[test]
+    fn tombs_are_capped_and_an_evicted_ones_failure_is_reported() {
+        let mut a = port();
+        let b = port();
+        let (to, t) = (b.addr(), b.token);
+        a.send_record(&to, &eager(b"one"), Payload::Bytes(b"one")).unwrap();
+        let tomb = Tomb {
+            reported: false,
+            next_look: None,
+        };
+        for k in 0..GONE_MAX as u64 {
+            a.peers.gone.insert(!k, tomb);
+        }
+        drop(b);
+        for _ in 0..(2 * SWEEP_ROUNDS * EVICT_PERIOD) as usize {
+            a.poll_records(&mut |_| Disposition::Consumed);
+        }
+        assert_eq!(maps_of(t), 0);
+        assert_eq!(a.peers.gone.len(), GONE_MAX);
+        assert!(a.peers.gone.contains_key(&t));
+        let ev = a.take_events();
+        assert!(
+            matches!(ev.as_slice(), [PeerEvent::Failed(Addr::Shm(x))] if *x > u64::MAX - GONE_MAX as u64),
+            "{ev:?}"
+        );
+    }
+
     /// A peer whose owner's process is gone (its segment not marked
     /// closed: killed; here its pid taken by another process, as our
     /// copy of the owner's start time no longer matching says), that never
