@@ -1028,7 +1028,8 @@ impl ShmPort {
     /// more (records for it, queued or in its ring, would reach nobody;
     /// CMA goes by pid, not through the segment), so our slot there is
     /// closed and the segment unmapped, and the peer becomes a [`Tomb`]. Its
-    /// failure is reported by the next send or liveness check, as before.
+    /// failure, if not reported yet, is reported by the next send or
+    /// liveness check.
     #[cold]
     #[inline(never)]
     fn bury(&mut self, i: usize) {
