@@ -388,6 +388,9 @@ struct PeerOut {
     /// on a cache line the consumer writes): re-read only when short.
     free: u64,
     failed: bool,
+    /// Its owner was found gone (closed, or its process dead): the next
+    /// sweep unmaps its segment (`ShmPort::bury`).
+    gone: bool,
     last_check: Instant,
     /// Sends refused for want of room (`owner_gone`'s clock counter).
     full_retries: u32,
@@ -658,7 +661,7 @@ impl ShmPort {
     /// Whether the peer is (still) reachable; rate-limited liveness check.
     pub fn check_peer(&mut self, token: u64) -> bool {
         let Some(p) = self.peers.get_mut(token) else {
-            return true;
+            return !self.peers.gone.contains_key(&token) || self.tomb_failed(token);
         };
         if p.failed {
             return false;
@@ -667,6 +670,7 @@ impl ShmPort {
             p.last_check = Instant::now();
             if !p.seg.owner_alive() {
                 p.failed = true;
+                p.gone = true;
                 self.events.push(PeerEvent::Failed(Addr::Shm(token)));
                 return false;
             }
@@ -734,6 +738,7 @@ impl ShmPort {
             Ok(false) => {
                 if p.owner_gone() {
                     p.failed = true;
+                    p.gone = true;
                     events.push(PeerEvent::Failed(*peer));
                     return Err(Error::CONNRESET);
                 }
@@ -958,6 +963,7 @@ impl ShmPort {
                     }
                     self.seg.free_slot(slot);
                     self.verified[slot] = None;
+                    self.bury_if_gone(token);
                     continue;
                 }
             }
@@ -1000,6 +1006,92 @@ impl ShmPort {
             None => {
                 self.peers.refused.insert(token);
             }
+        }
+    }
+
+    /// A departed peer (a tomb) asked about: its failure is reported if it
+    /// was not yet. Always false (it is not reachable).
+    #[cold]
+    #[inline(never)]
+    fn tomb_failed(&mut self, token: u64) -> bool {
+        if let Some(t) = self.peers.gone.get_mut(&token) {
+            if !t.reported {
+                t.reported = true;
+                self.events.push(PeerEvent::Failed(Addr::Shm(token)));
+            }
+        }
+        false
+    }
+
+    /// The peer at `i` in `peers.v`, whose owner is gone (its segment
+    /// closed, or its process dead): nothing of ours needs its segment any
+    /// more (records for it, queued or in its ring, would reach nobody;
+    /// CMA goes by pid, not through the segment), so our slot there is
+    /// closed and the segment unmapped, and the peer becomes a [`Tomb`]. Its
+    /// failure, if not reported yet, is reported by the next send or
+    /// liveness check.
+    #[cold]
+    #[inline(never)]
+    fn bury(&mut self, i: usize) {
+        let p = &self.peers.v[i];
+        let tomb = Tomb {
+            reported: p.failed,
+            next_look: p.next_look,
+        };
+        // Our slot in the old segment (the owner is gone: nobody frees it).
+        p.seg.close_slot(p.slot);
+        let (old, moved) = self.peers.remove(i, tomb, &mut self.events);
+        crate::base::log::log_info!(
+            crate::abi::FI_LOG_EP_DATA,
+            "shm: peer {:016x} is gone (pid {}): its segment is unmapped",
+            old.seg.token(),
+            old.seg.owner_pid
+        );
+        drop(old);
+        if let Some((w, seen)) = self.rare.waiting() {
+            if w == i {
+                self.rare.set_waiting(None);
+            } else if Some(w) == moved {
+                self.rare.set_waiting(Some((i, seen)));
+            }
+        }
+    }
+
+    /// The peer `token` stopped sending to us (its slot in our segment
+    /// freed: closed, or its process dead): if its owner is gone, it is
+    /// buried at once.
+    #[cold]
+    fn bury_if_gone(&mut self, token: u64) {
+        if let Some(&i) = self.peers.at.get(&token) {
+            let seg = &self.peers.v[i].seg;
+            if seg.closed() || !seg.owner_alive() {
+                self.bury(i);
+            }
+        }
+    }
+
+    /// The sweep's look at the peers we send to: every one's `closed` word
+    /// (a load each) and one's process (in turn, a /proc read): those whose
+    /// owner is gone (or was found gone by a send or a liveness check) are
+    /// buried.
+    #[cold]
+    #[inline(never)]
+    fn sweep_peers(&mut self) {
+        let n = self.peers.v.len();
+        if n == 0 {
+            return;
+        }
+        let look = self.peers.look_next % n;
+        self.peers.look_next = look + 1;
+        let mut i = 0;
+        while i < self.peers.v.len() {
+            let p = &self.peers.v[i];
+            if p.gone || p.seg.closed() || (i == look && !p.seg.owner_alive()) {
+                // The last entry, moved into `i`, is looked at next.
+                self.bury(i);
+                continue;
+            }
+            i += 1;
         }
     }
 
@@ -1089,6 +1181,7 @@ impl ShmPort {
     /// garbage there refuses every new sender until it is rewritten.
     fn sweep(&mut self) {
         self.seg.repair_header();
+        self.sweep_peers();
         let mut i = self.inbound.nhot;
         while i < self.inbound.v.len() {
             let s = &self.inbound.v[i];
@@ -1221,16 +1314,24 @@ impl PayloadIn for InRecord<'_> {
 
 /// The outbound side towards `token` (opened, with a slot claimed and
 /// announced, on first use): one hash lookup for a known peer.
-/// The peers we send to, by token. Entries are only added (a failed peer
-/// keeps its entry, marked) until the port closes, so an index stays valid;
-/// the last peer used is remembered: a run of sends to one peer (a
-/// ping-pong, a rank's exchange with a neighbour) costs no hash lookup.
+/// The peers we send to, by token. A failed peer keeps its entry, marked,
+/// while its owner lives; one whose owner is gone (its segment closed, or
+/// its process dead) is taken out (`ShmPort::bury`: its mapping released,
+/// the index of the last entry moves into its place) and leaves a
+/// [`Tomb`] in `gone`. The last peer used is remembered: a run of sends to
+/// one peer (a ping-pong, a rank's exchange with a neighbour) costs no hash
+/// lookup.
 #[derive(Default)]
 struct Peers {
     v: Vec<PeerOut>,
     at: FastMap<u64, usize>,
     /// (token, index in `v`) of the last lookup that found its peer.
     last: Option<(u64, usize)>,
+    /// Peers whose owner is gone, their segments unmapped: at most
+    /// [`GONE_MAX`].
+    gone: FastMap<u64, Tomb>,
+    /// The entry of `v` whose owner's process the next sweep looks at.
+    look_next: usize,
     /// Peers that gave up their rings to us before we had one to them
     /// (`ShmPort::refuse`), or to whom we could not open one to reply
     /// (`ShmPort::unreachable`): never opened.
@@ -1248,6 +1349,25 @@ struct Peers {
 /// most one ring's worth of its records before that, which bounds the
 /// overshoot (docs/security.md "Peer budgets").
 pub(crate) const BACKLOG_MAX: usize = (4 << 20) / core::mem::size_of::<WireHdr>();
+
+/// What is kept of a peer whose owner is gone once its segment is unmapped
+/// (a tmpfs file keeps its pages while anyone maps it, even unlinked): the
+/// token (the key) and these two words. A later send to the token reports
+/// the failure first, if it was not yet, then looks for a new owner there
+/// as `revisit` does.
+#[derive(Clone, Copy, Debug)]
+struct Tomb {
+    /// `PeerEvent::Failed` was reported for the incarnation that is gone.
+    reported: bool,
+    /// The address is looked at again (a new owner?) no earlier than this.
+    next_look: Option<Instant>,
+}
+
+/// Tombs kept at most (a few words each): past it, an arbitrary one goes,
+/// its failure reported if it was not yet. A token whose tomb went is a
+/// new address to a later send (a random token is never reused; a named
+/// one's failure was reported).
+const GONE_MAX: usize = 4096;
 
 impl Peers {
     /// Whether the answers queued towards `token` reached [`BACKLOG_MAX`]
@@ -1289,10 +1409,36 @@ impl Peers {
         self.v.iter_mut()
     }
 
+    /// Takes the entry at `i` out, leaving a tomb for its token; the last
+    /// entry moves to `i`. Returns the entry (its segment unmapped when it
+    /// is dropped) and the index the moved entry had, if one moved.
+    fn remove(&mut self, i: usize, tomb: Tomb, events: &mut Vec<PeerEvent>) -> (PeerOut, Option<usize>) {
+        let last = self.v.len() - 1;
+        let p = self.v.swap_remove(i);
+        let token = p.seg.token();
+        self.at.remove(&token);
+        let moved = (i != last).then_some(last);
+        if let Some(q) = self.v.get(i).filter(|_| moved.is_some()) {
+            self.at.insert(q.seg.token(), i);
+        }
+        self.last = None;
+        if self.gone.len() >= GONE_MAX {
+            if let Some((&t, &old)) = self.gone.iter().next() {
+                self.gone.remove(&t);
+                if !old.reported {
+                    events.push(PeerEvent::Failed(Addr::Shm(t)));
+                }
+            }
+        }
+        self.gone.insert(token, tomb);
+        (p, moved)
+    }
+
     fn clear(&mut self) {
         self.last = None;
         self.at.clear();
         self.v.clear();
+        self.gone.clear();
     }
 }
 
@@ -1309,7 +1455,7 @@ fn peer_out<'a>(
     events: &mut Vec<PeerEvent>,
 ) -> Result<&'a mut PeerOut> {
     let Some(i) = peers.index(token) else {
-        return open_peer(peers, ring_tx, me, my_token, token);
+        return open_peer(peers, ring_tx, me, my_token, token, events);
     };
     // The segment's `closed` word (a line nobody writes while the owner
     // lives): its owner closed the endpoint, or a process that found the
@@ -1360,6 +1506,7 @@ fn revisit<'a>(
     if !p.seg.closed() && p.seg.owner_alive() {
         return Err(Error::CONNRESET);
     }
+    p.gone = true;
     #[cfg(test)]
     let no_room = peers.no_room_for_claims;
     #[cfg(not(test))]
@@ -1379,6 +1526,9 @@ fn revisit<'a>(
 }
 
 /// First contact with a peer: open its segment, claim a slot, announce.
+/// A departed peer's token (a [`Tomb`]) is `revisit`'s case: its failure
+/// reported first, then a new owner at the address reached, if one is
+/// there (looked for at most every `LIVENESS_PERIOD`).
 #[cold]
 #[inline(never)]
 fn open_peer<'a>(
@@ -1387,6 +1537,7 @@ fn open_peer<'a>(
     me: SlotSender,
     my_token: u64,
     token: u64,
+    events: &mut Vec<PeerEvent>,
 ) -> Result<&'a mut PeerOut> {
     if peers.refused.contains(&token) {
         return Err(Error::CONNRESET);
@@ -1395,6 +1546,31 @@ fn open_peer<'a>(
     let no_room = peers.no_room_for_claims;
     #[cfg(not(test))]
     let no_room = false;
+    if let Some(t) = peers.gone.get_mut(&token) {
+        if !t.reported {
+            t.reported = true;
+            events.push(PeerEvent::Failed(Addr::Shm(token)));
+        }
+        if events.iter().any(|e| *e.peer() == Addr::Shm(token)) {
+            return Err(Error::AGAIN);
+        }
+        let now = Instant::now();
+        if t.next_look.is_some_and(|at| now < at) {
+            return Err(Error::CONNRESET);
+        }
+        t.next_look = Some(now + LIVENESS_PERIOD);
+        // The owner we knew is gone: a live one there now is a new one.
+        let Ok(fresh) = connect(ring_tx, me, my_token, token, no_room) else {
+            return Err(Error::CONNRESET);
+        };
+        crate::base::log::log_info!(
+            crate::abi::FI_LOG_EP_DATA,
+            "shm: peer {token:016x} has a new owner (pid {}, the last one is gone): sending there",
+            fresh.seg.owner_pid
+        );
+        peers.gone.remove(&token);
+        return Ok(peers.insert(token, fresh));
+    }
     let p = connect(ring_tx, me, my_token, token, no_room)?;
     Ok(peers.insert(token, p))
 }
@@ -1435,6 +1611,7 @@ fn connect(ring_tx: &Ringer, me: SlotSender, my_token: u64, token: u64, no_room:
         tail: 0,
         free: 0,
         failed: false,
+        gone: false,
         last_check: Instant::now(),
         full_retries: 0,
         reserved: ring::RESERVE_FIRST,
@@ -3211,6 +3388,111 @@ mod tests {
         assert_eq!(ops(&mut a), vec![op::EAGER]);
     }
 
+    /// Mappings of the segment of `token` in this process (/proc/self/maps
+    /// lines naming it; a removed one's end in " (deleted)").
+    fn maps_of(token: u64) -> usize {
+        let name = segment::seg_name(token).into_string().unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        maps.lines().filter(|l| l.contains(name.as_str())).count()
+    }
+
+    /// A peer that closed its endpoint (after an exchange both ways): once
+    /// its slot in our segment is seen closed, our mapping of its removed
+    /// segment goes (its pages with it). A send to its address then reports
+    /// the failure first and reaches the endpoint reopened there.
+    #[test]
+    fn a_closed_peers_segment_is_unmapped_and_its_address_revisited() {
+        let mut a = port();
+        let mut b = port();
+        let (to, t) = (b.addr(), b.token);
+        let one = eager(b"one");
+        a.send_record(&to, &one, Payload::Bytes(b"one")).unwrap();
+        b.send_record(&a.addr(), &one, Payload::Bytes(b"one")).unwrap();
+        assert_eq!(ops(&mut b), vec![op::EAGER]);
+        assert_eq!(ops(&mut a), vec![op::EAGER]);
+        assert_eq!(maps_of(t), 2, "b's own mapping and a's");
+        drop(b);
+        assert_eq!(maps_of(t), 1);
+        for _ in 0..4 {
+            a.poll_records(&mut |_| Disposition::Consumed);
+        }
+        assert_eq!(maps_of(t), 0, "a still maps the closed peer's removed segment");
+        assert!(a.peers.v.is_empty() && a.peers.gone.contains_key(&t));
+        assert!(a.take_events().is_empty(), "reported by the next send, not before");
+        let mut b2 = ShmPort::new(t, LIM).unwrap();
+        assert_eq!(a.send_record(&to, &one, Payload::Bytes(b"one")), Err(Error::AGAIN));
+        assert_eq!(a.take_events(), vec![PeerEvent::Failed(to)]);
+        a.send_record(&to, &one, Payload::Bytes(b"one")).unwrap();
+        assert_eq!(ops(&mut b2), vec![op::EAGER]);
+        assert!(a.peers.gone.is_empty() && a.peers.v.len() == 1);
+        assert_eq!(maps_of(t), 2, "b2's own mapping and a's");
+    }
+
+    /// Tombs are capped: a peer buried with GONE_MAX tombs kept takes an
+    /// arbitrary one's place, whose failure is reported if it was not yet.
+    #[test]
+    fn tombs_are_capped_and_an_evicted_ones_failure_is_reported() {
+        let mut a = port();
+        let b = port();
+        let (to, t) = (b.addr(), b.token);
+        a.send_record(&to, &eager(b"one"), Payload::Bytes(b"one")).unwrap();
+        let tomb = Tomb {
+            reported: false,
+            next_look: None,
+        };
+        for k in 0..GONE_MAX as u64 {
+            a.peers.gone.insert(!k, tomb);
+        }
+        drop(b);
+        for _ in 0..(2 * SWEEP_ROUNDS * EVICT_PERIOD) as usize {
+            a.poll_records(&mut |_| Disposition::Consumed);
+        }
+        assert_eq!(maps_of(t), 0);
+        assert_eq!(a.peers.gone.len(), GONE_MAX);
+        assert!(a.peers.gone.contains_key(&t));
+        let ev = a.take_events();
+        assert!(
+            matches!(ev.as_slice(), [PeerEvent::Failed(Addr::Shm(x))] if *x > u64::MAX - GONE_MAX as u64),
+            "{ev:?}"
+        );
+    }
+
+    /// A peer whose owner's process is gone (its segment not marked
+    /// closed: killed; here its pid taken by another process, as our
+    /// copy of the owner's start time no longer matching says), that never
+    /// sends to us: the periodic sweep finds it, and our mapping goes;
+    /// a live peer's (even a failed one's) stays. The address is reached
+    /// again once a new owner holds it.
+    #[test]
+    fn a_dead_owners_segment_is_unmapped_by_the_sweep() {
+        let mut a = port();
+        let b = port();
+        let c = port();
+        let (to, t) = (b.addr(), b.token);
+        let one = eager(b"one");
+        a.send_record(&to, &one, Payload::Bytes(b"one")).unwrap();
+        a.send_record(&c.addr(), &one, Payload::Bytes(b"one")).unwrap();
+        a.peers.get_mut(c.token).unwrap().failed = true;
+        a.peers.get_mut(t).unwrap().seg.owner_start += 1;
+        assert_eq!((maps_of(t), maps_of(c.token)), (2, 2));
+        for _ in 0..(2 * SWEEP_ROUNDS * EVICT_PERIOD) as usize {
+            a.poll_records(&mut |_| Disposition::Consumed);
+        }
+        assert_eq!(maps_of(t), 1, "a still maps the dead owner's segment");
+        assert_eq!(maps_of(c.token), 2, "a live owner's segment was unmapped");
+        assert_eq!(a.peers.v.len(), 1);
+        assert!(a.take_events().is_empty());
+        assert!(!a.check_peer(t));
+        assert_eq!(a.take_events(), vec![PeerEvent::Failed(to)]);
+        assert!(!a.check_peer(t));
+        assert!(a.take_events().is_empty(), "reported once");
+        drop(b);
+        let mut b2 = ShmPort::new(t, LIM).unwrap();
+        a.send_record(&to, &one, Payload::Bytes(b"one")).unwrap();
+        assert_eq!(ops(&mut b2), vec![op::EAGER]);
+        assert!(a.take_events().is_empty());
+    }
+
     /// A failed peer whose owner is still there (here: it broke its ring)
     /// stays failed: no second ring is claimed in the same segment.
     #[test]
@@ -3383,6 +3665,7 @@ mod tests {
             tail: 0,
             free: 0,
             failed: false,
+            gone: false,
             last_check: Instant::now(),
             full_retries: 0,
             reserved: ring::RESERVE_FIRST,

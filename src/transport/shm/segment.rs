@@ -547,6 +547,11 @@ impl Segment {
         self.word(H_CLOSED).store(1, Ordering::Release);
     }
 
+    /// The token of the endpoint whose segment this is.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
     /// The owner marked the segment closed (its endpoint is gone).
     pub fn closed(&self) -> bool {
         self.read_u64(H_CLOSED) != 0
