@@ -137,6 +137,20 @@ pub(crate) fn connect(fd: BorrowedFd<'_>, a: &SocketAddr) -> Result<bool> {
     }
 }
 
+/// Whether a connected socket is connected to itself: a dial to a local
+/// port nobody listens on that the kernel gave that same port as its
+/// source (TCP's simultaneous open then connects it to itself).
+pub(crate) fn connected_to_itself(fd: BorrowedFd<'_>) -> bool {
+    matches!((local_addr(fd), peer_addr(fd)), (Ok(l), Ok(p)) if l == p)
+}
+
+/// Makes the socket's close a reset (SO_LINGER 0): no TIME_WAIT is left
+/// holding its port.
+pub(crate) fn reset_on_close(fd: BorrowedFd<'_>) {
+    // Failure only leaves the port in TIME_WAIT for a while.
+    let _ = sockopt::set_socket_linger(fd, Some(std::time::Duration::ZERO));
+}
+
 /// The pending error of a socket (SO_ERROR), e.g. of a finished connect.
 pub(crate) fn take_error(fd: BorrowedFd<'_>) -> Option<Error> {
     match sockopt::socket_error(fd) {

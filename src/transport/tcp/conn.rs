@@ -448,7 +448,18 @@ impl Conn {
         let err_hup = ev & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0;
         if self.phase == Phase::Dialing {
             if ev & OUT != 0 || err_hup {
-                return Ready::Dialed(self.socket_error().map_or(Ok(()), Err));
+                return Ready::Dialed(match self.socket_error() {
+                    Some(e) => Err(e),
+                    // Nobody listened at the address (the kernel gave the
+                    // dial that port as its source): refused, and the port
+                    // is left free for whoever binds it next (a restarted
+                    // endpoint), not held in TIME_WAIT by our close.
+                    None if net::connected_to_itself(self.sock.as_fd()) => {
+                        net::reset_on_close(self.sock.as_fd());
+                        Err(Error::CONNREFUSED)
+                    }
+                    None => Ok(()),
+                });
             }
             return Ready::Io {
                 write: false,

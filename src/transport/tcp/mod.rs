@@ -861,6 +861,28 @@ impl TcpPort {
     }
 
     /// Writes every queue that waits for a pass.
+    /// Reads the established connections that records wait for before the
+    /// records are written: a peer that died since (its end of stream or
+    /// reset is in the socket) is failed first, and the records fail with
+    /// it (`FI_ECONNRESET`) instead of going into the dead connection, which
+    /// the kernel still takes after the peer's FIN (the dead socket answers
+    /// with a reset: the records would be reported sent, and lost). One
+    /// read per connection and pass with records in a burst; a record
+    /// written at once (the first after a pass) goes unchecked: what the
+    /// kernel had taken before the peer's end was known is the connection's
+    /// and fails or is lost with it, as on any TCP stream.
+    fn read_corked(&mut self, d: &mut dyn Delivery) {
+        let ids: Vec<u64> = self
+            .corked
+            .iter()
+            .filter_map(|a| self.peers.get(a).and_then(|p| p.conn))
+            .filter(|id| self.conns.get(id).is_some_and(|c| c.conn.readable_now()))
+            .collect();
+        for id in ids {
+            self.read_conn(id, d);
+        }
+    }
+
     fn flush_corked(&mut self) {
         for a in std::mem::take(&mut self.corked) {
             if let Some(p) = self.peers.get_mut(&a) {
@@ -877,6 +899,13 @@ impl TcpPort {
         self.pass += 1;
         self.charged = 0;
         self.now = Instant::now();
+        if !self.corked.is_empty() {
+            // Earlier records' reports first: completions keep their order.
+            for (id, r) in std::mem::take(&mut self.sent) {
+                d.sent(id, r);
+            }
+            self.read_corked(d);
+        }
         self.flush_corked();
         self.cork.end_burst();
         for (id, r) in std::mem::take(&mut self.sent) {

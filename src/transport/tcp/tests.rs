@@ -436,6 +436,59 @@ fn restarted_peer_at_the_same_address_gets_a_fresh_connection() {
     assert_eq!(ca2.got[0].2, b"two".to_vec());
 }
 
+/// A peer killed (no BYE: its sockets just close, FIN) and restarted at
+/// its address: records that waited in a burst for the dead connection are
+/// written only after the pass has read that connection, so they fail with
+/// `FI_ECONNRESET` instead of going into the half-closed socket (where the
+/// kernel takes them and the dead socket answers with a reset: lost, yet
+/// reported sent); the next send reaches the new incarnation, and nothing
+/// meant for the old one does.
+#[test]
+fn records_waiting_for_a_killed_peer_fail_and_the_next_send_reaches_its_restart() {
+    let mut a = port();
+    let mut ca = Core::default();
+    let mut b = port();
+    let mut cb = Core::default();
+    let b_addr = b.addr();
+    let Addr::Inet(b_sock) = b_addr else { unreachable!() };
+    send_bytes(&mut a, &b_addr, 1, b"one", 1).unwrap();
+    pump(&mut [(&mut a, &mut ca), (&mut b, &mut cb)], |p| p[1].1.got.len() == 1);
+    // kill -9: the sockets close without BYE (b read everything: a FIN).
+    b.closed = true;
+    drop(b);
+    let mut b2 = TcpPort::new(b_sock, LIM, &TcpSettings::default()).unwrap();
+    let mut cb2 = Core::default();
+    // Two records posted in one burst, before a's next pass.
+    a.more_coming();
+    let (stale, lost) = (b"to the dead".to_vec(), b"request".to_vec());
+    assert_eq!(send_bytes(&mut a, &b_addr, 2, &stale, 2).unwrap(), Sent::Queued);
+    assert_eq!(send_bytes(&mut a, &b_addr, 3, &lost, 3).unwrap(), Sent::Queued);
+    let t = Instant::now();
+    ca.sent.retain(|&(id, _)| id != 1);
+    a.poll(&mut ca);
+    core_take(&mut a);
+    ca.sent.retain(|&(id, _)| id != 1);
+    while ca.sent.len() < 2 && t.elapsed() < Duration::from_secs(2) {
+        a.poll(&mut ca);
+        core_take(&mut a);
+        b2.poll(&mut cb2);
+        core_take(&mut b2);
+    }
+    assert_eq!(ca.sent, vec![(2, Err(Error::CONNRESET)), (3, Err(Error::CONNRESET))]);
+    // Sent again, after the failure: a fresh connection to b2.
+    send_bytes(&mut a, &b_addr, 3, &lost, 4).unwrap();
+    pump(&mut [(&mut a, &mut ca), (&mut b2, &mut cb2)], |p| p[1].1.got.len() == 1);
+    assert_eq!(cb2.got[0].1, 3);
+    assert_eq!(cb2.got[0].2, lost);
+    for _ in 0..50 {
+        a.poll(&mut ca);
+        core_take(&mut a);
+        b2.poll(&mut cb2);
+        core_take(&mut b2);
+    }
+    assert_eq!(cb2.got.len(), 1);
+}
+
 #[test]
 fn advertised_address_is_never_a_wildcard() {
     let ifs = vec![

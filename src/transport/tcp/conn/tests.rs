@@ -255,6 +255,39 @@ fn a_dial_to_a_closed_port_fails_with_its_reason() {
     }
 }
 
+/// A dial to a loopback port nobody listens on may be given that very
+/// port as its source (the kernel picks any free one) and connect to
+/// itself (TCP's simultaneous open). Such a dial fails as refused, and its
+/// socket is aborted (no TIME_WAIT): the port stays free for a restarted
+/// endpoint to listen on (else its bind fails with EADDRINUSE for a
+/// minute).
+#[test]
+fn a_dial_connected_to_itself_is_refused_and_frees_its_port() {
+    // A source bound the way a dial's is (no SO_REUSEADDR), to a free port
+    // the dial then targets: the self-connect the kernel may pick at random.
+    let me = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let from = net::stream_socket(&me).unwrap();
+    rustix::net::bind(&from, &me).unwrap();
+    let got = match Conn::dial(Some(from), &me, Duration::from_secs(10)) {
+        Err(e) => Err(e),
+        Ok(c) => {
+            let t = Instant::now();
+            let r = loop {
+                crate::sys::poll_readable(c.sock.as_raw_fd(), Some(Duration::from_millis(10)));
+                if let Ready::Dialed(r) = c.ready(OUT) {
+                    break r;
+                }
+                assert!(t.elapsed() < Duration::from_secs(5), "no outcome");
+            };
+            drop(c);
+            r
+        }
+    };
+    assert_eq!(got, Err(Error::CONNREFUSED));
+    // The port is free for a listener (as a restarted endpoint binds it).
+    assert!(net::listen(&me, 8).is_ok());
+}
+
 /// A deadline expires when it is due, not before; the alarm fires once
 /// for the earliest deadline, rings at once on demand, and disarms.
 #[test]
