@@ -208,7 +208,7 @@ C_TEST_BINS := $(patsubst c-tests/%.c,$(BUILD)/c-tests/%,$(C_TEST_SRCS))
 
 # -Iinclude: the tests see this tree's <rdma/fi_ext_rustfab.h>, not an
 # installed one.
-$(BUILD)/c-tests/%: c-tests/%.c c-tests/harness.h c-tests/rdm_common.h $(HEADER)
+$(BUILD)/c-tests/%: c-tests/%.c c-tests/harness.h c-tests/rdm_common.h c-tests/flood_common.h $(HEADER)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iinclude -o $@ $< -lfabric -lpthread
 
@@ -276,7 +276,7 @@ ASAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fn
                -Wall -Wextra -Werror -Wno-unused-parameter
 ASAN_BINS   := $(patsubst c-tests/%.c,$(BUILD)/asan/c-tests/%,$(C_TEST_SRCS)) $(BUILD)/asan/stress/rf_stress
 
-$(BUILD)/asan/c-tests/%: c-tests/%.c c-tests/harness.h c-tests/rdm_common.h $(HEADER)
+$(BUILD)/asan/c-tests/%: c-tests/%.c c-tests/harness.h c-tests/rdm_common.h c-tests/flood_common.h $(HEADER)
 	@mkdir -p $(dir $@)
 	$(CC) $(ASAN_CFLAGS) -Iinclude -o $@ $< -lfabric -lpthread
 
