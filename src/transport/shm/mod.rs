@@ -70,6 +70,14 @@ const HOT_KEEP: usize = 4;
 /// between publishing a record and signalling it costs latency, never the
 /// record.
 const SWEEP_ROUNDS: u32 = 64;
+
+/// A sweep looks at one sent-to peer's process (a /proc read: microseconds,
+/// against a ping-pong's ~0.1 µs pass) only once every this many sweeps
+/// (every 262,144 passes): the look only frees the mapping of a peer that
+/// died without closing; sends and liveness checks find a dead peer on
+/// their own.
+const PROC_LOOK_SWEEPS: u32 = 64;
+
 /// How long a sender retries its "who I am" datagram when the owner's
 /// doorbell queue is full (it then goes on unverified: no CMA from it).
 const HELLO_PATIENCE: Duration = Duration::from_millis(50);
@@ -1071,9 +1079,9 @@ impl ShmPort {
     }
 
     /// The sweep's look at the peers we send to: every one's `closed` word
-    /// (a load each) and one's process (in turn, a /proc read): those whose
-    /// owner is gone (or was found gone by a send or a liveness check) are
-    /// buried.
+    /// (a load each) and, every [`PROC_LOOK_SWEEPS`]th sweep, one's process
+    /// (in turn, a /proc read): those whose owner is gone (or was found
+    /// gone by a send or a liveness check) are buried.
     #[cold]
     #[inline(never)]
     fn sweep_peers(&mut self) {
@@ -1081,12 +1089,17 @@ impl ShmPort {
         if n == 0 {
             return;
         }
-        let look = self.peers.look_next % n;
-        self.peers.look_next = look + 1;
+        self.peers.proc_sweeps += 1;
+        let look = (self.peers.proc_sweeps >= PROC_LOOK_SWEEPS).then(|| {
+            self.peers.proc_sweeps = 0;
+            let l = self.peers.look_next % n;
+            self.peers.look_next = l + 1;
+            l
+        });
         let mut i = 0;
         while i < self.peers.v.len() {
             let p = &self.peers.v[i];
-            if p.gone || p.seg.closed() || (i == look && !p.seg.owner_alive()) {
+            if p.gone || p.seg.closed() || (look == Some(i) && !p.seg.owner_alive()) {
                 // The last entry, moved into `i`, is looked at next.
                 self.bury(i);
                 continue;
@@ -1330,8 +1343,10 @@ struct Peers {
     /// Peers whose owner is gone, their segments unmapped: at most
     /// [`GONE_MAX`].
     gone: FastMap<u64, Tomb>,
-    /// The entry of `v` whose owner's process the next sweep looks at.
+    /// The entry of `v` whose owner's process the next look is at.
     look_next: usize,
+    /// Sweeps since a process was last looked at.
+    proc_sweeps: u32,
     /// Peers that gave up their rings to us before we had one to them
     /// (`ShmPort::refuse`), or to whom we could not open one to reply
     /// (`ShmPort::unreachable`): never opened.
@@ -3475,7 +3490,7 @@ mod tests {
         a.peers.get_mut(c.token).unwrap().failed = true;
         a.peers.get_mut(t).unwrap().seg.owner_start += 1;
         assert_eq!((maps_of(t), maps_of(c.token)), (2, 2));
-        for _ in 0..(2 * SWEEP_ROUNDS * EVICT_PERIOD) as usize {
+        for _ in 0..(2 * SWEEP_ROUNDS * EVICT_PERIOD * PROC_LOOK_SWEEPS) as usize {
             a.poll_records(&mut |_| Disposition::Consumed);
         }
         assert_eq!(maps_of(t), 1, "a still maps the dead owner's segment");
