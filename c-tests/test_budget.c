@@ -88,12 +88,6 @@ static int flooder_connect(int port, uint64_t nonce)
 	return s;
 }
 
-static double flood_secs(void)
-{
-	const char *s = getenv("RF_FLOOD_SECS");
-	double v = s && *s ? atof(s) : 6;
-	return v > 0 ? v : 6;
-}
 
 /*
  * Floods A with `op` records (READ_REQ, or EAGER with ACK_REQ) for

@@ -247,12 +247,6 @@ static int hostile(int eager, const char *vaddr, int stop, int rep)
 /* ---- the endpoint under attack and the honest peer ---- */
 
 
-static double flood_secs(void)
-{
-	const char *s = getenv("RF_FLOOD_SECS");
-	double v = s && *s ? atof(s) : 6;
-	return v > 0 ? v : 6;
-}
 
 /* Reads what `fd` has within `secs` (progressing A meanwhile) into `buf`,
  * up to a newline or `n - 1` bytes; the bytes read. */

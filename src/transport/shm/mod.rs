@@ -423,6 +423,28 @@ struct PeerOut {
 }
 
 impl PeerOut {
+    /// Our newly activated ring at `slot` of the peer's segment `seg`.
+    fn new(seg: Segment, bell: DoorbellAddr, slot: usize) -> PeerOut {
+        let ring = seg.ring(slot);
+        PeerOut {
+            seg,
+            bell,
+            slot,
+            ring,
+            tail: 0,
+            free: 0,
+            failed: false,
+            gone: false,
+            last_check: Instant::now(),
+            full_retries: 0,
+            reserved: ring::RESERVE_FIRST,
+            confined: false,
+            no_room: false,
+            next_look: None,
+            backlog: VecDeque::new(),
+        }
+    }
+
     /// Whether the ring's owner is gone, asked when its ring is full: its
     /// closed flag every time (one load), its process (a /proc read) at most
     /// every LIVENESS_PERIOD, so a sender spinning on -FI_EAGAIN against a
@@ -1616,25 +1638,7 @@ fn connect(ring_tx: &Ringer, me: SlotSender, my_token: u64, token: u64, no_room:
     };
     announce(ring_tx, &seg, &bell, segment::hello_bytes(token, claim, my_token));
     seg.activate(claim, me);
-    let slot = claim.slot;
-    let ring = seg.ring(slot);
-    Ok(PeerOut {
-        seg,
-        bell,
-        slot,
-        ring,
-        tail: 0,
-        free: 0,
-        failed: false,
-        gone: false,
-        last_check: Instant::now(),
-        full_retries: 0,
-        reserved: ring::RESERVE_FIRST,
-        confined: false,
-        no_room: false,
-        next_look: None,
-        backlog: VecDeque::new(),
-    })
+    Ok(PeerOut::new(seg, bell, claim.slot))
 }
 
 /// A closed slot whose `abort` word holds a code no sender writes (only
@@ -3671,24 +3675,7 @@ mod tests {
             .send(&bell, &segment::hello_bytes(b.token, c, liar.token))
             .unwrap();
         seg.activate(c, liar);
-        let ring = seg.ring(c.slot);
-        let mut out = PeerOut {
-            seg,
-            bell,
-            slot: c.slot,
-            ring,
-            tail: 0,
-            free: 0,
-            failed: false,
-            gone: false,
-            last_check: Instant::now(),
-            full_retries: 0,
-            reserved: ring::RESERVE_FIRST,
-            confined: false,
-            no_room: false,
-            next_look: None,
-            backlog: VecDeque::new(),
-        };
+        let mut out = PeerOut::new(seg, bell, c.slot);
         assert_eq!(write_record(&mut out, &eager(&[2]), &Payload::Bytes(&[2])), Ok(true));
         assert_eq!(sources(&mut b), vec![(Addr::Shm(0x1234), 0)], "unverified: pid 0");
         // CMA is refused for any pid but a verified sender's.
