@@ -21,6 +21,10 @@
  * peers' it writes into) is reported. RF_FLOOD_SECS sets each flood's
  * length (default 6; the acceptance run is 60, which also holds B's median
  * round trip to twice its unloaded one). Always over shm.
+ *
+ * A flooder that reads none of its answers stays at its budget: past
+ * FI_RUSTFAB_PEER_BUDGET_TIMEOUT there it is cut off, A's operations with
+ * it ending with FI_ECONNRESET, while B's round trips go on.
  */
 #define _GNU_SOURCE
 #include "rdm_common.h"
@@ -165,10 +169,13 @@ static uint64_t read_answers(struct seg *s, unsigned char *ring, uint64_t *head,
 	return n;
 }
 
-/* The flooder: see the top of the file. Reports "records answers matching"
- * on `rep` when `stop` becomes readable. */
-static int hostile(int eager, const char *vaddr, int stop, int rep)
+/* The flooder: see the top of the file. `mode`: 0 READ_REQ, 1 ACK_REQ
+ * eager, both read at 8 KiB/s; 2 READ_REQ, nothing read (its address is
+ * reported after the "R"). Reports "records answers matching" on `rep` when
+ * `stop` becomes readable. */
+static int hostile(int mode, const char *vaddr, int stop, int rep)
 {
+	int eager = mode == 1, reads = mode != 2;
 	struct end H;
 	fi_addr_t to;
 	char tx[8] = "hello";
@@ -207,6 +214,8 @@ static int hostile(int eager, const char *vaddr, int stop, int rep)
 	}
 	if (write(rep, "R", 1) != 1)
 		return 8;
+	if (!reads && dprintf(rep, "%s\n", H.addr) < 0)
+		return 8;
 	uint64_t sent = 0, nread = 0, matching = 0, ahead = 0, id = 1;
 	double t0 = now_sec();
 	uint8_t answer_op = eager ? 3 /* ACK */ : 12 /* RMA_ACK */;
@@ -222,7 +231,7 @@ static int hostile(int eager, const char *vaddr, int stop, int rep)
 		}
 		if (!answers)
 			answers = ring_of(&own, victim);
-		if (answers) {
+		if (answers && reads) {
 			uint64_t allowed = (uint64_t)((now_sec() - t0) * SLOW_READ_CELLS_PER_SEC);
 			if (allowed > nread)
 				nread += read_answers(&own, answers, &ahead, allowed - nread, answer_op, &matching);
@@ -270,6 +279,33 @@ static size_t read_progressing(int fd, char *buf, size_t n, double secs)
 	return got;
 }
 
+/* Starts the flooder in `mode` (hostile()) against A; its pid, with the
+ * pipes it stops on and reports on. */
+static pid_t start_hostile(int mode, int *stop_w, int *rep_r)
+{
+	int stop[2], rep[2];
+	if (pipe(stop) || pipe(rep))
+		return -1;
+	pid_t pid = rf_fork();
+	if (pid == 0) {
+		char m[8], sfd[16], rfd[16];
+		close(stop[1]);
+		close(rep[0]);
+		snprintf(m, sizeof m, "%d", mode);
+		snprintf(sfd, sizeof sfd, "%d", stop[0]);
+		snprintf(rfd, sizeof rfd, "%d", rep[1]);
+		/* By its path, not /proc/self/exe: under valgrind (make
+		 * memcheck, --trace-children) that names valgrind itself. */
+		execlp(self_path, self_path, "--hostile", m, A.addr, sfd, rfd, (char *)NULL);
+		_exit(127);
+	}
+	close(stop[0]);
+	close(rep[1]);
+	*stop_w = stop[1];
+	*rep_r = rep[0];
+	return pid;
+}
+
 /*
  * Floods A from a hostile process with `eager` ? ACK_REQ messages :
  * READ_REQ records for RF_FLOOD_SECS while B ping-pongs with A; checks A's
@@ -292,27 +328,12 @@ static void flood(int eager)
 		CHECK(t >= 0);
 		unloaded[nu++] = t;
 	}
-	int stop[2], rep[2];
-	CHECK_OK(pipe(stop));
-	CHECK_OK(pipe(rep));
-	pid_t pid = rf_fork();
-	if (pid == 0) {
-		char mode[8], sfd[16], rfd[16];
-		close(stop[1]);
-		close(rep[0]);
-		snprintf(mode, sizeof mode, "%d", eager);
-		snprintf(sfd, sizeof sfd, "%d", stop[0]);
-		snprintf(rfd, sizeof rfd, "%d", rep[1]);
-		/* By its path, not /proc/self/exe: under valgrind (make
-		 * memcheck, --trace-children) that names valgrind itself. */
-		execlp(self_path, self_path, "--hostile", mode, A.addr, sfd, rfd, (char *)NULL);
-		_exit(127);
-	}
-	close(stop[0]);
-	close(rep[1]);
+	int stop, rep;
+	pid_t pid = start_hostile(eager, &stop, &rep);
+	CHECK(pid > 0);
 	char buf[128];
 	/* H's first message is taken by a flood receive as A progresses. */
-	CHECK_EQ(read_progressing(rep[0], buf, sizeof buf, 20), 1);
+	CHECK_EQ(read_progressing(rep, buf, sizeof buf, 20), 1);
 	CHECK_EQ(buf[0], 'R');
 	long anon0 = status_kb("RssAnon:"), shm0 = status_kb("RssShmem:"), rss0 = status_kb("VmRSS:");
 	long anon_peak = anon0, shm_peak = shm0, rss_peak = rss0;
@@ -342,15 +363,15 @@ static void flood(int eager)
 		}
 	}
 	double secs = now_sec() - t0;
-	CHECK_EQ(write(stop[1], "S", 1), 1);
+	CHECK_EQ(write(stop, "S", 1), 1);
 	unsigned long long sent = 0, nread = 0, matching = 0;
-	size_t got = read_progressing(rep[0], buf, sizeof buf, 20);
+	size_t got = read_progressing(rep, buf, sizeof buf, 20);
 	CHECK(got > 0 && sscanf(buf, "%llu %llu %llu", &sent, &nread, &matching) == 3);
 	int st = -1;
 	CHECK_EQ(waitpid(pid, &st, 0), pid);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	close(stop[1]);
-	close(rep[0]);
+	close(stop);
+	close(rep);
 	double um = median(unloaded, nu), lm = median(loaded, nl);
 	printf("    %s flood %.0f s: %llu records written, %llu answers read (%llu %s); RssAnon %ld -> peak %ld kB "
 	       "(+%ld kB, bound %.0f kB), RssShmem %ld -> peak %ld kB (+%ld kB), VmRSS +%ld kB; B: %d round trips (%d "
@@ -369,6 +390,89 @@ static void flood(int eager)
 	CHECK(matching > 0); /* and A answered */
 	if (flood_secs() >= 60)
 		CHECK(lm <= 2 * um);
+	end_close(&A);
+	end_close(&B);
+}
+
+/* A's budget for this test: 16 KiB of answers (256 records), 300 ms. */
+#define CUT_BUDGET "16384"
+#define CUT_TIMEOUT_MS 300
+
+/*
+ * A flooder that reads none of A's answers: A stops consuming its ring at
+ * the budget, and CUT_TIMEOUT_MS later cuts it off. A message A sends the
+ * flooder asking for delivery complete (no answer can come from it) ends
+ * with FI_ECONNRESET, returned by fi_tsendmsg or as an error completion;
+ * B's round trips with A complete before and after.
+ */
+TEST(a_flooder_that_reads_nothing_is_cut_off)
+{
+	struct end_opts ao = {.caps = FI_MSG | FI_TAGGED | FI_RMA};
+	char timeout[16];
+	snprintf(timeout, sizeof timeout, "%d", CUT_TIMEOUT_MS);
+	setenv("FI_RUSTFAB_PEER_BUDGET", CUT_BUDGET, 1);
+	setenv("FI_RUSTFAB_PEER_BUDGET_TIMEOUT", timeout, 1);
+	int opened = end_open(&A, &ao);
+	unsetenv("FI_RUSTFAB_PEER_BUDGET");
+	unsetenv("FI_RUSTFAB_PEER_BUDGET_TIMEOUT");
+	CHECK_OK(opened);
+	CHECK_OK(end_open(&B, &DEF));
+	CHECK_OK(ends_connect(&A, &B));
+	for (int i = 0; i < FLOOD_RECVS; i++)
+		CHECK_OK(fi_trecv(A.ep, flood_rx[i], sizeof flood_rx[i], NULL, FI_ADDR_UNSPEC, TAG_FLOOD, 0,
+				  (void *)CTX_FLOOD));
+	CHECK(round_trip() >= 0);
+	int stop, rep;
+	pid_t pid = start_hostile(2, &stop, &rep);
+	CHECK(pid > 0);
+	char buf[160];
+	CHECK_EQ(read_progressing(rep, buf, sizeof buf, 20), 1);
+	CHECK_EQ(buf[0], 'R');
+	CHECK(read_progressing(rep, buf, sizeof buf, 20) > 1);
+	buf[strcspn(buf, "\n")] = 0;
+	fi_addr_t h;
+	CHECK_EQ(fi_av_insert(A.av, buf, 1, &h, 0, NULL), 1);
+	/* The message to H: refused for room while A's answers fill its ring
+	 * and wait (H reads none), then, once H is cut off, refused for good;
+	 * or taken, and then ended in error at the cut-off. */
+	char tx[8] = "to H";
+	struct iovec iov = {.iov_base = tx, .iov_len = sizeof tx};
+	struct fi_msg_tagged m = {.msg_iov = &iov, .iov_count = 1, .addr = h, .tag = TAG_FLOOD, .context = &h};
+	double t0 = now_sec(), deadline = t0 + 10 * rf_time_scale();
+	int err = 0;
+	ssize_t r;
+	while ((r = fi_tsendmsg(A.ep, &m, FI_DELIVERY_COMPLETE)) == -FI_EAGAIN && now_sec() < deadline)
+		fi_cq_read(A.cq, NULL, 0);
+	if (r)
+		err = (int)-r;
+	while (!err && now_sec() < deadline) {
+		struct fi_cq_tagged_entry c[16];
+		ssize_t n = fi_cq_read(A.cq, c, 16);
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry e = {0};
+			CHECK_EQ(fi_cq_readerr(A.cq, &e, 0), 1);
+			if (e.op_context == &h)
+				err = e.err;
+		}
+		for (ssize_t i = 0; i < n; i++)
+			CHECK(c[i].op_context != &h); /* H never took it */
+	}
+	double took = now_sec() - t0;
+	printf("    the send to H ended with %d (%s) after %.2f s\n", err, fi_strerror(err), took);
+	CHECK_EQ(err, FI_ECONNRESET);
+	CHECK(took >= CUT_TIMEOUT_MS / 1000.0 * 0.8);
+	for (int i = 0; i < 20; i++)
+		CHECK(round_trip() >= 0);
+	CHECK_EQ(write(stop, "S", 1), 1);
+	unsigned long long sent = 0, nread = 1, matching = 0;
+	CHECK(read_progressing(rep, buf, sizeof buf, 20) > 0);
+	CHECK(sscanf(buf, "%llu %llu %llu", &sent, &nread, &matching) == 3);
+	CHECK_EQ(nread, 0);
+	int st = -1;
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(stop);
+	close(rep);
 	end_close(&A);
 	end_close(&B);
 }
@@ -395,5 +499,6 @@ int main(int argc, char **argv)
 	setenv("RF_TRANSPORT", "shm", 1);
 	RUN(read_req_flood_is_bounded);
 	RUN(ack_req_flood_is_bounded);
+	RUN(a_flooder_that_reads_nothing_is_cut_off);
 	return harness_done();
 }

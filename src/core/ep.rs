@@ -145,7 +145,9 @@ fn shm_port(info: &Info, settings: &Settings) -> Result<crate::transport::shm::S
         },
         None => crate::transport::addr::shm_token_random(),
     };
+    let budget = &settings.tcp.budget;
     crate::transport::shm::ShmPort::with_ring_cells(token, shm_limits(), settings.shm_ring_cells)
+        .map(|p| p.with_budget(budget.per_peer, budget.timeout))
 }
 
 /// The TCP port of a tcp endpoint: listens on fi_getinfo's src_addr (a
@@ -227,7 +229,8 @@ fn rdm_port(domain: &Domain, info: &Info) -> Result<Box<dyn crate::transport::Po
                 },
                 shm_limits(),
                 settings.shm_ring_cells,
-            )?;
+            )?
+            .with_budget(settings.tcp.budget.per_peer, settings.tcp.budget.timeout);
             let tcp = crate::transport::tcp::TcpPort::new(tcp_src, tcp_limits(), &tcp)?;
             Box::new(crate::transport::auto::AutoPort::new(shm, tcp)?)
         }

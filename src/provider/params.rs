@@ -47,7 +47,7 @@ pub const PARAMS: &[Param] = &[
     Param {
         name: "peer_budget",
         ty: FI_PARAM_SIZE_T,
-        help: "tcp: bytes of answers (acknowledgements, RMA answers, clear-to-send) one peer's requests may make an endpoint keep queued for it; beyond it the peer's records are left unread (its socket is not read) until it takes its answers (default: 4M, at least 16K; see docs/security.md)",
+        help: "tcp and shm: bytes of answers (acknowledgements, RMA answers, clear-to-send) one peer's requests may make an endpoint keep queued for it; beyond it the peer's records are left unread (its socket is not read, its ring not consumed) until it takes its answers (default: 4M, at least 16K; see docs/security.md)",
     },
     Param {
         name: "peer_budget_total",
@@ -57,7 +57,7 @@ pub const PARAMS: &[Param] = &[
     Param {
         name: "peer_budget_timeout",
         ty: FI_PARAM_INT,
-        help: "tcp: milliseconds a peer may stay at its budget (not read because it leaves its answers unread) before it is cut off, its operations ending in error (default: 10000)",
+        help: "tcp and shm: milliseconds a peer may stay at its budget (not read because it leaves its answers unread) before it is cut off, its operations ending in error (default: 10000)",
     },
     Param {
         name: "auth_key",

@@ -403,9 +403,12 @@ struct PeerOut {
     /// Sends refused for want of room (`owner_gone`'s clock counter).
     full_retries: u32,
     /// Control records waiting for ring space: answers to the peer's
-    /// records, bounded by [`BACKLOG_MAX`] (beyond it the peer's ring to
+    /// records, bounded by [`Budget::records`] (at it the peer's ring to
     /// us is not consumed until the backlog drains).
     backlog: VecDeque<WireHdr>,
+    /// Since when the backlog is at its bound (`ShmPort::flush_backlogs`):
+    /// past [`Budget::timeout`] there, the peer is cut off.
+    full_since: Option<Instant>,
     /// Cells from a lap's first one whose pages are allocated
     /// (`Segment::reserve_slot` at the claim: `ring::RESERVE_FIRST`, the
     /// ring's first page; more in steps by `claim_past_reserved`; all:
@@ -442,6 +445,7 @@ impl PeerOut {
             no_room: false,
             next_look: None,
             backlog: VecDeque::new(),
+            full_since: None,
         }
     }
 
@@ -488,6 +492,8 @@ pub struct ShmPort {
     seen_claims: u64,
     peers: Peers,
     limits: Limits,
+    /// What a peer's records may make us hold (`FI_RUSTFAB_PEER_BUDGET`).
+    budget: Budget,
     events: Vec<PeerEvent>,
     /// The pass's rarely-set conditions (the sleeper, the backlog, the ring
     /// waited on, the full scan due), tested together once per pass.
@@ -539,6 +545,7 @@ impl ShmPort {
             seen_claims: 0,
             peers: Peers::default(),
             limits,
+            budget: Budget::default(),
             events: Vec::new(),
             rare: rare::Rare::default(),
             verified: vec![None; NSLOTS],
@@ -549,6 +556,18 @@ impl ShmPort {
             #[cfg(test)]
             scans: 0,
         })
+    }
+
+    /// [`Budget`] from `FI_RUSTFAB_PEER_BUDGET` (`per_peer` bytes of
+    /// queued answers, each a 64-byte header here) and
+    /// `FI_RUSTFAB_PEER_BUDGET_TIMEOUT`, the parameters tcp bounds its
+    /// answer queues by (docs/security.md "Peer budgets").
+    pub fn with_budget(mut self, per_peer: usize, timeout: Duration) -> ShmPort {
+        self.budget = Budget {
+            records: (per_peer / core::mem::size_of::<WireHdr>()).max(1),
+            timeout,
+        };
+        self
     }
 
     pub fn addr(&self) -> Addr {
@@ -883,7 +902,7 @@ impl ShmPort {
         let backlogged = self.rare.get(rare::BACKLOGGED);
         for s in &mut self.inbound.v[..self.inbound.nhot] {
             if !s.broken {
-                if backlogged && self.peers.backlog_full(s.sender.token) {
+                if backlogged && self.peers.backlog_full(s.sender.token, self.budget.records) {
                     continue;
                 }
                 if let Err(()) = consume_slot(s, lim, f, &mut moved) {
@@ -941,10 +960,16 @@ impl ShmPort {
         head != seen
     }
 
+    /// Writes what fits of every backlog. A peer whose backlog stays at its
+    /// bound (its ring to us not consumed meanwhile) past
+    /// [`Budget::timeout`] is cut off (`cut_off`). The clock is read only
+    /// while some backlog is at its bound.
     #[cold]
     #[inline(never)]
     fn flush_backlogs(&mut self) {
         let mut left = false;
+        let mut now = None;
+        let mut expired = Vec::new();
         for (&token, &i) in &self.peers.at {
             let p = &mut self.peers.v[i];
             if !p.backlog.is_empty() {
@@ -955,8 +980,56 @@ impl ShmPort {
                 }
                 left |= !p.backlog.is_empty();
             }
+            if p.backlog.len() < self.budget.records {
+                p.full_since = None;
+                continue;
+            }
+            let now = *now.get_or_insert_with(Instant::now);
+            match p.full_since {
+                None => {
+                    p.full_since = Some(now);
+                    crate::base::log::log_info!(
+                        crate::abi::FI_LOG_EP_DATA,
+                        "shm: peer {token:016x} leaves {} bytes of answers unread (FI_RUSTFAB_PEER_BUDGET): its ring is not consumed until it takes them",
+                        p.backlog.len() * core::mem::size_of::<WireHdr>()
+                    );
+                }
+                Some(since) if now.duration_since(since) >= self.budget.timeout => expired.push(token),
+                Some(_) => {}
+            }
         }
         self.rare.set(rare::BACKLOGGED, left);
+        for token in expired {
+            self.cut_off(token);
+        }
+    }
+
+    /// The peer `token` stayed at its answer bound past
+    /// [`Budget::timeout`]: it is failed for cause, as for a corrupt ring
+    /// (its operations with us end in error; `PeerEvent::Failed`), its
+    /// backlog dropped, its ring to us no longer consumed (freed once it
+    /// closes it). Our ring to it is not reopened while it lives
+    /// (`revisit`).
+    #[cold]
+    #[inline(never)]
+    fn cut_off(&mut self, token: u64) {
+        let Some(&i) = self.peers.at.get(&token) else { return };
+        let p = &mut self.peers.v[i];
+        crate::base::log::log_warn!(
+            crate::abi::FI_LOG_EP_DATA,
+            "shm: cutting off peer {token:016x} (pid {}): it left {} bytes of answers unread for {:?} \
+             (FI_RUSTFAB_PEER_BUDGET, FI_RUSTFAB_PEER_BUDGET_TIMEOUT)",
+            p.seg.owner_pid,
+            p.backlog.len() * core::mem::size_of::<WireHdr>(),
+            p.full_since.map_or(Duration::ZERO, |t| t.elapsed())
+        );
+        p.full_since = None;
+        let _ = fail_out(&self.ring_tx, p, &mut self.events, token);
+        for s in self.inbound.v.iter_mut().filter(|s| s.sender.token == token) {
+            s.broken = true;
+            s.look = true;
+            self.looking = true;
+        }
     }
 
     /// Watches `slot`'s ring (known sender) and marks it to be looked at.
@@ -1378,14 +1451,37 @@ struct Peers {
     no_room_for_claims: bool,
 }
 
-/// Control records (answers to a peer's records) queued towards one peer
-/// while its ring has no room, at most: 4 MiB of headers. Beyond it the
-/// records that peer sends us are left in its ring (it is answering-bound:
-/// an honest peer's outstanding operations never come near), so a peer
-/// that does not consume our ring cannot grow our memory; a pass takes at
-/// most one ring's worth of its records before that, which bounds the
-/// overshoot (docs/security.md "Peer budgets").
+/// What one peer's records may make an endpoint hold, and for how long.
+///
+/// `records`: control records (answers to a peer's records) queued towards
+/// one peer while its ring has no room, at most. At it the records that
+/// peer sends us are left in its ring (it is answering-bound: an honest
+/// peer's outstanding operations never come near), so a peer that does not
+/// consume our ring cannot grow our memory; a pass takes at most one ring's
+/// worth of its records before that, which bounds the overshoot.
+/// `timeout`: a peer whose backlog stays at its bound this long is cut off
+/// (`ShmPort::cut_off`). docs/security.md "Peer budgets".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    pub records: usize,
+    pub timeout: Duration,
+}
+
+/// [`Budget::records`] by default: 4 MiB of headers (tcp's
+/// `FI_RUSTFAB_PEER_BUDGET` default).
 pub(crate) const BACKLOG_MAX: usize = (4 << 20) / core::mem::size_of::<WireHdr>();
+
+/// [`Budget::timeout`] by default (tcp's `FI_RUSTFAB_PEER_BUDGET_TIMEOUT`).
+pub(crate) const BUDGET_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Default for Budget {
+    fn default() -> Budget {
+        Budget {
+            records: BACKLOG_MAX,
+            timeout: BUDGET_TIMEOUT,
+        }
+    }
+}
 
 /// What is kept of a peer whose owner is gone once its segment is unmapped
 /// (a tmpfs file keeps its pages while anyone maps it, even unlinked): the
@@ -1407,14 +1503,15 @@ struct Tomb {
 const GONE_MAX: usize = 4096;
 
 impl Peers {
-    /// Whether the answers queued towards `token` reached [`BACKLOG_MAX`]
-    /// (only asked while some backlog exists: `rare::BACKLOGGED`).
+    /// Whether the answers queued towards `token` reached `bound`
+    /// ([`Budget::records`]; only asked while some backlog exists:
+    /// `rare::BACKLOGGED`).
     #[cold]
-    fn backlog_full(&self, token: u64) -> bool {
+    fn backlog_full(&self, token: u64, bound: usize) -> bool {
         self.at
             .get(&token)
             .and_then(|&i| self.v.get(i))
-            .is_some_and(|p| p.backlog.len() >= BACKLOG_MAX)
+            .is_some_and(|p| p.backlog.len() >= bound)
     }
 
     #[inline]
@@ -3779,6 +3876,86 @@ mod tests {
         assert!(
             b.peers.get_mut(a.token).is_some_and(|p| p.backlog.is_empty()),
             "drained"
+        );
+    }
+
+    /// a streams requests to b and never consumes b's ring; b answers each
+    /// (a control record). Returns how many records a sent and after how
+    /// many passes of b in a row without a record taken it stopped.
+    fn flood_unread(a: &mut ShmPort, b: &mut ShmPort, passes: u32) -> (u64, u32) {
+        let mut req = WireHdr::new(op::READ_REQ);
+        req.len = 64;
+        let (mut sent, mut idle) = (0u64, 0u32);
+        while idle < passes {
+            while a.send_record(&b.addr(), &req, Payload::None).is_ok() {
+                sent += 1;
+            }
+            let mut outbox = Vec::new();
+            b.poll_records(&mut |r| {
+                let mut ack = WireHdr::new(op::RMA_ACK);
+                ack.msg_id = r.hdr.msg_id;
+                outbox.push((r.src, ack));
+                Disposition::Consumed
+            });
+            idle = if outbox.is_empty() { idle + 1 } else { 0 };
+            for (to, h) in outbox {
+                let _ = b.send_ctl(&to, &h);
+            }
+        }
+        (sent, idle)
+    }
+
+    #[test]
+    fn a_peer_that_stays_at_its_backlog_bound_past_the_timeout_is_cut_off() {
+        // Budget: 256 answers (16 KiB of headers), 50 ms. a leaves b's
+        // answers unread: b stops consuming a's ring, then, 50 ms on, fails
+        // a for cause (its backlog dropped, its ring no longer consumed);
+        // c, sending to b meanwhile, is served throughout.
+        const BOUND: usize = 256;
+        let mut a = port();
+        let mut b = port().with_budget(BOUND * HDR_LEN, Duration::from_millis(50));
+        let mut c = port();
+        flood_unread(&mut a, &mut b, 64);
+        let backlog = b.peers.get_mut(a.token).map_or(0, |p| p.backlog.len());
+        assert!(
+            (BOUND..=BOUND + segment::NCELLS).contains(&backlog),
+            "b stopped at its bound ({backlog} answers queued)"
+        );
+        assert!(b.take_events().is_empty(), "not cut off before the timeout");
+        let start = Instant::now();
+        let mut served = 0;
+        let mut events = Vec::new();
+        while events.is_empty() && start.elapsed() < Duration::from_secs(5) {
+            c.send_record(&b.addr(), &eager(b"c"), Payload::Bytes(b"c")).unwrap();
+            b.poll_records(&mut |r| {
+                assert_eq!(r.src, c.addr(), "nothing more of a's is consumed");
+                served += 1;
+                Disposition::Consumed
+            });
+            events = b.take_events();
+        }
+        assert!(start.elapsed() >= Duration::from_millis(40), "cut off at the timeout");
+        assert_eq!(events, vec![PeerEvent::Failed(a.addr())], "a alone is cut off");
+        assert!(served > 0, "c was served meanwhile");
+        let p = b.peers.get_mut(a.token).expect("a's entry is kept (its owner lives)");
+        assert!(p.failed && p.backlog.is_empty(), "a's backlog dropped");
+        // a takes its answers and sends again: b no longer consumes its ring
+        // nor answers it, and c keeps being served.
+        a.poll_records(&mut |_| Disposition::Consumed);
+        let _ = a.send_record(&b.addr(), &eager(b"a"), Payload::Bytes(b"a"));
+        for _ in 0..8 {
+            c.send_record(&b.addr(), &eager(b"c"), Payload::Bytes(b"c")).unwrap();
+            let mut from = Vec::new();
+            b.poll_records(&mut |r| {
+                from.push(r.src);
+                Disposition::Consumed
+            });
+            assert_eq!(from, vec![c.addr()]);
+        }
+        assert_eq!(
+            b.send_ctl(&a.addr(), &WireHdr::new(op::RMA_ACK)),
+            Err(Error::CONNRESET),
+            "nothing more goes to a"
         );
     }
 
