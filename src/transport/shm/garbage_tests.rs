@@ -7,9 +7,15 @@
 //! arrive, whole and in order (docs/security.md "Same user").
 
 use super::*;
+use super::{ring, segment};
+use crate::base::error::Error;
+use crate::transport::addr::Addr;
 use crate::transport::proto::op;
+use crate::transport::proto::{self, Limits, WireHdr};
+use crate::transport::{Disposition, Payload};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use proptest::prelude::*;
+use segment::NSLOTS;
 
 const LIM: Limits = Limits {
     max_payload: EAGER_MAX,
