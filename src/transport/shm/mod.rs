@@ -47,6 +47,7 @@ mod copy;
 mod doorbell;
 mod hello;
 mod inbound;
+mod logs;
 mod outbound;
 mod pass;
 mod peer;

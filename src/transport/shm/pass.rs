@@ -2,6 +2,7 @@
 //! eviction rounds, sweeps and discovery of new senders.
 
 use super::inbound::{consume_slot, InRecord, InSlot};
+use super::logs::shm_debug;
 use super::peer::LIVENESS_PERIOD;
 use super::port::{ShmPort, EVICT_PERIOD, SWEEP_ROUNDS};
 use super::rare;
@@ -121,6 +122,10 @@ impl ShmPort {
                 let closed = s.dead || self.seg.slot_state(s.slot) == SLOT_CLOSED;
                 if closed && (s.broken || s.ring.ready(s.head).is_none()) {
                     let (slot, token, broken) = (s.slot, s.sender.token, s.broken);
+                    shm_debug!(
+                        "shm: slot {slot} of sender {token:016x} freed ({})",
+                        if s.dead { "its process died" } else { "closed" }
+                    );
                     self.inbound.remove(i);
                     // A sender that gave its ring up (a broken one was
                     // reported when it broke) will not answer us either.
@@ -308,6 +313,12 @@ impl ShmPort {
             _ => 0,
         };
         let ring = self.seg.ring(slot);
+        shm_debug!(
+            "shm: sender {:016x} (pid {}{}) taken in at slot {slot}",
+            sender.token,
+            sender.pid,
+            if vpid > 0 { ", verified" } else { ", not verified yet" }
+        );
         self.inbound.adopt(InSlot::new(slot, ring, sender, vpid));
         self.make_hot(slot);
         self.adopted = true;

@@ -2,6 +2,7 @@
 //! peer's address looked at again.
 
 use super::doorbell::{announce, ring_doorbell};
+use super::logs::shm_debug;
 use super::peer::{PeerOut, LIVENESS_PERIOD};
 use super::segment;
 use crate::base::collections::{FastMap, FastSet};
@@ -118,6 +119,7 @@ impl Peers {
         self.last = None;
         if self.gone.len() >= GONE_MAX {
             if let Some((&t, &old)) = self.gone.iter().next() {
+                shm_debug!("shm: the tomb of peer {t:016x} goes (more than {GONE_MAX} kept)");
                 self.gone.remove(&t);
                 if !old.reported {
                     events.push(PeerEvent::Failed(Addr::Shm(t)));
@@ -198,6 +200,7 @@ pub(super) fn revisit<'a>(
     }
     p.next_look = Some(now + LIVENESS_PERIOD);
     if !p.seg.closed() && p.seg.owner_alive() {
+        shm_debug!("shm: peer {token:016x} failed while its owner lives: not reopened");
         return Err(Error::CONNRESET);
     }
     p.gone = true;
@@ -206,6 +209,7 @@ pub(super) fn revisit<'a>(
     #[cfg(not(test))]
     let no_room = false;
     let Ok(fresh) = connect(ring_tx, me, my_token, token, no_room) else {
+        shm_debug!("shm: peer {token:016x} is gone and nobody holds its address yet");
         return Err(Error::CONNRESET);
     };
     crate::base::log::log_info!(
@@ -295,5 +299,10 @@ pub(super) fn connect(ring_tx: &Ringer, me: SlotSender, my_token: u64, token: u6
     };
     announce(ring_tx, &seg, &bell, segment::hello_bytes(token, claim, my_token));
     seg.activate(claim, me);
+    shm_debug!(
+        "shm: ring claimed in peer {token:016x}'s segment (slot {}, owner pid {})",
+        claim.slot,
+        seg.owner_pid
+    );
     Ok(PeerOut::new(seg, bell, claim.slot))
 }

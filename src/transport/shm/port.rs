@@ -1,6 +1,7 @@
 //! The shared-memory port: its state, its creation and its close.
 
 use super::inbound::{InSlot, Inbound};
+use super::logs::shm_debug;
 use super::outbound::leave;
 use super::peer::Budget;
 use super::peers::Peers;
@@ -187,6 +188,11 @@ impl ShmPort {
     pub fn close(&mut self) {
         for p in self.peers.values_mut() {
             if !p.failed {
+                shm_debug!(
+                    "shm: closing: our ring to peer {:016x} ends (slot {})",
+                    p.seg.token(),
+                    p.slot
+                );
                 leave(&self.ring_tx, p);
             }
         }

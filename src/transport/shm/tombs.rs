@@ -1,6 +1,7 @@
 //! Departed peers: senders that died or gave their rings up, peers whose
 //! owner is gone, their segments unmapped and their tombs kept.
 
+use super::logs::shm_debug;
 use super::outbound::leave;
 use super::peers::Tomb;
 use super::port::ShmPort;
@@ -40,6 +41,11 @@ impl ShmPort {
                 .or_insert_with(|| sys::process_alive(pid, start))
             {
                 s.dead = true;
+                shm_debug!(
+                    "shm: sender {:016x} (pid {pid}) died: its slot {} is freed once drained",
+                    s.sender.token,
+                    s.slot
+                );
                 // Freed by the next pass once drained.
                 let slot = s.slot;
                 self.make_hot(slot);
@@ -48,6 +54,10 @@ impl ShmPort {
         for slot in 0..NSLOTS {
             let w = self.seg.slot_word_now(slot);
             if w.state == SLOT_CLAIMED && !sys::pid_exists(w.pid) && self.seg.reclaim_claimed(slot, w) {
+                shm_debug!(
+                    "shm: slot {slot}, claimed by pid {} that died before using it, reclaimed",
+                    w.pid
+                );
                 self.verified[slot] = None;
             }
         }
