@@ -41,6 +41,13 @@
 //! validated before use; control words are only accessed atomically. The
 //! owner's doorbell is a socket file in the private directory
 //! `/dev/shm/rustfab-<uid>/` (0700), named by the token.
+//!
+//! Why this file is longer than the others (~1,000 lines of code): it holds
+//! the segment's layout (the header's and the control lines' offsets,
+//! `H_*` and `S_*`, private here) and every access to those words, each an
+//! atomic through a `Segment` method, so that no other file computes an
+//! address in memory another process writes. Splitting the accessors by
+//! concern would make those offsets visible to every part.
 
 use super::ring::{ring_bytes, Ring, CELL};
 use super::sync::Handshake;
