@@ -1166,29 +1166,7 @@ fn a_peer_that_leaves_its_answers_unread_is_not_consumed_beyond_the_backlog_boun
     // records then stay in its ring and its sends are refused.
     let mut a = port();
     let mut b = port();
-    let mut req = WireHdr::new(op::READ_REQ);
-    req.len = 64;
-    let (mut sent, mut refused, mut peak) = (0u64, 0u32, 0usize);
-    while refused < 64 && sent < 4 * BACKLOG_MAX as u64 {
-        while a.send_record(&b.addr(), &req, Payload::None).is_ok() {
-            sent += 1;
-        }
-        let mut outbox = Vec::new();
-        b.poll_records(&mut |r| {
-            let mut ack = WireHdr::new(op::RMA_ACK);
-            ack.msg_id = r.hdr.msg_id;
-            outbox.push((r.src, ack));
-            Disposition::Consumed
-        });
-        if outbox.is_empty() {
-            refused += 1;
-        }
-        for (to, h) in outbox {
-            b.send_ctl(&to, &h).unwrap();
-        }
-        let backlog = b.peers.get_mut(a.token).map_or(0, |p| p.backlog.len());
-        peak = peak.max(backlog);
-    }
+    let (sent, refused, peak) = flood_unread(&mut a, &mut b, 64);
     assert!(peak >= BACKLOG_MAX, "the answers filled the bound ({peak})");
     assert!(
         peak <= BACKLOG_MAX + segment::NCELLS,
@@ -1210,13 +1188,15 @@ fn a_peer_that_leaves_its_answers_unread_is_not_consumed_beyond_the_backlog_boun
 }
 
 /// a streams requests to b and never consumes b's ring; b answers each
-/// (a control record). Returns how many records a sent and after how
-/// many passes of b in a row without a record taken it stopped.
-fn flood_unread(a: &mut ShmPort, b: &mut ShmPort, passes: u32) -> (u64, u32) {
+/// (a control record, as the engine does after its pass). Returns how
+/// many records a sent, after how many passes of b in a row without a
+/// record taken it stopped (`passes` of them, or a sent four default
+/// bounds' worth), and the longest backlog b kept towards a.
+fn flood_unread(a: &mut ShmPort, b: &mut ShmPort, passes: u32) -> (u64, u32, usize) {
     let mut req = WireHdr::new(op::READ_REQ);
     req.len = 64;
-    let (mut sent, mut idle) = (0u64, 0u32);
-    while idle < passes {
+    let (mut sent, mut idle, mut peak) = (0u64, 0u32, 0usize);
+    while idle < passes && sent < 4 * BACKLOG_MAX as u64 {
         while a.send_record(&b.addr(), &req, Payload::None).is_ok() {
             sent += 1;
         }
@@ -1231,8 +1211,10 @@ fn flood_unread(a: &mut ShmPort, b: &mut ShmPort, passes: u32) -> (u64, u32) {
         for (to, h) in outbox {
             let _ = b.send_ctl(&to, &h);
         }
+        let backlog = b.peers.get_mut(a.token).map_or(0, |p| p.backlog.len());
+        peak = peak.max(backlog);
     }
-    (sent, idle)
+    (sent, idle, peak)
 }
 
 #[test]
