@@ -24,7 +24,7 @@
 //!   kernel credentials give the pid CMA reads from; an unverified sender
 //!   reports pid 0 and its large messages are streamed (docs/security.md).
 //!
-//! Files, each one concern (docs/architecture.md "transport/shm"):
+//! Files, each one concern (docs/architecture.md "The shared-memory transport"):
 //! `port` (the [`ShmPort`] state, its creation and close), `as_port` (it as a
 //! transport `Port`), `pass` (a progress pass: consuming rings, eviction,
 //! sweeps, discovery), `inbound` (one sender's ring as the endpoint reads
@@ -33,7 +33,8 @@
 //! first contact, revisits), `peer` (one of them: our ring in its segment),
 //! `outbound` (claiming cells, writing records), `doorbell` (datagrams to
 //! an owner), `tombs` (departed peers), `cma` (cross-memory attach),
-//! `copy` (small fixed-size copies), `rare` (a pass's rare conditions);
+//! `copy` (small fixed-size copies), `rare` (a pass's rare conditions), `logs`
+//! (rate-limited set-up and teardown debug lines);
 //! below them `segment`, `ring`, `ready` and `sync`.
 
 pub mod ready;
