@@ -26,6 +26,11 @@
 //!   end with `FI_ECANCELED`) or the peer's (BYE, end of stream, reset,
 //!   keepalive / user timeout: `FI_ECONNRESET`). At most one per endpoint.
 //!
+//! Answers: the peer's records are charged for the answers they make the
+//! endpoint queue ([`super::budget`], as on RDM ports): at the budget its
+//! socket is not read, and past the budget's timeout there the connection
+//! is cut off (`Shutdown` with `FI_ECONNRESET`).
+//!
 //! Waiting: the socket and a deadline timer sit in the port's own epoll
 //! set, which the domain's engine nests (and, through it, the EQ's and CQs'
 //! wait objects): a sleeper wakes when the connect completes, the answer
@@ -46,6 +51,7 @@
 //! `shm` a peer that cannot be reached so is refused (`FI_ECONNREFUSED`);
 //! on `auto` a peer on another host gets the TCP data path.
 
+use super::budget::{self, Account, PeerBudget};
 use super::cm::{self, CmKind, ShmOffer, CM_DATA_MAX};
 use super::conn::{Alarm, Conn, CoreSink, Phase, Read, Ready};
 use super::framing::{Body, Cork, OutRecord};
@@ -344,6 +350,12 @@ struct Inner {
     tick: u32,
     /// Records dropped because they were not the connected peer's.
     dropped: u64,
+    /// The peer's budget for queued answers, its account, and the passes
+    /// so far (see [`budget`]): the one connection is budgeted as an RDM
+    /// port's connections are.
+    budget: PeerBudget,
+    acct: Account,
+    pass: u64,
 }
 
 /// What the endpoint layer and the port share.
@@ -524,6 +536,9 @@ impl Inner {
             peer_offer: None,
             tick: 0,
             dropped: 0,
+            budget: opts.settings.budget,
+            acct: Account::default(),
+            pass: 0,
         })
     }
 
@@ -882,7 +897,7 @@ impl Inner {
         };
         let mut h = *hdr;
         h.payload = 0;
-        c.queue_mut().push(OutRecord::new(h.to_bytes(), Body::None));
+        c.queue_mut().push_reply(OutRecord::new(h.to_bytes(), Body::None));
         self.flush();
         Ok(())
     }
@@ -929,6 +944,7 @@ impl Inner {
 
     /// The rest of [`Inner::poll`]: the TCP side and what it reports.
     fn poll_tcp(&mut self, d: &mut dyn Delivery) {
+        self.pass += 1;
         self.flush_corked();
         self.cork.end_burst();
         for (id, r) in std::mem::take(&mut self.sent) {
@@ -981,6 +997,7 @@ impl Inner {
             if self.state == LinkState::Connecting && late {
                 self.teardown(Error::TIMEDOUT, d, None);
             }
+            self.cut_off(now, d);
         }
         if let Some(e) = self.doomed.take() {
             self.teardown(e, d, None);
@@ -988,14 +1005,33 @@ impl Inner {
         self.arm_timer();
     }
 
-    /// The connect deadline, while the connect is in progress.
+    /// The connect deadline, while the connect is in progress; the
+    /// budget's cut-off while the peer's records are left unread.
     fn arm_timer(&mut self) {
+        let dialing = self.state == LinkState::Connecting;
+        let stopped = self.state == LinkState::Up && self.acct.over_since.is_some();
         let next = self
             .conn
             .as_ref()
-            .filter(|c| self.state == LinkState::Connecting && c.phase() == Phase::Dialing)
+            .filter(|c| (dialing && c.phase() == Phase::Dialing) || stopped)
             .and_then(|c| c.deadline());
         self.alarm.arm(next);
+    }
+
+    /// The peer's records stayed unread for want of budget until the
+    /// cut-off: the connection ends as if reset (its operations with
+    /// `FI_ECONNRESET`, `FI_SHUTDOWN` for the endpoint).
+    fn cut_off(&mut self, now: Instant, d: &mut dyn Delivery) {
+        if self.state != LinkState::Up {
+            return;
+        }
+        let Some(since) = self.acct.over_since else { return };
+        if !self.conn.as_ref().is_some_and(|c| c.expired(now)) {
+            return;
+        }
+        let peer = self.peer.map_or_else(String::new, |a| a.to_string());
+        budget::log_cut_off(&peer, self.acct.counted, since);
+        self.teardown(crate::transport::PEER_FAILED, d, None);
     }
 
     fn sock_event(&mut self, ev: u32, d: &mut dyn Delivery) {
@@ -1028,7 +1064,25 @@ impl Inner {
                 return;
             }
             let established = c.phase() == Phase::Up;
-            let out = c.read(&mut CoreSink::new(d, CONNECTED_PEER), &self.limits, &mut self.scratch);
+            self.acct.count(c.queue());
+            let held = self.acct.held(self.pass);
+            let sink = CoreSink::new(&mut *d, CONNECTED_PEER);
+            let (lim, scratch) = (&self.limits, &mut self.scratch);
+            let got = self
+                .acct
+                .read(&self.budget, self.pass, held, sink, |s| c.read(s, lim, scratch));
+            if let Some(over) = got.changed {
+                c.set_deadline(self.acct.deadline(&self.budget));
+                if over {
+                    let peer = self.peer.map_or_else(String::new, |a| a.to_string());
+                    budget::log_stopped(&peer, self.acct.counted);
+                }
+            }
+            let out = got.read;
+            if got.changed.is_some() {
+                self.arm_timer();
+            }
+            let Some(c) = self.conn.as_mut() else { return };
             match out {
                 Read::Idle | Read::Stalled => {
                     c.update(&self.epoll);

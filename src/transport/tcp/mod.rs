@@ -34,12 +34,15 @@
 //!   descriptor the domain's engine nests ([`Port::wait_fd`]); `poll` is
 //!   one zero-timeout `epoll_wait`.
 
+pub(crate) mod budget;
 pub(crate) mod cm;
 pub(crate) mod conn;
 pub(crate) mod connected;
 pub(crate) mod framing;
 pub(crate) mod hello;
 pub(crate) mod listener;
+
+pub(crate) use budget::{PeerBudget, BUDGET_FLOOR};
 
 use crate::base::collections::FastMap;
 use crate::base::error::{Error, Result};
@@ -49,6 +52,7 @@ use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
 use crate::transport::{Delivery, Payload, PayloadIn, PeerEvent, Port, Sent};
+use budget::Account;
 use conn::{Alarm, Conn, CoreSink, Phase, Read, Ready};
 use framing::{Body, Cork, OutRecord, WriteQueue};
 use hello::{Decision, Existing, Extra, Hello, Kind, Refusal, Side, Transcript, CHALLENGE_LEN};
@@ -132,16 +136,9 @@ struct PortConn {
     /// `last_active` (the pass's clock): the connection cap spares it.
     carried: bool,
     last_active: Option<Instant>,
-    /// Bytes of answers its queue held when last counted into the port's
-    /// `replies` total.
-    counted: usize,
-    /// Bytes of answers its records were charged in pass `charged_in`
-    /// (the core sends them after the pass: not in the queue yet).
-    charged: usize,
-    charged_in: u64,
-    /// Its records have been left unread since then for want of budget
-    /// (the connection's deadline is then the cut-off).
-    over_since: Option<Instant>,
+    /// Its answers, counted into the port's `replies` total, and its
+    /// budget's state.
+    acct: Account,
 }
 
 /// What an acceptor keeps of a keyed REQUEST until its PROOF.
@@ -185,10 +182,7 @@ impl PortConn {
             proving: None,
             carried: false,
             last_active: None,
-            counted: 0,
-            charged: 0,
-            charged_in: 0,
-            over_since: None,
+            acct: Account::default(),
         }
     }
 }
@@ -410,39 +404,6 @@ pub(crate) struct TcpSettings {
     pub(crate) budget: PeerBudget,
 }
 
-/// Bytes of queued answers (ACK, RMA_ACK, CTS, ... : what a peer's
-/// requests make an endpoint send back) a peer may make the endpoint hold,
-/// and for how long it may stay at its bound. Beyond `per_peer`, or beyond
-/// `total` across all peers once it holds [`BUDGET_FLOOR`], its records are
-/// left unread (its socket is not read: backpressure) until its queue
-/// drains; a peer that stays stopped for `timeout` is cut off.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PeerBudget {
-    pub(crate) per_peer: usize,
-    pub(crate) total: usize,
-    pub(crate) timeout: Duration,
-}
-
-/// [`PeerBudget`] by default: 4 MiB a peer, 16 MiB in all, 10 s.
-pub(crate) const PEER_BUDGET_DEFAULT: usize = 4 << 20;
-pub(crate) const PEER_BUDGET_TOTAL_DEFAULT: usize = 16 << 20;
-pub(crate) const PEER_BUDGET_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
-
-/// Answers every peer may hold whatever the total: a peer that reads its
-/// socket always gets its answers (a ping-pong holds one or two), so a
-/// flood that fills the total stops only the flooders.
-pub(crate) const BUDGET_FLOOR: usize = 16 << 10;
-
-impl Default for PeerBudget {
-    fn default() -> PeerBudget {
-        PeerBudget {
-            per_peer: PEER_BUDGET_DEFAULT,
-            total: PEER_BUDGET_TOTAL_DEFAULT,
-            timeout: PEER_BUDGET_TIMEOUT_DEFAULT,
-        }
-    }
-}
-
 /// [`TcpSettings::max_conns`] by default, and at least.
 pub(crate) const MAX_CONNS_DEFAULT: usize = 1024;
 pub(crate) const MAX_CONNS_MIN: usize = 4;
@@ -601,11 +562,7 @@ fn sync_interest(epoll: &Epoll, writing: &mut Vec<u64>, id: u64, c: &mut Conn) {
 /// connection `c`'s queue.
 #[inline]
 fn recount(total: &mut usize, c: &mut PortConn) {
-    let now = c.conn.queue().replies();
-    if now != c.counted {
-        *total = total.saturating_sub(c.counted) + now;
-        c.counted = now;
-    }
+    c.acct.recount(total, c.conn.queue());
 }
 
 impl TcpPort {
@@ -1103,26 +1060,23 @@ impl TcpPort {
             let mine = c.conn.reader().staged_bytes();
             let staged_elsewhere = self.staged.saturating_sub(mine);
             recount(&mut self.replies, c);
-            if c.charged_in != self.pass {
-                c.charged_in = self.pass;
-                c.charged = 0;
-            }
-            let reply_room = reply_room(&self.budget, c.counted + c.charged, self.replies + self.charged);
-            let mut sink = CoreSink {
+            let sink = CoreSink {
                 d: &mut *d,
                 src: Addr::Inet(c.peer.unwrap_or(self.me)),
                 staged_elsewhere,
                 staging_max: STAGING_MAX,
-                reply_room,
+                reply_room: 0,
                 over_budget: false,
             };
-            let r = c.conn.read(&mut sink, &lim, &mut self.scratch);
-            let over = sink.over_budget && r == Read::Stalled;
-            let spent = reply_room - sink.reply_room;
-            c.charged += spent;
-            self.charged += spent;
+            let total = self.replies + self.charged;
+            let (conn, scratch) = (&mut c.conn, &mut self.scratch);
+            let got = c
+                .acct
+                .read(&self.budget, self.pass, total, sink, |s| conn.read(s, &lim, scratch));
+            let r = got.read;
+            self.charged += got.spent;
             self.staged = staged_elsewhere + c.conn.reader().staged_bytes();
-            if over != c.over_since.is_some() {
+            if let Some(over) = got.changed {
                 self.budget_state(id, over);
             }
             let Some(c) = self.conns.get_mut(&id) else { return };
@@ -1155,23 +1109,14 @@ impl TcpPort {
     /// ([`PeerBudget::timeout`]), or none again.
     fn budget_state(&mut self, id: u64, over: bool) {
         let Some(c) = self.conns.get_mut(&id) else { return };
+        c.conn.set_deadline(c.acct.deadline(&self.budget));
         if over {
-            let now = Instant::now();
-            c.over_since = Some(now);
-            c.conn.set_deadline(Some(now + self.budget.timeout));
-            crate::base::log::log_info!(
-                crate::abi::FI_LOG_EP_DATA,
-                "tcp: {} holds {} bytes of answers it does not read (FI_RUSTFAB_PEER_BUDGET): not reading it",
-                c.peer.map_or_else(String::new, |a| a.to_string()),
-                c.counted
-            );
+            let peer = c.peer.map_or_else(String::new, |a| a.to_string());
+            budget::log_stopped(&peer, c.acct.counted);
             if !self.timed.contains(&id) {
                 self.timed.push(id);
             }
             self.arm_timer();
-        } else {
-            c.over_since = None;
-            c.conn.set_deadline(None);
         }
     }
 
@@ -1647,19 +1592,13 @@ impl TcpPort {
     /// as for a reset; a later send dials again).
     fn cut_off(&mut self, id: u64, d: &mut dyn Delivery) {
         let Some(c) = self.conns.get_mut(&id) else { return };
-        let Some(since) = c.over_since else {
+        let Some(since) = c.acct.over_since else {
             // No longer over its budget: no deadline either.
             c.conn.set_deadline(None);
             return;
         };
-        crate::base::log::log_warn!(
-            crate::abi::FI_LOG_EP_DATA,
-            "tcp: cutting off {}: it left {} bytes of answers unread for {:?} (FI_RUSTFAB_PEER_BUDGET, \
-             FI_RUSTFAB_PEER_BUDGET_TIMEOUT)",
-            c.peer.map_or_else(String::new, |a| a.to_string()),
-            c.counted,
-            since.elapsed()
-        );
+        let peer = c.peer.map_or_else(String::new, |a| a.to_string());
+        budget::log_cut_off(&peer, c.acct.counted, since);
         self.fail_conn(id, crate::transport::PEER_FAILED, d);
     }
 
@@ -1675,7 +1614,7 @@ impl TcpPort {
     fn take_conn(&mut self, id: u64) -> Option<PortConn> {
         let c = self.conns.remove(&id)?;
         self.staged = self.staged.saturating_sub(c.conn.reader().staged_bytes());
-        self.replies = self.replies.saturating_sub(c.counted);
+        self.replies = self.replies.saturating_sub(c.acct.counted);
         Some(c)
     }
 
@@ -2052,15 +1991,6 @@ impl Port for TcpPort {
 }
 
 const _: () = assert!(HDR_LEN == 64);
-
-/// Bytes of answers a peer whose queue holds `mine` may make us queue now,
-/// with `total` held across all peers: up to its own budget while the
-/// total has room, and up to [`BUDGET_FLOOR`] whatever the total (a peer
-/// that reads its socket is never stopped by others' floods).
-pub(crate) fn reply_room(b: &PeerBudget, mine: usize, total: usize) -> usize {
-    let own = b.per_peer.saturating_sub(mine).min(b.total.saturating_sub(total));
-    own.max(BUDGET_FLOOR.saturating_sub(mine))
-}
 
 /// [`Port::room`] of a peer queue holding `unsent` bytes: an empty queue
 /// takes one record of any size, so a chunk up to [`CHUNK_MAX`] (written

@@ -3,6 +3,7 @@
 use super::*;
 use crate::transport::proto::{flag, op};
 use crate::transport::{Disposition, Place};
+use budget::reply_room;
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
