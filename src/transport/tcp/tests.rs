@@ -1,12 +1,19 @@
 //! Ports talking over real loopback sockets, driven by a scripted core.
 
 use super::*;
+use crate::sys::net;
+use crate::sys::IN;
+use crate::transport::addr::Addr;
+use crate::transport::proto::WireHdr;
 use crate::transport::proto::{flag, op};
+use crate::transport::{Delivery, Payload, Port, Sent};
 use crate::transport::{Disposition, Place};
 use budget::reply_room;
+use hello::Kind;
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
 
 const LIM: Limits = Limits {
     max_payload: 1 << 30,
