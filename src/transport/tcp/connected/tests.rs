@@ -4,12 +4,16 @@
 //! playing a (hostile) server.
 
 use super::*;
+use crate::transport::iov::IovList;
 use crate::transport::proto::op;
 use crate::transport::tcp::PeerBudget;
+use crate::transport::tcp::EAGER_MAX;
+use crate::transport::Delivery;
 use crate::transport::{Disposition, PayloadIn, Place};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::time::Instant;
 
 const LIM: Limits = Limits {
     max_payload: EAGER_MAX,
