@@ -72,7 +72,6 @@ use crate::transport::proto::{self, Limits, WireHdr};
 use crate::transport::shm::ShmPort;
 use crate::transport::{Payload, Port, Sent};
 use parking_lot::Mutex;
-use shm_path::Refusal;
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsFd, OwnedFd, RawFd};
@@ -134,6 +133,18 @@ impl LinkState {
             _ => LinkState::Down,
         }
     }
+}
+
+/// Why a peer's shm offer is not taken.
+enum Refusal {
+    /// It cannot be reached over shm (no offer, another host): TCP on
+    /// auto, refused on shm.
+    NotLocal(&'static str),
+    /// A hostile or broken offer: refused.
+    Bad(&'static str),
+    /// Its segment does not exist: a hostile offer, or (at the client) a
+    /// server that accepted and closed at once.
+    Gone(&'static str),
 }
 
 /// A connection-management change for the endpoint layer (see the module

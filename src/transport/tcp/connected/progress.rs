@@ -2,8 +2,7 @@
 //! side), the connect deadline and the budget's cut-off, reads within the
 //! peer's budget, the CM answer or BYE, and the connection's end.
 
-use super::shm_path::Refusal;
-use super::{CmEvent, Inner, LinkState, CONNECTED_PEER, TCP_IDLE_PERIOD, TOKEN_SHM, TOKEN_TIMER};
+use super::{CmEvent, Inner, LinkState, Refusal, CONNECTED_PEER, TCP_IDLE_PERIOD, TOKEN_SHM, TOKEN_TIMER};
 use crate::base::error::Error;
 use crate::sys::IN;
 use crate::transport::addr::Addr;

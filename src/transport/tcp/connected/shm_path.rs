@@ -3,7 +3,7 @@
 //! sent to them, the path chosen, and the ring read for the connected
 //! peer's records only ([`PeerOnly`]).
 
-use super::{Inner, ShmUse, CONNECTED_PEER, DROPS_LOGGED};
+use super::{Inner, Refusal, ShmUse, CONNECTED_PEER, DROPS_LOGGED};
 use crate::base::error::{Error, Result};
 use crate::transport::addr::Addr;
 use crate::transport::proto::{self, WireHdr};
@@ -126,18 +126,6 @@ impl Inner {
         }
         moved
     }
-}
-
-/// Why a peer's shm offer is not taken.
-pub(super) enum Refusal {
-    /// It cannot be reached over shm (no offer, another host): TCP on
-    /// auto, refused on shm.
-    NotLocal(&'static str),
-    /// A hostile or broken offer: refused.
-    Bad(&'static str),
-    /// Its segment does not exist: a hostile offer, or (at the client) a
-    /// server that accepted and closed at once.
-    Gone(&'static str),
 }
 
 /// The core as the shm port's sink on a connected endpoint: records of the
