@@ -63,6 +63,7 @@ use super::cm::{self, CmKind, ShmOffer, CM_DATA_MAX};
 use super::conn::{Alarm, Conn, Phase};
 use super::framing::{Body, Cork, OutRecord};
 use super::hello::Family;
+use super::trace;
 use super::{TcpSettings, CONNECT_TIMEOUT, COPY_MAX, QUEUE_HIGH_WATER, SCRATCH};
 use crate::base::error::{Error, Result};
 use crate::sys::net;
@@ -464,6 +465,7 @@ impl Inner {
         }
         self.peer = Some(to);
         self.state = LinkState::Connecting;
+        trace::conn_event(format_args!("connected endpoint: connecting to {to}"));
         match Conn::dial(self.bound.take(), &to, self.connect_timeout) {
             Ok(mut c) => {
                 let (h, p) = cm::encode(CmKind::ConnReq, data, self.rts_prefix, self.my_offer());

@@ -4,6 +4,7 @@
 
 use super::conn::{CoreSink, Phase};
 use super::framing::{Body, OutRecord};
+use super::trace;
 use super::{budget, dial_failed, PortConn, TcpPort, IDLE_MIN};
 use crate::base::error::Error;
 use crate::transport::addr::Addr;
@@ -167,6 +168,10 @@ impl TcpPort {
     pub(super) fn fail_conn(&mut self, id: u64, e: Error, d: &mut dyn Delivery) {
         let Some(c) = self.conns.get(&id) else { return };
         let phase = c.conn.phase();
+        trace::conn_event(format_args!(
+            "tcp: connection to {} closed in {phase:?}: {e}",
+            trace::Peer(c.peer)
+        ));
         let linked = c.peer.filter(|a| match phase {
             Phase::Up => true,
             Phase::Dialing | Phase::AwaitAnswer => self.peers.get(a).is_some_and(|p| p.conn == Some(id)),

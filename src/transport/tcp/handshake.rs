@@ -7,6 +7,7 @@ use super::conn::{Conn, Phase};
 use super::framing::{Body, OutRecord};
 use super::hello::{Decision, Existing, Extra, Hello, Kind, Refusal, Side, Transcript};
 use super::listener::Handshake;
+use super::trace;
 use super::{
     hello, plain_ip, random_challenge, sync_interest, Parked, PortConn, Proving, TcpPort, HELLO_TIMEOUT,
     MAX_HANDSHAKES, PARK_WAIT, REJECTED_WAIT,
@@ -68,6 +69,7 @@ impl TcpPort {
                     c.rts_prefix = hello::rts_prefix(&hello);
                 }
                 self.establish(id, key);
+                trace::conn_event(format_args!("tcp: connected to {key} (our dial, HELLO answered)"));
                 self.flush_peer(key);
                 self.update_interest(id);
                 true
@@ -407,6 +409,10 @@ impl TcpPort {
         c.rts_prefix = hello::rts_prefix(&req);
         c.self_reader = decision == Decision::SelfConn;
         let Ok(id) = self.add_conn(c) else { return };
+        trace::conn_event(format_args!(
+            "tcp: connected to {} (its dial, HELLO answered)",
+            req.addr
+        ));
         if decision != Decision::SelfConn {
             let p = self.peers.entry(req.addr).or_default();
             p.conn = Some(id);

@@ -46,6 +46,7 @@ pub(crate) mod listener;
 mod pass;
 mod port;
 mod send;
+pub(crate) mod trace;
 
 pub(crate) use budget::{PeerBudget, BUDGET_FLOOR};
 

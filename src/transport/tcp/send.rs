@@ -4,6 +4,7 @@
 
 use super::conn::{Conn, Phase};
 use super::framing::{OutRecord, WriteQueue};
+use super::trace;
 use super::{recount, sync_interest, Peer, PortConn, Queueing, TcpPort, QUEUE_HIGH_WATER};
 use crate::base::error::{Error, Result};
 use crate::sys::net;
@@ -24,6 +25,7 @@ impl TcpPort {
         let mut c = PortConn::new(conn, Some(to));
         c.dialed = true;
         let id = self.add_conn(c)?;
+        trace::conn_event(format_args!("tcp: dialing {to}"));
         // A sleeper must wake for the deadline even before the next pass.
         self.arm_timer();
         Ok(id)

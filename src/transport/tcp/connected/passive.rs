@@ -8,6 +8,7 @@ use crate::transport::tcp::cm::{self, CmKind};
 use crate::transport::tcp::conn::{Alarm, Phase};
 use crate::transport::tcp::framing::{Body, OutRecord};
 use crate::transport::tcp::listener::{Handshake, Listener, ListenerOptions};
+use crate::transport::tcp::trace;
 use crate::transport::tcp::HELLO_TIMEOUT;
 use std::net::SocketAddr;
 use std::os::fd::{OwnedFd, RawFd};
@@ -27,6 +28,7 @@ impl ConnRequest {
         }
         // No addresses: the client is gone already.
         let (local, peer) = (conn.local_addr().ok()?, conn.peer_addr().ok()?);
+        trace::conn_event(format_args!("tcp pep: connection request from {peer} to {local}"));
         Some(ConnRequest {
             conn: Box::new(conn),
             data: payload,

@@ -10,6 +10,7 @@ use crate::transport::proto::{self, WireHdr};
 use crate::transport::tcp::budget::{self};
 use crate::transport::tcp::cm::{self, CmKind};
 use crate::transport::tcp::conn::{CoreSink, Phase, Read, Ready};
+use crate::transport::tcp::trace;
 use crate::transport::{Delivery, Port};
 use std::time::{Duration, Instant};
 
@@ -356,6 +357,11 @@ impl Inner {
             },
         });
         let keep = self.state == LinkState::Up;
+        trace::conn_event(format_args!(
+            "connected endpoint: connection to {} ended in {:?}: {e}",
+            trace::Peer(self.peer),
+            self.state
+        ));
         self.events.push_back(ev);
         self.state = LinkState::Down;
         if !keep {
