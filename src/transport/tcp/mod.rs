@@ -31,8 +31,18 @@
 //!   incarnation: its HELLO carries a new nonce).
 //! * **Waiting**: the listener and its handshakes, every connection and a
 //!   timer for all deadlines are in the port's own epoll set, whose
-//!   descriptor the domain's engine nests ([`Port::wait_fd`]); `poll` is
+//!   descriptor the domain's engine nests ([`Port::wait_fd`](crate::transport::Port::wait_fd)); `poll` is
 //!   one zero-timeout `epoll_wait`.
+//!
+//! Files: the port's state is here ([`TcpPort`], its connections and
+//! peers, settings, constants, the advertised address); its methods are
+//! grouped by concern in `port.rs` (set-up, the `Port` impl), `send.rs`
+//! (peers, dials, queues), `pass.rs` (a progress pass), `handshake.rs`
+//! (HELLO answers, proofs, requests accepted, refused, parked or settled)
+//! and `failure.rs` (deadlines, cut-off, failures, the connection cap).
+//! Shared with connected endpoints: [`conn`], [`framing`], [`listener`],
+//! [`budget`] (the peers' answer budget) and [`trace`] (debug lines on
+//! connection set-up and teardown).
 
 pub(crate) mod budget;
 pub(crate) mod cm;
