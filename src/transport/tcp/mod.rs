@@ -608,4 +608,6 @@ pub(crate) struct Census {
 }
 
 #[cfg(test)]
+mod flood_tests;
+#[cfg(test)]
 mod tests;

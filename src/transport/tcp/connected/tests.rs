@@ -6,7 +6,7 @@
 use super::*;
 use crate::transport::iov::IovList;
 use crate::transport::proto::op;
-use crate::transport::tcp::PeerBudget;
+use crate::transport::tcp::flood_tests::{Answering, Flood, BUDGET};
 use crate::transport::tcp::EAGER_MAX;
 use crate::transport::Delivery;
 use crate::transport::{Disposition, PayloadIn, Place};
@@ -608,35 +608,6 @@ fn records_from_others_than_the_peer_are_dropped() {
     assert_eq!(ss.state(), LinkState::Up, "a stranger does not end the connection");
 }
 
-/// A core that answers every control record as the engine does: the
-/// answer goes out through `send_ctl` after the pass.
-#[derive(Default)]
-struct Answering {
-    core: Core,
-    outbox: Vec<WireHdr>,
-}
-
-impl Delivery for Answering {
-    fn place(&mut self, src: &Addr, pid: i32, hdr: &WireHdr) -> Place {
-        self.core.place(src, pid, hdr)
-    }
-    fn placed(&mut self, handle: u32, result: Result<()>) {
-        self.core.placed(handle, result)
-    }
-    fn buffered(&mut self, src: &Addr, pid: i32, hdr: &WireHdr, data: Vec<u8>) {
-        self.core.buffered(src, pid, hdr, data)
-    }
-    fn control(&mut self, _src: &Addr, _pid: i32, hdr: &WireHdr, _p: &dyn PayloadIn) -> Disposition {
-        let mut a = WireHdr::new(op::RMA_ACK);
-        a.msg_id = hdr.msg_id;
-        self.outbox.push(a);
-        Disposition::Consumed
-    }
-    fn sent(&mut self, msg_id: u64, result: Result<()>) {
-        self.core.sent(msg_id, result)
-    }
-}
-
 /// The peer of a connected endpoint streams requests and never reads its
 /// answers: the endpoint stops reading it once its answers reach the
 /// budget (they never exceed it), then cuts the connection once it stayed
@@ -644,11 +615,7 @@ impl Delivery for Answering {
 /// a reset). Without the budget the answers queue without bound.
 #[test]
 fn a_peer_that_leaves_its_answers_unread_is_stopped_then_cut_off() {
-    let budget = PeerBudget {
-        per_peer: 64 << 10,
-        total: 1 << 20,
-        timeout: Duration::from_millis(500),
-    };
+    let budget = BUDGET;
     let o = ConnOptions {
         settings: TcpSettings {
             budget,
@@ -658,7 +625,7 @@ fn a_peer_that_leaves_its_answers_unread_is_stopped_then_cut_off() {
     };
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let cs = Connection::new_client(any(), &o).unwrap();
-    let (mut cp, mut ca) = (cs.port(), Answering::default());
+    let (mut cp, mut ca) = (cs.port(), Answering::<Core>::default());
     cs.connect(l.local_addr().unwrap(), b"").unwrap();
     cp.poll(&mut ca);
     // The flooder: it accepts, then sends READ_REQs (any key) as fast as
@@ -668,28 +635,16 @@ fn a_peer_that_leaves_its_answers_unread_is_stopped_then_cut_off() {
     write_cm(&mut f, CmKind::Accept, b"");
     assert_eq!(events_until(&cs, &mut cp, &mut ca.core), CmEvent::Connected(vec![]));
     f.set_nonblocking(true).unwrap();
-    let mut req = WireHdr::new(op::READ_REQ);
-    req.len = 64;
-    req.tag = 0xdead_beef;
-    let mut batch = Vec::new();
-    for i in 0..256u64 {
-        req.msg_id = i;
-        batch.extend_from_slice(&req.to_bytes());
-    }
+    let mut flood = Flood::new();
     // Answers held in the queue, at most: the budget over what one costs.
     let most = budget.per_peer / crate::transport::tcp::framing::REPLY_COST;
-    let (mut off, mut peak) = (0usize, 0usize);
+    let mut peak = 0usize;
     let mut ended = None;
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(8) && ended.is_none() {
-        for _ in 0..64 {
-            match f.write(&batch[off..]) {
-                Ok(n) => off = (off + n) % batch.len(),
-                Err(_) => break,
-            }
-        }
+        flood.write(&mut f);
         cp.poll(&mut ca);
-        for h in std::mem::take(&mut ca.outbox) {
+        for (_, h) in std::mem::take(&mut ca.outbox) {
             let _ = cp.send_ctl(&CONNECTED_PEER, &h);
         }
         let queued = cs
