@@ -26,6 +26,11 @@
 //!   end with `FI_ECANCELED`) or the peer's (BYE, end of stream, reset,
 //!   keepalive / user timeout: `FI_ECONNRESET`). At most one per endpoint.
 //!
+//! Answers: the peer's records are charged for the answers they make the
+//! endpoint queue ([`super::budget`], as on RDM ports): at the budget its
+//! socket is not read, and past the budget's timeout there the connection
+//! is cut off (`Shutdown` with `FI_ECONNRESET`).
+//!
 //! Waiting: the socket and a deadline timer sit in the port's own epoll
 //! set, which the domain's engine nests (and, through it, the EQ's and CQs'
 //! wait objects): a sleeper wakes when the connect completes, the answer
@@ -46,27 +51,34 @@
 //! `shm` a peer that cannot be reached so is refused (`FI_ECONNREFUSED`);
 //! on `auto` a peer on another host gets the TCP data path.
 
+mod passive;
+mod port;
+mod progress;
+mod shm_path;
+
+pub(crate) use passive::PassiveListener;
+
+use super::budget::{Account, PeerBudget};
 use super::cm::{self, CmKind, ShmOffer, CM_DATA_MAX};
-use super::conn::{Alarm, Conn, CoreSink, Phase, Read, Ready};
+use super::conn::{Alarm, Conn, Phase};
 use super::framing::{Body, Cork, OutRecord};
 use super::hello::Family;
-use super::listener::{Handshake, Listener, ListenerOptions};
-use super::{TcpSettings, CONNECT_TIMEOUT, COPY_MAX, EAGER_MAX, HELLO_TIMEOUT, QUEUE_HIGH_WATER, SCRATCH};
+use super::trace;
+use super::{TcpSettings, CONNECT_TIMEOUT, COPY_MAX, QUEUE_HIGH_WATER, SCRATCH};
 use crate::base::error::{Error, Result};
 use crate::sys::net;
 use crate::sys::{Epoll, IN};
 use crate::transport::addr::Addr;
-use crate::transport::iov::IovList;
 use crate::transport::proto::{self, Limits, WireHdr};
 use crate::transport::shm::ShmPort;
-use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
+use crate::transport::{Payload, Port, Sent};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The one peer of a connected endpoint, as the endpoint core names it
 /// (`EpConfig::fixed_peer`). The port ignores destination addresses: there
@@ -124,6 +136,18 @@ impl LinkState {
     }
 }
 
+/// Why a peer's shm offer is not taken.
+enum Refusal {
+    /// It cannot be reached over shm (no offer, another host): TCP on
+    /// auto, refused on shm.
+    NotLocal(&'static str),
+    /// A hostile or broken offer: refused.
+    Bad(&'static str),
+    /// Its segment does not exist: a hostile offer, or (at the client) a
+    /// server that accepted and closed at once.
+    Gone(&'static str),
+}
+
 /// A connection-management change for the endpoint layer (see the module
 /// documentation).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,144 +182,6 @@ pub(crate) struct ConnRequest {
     offer: Option<Box<ShmOffer>>,
     local: SocketAddr,
     peer: SocketAddr,
-}
-
-impl ConnRequest {
-    /// A handshake's first record, if it is a valid CONNREQ (anything else
-    /// closes the connection).
-    fn from_handshake(h: Handshake) -> Option<ConnRequest> {
-        let Handshake { conn, hdr, payload } = h;
-        match cm::parse(&hdr, &payload) {
-            Ok(CmKind::ConnReq) => {}
-            r => {
-                crate::base::log::log_warn!(crate::abi::FI_LOG_EP_CTRL, "tcp pep: bad connection request: {r:?}");
-                return None;
-            }
-        }
-        // No addresses: the client is gone already.
-        let (local, peer) = (conn.local_addr().ok()?, conn.peer_addr().ok()?);
-        Some(ConnRequest {
-            conn: Box::new(conn),
-            data: payload,
-            rts_prefix: cm::rts_prefix(&hdr),
-            offer: cm::shm_offer(&hdr).map(Box::new),
-            local,
-            peer,
-        })
-    }
-
-    /// The client's connection data.
-    pub(crate) fn data(&self) -> &[u8] {
-        &self.data
-    }
-
-    /// Our address on the connection.
-    pub(crate) fn local(&self) -> SocketAddr {
-        self.local
-    }
-
-    /// The client's address.
-    pub(crate) fn peer(&self) -> SocketAddr {
-        self.peer
-    }
-
-    /// `fi_reject`: REJECT with `data` (the caller checked its length),
-    /// then FIN and close. A fresh connection's send buffer takes the few
-    /// hundred bytes at once; if it does not, the client sees the connection
-    /// close (a refusal without data). Nothing is left unread, so no reset
-    /// overtakes the REJECT.
-    pub(crate) fn reject(self, data: &[u8]) {
-        let mut conn = self.conn;
-        let (h, p) = cm::encode(CmKind::Reject, data, 0, None);
-        conn.queue_mut().push(OutRecord::new(h, Body::Owned(p)));
-        conn.set_phase(Phase::Closing);
-        conn.flush(&mut Vec::new());
-        conn.shutdown_write();
-    }
-}
-
-/// The listening side of connected endpoints (a passive endpoint's
-/// listener): connection requests in arrival order. Its epoll set holds the
-/// listening socket, the handshakes and the deadline timer.
-pub(crate) struct PassiveListener {
-    listener: Listener,
-    epoll: Epoll,
-    alarm: Alarm,
-    ready: Vec<(u64, u32)>,
-    /// A request its owner could not take (its EQ was full), first in line.
-    held: Option<ConnRequest>,
-}
-
-impl PassiveListener {
-    /// Listens on `sock` (bound) with `backlog`.
-    pub(crate) fn on(sock: OwnedFd, backlog: i32) -> Result<PassiveListener> {
-        let opts = ListenerOptions {
-            max_handshakes: MAX_REQUESTS,
-            timeout: HELLO_TIMEOUT,
-        };
-        let listener = Listener::on(sock, backlog, opts)?;
-        let epoll = Epoll::new()?;
-        let alarm = Alarm::new()?;
-        listener.watch(&epoll)?;
-        epoll.add(alarm.fd(), IN, TOKEN_TIMER)?;
-        Ok(PassiveListener {
-            listener,
-            epoll,
-            alarm,
-            ready: Vec::with_capacity(64),
-            held: None,
-        })
-    }
-
-    pub(crate) fn local_addr(&self) -> Result<SocketAddr> {
-        self.listener.local_addr()
-    }
-
-    /// Readable when [`PassiveListener::poll`] has something to do.
-    pub(crate) fn wait_fd(&self) -> RawFd {
-        self.epoll.fd()
-    }
-
-    pub(crate) fn set_backlog(&self, backlog: i32) -> Result<()> {
-        self.listener.set_backlog(backlog)
-    }
-
-    /// Accepts, reads handshakes, enforces their deadlines: one
-    /// zero-timeout `epoll_wait`.
-    pub(crate) fn poll(&mut self) {
-        let mut ready = std::mem::take(&mut self.ready);
-        let _ = self.epoll.wait(&mut ready, 64, Some(Duration::ZERO));
-        for &(token, _) in &ready {
-            match token {
-                TOKEN_TIMER => self.alarm.fired(),
-                t => self.listener.event(&self.epoll, t),
-            }
-        }
-        self.ready = ready;
-        if self.alarm.due() {
-            self.listener.check_deadlines(&self.epoll, Instant::now());
-        }
-        self.alarm.arm(self.listener.next_deadline());
-    }
-
-    /// The oldest connection request read (invalid ones are dropped).
-    pub(crate) fn next(&mut self) -> Option<ConnRequest> {
-        if let Some(r) = self.held.take() {
-            return Some(r);
-        }
-        while let Some(h) = self.listener.next() {
-            if let Some(r) = ConnRequest::from_handshake(h) {
-                return Some(r);
-            }
-        }
-        None
-    }
-
-    /// Gives back the request [`PassiveListener::next`] returned: its owner
-    /// cannot take it now; it comes first next time.
-    pub(crate) fn put_back(&mut self, r: ConnRequest) {
-        self.held = Some(r);
-    }
 }
 
 /// The connection and everything about it. See the module documentation.
@@ -344,6 +230,12 @@ struct Inner {
     tick: u32,
     /// Records dropped because they were not the connected peer's.
     dropped: u64,
+    /// The peer's budget for queued answers, its account, and the passes
+    /// so far (see [`budget`]): the one connection is budgeted as an RDM
+    /// port's connections are.
+    budget: PeerBudget,
+    acct: Account,
+    pass: u64,
 }
 
 /// What the endpoint layer and the port share.
@@ -524,123 +416,10 @@ impl Inner {
             peer_offer: None,
             tick: 0,
             dropped: 0,
+            budget: opts.settings.budget,
+            acct: Account::default(),
+            pass: 0,
         })
-    }
-
-    /// What we offer in our CONNREQ / ACCEPT: our segment, if we have one.
-    fn my_offer(&self) -> Option<ShmOffer> {
-        self.shm.as_ref().map(|p| ShmOffer {
-            host: crate::transport::addr::host_id(),
-            token: p.token(),
-            pid: crate::sys::getpid(),
-        })
-    }
-
-    /// Checks a peer's shm offer (None: it made none): the shm data path to
-    /// it, or why not.
-    fn check_offer(&mut self, offer: Option<ShmOffer>) -> core::result::Result<ShmOffer, Refusal> {
-        let Some(o) = offer else {
-            return Err(Refusal::NotLocal("the peer offers no shared memory"));
-        };
-        if o.host != crate::transport::addr::host_id() {
-            return Err(Refusal::NotLocal("the peer's host id is not ours"));
-        }
-        // A host id is not a secret (auto addresses carry it): the peer's
-        // end of the TCP connection must be on this host too.
-        let peer_ip = self
-            .conn
-            .as_ref()
-            .and_then(|c| c.peer_addr().ok())
-            .or(self.peer)
-            .map(|a| a.ip());
-        if !peer_ip.is_some_and(crate::sys::net::ip_is_local) {
-            return Err(Refusal::NotLocal("the peer's address is not one of this host's"));
-        }
-        let Some(shm) = self.shm.as_mut() else {
-            return Err(Refusal::Bad("an offer we did not ask for"));
-        };
-        match shm.open_peer_owner(o.token) {
-            Ok(pid) if pid == o.pid => Ok(o),
-            Ok(_) => Err(Refusal::Bad("the offered segment belongs to another process")),
-            Err(e) if e == Error::ADDRNOTAVAIL => Err(Refusal::Gone("the offered segment does not exist (any more)")),
-            Err(_) => Err(Refusal::Bad("the offered segment does not open")),
-        }
-    }
-
-    /// Decides the data path from the peer's offer (`offer`; `answered`:
-    /// the peer is the server, which offers only when it took ours): Ok(the
-    /// peer's offer, None for TCP), or the reason to refuse.
-    fn choose_path(
-        &mut self,
-        offer: Option<ShmOffer>,
-        answered: bool,
-    ) -> core::result::Result<Option<ShmOffer>, Refusal> {
-        if self.shm.is_none() {
-            return match offer {
-                Some(_) if answered => Err(Refusal::Bad("an shm offer we did not ask for")),
-                _ => Ok(None),
-            };
-        }
-        match self.check_offer(offer) {
-            Ok(o) => Ok(Some(o)),
-            // auto: TCP to a peer on another host (a server that offers
-            // has switched to shm already: refuse rather than mismatch).
-            Err(Refusal::NotLocal(_)) if self.shm_use == ShmUse::Local && (offer.is_none() || !answered) => Ok(None),
-            Err(r) => Err(r),
-        }
-    }
-
-    /// Says (FI_LOG_LEVEL=info) which way the connection's data goes.
-    fn log_path(&self) {
-        match self.via_shm {
-            Some(o) => crate::base::log::log_info!(
-                crate::abi::FI_LOG_EP_CTRL,
-                "connected endpoint: data to {:?} over shm (segment {:#x}, pid {})",
-                self.peer,
-                o.token,
-                o.pid
-            ),
-            None => crate::base::log::log_info!(
-                crate::abi::FI_LOG_EP_CTRL,
-                "connected endpoint: data to {:?} over tcp",
-                self.peer
-            ),
-        }
-    }
-
-    /// Takes the records of our shm ring: only the connected peer's.
-    /// Whether the peer moved (`Port::poll`).
-    fn poll_shm(&mut self, d: &mut dyn Delivery) -> bool {
-        let (Some(shm), Some(o)) = (self.shm.as_mut(), self.via_shm) else {
-            return false;
-        };
-        let mut f = PeerOnly {
-            d,
-            peer: o,
-            dropped: 0,
-            bye: false,
-        };
-        let moved = Port::poll(shm, &mut f);
-        let (dropped, bye) = (f.dropped, f.bye);
-        let failed = Port::take_events(shm).iter().any(|e| *e.peer() == Addr::Shm(o.token));
-        if dropped > 0 {
-            if self.dropped < DROPS_LOGGED {
-                crate::base::log::log_warn!(
-                    crate::abi::FI_LOG_EP_DATA,
-                    "connected endpoint over shm: dropped {dropped} record(s) not from the connected peer (token {:#x}, pid {})",
-                    o.token,
-                    o.pid
-                );
-            }
-            self.dropped += dropped;
-        }
-        if (failed || bye) && self.doomed.is_none() {
-            // The peer's ring broke (or its segment went away under a
-            // send), or it said BYE there: the end, in this pass, before a
-            // rendezvous it had announced is pulled (it cancelled it).
-            self.doomed = Some(crate::transport::PEER_FAILED);
-        }
-        moved
     }
 
     fn bind(&mut self, a: SocketAddr) -> Result<()> {
@@ -686,6 +465,7 @@ impl Inner {
         }
         self.peer = Some(to);
         self.state = LinkState::Connecting;
+        trace::conn_event(format_args!("connected endpoint: connecting to {to}"));
         match Conn::dial(self.bound.take(), &to, self.connect_timeout) {
             Ok(mut c) => {
                 let (h, p) = cm::encode(CmKind::ConnReq, data, self.rts_prefix, self.my_offer());
@@ -882,320 +662,9 @@ impl Inner {
         };
         let mut h = *hdr;
         h.payload = 0;
-        c.queue_mut().push(OutRecord::new(h.to_bytes(), Body::None));
+        c.queue_mut().push_reply(OutRecord::new(h.to_bytes(), Body::None));
         self.flush();
         Ok(())
-    }
-
-    // ------------------------------------------------------------ progress
-
-    /// Writes what waits for a pass (send coalescing).
-    fn flush_corked(&mut self) {
-        if self.corked {
-            self.corked = false;
-            self.flush();
-        }
-    }
-
-    /// Payload bytes one more record could carry now.
-    fn room(&mut self) -> usize {
-        if self.state != LinkState::Up {
-            return 0;
-        }
-        if let (Some(shm), Some(o)) = (self.shm.as_mut(), self.via_shm) {
-            return Port::room(shm, &Addr::Shm(o.token));
-        }
-        match self.conn.as_ref() {
-            Some(conn) => super::room_after(conn.queue().unsent()),
-            None => 0,
-        }
-    }
-
-    /// Returns whether the shm ring saw the peer move (`Port::poll`); the
-    /// TCP side's reads say nothing (false).
-    fn poll(&mut self, d: &mut dyn Delivery) -> bool {
-        let mut moved = false;
-        if self.via_shm.is_some() && self.state == LinkState::Up {
-            moved = self.poll_shm(d);
-            self.tick = self.tick.wrapping_add(1);
-            let quiet = self.doomed.is_none() && self.sent.is_empty() && !self.corked;
-            if quiet && !self.tick.is_multiple_of(TCP_IDLE_PERIOD) {
-                return moved;
-            }
-        }
-        self.poll_tcp(d);
-        moved
-    }
-
-    /// The rest of [`Inner::poll`]: the TCP side and what it reports.
-    fn poll_tcp(&mut self, d: &mut dyn Delivery) {
-        self.flush_corked();
-        self.cork.end_burst();
-        for (id, r) in std::mem::take(&mut self.sent) {
-            d.sent(id, r);
-        }
-        if let Some(e) = self.doomed.take() {
-            self.teardown(e, d, None);
-        }
-        if !matches!(self.state, LinkState::Connecting | LinkState::Up) {
-            return;
-        }
-        // A stalled record, or records read ahead with the handshake: the
-        // socket may show nothing for them.
-        if self.conn.as_ref().is_some_and(|c| c.reader().holds_input()) {
-            self.read(d);
-        }
-        let up_and_idle = self.state == LinkState::Up
-            && !self.stalled()
-            && !self.alarm.armed()
-            && self.conn.as_ref().is_some_and(|c| c.interest() == Some(IN));
-        if up_and_idle {
-            // Connected, nothing to write, no timer: readability is all
-            // the epoll set could report, and a read attempt tells as much
-            // (data, end of stream, error) — one system call per arrival
-            // instead of two. The set is level-triggered, so not asking it
-            // leaves nothing stale for sleepers.
-            self.read(d);
-            if let Some(e) = self.doomed.take() {
-                self.teardown(e, d, None);
-            }
-            return;
-        }
-        let mut ready = std::mem::take(&mut self.ready);
-        let _ = self.epoll.wait(&mut ready, 8, Some(Duration::ZERO));
-        for &(token, ev) in &ready {
-            match token {
-                TOKEN_TIMER => self.alarm.fired(),
-                // Drained by the shm port's own poll.
-                TOKEN_SHM => {}
-                _ => self.sock_event(ev, d),
-            }
-        }
-        self.ready = ready;
-        if self.alarm.due() {
-            let now = Instant::now();
-            let late = self
-                .conn
-                .as_ref()
-                .is_some_and(|c| c.phase() == Phase::Dialing && c.expired(now));
-            if self.state == LinkState::Connecting && late {
-                self.teardown(Error::TIMEDOUT, d, None);
-            }
-        }
-        if let Some(e) = self.doomed.take() {
-            self.teardown(e, d, None);
-        }
-        self.arm_timer();
-    }
-
-    /// The connect deadline, while the connect is in progress.
-    fn arm_timer(&mut self) {
-        let next = self
-            .conn
-            .as_ref()
-            .filter(|c| self.state == LinkState::Connecting && c.phase() == Phase::Dialing)
-            .and_then(|c| c.deadline());
-        self.alarm.arm(next);
-    }
-
-    fn sock_event(&mut self, ev: u32, d: &mut dyn Delivery) {
-        if !matches!(self.state, LinkState::Connecting | LinkState::Up) {
-            return;
-        }
-        let Some(c) = self.conn.as_ref() else { return };
-        match c.ready(ev) {
-            Ready::Dialed(Ok(())) => self.connected(),
-            Ready::Dialed(Err(e)) | Ready::Broken(e) => self.teardown(e, d, None),
-            Ready::Io { write, read } => {
-                if write {
-                    self.flush();
-                }
-                if read {
-                    self.read(d);
-                }
-            }
-        }
-    }
-
-    fn read(&mut self, d: &mut dyn Delivery) {
-        // A handshake record is handled between reads; bounded.
-        for _ in 0..4 {
-            if !matches!(self.state, LinkState::Connecting | LinkState::Up) {
-                return;
-            }
-            let Some(c) = self.conn.as_mut() else { return };
-            if c.phase() == Phase::Dialing {
-                return;
-            }
-            let established = c.phase() == Phase::Up;
-            let out = c.read(&mut CoreSink::new(d, CONNECTED_PEER), &self.limits, &mut self.scratch);
-            match out {
-                Read::Idle | Read::Stalled => {
-                    c.update(&self.epoll);
-                    return;
-                }
-                Read::Link(h) => {
-                    let payload = c.link_payload().to_vec();
-                    if !self.on_link(&h, payload, d) {
-                        return;
-                    }
-                }
-                Read::Ended(end) => {
-                    // The peer closed, broke the protocol or failed: an
-                    // abrupt end of the connection, or — before the answer —
-                    // a server that refused us.
-                    let e = end.error();
-                    let e = if !established && e == Error::CONNRESET {
-                        Error::CONNREFUSED
-                    } else {
-                        e
-                    };
-                    self.teardown(e, d, None);
-                    return;
-                }
-            }
-        }
-    }
-
-    /// A handshake record or BYE. Returns whether reading may go on.
-    fn on_link(&mut self, h: &WireHdr, payload: Vec<u8>, d: &mut dyn Delivery) -> bool {
-        let gone = if self.state == LinkState::Up {
-            Error::CONNRESET
-        } else {
-            Error::CONNREFUSED
-        };
-        if h.op == proto::op::BYE {
-            // The peer's fi_shutdown (or close): everything still expected
-            // from or sent to it ends now.
-            self.teardown(gone, d, None);
-            return false;
-        }
-        let phase = self.conn.as_ref().map(|c| c.phase());
-        match (phase, cm::parse(h, &payload)) {
-            (Some(Phase::AwaitAnswer), Ok(CmKind::Accept)) => {
-                let mut gone = false;
-                match self.choose_path(cm::shm_offer(h), true) {
-                    Ok(v) => {
-                        self.via_shm = v;
-                        self.log_path();
-                    }
-                    // The server accepted and closed its endpoint before we
-                    // read its ACCEPT (its BYE follows): established and
-                    // ended at once, as over TCP. A made-up token looks the
-                    // same; nothing is sent to it either way.
-                    Err(Refusal::Gone(why)) => {
-                        crate::base::log::log_warn!(
-                            crate::abi::FI_LOG_EP_CTRL,
-                            "connected endpoint: connection to {:?} ended at once: {why}",
-                            self.peer
-                        );
-                        gone = true;
-                    }
-                    Err(Refusal::NotLocal(why) | Refusal::Bad(why)) => {
-                        crate::base::log::log_warn!(
-                            crate::abi::FI_LOG_EP_CTRL,
-                            "connected endpoint: connection to {:?} refused: {why}",
-                            self.peer
-                        );
-                        self.teardown(
-                            Error::CONNREFUSED,
-                            d,
-                            Some(CmEvent::Refused {
-                                err: Error::CONNREFUSED,
-                                data: Vec::new(),
-                            }),
-                        );
-                        return false;
-                    }
-                }
-                self.peer_rts_prefix = cm::rts_prefix(h);
-                if let Some(c) = self.conn.as_mut() {
-                    c.set_phase(Phase::Up);
-                }
-                self.state = LinkState::Up;
-                self.events.push_back(CmEvent::Connected(payload));
-                if gone {
-                    self.doomed = Some(crate::transport::PEER_FAILED);
-                }
-                self.update_interest();
-                true
-            }
-            (Some(Phase::AwaitAnswer), Ok(CmKind::Reject)) => {
-                self.teardown(
-                    Error::CONNREFUSED,
-                    d,
-                    Some(CmEvent::Refused {
-                        err: Error::CONNREFUSED,
-                        data: payload,
-                    }),
-                );
-                false
-            }
-            (phase, r) => {
-                crate::base::log::log_warn!(
-                    crate::abi::FI_LOG_EP_CTRL,
-                    "tcp: unexpected handshake record on a connected endpoint in {phase:?}: {r:?}"
-                );
-                self.teardown(gone, d, None);
-                false
-            }
-        }
-    }
-
-    /// Ends the connection: a payload being placed completes with `e`,
-    /// queued sends too, and the endpoint layer hears about it (`event`, or
-    /// the event the state calls for). The socket leaves the epoll set;
-    /// an established one stays open until the endpoint closes (so that a
-    /// FIN, not a reset, ends it), a failed dial is closed now.
-    fn teardown(&mut self, e: Error, d: &mut dyn Delivery, event: Option<CmEvent>) {
-        if self.state == LinkState::Down {
-            return;
-        }
-        if self.state == LinkState::Up && e != Error::CANCELED && self.via_shm.is_some() {
-            // The peer's end (BYE, end of stream, reset): what it wrote to
-            // our ring before is delivered first (it was published before
-            // the TCP side told us; bounded, as records may wait for
-            // receive buffers).
-            for _ in 0..64 {
-                if !self.shm.as_ref().is_some_and(|s| s.has_pending()) {
-                    break;
-                }
-                self.poll_shm(d);
-            }
-        }
-        // An established connection that breaks (reset, end of stream,
-        // keepalive or user timeout) is a peer failure, reported as on RDM
-        // endpoints (transport::PEER_FAILED); our own fi_shutdown cancels.
-        let e = if self.state == LinkState::Up && e != Error::CANCELED {
-            crate::transport::PEER_FAILED
-        } else {
-            e
-        };
-        if let Some(c) = self.conn.as_mut() {
-            c.abort_reader(&mut CoreSink::new(&mut *d, CONNECTED_PEER), e);
-            for id in c.queue_mut().take_notifications() {
-                d.sent(id, Err(e));
-            }
-            c.unwatch(&self.epoll);
-        }
-        for (id, r) in std::mem::take(&mut self.sent) {
-            d.sent(id, r);
-        }
-        let ev = event.unwrap_or(match self.state {
-            LinkState::Up | LinkState::Accepting => CmEvent::Shutdown { err: e },
-            LinkState::Connecting if e == Error::CANCELED => CmEvent::Shutdown { err: e },
-            _ => CmEvent::Refused {
-                err: e,
-                data: Vec::new(),
-            },
-        });
-        let keep = self.state == LinkState::Up;
-        self.events.push_back(ev);
-        self.state = LinkState::Down;
-        if !keep {
-            self.conn = None;
-        }
-        self.arm_timer();
     }
 
     /// Endpoint close: an established connection says BYE (unless it was
@@ -1230,240 +699,6 @@ pub(crate) struct ConnectedPort {
     polled: bool,
     /// The connection's stream was stalled as of the last pass.
     stalled: bool,
-}
-
-impl ConnectedPort {
-    /// A cross-memory copy with `pid` through the connection's shm port:
-    /// only with the connected peer (the shm port checks that the pid is a
-    /// sender the kernel named; records reach the core only with the
-    /// connected peer's), only while the connection is up — after the end
-    /// (a rendezvous whose RTS was drained before it) nothing more is taken
-    /// from the peer, as over TCP, where its data would never come.
-    fn peer_cma(&self, pid: i32, copy: impl FnOnce(&ShmPort) -> Result<usize>) -> Result<usize> {
-        let c = self.shared.inner.lock();
-        match (c.shm.as_ref(), c.via_shm) {
-            (Some(_), Some(_)) if c.state != LinkState::Up => Err(crate::transport::PEER_FAILED),
-            (Some(s), Some(o)) if o.pid == pid => copy(s),
-            _ => Err(Error::OPNOTSUPP),
-        }
-    }
-}
-
-impl Port for ConnectedPort {
-    fn addr(&self) -> Addr {
-        self.shared.local().map(Addr::Inet).unwrap_or(CONNECTED_PEER)
-    }
-
-    fn wait_fd(&self) -> RawFd {
-        self.shared.wait_fd
-    }
-
-    /// Arrivals need nothing (the kernel makes the epoll set readable), but
-    /// a sleeper must not leave records waiting for a pass (see `Cork`).
-    fn set_sleepers(&mut self, n: usize) {
-        self.shared.with(|c| {
-            if let Some(s) = c.shm.as_mut() {
-                s.set_sleepers(n);
-            }
-            c.cork.set_sleepers(n);
-            if n > 0 {
-                c.flush_corked();
-            }
-        })
-    }
-
-    fn more_coming(&mut self) {
-        self.shared.with(|c| c.cork.more())
-    }
-
-    fn has_pending(&self) -> bool {
-        let c = self.shared.inner.lock();
-        !c.sent.is_empty()
-            || !c.events.is_empty()
-            || c.doomed.is_some()
-            || c.corked
-            || (c.via_shm.is_some() && c.shm.as_ref().is_some_and(|s| s.has_pending()))
-    }
-
-    fn eager_limit(&self) -> usize {
-        if self.shared.via_shm() {
-            crate::transport::shm::EAGER_MAX
-        } else {
-            EAGER_MAX
-        }
-    }
-
-    /// Over shm, a record the port took is in the peer's ring.
-    fn queued_at_peer(&self, _peer: &Addr) -> bool {
-        self.shared.via_shm()
-    }
-
-    /// Over shm a chunk is a ring record (the eager limit); over TCP up to
-    /// [`super::CHUNK_MAX`].
-    fn chunk_limit_for(&self, _peer: &Addr) -> usize {
-        if self.shared.via_shm() {
-            crate::transport::shm::EAGER_MAX
-        } else {
-            super::CHUNK_MAX
-        }
-    }
-
-    fn send(&mut self, _peer: &Addr, hdr: &WireHdr, payload: Payload<'_>, copy: bool) -> Result<Sent> {
-        self.shared.with(|c| c.send(hdr, payload, copy))
-    }
-
-    fn send_ctl(&mut self, _peer: &Addr, hdr: &WireHdr) -> Result<()> {
-        self.shared.with(|c| c.send_ctl(hdr))
-    }
-
-    fn room(&mut self, _peer: &Addr) -> usize {
-        self.shared.inner.lock().room()
-    }
-
-    fn poll(&mut self, d: &mut dyn Delivery) -> bool {
-        self.polled = true;
-        let (moved, stalled) = self.shared.with(|c| {
-            let moved = c.poll(d);
-            (moved, c.stalled())
-        });
-        self.stalled = stalled;
-        moved
-    }
-
-    fn check_peer(&mut self, _peer: &Addr) -> bool {
-        self.shared.state() == LinkState::Up
-    }
-
-    fn sender_alive(&self, _src_pid: i32, _peer: &Addr) -> bool {
-        self.shared.state() == LinkState::Up
-    }
-
-    /// The endpoint layer ends operations on disconnection (they all belong
-    /// to the one peer), so no peer events. As on the RDM transport, a call
-    /// without a pass before it means a receive may have been posted: a
-    /// stalled stream gets EPOLLIN back so that a sleeper wakes and retries.
-    fn take_events(&mut self) -> Vec<PeerEvent> {
-        if !self.polled && self.stalled {
-            let mut g = self.shared.inner.lock();
-            let c = &mut *g;
-            if c.stalled() {
-                if let Some(conn) = c.conn.as_mut() {
-                    if conn.offer_input(&c.epoll) {
-                        // What waits is in our buffers, not in the socket:
-                        // fire the timer so that a sleeper wakes and retries.
-                        c.alarm.ring();
-                    }
-                }
-            }
-        }
-        self.polled = false;
-        Vec::new()
-    }
-
-    /// Over shm: cross-memory attach from the peer ([`ConnectedPort::peer_cma`]).
-    fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
-        self.peer_cma(src_pid, |s| Port::pull(s, src_pid, remote, dst, len))
-    }
-
-    fn push(&self, dst_pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
-        self.peer_cma(dst_pid, |s| Port::push(s, dst_pid, remote, src, len))
-    }
-
-    fn close(&mut self) {
-        self.shared.with(|c| c.close())
-    }
-
-    /// Sent in our CONNREQ / ACCEPT: a change after the handshake reaches
-    /// the peer no more (it then fetches what it misses with a ranged CTS).
-    fn set_rts_prefix(&mut self, n: usize) {
-        self.shared.with(|c| {
-            c.rts_prefix = n.min(EAGER_MAX);
-            if let Some(s) = c.shm.as_mut() {
-                Port::set_rts_prefix(s, n);
-            }
-        })
-    }
-
-    /// From the peer's CONNREQ / ACCEPT (no data flows before either).
-    fn rts_prefix(&mut self, _peer: &Addr) -> usize {
-        self.shared.with(|c| c.peer_rts_prefix)
-    }
-}
-
-/// Why a peer's shm offer is not taken.
-enum Refusal {
-    /// It cannot be reached over shm (no offer, another host): TCP on
-    /// auto, refused on shm.
-    NotLocal(&'static str),
-    /// A hostile or broken offer: refused.
-    Bad(&'static str),
-    /// Its segment does not exist: a hostile offer, or (at the client) a
-    /// server that accepted and closed at once.
-    Gone(&'static str),
-}
-
-/// The core as the shm port's sink on a connected endpoint: records of the
-/// connected peer reach the core as [`CONNECTED_PEER`]'s; every other
-/// record is consumed and dropped. The peer's records are those of its
-/// token whose slot the kernel verified for the peer's pid — or did not
-/// verify at all (pid 0: the peer exited before we read its announcement,
-/// which a sender that sends and exits at once does; its doorbell was
-/// full): those are taken as on RDM endpoints, never with a cross-memory
-/// pull (the core pulls only from a pid > 0). A slot the kernel verified
-/// for another pid is not the peer's.
-struct PeerOnly<'a> {
-    d: &'a mut dyn Delivery,
-    peer: ShmOffer,
-    dropped: u64,
-    /// The peer's BYE came through the ring (its fi_shutdown or close,
-    /// after everything it wrote before).
-    bye: bool,
-}
-
-impl PeerOnly<'_> {
-    fn ours(&mut self, src: &Addr, src_pid: i32) -> bool {
-        let ok = *src == Addr::Shm(self.peer.token) && (src_pid == self.peer.pid || src_pid == 0);
-        if !ok {
-            self.dropped += 1;
-        }
-        ok
-    }
-}
-
-impl Delivery for PeerOnly<'_> {
-    fn place(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr) -> Place {
-        if !self.ours(src, src_pid) {
-            return Place::Discard;
-        }
-        self.d.place(&CONNECTED_PEER, src_pid, hdr)
-    }
-    fn placed(&mut self, handle: u32, result: Result<()>) {
-        self.d.placed(handle, result)
-    }
-    fn buffered(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, data: Vec<u8>) {
-        // Only after a `place` of ours answered Buffer.
-        if *src == Addr::Shm(self.peer.token) && (src_pid == self.peer.pid || src_pid == 0) {
-            self.d.buffered(&CONNECTED_PEER, src_pid, hdr, data)
-        }
-    }
-    fn deliver(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition {
-        if !self.ours(src, src_pid) {
-            return Disposition::Consumed;
-        }
-        self.d.deliver(&CONNECTED_PEER, src_pid, hdr, payload)
-    }
-    fn control(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition {
-        if !self.ours(src, src_pid) {
-            return Disposition::Consumed;
-        }
-        if hdr.op == proto::op::BYE {
-            self.bye = true;
-        }
-        self.d.control(&CONNECTED_PEER, src_pid, hdr, payload)
-    }
-    fn sent(&mut self, msg_id: u64, result: Result<()>) {
-        self.d.sent(msg_id, result)
-    }
 }
 
 impl Drop for Inner {

@@ -194,6 +194,10 @@ impl Listener {
                             None => continue,
                         }
                     }
+                    if super::trace::wanted() {
+                        let from = super::trace::Peer(net::peer_addr(sock.as_fd()).ok());
+                        super::trace::conn_event(format_args!("tcp: accepted a connection from {from}"));
+                    }
                     let mut c = Conn::accepted(sock, self.opts.timeout);
                     let id = TOKEN_TAG | self.next_id;
                     self.next_id += 1;

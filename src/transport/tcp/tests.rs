@@ -1,11 +1,20 @@
 //! Ports talking over real loopback sockets, driven by a scripted core.
 
 use super::*;
+use crate::sys::net;
+use crate::sys::IN;
+use crate::transport::addr::Addr;
+use crate::transport::proto::WireHdr;
 use crate::transport::proto::{flag, op};
+use crate::transport::{Delivery, Payload, Port, Sent};
 use crate::transport::{Disposition, Place};
+use budget::reply_room;
+use flood_tests::{Answering, Flood};
+use hello::Kind;
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
 
 const LIM: Limits = Limits {
     max_payload: 1 << 30,
@@ -956,35 +965,6 @@ fn a_whole_chunk_fits_the_socket_without_the_reader() {
     assert_eq!(cb.got[1].2, chunk);
 }
 
-/// A core that answers every control record as the engine does: the
-/// answer goes out through `send_ctl` after the pass.
-#[derive(Default)]
-struct Answering {
-    core: Core,
-    outbox: Vec<(Addr, WireHdr)>,
-}
-
-impl Delivery for Answering {
-    fn place(&mut self, src: &Addr, pid: i32, hdr: &WireHdr) -> Place {
-        self.core.place(src, pid, hdr)
-    }
-    fn placed(&mut self, handle: u32, result: Result<()>) {
-        self.core.placed(handle, result)
-    }
-    fn buffered(&mut self, src: &Addr, pid: i32, hdr: &WireHdr, data: Vec<u8>) {
-        self.core.buffered(src, pid, hdr, data)
-    }
-    fn control(&mut self, src: &Addr, _pid: i32, hdr: &WireHdr, _payload: &dyn PayloadIn) -> Disposition {
-        let mut a = WireHdr::new(op::RMA_ACK);
-        a.msg_id = hdr.msg_id;
-        self.outbox.push((*src, a));
-        Disposition::Consumed
-    }
-    fn sent(&mut self, msg_id: u64, result: Result<()>) {
-        self.core.sent(msg_id, result)
-    }
-}
-
 /// A peer that streams requests and never reads its answers: the port
 /// stops reading it once its answers reach its budget (they never exceed
 /// it), cuts it off once it stayed there for the budget's timeout, and an
@@ -992,18 +972,14 @@ impl Delivery for Answering {
 /// queue without bound (this test's peak exceeds 100 budgets).
 #[test]
 fn a_peer_that_leaves_its_answers_unread_is_stopped_then_cut_off() {
-    let budget = PeerBudget {
-        per_peer: 64 << 10,
-        total: 1 << 20,
-        timeout: Duration::from_millis(500),
-    };
+    let budget = flood_tests::BUDGET;
     let settings = TcpSettings {
         budget,
         ..TcpSettings::default()
     };
     let mut a = TcpPort::new("127.0.0.1:0".parse().unwrap(), LIM, &settings).unwrap();
     let mut b = port();
-    let (mut ca, mut cb) = (Answering::default(), Core::default());
+    let (mut ca, mut cb) = (Answering::<Core>::default(), Core::default());
     let Addr::Inet(to_a) = a.addr() else {
         panic!("tcp address")
     };
@@ -1015,24 +991,12 @@ fn a_peer_that_leaves_its_answers_unread_is_stopped_then_cut_off() {
     f.write_all(&h).unwrap();
     f.write_all(&p).unwrap();
     f.set_nonblocking(true).unwrap();
-    let mut req = WireHdr::new(op::READ_REQ);
-    req.len = 64;
-    req.tag = 0xdead_beef;
-    let mut batch = Vec::new();
-    for i in 0..256u64 {
-        req.msg_id = i;
-        batch.extend_from_slice(&req.to_bytes());
-    }
-    let (mut off, mut peak, mut got) = (0usize, 0usize, 0usize);
+    let mut flood = Flood::new();
+    let (mut peak, mut got) = (0usize, 0usize);
     let mut cut = false;
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(8) && !cut {
-        for _ in 0..64 {
-            match f.write(&batch[off..]) {
-                Ok(n) => off = (off + n) % batch.len(),
-                Err(_) => break,
-            }
-        }
+        flood.write(&mut f);
         a.poll(&mut ca);
         for (to, h) in std::mem::take(&mut ca.outbox) {
             let _ = a.send_ctl(&to, &h);

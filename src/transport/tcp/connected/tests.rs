@@ -4,11 +4,16 @@
 //! playing a (hostile) server.
 
 use super::*;
+use crate::transport::iov::IovList;
 use crate::transport::proto::op;
+use crate::transport::tcp::flood_tests::{Answering, Flood, BUDGET};
+use crate::transport::tcp::EAGER_MAX;
+use crate::transport::Delivery;
 use crate::transport::{Disposition, PayloadIn, Place};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::time::Instant;
 
 const LIM: Limits = Limits {
     max_payload: EAGER_MAX,
@@ -601,4 +606,65 @@ fn records_from_others_than_the_peer_are_dropped() {
     assert_eq!(sc.got, vec![b"good".to_vec()]);
     assert_eq!(ss.inner.lock().dropped, 1);
     assert_eq!(ss.state(), LinkState::Up, "a stranger does not end the connection");
+}
+
+/// The peer of a connected endpoint streams requests and never reads its
+/// answers: the endpoint stops reading it once its answers reach the
+/// budget (they never exceed it), then cuts the connection once it stayed
+/// there for the budget's timeout (FI_SHUTDOWN with FI_ECONNRESET, as for
+/// a reset). Without the budget the answers queue without bound.
+#[test]
+fn a_peer_that_leaves_its_answers_unread_is_stopped_then_cut_off() {
+    let budget = BUDGET;
+    let o = ConnOptions {
+        settings: TcpSettings {
+            budget,
+            ..TcpSettings::default()
+        },
+        ..opts()
+    };
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let cs = Connection::new_client(any(), &o).unwrap();
+    let (mut cp, mut ca) = (cs.port(), Answering::<Core>::default());
+    cs.connect(l.local_addr().unwrap(), b"").unwrap();
+    cp.poll(&mut ca);
+    // The flooder: it accepts, then sends READ_REQs (any key) as fast as
+    // the socket takes them; it never reads.
+    let (mut f, _) = l.accept().unwrap();
+    read_cm(&mut f);
+    write_cm(&mut f, CmKind::Accept, b"");
+    assert_eq!(events_until(&cs, &mut cp, &mut ca.core), CmEvent::Connected(vec![]));
+    f.set_nonblocking(true).unwrap();
+    let mut flood = Flood::new();
+    // Answers held in the queue, at most: the budget over what one costs.
+    let most = budget.per_peer / crate::transport::tcp::framing::REPLY_COST;
+    let mut peak = 0usize;
+    let mut ended = None;
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(8) && ended.is_none() {
+        flood.write(&mut f);
+        cp.poll(&mut ca);
+        for (_, h) in std::mem::take(&mut ca.outbox) {
+            let _ = cp.send_ctl(&CONNECTED_PEER, &h);
+        }
+        let queued = cs
+            .inner
+            .lock()
+            .conn
+            .as_ref()
+            .map_or(0, |c| c.queue().unsent() / proto::HDR_LEN);
+        peak = peak.max(queued);
+        ended = cs.take_cm_events().into_iter().next();
+    }
+    assert!(peak >= most / 2, "the flood filled the budget ({peak} answers queued)");
+    assert!(peak <= most, "{peak} answers queued, beyond the budget's {most}");
+    assert_eq!(
+        ended,
+        Some(CmEvent::Shutdown {
+            err: crate::transport::PEER_FAILED
+        }),
+        "the flooder was cut off once over its budget for its timeout"
+    );
+    assert_eq!(cs.state(), LinkState::Down);
+    assert!(t.elapsed() >= budget.timeout, "not cut off before its timeout");
 }
