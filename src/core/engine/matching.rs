@@ -84,6 +84,11 @@ pub(crate) struct Unexpected {
     pub(crate) body: UnexBody,
     /// FI_CLAIM: the message is reserved for the receive with this context.
     pub(crate) claimed_by: Option<usize>,
+    /// The sender failed after the message arrived (the cause): nothing is
+    /// answered for it any more (an answer would reach whatever endpoint
+    /// opens at that address next), and a rendezvous message's data, in
+    /// the sender's memory, is gone.
+    pub(crate) sender_failed: Option<crate::base::error::Error>,
 }
 
 impl Unexpected {
@@ -178,6 +183,25 @@ impl Matching {
         } else {
             &mut self.untagged
         }
+    }
+
+    /// Marks every unexpected message of `src` as its sender's failure
+    /// leaves it (`Unexpected::sender_failed`); returns how many of them
+    /// were owed an answer (an ACK for an eager one that asked delivery
+    /// complete, an ACK or CTS for a rendezvous one).
+    pub(crate) fn sender_failed(&mut self, src: &Addr, cause: crate::base::error::Error) -> usize {
+        let mut owed = 0;
+        for u in self
+            .unexpected
+            .iter_mut()
+            .filter(|u| u.src == *src && u.sender_failed.is_none())
+        {
+            u.sender_failed = Some(cause);
+            if matches!(u.body, UnexBody::Rendezvous(_)) || u.wire_flags & crate::transport::proto::flag::ACK_REQ != 0 {
+                owed += 1;
+            }
+        }
+        owed
     }
 
     /// Whether any unexpected message is queued.
@@ -361,6 +385,7 @@ mod tests {
             len,
             body: UnexBody::Eager(vec![0; len]),
             claimed_by: None,
+            sender_failed: None,
         }
     }
 

@@ -638,6 +638,7 @@ impl State {
                 // what of its messages is still in its memory is gone.
                 self.buf_peer_failed(b, src);
                 self.rma_peer_failed(b, src, PEER_FAILED);
+                self.forget_owed(b, src, PEER_FAILED);
                 // Nor is its receive buffer: a push asked for before it
                 // closed is not made (the send waits for its end as any).
                 for t in self.tx.values_mut() {

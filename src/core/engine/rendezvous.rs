@@ -392,6 +392,7 @@ impl State {
             len,
             body: UnexBody::Rendezvous(rts),
             claimed_by: None,
+            sender_failed: None,
         });
         Disposition::Consumed
     }
