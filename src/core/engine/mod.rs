@@ -13,8 +13,8 @@
 //! `buffered` (buffered receives; `buffered/held.rs` is their pure
 //! bookkeeping), `peers` (liveness, failure events), `connected` (what
 //! FI_EP_MSG adds: the fixed peer, `fail_all`), `completion` (CQ entries and
-//! counters). Tests: `sim.rs` (an in-memory network of engines) and
-//! `tests/`.
+//! counters), `stall` (backpressure stalls, for the debug log). Tests:
+//! `sim.rs` (an in-memory network of engines) and `tests/`.
 //!
 //! Protocols (docs/protocol.md):
 //! * **eager** (≤ `EAGER_MAX`, and every inject): one EAGER record carries the
@@ -53,6 +53,7 @@ mod rma;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use rendezvous::parse_rts;
 mod send;
+mod stall;
 
 pub(crate) use self::atomic::AtomicArgs;
 use self::buffered::{Buffered, BUF_HANDLE, PREFIX_AUX};
@@ -368,6 +369,9 @@ struct State {
     rma: rma::Rma,
     /// The last destination resolved through the AV (`destination`).
     dest: Option<DestCache>,
+    /// Stalls of our sends, and of peers' messages held back (debug log).
+    stalls_tx: stall::StallWatch,
+    stalls_rx: stall::StallWatch,
 }
 
 /// A resolved destination: `fi_addr` in the AV at address `av` gave
@@ -418,6 +422,8 @@ impl Inner {
                 buf: None,
                 rma: Default::default(),
                 dest: None,
+                stalls_tx: Default::default(),
+                stalls_rx: Default::default(),
             },
         }
     }

@@ -188,6 +188,7 @@ impl State {
         if self.m.can_buffer(src, len) {
             Place::Buffer
         } else {
+            self.over_budget(src);
             Place::Stall
         }
     }

@@ -50,6 +50,11 @@ impl Inner {
         }
         self.st.next_id += 1;
         self.st.tx.insert(id, op);
+        crate::base::log::log_debug_limited!(
+            FI_LOG_EP_DATA,
+            "rendezvous to {peer:?}: msg {id}, {len} bytes, RTS sent{}",
+            if push > 0 { " with the first bytes pushed" } else { "" }
+        );
         Ok(())
     }
 }
@@ -379,6 +384,7 @@ impl State {
             return self.buf_rts(b, src, src_pid, h, rts);
         }
         if !self.m.can_buffer(src, rts.remote.len() * IOV_ENTRY) {
+            self.over_budget(src);
             return Disposition::Stall;
         }
         self.m.push_unexpected(Unexpected {
@@ -454,6 +460,12 @@ impl State {
                 match pulled {
                     Ok(_) => {
                         self.ack(p.src, p.hdr.msg_id, None, take);
+                        crate::base::log::log_debug_limited!(
+                            FI_LOG_EP_DATA,
+                            "rendezvous from {:?}: msg {}, {take} bytes pulled (CMA), done",
+                            p.src,
+                            p.hdr.msg_id
+                        );
                         self.complete_rx(
                             b,
                             &p.recv,
@@ -481,6 +493,10 @@ impl State {
             }
             let msg_id = p.hdr.msg_id;
             let src = p.src;
+            crate::base::log::log_debug_limited!(
+                FI_LOG_EP_DATA,
+                "rendezvous from {src:?}: msg {msg_id}, {take} bytes, CTS sent (the sender streams it)"
+            );
             let handle = self.rx.insert(RxStream::of(p, buf, take, None));
             let mut cts = WireHdr::new(op::CTS);
             cts.msg_id = msg_id;
@@ -717,6 +733,13 @@ impl State {
     /// sender, the receive completes.
     fn stream_done(&mut self, b: &Bound<'_>, s: &RxStream) {
         self.ack(s.src, s.hdr.msg_id, None, s.take);
+        crate::base::log::log_debug_limited!(
+            FI_LOG_EP_DATA,
+            "rendezvous from {:?}: msg {}, {} bytes received, done",
+            s.src,
+            s.hdr.msg_id,
+            s.take
+        );
         self.complete_rx(
             b,
             &s.recv,
@@ -787,6 +810,9 @@ impl State {
                     t.state = TxState::WaitAck;
                 }
             }
+        }
+        if let Some(p) = full {
+            self.no_room(&p);
         }
         if !pushes.is_empty() {
             self.run_pushes(port, pushes);

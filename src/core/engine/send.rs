@@ -201,7 +201,11 @@ impl Inner {
     #[inline(never)]
     fn send_again(&mut self, b: &Bound<'_>, peer: &Addr, h: &WireHdr, p: Payload<'_>, copy: bool) -> Result<Sent> {
         self.pass(b);
-        self.port.send(peer, h, p, copy)
+        let r = self.port.send(peer, h, p, copy);
+        if r == Err(Error::AGAIN) {
+            self.st.no_room(peer);
+        }
+        r
     }
 
     /// Sends a record, making one progress pass and one more try if the
@@ -241,6 +245,14 @@ impl State {
             0 => Ok(()),
             e => Err(Error(e as i32)),
         };
+        if t.len > t.eager_limit {
+            crate::base::log::log_debug_limited!(
+                FI_LOG_EP_DATA,
+                "rendezvous to {src:?}: msg {}, {} bytes, done ({status:?})",
+                h.msg_id,
+                t.len
+            );
+        }
         self.finish_tx(b, t, status);
     }
 
