@@ -369,9 +369,9 @@ struct State {
     rma: rma::Rma,
     /// The last destination resolved through the AV (`destination`).
     dest: Option<DestCache>,
-    /// Stalls of our sends, and of peers' messages held back (debug log).
-    stalls_tx: stall::StallWatch,
-    stalls_rx: stall::StallWatch,
+    /// Stalls of our sends, and of peers' messages held back (debug log;
+    /// made at the first refusal seen with debug lines enabled).
+    stalls: Option<Box<stall::Stalls>>,
 }
 
 /// A resolved destination: `fi_addr` in the AV at address `av` gave
@@ -422,8 +422,7 @@ impl Inner {
                 buf: None,
                 rma: Default::default(),
                 dest: None,
-                stalls_tx: Default::default(),
-                stalls_rx: Default::default(),
+                stalls: None,
             },
         }
     }

@@ -13,6 +13,7 @@ impl Inner {
     /// (and the op waits for the ACK). A receiver with buffered receives
     /// asked for the message's start right behind the RTS
     /// (`Port::rts_prefix`): both records go out back to back, or neither.
+    #[inline(never)]
     pub(super) fn send_rts(&mut self, b: &Bound<'_>, mut h: WireHdr, op: TxOp) -> Result<()> {
         let (peer, len, id) = (op.peer, op.len, h.msg_id);
         h.op = op::RTS;

@@ -14,6 +14,13 @@ pub(super) const STALL_LOG_AFTER: Duration = Duration::from_millis(100);
 /// Refusals further apart than this belong to different stalls.
 pub(super) const STALL_GAP: Duration = Duration::from_millis(50);
 
+/// The stalls under way: of our sends, and of peers' messages held back.
+#[derive(Default)]
+pub(super) struct Stalls {
+    tx: StallWatch,
+    rx: StallWatch,
+}
+
 /// The stall under way in one direction (towards peers, or from them).
 #[derive(Default)]
 pub(super) struct StallWatch {
@@ -66,7 +73,8 @@ impl State {
         if !watched() {
             return;
         }
-        if let Some(d) = self.stalls_tx.note(peer, Instant::now()) {
+        let w = &mut self.stalls.get_or_insert_with(Default::default).tx;
+        if let Some(d) = w.note(peer, Instant::now()) {
             crate::base::log::log_debug_limited!(
                 FI_LOG_EP_DATA,
                 "sends to {peer:?} waiting for room for {d:?} (the peer reads slowly: its ring or socket is full)"
@@ -82,7 +90,8 @@ impl State {
         if !watched() {
             return;
         }
-        if let Some(d) = self.stalls_rx.note(src, Instant::now()) {
+        let w = &mut self.stalls.get_or_insert_with(Default::default).rx;
+        if let Some(d) = w.note(src, Instant::now()) {
             let held = self.m.unexpected_held(src);
             crate::base::log::log_debug_limited!(
                 FI_LOG_EP_DATA,
