@@ -102,7 +102,7 @@ impl State {
         let ended = before.saturating_sub(self.waiting_ops());
         crate::base::log::log_debug_limited!(
             FI_LOG_EP_CTRL,
-            "peer {peer:?} failed ({err:?}): {ended} operations ended, {owed} answers owed to it dropped"
+            "peer {peer:?} failed ({err}): {ended} operations ended, {owed} answers owed to it dropped"
         );
     }
 

@@ -248,9 +248,10 @@ impl State {
         if t.len > t.eager_limit {
             crate::base::log::log_debug_limited!(
                 FI_LOG_EP_DATA,
-                "rendezvous to {src:?}: msg {}, {} bytes, done ({status:?})",
+                "rendezvous to {src:?}: msg {}, {} bytes, done ({})",
                 h.msg_id,
-                t.len
+                t.len,
+                status.map_or_else(|e| e.to_string(), |()| "ok".to_string())
             );
         }
         self.finish_tx(b, t, status);
