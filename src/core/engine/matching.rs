@@ -218,9 +218,9 @@ impl Matching {
     /// [`Matching::post`] of `r` with `iov` as its buffer list (`r.iov` is
     /// not read). A one-buffer receive's entry is pushed with only its one
     /// segment written (`IovList::head`): moving the 216-byte entry with
-    /// the caller's whole list was a call to `memcpy` per post; a longer
-    /// list is copied whole. The two pushes are separate arms: with one
-    /// push of either list the compiler copied the whole list again.
+    /// the caller's whole list would be a call to `memcpy` per post; a
+    /// longer list is copied whole. The two pushes are separate arms: with
+    /// one push of either list the compiler copies the whole list again.
     #[inline(always)]
     pub(crate) fn post_with_iov(&mut self, r: PostedRecv, iov: &IovList) {
         let q = self.queue(r.tagged);
@@ -474,7 +474,7 @@ mod tests {
         assert_eq!(m.unexpected_bytes(), 0);
     }
 
-    /// Issue 12 finding 9: one peer cannot hold the whole budget.
+    /// One peer cannot hold the whole budget.
     #[test]
     fn each_peer_gets_a_fair_share_of_the_budget() {
         let cost = UNEXP_OVERHEAD + 100;

@@ -169,9 +169,9 @@ impl<'a> From<&'a Binds> for Bound<'a> {
 }
 
 /// An enabled endpoint's bindings, fixed, with the [`Bound`] view of them
-/// built once: every post and every progress pass takes that view, and
-/// building it (nine `Option<Held<_>>` fields turned into references) cost
-/// ~50 instructions each time, ~250 per small-message round trip.
+/// built once: every post and every progress pass takes that view, which
+/// they would otherwise build each time (nine `Option<Held<_>>` fields
+/// turned into references), several times per small-message round trip.
 ///
 /// Its fields are private and it is only made from an owned [`Binds`]:
 /// nothing can change the bindings while the view exists (only `&Binds`
@@ -393,8 +393,9 @@ pub(crate) struct Inner {
 pub(crate) use crate::transport::PEER_FAILED;
 
 /// The pause between the passes of a close waiting for peers' pushes
-/// ([`Inner::close`]): short against a 512 KiB push (~35 µs), long enough
-/// to leave a shared core to the peer.
+/// ([`Inner::close`]): short against the copy of a large push (a 512 KiB
+/// part of a split message), long enough to leave a shared core to the
+/// peer.
 const CLOSE_NAP: Duration = Duration::from_micros(50);
 
 impl Inner {
@@ -512,8 +513,8 @@ impl Inner {
     /// answer (or the target failed) — or until `cfg.close_wait` ran out.
     /// Past the bound a push already started may still land in a buffer
     /// the application frees after the close (docs/shm.md, Large
-    /// messages): logged. A bound of 0: no wait at all (the close as
-    /// before it waited).
+    /// messages): logged. A bound of 0: no wait at all (the close goes on
+    /// at once).
     fn await_pushes(&mut self, idle: &mut dyn FnMut()) {
         if self.st.cfg.close_wait.is_zero() || !self.st.pushed_into() {
             return;
@@ -599,8 +600,8 @@ impl State {
     ///
     /// This runs on every progress pass (every CQ read of a polling
     /// application) and is nearly always idle: the tests are inlined into
-    /// the pass, the work is a call (a call's frame cost ~18 instructions
-    /// per pass when everything was in one function).
+    /// the pass and the work is an out-of-line call, so that an idle pass
+    /// sets up no frame for it.
     #[inline]
     fn after_poll(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         if !self.pulls.is_empty()

@@ -759,7 +759,8 @@ impl State {
         let mut failed = Vec::new();
         // The peer whose queue had no room for a chunk in this pass: its
         // other streams wait for the next pass without asking the port
-        // again (64 streams to one peer were 64 `room` lookups per pass).
+        // again (else 64 streams to one peer would be 64 `room` lookups per
+        // pass).
         let mut full: Option<Addr> = None;
         // Sends the receiver asked to push (`CTS|SPLIT`): made after the
         // streams, together (`run_pushes`).

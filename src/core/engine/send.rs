@@ -135,9 +135,9 @@ impl Inner {
             report,
             eager_limit,
         };
-        // An inject always goes eager (its bytes are copied at post time,
-        // as before): the port's limit is asked only for other sends, and
-        // for an op that is kept.
+        // An inject always goes eager (its bytes are copied at post time):
+        // the port's limit is asked only for other sends, and for an op
+        // that is kept.
         if !inject {
             let eager_limit = self.port.eager_limit_for(&peer);
             if len > eager_limit {
@@ -149,9 +149,9 @@ impl Inner {
         let wait = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE | FI_TRANSMIT_COMPLETE) != 0
             && !a.inject_call
             && self.ack_flag(&peer, a.flags, &mut h);
-        // `send_retry` written out: the payload built once, in the call's
-        // argument (one kept for a second try is copied again for the
-        // first: bench-insns −15 per round trip).
+        // `send_retry` written out: the payload is built once, in the
+        // call's argument (one kept in a variable for a second try would be
+        // copied again for the first).
         let sent = match self.port.send(&peer, &h, Payload::Iov(iov, 0, len), inject) {
             Err(e) if e == Error::AGAIN => self.send_again(b, &peer, &h, Payload::Iov(iov, 0, len), inject),
             r => r,
