@@ -5,8 +5,8 @@
 //! application serializes access across all objects in a domain". Under that
 //! promise the endpoint, CQ and progress-engine locks of the data path are
 //! never contended, yet each `parking_lot` lock and unlock is a `lock
-//! cmpxchg` (about 2.5 ns uncontended here, ~36 of them per fabtests round
-//! trip at 1 B: docs/performance.md "serial"). A [`ModeMutex`] looks at its
+//! cmpxchg`, dozens of them per small-message round trip (docs/performance.md
+//! "serial"). A [`ModeMutex`] looks at its
 //! domain's [`LockMode`] instead:
 //!
 //! * **serial**: the lock is a `held` flag moved with plain (relaxed) loads
@@ -14,7 +14,7 @@
 //!   (the progress pass relies on that), and a `lock` of a held one — which
 //!   would deadlock in the locked mode — panics (caught at the C boundary)
 //!   instead of handing out a second `&mut`;
-//! * **locked**: a `parking_lot` raw mutex, as before.
+//! * **locked**: a `parking_lot` raw mutex.
 //!
 //! A mode goes from serial to locked once, for good ([`LockMode::lock_for_good`]),
 //! before anything outside the application's serialisation can reach the

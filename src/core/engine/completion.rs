@@ -200,9 +200,8 @@ impl State {
 /// Queues a success completion (or, for a silent one, gives back the
 /// slot the operation claimed). A refused push means the CQ is in its
 /// overrun state, which the application learns from the CQ itself.
-/// Inlined into each caller: the call's frame and the copy of the entry
-/// into its argument cost ~20 instructions a completion (docs/performance.md
-/// "cqring").
+/// Inlined into each caller: a call would add its frame and a copy of the
+/// entry into its argument to every completion.
 #[inline(always)]
 pub(super) fn cq_success(cq: Option<&Cq>, how: Report, e: CqEntry) {
     let Some(cq) = cq else { return };

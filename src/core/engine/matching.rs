@@ -84,6 +84,11 @@ pub(crate) struct Unexpected {
     pub(crate) body: UnexBody,
     /// FI_CLAIM: the message is reserved for the receive with this context.
     pub(crate) claimed_by: Option<usize>,
+    /// The sender failed after the message arrived (the cause): nothing is
+    /// answered for it any more (an answer would reach whatever endpoint
+    /// opens at that address next), and a rendezvous message's data, in
+    /// the sender's memory, is gone.
+    pub(crate) sender_failed: Option<crate::base::error::Error>,
 }
 
 impl Unexpected {
@@ -180,6 +185,25 @@ impl Matching {
         }
     }
 
+    /// Marks every unexpected message of `src` as its sender's failure
+    /// leaves it (`Unexpected::sender_failed`); returns how many of them
+    /// were owed an answer (an ACK for an eager one that asked delivery
+    /// complete, an ACK or CTS for a rendezvous one).
+    pub(crate) fn sender_failed(&mut self, src: &Addr, cause: crate::base::error::Error) -> usize {
+        let mut owed = 0;
+        for u in self
+            .unexpected
+            .iter_mut()
+            .filter(|u| u.src == *src && u.sender_failed.is_none())
+        {
+            u.sender_failed = Some(cause);
+            if matches!(u.body, UnexBody::Rendezvous(_)) || u.wire_flags & crate::transport::proto::flag::ACK_REQ != 0 {
+                owed += 1;
+            }
+        }
+        owed
+    }
+
     /// Whether any unexpected message is queued.
     #[inline]
     pub(crate) fn has_unexpected(&self) -> bool {
@@ -194,9 +218,9 @@ impl Matching {
     /// [`Matching::post`] of `r` with `iov` as its buffer list (`r.iov` is
     /// not read). A one-buffer receive's entry is pushed with only its one
     /// segment written (`IovList::head`): moving the 216-byte entry with
-    /// the caller's whole list was a call to `memcpy` per post; a longer
-    /// list is copied whole. The two pushes are separate arms: with one
-    /// push of either list the compiler copied the whole list again.
+    /// the caller's whole list would be a call to `memcpy` per post; a
+    /// longer list is copied whole. The two pushes are separate arms: with
+    /// one push of either list the compiler copies the whole list again.
     #[inline(always)]
     pub(crate) fn post_with_iov(&mut self, r: PostedRecv, iov: &IovList) {
         let q = self.queue(r.tagged);
@@ -361,6 +385,7 @@ mod tests {
             len,
             body: UnexBody::Eager(vec![0; len]),
             claimed_by: None,
+            sender_failed: None,
         }
     }
 
@@ -449,7 +474,7 @@ mod tests {
         assert_eq!(m.unexpected_bytes(), 0);
     }
 
-    /// Issue 12 finding 9: one peer cannot hold the whole budget.
+    /// One peer cannot hold the whole budget.
     #[test]
     fn each_peer_gets_a_fair_share_of_the_budget() {
         let cost = UNEXP_OVERHEAD + 100;

@@ -13,8 +13,8 @@
 //! `buffered` (buffered receives; `buffered/held.rs` is their pure
 //! bookkeeping), `peers` (liveness, failure events), `connected` (what
 //! FI_EP_MSG adds: the fixed peer, `fail_all`), `completion` (CQ entries and
-//! counters). Tests: `sim.rs` (an in-memory network of engines) and
-//! `tests/`.
+//! counters), `stall` (backpressure stalls, for the debug log). Tests:
+//! `sim.rs` (an in-memory network of engines) and `tests/`.
 //!
 //! Protocols (docs/protocol.md):
 //! * **eager** (≤ `EAGER_MAX`, and every inject): one EAGER record carries the
@@ -53,6 +53,7 @@ mod rma;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use rendezvous::parse_rts;
 mod send;
+mod stall;
 
 pub(crate) use self::atomic::AtomicArgs;
 use self::buffered::{Buffered, BUF_HANDLE, PREFIX_AUX};
@@ -168,9 +169,9 @@ impl<'a> From<&'a Binds> for Bound<'a> {
 }
 
 /// An enabled endpoint's bindings, fixed, with the [`Bound`] view of them
-/// built once: every post and every progress pass takes that view, and
-/// building it (nine `Option<Held<_>>` fields turned into references) cost
-/// ~50 instructions each time, ~250 per small-message round trip.
+/// built once: every post and every progress pass takes that view, which
+/// they would otherwise build each time (nine `Option<Held<_>>` fields
+/// turned into references), several times per small-message round trip.
 ///
 /// Its fields are private and it is only made from an owned [`Binds`]:
 /// nothing can change the bindings while the view exists (only `&Binds`
@@ -368,6 +369,9 @@ struct State {
     rma: rma::Rma,
     /// The last destination resolved through the AV (`destination`).
     dest: Option<DestCache>,
+    /// Stalls of our sends, and of peers' messages held back (debug log;
+    /// made at the first refusal seen with debug lines enabled).
+    stalls: Option<Box<stall::Stalls>>,
 }
 
 /// A resolved destination: `fi_addr` in the AV at address `av` gave
@@ -389,8 +393,9 @@ pub(crate) struct Inner {
 pub(crate) use crate::transport::PEER_FAILED;
 
 /// The pause between the passes of a close waiting for peers' pushes
-/// ([`Inner::close`]): short against a 512 KiB push (~35 µs), long enough
-/// to leave a shared core to the peer.
+/// ([`Inner::close`]): short against the copy of a large push (a 512 KiB
+/// part of a split message), long enough to leave a shared core to the
+/// peer.
 const CLOSE_NAP: Duration = Duration::from_micros(50);
 
 impl Inner {
@@ -418,6 +423,7 @@ impl Inner {
                 buf: None,
                 rma: Default::default(),
                 dest: None,
+                stalls: None,
             },
         }
     }
@@ -507,8 +513,8 @@ impl Inner {
     /// answer (or the target failed) — or until `cfg.close_wait` ran out.
     /// Past the bound a push already started may still land in a buffer
     /// the application frees after the close (docs/shm.md, Large
-    /// messages): logged. A bound of 0: no wait at all (the close as
-    /// before it waited).
+    /// messages): logged. A bound of 0: no wait at all (the close goes on
+    /// at once).
     fn await_pushes(&mut self, idle: &mut dyn FnMut()) {
         if self.st.cfg.close_wait.is_zero() || !self.st.pushed_into() {
             return;
@@ -594,8 +600,8 @@ impl State {
     ///
     /// This runs on every progress pass (every CQ read of a polling
     /// application) and is nearly always idle: the tests are inlined into
-    /// the pass, the work is a call (a call's frame cost ~18 instructions
-    /// per pass when everything was in one function).
+    /// the pass and the work is an out-of-line call, so that an idle pass
+    /// sets up no frame for it.
     #[inline]
     fn after_poll(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         if !self.pulls.is_empty()
@@ -638,6 +644,7 @@ impl State {
                 // what of its messages is still in its memory is gone.
                 self.buf_peer_failed(b, src);
                 self.rma_peer_failed(b, src, PEER_FAILED);
+                self.forget_owed(b, src, PEER_FAILED);
                 // Nor is its receive buffer: a push asked for before it
                 // closed is not made (the send waits for its end as any).
                 for t in self.tx.values_mut() {

@@ -75,21 +75,75 @@ impl State {
     #[inline(never)]
     pub(super) fn handle_events(&mut self, port: &mut dyn Port, b: &Bound<'_>) {
         for ev in port.take_events() {
-            let (peer, err) = (*ev.peer(), ev.cause());
-            let ids: Vec<u64> = self
-                .tx
-                .iter()
-                .filter(|(_, t)| t.peer == peer)
-                .map(|(id, _)| *id)
-                .collect();
-            for id in ids {
-                if let Some(t) = self.tx.remove(&id) {
-                    self.finish_tx(b, t, Err(err));
-                }
-            }
-            self.fail_rx_where(b, err, |s| s.src == peer);
-            self.buf_peer_failed(b, &peer);
-            self.rma_peer_failed(b, &peer, err);
+            self.peer_failed(b, *ev.peer(), ev.cause());
         }
+    }
+
+    /// `peer` failed (`err`: the cause its event gives): every operation
+    /// waiting on it ends with `err`, and nothing owed to it is answered
+    /// any more ([`State::forget_owed`]).
+    fn peer_failed(&mut self, b: &Bound<'_>, peer: Addr, err: Error) {
+        let before = self.waiting_ops();
+        let ids: Vec<u64> = self
+            .tx
+            .iter()
+            .filter(|(_, t)| t.peer == peer)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            if let Some(t) = self.tx.remove(&id) {
+                self.finish_tx(b, t, Err(err));
+            }
+        }
+        self.fail_rx_where(b, err, |s| s.src == peer);
+        self.buf_peer_failed(b, &peer);
+        self.rma_peer_failed(b, &peer, err);
+        let owed = self.forget_owed(b, &peer, err);
+        let ended = before.saturating_sub(self.waiting_ops());
+        crate::base::log::log_debug_limited!(
+            FI_LOG_EP_CTRL,
+            "peer {peer:?} failed ({err}): {ended} operations ended, {owed} answers owed to it dropped"
+        );
+    }
+
+    /// Operations that wait on peers: sends, RMA and atomics, receives
+    /// being streamed, pulled or placed (what a peer's failure can end).
+    fn waiting_ops(&self) -> usize {
+        self.tx.len() + self.rma.outstanding() + self.rx.len() + self.pulls.len() + self.inflight.len()
+    }
+
+    /// The incarnation of `peer` we knew is over (its failure taken, or
+    /// its `BYE` read): what we owe it is dropped rather than sent later,
+    /// since records carry no incarnation and message ids start at 1 in
+    /// every endpoint — an answer would reach the next endpoint at that
+    /// address and complete (ACK) or start streaming (CTS) its operation
+    /// with the same id. Unexpected messages stay the application's
+    /// (eager ones are received, unanswered; a rendezvous one fails with
+    /// `err` when matched: its data was in the sender's memory); matched
+    /// rendezvous messages not yet fetched fail with `err`; payloads being
+    /// placed complete unanswered; answers not yet sent are dropped. (RMA
+    /// and atomic answers and buffered receives: `rma_peer_failed`,
+    /// `buf_peer_failed`.) Returns how many answers were dropped.
+    pub(super) fn forget_owed(&mut self, b: &Bound<'_>, peer: &Addr, err: Error) -> usize {
+        let mut owed = self.m.sender_failed(peer, err);
+        for (_, f) in self.inflight.iter_mut() {
+            if f.src == *peer && f.hdr.flags & (flag::ACK_REQ | flag::ACK_ARRIVE) != 0 {
+                f.hdr.flags &= !(flag::ACK_REQ | flag::ACK_ARRIVE);
+                owed += 1;
+            }
+        }
+        if self.pulls.iter().any(|p| p.src == *peer) {
+            let (gone, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pulls)
+                .into_iter()
+                .partition(|p| p.src == *peer);
+            self.pulls = keep;
+            owed += gone.len();
+            for p in gone {
+                self.complete_rx_err(b, &p.recv, RxFailure::of(err, &p.hdr, p.extra_flags));
+            }
+        }
+        let queued = self.outbox.len();
+        self.outbox.retain(|(to, _)| to != peer);
+        owed + queued - self.outbox.len()
     }
 }

@@ -188,6 +188,7 @@ impl State {
         if self.m.can_buffer(src, len) {
             Place::Buffer
         } else {
+            self.over_budget(src);
             Place::Stall
         }
     }
@@ -282,6 +283,7 @@ impl State {
             len: h.len as usize,
             body: UnexBody::Eager(data),
             claimed_by: None,
+            sender_failed: None,
         });
     }
 
@@ -340,6 +342,11 @@ impl State {
             msg_id: u.msg_id,
             ..WireHdr::new(op::EAGER)
         };
+        if let (UnexBody::Rendezvous(_), Some(e)) = (&u.body, u.sender_failed) {
+            // Its data was in the failed sender's memory.
+            self.complete_rx_err(b, &r, RxFailure::of(e, &h, extra));
+            return;
+        }
         match u.body {
             UnexBody::Eager(data) => {
                 let n = copy_bytes_to_iov(&data, &dst);
@@ -356,7 +363,7 @@ impl State {
                         extra,
                     },
                 );
-                if u.wire_flags & flag::ACK_REQ != 0 {
+                if u.wire_flags & flag::ACK_REQ != 0 && u.sender_failed.is_none() {
                     self.ack(u.src, u.msg_id, None, n);
                 }
             }
@@ -399,7 +406,7 @@ impl State {
         let (src, len, msg_id) = (u.src, u.len, u.msg_id);
         if r.flags & FI_DISCARD != 0 {
             let u = self.m.take_unexpected(idx).expect("index just found");
-            if matches!(u.body, UnexBody::Rendezvous(_)) || u.wire_flags & flag::ACK_REQ != 0 {
+            if owes_answer(&u) {
                 self.ack(src, msg_id, None, 0);
             }
         } else if r.flags & FI_CLAIM != 0 {
@@ -440,7 +447,7 @@ impl State {
             .ok_or(Error::INVAL)?;
         let u = self.m.take_unexpected(idx).expect("index just found");
         if r.flags & FI_DISCARD != 0 {
-            if matches!(u.body, UnexBody::Rendezvous(_)) || u.wire_flags & flag::ACK_REQ != 0 {
+            if owes_answer(&u) {
                 self.ack(u.src, u.msg_id, None, 0);
             }
             let h = WireHdr {
@@ -468,6 +475,14 @@ impl State {
         self.deliver_unexpected(b, r, dst, u, FI_CLAIM);
         Ok(())
     }
+}
+
+/// Whether the sender of `u` waits for an answer when it is discarded:
+/// a rendezvous sender for its buffer, a delivery-complete one for its
+/// completion — unless the sender failed since (the answer would reach the
+/// next endpoint at its address).
+fn owes_answer(u: &Unexpected) -> bool {
+    u.sender_failed.is_none() && (matches!(u.body, UnexBody::Rendezvous(_)) || u.wire_flags & flag::ACK_REQ != 0)
 }
 
 fn copy_bytes_to_iov(data: &[u8], dst: &IovList) -> usize {

@@ -13,6 +13,7 @@ impl Inner {
     /// (and the op waits for the ACK). A receiver with buffered receives
     /// asked for the message's start right behind the RTS
     /// (`Port::rts_prefix`): both records go out back to back, or neither.
+    #[inline(never)]
     pub(super) fn send_rts(&mut self, b: &Bound<'_>, mut h: WireHdr, op: TxOp) -> Result<()> {
         let (peer, len, id) = (op.peer, op.len, h.msg_id);
         h.op = op::RTS;
@@ -50,6 +51,11 @@ impl Inner {
         }
         self.st.next_id += 1;
         self.st.tx.insert(id, op);
+        crate::base::log::log_debug_limited!(
+            FI_LOG_EP_DATA,
+            "rendezvous to {peer:?}: msg {id}, {len} bytes, RTS sent{}",
+            if push > 0 { " with the first bytes pushed" } else { "" }
+        );
         Ok(())
     }
 }
@@ -379,6 +385,7 @@ impl State {
             return self.buf_rts(b, src, src_pid, h, rts);
         }
         if !self.m.can_buffer(src, rts.remote.len() * IOV_ENTRY) {
+            self.over_budget(src);
             return Disposition::Stall;
         }
         self.m.push_unexpected(Unexpected {
@@ -392,6 +399,7 @@ impl State {
             len,
             body: UnexBody::Rendezvous(rts),
             claimed_by: None,
+            sender_failed: None,
         });
         Disposition::Consumed
     }
@@ -453,6 +461,12 @@ impl State {
                 match pulled {
                     Ok(_) => {
                         self.ack(p.src, p.hdr.msg_id, None, take);
+                        crate::base::log::log_debug_limited!(
+                            FI_LOG_EP_DATA,
+                            "rendezvous from {:?}: msg {}, {take} bytes pulled (CMA), done",
+                            p.src,
+                            p.hdr.msg_id
+                        );
                         self.complete_rx(
                             b,
                             &p.recv,
@@ -480,6 +494,10 @@ impl State {
             }
             let msg_id = p.hdr.msg_id;
             let src = p.src;
+            crate::base::log::log_debug_limited!(
+                FI_LOG_EP_DATA,
+                "rendezvous from {src:?}: msg {msg_id}, {take} bytes, CTS sent (the sender streams it)"
+            );
             let handle = self.rx.insert(RxStream::of(p, buf, take, None));
             let mut cts = WireHdr::new(op::CTS);
             cts.msg_id = msg_id;
@@ -716,6 +734,13 @@ impl State {
     /// sender, the receive completes.
     fn stream_done(&mut self, b: &Bound<'_>, s: &RxStream) {
         self.ack(s.src, s.hdr.msg_id, None, s.take);
+        crate::base::log::log_debug_limited!(
+            FI_LOG_EP_DATA,
+            "rendezvous from {:?}: msg {}, {} bytes received, done",
+            s.src,
+            s.hdr.msg_id,
+            s.take
+        );
         self.complete_rx(
             b,
             &s.recv,
@@ -734,7 +759,8 @@ impl State {
         let mut failed = Vec::new();
         // The peer whose queue had no room for a chunk in this pass: its
         // other streams wait for the next pass without asking the port
-        // again (64 streams to one peer were 64 `room` lookups per pass).
+        // again (else 64 streams to one peer would be 64 `room` lookups per
+        // pass).
         let mut full: Option<Addr> = None;
         // Sends the receiver asked to push (`CTS|SPLIT`): made after the
         // streams, together (`run_pushes`).
@@ -786,6 +812,9 @@ impl State {
                     t.state = TxState::WaitAck;
                 }
             }
+        }
+        if let Some(p) = full {
+            self.no_room(&p);
         }
         if !pushes.is_empty() {
             self.run_pushes(port, pushes);

@@ -135,9 +135,9 @@ impl Inner {
             report,
             eager_limit,
         };
-        // An inject always goes eager (its bytes are copied at post time,
-        // as before): the port's limit is asked only for other sends, and
-        // for an op that is kept.
+        // An inject always goes eager (its bytes are copied at post time):
+        // the port's limit is asked only for other sends, and for an op
+        // that is kept.
         if !inject {
             let eager_limit = self.port.eager_limit_for(&peer);
             if len > eager_limit {
@@ -149,9 +149,9 @@ impl Inner {
         let wait = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE | FI_TRANSMIT_COMPLETE) != 0
             && !a.inject_call
             && self.ack_flag(&peer, a.flags, &mut h);
-        // `send_retry` written out: the payload built once, in the call's
-        // argument (one kept for a second try is copied again for the
-        // first: bench-insns −15 per round trip).
+        // `send_retry` written out: the payload is built once, in the
+        // call's argument (one kept in a variable for a second try would be
+        // copied again for the first).
         let sent = match self.port.send(&peer, &h, Payload::Iov(iov, 0, len), inject) {
             Err(e) if e == Error::AGAIN => self.send_again(b, &peer, &h, Payload::Iov(iov, 0, len), inject),
             r => r,
@@ -201,7 +201,11 @@ impl Inner {
     #[inline(never)]
     fn send_again(&mut self, b: &Bound<'_>, peer: &Addr, h: &WireHdr, p: Payload<'_>, copy: bool) -> Result<Sent> {
         self.pass(b);
-        self.port.send(peer, h, p, copy)
+        let r = self.port.send(peer, h, p, copy);
+        if r == Err(Error::AGAIN) {
+            self.st.no_room(peer);
+        }
+        r
     }
 
     /// Sends a record, making one progress pass and one more try if the
@@ -241,6 +245,15 @@ impl State {
             0 => Ok(()),
             e => Err(Error(e as i32)),
         };
+        if t.len > t.eager_limit {
+            crate::base::log::log_debug_limited!(
+                FI_LOG_EP_DATA,
+                "rendezvous to {src:?}: msg {}, {} bytes, done ({})",
+                h.msg_id,
+                t.len,
+                status.map_or_else(|e| e.to_string(), |()| "ok".to_string())
+            );
+        }
         self.finish_tx(b, t, status);
     }
 

@@ -26,7 +26,8 @@
 //!   `push` (an RMA read's target writing into the reader) likewise.
 //! * Failures: [`Net::kill`] ends a process (noticed through `check_peer`
 //!   and `sender_alive`, as shm notices); [`Net::reset`] breaks a
-//!   connection (both ends get `PeerEvent::Failed` at once, as TCP does).
+//!   connection (both ends get `PeerEvent::Failed` at once, as TCP does);
+//!   [`Net::restart`] replaces a process by a new one at its address.
 //! * `rts_prefix` reads what the peer set with `set_rts_prefix` (shm reads
 //!   the peer's segment header).
 
@@ -380,6 +381,45 @@ impl Net {
                 n.events.push(PeerEvent::Failed(oaddr));
             }
         }
+    }
+
+    /// The process behind `a` dies and a new one opens an endpoint at the
+    /// same address (`fi_setname` before `fi_enable`), as a restarted peer
+    /// does; returns the new endpoint's port. The old endpoint keeps its
+    /// port but answers nothing (its node is closed and renamed out of the
+    /// way). Every endpoint that knew the old one and had not yet failed it
+    /// gets `PeerEvent::Failed(a)` at its next poll (the transport noticing
+    /// the old incarnation gone); one that had failed it reaches the new
+    /// one again (the address re-inserted). What the old one wrote and was
+    /// not consumed stays readable, as a dead sender's records in a ring.
+    pub(super) fn restart(&self, a: &Addr, opts: SimOpts) -> SimPort {
+        {
+            let mut w = self.0.lock();
+            let old = w.index(a).expect("no such endpoint");
+            let n = &mut w.nodes[old];
+            n.alive = false;
+            n.closed = true;
+            n.addr = Addr::Shm(u64::MAX - old as u64);
+            n.out.clear();
+            for (i, n) in w.nodes.iter_mut().enumerate() {
+                if i == old {
+                    continue;
+                }
+                let knew = n.links.iter().any(|l| l.src == *a) || n.contacted.contains(&old);
+                n.contacted.retain(|&c| c != old);
+                if let Some(f) = n.fenced.iter().position(|f| f == a) {
+                    n.fenced.remove(f);
+                } else if knew {
+                    n.events.push(PeerEvent::Failed(*a));
+                }
+                for l in n.links.iter_mut().filter(|l| l.src == *a) {
+                    l.broken = false;
+                }
+            }
+        }
+        let port = self.port(opts);
+        self.0.lock().nodes[port.me].addr = *a;
+        port
     }
 
     /// Puts a record from `from` in `to`'s queue as a hostile or confused

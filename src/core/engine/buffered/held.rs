@@ -25,8 +25,8 @@
 //! pool always takes one message, so any message can make progress. Each
 //! sender gets a fair share of the pool: one already holding messages may
 //! hold at most `pool / (2 + other senders holding some)`, so that one
-//! flooding sender cannot stall the others (issue 12 finding 9; the
-//! ordering reserve below is outside the shares).
+//! flooding sender cannot stall the others (the ordering reserve below is
+//! outside the shares).
 //!
 //! # Large messages
 //! A message above `FI_OPT_BUFFERED_LIMIT` is reported with `FI_MORE` once
@@ -701,7 +701,7 @@ mod tests {
         assert!(p.cached() <= p.budget());
     }
 
-    /// Issue 12 finding 9: a sender beyond its share of the pool waits,
+    /// A sender beyond its share of the pool waits,
     /// another still gets in; removing messages gives the share back.
     #[test]
     fn each_sender_gets_a_fair_share_of_the_pool() {

@@ -406,11 +406,10 @@ fn options_follow_the_setopt_rules() {
     assert_eq!(report_bytes(&got[0], 2000), m, "an eager message is all here");
 }
 
-/// Issue 12 finding 9, buffered receives: a sender flooding the pool gets
-/// its share and no more; another sender's message is still reported.
-/// Without the per-sender share the flood filled the pool and the second
-/// sender's message stayed in its ring until the application released
-/// buffers.
+/// Buffered receives: a sender flooding the pool gets its share and no
+/// more; another sender's message is still reported. Without the
+/// per-sender share the flood would fill the pool and the second sender's
+/// message would stay in its ring until the application released buffers.
 #[test]
 fn a_flooding_sender_cannot_fill_the_whole_pool() {
     let mut sb = buffered(SimOpts::shm(), MIN_POOL);

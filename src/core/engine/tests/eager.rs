@@ -811,11 +811,11 @@ fn fi_more_tells_the_transport() {
     assert_eq!(net.more_calls(&a.addr), 1);
 }
 
-/// Issue 12 finding 9: a peer flooding unexpected messages gets its share of
+/// A peer flooding unexpected messages gets its share of
 /// the budget and no more (the rest of its records wait in the transport);
 /// another peer's message still gets into the unexpected queue, where a peek
-/// finds it. Without the per-peer share the flooder held the whole budget
-/// and the peek said FI_ENOMSG.
+/// finds it. Without the per-peer share the flooder would hold the whole
+/// budget and the peek would say FI_ENOMSG.
 #[test]
 fn a_flooding_peer_cannot_hold_the_whole_unexpected_budget() {
     for sim in [SimOpts::shm(), SimOpts::tcp()] {

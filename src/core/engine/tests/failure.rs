@@ -338,3 +338,79 @@ fn a_failed_inject_counts_an_error_but_makes_no_context_less_entry() {
     );
     assert_eq!(a.send_count(), (1, 2), "the inject's error is counted");
 }
+
+/// What the engine owes a peer when it takes the peer's failure — the ACK
+/// of a delivery-complete message held unexpected, the answer (ACK or CTS)
+/// to a rendezvous request held unexpected — is dropped: records carry no
+/// incarnation and message ids start at 1 in every endpoint, so an answer
+/// sent later would reach a new endpoint at the same address and complete
+/// (or, a CTS, start streaming) its own operation with that id early. The
+/// held messages themselves stay the application's: an eager one is
+/// received, a rendezvous one (its data was in the dead process) fails.
+#[test]
+fn answers_owed_to_a_failed_peer_never_reach_its_restarted_incarnation() {
+    for sim in [SimOpts::shm(), SimOpts::tcp()] {
+        for (old_len, new_len) in [(100, 200), (100, 150_000), (100_000, 200), (100_000, 150_000)] {
+            let what = format!("{sim:?}: old {old_len} B, new {new_len} B");
+            let (net, mut a, mut b) = pair(sim);
+            let (a_addr, b_addr) = (a.addr, b.addr);
+            let old = pattern(old_len, 1);
+            a.send(SendArgs {
+                flags: FI_DELIVERY_COMPLETE,
+                ..sargs(B, &old, 1)
+            })
+            .unwrap();
+            run(&mut [&mut a, &mut b], 3);
+            assert!(a.tx_ok().is_empty(), "{what}: A's send waits for B's receive");
+            // A dies and comes back at its address; B takes the failure.
+            let mut a2 = restart(&net, a, &Spec::new(sim), &[a_addr, b_addr]);
+            b.progress();
+            // The new incarnation's first send has msg_id 1 too.
+            let new = pattern(new_len, 2);
+            a2.send(SendArgs {
+                flags: FI_DELIVERY_COMPLETE,
+                ..sargs(B, &new, 7)
+            })
+            .unwrap();
+            run(&mut [&mut a2, &mut b], 3);
+            net.clear_log();
+            // The first receive takes the old incarnation's message.
+            let mut first = vec![0u8; 200_000];
+            b.recv(rargs(&mut first, 10)).unwrap();
+            run(&mut [&mut b, &mut a2], 4);
+            assert!(
+                !net.log().iter().any(|r| r.from == b_addr && r.to == a_addr),
+                "{what}: B answered the old incarnation's message: {:?}",
+                net.log()
+            );
+            assert!(a2.tx_ok().is_empty(), "{what}: the new send completed early");
+            if old_len <= 16384 {
+                assert_eq!(b.rx_ok(), vec![Comp::recv(10, MRECV, old_len, first.as_ptr() as usize)]);
+                assert_eq!(&first[..old_len], &old[..], "{what}");
+            } else {
+                assert_eq!(
+                    b.rx(),
+                    (
+                        vec![],
+                        vec![ErrComp {
+                            olen: old_len,
+                            ..ErrComp::new(10, MRECV, FI_ECONNRESET)
+                        }]
+                    ),
+                    "{what}"
+                );
+            }
+            // The second receive takes the new one's, which then completes.
+            let mut second = vec![0u8; 200_000];
+            b.recv(rargs(&mut second, 11)).unwrap();
+            run(&mut [&mut b, &mut a2], 8);
+            assert_eq!(
+                b.rx_ok(),
+                vec![Comp::recv(11, MRECV, new_len, second.as_ptr() as usize)],
+                "{what}"
+            );
+            assert_eq!(&second[..new_len], &new[..], "{what}");
+            assert_eq!(a2.tx_ok(), vec![Comp::send(7, MSEND)], "{what}");
+        }
+    }
+}

@@ -12,7 +12,7 @@ mod rendezvous;
 mod rma;
 mod split;
 
-use super::sim::{Net, SimOpts};
+use super::sim::{Net, SimOpts, SimPort};
 use super::{AddrBook, AvView, Bound, EpConfig, Inner, RecvArgs, SendArgs};
 use crate::abi::*;
 use crate::base::error::{Error, Result};
@@ -151,33 +151,36 @@ fn cntr() -> Arc<Cntr> {
     Cntr::new(&attr, crate::core::wait::Holds::none(), 0).expect("cntr")
 }
 
+/// An endpoint of spec `s` on `port`, with its own CQs and counters and an
+/// empty AV of `av_size` entries.
+fn endpoint(port: SimPort, s: &Spec, av_size: usize) -> Ep {
+    let mut inner = Inner::new(Box::new(port), s.cfg.clone());
+    if let Some(pool) = s.buffered {
+        inner.enable_buffered(pool);
+        inner.set_ep_fid(0xe9);
+    }
+    let addr = inner.addr();
+    Ep {
+        inner,
+        addr,
+        s: Sinks {
+            tx_cq: cq(s.cq_size),
+            rx_cq: cq(s.cq_size),
+            send_cntr: cntr(),
+            recv_cntr: cntr(),
+            av: AvState::new(0, TransportKind::Shm, AvFormat::Str, av_size),
+            tx_selective: s.tx_selective,
+            rx_selective: s.rx_selective,
+        },
+    }
+}
+
 /// Endpoints on one network; each AV holds all of them in order.
 pub(super) fn network(specs: &[Spec]) -> (Net, Vec<Ep>) {
     let net = Net::new();
     let mut eps: Vec<Ep> = specs
         .iter()
-        .map(|s| {
-            let port = net.port(s.sim);
-            let mut inner = Inner::new(Box::new(port), s.cfg.clone());
-            if let Some(pool) = s.buffered {
-                inner.enable_buffered(pool);
-                inner.set_ep_fid(0xe9);
-            }
-            let addr = inner.addr();
-            Ep {
-                inner,
-                addr,
-                s: Sinks {
-                    tx_cq: cq(s.cq_size),
-                    rx_cq: cq(s.cq_size),
-                    send_cntr: cntr(),
-                    recv_cntr: cntr(),
-                    av: AvState::new(0, TransportKind::Shm, AvFormat::Str, specs.len()),
-                    tx_selective: s.tx_selective,
-                    rx_selective: s.rx_selective,
-                },
-            }
-        })
+        .map(|s| endpoint(net.port(s.sim), s, specs.len()))
         .collect();
     let addrs: Vec<Result<Addr>> = eps.iter().map(|e| Ok(e.addr)).collect();
     for (e, s) in eps.iter_mut().zip(specs) {
@@ -198,6 +201,15 @@ pub(super) fn pair_of(a: Spec, b: Spec) -> (Net, Ep, Ep) {
     let b = v.pop().expect("b");
     let a = v.pop().expect("a");
     (net, a, b)
+}
+
+/// `old`'s process dies and a new endpoint of spec `s` opens at its
+/// address ([`Net::restart`]); its AV holds `peers` in order.
+pub(super) fn restart(net: &Net, old: Ep, s: &Spec, peers: &[Addr]) -> Ep {
+    let e = endpoint(net.restart(&old.addr, s.sim), s, peers.len());
+    let addrs: Vec<Result<Addr>> = peers.iter().map(|a| Ok(*a)).collect();
+    e.s.av.insert_batch(&addrs, None).expect("av");
+    e
 }
 
 pub(super) const A: fi_addr_t = 0;

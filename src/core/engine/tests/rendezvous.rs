@@ -55,8 +55,8 @@ fn cma_pull_is_one_copy_and_the_ack_completes_the_send() {
 }
 
 /// Many streams to one peer whose queue is full: a pass asks the port for
-/// room once for that peer, not once per stream (tcp: 64 streams of
-/// `fi_rdm_tagged_bw -W 64` were 64 hash lookups per pass), and every
+/// room once for that peer, not once per stream (tcp: the 64 streams of
+/// `fi_rdm_tagged_bw -W 64` would be 64 hash lookups per pass), and every
 /// stream still finishes, in order.
 #[test]
 fn streams_to_a_full_peer_ask_for_room_once_a_pass() {

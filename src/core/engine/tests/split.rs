@@ -395,8 +395,8 @@ fn a_lone_message_is_split_from_split_lone_min() {
 
 /// With `stream_lone_max` set (our rings are large), a lone message up to
 /// it streams (CTS, DATA records through the ring, ACK: no pull, no push),
-/// one above it is split as before, and messages matched together are still
-/// pulled in a batch.
+/// one above it is split (the lone rule), and messages matched together are
+/// still pulled in a batch.
 #[test]
 fn a_lone_message_up_to_stream_lone_max_streams_through_the_ring() {
     let stream = |len: usize, max: usize| {
@@ -409,7 +409,7 @@ fn a_lone_message_up_to_stream_lone_max_streams_through_the_ring() {
     let streamed = vec![op::RTS, op::CTS, op::DATA, op::ACK];
     assert_eq!(stream(100_000, 256 << 10), (streamed.clone(), 0, 0));
     assert_eq!(stream(256 << 10, 256 << 10), (streamed, 0, 0));
-    // Above it, or with it off: split (the lone rule) as before.
+    // Above it, or with it off: split (the lone rule).
     let split = vec![op::RTS, op::CTS, op::PUSHED, op::ACK];
     assert_eq!(stream((256 << 10) + 64, 256 << 10), (split.clone(), 1, 1));
     assert_eq!(stream(100_000, 0), (split, 1, 1));

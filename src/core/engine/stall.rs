@@ -1,0 +1,132 @@
+//! Backpressure stalls, for the debug log: a peer whose ring or socket has
+//! no room for our sends, or whose messages we hold back because the
+//! unexpected budget is full. A stall is a run of refusals towards (or
+//! from) one peer with no gap over [`STALL_GAP`] between them; it is logged
+//! once, when it has lasted [`STALL_LOG_AFTER`]. Only watched while debug
+//! lines are enabled (the callers ask first): a refusal otherwise costs the
+//! question, no clock read.
+
+use super::*;
+
+/// How long a stall lasts before it is logged.
+pub(super) const STALL_LOG_AFTER: Duration = Duration::from_millis(100);
+
+/// Refusals further apart than this belong to different stalls.
+pub(super) const STALL_GAP: Duration = Duration::from_millis(50);
+
+/// The stalls under way: of our sends, and of peers' messages held back.
+#[derive(Default)]
+pub(super) struct Stalls {
+    tx: StallWatch,
+    rx: StallWatch,
+}
+
+/// The stall under way in one direction (towards peers, or from them).
+#[derive(Default)]
+pub(super) struct StallWatch {
+    cur: Option<Stall>,
+}
+
+struct Stall {
+    peer: Addr,
+    since: Instant,
+    last: Instant,
+    logged: bool,
+}
+
+impl StallWatch {
+    /// A refusal involving `peer` at `now`: the stall's length when this
+    /// refusal makes it pass [`STALL_LOG_AFTER`] (once per stall), else
+    /// `None`.
+    pub(super) fn note(&mut self, peer: &Addr, now: Instant) -> Option<Duration> {
+        let s = match &mut self.cur {
+            Some(s) if s.peer == *peer && now.saturating_duration_since(s.last) <= STALL_GAP => s,
+            cur => cur.insert(Stall {
+                peer: *peer,
+                since: now,
+                last: now,
+                logged: false,
+            }),
+        };
+        s.last = now;
+        let lasted = now.saturating_duration_since(s.since);
+        if s.logged || lasted < STALL_LOG_AFTER {
+            return None;
+        }
+        s.logged = true;
+        Some(lasted)
+    }
+}
+
+/// Whether stalls are watched: debug lines of the data path are wanted.
+#[inline]
+fn watched() -> bool {
+    crate::base::log::enabled(FI_LOG_DEBUG, FI_LOG_EP_DATA).is_some()
+}
+
+impl State {
+    /// The transport had no room for a record to `peer` (a send refused
+    /// with -FI_EAGAIN, or a stream's chunk left for a later pass).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn no_room(&mut self, peer: &Addr) {
+        if !watched() {
+            return;
+        }
+        let w = &mut self.stalls.get_or_insert_with(Default::default).tx;
+        if let Some(d) = w.note(peer, Instant::now()) {
+            crate::base::log::log_debug_limited!(
+                FI_LOG_EP_DATA,
+                "sends to {peer:?} waiting for room for {d:?} (the peer reads slowly: its ring or socket is full)"
+            );
+        }
+    }
+
+    /// A message from `src` was held back: the unexpected budget (the
+    /// endpoint's, or `src`'s share of it) is full.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn over_budget(&mut self, src: &Addr) {
+        if !watched() {
+            return;
+        }
+        let w = &mut self.stalls.get_or_insert_with(Default::default).rx;
+        if let Some(d) = w.note(src, Instant::now()) {
+            let held = self.m.unexpected_held(src);
+            crate::base::log::log_debug_limited!(
+                FI_LOG_EP_DATA,
+                "messages from {src:?} held back for {d:?}: unexpected budget full ({held} bytes held from it, \
+                 FI_RUSTFAB_UNEXP_BUDGET {}); receives posted free it",
+                self.cfg.unexp_budget
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stall_is_reported_once_after_it_lasted_long_enough() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let (p, q) = (Addr::Shm(1), Addr::Shm(2));
+        let mut w = StallWatch::default();
+        // Refusals every 20 ms: reported at 100 ms, then not again.
+        let got: Vec<Option<Duration>> = (0..10).map(|i| w.note(&p, ms(20 * i))).collect();
+        assert_eq!(got[..5], [None; 5]);
+        assert_eq!(got[5], Some(Duration::from_millis(100)));
+        assert_eq!(got[6..], [None; 4]);
+        // A gap over STALL_GAP ends it: the next run is a new stall.
+        assert_eq!(w.note(&p, ms(300)), None);
+        assert_eq!(w.note(&p, ms(340)), None);
+        assert_eq!(w.note(&p, ms(380)), None);
+        assert_eq!(w.note(&p, ms(400)), Some(Duration::from_millis(100)));
+        // Another peer starts its own.
+        assert_eq!(w.note(&q, ms(410)), None);
+        assert_eq!(w.note(&q, ms(450)), None);
+        assert_eq!(w.note(&q, ms(500)), None);
+        assert_eq!(w.note(&q, ms(510)), Some(Duration::from_millis(100)));
+    }
+}
