@@ -1,5 +1,12 @@
-use super::*;
+use super::{address::*, hints::*, offer::*, *};
+use crate::base::error::{Error, Result};
+use crate::core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use crate::core::domain::TransportKind;
+use crate::core::ep::INJECT_SIZE;
+use crate::fi::attr::free_c_info;
+use crate::provider::PROVIDER_VERSION;
 use crate::transport::addr::SHM_ADDR_LEN;
+use crate::transport::addr::{shm_token_for, Addr};
 
 const V: u32 = fi_version(1, 17);
 
