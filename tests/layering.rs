@@ -604,13 +604,6 @@ const CYCLES_ALLOWED: &[&[&str]] = &[
     ],
     &["fi/atomic.rs", "fi/connected.rs", "fi/ep.rs", "fi/pep.rs", "fi/rma.rs"],
     &[
-        "provider/getinfo/address.rs",
-        "provider/getinfo/hints.rs",
-        "provider/getinfo/mod.rs",
-        "provider/getinfo/offer.rs",
-        "provider/mod.rs",
-    ],
-    &[
         "transport/shm/mod.rs",
         "transport/shm/ready.rs",
         "transport/shm/ring.rs",
