@@ -94,7 +94,7 @@ use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::attr::Info;
 use crate::core::domain::TransportKind;
-use crate::fi::attr::free_c_info;
+use crate::fi::attr::info_list_to_c;
 use crate::fi::{self, cmem};
 use crate::transport::addr::Addr;
 use core::ffi::c_char;
@@ -137,36 +137,10 @@ pub unsafe fn getinfo_c(
         transports: TransportChoice::from_param(),
     };
     let list = getinfo(&q)?;
-    let head = to_c_list(&list)?;
+    let head = info_list_to_c(&list)?;
     // SAFETY: checked non-NULL and writable above.
     unsafe { *info = head };
     Ok(())
-}
-
-/// Builds the C list (libc allocations, linked through `next`); on failure
-/// frees what was built.
-fn to_c_list(list: &[Info]) -> Result<*mut fi_info> {
-    let mut head: *mut fi_info = core::ptr::null_mut();
-    let mut tail: *mut fi_info = core::ptr::null_mut();
-    for i in list {
-        match i.to_c() {
-            Ok(p) => {
-                if tail.is_null() {
-                    head = p;
-                } else {
-                    // SAFETY: `tail` is the last entry we built and own.
-                    unsafe { (*tail).next = p };
-                }
-                tail = p;
-            }
-            Err(e) => {
-                // SAFETY: `head` is NULL or a list built by `Info::to_c`.
-                unsafe { free_c_info(head) };
-                return Err(e);
-            }
-        }
-    }
-    Ok(head)
 }
 
 /// fi_getinfo in Rust: every template that satisfies the request, altered

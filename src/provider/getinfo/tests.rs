@@ -3,7 +3,7 @@ use crate::base::error::{Error, Result};
 use crate::core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use crate::core::domain::TransportKind;
 use crate::core::ep::INJECT_SIZE;
-use crate::fi::attr::free_c_info;
+use crate::fi::attr::{free_c_info, info_list_to_c};
 use crate::provider::PROVIDER_VERSION;
 use crate::transport::addr::SHM_ADDR_LEN;
 use crate::transport::addr::{shm_token_for, Addr};
@@ -981,11 +981,11 @@ fn node_as_address_string() {
 #[test]
 fn c_list_round_trip_and_free() {
     let l = getinfo(&with_node(Some("127.0.0.1"), Some("9228"), 0, None)).unwrap();
-    let head = to_c_list(&l).unwrap();
+    let head = info_list_to_c(&l).unwrap();
     let mut p = head;
     let mut back = Vec::new();
     while !p.is_null() {
-        // SAFETY: a list just built by to_c_list.
+        // SAFETY: a list just built by info_list_to_c.
         back.push(unsafe { Info::from_c(p) }.unwrap());
         // SAFETY: as above.
         p = unsafe { (*p).next };
@@ -1003,7 +1003,7 @@ fn c_list_round_trip_and_free() {
         ) = (0, 0, 0, 0);
     }
     assert_eq!(back, l);
-    // SAFETY: built by to_c_list, freed once.
+    // SAFETY: built by info_list_to_c, freed once.
     unsafe { free_c_info(head) };
 }
 
