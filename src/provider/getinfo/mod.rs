@@ -139,8 +139,7 @@ pub unsafe fn getinfo_c(
     let list = getinfo(&q)?;
     let head = info_list_to_c(&list)?;
     // SAFETY: checked non-NULL and writable above.
-    unsafe { *info = head };
-    Ok(())
+    unsafe { fi::write_out(info, head) }
 }
 
 /// fi_getinfo in Rust: every template that satisfies the request, altered
