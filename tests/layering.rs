@@ -591,7 +591,6 @@ const CYCLES_ALLOWED: &[&[&str]] = &[
         "abi/vtables.rs",
     ],
     &["core/cntr.rs", "core/domain.rs", "core/mr.rs"],
-    &["core/cq.rs", "core/cq_queue.rs"],
     &[
         "core/engine/atomic.rs",
         "core/engine/completion.rs",

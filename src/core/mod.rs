@@ -10,6 +10,7 @@ pub(crate) mod av;
 pub(crate) mod cntr;
 pub(crate) mod connected;
 pub(crate) mod cq;
+pub(crate) mod cq_entry;
 pub(crate) mod cq_queue;
 pub(crate) mod domain;
 pub(crate) mod engine;
