@@ -590,7 +590,6 @@ const CYCLES_ALLOWED: &[&[&str]] = &[
         "abi/v2.rs",
         "abi/vtables.rs",
     ],
-    &["core/domain.rs", "core/mr.rs"],
     &[
         "core/engine/atomic.rs",
         "core/engine/completion.rs",

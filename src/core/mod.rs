@@ -18,6 +18,7 @@ pub(crate) mod ep;
 pub(crate) mod eq;
 pub(crate) mod fabric;
 pub(crate) mod mr;
+pub(crate) mod mr_map;
 pub(crate) mod pep;
 pub(crate) mod poll;
 pub(crate) mod progress;
