@@ -63,7 +63,7 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cntr_attr, ctx: *mut c_void) -> Re
         },
         ops: &CNTR_OPS,
     };
-    Ok(Obj::create_counting(hdr, c, fi::domain::counts_every_call(&d.core)))
+    Ok(Obj::create_counting(hdr, c, fi::counts_every_call(&d.core)))
 }
 
 /// The counter core behind a `struct fid*` (endpoints' and MRs' binds).

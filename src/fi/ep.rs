@@ -80,7 +80,7 @@ pub(crate) fn create(
         atomic: &super::atomic::ATOMIC_OPS,
         collective: &stubs::COLLECTIVE_OPS,
     };
-    let ep = Obj::create_counting(hdr, core.clone(), fi::domain::counts_every_call(&d.core));
+    let ep = Obj::create_counting(hdr, core.clone(), fi::counts_every_call(&d.core));
     core.inner.lock().set_ep_fid(ep as usize);
     Ok(ep)
 }
