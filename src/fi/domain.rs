@@ -205,7 +205,13 @@ unsafe extern "C" fn domain_endpoint(
             if ep.is_null() {
                 return Err(Error::INVAL);
             }
-            let p = fi::ep::open(o, info, ctx)?;
+            // SAFETY: NULL or the application's valid fi_info.
+            let info = Info::from_c(info)?;
+            let p = if info.ep.as_ref().is_some_and(|e| e.ep_type == FI_EP_MSG) {
+                fi::connected::open(o, &info, ctx)?
+            } else {
+                fi::ep::open(o, &info, ctx)?
+            };
             fi::write_out(ep, p)?;
             Ok(0)
         })
