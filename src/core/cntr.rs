@@ -34,8 +34,7 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
-use crate::core::domain::Domain;
-use crate::core::users::{HasUsers, Held, Users};
+use crate::core::users::{AnyParent, HasUsers, Held, Users};
 use crate::core::wait::{Holds, MemberWait, WaitObj, WaitSet, Waitable};
 use crate::sys::Deadline;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,7 +52,7 @@ pub(crate) struct Cntr {
     seen_err: AtomicU64,
     wait: WaitObj,
     set: Option<Held<WaitSet>>,
-    _domain: Option<Held<Domain>>,
+    _domain: Option<Held<AnyParent>>,
 }
 
 impl HasUsers for Cntr {
@@ -70,7 +69,7 @@ impl Waitable for Cntr {
 
 impl Cntr {
     /// Builds a counter core (the caller adds engines).
-    pub(crate) fn new(attr: &fi_cntr_attr, mut holds: Holds<Domain>, context: usize) -> Result<Arc<Cntr>> {
+    pub(crate) fn new(attr: &fi_cntr_attr, mut holds: Holds<AnyParent>, context: usize) -> Result<Arc<Cntr>> {
         if attr.events != FI_CNTR_EVENTS_COMP || attr.flags != 0 {
             return Err(Error::INVAL);
         }

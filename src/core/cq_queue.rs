@@ -43,7 +43,7 @@
 //!   racing a push may miss the newest entry, as it would by reading a
 //!   moment earlier.
 
-use super::cq::{CqEntry, CqErrEntry, CqErrRead};
+use super::cq_entry::{CqEntry, CqErrEntry, CqErrRead};
 use crate::base::error::{Error, Result};
 use crate::base::serial::{LockMode, ModeGuard, ModeMutex};
 use core::ops::DerefMut;

@@ -50,7 +50,7 @@ pub(crate) struct Domain {
     /// `fid_fabric.api_version` of the parent, read when the domain opened.
     pub(crate) api_version: u32,
     pub(crate) engine: Arc<Engine>,
-    pub(crate) mrs: Arc<crate::core::mr::MrMap>,
+    pub(crate) mrs: Arc<crate::core::mr_map::MrMap>,
     /// EQ bound with `fi_domain_bind` (asynchronous MR/AV events).
     eq: Mutex<Option<(Held<Eq>, u64)>>,
 }

@@ -31,10 +31,14 @@ pub trait HasUsers {
     fn users(&self) -> &Users;
 }
 
-/// A counted reference: holding one keeps the target's close at `-FI_EBUSY`.
-pub struct Held<T: HasUsers>(Arc<T>);
+/// A parent object of any type, for a child that holds it only to keep it
+/// from closing (a counter its domain).
+pub type AnyParent = dyn HasUsers + Send + Sync;
 
-impl<T: HasUsers> Held<T> {
+/// A counted reference: holding one keeps the target's close at `-FI_EBUSY`.
+pub struct Held<T: HasUsers + ?Sized>(Arc<T>);
+
+impl<T: HasUsers + ?Sized> Held<T> {
     pub fn new(t: Arc<T>) -> Held<T> {
         t.users().0.fetch_add(1, Ordering::AcqRel);
         Held(t)
@@ -44,19 +48,19 @@ impl<T: HasUsers> Held<T> {
     }
 }
 
-impl<T: HasUsers> Clone for Held<T> {
+impl<T: HasUsers + ?Sized> Clone for Held<T> {
     fn clone(&self) -> Self {
         Held::new(self.0.clone())
     }
 }
 
-impl<T: HasUsers> Drop for Held<T> {
+impl<T: HasUsers + ?Sized> Drop for Held<T> {
     fn drop(&mut self) {
         self.0.users().0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-impl<T: HasUsers> core::ops::Deref for Held<T> {
+impl<T: HasUsers + ?Sized> core::ops::Deref for Held<T> {
     type Target = T;
     fn deref(&self) -> &T {
         &self.0

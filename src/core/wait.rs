@@ -448,12 +448,12 @@ impl<'a> MemberWait<'a> {
 /// What a CQ, EQ or counter core holds on to: its parent (a CQ's or
 /// counter's domain, an EQ's fabric; None only for cores driven directly by
 /// unit tests) and, with `FI_WAIT_SET`, its wait set.
-pub(crate) struct Holds<P: HasUsers> {
+pub(crate) struct Holds<P: HasUsers + ?Sized> {
     pub(crate) parent: Option<Held<P>>,
     pub(crate) set: Option<Held<WaitSet>>,
 }
 
-impl<P: HasUsers> Holds<P> {
+impl<P: HasUsers + ?Sized> Holds<P> {
     /// Nothing held (unit tests).
     #[cfg(test)]
     pub(crate) fn none() -> Holds<P> {

@@ -285,6 +285,32 @@ impl CInfoBuilder {
     }
 }
 
+/// Builds the C list (libc allocations, linked through `next`); on failure
+/// frees what was built.
+pub(crate) fn info_list_to_c(list: &[Info]) -> Result<*mut fi_info> {
+    let mut head: *mut fi_info = core::ptr::null_mut();
+    let mut tail: *mut fi_info = core::ptr::null_mut();
+    for i in list {
+        match i.to_c() {
+            Ok(p) => {
+                if tail.is_null() {
+                    head = p;
+                } else {
+                    // SAFETY: `tail` is the last entry we built and own.
+                    unsafe { (*tail).next = p };
+                }
+                tail = p;
+            }
+            Err(e) => {
+                // SAFETY: `head` is NULL or a list built by `Info::to_c`.
+                unsafe { free_c_info(head) };
+                return Err(e);
+            }
+        }
+    }
+    Ok(head)
+}
+
 /// Frees a list of C infos built by [`Info::to_c`] (what `fi_freeinfo`
 /// does, without calling into libfabric — usable in unit tests too).
 ///

@@ -5,7 +5,7 @@ use crate::abi::*;
 use crate::base::error::Result;
 use crate::core::cntr::Cntr;
 use crate::core::domain::Domain;
-use crate::core::users::Held;
+use crate::core::users::{AnyParent, Held};
 use crate::core::wait::Holds;
 use crate::fi::{self, noops, FiObject, Obj};
 use core::ffi::{c_int, c_void};
@@ -50,7 +50,7 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cntr_attr, ctx: *mut c_void) -> Re
         None
     };
     let holds = Holds {
-        parent: Some(Held::new(Arc::clone(&d.core))),
+        parent: Some(Held::new(Arc::clone(&d.core) as Arc<AnyParent>)),
         set,
     };
     let c = Cntr::new(attr, holds, ctx as usize)?;
@@ -63,7 +63,7 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cntr_attr, ctx: *mut c_void) -> Re
         },
         ops: &CNTR_OPS,
     };
-    Ok(Obj::create_counting(hdr, c, fi::domain::counts_every_call(&d.core)))
+    Ok(Obj::create_counting(hdr, c, fi::counts_every_call(&d.core)))
 }
 
 /// The counter core behind a `struct fid*` (endpoints' and MRs' binds).

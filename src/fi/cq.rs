@@ -88,7 +88,7 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cq_attr, ctx: *mut c_void) -> Resu
         },
         ops: ops_for(cq.format()),
     };
-    Ok(Obj::create_counting(hdr, cq, fi::domain::counts_every_call(&d.core)))
+    Ok(Obj::create_counting(hdr, cq, fi::counts_every_call(&d.core)))
 }
 
 /// The CQ core behind a `struct fid*` (endpoints' `fi_ep_bind`).

@@ -61,19 +61,6 @@ pub(crate) unsafe fn open(fabric: &Obj<Fabric>, info: *const fi_info, context: *
     Ok(Obj::create(hdr, core))
 }
 
-/// Whether every call on a CQ, counter or endpoint of `d` is counted
-/// (`fi/handle.rs`, closing under a caller): not when the domain's threading
-/// level has the application serialise the calls on each such object
-/// (`FI_THREAD_FID`, `_ENDPOINT`, `_COMPLETION`, `_DOMAIN`, fi_domain(3)), so
-/// that a close cannot race a call on it; there only blocking calls and
-/// closes are counted, and the data path takes no locked instruction for it.
-pub(crate) fn counts_every_call(d: &Domain) -> bool {
-    !matches!(
-        d.domain_attr().threading,
-        FI_THREAD_FID | FI_THREAD_ENDPOINT | FI_THREAD_COMPLETION | FI_THREAD_DOMAIN
-    )
-}
-
 /// Undoes `open` when the out-pointer turned out to be unusable.
 pub(crate) fn destroy_unreturned(d: *mut fid_domain) {
     // SAFETY: `d` was just returned by `open` and never reached the caller.
@@ -218,7 +205,13 @@ unsafe extern "C" fn domain_endpoint(
             if ep.is_null() {
                 return Err(Error::INVAL);
             }
-            let p = fi::ep::open(o, info, ctx)?;
+            // SAFETY: NULL or the application's valid fi_info.
+            let info = Info::from_c(info)?;
+            let p = if info.ep.as_ref().is_some_and(|e| e.ep_type == FI_EP_MSG) {
+                fi::connected::open(o, &info, ctx)?
+            } else {
+                fi::ep::open(o, &info, ctx)?
+            };
             fi::write_out(ep, p)?;
             Ok(0)
         })

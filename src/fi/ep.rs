@@ -5,10 +5,10 @@
 //! Connection-oriented endpoints (`connected.rs`) reuse most of these
 //! thunks with their own CM operations.
 
-use super::connected as msg;
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::attr::Info;
+use crate::core::connected::ConnectedLink;
 use crate::core::domain::Domain;
 use crate::core::engine::matching::{IovList, IOV_MAX};
 use crate::core::engine::Inner;
@@ -24,7 +24,7 @@ pub(crate) use crate::core::ep::config_from;
 
 /// The endpoint object C holds: the core, with a MSG endpoint's connection
 /// state (`connected.rs`) as its [`Connection`].
-pub(crate) type Ep = Endpoint<msg::ConnectedLink>;
+pub(crate) type Ep = Endpoint<ConnectedLink>;
 
 pub(crate) type EpObj = Obj<Ep>;
 
@@ -36,19 +36,12 @@ impl FiObject for Ep {
     }
 }
 
-/// `fi_endpoint`.
-///
-/// # Safety
-/// `info` must be NULL or a valid `fi_info`.
-pub(crate) unsafe fn open(d: &Obj<Domain>, info: *const fi_info, context: *mut c_void) -> Result<*mut fid_ep> {
-    // SAFETY: per the contract.
-    let info = unsafe { Info::from_c(info) }?;
-    if info.ep.as_ref().is_some_and(|e| e.ep_type == FI_EP_MSG) {
-        return msg::open(d, &info, context);
-    }
-    let inner = rdm_engine(&d.core, &info)?;
+/// `fi_endpoint` for an FI_EP_RDM endpoint (`fi/connected.rs` opens
+/// FI_EP_MSG ones).
+pub(crate) fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut fid_ep> {
+    let inner = rdm_engine(&d.core, info)?;
     let addr = inner.addr();
-    create(d, &info, inner, addr, None, context, &EP_OPS, &EP_CM_OPS)
+    create(d, info, inner, addr, None, context, &EP_OPS, &EP_CM_OPS)
 }
 
 /// Opens the endpoint object around `inner` for either endpoint type (the
@@ -60,7 +53,7 @@ pub(crate) fn create(
     info: &Info,
     inner: Inner,
     addr: Addr,
-    msg: Option<Arc<msg::ConnectedLink>>,
+    msg: Option<Arc<ConnectedLink>>,
     context: *mut c_void,
     ops: &'static fi_ops_ep,
     cm: &'static fi_ops_cm,
@@ -80,7 +73,7 @@ pub(crate) fn create(
         atomic: &super::atomic::ATOMIC_OPS,
         collective: &stubs::COLLECTIVE_OPS,
     };
-    let ep = Obj::create_counting(hdr, core.clone(), fi::domain::counts_every_call(&d.core));
+    let ep = Obj::create_counting(hdr, core.clone(), fi::counts_every_call(&d.core));
     core.inner.lock().set_ep_fid(ep as usize);
     Ok(ep)
 }

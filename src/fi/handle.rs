@@ -373,6 +373,19 @@ impl<T: FiObject> Obj<T> {
     }
 }
 
+/// Whether every call on a CQ, counter or endpoint of `d` is counted
+/// (`fi/handle.rs`, closing under a caller): not when the domain's threading
+/// level has the application serialise the calls on each such object
+/// (`FI_THREAD_FID`, `_ENDPOINT`, `_COMPLETION`, `_DOMAIN`, fi_domain(3)), so
+/// that a close cannot race a call on it; there only blocking calls and
+/// closes are counted, and the data path takes no locked instruction for it.
+pub(crate) fn counts_every_call(d: &crate::core::domain::Domain) -> bool {
+    !matches!(
+        d.domain_attr().threading,
+        FI_THREAD_FID | FI_THREAD_ENDPOINT | FI_THREAD_COMPLETION | FI_THREAD_DOMAIN
+    )
+}
+
 /// Stores `value` through an out-pointer from C.
 ///
 /// # Safety

@@ -5,38 +5,16 @@
 
 pub mod getinfo;
 pub mod params;
+mod version;
+
+#[cfg(test)]
+pub use version::PROVIDER_NAME;
+pub use version::PROVIDER_VERSION;
 
 use crate::abi::*;
 use crate::core::fabric::API_VERSION;
 use crate::fi;
 use core::ffi::{c_char, c_int, c_void};
-
-/// rustfab's own version, as `fi_info -l` prints it and as
-/// `fabric_attr->prov_version` carries it: Cargo.toml's major.minor (the
-/// only version number; `FI_VERSION` has no room for the patch level).
-pub const PROVIDER_VERSION: u32 = fi_version(
-    version_part(env!("CARGO_PKG_VERSION_MAJOR")),
-    version_part(env!("CARGO_PKG_VERSION_MINOR")),
-);
-/// The provider name (`fi_info -l`, `fabric_attr->prov_name`).
-#[cfg(test)]
-pub const PROVIDER_NAME: &str = "rustfab";
-
-/// A component of Cargo's version (a decimal digit string) as a number, at
-/// compile time; anything else, or more than 16 bits, fails the build.
-const fn version_part(s: &str) -> u32 {
-    let b = s.as_bytes();
-    assert!(!b.is_empty(), "empty version component");
-    let mut n: u32 = 0;
-    let mut i = 0;
-    while i < b.len() {
-        assert!(b[i].is_ascii_digit(), "version component is not a decimal number");
-        n = n * 10 + (b[i] - b'0') as u32;
-        assert!(n <= 0xffff, "version component does not fit FI_VERSION's 16 bits");
-        i += 1;
-    }
-    n
-}
 
 /// Must be `static mut` (in `.data`): libfabric writes `context` into it.
 static mut PROVIDER: fi_provider = fi_provider {
@@ -129,19 +107,4 @@ unsafe extern "C" fn fabric_thunk(
 /// Called from libfabric's destructor: stop every thread rustfab started.
 unsafe extern "C" fn cleanup_thunk() {
     let _ = std::panic::catch_unwind(crate::core::progress::stop_all_threads);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn provider_version_is_cargos() {
-        let mut parts = env!("CARGO_PKG_VERSION").split('.').map(|p| p.parse::<u32>().unwrap());
-        let (major, minor) = (parts.next().unwrap(), parts.next().unwrap());
-        assert_eq!(PROVIDER_VERSION, fi_version(major, minor));
-        assert_eq!(version_part("0"), 0);
-        assert_eq!(version_part("17"), 17);
-        assert_eq!(version_part("65535"), 65535);
-    }
 }
