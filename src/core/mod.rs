@@ -19,6 +19,7 @@ pub(crate) mod fabric;
 pub(crate) mod mr;
 pub(crate) mod pep;
 pub(crate) mod poll;
+pub(crate) mod prefix;
 pub(crate) mod progress;
 pub(crate) mod rma;
 pub(crate) mod settings;
