@@ -86,288 +86,99 @@ fn buffers_unused(flags: u64) -> bool {
     flags & (FI_DISCARD | FI_PEEK) != 0
 }
 
-unsafe extern "C" fn msg_recv(
-    e: *mut fid_ep,
-    buf: *mut c_void,
-    len: usize,
-    desc: *mut c_void,
-    src: fi_addr_t,
-    ctx: *mut c_void,
-) -> isize {
-    let Some((b, n)) = past(buf, len) else { return INVAL };
-    // SAFETY: the caller's arguments, the buffer moved within itself.
-    unsafe { common!(EP_MSG_OPS.recv)(e, b, n, desc, src, ctx) }
-}
-
-unsafe extern "C" fn msg_recvv(
-    e: *mut fid_ep,
-    iov: *const libc::iovec,
-    desc: *mut *mut c_void,
-    count: usize,
-    src: fi_addr_t,
-    ctx: *mut c_void,
-) -> isize {
-    let mut v = no_iovs();
-    // SAFETY: the caller's iovec array.
-    if unsafe { past_iov(iov, count, &mut v) }.is_none() {
-        return INVAL;
-    }
-    // SAFETY: the caller's arguments, `v` its iovecs past the prefix.
-    unsafe { common!(EP_MSG_OPS.recvv)(e, v.as_ptr(), desc, count, src, ctx) }
-}
-
-unsafe extern "C" fn msg_recvmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
-    // SAFETY: the caller's fi_msg (NULL refused).
-    let Ok(m) = (unsafe { crate::fi::read_in(msg) }) else {
-        return INVAL;
+/// A thunk for a one-buffer call, `(ep, buf, len, rest...)`: the buffer
+/// moved past the prefix, the rest passed on.
+macro_rules! one_buffer {
+    ($name:ident, $t:ident . $f:ident, $bt:ty; $($a:ident: $at:ty),*) => {
+        #[allow(clippy::too_many_arguments)]
+        unsafe extern "C" fn $name(e: *mut fid_ep, buf: $bt, len: usize, $($a: $at),*) -> isize {
+            let Some((b, n)) = past(buf, len) else { return INVAL };
+            // SAFETY: the caller's arguments, the buffer moved within itself.
+            unsafe { common!($t.$f)(e, b as $bt, n, $($a),*) }
+        }
     };
-    if flags & FI_MULTI_RECV != 0 {
-        return INVAL;
-    }
-    if buffers_unused(flags) {
-        // SAFETY: the caller's arguments, unchanged.
-        return unsafe { common!(EP_MSG_OPS.recvmsg)(e, msg, flags) };
-    }
-    let mut v = no_iovs();
-    // SAFETY: the caller's iovec array.
-    if unsafe { past_iov(m.msg_iov, m.iov_count, &mut v) }.is_none() {
-        return INVAL;
-    }
-    let m = fi_msg {
-        msg_iov: v.as_ptr(),
-        ..*m
+}
+
+/// A thunk for a vector call, `(ep, iov, desc, count, rest...)`: the first
+/// iovec moved past the prefix, the rest passed on.
+macro_rules! vector {
+    ($name:ident, $t:ident . $f:ident; $($a:ident: $at:ty),*) => {
+        #[allow(clippy::too_many_arguments)]
+        unsafe extern "C" fn $name(
+            e: *mut fid_ep,
+            iov: *const libc::iovec,
+            desc: *mut *mut c_void,
+            count: usize,
+            $($a: $at),*
+        ) -> isize {
+            let mut v = no_iovs();
+            // SAFETY: the caller's iovec array.
+            if unsafe { past_iov(iov, count, &mut v) }.is_none() {
+                return INVAL;
+            }
+            // SAFETY: the caller's arguments, `v` its iovecs past the prefix.
+            unsafe { common!($t.$f)(e, v.as_ptr(), desc, count, $($a),*) }
+        }
     };
-    // SAFETY: the caller's message with its iovecs past the prefix.
-    unsafe { common!(EP_MSG_OPS.recvmsg)(e, &m, flags) }
 }
 
-unsafe extern "C" fn msg_send(
-    e: *mut fid_ep,
-    buf: *const c_void,
-    len: usize,
-    desc: *mut c_void,
-    dest: fi_addr_t,
-    ctx: *mut c_void,
-) -> isize {
-    let Some((b, n)) = past(buf, len) else { return INVAL };
-    // SAFETY: the caller's arguments, the buffer moved within itself.
-    unsafe { common!(EP_MSG_OPS.send)(e, b, n, desc, dest, ctx) }
-}
-
-unsafe extern "C" fn msg_sendv(
-    e: *mut fid_ep,
-    iov: *const libc::iovec,
-    desc: *mut *mut c_void,
-    count: usize,
-    dest: fi_addr_t,
-    ctx: *mut c_void,
-) -> isize {
-    let mut v = no_iovs();
-    // SAFETY: the caller's iovec array.
-    if unsafe { past_iov(iov, count, &mut v) }.is_none() {
-        return INVAL;
-    }
-    // SAFETY: the caller's arguments, `v` its iovecs past the prefix.
-    unsafe { common!(EP_MSG_OPS.sendv)(e, v.as_ptr(), desc, count, dest, ctx) }
-}
-
-unsafe extern "C" fn msg_sendmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
-    // SAFETY: the caller's fi_msg (NULL refused).
-    let Ok(m) = (unsafe { crate::fi::read_in(msg) }) else {
-        return INVAL;
+/// A thunk for a `*msg` call, `(ep, msg, flags)`: the message's first
+/// iovec moved past the prefix. A receive (`recv`) whose buffers are
+/// never written, or that asks for a multi-receive buffer (a prefix
+/// endpoint has none), is passed on as it is or refused.
+macro_rules! message {
+    ($name:ident, $t:ident . $f:ident, $mt:ident, $recv:literal) => {
+        unsafe extern "C" fn $name(e: *mut fid_ep, msg: *const $mt, flags: u64) -> isize {
+            // SAFETY: the caller's message (NULL refused).
+            let Ok(m) = (unsafe { crate::fi::read_in(msg) }) else {
+                return INVAL;
+            };
+            if $recv && flags & FI_MULTI_RECV != 0 {
+                return INVAL;
+            }
+            if $recv && buffers_unused(flags) {
+                // SAFETY: the caller's arguments, unchanged.
+                return unsafe { common!($t.$f)(e, msg, flags) };
+            }
+            let mut v = no_iovs();
+            // SAFETY: the caller's iovec array.
+            if unsafe { past_iov(m.msg_iov, m.iov_count, &mut v) }.is_none() {
+                return INVAL;
+            }
+            let m = $mt {
+                msg_iov: v.as_ptr(),
+                ..*m
+            };
+            // SAFETY: the caller's message with its iovecs past the prefix.
+            unsafe { common!($t.$f)(e, &m, flags) }
+        }
     };
-    let mut v = no_iovs();
-    // SAFETY: the caller's iovec array.
-    if unsafe { past_iov(m.msg_iov, m.iov_count, &mut v) }.is_none() {
-        return INVAL;
-    }
-    let m = fi_msg {
-        msg_iov: v.as_ptr(),
-        ..*m
-    };
-    // SAFETY: the caller's message with its iovecs past the prefix.
-    unsafe { common!(EP_MSG_OPS.sendmsg)(e, &m, flags) }
 }
 
-unsafe extern "C" fn msg_inject(e: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t) -> isize {
-    let Some((b, n)) = past(buf, len) else { return INVAL };
-    // SAFETY: the caller's arguments, the buffer moved within itself.
-    unsafe { common!(EP_MSG_OPS.inject)(e, b, n, dest) }
-}
+type Buf = *mut c_void;
+type CBuf = *const c_void;
+type Desc = *mut c_void;
+type Ctx = *mut c_void;
 
-unsafe extern "C" fn msg_senddata(
-    e: *mut fid_ep,
-    buf: *const c_void,
-    len: usize,
-    desc: *mut c_void,
-    data: u64,
-    dest: fi_addr_t,
-    ctx: *mut c_void,
-) -> isize {
-    let Some((b, n)) = past(buf, len) else { return INVAL };
-    // SAFETY: the caller's arguments, the buffer moved within itself.
-    unsafe { common!(EP_MSG_OPS.senddata)(e, b, n, desc, data, dest, ctx) }
-}
+one_buffer!(msg_recv, EP_MSG_OPS.recv, Buf; desc: Desc, src: fi_addr_t, ctx: Ctx);
+vector!(msg_recvv, EP_MSG_OPS.recvv; src: fi_addr_t, ctx: Ctx);
+message!(msg_recvmsg, EP_MSG_OPS.recvmsg, fi_msg, true);
+one_buffer!(msg_send, EP_MSG_OPS.send, CBuf; desc: Desc, dest: fi_addr_t, ctx: Ctx);
+vector!(msg_sendv, EP_MSG_OPS.sendv; dest: fi_addr_t, ctx: Ctx);
+message!(msg_sendmsg, EP_MSG_OPS.sendmsg, fi_msg, false);
+one_buffer!(msg_inject, EP_MSG_OPS.inject, CBuf; dest: fi_addr_t);
+one_buffer!(msg_senddata, EP_MSG_OPS.senddata, CBuf; desc: Desc, data: u64, dest: fi_addr_t, ctx: Ctx);
+one_buffer!(msg_injectdata, EP_MSG_OPS.injectdata, CBuf; data: u64, dest: fi_addr_t);
 
-unsafe extern "C" fn msg_injectdata(
-    e: *mut fid_ep,
-    buf: *const c_void,
-    len: usize,
-    data: u64,
-    dest: fi_addr_t,
-) -> isize {
-    let Some((b, n)) = past(buf, len) else { return INVAL };
-    // SAFETY: the caller's arguments, the buffer moved within itself.
-    unsafe { common!(EP_MSG_OPS.injectdata)(e, b, n, data, dest) }
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn tag_recv(
-    e: *mut fid_ep,
-    buf: *mut c_void,
-    len: usize,
-    desc: *mut c_void,
-    src: fi_addr_t,
-    tag: u64,
-    ignore: u64,
-    ctx: *mut c_void,
-) -> isize {
-    let Some((b, n)) = past(buf, len) else { return INVAL };
-    // SAFETY: the caller's arguments, the buffer moved within itself.
-    unsafe { common!(EP_TAGGED_OPS.recv)(e, b, n, desc, src, tag, ignore, ctx) }
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn tag_recvv(
-    e: *mut fid_ep,
-    iov: *const libc::iovec,
-    desc: *mut *mut c_void,
-    count: usize,
-    src: fi_addr_t,
-    tag: u64,
-    ignore: u64,
-    ctx: *mut c_void,
-) -> isize {
-    let mut v = no_iovs();
-    // SAFETY: the caller's iovec array.
-    if unsafe { past_iov(iov, count, &mut v) }.is_none() {
-        return INVAL;
-    }
-    // SAFETY: the caller's arguments, `v` its iovecs past the prefix.
-    unsafe { common!(EP_TAGGED_OPS.recvv)(e, v.as_ptr(), desc, count, src, tag, ignore, ctx) }
-}
-
-unsafe extern "C" fn tag_recvmsg(e: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> isize {
-    // SAFETY: the caller's fi_msg_tagged (NULL refused).
-    let Ok(m) = (unsafe { crate::fi::read_in(msg) }) else {
-        return INVAL;
-    };
-    if flags & FI_MULTI_RECV != 0 {
-        return INVAL;
-    }
-    if buffers_unused(flags) {
-        // SAFETY: the caller's arguments, unchanged.
-        return unsafe { common!(EP_TAGGED_OPS.recvmsg)(e, msg, flags) };
-    }
-    let mut v = no_iovs();
-    // SAFETY: the caller's iovec array.
-    if unsafe { past_iov(m.msg_iov, m.iov_count, &mut v) }.is_none() {
-        return INVAL;
-    }
-    let m = fi_msg_tagged {
-        msg_iov: v.as_ptr(),
-        ..*m
-    };
-    // SAFETY: the caller's message with its iovecs past the prefix.
-    unsafe { common!(EP_TAGGED_OPS.recvmsg)(e, &m, flags) }
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn tag_send(
-    e: *mut fid_ep,
-    buf: *const c_void,
-    len: usize,
-    desc: *mut c_void,
-    dest: fi_addr_t,
-    tag: u64,
-    ctx: *mut c_void,
-) -> isize {
-    let Some((b, n)) = past(buf, len) else { return INVAL };
-    // SAFETY: the caller's arguments, the buffer moved within itself.
-    unsafe { common!(EP_TAGGED_OPS.send)(e, b, n, desc, dest, tag, ctx) }
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn tag_sendv(
-    e: *mut fid_ep,
-    iov: *const libc::iovec,
-    desc: *mut *mut c_void,
-    count: usize,
-    dest: fi_addr_t,
-    tag: u64,
-    ctx: *mut c_void,
-) -> isize {
-    let mut v = no_iovs();
-    // SAFETY: the caller's iovec array.
-    if unsafe { past_iov(iov, count, &mut v) }.is_none() {
-        return INVAL;
-    }
-    // SAFETY: the caller's arguments, `v` its iovecs past the prefix.
-    unsafe { common!(EP_TAGGED_OPS.sendv)(e, v.as_ptr(), desc, count, dest, tag, ctx) }
-}
-
-unsafe extern "C" fn tag_sendmsg(e: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> isize {
-    // SAFETY: the caller's fi_msg_tagged (NULL refused).
-    let Ok(m) = (unsafe { crate::fi::read_in(msg) }) else {
-        return INVAL;
-    };
-    let mut v = no_iovs();
-    // SAFETY: the caller's iovec array.
-    if unsafe { past_iov(m.msg_iov, m.iov_count, &mut v) }.is_none() {
-        return INVAL;
-    }
-    let m = fi_msg_tagged {
-        msg_iov: v.as_ptr(),
-        ..*m
-    };
-    // SAFETY: the caller's message with its iovecs past the prefix.
-    unsafe { common!(EP_TAGGED_OPS.sendmsg)(e, &m, flags) }
-}
-
-unsafe extern "C" fn tag_inject(e: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t, tag: u64) -> isize {
-    let Some((b, n)) = past(buf, len) else { return INVAL };
-    // SAFETY: the caller's arguments, the buffer moved within itself.
-    unsafe { common!(EP_TAGGED_OPS.inject)(e, b, n, dest, tag) }
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn tag_senddata(
-    e: *mut fid_ep,
-    buf: *const c_void,
-    len: usize,
-    desc: *mut c_void,
-    data: u64,
-    dest: fi_addr_t,
-    tag: u64,
-    ctx: *mut c_void,
-) -> isize {
-    let Some((b, n)) = past(buf, len) else { return INVAL };
-    // SAFETY: the caller's arguments, the buffer moved within itself.
-    unsafe { common!(EP_TAGGED_OPS.senddata)(e, b, n, desc, data, dest, tag, ctx) }
-}
-
-unsafe extern "C" fn tag_injectdata(
-    e: *mut fid_ep,
-    buf: *const c_void,
-    len: usize,
-    data: u64,
-    dest: fi_addr_t,
-    tag: u64,
-) -> isize {
-    let Some((b, n)) = past(buf, len) else { return INVAL };
-    // SAFETY: the caller's arguments, the buffer moved within itself.
-    unsafe { common!(EP_TAGGED_OPS.injectdata)(e, b, n, data, dest, tag) }
-}
+one_buffer!(tag_recv, EP_TAGGED_OPS.recv, Buf; desc: Desc, src: fi_addr_t, tag: u64, ignore: u64, ctx: Ctx);
+vector!(tag_recvv, EP_TAGGED_OPS.recvv; src: fi_addr_t, tag: u64, ignore: u64, ctx: Ctx);
+message!(tag_recvmsg, EP_TAGGED_OPS.recvmsg, fi_msg_tagged, true);
+one_buffer!(tag_send, EP_TAGGED_OPS.send, CBuf; desc: Desc, dest: fi_addr_t, tag: u64, ctx: Ctx);
+vector!(tag_sendv, EP_TAGGED_OPS.sendv; dest: fi_addr_t, tag: u64, ctx: Ctx);
+message!(tag_sendmsg, EP_TAGGED_OPS.sendmsg, fi_msg_tagged, false);
+one_buffer!(tag_inject, EP_TAGGED_OPS.inject, CBuf; dest: fi_addr_t, tag: u64);
+one_buffer!(tag_senddata, EP_TAGGED_OPS.senddata, CBuf; desc: Desc, data: u64, dest: fi_addr_t, tag: u64, ctx: Ctx);
+one_buffer!(tag_injectdata, EP_TAGGED_OPS.injectdata, CBuf; data: u64, dest: fi_addr_t, tag: u64);
 
 static PREFIX_MSG_OPS: fi_ops_msg = fi_ops_msg {
     size: core::mem::size_of::<fi_ops_msg>(),
