@@ -842,6 +842,58 @@ TEST(buffered_receives_on_a_connected_pair)
 	side_close(&s);
 }
 
+/* FI_MSG_PREFIX on a connected pair: the server's endpoint is opened with
+ * the FI_CONNREQ's info, which carries the pep's mode and prefix size; each
+ * side's buffers begin with the prefix, which is neither sent nor written,
+ * and receive completions count it (test_prefix.c has the RDM cases). */
+TEST(prefix_on_a_connected_pair)
+{
+	struct side s, c;
+	static unsigned char sbuf[64 + 5000], rbuf[64 + 6000];
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry ce;
+	hint_mode = FI_MSG_PREFIX;
+	int r = srv_open(&s);
+	if (!r)
+		r = cli_open(&c, &s.name);
+	hint_mode = 0;
+	CHECK_OK(r);
+	size_t p = c.info->ep_attr->msg_prefix_size;
+	CHECK((s.info->rx_attr->mode & FI_MSG_PREFIX) && (c.info->tx_attr->mode & FI_MSG_PREFIX));
+	CHECK(p > 0 && p <= 64 && p == s.info->ep_attr->msg_prefix_size);
+	int line = pair_connect(&s, &c, 0);
+	if (line)
+		FAIL_AT("pair_connect failed at line %d", line);
+	for (int dir = 0; dir < 2; dir++) {
+		struct side *from = dir ? &s : &c, *to = dir ? &c : &s;
+		memset(sbuf, 0xa5, p);
+		fill(sbuf + p, 5000, 30 + dir);
+		memset(rbuf, 0x5a, p);
+		memset(rbuf + p, 0xee, sizeof(rbuf) - p);
+		if (dir) {
+			CHECK_OK(fi_trecv(to->ep, rbuf, sizeof(rbuf), NULL, 0, 9, 0, rbuf));
+			CHECK_OK(fi_tsend(from->ep, sbuf, p + 5000, NULL, 0, 9, sbuf));
+		} else {
+			CHECK_OK(fi_recv(to->ep, rbuf, sizeof(rbuf), NULL, 0, rbuf));
+			CHECK_OK(fi_send(from->ep, sbuf, p + 5000, NULL, 0, sbuf));
+		}
+		CHECK_EQ(get_comp(to->cq, from->eq, &e, &ce, 10), 1);
+		CHECK(e.op_context == rbuf);
+		CHECK_EQ(e.len, p + 5000);
+		CHECK(all_bytes(rbuf, p, 0x5a) && check_fill(rbuf + p, 5000, 30 + dir));
+		CHECK(all_bytes(rbuf + p + 5000, sizeof(rbuf) - p - 5000, 0xee));
+		CHECK_EQ(get_comp(from->cq, to->eq, &e, &ce, 10), 1);
+		CHECK(e.op_context == sbuf);
+	}
+	CHECK_EQ(fi_send(c.ep, sbuf, p - 1, NULL, 0, sbuf), -FI_EINVAL);
+	CHECK_OK(fi_shutdown(s.ep, 0));
+	line = both_shut_down(&s, &c);
+	if (line)
+		FAIL_AT("shutdown failed at line %d", line);
+	side_close(&c);
+	side_close(&s);
+}
+
 /* fi_shutdown cancels outstanding operations before it returns; the peer's
  * ones end with FI_ECONNRESET; later posts fail at once on both sides. */
 TEST(shutdown_cancels_outstanding)
@@ -1300,6 +1352,7 @@ int main(int argc, char **argv)
 	RUN(data_on_a_connected_pair);
 	RUN(rma_on_a_connected_pair);
 	RUN(buffered_receives_on_a_connected_pair);
+	RUN(prefix_on_a_connected_pair);
 	RUN(data_sent_before_shutdown_arrives_first);
 	RUN(client_against_a_tcp_server);
 	RUN(shutdown_cancels_outstanding);

@@ -112,6 +112,7 @@ pub(crate) fn config_from(info: &Info, default_caps: u64, settings: &Settings) -
         },
         close_wait: settings.shm_close_wait,
         fixed_peer: None,
+        msg_prefix: crate::core::prefix::msg_prefix(info).unwrap_or(0),
     }
 }
 

@@ -21,6 +21,7 @@ pub(crate) mod mr;
 pub(crate) mod mr_map;
 pub(crate) mod pep;
 pub(crate) mod poll;
+pub(crate) mod prefix;
 pub(crate) mod progress;
 pub(crate) mod rma;
 pub(crate) mod settings;

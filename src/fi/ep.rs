@@ -58,6 +58,7 @@ pub(crate) fn create(
     ops: &'static fi_ops_ep,
     cm: &'static fi_ops_cm,
 ) -> Result<*mut fid_ep> {
+    let (msg_ops, tagged_ops) = super::prefix::tables(info)?;
     let core = Ep::new(&d.core, info, inner, addr, msg)?;
     let hdr = fid_ep {
         fid: fid {
@@ -67,9 +68,9 @@ pub(crate) fn create(
         },
         ops,
         cm,
-        msg: &EP_MSG_OPS,
+        msg: msg_ops,
         rma: &super::rma::RMA_OPS,
-        tagged: &EP_TAGGED_OPS,
+        tagged: tagged_ops,
         atomic: &super::atomic::ATOMIC_OPS,
         collective: &stubs::COLLECTIVE_OPS,
     };
@@ -112,7 +113,7 @@ static EP_CM_OPS: fi_ops_cm = fi_ops_cm {
     join: Some(ep_join),
 };
 
-static EP_MSG_OPS: fi_ops_msg = fi_ops_msg {
+pub(crate) static EP_MSG_OPS: fi_ops_msg = fi_ops_msg {
     size: core::mem::size_of::<fi_ops_msg>(),
     recv: Some(msg_recv),
     recvv: Some(msg_recvv),
@@ -125,7 +126,7 @@ static EP_MSG_OPS: fi_ops_msg = fi_ops_msg {
     injectdata: Some(msg_injectdata),
 };
 
-static EP_TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
+pub(crate) static EP_TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
     size: core::mem::size_of::<fi_ops_tagged>(),
     recv: Some(tag_recv),
     recvv: Some(tag_recvv),

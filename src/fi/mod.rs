@@ -25,6 +25,7 @@ pub(crate) mod mr;
 pub(crate) mod noops;
 pub(crate) mod pep;
 pub(crate) mod poll;
+pub(crate) mod prefix;
 pub(crate) mod rma;
 pub(crate) mod wait;
 

@@ -125,7 +125,7 @@ impl State {
         let entry = CqEntry {
             op_context: r.context as *mut c_void,
             flags,
-            len: n,
+            len: n + self.cfg.msg_prefix,
             buf: buf as *mut c_void,
             data: if cq_data { h.data } else { 0 },
             tag: if r.tagged { h.tag } else { 0 },

@@ -120,6 +120,9 @@ pub(crate) struct EpConfig {
     /// A connected (`FI_EP_MSG`) endpoint's one peer: sends go there
     /// whatever their destination address, and no AV is used.
     pub(crate) fixed_peer: Option<Addr>,
+    /// `FI_MSG_PREFIX` bytes in front of every message buffer, counted in
+    /// receive completions' `len` (`core/prefix.rs`; 0: no prefix).
+    pub(crate) msg_prefix: usize,
 }
 
 /// What the endpoint is bound to (fixed once enabled).

@@ -437,5 +437,6 @@ pub fn alter(t: &Template, mut info: Info, hints: Option<&Info>, version: u32) -
             }
         }
     }
+    crate::core::prefix::answer(hints.map_or(0, |h| h.mode), &mut info);
     info
 }

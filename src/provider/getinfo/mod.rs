@@ -21,7 +21,8 @@
 //!   [`TCP_CAPS`], `MSG_CAPS`); shm, RDM and MSG, has no `FI_REMOTE_COMM`
 //!   (it is host-local).
 //! * mode: nothing is required. `FI_BUFFERED_RECV` is echoed when the hints
-//!   allow it ([`OPTIONAL_MODE`] is the one-line hook).
+//!   allow it ([`OPTIONAL_MODE`] is the one-line hook); `FI_MSG_PREFIX`
+//!   too, with its `msg_prefix_size` (`core/prefix.rs` decides).
 //! * Values the application asks for are echoed (threading, progress,
 //!   resource management, AV type, op_flags, queue sizes, iov limits);
 //!   everything the hints ask for must be within what rustfab offers.

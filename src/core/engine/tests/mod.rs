@@ -64,6 +64,7 @@ pub(super) fn cfg() -> EpConfig {
         // progressing waits this long (tests/split.rs sets its own).
         close_wait: Duration::from_millis(20),
         fixed_peer: None,
+        msg_prefix: 0,
     }
 }
 
