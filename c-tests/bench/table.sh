@@ -24,7 +24,7 @@ for f in "${csvs[@]}"; do
 	function human(s) { return s >= 1048576 ? s / 1048576 " MiB" : s >= 1024 ? s / 1024 " KiB" : s " B" }
 	NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
 	{ k = $c["class"] "," $c["test"] "," $c["size"]; v[k SUBSEP $c["peer"]] = $c["median"]; u[k] = $c["unit"] }
-	$c["peer"] ~ /^rustfab/ { rows[++n] = k; who[n] = $c["peer"]; best[n] = $c["fastest_peer"]; ratio[n] = $c["ratio_to_fastest_peer"] }
+	$c["peer"] ~ /rustfab/ { rows[++n] = k; who[n] = $c["peer"]; best[n] = $c["fastest_peer"]; ratio[n] = $c["ratio_to_fastest_peer"] }
 	END {
 		for (i = 1; i <= n; i++) {
 			split(rows[i], f, ",")
