@@ -19,7 +19,7 @@ MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-changelog deb-changelog-check deb-check demo test unit abi-check exports-check header header-check man man-check params-check \
-        c-tests c-tests-tcp examples netns shmfull fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-hosts bench-insns bench-idle bench-mpi fmt lint clean panic-test \
+        c-tests c-tests-tcp examples netns shmfull fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-hosts bench-insns readme-check bench-idle bench-mpi fmt lint clean panic-test \
         memcheck asan stress soak soak-short fuzz fuzz-corpus loom miri
 
 all: lib
@@ -171,6 +171,7 @@ man:
 
 man-check: lib
 	@FI_PROVIDER_PATH=$(CURDIR)/$(BUILD) man/entries.sh --check $(MAN_SRC)
+	@FI_PROVIDER_PATH=$(CURDIR)/$(BUILD) man/entries.sh --check-control debian/control
 	@for p in $$(sed -n 's/^#define FI_RUSTFAB_ENV_[A-Z_]* "\(.*\)"$$/\1/p' $(HEADER)); do \
 	  grep -q "^\*$$p\*$$" $(MAN_SRC) || { echo "man-check: $$p is not described in $(MAN_SRC) (RUNTIME PARAMETERS)"; exit 1; }; \
 	done
@@ -193,10 +194,15 @@ params-check: lib
 fmt:
 	$(CARGO) fmt
 
-lint:
+lint: readme-check
 	.ci/setup-check
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
+
+# The README's performance table is c-tests/bench/table.sh's output for the
+# dated run (docs/bench/DATE) it names; c-tests/bench/publish.sh keeps a run.
+readme-check:
+	c-tests/bench/readme-check.sh
 
 clean:
 	$(CARGO) clean

@@ -19,6 +19,40 @@ if [ "${1:-}" = --check ]; then
 	echo "man-check: $2 lists fi_getinfo's $(echo "$want" | grep -c '^\*') entries with their capabilities"
 	exit 0
 fi
+if [ "${1:-}" = --check-control ]; then
+	# --check-control debian/control: the runtime package's description names
+	# every transport (domain) and endpoint kind fi_info lists, and each
+	# capability family it claims is offered by some entry.
+	ctl=$2
+	desc=$(awk '/^Package: rustfab$/ {p = 1} p && /^Description:/ {d = 1} d && /^$/ {exit} d' "$ctl")
+	list=$("$0")
+	bad=0
+	need() { # need WHAT PATTERN: the description must match PATTERN
+		echo "$desc" | grep -qiE "$2" || { echo "man-check: $ctl's description does not mention $1 (fi_info lists it)"; bad=1; }
+	}
+	claims() { # claims WORD CAP: a description that says WORD needs an entry with CAP
+		if echo "$desc" | grep -qiE "$1" && ! echo "$list" | grep -q "$2"; then
+			echo "man-check: $ctl's description says '$1' but no fi_info entry has $2"; bad=1
+		fi
+	}
+	echo "$list" | grep -q '^\*shm\*' && need "shared memory (shm)" 'shared memory'
+	echo "$list" | grep -q '^\*tcp\*' && need "TCP (tcp)" 'TCP'
+	echo "$list" | grep -q '^\*auto\*' && need 'the "auto" transport' 'auto'
+	echo "$list" | grep -q 'FI_EP_RDM' && need "reliable-datagram endpoints (FI_EP_RDM)" 'reliable.datagram'
+	echo "$list" | grep -q 'FI_EP_MSG' && need "connected endpoints (FI_EP_MSG)" 'connected'
+	echo "$list" | grep -q 'FI_EP_DGRAM' && need "datagram endpoints (FI_EP_DGRAM)" '(^|[^-])datagram endpoints'
+	claims 'tagged' FI_TAGGED
+	claims 'RMA' FI_RMA
+	claims 'atomic' FI_ATOMIC
+	if echo "$desc" | grep -qi 'on all three'; then
+		for d in auto shm tcp; do for t in FI_EP_RDM FI_EP_MSG; do
+			echo "$list" | grep -q "^\*$d\*, \*$t\*" || { echo "man-check: $ctl says 'on all three' but fi_info has no $d $t entry"; bad=1; }
+		done; done
+	fi
+	[ $bad = 0 ] || exit 1
+	echo "man-check: $ctl's description matches fi_info's entries"
+	exit 0
+fi
 # Only the defaults: a parameter in the caller's environment could hide or
 # change an entry.
 for v in $(env | sed -n 's/^\(FI_RUSTFAB_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done

@@ -16,8 +16,15 @@
 # medians with their ratio to the fastest peer in $BENCH_OUT/hosts.csv (the
 # columns of peers.csv; class = the link) and every run in hosts-raw.csv.
 #
+# MPICH 5 (the wheel make mpi5 installs into BUILD/venv/mpich5, or
+# HOSTS_MPICH=<its prefix>), ch4:ofi, launched by hydra through
+# c-tests/mpi-hosts/hydra-agent.sh: over rustfab ("MPICH rustfab") and over
+# the libfabric inside the wheel, tcp;ofi_rxm ("MPICH tcp;ofi_rxm") and its
+# native tcp ("MPICH tcp"); the same pingpong.c built with its mpicc.
+#
 # Needs root (network namespaces), iproute2, tc, Open MPI; pml ucx only when
-# this Open MPI has it (ompi_info). Not part of make test.
+# this Open MPI has it (ompi_info); MPICH only when its wheel is there. Not
+# part of make test.
 #
 #   c-tests/bench/hosts.sh [build dir]   (FI_PROVIDER_PATH must be set)
 set -u
@@ -73,6 +80,19 @@ if ompi_info 2>/dev/null | grep -q "MCA pml: ucx "; then
 else
 	echo "bench-hosts: pml ucx left out: this Open MPI has no ucx pml (ompi_info lists no 'MCA pml: ucx')"
 fi
+mpich=${HOSTS_MPICH:-$build/venv/mpich5}
+if [ -x "$mpich/bin/mpicc" ] && [ -x "$mpich/bin/mpiexec" ]; then
+	"$mpich/bin/mpicc" -O2 -o "$work/pingpong_mpich" "$root/c-tests/mpi-hosts/pingpong.c" 2>"$work/mpicc.log" || {
+		echo "bench-hosts: MPICH left out: its mpicc failed ($(head -n 1 "$work/mpicc.log"))"; mpich=; }
+else
+	echo "bench-hosts: MPICH left out: no wheel at $mpich (make mpi5 installs it; or HOSTS_MPICH=<prefix>)"
+	mpich=
+fi
+if [ -n "$mpich" ]; then
+	peers+=("MPICH rustfab|FI_PROVIDER=rustfab FI_RUSTFAB_TRANSPORT=auto FI_RUSTFAB_IFACE=rf0|")
+	peers+=("MPICH tcp;ofi_rxm|FI_PROVIDER=tcp;ofi_rxm FI_TCP_IFACE=rf0|")
+	peers+=("MPICH tcp|FI_PROVIDER=tcp FI_TCP_IFACE=rf0|")
+fi
 links=(veth)
 [ -z "$RATE" ] || links+=("tbf-$RATE")
 
@@ -85,12 +105,30 @@ shape() { # rate or empty: tbf on both ends of the link, or none
 
 sizes_arg=$(echo "$SIZES" | tr ' ' ',')
 run() { # name env opts -> "lat SIZE V" and "bw SIZE V" lines
-	local name=$1 envs=$2 opts=$3
-	# shellcheck disable=SC2086
-	env $envs timeout -k 10 "$T" ip netns exec "$h1" mpirun --hostfile "$work/hosts" -np 2 \
-		--mca plm_rsh_agent "$agent" --mca oob_tcp_if_include rf0 --bind-to none $opts \
-		"$exe" -s "$sizes_arg" -n "${HOSTS_ITERS:-2000}" -N "${HOSTS_ITERS_BIG:-100}" -w "$WINDOW" \
-		>"$work/log" 2>&1 || return 1
+	local name=$1 envs=$2 opts=$3 args
+	args=(-s "$sizes_arg" -n "${HOSTS_ITERS:-2000}" -N "${HOSTS_ITERS_BIG:-100}" -w "$WINDOW")
+	case $name in
+	MPICH*)
+		# shellcheck disable=SC2086
+		env $envs MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_DEBUG_SUMMARY=1 FI_PROVIDER_PATH="$FI_PROVIDER_PATH" \
+			timeout -k 10 "$T" ip netns exec "$h1" "$mpich/bin/mpiexec" \
+			-launcher ssh -launcher-exec "$root/c-tests/mpi-hosts/hydra-agent.sh" \
+			-hosts "$h1,$h2" -n 2 -ppn 1 -iface rf0 \
+			-genvlist "MPIR_CVAR_CH4_NETMOD,FI_PROVIDER_PATH,FI_PROVIDER,FI_RUSTFAB_TRANSPORT,FI_RUSTFAB_IFACE,FI_TCP_IFACE" \
+			"$work/pingpong_mpich" "${args[@]}" >"$work/log" 2>&1 || return 1
+		# the summary (rank 0) names the provider MPICH chose
+		if ! grep -q "^libfabric provider: ${name#MPICH } " "$work/log"; then
+			echo "bench-hosts: MPICH did not report 'libfabric provider: ${name#MPICH }'" >>"$work/log"
+			return 1
+		fi
+		;;
+	*)
+		# shellcheck disable=SC2086
+		env $envs timeout -k 10 "$T" ip netns exec "$h1" mpirun --hostfile "$work/hosts" -np 2 \
+			--mca plm_rsh_agent "$agent" --mca oob_tcp_if_include rf0 --bind-to none $opts \
+			"$exe" "${args[@]}" >"$work/log" 2>&1 || return 1
+		;;
+	esac
 	grep -q "pingpong: data FAIL" "$work/log" && return 1
 	if [ "$name" = rustfab ] && [ "$(grep -c "mtl:ofi:prov: rustfab" "$work/log")" -lt 2 ]; then
 		echo "bench-hosts: not every rank reports mtl:ofi:prov: rustfab" >>"$work/log"
