@@ -459,8 +459,9 @@ TEST(a_flooder_that_reads_nothing_is_cut_off)
 	}
 	double took = now_sec() - t0;
 	printf("    the send to H ended with %d (%s) after %.2f s\n", err, fi_strerror(err), took);
+	/* (When: the unit test shm::tests::budget checks it is not before the
+	 * timeout; here the bound may be reached before t0.) */
 	CHECK_EQ(err, FI_ECONNRESET);
-	CHECK(took >= CUT_TIMEOUT_MS / 1000.0 * 0.8);
 	for (int i = 0; i < 20; i++)
 		CHECK(round_trip() >= 0);
 	CHECK_EQ(write(stop, "S", 1), 1);
