@@ -814,7 +814,7 @@ impl State {
             }
         }
         if let Some(p) = full {
-            self.no_room(&p, "its ring or socket is full");
+            self.no_room(&p);
         }
         if !pushes.is_empty() {
             self.run_pushes(port, pushes);

@@ -65,7 +65,6 @@ impl Inner {
         if self.st.tx.len() >= cfg.tx_size {
             self.pass(b);
             if self.st.tx.len() >= self.st.cfg.tx_size {
-                self.st.no_room(&peer, "tx_size sends wait for their peers");
                 return Err(Error::AGAIN);
             }
         }
@@ -204,7 +203,7 @@ impl Inner {
         self.pass(b);
         let r = self.port.send(peer, h, p, copy);
         if r == Err(Error::AGAIN) {
-            self.st.no_room(peer, "its ring or socket is full");
+            self.st.no_room(peer);
         }
         r
     }

@@ -67,16 +67,15 @@ impl State {
         pick(self.stalls.get_or_insert_with(Default::default)).note(peer, Instant::now())
     }
 
-    /// A send to `peer` refused with -FI_EAGAIN, or a stream's chunk left
-    /// for a later pass, because of `why` (the transport had no room, the
-    /// endpoint's send queue is full).
+    /// The transport had no room for a record to `peer` (a send refused
+    /// with -FI_EAGAIN, or a stream's chunk left for a later pass).
     #[cold]
     #[inline(never)]
-    pub(super) fn no_room(&mut self, peer: &Addr, why: &str) {
+    pub(super) fn no_room(&mut self, peer: &Addr) {
         if let Some(d) = self.stall_to_log(peer, |s| &mut s.tx) {
             crate::base::log::log_debug_limited!(
                 FI_LOG_EP_DATA,
-                "sends to {peer:?} waiting for room for {d:?} ({why}: the peer reads slowly)"
+                "sends to {peer:?} waiting for room for {d:?} (the peer reads slowly: its ring or socket is full)"
             );
         }
     }
