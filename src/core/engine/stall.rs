@@ -58,23 +58,21 @@ impl StallWatch {
     }
 }
 
-/// Whether stalls are watched: debug lines of the data path are wanted.
-#[inline]
-fn watched() -> bool {
-    crate::base::log::enabled(FI_LOG_DEBUG, FI_LOG_EP_DATA).is_some()
-}
-
 impl State {
+    /// A refusal involving `peer` noted in the watch `pick` chooses, if
+    /// debug lines of the data path are wanted: the stall's length when it
+    /// is to be logged now ([`StallWatch::note`]).
+    fn stall_to_log(&mut self, peer: &Addr, pick: fn(&mut Stalls) -> &mut StallWatch) -> Option<Duration> {
+        crate::base::log::enabled(FI_LOG_DEBUG, FI_LOG_EP_DATA)?;
+        pick(self.stalls.get_or_insert_with(Default::default)).note(peer, Instant::now())
+    }
+
     /// The transport had no room for a record to `peer` (a send refused
     /// with -FI_EAGAIN, or a stream's chunk left for a later pass).
     #[cold]
     #[inline(never)]
     pub(super) fn no_room(&mut self, peer: &Addr) {
-        if !watched() {
-            return;
-        }
-        let w = &mut self.stalls.get_or_insert_with(Default::default).tx;
-        if let Some(d) = w.note(peer, Instant::now()) {
+        if let Some(d) = self.stall_to_log(peer, |s| &mut s.tx) {
             crate::base::log::log_debug_limited!(
                 FI_LOG_EP_DATA,
                 "sends to {peer:?} waiting for room for {d:?} (the peer reads slowly: its ring or socket is full)"
@@ -87,11 +85,7 @@ impl State {
     #[cold]
     #[inline(never)]
     pub(super) fn over_budget(&mut self, src: &Addr) {
-        if !watched() {
-            return;
-        }
-        let w = &mut self.stalls.get_or_insert_with(Default::default).rx;
-        if let Some(d) = w.note(src, Instant::now()) {
+        if let Some(d) = self.stall_to_log(src, |s| &mut s.rx) {
             let held = self.m.unexpected_held(src);
             crate::base::log::log_debug_limited!(
                 FI_LOG_EP_DATA,

@@ -349,17 +349,17 @@ fn a_failed_inject_counts_an_error_but_makes_no_context_less_entry() {
 /// received, a rendezvous one (its data was in the dead process) fails.
 #[test]
 fn answers_owed_to_a_failed_peer_never_reach_its_restarted_incarnation() {
+    let dc = |m: &[u8], ctx| SendArgs {
+        flags: FI_DELIVERY_COMPLETE,
+        ..sargs(B, m, ctx)
+    };
     for sim in [SimOpts::shm(), SimOpts::tcp()] {
         for (old_len, new_len) in [(100, 200), (100, 150_000), (100_000, 200), (100_000, 150_000)] {
             let what = format!("{sim:?}: old {old_len} B, new {new_len} B");
             let (net, mut a, mut b) = pair(sim);
             let (a_addr, b_addr) = (a.addr, b.addr);
             let old = pattern(old_len, 1);
-            a.send(SendArgs {
-                flags: FI_DELIVERY_COMPLETE,
-                ..sargs(B, &old, 1)
-            })
-            .unwrap();
+            a.send(dc(&old, 1)).unwrap();
             run(&mut [&mut a, &mut b], 3);
             assert!(a.tx_ok().is_empty(), "{what}: A's send waits for B's receive");
             // A dies and comes back at its address; B takes the failure.
@@ -367,11 +367,7 @@ fn answers_owed_to_a_failed_peer_never_reach_its_restarted_incarnation() {
             b.progress();
             // The new incarnation's first send has msg_id 1 too.
             let new = pattern(new_len, 2);
-            a2.send(SendArgs {
-                flags: FI_DELIVERY_COMPLETE,
-                ..sargs(B, &new, 7)
-            })
-            .unwrap();
+            a2.send(dc(&new, 7)).unwrap();
             run(&mut [&mut a2, &mut b], 3);
             net.clear_log();
             // The first receive takes the old incarnation's message.
