@@ -43,30 +43,14 @@ out_dir=${BENCH_OUT:-$root/build/bench}
 mkdir -p "$out_dir"
 raw=$out_dir/hosts-raw.csv csv=$out_dir/hosts.csv
 pfx=rfb$$
-h1=${pfx}-1 h2=${pfx}-2
-work=$(mktemp -d)
-cleanup() {
-	ip netns del "$h1" 2>/dev/null
-	ip netns del "$h2" 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=c-tests/bench/hosts-net.sh
+. "$here/hosts-net.sh"
 
 [ "$(id -u)" = 0 ] || { echo "bench-hosts: NOT RUN: needs root (network namespaces)"; exit 1; }
 command -v mpirun >/dev/null || { echo "bench-hosts: NOT RUN: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"; exit 1; }
 [ -x "$exe" ] || { echo "bench-hosts: $exe not built (make $exe)"; exit 1; }
 
-ip netns add "$h1" && ip netns add "$h2" || exit 1
-ip link add rf0 netns "$h1" type veth peer name rf0 netns "$h2" || exit 1
-for i in 1 2; do
-	h=${pfx}-$i
-	ip -n "$h" addr add "10.127.0.$i/24" dev rf0
-	ip -n "$h" link set lo up
-	ip -n "$h" link set rf0 up
-done
-for _ in $(seq 50); do ip netns exec "$h1" ping -c1 -W1 10.127.0.2 >/dev/null 2>&1 && break; sleep 0.1; done
-printf '%s slots=1\n%s slots=1\n' "$h1" "$h2" >"$work/hosts"
+hosts_up || exit 1
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Peers: name|environment|mpirun options (word-split)
