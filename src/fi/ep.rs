@@ -169,7 +169,7 @@ fn bind_target(bfid: *mut fid) -> Result<BindTarget> {
         FI_CLASS_AV => BindTarget::Av(fi::core_of(bfid)?),
         FI_CLASS_CQ => BindTarget::Cq(fi::cq::from_fid(bfid)?),
         FI_CLASS_CNTR => BindTarget::Cntr(fi::cntr::from_fid(bfid)?),
-        FI_CLASS_EQ => BindTarget::Eq(fi::eq::from_fid(bfid)?),
+        FI_CLASS_EQ => BindTarget::Eq(fi::core_of(bfid)?),
         _ => return Err(Error::INVAL),
     })
 }

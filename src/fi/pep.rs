@@ -298,7 +298,7 @@ unsafe extern "C" fn pep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int 
             if fi::class_of(bfid)? != FI_CLASS_EQ {
                 return Err(Error::INVAL);
             }
-            o.core.bind_eq(crate::fi::eq::from_fid(bfid)?)?;
+            o.core.bind_eq(fi::core_of(bfid)?)?;
             Ok(0)
         })
     }
