@@ -621,7 +621,6 @@ const CYCLES_ALLOWED: &[&[&str]] = &[
         "core/engine/send.rs",
     ],
     &["fi/atomic.rs", "fi/ep.rs", "fi/rma.rs"],
-    &["fi/connected.rs", "fi/pep.rs"],
     &[
         "transport/shm/mod.rs",
         "transport/shm/ready.rs",

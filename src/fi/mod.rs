@@ -11,6 +11,7 @@ pub(crate) mod atomic;
 pub(crate) mod attr;
 pub(crate) mod av;
 pub(crate) mod boundary;
+pub(crate) mod cm_args;
 pub(crate) mod cmem;
 pub(crate) mod cntr;
 pub(crate) mod connected;
