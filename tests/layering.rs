@@ -620,7 +620,6 @@ const CYCLES_ALLOWED: &[&[&str]] = &[
         "core/engine/rma.rs",
         "core/engine/send.rs",
     ],
-    &["fi/atomic.rs", "fi/ep.rs", "fi/rma.rs"],
     &[
         "transport/shm/mod.rs",
         "transport/shm/ready.rs",

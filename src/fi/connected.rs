@@ -36,7 +36,7 @@
 //! * Events carry the endpoint's own fid (docs/abi.md §1.11).
 
 use super::cm_args::{cm_data, cm_data_size_opt, copy_name, read_sockaddr, sockaddr_of};
-use super::ep::{Ep, EpObj};
+use super::ep_obj::{Ep, EpObj};
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::attr::Info;
@@ -70,7 +70,7 @@ pub(crate) const MSG_CAPS: u64 = FI_MSG
 /// none (a client; `src_addr` is bound if it names anything).
 pub(crate) fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut fid_ep> {
     let settings = &d.core.fabric().settings;
-    let mut cfg = super::ep::config_from(info, MSG_CAPS, settings);
+    let mut cfg = crate::core::ep::config_from(info, MSG_CAPS, settings);
     // One peer; the connection's records go over TCP (no cross-memory
     // attach) or, on shm and auto to a peer on this host, over shm
     // (docs/shm.md, Connected endpoints).

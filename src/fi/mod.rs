@@ -18,6 +18,7 @@ pub(crate) mod connected;
 pub(crate) mod cq;
 pub(crate) mod domain;
 pub(crate) mod ep;
+pub(crate) mod ep_obj;
 pub(crate) mod eq;
 pub(crate) mod fabric;
 pub(crate) mod handle;
