@@ -592,11 +592,6 @@ const CORE_C_LAYOUTS: &[(&str, &str)] = &[
     // reads in front of each buffered message, in the receive buffer.
     ("fi_recv_context", "core/engine/buffered/held.rs: in the buffer"),
     ("fid_ep", "core/engine/buffered/held.rs: the context's endpoint"),
-    // The attributes fi_cq_open, fi_cntr_open and fi_eq_open pass, read
-    // field by field (no pointer in them is followed by a core).
-    ("fi_cq_attr", "core/cq.rs: checked and read at open"),
-    ("fi_cntr_attr", "core/cntr.rs: checked and read at open"),
-    ("fi_eq_attr", "core/eq.rs: checked and read at open"),
 ];
 
 /// The C structs `abi/` mirrors (`struct name { .. }` in its tables).
