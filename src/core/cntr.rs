@@ -40,6 +40,15 @@ use crate::sys::Deadline;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// What `fi_cntr_open` asks for: `struct CntrAttr` without its wait
+/// set (which arrives as a [`Holds`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CntrAttr {
+    pub(crate) events: u32,
+    pub(crate) wait_obj: u32,
+    pub(crate) flags: u64,
+}
+
 /// The counter core. See the module documentation.
 pub(crate) struct Cntr {
     users: Users,
@@ -69,7 +78,7 @@ impl Waitable for Cntr {
 
 impl Cntr {
     /// Builds a counter core (the caller adds engines).
-    pub(crate) fn new(attr: &fi_cntr_attr, mut holds: Holds<AnyParent>, context: usize) -> Result<Arc<Cntr>> {
+    pub(crate) fn new(attr: &CntrAttr, mut holds: Holds<AnyParent>, context: usize) -> Result<Arc<Cntr>> {
         if attr.events != FI_CNTR_EVENTS_COMP || attr.flags != 0 {
             return Err(Error::INVAL);
         }
@@ -245,11 +254,10 @@ mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
-    fn attr(wait_obj: u32) -> fi_cntr_attr {
-        fi_cntr_attr {
+    fn attr(wait_obj: u32) -> CntrAttr {
+        CntrAttr {
             events: FI_CNTR_EVENTS_COMP,
             wait_obj,
-            wait_set: core::ptr::null_mut(),
             flags: 0,
         }
     }

@@ -220,8 +220,19 @@ impl Waitable for Cq {
     }
 }
 
-/// Checks an `fi_cq_attr` the way fi_cq(3) defines its fields.
-fn check_attr(attr: &fi_cq_attr) -> Result<()> {
+/// What `fi_cq_open` asks for: `struct CqAttr` without its pointers
+/// (the wait set arrives as a [`Holds`]) and the unused `signaling_vector`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CqAttr {
+    pub(crate) size: usize,
+    pub(crate) flags: u64,
+    pub(crate) format: u32,
+    pub(crate) wait_obj: u32,
+    pub(crate) wait_cond: u32,
+}
+
+/// Checks a CQ's attributes the way fi_cq(3) defines their fields.
+fn check_attr(attr: &CqAttr) -> Result<()> {
     if attr.flags & !FI_AFFINITY != 0 {
         return Err(Error::INVAL);
     }
@@ -246,12 +257,7 @@ fn check_attr(attr: &fi_cq_attr) -> Result<()> {
 
 impl Cq {
     /// Builds a CQ core (the caller adds the progress engines).
-    pub(crate) fn new(
-        attr: &fi_cq_attr,
-        api_version: u32,
-        mut holds: Holds<Domain>,
-        context: usize,
-    ) -> Result<Arc<Cq>> {
+    pub(crate) fn new(attr: &CqAttr, api_version: u32, mut holds: Holds<Domain>, context: usize) -> Result<Arc<Cq>> {
         check_attr(attr)?;
         let set = holds.set_for(attr.wait_obj)?;
         let size = if attr.size == 0 { DEFAULT_CQ_SIZE } else { attr.size };
@@ -633,15 +639,13 @@ mod tests {
 
     const V17: u32 = fi_version(1, 17);
 
-    fn attr(size: usize, format: u32, wait_obj: u32) -> fi_cq_attr {
-        fi_cq_attr {
+    fn attr(size: usize, format: u32, wait_obj: u32) -> CqAttr {
+        CqAttr {
             size,
             flags: 0,
             format,
             wait_obj,
-            signaling_vector: 0,
             wait_cond: FI_CQ_COND_NONE,
-            wait_set: core::ptr::null_mut(),
         }
     }
 
@@ -1002,7 +1006,7 @@ mod tests {
     // Wait objects: eventfd/epoll system calls Miri does not run (make miri).
     #[cfg_attr(miri, ignore)]
     fn bad_attributes() {
-        let mk = |a: fi_cq_attr| Cq::new(&a, V17, Holds::none(), 0).err();
+        let mk = |a: CqAttr| Cq::new(&a, V17, Holds::none(), 0).err();
         assert_eq!(mk(attr(0, 99, FI_WAIT_NONE)), Some(Error::INVAL));
         assert_eq!(mk(attr(0, FI_CQ_FORMAT_MSG, 99)), Some(Error::INVAL));
         assert_eq!(

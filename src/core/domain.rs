@@ -240,12 +240,10 @@ mod tests {
     fn eq_binding_and_close() {
         let f = fabric();
         let d = Domain::open(&f, named("shm"), crate::core::fabric::API_VERSION).unwrap();
-        let a = fi_eq_attr {
+        let a = crate::core::eq::EqAttr {
             size: 4,
             flags: 0,
             wait_obj: FI_WAIT_NONE,
-            signaling_vector: 0,
-            wait_set: core::ptr::null_mut(),
         };
         let eq = Eq::new(&a, fi_version(1, 17), Holds::none(), None).unwrap();
         assert_eq!(d.bind_eq(eq.clone(), FI_SEND), Err(Error::BADFLAGS));

@@ -960,14 +960,12 @@ mod tests {
     }
 
     fn cq(d: &Arc<Domain>, size: usize) -> Arc<Cq> {
-        let a = fi_cq_attr {
+        let a = crate::core::cq::CqAttr {
             size,
             flags: 0,
             format: FI_CQ_FORMAT_TAGGED,
             wait_obj: FI_WAIT_NONE,
-            signaling_vector: 0,
             wait_cond: FI_CQ_COND_NONE,
-            wait_set: core::ptr::null_mut(),
         };
         let holds = Holds {
             parent: Some(Held::new(d.clone())),
@@ -1014,14 +1012,12 @@ mod tests {
     }
 
     fn cq_waiting(d: &Arc<Domain>, wait_obj: u32, set: Option<Arc<crate::core::wait::WaitSet>>) -> Arc<Cq> {
-        let a = fi_cq_attr {
+        let a = crate::core::cq::CqAttr {
             size: 16,
             flags: 0,
             format: FI_CQ_FORMAT_TAGGED,
             wait_obj,
-            signaling_vector: 0,
             wait_cond: FI_CQ_COND_NONE,
-            wait_set: core::ptr::null_mut(),
         };
         let holds = Holds {
             parent: Some(Held::new(d.clone())),
@@ -1163,10 +1159,9 @@ mod tests {
         assert_eq!(bind_cq(&e, &q, FI_TRANSMIT | FI_MULTI_RECV), Err(Error::BADFLAGS));
         assert_eq!(e.bind(FI_SEND, || Ok(BindTarget::Av(a.clone()))), Err(Error::BADFLAGS));
         let c = Cntr::new(
-            &fi_cntr_attr {
+            &crate::core::cntr::CntrAttr {
                 events: FI_CNTR_EVENTS_COMP,
                 wait_obj: FI_WAIT_NONE,
-                wait_set: core::ptr::null_mut(),
                 flags: 0,
             },
             Holds::none(),

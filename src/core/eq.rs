@@ -170,11 +170,20 @@ impl Waitable for Eq {
     }
 }
 
+/// What `fi_eq_open` asks for: `struct EqAttr` without its wait set
+/// (which arrives as a [`Holds`]) and the unused `signaling_vector`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct EqAttr {
+    pub(crate) size: usize,
+    pub(crate) flags: u64,
+    pub(crate) wait_obj: u32,
+}
+
 impl Eq {
     /// Builds an EQ core (the caller adds engines). `release_unread` frees
     /// what events still queued at the end own.
     pub(crate) fn new(
-        attr: &fi_eq_attr,
+        attr: &EqAttr,
         api_version: u32,
         mut holds: Holds<Fabric>,
         release_unread: Option<ReleaseUnread>,
@@ -382,14 +391,8 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::{Duration, Instant};
 
-    fn attr(size: usize, flags: u64, wait_obj: u32) -> fi_eq_attr {
-        fi_eq_attr {
-            size,
-            flags,
-            wait_obj,
-            signaling_vector: 0,
-            wait_set: core::ptr::null_mut(),
-        }
+    fn attr(size: usize, flags: u64, wait_obj: u32) -> EqAttr {
+        EqAttr { size, flags, wait_obj }
     }
 
     fn eq(size: usize, flags: u64, wait_obj: u32) -> Arc<Eq> {
@@ -603,7 +606,7 @@ mod tests {
 
     #[test]
     fn bad_attributes() {
-        let mk = |a: fi_eq_attr| Eq::new(&a, fi_version(1, 17), Holds::none(), None).err();
+        let mk = |a: EqAttr| Eq::new(&a, fi_version(1, 17), Holds::none(), None).err();
         assert_eq!(mk(attr(0, FI_SEND, FI_WAIT_NONE)), Some(Error::INVAL));
         assert_eq!(mk(attr(0, 0, 42)), Some(Error::INVAL));
         assert_eq!(mk(attr(0, 0, FI_WAIT_SET)), Some(Error::INVAL));
@@ -643,14 +646,12 @@ mod tests {
     fn wait_set_with_cqs_and_an_eq() {
         for kind in [FI_WAIT_FD, FI_WAIT_MUTEX_COND, FI_WAIT_UNSPEC, FI_WAIT_YIELD] {
             let set = WaitSet::new(kind, None).unwrap();
-            let cq_attr = fi_cq_attr {
+            let cq_attr = crate::core::cq::CqAttr {
                 size: 4,
                 flags: 0,
                 format: FI_CQ_FORMAT_CONTEXT,
                 wait_obj: FI_WAIT_SET,
-                signaling_vector: 0,
                 wait_cond: 0,
-                wait_set: core::ptr::null_mut(),
             };
             let mk_cq = || {
                 let holds = Holds {

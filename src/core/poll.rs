@@ -194,23 +194,20 @@ mod tests {
     use crate::core::wait::Holds;
 
     fn cq(ctx: usize) -> Arc<Cq> {
-        let a = fi_cq_attr {
+        let a = crate::core::cq::CqAttr {
             size: 8,
             flags: 0,
             format: FI_CQ_FORMAT_CONTEXT,
             wait_obj: FI_WAIT_NONE,
-            signaling_vector: 0,
             wait_cond: 0,
-            wait_set: core::ptr::null_mut(),
         };
         Cq::new(&a, fi_version(1, 17), Holds::none(), ctx).unwrap()
     }
 
     fn cntr(ctx: usize) -> Arc<Cntr> {
-        let a = fi_cntr_attr {
+        let a = crate::core::cntr::CntrAttr {
             events: FI_CNTR_EVENTS_COMP,
             wait_obj: FI_WAIT_NONE,
-            wait_set: core::ptr::null_mut(),
             flags: 0,
         };
         Cntr::new(&a, Holds::none(), ctx).unwrap()

@@ -8,7 +8,7 @@
 //! (`core/rma.rs`; the protocol is `core/engine/atomic.rs`).
 //! Descriptors are accepted and not needed.
 
-use super::ep::{iov_single, with_ep};
+use super::ep_obj::{iov_single, with_ep};
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::atomic::{datatype_size, valid, AtomicKind, FI_ATOMIC_READ};

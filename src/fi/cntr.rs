@@ -3,7 +3,7 @@
 
 use crate::abi::*;
 use crate::base::error::Result;
-use crate::core::cntr::Cntr;
+use crate::core::cntr::{Cntr, CntrAttr};
 use crate::core::domain::Domain;
 use crate::core::users::{AnyParent, Held};
 use crate::core::wait::Holds;
@@ -41,6 +41,15 @@ static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
     seterr: Some(cntr_seterr),
 };
 
+/// The core's form of an `fi_cntr_attr` (its wait set is taken in `open`).
+fn cntr_attr(a: &fi_cntr_attr) -> CntrAttr {
+    CntrAttr {
+        events: a.events,
+        wait_obj: a.wait_obj,
+        flags: a.flags,
+    }
+}
+
 /// `fi_cntr_open`.
 pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cntr_attr, ctx: *mut c_void) -> Result<*mut fid_cntr> {
     let set = if attr.wait_obj == FI_WAIT_SET {
@@ -53,7 +62,7 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cntr_attr, ctx: *mut c_void) -> Re
         parent: Some(Held::new(Arc::clone(&d.core) as Arc<AnyParent>)),
         set,
     };
-    let c = Cntr::new(attr, holds, ctx as usize)?;
+    let c = Cntr::new(&cntr_attr(attr), holds, ctx as usize)?;
     c.wait().add_engine(&d.core.engine)?;
     let hdr = fid_cntr {
         fid: fid {
@@ -162,7 +171,7 @@ mod tests {
             wait_set: core::ptr::null_mut(),
             flags: 0,
         };
-        let core = Cntr::new(&a, Holds::none(), 0).unwrap();
+        let core = Cntr::new(&cntr_attr(&a), Holds::none(), 0).unwrap();
         let hdr = fid_cntr {
             fid: fid {
                 fclass: FI_CLASS_CNTR,

@@ -7,7 +7,7 @@
 use crate::abi::libfabric::fi_strerror;
 use crate::abi::*;
 use crate::base::error::{Error, Result};
-use crate::core::cq::{Cq, CqEntry, CqErrRead};
+use crate::core::cq::{Cq, CqAttr, CqEntry, CqErrRead};
 use crate::core::domain::Domain;
 use crate::core::users::Held;
 use crate::core::wait::Holds;
@@ -66,6 +66,17 @@ fn ops_for(format: u32) -> &'static fi_ops_cq {
     }
 }
 
+/// The core's form of an `fi_cq_attr` (its wait set is taken in `open`).
+pub(crate) fn cq_attr(a: &fi_cq_attr) -> CqAttr {
+    CqAttr {
+        size: a.size,
+        flags: a.flags,
+        format: a.format,
+        wait_obj: a.wait_obj,
+        wait_cond: a.wait_cond,
+    }
+}
+
 /// `fi_cq_open`.
 pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cq_attr, ctx: *mut c_void) -> Result<*mut fid_cq> {
     let set = if attr.wait_obj == FI_WAIT_SET {
@@ -78,7 +89,7 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_cq_attr, ctx: *mut c_void) -> Resu
         parent: Some(Held::new(Arc::clone(&d.core))),
         set,
     };
-    let cq = Cq::new(attr, d.core.api_version, holds, ctx as usize)?;
+    let cq = Cq::new(&cq_attr(attr), d.core.api_version, holds, ctx as usize)?;
     cq.wait().add_engine(&d.core.engine)?;
     let hdr = fid_cq {
         fid: fid {
@@ -431,7 +442,7 @@ mod tests {
     }
 
     fn cq(size: usize, format: u32, wait_obj: u32) -> Arc<Cq> {
-        Cq::new(&attr(size, format, wait_obj), V17, Holds::none(), 0).unwrap()
+        Cq::new(&cq_attr(&attr(size, format, wait_obj)), V17, Holds::none(), 0).unwrap()
     }
 
     /// `fi_cq_read` (`src` NULL) or `fi_cq_readfrom` through the operations
@@ -703,7 +714,7 @@ mod tests {
     #[test]
     fn api_1_4_gets_the_72_byte_entry() {
         let q = Cq::new(
-            &attr(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE),
+            &cq_attr(&attr(8, FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE)),
             fi_version(1, 4),
             Holds::none(),
             0,

@@ -207,10 +207,13 @@ unsafe extern "C" fn domain_endpoint(
             }
             // SAFETY: NULL or the application's valid fi_info.
             let info = Info::from_c(info)?;
+            // The message and tagged tables: the common ones, or those
+            // that step over an FI_MSG_PREFIX first (fi/prefix.rs).
+            let tables = fi::prefix::tables(&info)?;
             let p = if info.ep.as_ref().is_some_and(|e| e.ep_type == FI_EP_MSG) {
-                fi::connected::open(o, &info, ctx)?
+                fi::connected::open(o, &info, ctx, tables)?
             } else {
-                fi::ep::open(o, &info, ctx)?
+                fi::ep::open(o, &info, ctx, tables)?
             };
             fi::write_out(ep, p)?;
             Ok(0)

@@ -5,43 +5,31 @@
 //! Connection-oriented endpoints (`connected.rs`) reuse most of these
 //! thunks with their own CM operations.
 
+use super::ep_obj::{iov_from_c, iov_single, with_ep};
+use super::ep_obj::{Ep, EpObj};
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::attr::Info;
 use crate::core::connected::ConnectedLink;
 use crate::core::domain::Domain;
-use crate::core::engine::matching::{IovList, IOV_MAX};
+use crate::core::engine::matching::IovList;
 use crate::core::engine::Inner;
-use crate::core::ep::{rdm_engine, BindTarget, Direction, Endpoint, EpOpt, RecvOp, SendMode, SendOp, TagMatch};
-use crate::fi::{self, noops, FiObject, Obj};
+use crate::core::ep::{rdm_engine, BindTarget, Direction, EpOpt, RecvOp, SendMode, SendOp, TagMatch};
+use crate::fi::{self, noops, Obj};
 use crate::transport::addr::Addr;
 use core::ffi::{c_int, c_void};
 use std::sync::Arc;
 
-/// `connected.rs` and `pep.rs` reach the endpoint's settings here (it
-/// moved to the core; the lead may point them at `crate::core::ep`).
-pub(crate) use crate::core::ep::config_from;
-
-/// The endpoint object C holds: the core, with a MSG endpoint's connection
-/// state (`connected.rs`) as its [`Connection`].
-pub(crate) type Ep = Endpoint<ConnectedLink>;
-
-pub(crate) type EpObj = Obj<Ep>;
-
-impl FiObject for Ep {
-    type Header = fid_ep;
-    const CLASS: usize = FI_CLASS_EP;
-    fn failed(&self) -> bool {
-        self.has_failed()
-    }
-}
+/// The message and tagged operation tables an endpoint gets (chosen by
+/// `fi/domain.rs`: these or `fi/prefix.rs`'s).
+pub(crate) type MsgTables = (&'static fi_ops_msg, &'static fi_ops_tagged);
 
 /// `fi_endpoint` for an FI_EP_RDM endpoint (`fi/connected.rs` opens
 /// FI_EP_MSG ones).
-pub(crate) fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void) -> Result<*mut fid_ep> {
+pub(crate) fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void, tables: MsgTables) -> Result<*mut fid_ep> {
     let inner = rdm_engine(&d.core, info)?;
     let addr = inner.addr();
-    create(d, info, inner, addr, None, context, &EP_OPS, &EP_CM_OPS)
+    create(d, info, inner, addr, None, context, (&EP_OPS, &EP_CM_OPS), tables)
 }
 
 /// Opens the endpoint object around `inner` for either endpoint type (the
@@ -55,10 +43,9 @@ pub(crate) fn create(
     addr: Addr,
     msg: Option<Arc<ConnectedLink>>,
     context: *mut c_void,
-    ops: &'static fi_ops_ep,
-    cm: &'static fi_ops_cm,
+    (ops, cm): (&'static fi_ops_ep, &'static fi_ops_cm),
+    (msg_ops, tagged_ops): MsgTables,
 ) -> Result<*mut fid_ep> {
-    let (msg_ops, tagged_ops) = super::prefix::tables(info)?;
     let core = Ep::new(&d.core, info, inner, addr, msg)?;
     let hdr = fid_ep {
         fid: fid {
@@ -139,19 +126,6 @@ pub(crate) static EP_TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
     injectdata: Some(tag_injectdata),
 };
 
-/// Runs `f` on the endpoint behind a C pointer.
-///
-/// # Safety
-/// `p` must be NULL or readable as a `struct fid`.
-pub(crate) unsafe fn with_ep<R: fi::FfiRet>(
-    what: &'static str,
-    p: *const c_void,
-    f: impl FnOnce(&EpObj) -> Result<R>,
-) -> R {
-    // SAFETY: forwarded.
-    unsafe { fi::call_obj::<Ep, R>(what, p, f) }
-}
-
 unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
     // SAFETY: `f` is the application's endpoint fid.
     unsafe {
@@ -170,7 +144,7 @@ fn bind_target(bfid: *mut fid) -> Result<BindTarget> {
         FI_CLASS_AV => BindTarget::Av(fi::core_of(bfid)?),
         FI_CLASS_CQ => BindTarget::Cq(fi::cq::from_fid(bfid)?),
         FI_CLASS_CNTR => BindTarget::Cntr(fi::cntr::from_fid(bfid)?),
-        FI_CLASS_EQ => BindTarget::Eq(fi::eq::from_fid(bfid)?),
+        FI_CLASS_EQ => BindTarget::Eq(fi::core_of(bfid)?),
         _ => return Err(Error::INVAL),
     })
 }
@@ -390,26 +364,6 @@ pub(crate) unsafe extern "C" fn ep_join(
 
 // ------------------------------------------------------------------ data ops
 
-/// Builds an IovList from a C iovec array, enforcing `iov_limit`.
-///
-/// # Safety
-/// `iov` must be NULL or point to `count` iovecs.
-pub(crate) unsafe fn iov_from_c(iov: *const libc::iovec, count: usize) -> Result<IovList> {
-    if count > IOV_MAX {
-        return Err(Error::INVAL);
-    }
-    // SAFETY: per the contract.
-    let v = unsafe { fi::slice_in(iov, count) }?;
-    let mut l = IovList::new();
-    for io in v {
-        if io.iov_base.is_null() && io.iov_len > 0 {
-            return Err(Error::INVAL);
-        }
-        l.push(io.iov_base as usize, io.iov_len);
-    }
-    Ok(l)
-}
-
 /// The buffers of a `fi_recvmsg`/`fi_trecvmsg`: none with FI_DISCARD
 /// (fi_msg(3): "the receive input buffer(s) and length parameters are
 /// ignored").
@@ -422,13 +376,6 @@ unsafe fn recv_iov(iov: *const libc::iovec, count: usize, flags: u64) -> Result<
     }
     // SAFETY: forwarded contract.
     unsafe { iov_from_c(iov, count) }
-}
-
-pub(crate) fn iov_single(buf: *const c_void, len: usize) -> Result<IovList> {
-    if buf.is_null() && len > 0 {
-        return Err(Error::INVAL);
-    }
-    Ok(IovList::single(buf as usize, len))
 }
 
 // Inlined into each thunk: the op is built in place, and one call frame

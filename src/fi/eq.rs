@@ -6,7 +6,7 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
-use crate::core::eq::{Eq, ReadMode, MAX_EVENT_LEN};
+use crate::core::eq::{Eq, EqAttr, ReadMode, MAX_EVENT_LEN};
 use crate::core::fabric::Fabric;
 use crate::core::users::Held;
 use crate::core::wait::Holds;
@@ -42,6 +42,15 @@ static EQ_OPS: fi_ops_eq = fi_ops_eq {
     strerror: Some(eq_strerror),
 };
 
+/// The core's form of an `fi_eq_attr` (its wait set is taken in `open`).
+fn eq_attr(a: &fi_eq_attr) -> EqAttr {
+    EqAttr {
+        size: a.size,
+        flags: a.flags,
+        wait_obj: a.wait_obj,
+    }
+}
+
 /// `fi_eq_open`.
 pub(crate) fn open(f: &Obj<Fabric>, attr: &fi_eq_attr, ctx: *mut c_void) -> Result<*mut fid_eq> {
     let set = if attr.wait_obj == FI_WAIT_SET {
@@ -54,7 +63,7 @@ pub(crate) fn open(f: &Obj<Fabric>, attr: &fi_eq_attr, ctx: *mut c_void) -> Resu
         parent: Some(Held::new(Arc::clone(&f.core))),
         set,
     };
-    let eq = Eq::new(attr, f.api_version(), holds, Some(release_unread))?;
+    let eq = Eq::new(&eq_attr(attr), f.api_version(), holds, Some(release_unread))?;
     eq.wait().add_engine(&f.core.engine)?;
     let hdr = fid_eq {
         fid: fid {
@@ -265,7 +274,7 @@ mod tests {
             signaling_vector: 0,
             wait_set: core::ptr::null_mut(),
         };
-        Eq::new(&a, api, Holds::none(), Some(release_unread)).unwrap()
+        Eq::new(&eq_attr(&a), api, Holds::none(), Some(release_unread)).unwrap()
     }
 
     fn eq() -> Arc<Eq> {

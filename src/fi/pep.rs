@@ -298,7 +298,7 @@ unsafe extern "C" fn pep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int 
             if fi::class_of(bfid)? != FI_CLASS_EQ {
                 return Err(Error::INVAL);
             }
-            o.core.bind_eq(crate::fi::eq::from_fid(bfid)?)?;
+            o.core.bind_eq(fi::core_of(bfid)?)?;
             Ok(0)
         })
     }
@@ -330,7 +330,7 @@ unsafe extern "C" fn pep_getopt(f: *mut fid, level: c_int, name: c_int, val: *mu
     unsafe {
         with_pep("fi_getopt", f as *const c_void, |_| {
             if level == FI_OPT_ENDPOINT && name == FI_OPT_CM_DATA_SIZE {
-                return match super::connected::cm_data_size_opt(val, len) {
+                return match super::cm_args::cm_data_size_opt(val, len) {
                     0 => Ok(0),
                     r => Err(Error(-r)),
                 };
@@ -352,7 +352,7 @@ unsafe extern "C" fn pep_setname(f: *mut fid, addr: *mut c_void, addrlen: usize)
                 FI_SOCKADDR_IN | FI_SOCKADDR_IN6 => o.core.info().addr_format,
                 _ => FI_SOCKADDR,
             };
-            let a = super::connected::read_sockaddr(fmt, addr, Some(addrlen))?;
+            let a = super::cm_args::read_sockaddr(fmt, addr, Some(addrlen))?;
             o.core.set_name(a)?;
             Ok(0)
         })
@@ -398,7 +398,7 @@ unsafe extern "C" fn pep_reject(p: *mut fid_pep, handle: *mut fid, param: *const
             if paramlen > CM_DATA_MAX {
                 return Err(Error::INVAL);
             }
-            let data = super::connected::cm_data(param, paramlen)?;
+            let data = super::cm_args::cm_data(param, paramlen)?;
             take_request(handle, Some(&o.core))?.reject(data);
             Ok(0)
         })

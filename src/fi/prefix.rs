@@ -24,7 +24,7 @@ const INVAL: isize = -(FI_EINVAL as isize);
 /// The message and tagged tables of an endpoint opened with `info`: the
 /// prefix ones when its mode has `FI_MSG_PREFIX` (-FI_EINVAL for a
 /// `msg_prefix_size` other than the one fi_getinfo answers).
-pub(crate) fn tables(info: &Info) -> Result<(&'static fi_ops_msg, &'static fi_ops_tagged)> {
+pub(crate) fn tables(info: &Info) -> Result<super::ep::MsgTables> {
     Ok(if msg_prefix(info)? == 0 {
         (&EP_MSG_OPS, &EP_TAGGED_OPS)
     } else {

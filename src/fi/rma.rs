@@ -9,7 +9,7 @@
 //! domain opened with it still works). The atomics (`fi/atomic.rs`) have
 //! the same shape.
 
-use super::ep::{iov_from_c, iov_single, with_ep};
+use super::ep_obj::{iov_from_c, iov_single, with_ep};
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::engine::matching::IovList;

@@ -3,8 +3,9 @@
 //! EQ with no room).
 
 use super::*;
-use crate::abi::{fi_eq_attr, fi_version, FI_CONNREQ, FI_EP_RDM, FI_SOCKADDR_IN, FI_WAIT_NONE};
+use crate::abi::{fi_version, FI_CONNREQ, FI_EP_RDM, FI_SOCKADDR_IN, FI_WAIT_NONE};
 use crate::core::attr::{DomainAttr, EpAttr};
+use crate::core::eq::EqAttr;
 use crate::transport::proto::{WireHdr, HDR_LEN};
 use crate::transport::tcp::cm::{self, CmKind};
 use std::io::{Read, Write};
@@ -97,12 +98,10 @@ fn requests_are_announced_in_order_and_wait_while_the_eq_is_full() {
     let pep = Pep::build(owner(&engine), info(), announce).unwrap();
     pep.set_handle(0x1234);
     assert_eq!(pep.listen(), Err(Error::NOEQ));
-    let attr = fi_eq_attr {
+    let attr = EqAttr {
         size: 8,
         flags: 0,
         wait_obj: FI_WAIT_NONE,
-        signaling_vector: 0,
-        wait_set: core::ptr::null_mut(),
     };
     let eq = Eq::new(&attr, fi_version(1, 17), crate::core::wait::Holds::none(), None).unwrap();
     pep.bind_eq(eq).unwrap();

@@ -1,17 +1,19 @@
 //! `fi_getinfo`: what rustfab offers, matched against the application's hints.
 //!
-//! Flow: [`getinfo_c`] turns the C arguments into Rust ([`Info::from_c`] for
-//! the hints) and calls [`getinfo`], which walks [`TEMPLATES`] in order. For
-//! each template: transport selection (`transport_filter`), hint checks
-//! ([`check_hints`], libfabric util's `ofi_check_info`), alteration
-//! ([`alter`], util's `ofi_alter_info`) and address resolution
-//! (`shm_addresses` / `tcp_addresses`). Only name resolution
-//! (`getaddrinfo`, a UDP probe socket) touches the system; everything else is
-//! pure and unit-tested below. The survivors are converted with
-//! [`Info::to_c`] (libc allocations) and chained through `next`.
+//! Flow: [`getinfo_c`] turns the C arguments into Rust through `fi/`
+//! ([`Info::from_c`] for the hints) and calls [`getinfo`], which walks
+//! [`TEMPLATES`] (`offer.rs`) in order. For each template: transport
+//! selection (`transport_filter`), hint checks ([`check_hints`], libfabric
+//! util's `ofi_check_info`) and alteration ([`alter`], util's
+//! `ofi_alter_info`) in `hints.rs`, and address resolution (`shm_addresses`
+//! / `tcp_addresses`, `address.rs`); the query and what its hints say about
+//! addresses are `request.rs`. Only name resolution (`getaddrinfo`, a UDP
+//! probe socket, through `sys/`) touches the system; everything else is pure
+//! and unit-tested (`tests.rs`). The survivors are converted and chained
+//! through `next` by `fi/attr.rs` ([`Info::to_c`], libc allocations).
 //!
 //! # Decisions
-//! Taken from the issue (docs/abi.md §4.1–4.3, docs/mpi.md §2):
+//! As docs/abi.md §4.1–4.3 and docs/mpi.md §2 describe:
 //! * Entries in [`TEMPLATES`] order: auto RDM, shm RDM, tcp RDM, then auto,
 //!   shm and tcp MSG. `FI_RUSTFAB_TRANSPORT` (a list of auto, shm, tcp; `all`/unset:
 //!   every one) keeps the rows of the named transports.
@@ -41,8 +43,8 @@
 //!   `shm_token_for`/`shm_token_random` never produce) or `0.0.0.0:0` /
 //!   `[::]:0` for tcp. An endpoint opened with a wildcard picks a fresh
 //!   random token / any interface and an ephemeral port. This includes
-//!   FI_SOURCE with a node but no service, where the issue asked for no
-//!   `src_addr` at all: fabtests' `getinfo_src2`/`no_hints2` require one.
+//!   FI_SOURCE with a node but no service: fabtests' `getinfo_src2` and
+//!   `no_hints2` require a `src_addr` there.
 //! * The locality rule applies to destination nodes only; an FI_SOURCE node
 //!   names this host by definition.
 //! * Requested caps (`effective_caps`): a request naming only secondary

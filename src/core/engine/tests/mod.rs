@@ -130,23 +130,20 @@ pub(super) struct Ep {
 }
 
 fn cq(size: usize) -> Arc<Cq> {
-    let attr = fi_cq_attr {
+    let attr = crate::core::cq::CqAttr {
         size,
         flags: 0,
         format: FI_CQ_FORMAT_TAGGED,
         wait_obj: FI_WAIT_NONE,
-        signaling_vector: 0,
         wait_cond: FI_CQ_COND_NONE,
-        wait_set: core::ptr::null_mut(),
     };
     Cq::new(&attr, fi_version(1, 17), crate::core::wait::Holds::none(), 0).expect("cq")
 }
 
 fn cntr() -> Arc<Cntr> {
-    let attr = fi_cntr_attr {
+    let attr = crate::core::cntr::CntrAttr {
         events: FI_CNTR_EVENTS_COMP,
         wait_obj: FI_WAIT_NONE,
-        wait_set: core::ptr::null_mut(),
         flags: 0,
     };
     Cntr::new(&attr, crate::core::wait::Holds::none(), 0).expect("cntr")
