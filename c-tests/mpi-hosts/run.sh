@@ -20,8 +20,11 @@
 #      a barrier: on host 1 too (1 x 4), and on host 2 over TCP (2 x 2; the
 #      oversubscription case of a 2-core machine);
 #   4. mpi_test on 2 hosts x 2 ranks without FI_RUSTFAB_IFACE, each host's
-#      first interface (dead0, 10.126.H.1) reaching no other host: the ranks
-#      advertise rf0, the interface the route to mpirun uses;
+#      first interfaces reaching no other host (nocar0, 10.124.H.1: a bridge
+#      without carrier; dead0, 10.126.H.1: up with carrier): the ranks
+#      advertise rf0, the interface the route to mpirun uses; and, with no
+#      launcher and no route to ask (fi_pingpong in a namespace of its own),
+#      a bridge with carrier and one without are passed over for eth0;
 #   5. only with MPI_HOSTS_ONLY=alltoall (make scale-mpi): MPI_Alltoall on
 #      1, 2 and 4 hosts, 4-16 ranks, rustfab next to Open MPI's own shared
 #      memory and TCP (pml ob1: vader, tcp).
@@ -50,7 +53,7 @@ head=${pfx}-0
 tmp=$(mktemp -d)
 
 cleanup() {
-	for i in $(seq 0 $NHOSTS); do ip netns del "${pfx}-$i" 2>/dev/null; done
+	for i in $(seq 0 $NHOSTS) b; do ip netns del "${pfx}-$i" 2>/dev/null; done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -75,7 +78,19 @@ ip -n "$head" link set br0 up
 for i in $(seq 1 $NHOSTS); do
 	h=${pfx}-$i
 	ip netns add "$h" 2>"$tmp/err" || nons "ip netns add: $(cat "$tmp/err")"
-	# First in the kernel's order, before rf0: an interface that is up, has
+	# First in the kernel's order: a bridge that is up with an address
+	# (10.124.H.1/24) and no carrier (its one port's link is down:
+	# NO-CARRIER, as docker0 or virbr0 with nothing attached). Never
+	# advertised (the "anyiface" run).
+	ip -n "$h" link add nocar0 type bridge 2>"$tmp/err" ||
+		nons "cannot create a bridge: $(cat "$tmp/err")"
+	ip -n "$h" link add nocarp type veth peer name nocarq 2>"$tmp/err" ||
+		nons "cannot create a veth pair: $(cat "$tmp/err")"
+	ip -n "$h" link set nocarp master nocar0
+	ip -n "$h" addr add "10.124.$i.1/24" dev nocar0
+	ip -n "$h" link set nocarp up
+	ip -n "$h" link set nocar0 up
+	# Next, before rf0: an interface that is up, has
 	# an address of its own subnet (10.126.H.1/24) and reaches no other
 	# host (its veth peer stays in the same namespace). A rank that
 	# advertised it could not be reached (the "anyiface" run).
@@ -208,9 +223,48 @@ if want anyiface; then
 	fi
 	result $ok "mpi_test, 2 hosts x 2 ranks, first interface unreachable, no FI_RUSTFAB_IFACE (rc=$rc; $line)"
 	adv=$(grep -c "tcp: advertising 10\.125\.0\.[0-9]* (rf0: the route to the launcher" "$log")
-	bad=$(grep -c "tcp: advertising 10\.126\." "$log")
+	bad=$(grep -cE "tcp: advertising 10\.12[46]\." "$log")
 	[ "$adv" -gt 0 ] && [ "$bad" -eq 0 ]
-	result $? "anyiface: ranks advertise rf0 by the route to mpirun ($adv lines), never dead0 ($bad)"
+	result $? "anyiface: ranks advertise rf0 by the route to mpirun ($adv lines), never nocar0 or dead0 ($bad)"
+	# The bridge really has no carrier (what the kernel reports for it).
+	ip -n "${pfx}-1" link show nocar0 | grep -q NO-CARRIER
+	result $? "anyiface: nocar0 is up with no carrier (NO-CARRIER)"
+	# No launcher and no route to ask (fi_pingpong, no default route): the
+	# last-resort pick. A host whose first interface is a bridge with an
+	# address and carrier (a bridge with no port at all has carrier on
+	# recent kernels) and whose second is a bridge without carrier:
+	# neither is advertised while eth0 is up with carrier.
+	if command -v fi_pingpong >/dev/null; then
+		b=${pfx}-b
+		ip netns add "$b" && ip -n "$b" link set lo up &&
+			ip -n "$b" link add hostbr0 type bridge && ip -n "$b" addr add 10.123.0.1/24 dev hostbr0 &&
+			ip -n "$b" link set hostbr0 up &&
+			ip -n "$b" link add nocar0 type bridge && ip -n "$b" addr add 10.124.0.1/24 dev nocar0 &&
+			ip -n "$b" link add nocarp type veth peer name nocarq && ip -n "$b" link set nocarp master nocar0 &&
+			ip -n "$b" link set nocarp up && ip -n "$b" link set nocar0 up &&
+			ip -n "$b" link add eth0 type veth peer name eth1 && ip -n "$b" addr add 10.122.0.1/24 dev eth0 &&
+			ip -n "$b" link set eth1 up && ip -n "$b" link set eth0 up
+		rc=$?
+		log=$tmp/pp.bridges
+		if [ $rc -eq 0 ]; then
+			pp() { env -u FI_RUSTFAB_IFACE -u OMPI_MCA_orte_hnp_uri -u SLURM_LAUNCH_NODE_IPADDR -u PMI_PORT \
+				FI_PROVIDER=rustfab FI_RUSTFAB_TRANSPORT=tcp FI_LOG_LEVEL=info FI_LOG_PROV=rustfab \
+				timeout -k 5 20 ip netns exec "$b" fi_pingpong -p rustfab -e rdm -I 10 -S 64 "$@"; }
+			pp >"$log.srv" 2>&1 &
+			sleep 0.5
+			pp 127.0.0.1 >"$log" 2>&1
+			rc=$?
+			wait $! || rc=1
+		fi
+		# (the side whose address is wildcard-bound advertises; one or both)
+		adv=$(cat "$log" "$log.srv" 2>/dev/null | grep -c "tcp: advertising 10\.122\.0\.1 (eth0: the first interface that is up with carrier")
+		bad=$(cat "$log" "$log.srv" 2>/dev/null | grep -cE "tcp: advertising 10\.12[34]\.")
+		[ $rc -eq 0 ] && [ "$adv" -gt 0 ] && [ "$bad" -eq 0 ] ||
+			{ rc=1; cat "$log" "$log.srv" 2>/dev/null | grep -E "advertising|rror" | head -n 5; }
+		result $rc "anyiface: no route to ask: eth0 advertised ($adv lines), never the bridges before it ($bad)"
+	else
+		echo "  mpi-hosts anyiface: fi_pingpong (libfabric-bin) not installed: the no-route bridge check is skipped"
+	fi
 fi
 
 # Between two hosts, rustfab next to tcp;ofi_rxm.

@@ -363,9 +363,32 @@ pub(crate) fn ip_is_local(ip: IpAddr) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct IfAddr {
     pub(crate) name: String,
+    /// Administratively up (`IFF_UP`).
     pub(crate) up: bool,
+    /// The link carries traffic: operationally up (`IFF_RUNNING`: operstate
+    /// "up" or "unknown") with carrier (`IFF_LOWER_UP`). False for a link
+    /// that is down, dormant or NO-CARRIER, such as a bridge none of whose
+    /// ports is up.
+    pub(crate) carrier: bool,
     pub(crate) loopback: bool,
+    /// A bridge device (`/sys/class/net/NAME/bridge` exists): its address is
+    /// usually a host-only network (docker0, virbr0).
+    pub(crate) bridge: bool,
     pub(crate) ip: IpAddr,
+}
+
+/// Whether the interface `name` is a bridge device.
+fn is_bridge(name: &str) -> bool {
+    // Kernel interface names never hold '/'; refuse anything that would
+    // leave /sys/class/net.
+    !name.is_empty()
+        && !name.contains('/')
+        && name != "."
+        && name != ".."
+        && std::path::Path::new("/sys/class/net")
+            .join(name)
+            .join("bridge")
+            .exists()
 }
 
 /// The host's interface addresses, in the kernel's order.
@@ -402,10 +425,13 @@ pub(crate) fn interfaces() -> Vec<IfAddr> {
             .to_string_lossy()
             .into_owned();
         let flags = ifa.ifa_flags as libc::c_int;
+        let bridge = is_bridge(&name);
         out.push(IfAddr {
             name,
-            up: flags & libc::IFF_UP != 0 && flags & libc::IFF_RUNNING != 0,
+            up: flags & libc::IFF_UP != 0,
+            carrier: flags & libc::IFF_RUNNING != 0 && flags & libc::IFF_LOWER_UP != 0,
             loopback: flags & libc::IFF_LOOPBACK != 0,
+            bridge,
             ip: sa.ip(),
         });
     }
@@ -426,6 +452,19 @@ mod tests {
         assert!(ip_is_local(ip("::1")));
         // TEST-NET-1 (RFC 5737), .1: not an address of this host.
         assert!(!ip_is_local(ip("192.0.2.1")));
+    }
+
+    /// Loopback is listed up, with carrier and not a bridge; a name that
+    /// would leave /sys/class/net is never a bridge.
+    #[test]
+    fn interfaces_report_carrier_and_bridges() {
+        let ifs = interfaces();
+        if let Some(lo) = ifs.iter().find(|a| a.loopback) {
+            assert!(lo.up && lo.carrier && !lo.bridge, "{lo:?}");
+        }
+        assert!(!is_bridge(""));
+        assert!(!is_bridge(".."));
+        assert!(!is_bridge("../net/lo"));
     }
 
     /// The send buffer asked for: capped at `wmem_max`, and none (autotuning)

@@ -271,13 +271,16 @@ const DEFAULT_ROUTE_PROBE_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0
 /// 3. the source of the route to a launcher address in `hints` (the
 ///    address mpirun or srun was started from: the peers of a job are
 ///    reached the way the launcher is), when that source is an interface
-///    that is up and not loopback;
+///    that is up, has carrier and is not loopback;
 /// 4. the source of the default route, likewise;
-/// 5. the first interface that is up and not loopback;
-/// 6. loopback.
+/// 5. the first interface that is up, has carrier, and is neither loopback
+///    nor a bridge (a bridge's address is usually a host-only network);
+/// 6. the first bridge that is up and has carrier;
+/// 7. loopback.
 ///
-/// Never a wildcard, a down interface, or a link-local address (it needs a
-/// scope to be dialed). `route` asks the kernel for the source address
+/// Never a wildcard, a link-local address (it needs a scope to be dialed),
+/// or, unless `iface` names it, an interface that is down or has no carrier
+/// (a NO-CARRIER bridge with no port up has an address no peer reaches). `route` asks the kernel for the source address
 /// towards a destination (`sys::net::route_source`). The choice and its
 /// reason are logged at FI_LOG_INFO.
 pub(crate) fn advertised_addr_with(
@@ -311,10 +314,12 @@ pub(crate) fn advertised_addr_with(
         }
         found
     });
-    // An up, non-loopback interface address that the kernel routes from.
+    // An interface that carries traffic off this host.
+    let live = |a: &&IfAddr| a.up && a.carrier && !a.loopback;
+    // A live interface address that the kernel routes from.
     let routed_from = |dest: IpAddr| {
         let src = route(dest)?;
-        ifs.iter().filter(usable).find(|a| a.ip == src && a.up && !a.loopback)
+        ifs.iter().filter(usable).filter(live).find(|a| a.ip == src)
     };
     let default_probe = if v6 {
         IpAddr::V6(DEFAULT_ROUTE_PROBE_V6)
@@ -331,10 +336,12 @@ pub(crate) fn advertised_addr_with(
         (Some(a), format!("the route to the launcher's address {h}"))
     } else if let Some(a) = routed_from(default_probe) {
         (Some(a), "the default route".to_string())
+    } else if let Some(a) = ifs.iter().filter(usable).filter(live).find(|a| !a.bridge) {
+        (Some(a), "the first interface that is up with carrier".to_string())
     } else {
         (
-            ifs.iter().filter(usable).find(|a| a.up && !a.loopback),
-            "the first interface that is up".to_string(),
+            ifs.iter().filter(usable).filter(live).find(|a| a.bridge),
+            "the only interfaces up with carrier are bridges".to_string(),
         )
     };
     let ip = pick.map(|a| a.ip).unwrap_or(if v6 {
@@ -349,7 +356,7 @@ pub(crate) fn advertised_addr_with(
         if pick.is_some() {
             why.as_str()
         } else {
-            "no other interface is up"
+            "no other interface is up with carrier"
         }
     );
     SocketAddr::new(ip, bound.port())

@@ -504,42 +504,56 @@ fn advertised_address_is_never_a_wildcard() {
         IfAddr {
             name: "lo".into(),
             up: true,
+            carrier: true,
+            bridge: false,
             loopback: true,
             ip: "127.0.0.1".parse().unwrap(),
         },
         IfAddr {
             name: "lo".into(),
             up: true,
+            carrier: true,
+            bridge: false,
             loopback: true,
             ip: "::1".parse().unwrap(),
         },
         IfAddr {
             name: "eth1".into(),
             up: false,
+            carrier: false,
+            bridge: false,
             loopback: false,
             ip: "10.9.9.9".parse().unwrap(),
         },
         IfAddr {
             name: "eth0".into(),
             up: true,
+            carrier: true,
+            bridge: false,
             loopback: false,
             ip: "169.254.1.1".parse().unwrap(),
         },
         IfAddr {
             name: "eth0".into(),
             up: true,
+            carrier: true,
+            bridge: false,
             loopback: false,
             ip: "fe80::1".parse().unwrap(),
         },
         IfAddr {
             name: "eth0".into(),
             up: true,
+            carrier: true,
+            bridge: false,
             loopback: false,
             ip: "192.0.2.7".parse().unwrap(),
         },
         IfAddr {
             name: "eth0".into(),
             up: true,
+            carrier: true,
+            bridge: false,
             loopback: false,
             ip: "fd00::7".parse().unwrap(),
         },
@@ -565,6 +579,8 @@ fn advertised_address_follows_the_route_to_the_launcher() {
     let ifa = |name: &str, ip: &str| IfAddr {
         name: name.into(),
         up: true,
+        carrier: true,
+        bridge: false,
         loopback: name == "lo",
         ip: ip.parse().unwrap(),
     };
@@ -619,6 +635,79 @@ fn advertised_address_follows_the_route_to_the_launcher() {
         pick(&[ip("10.1.1.1")], None, &|_| Some(ip("10.9.9.9"))),
         sa("10.126.0.1:5")
     );
+}
+
+/// An interface without carrier (a bridge none of whose ports is up shows
+/// NO-CARRIER) is never advertised unless named, whichever rule would pick
+/// it; the last-resort pick passes over bridges (host-only networks) while
+/// another interface has carrier, and takes a bridge with carrier before
+/// loopback.
+#[test]
+fn advertised_address_skips_links_without_carrier_and_prefers_non_bridges() {
+    let ifa = |name: &str, carrier: bool, bridge: bool, ip: &str| IfAddr {
+        name: name.into(),
+        up: true,
+        carrier,
+        loopback: name == "lo",
+        bridge,
+        ip: ip.parse().unwrap(),
+    };
+    let sa = |s: &str| -> SocketAddr { s.parse().unwrap() };
+    let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    // docker0: a bridge with an address and no port up; virbr0: a bridge
+    // with carrier; eth1: no cable; eth0: the link to the other hosts.
+    let ifs = vec![
+        ifa("lo", true, false, "127.0.0.1"),
+        ifa("docker0", false, true, "172.17.0.1"),
+        ifa("virbr0", true, true, "192.168.122.1"),
+        ifa("eth1", false, false, "10.1.0.5"),
+        ifa("eth0", true, false, "10.0.0.5"),
+    ];
+    let pick = |ifs: &[IfAddr], hints: &[IpAddr], iface: Option<&str>, route: &dyn Fn(IpAddr) -> Option<IpAddr>| {
+        advertised_addr_with(sa("0.0.0.0:5"), iface, hints, ifs, route)
+    };
+    let no_route = |_: IpAddr| None;
+    assert_eq!(
+        pick(&ifs, &[], None, &no_route),
+        sa("10.0.0.5:5"),
+        "first up: not a bridge, with carrier"
+    );
+    // Routes whose source has no carrier are passed over.
+    let via_docker0 = |_: IpAddr| Some(ip("172.17.0.1"));
+    assert_eq!(
+        pick(&ifs, &[ip("172.17.0.9")], None, &via_docker0),
+        sa("10.0.0.5:5"),
+        "launcher route via a NO-CARRIER bridge"
+    );
+    assert_eq!(
+        pick(&ifs, &[], None, &via_docker0),
+        sa("10.0.0.5:5"),
+        "default route via a NO-CARRIER bridge"
+    );
+    let via_eth1 = |_: IpAddr| Some(ip("10.1.0.5"));
+    assert_eq!(
+        pick(&ifs, &[ip("10.1.0.9")], None, &via_eth1),
+        sa("10.0.0.5:5"),
+        "route via a link without carrier"
+    );
+    // A route through a bridge with carrier is followed: the launcher is there.
+    let via_virbr0 = |_: IpAddr| Some(ip("192.168.122.1"));
+    assert_eq!(
+        pick(&ifs, &[ip("192.168.122.9")], None, &via_virbr0),
+        sa("192.168.122.1:5")
+    );
+    // Only bridges have carrier: the one with carrier, never docker0.
+    let bridges = [ifs[0].clone(), ifs[1].clone(), ifs[2].clone(), ifs[3].clone()];
+    assert_eq!(pick(&bridges, &[], None, &no_route), sa("192.168.122.1:5"));
+    // Nothing but links without carrier: loopback.
+    let dead = [ifs[0].clone(), ifs[1].clone(), ifs[3].clone()];
+    assert_eq!(pick(&dead, &[], None, &no_route), sa("127.0.0.1:5"));
+    // An interface that is administratively down is never picked either.
+    let mut down = ifs.clone();
+    down[4].up = false;
+    assert_eq!(pick(&down, &[], None, &no_route), sa("192.168.122.1:5"));
+    // FI_RUSTFAB_IFACE still wins, carrier or not.
+    assert_eq!(pick(&ifs, &[], Some("docker0"), &no_route), sa("172.17.0.1:5"));
 }
 
 #[test]
