@@ -227,6 +227,8 @@ impl TcpPort {
         }
         let ev = if e == Error::ACCES {
             PeerEvent::Denied(Addr::Inet(addr))
+        } else if crate::transport::is_unreachable(e) {
+            PeerEvent::Unreachable(Addr::Inet(addr), e)
         } else {
             PeerEvent::Failed(Addr::Inet(addr))
         };
