@@ -43,6 +43,13 @@ pub const FI_RUSTFAB_AUTO_ADDR_LEN: usize = 58;
 /// carry (what `fi_getopt(FI_OPT_CM_DATA_SIZE)` returns).
 pub const FI_RUSTFAB_CM_DATA_MAX: usize = 256;
 
+/// `prov_errno` of an operation's error entry when no connection to its
+/// peer could be made from this host (the dial was refused, found no
+/// route or timed out; `err` is that error): `fi_cq_strerror` says so and
+/// names `FI_RUSTFAB_IFACE`. rustfab's own `prov_errno` codes start here,
+/// above every errno and `FI_E*` value.
+pub const FI_RUSTFAB_ERR_UNREACHABLE: i32 = 4096;
+
 /// The entry point libfabric calls after `dlopen` (its `FI_EXT_INI`).
 /// Returns rustfab's writable, static provider descriptor. Not in the
 /// header: applications never call it.
@@ -69,6 +76,7 @@ mod checks {
     const _: () = assert!(FI_RUSTFAB_PROTO_AUTO == crate::provider::getinfo::AUTO_PROTOCOL);
     const _: () = assert!(FI_RUSTFAB_PROTO_SHM == crate::provider::getinfo::SHM_PROTOCOL);
     const _: () = assert!(FI_RUSTFAB_PROTO_TCP == crate::provider::getinfo::TCP_PROTOCOL);
+    const _: () = assert!(FI_RUSTFAB_ERR_UNREACHABLE == crate::transport::UNREACHABLE_PROV_ERRNO);
     const _: () = assert!(FI_RUSTFAB_CM_DATA_MAX == crate::transport::tcp::cm::CM_DATA_MAX);
 }
 

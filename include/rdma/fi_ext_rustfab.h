@@ -112,4 +112,13 @@
  */
 #define FI_RUSTFAB_CM_DATA_MAX 256
 
+/**
+ * `prov_errno` of an operation's error entry when no connection to its
+ * peer could be made from this host (the dial was refused, found no
+ * route or timed out; `err` is that error): `fi_cq_strerror` says so and
+ * names `FI_RUSTFAB_IFACE`. rustfab's own `prov_errno` codes start here,
+ * above every errno and `FI_E*` value.
+ */
+#define FI_RUSTFAB_ERR_UNREACHABLE 4096
+
 #endif /* FI_EXT_RUSTFAB_H */

@@ -66,19 +66,21 @@ pub(crate) struct CqErrEntry {
     /// Positive `FI_E*` code.
     pub(crate) err: i32,
     /// Provider-specific code (rustfab: a positive errno/`FI_E*` from the
-    /// transport, or 0).
+    /// transport, one of rustfab's why codes, or 0).
     pub(crate) prov_errno: i32,
     /// Provider-specific data (the raw source address for `FI_SOURCE_ERR`).
     pub(crate) err_data: Vec<u8>,
 }
 
 impl CqErrEntry {
+    /// An operation that ended with `err`; `prov_errno` is the why code
+    /// rustfab gives that error (a failed dial), or 0.
     pub(crate) fn new(entry: CqEntry, err: i32) -> CqErrEntry {
         CqErrEntry {
             entry,
             olen: 0,
             err,
-            prov_errno: 0,
+            prov_errno: crate::transport::prov_errno_of(crate::base::error::Error(err)),
             err_data: Vec::new(),
         }
     }

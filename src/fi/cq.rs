@@ -302,15 +302,23 @@ unsafe fn read_err_c(cq: &Cq, buf: *mut fi_cq_err_entry) -> Result<usize> {
     Ok(1)
 }
 
-/// `fi_cq_strerror` for CQs and EQs: libfabric's text for `prov_errno`
-/// (rustfab's provider codes are errno/`FI_E*` values), copied into `buf`
-/// when one is given.
+/// What `fi_cq_strerror` says for an operation whose peer no dial could
+/// reach (`UNREACHABLE_PROV_ERRNO`).
+const UNREACHABLE_TEXT: &core::ffi::CStr = c"cannot reach the peer: no connection to its address from this host's interfaces (refused, no route or timed out); if the hosts share another interface, set FI_RUSTFAB_IFACE on every process to it";
+
+/// `fi_cq_strerror` for CQs and EQs: rustfab's text for its own why codes,
+/// else libfabric's for `prov_errno` (the other provider codes are
+/// errno/`FI_E*` values), copied into `buf` when one is given.
 ///
 /// # Safety
 /// `buf` must be NULL or valid for `len` bytes.
 pub(crate) unsafe fn strerror_into(prov_errno: i32, buf: *mut c_char, len: usize) -> *const c_char {
-    // SAFETY: fi_strerror accepts any int and returns a static string.
-    let s = unsafe { fi_strerror(prov_errno.saturating_abs()) };
+    let s = if prov_errno == crate::transport::UNREACHABLE_PROV_ERRNO {
+        UNREACHABLE_TEXT.as_ptr()
+    } else {
+        // SAFETY: fi_strerror accepts any int and returns a static string.
+        unsafe { fi_strerror(prov_errno.saturating_abs()) }
+    };
     if buf.is_null() || len == 0 || s.is_null() {
         return s;
     }
@@ -656,6 +664,34 @@ mod tests {
         assert_eq!(read_err(&q, &mut e), Err(Error::AGAIN));
         // SAFETY: as above.
         assert_eq!(unsafe { read_err_c(&q, core::ptr::null_mut()) }, Err(Error::INVAL));
+    }
+
+    #[test]
+    fn a_failed_dial_has_its_own_prov_errno_and_text() {
+        use crate::transport::UNREACHABLE_PROV_ERRNO;
+        for e in [FI_ECONNREFUSED, FI_EHOSTUNREACH, FI_ENETUNREACH, FI_ETIMEDOUT] {
+            assert_eq!(
+                CqErrEntry::new(CqEntry::new(ctx(1), FI_SEND), e).prov_errno,
+                UNREACHABLE_PROV_ERRNO
+            );
+        }
+        for e in [FI_EIO, FI_ECONNRESET, FI_EACCES, FI_ECANCELED] {
+            assert_eq!(CqErrEntry::new(CqEntry::new(ctx(1), FI_SEND), e).prov_errno, 0);
+        }
+        let mut buf = [0 as c_char; 512];
+        // SAFETY: `buf` holds 512 bytes; the result is NUL-terminated.
+        let text = unsafe {
+            let p = strerror_into(UNREACHABLE_PROV_ERRNO, buf.as_mut_ptr(), buf.len());
+            assert_eq!(p, buf.as_ptr());
+            core::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+        };
+        assert!(
+            text.contains("cannot reach the peer") && text.contains("FI_RUSTFAB_IFACE"),
+            "{text}"
+        );
+        // SAFETY: NULL buffer: the static text itself.
+        let p = unsafe { strerror_into(UNREACHABLE_PROV_ERRNO, core::ptr::null_mut(), 0) };
+        assert_eq!(p, UNREACHABLE_TEXT.as_ptr());
     }
 
     #[test]

@@ -26,6 +26,34 @@ use std::os::fd::RawFd;
 /// fi_msg(3) allows (FI_ECANCELED, FI_ECONNRESET, FI_EIO), chosen once.
 pub const PEER_FAILED: Error = Error::CONNRESET;
 
+/// `prov_errno` of an error completion whose operation ended because no
+/// connection to its peer could be made (the dial was refused, found no
+/// route or timed out): most often the peer advertised an address of an
+/// interface this host cannot reach. `fi_cq_strerror` names
+/// `FI_RUSTFAB_IFACE` for it. rustfab's own codes start at 4096, above
+/// every errno and `FI_E*` value (header: `FI_RUSTFAB_ERR_UNREACHABLE`).
+pub const UNREACHABLE_PROV_ERRNO: i32 = 4096;
+
+/// Whether `e` is what a failed dial gives the operations waiting on the
+/// peer (`PeerEvent::Unreachable`, and tcp's queued records): the codes
+/// only a dial produces among operation errors.
+pub fn is_unreachable(e: Error) -> bool {
+    matches!(
+        e,
+        Error::CONNREFUSED | Error::TIMEDOUT | Error(crate::abi::FI_EHOSTUNREACH) | Error(crate::abi::FI_ENETUNREACH)
+    )
+}
+
+/// The `prov_errno` an operation's error entry carries for `e`: the why
+/// code of the failures rustfab explains itself, else 0 (`err` says it).
+pub fn prov_errno_of(e: Error) -> i32 {
+    if is_unreachable(e) {
+        UNREACHABLE_PROV_ERRNO
+    } else {
+        0
+    }
+}
+
 /// Bytes of unexpected (not yet matched) message data an endpoint holds by
 /// default (`FI_RUSTFAB_UNEXP_BUDGET`).
 pub const DEFAULT_UNEXP_BUDGET: usize = 8 << 20;
@@ -207,12 +235,17 @@ pub enum PeerEvent {
     /// failed as by `Failed`, and what waited on it ends with FI_EACCES,
     /// the cause (messages, RMA and atomics alike).
     Denied(Addr),
+    /// No connection to the peer could be made (tcp: the dial was
+    /// refused, found no route or timed out; the error is the dial's, one
+    /// of [`is_unreachable`]'s): failed as by `Failed`, and what waited on
+    /// it ends with that error.
+    Unreachable(Addr, Error),
 }
 
 impl PeerEvent {
     pub fn peer(&self) -> &Addr {
         match self {
-            PeerEvent::Failed(a) | PeerEvent::NoRoom(a) | PeerEvent::Denied(a) => a,
+            PeerEvent::Failed(a) | PeerEvent::NoRoom(a) | PeerEvent::Denied(a) | PeerEvent::Unreachable(a, _) => a,
         }
     }
 
@@ -222,6 +255,7 @@ impl PeerEvent {
             PeerEvent::Failed(_) => PEER_FAILED,
             PeerEvent::NoRoom(_) => Error::NOMEM,
             PeerEvent::Denied(_) => Error::ACCES,
+            PeerEvent::Unreachable(_, e) => *e,
         }
     }
 }

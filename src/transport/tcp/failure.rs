@@ -194,7 +194,8 @@ impl TcpPort {
     }
 
     /// Ends everything to and from `addr`: queued records complete with `e`,
-    /// its connections close, and the core hears `PeerEvent::Failed`.
+    /// its connections close, and the core hears `PeerEvent::Failed` (or
+    /// `Denied` for a key, `Unreachable` for a dial that found nobody).
     pub(super) fn fail_peer(&mut self, addr: SocketAddr, e: Error, d: &mut dyn Delivery) {
         let ids: Vec<u64> = self
             .conns
@@ -227,6 +228,8 @@ impl TcpPort {
         }
         let ev = if e == Error::ACCES {
             PeerEvent::Denied(Addr::Inet(addr))
+        } else if crate::transport::is_unreachable(e) {
+            PeerEvent::Unreachable(Addr::Inet(addr), e)
         } else {
             PeerEvent::Failed(Addr::Inet(addr))
         };

@@ -249,7 +249,10 @@ fn closed_port_gives_an_error_completion() {
         events.extend(core_take(&mut a));
     }
     assert_eq!(ca.sent, vec![(5, Err(Error::CONNREFUSED))]);
-    assert_eq!(events, vec![PeerEvent::Failed(Addr::Inet(dead))]);
+    assert_eq!(
+        events,
+        vec![PeerEvent::Unreachable(Addr::Inet(dead), Error::CONNREFUSED)]
+    );
     assert!(a.conns.is_empty() && a.peers.is_empty());
 }
 
@@ -778,7 +781,10 @@ fn silent_peer_fails_at_the_connect_deadline_without_blocking() {
     assert!(t.elapsed() >= Duration::from_millis(300));
     assert!(t.elapsed() < Duration::from_secs(2));
     assert_eq!(ca.sent, vec![(7, Err(Error::TIMEDOUT))]);
-    assert_eq!(events, vec![PeerEvent::Failed(Addr::Inet(silent))]);
+    assert_eq!(
+        events,
+        vec![PeerEvent::Unreachable(Addr::Inet(silent), Error::TIMEDOUT)]
+    );
 }
 
 /// Send coalescing (`framing::Cork`): after a pass, the first small send is
