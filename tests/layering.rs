@@ -721,14 +721,6 @@ const CYCLES_ALLOWED: &[&[&str]] = &[
         "transport/shm/segment.rs",
         "transport/shm/sync.rs",
     ],
-    &[
-        "transport/tcp/budget.rs",
-        "transport/tcp/conn.rs",
-        "transport/tcp/framing/writer.rs",
-        "transport/tcp/hello.rs",
-        "transport/tcp/listener.rs",
-        "transport/tcp/mod.rs",
-    ],
 ];
 
 #[test]
