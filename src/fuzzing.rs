@@ -551,7 +551,7 @@ pub fn records(data: &[u8]) {
     // Rendezvous: the RTS iov table.
     if ok && h.op == op::RTS && payload.len() >= h.payload as usize {
         let table = &payload[..h.payload as usize];
-        if let Some(info) = crate::core::engine::parse_rts(&h, &crate::transport::tcp::CtlPayload(table)) {
+        if let Some(info) = crate::core::engine::parse_rts(&h, &crate::transport::tcp::conn::CtlPayload(table)) {
             assert_eq!(info.remote.len(), h.aux as usize);
             let total = info.remote.iter().try_fold(0u64, |s, &(_, l)| s.checked_add(l));
             assert!(total.is_some_and(|t| t >= h.len), "RTS table shorter than the message");

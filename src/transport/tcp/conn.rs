@@ -30,16 +30,31 @@
 //! what a failure means for the endpoint core.
 
 use super::framing::{Broken, ByteSink, ByteSource, Outcome, Reader, Sink, Stage, WriteQueue, REPLY_COST};
-use super::{CtlPayload, TUNING};
+use super::limits::TUNING;
 use crate::base::error::{Error, Result};
 use crate::sys::net::{self, Io, TimerFd};
 use crate::sys::{Epoll, IN, OUT};
 use crate::transport::addr::Addr;
+use crate::transport::iov::IovList;
 use crate::transport::proto::{Limits, WireHdr};
-use crate::transport::{Delivery, Disposition, Place};
+use crate::transport::{Delivery, Disposition, PayloadIn, Place};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
+
+/// A control record's payload (read whole into the reader's buffer), as
+/// the core takes it (RDM and connected endpoints' connections).
+pub(crate) struct CtlPayload<'a>(pub(crate) &'a [u8]);
+
+impl PayloadIn for CtlPayload<'_> {
+    unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
+        // SAFETY: forwarded contract.
+        unsafe { PayloadIn::copy_to_iov(self.0, off, len, dst, dst_off) }
+    }
+    fn to_vec(&self) -> Vec<u8> {
+        self.0.to_vec()
+    }
+}
 
 /// Reads per connection per progress pass (fairness between sockets; a busy
 /// peer cannot monopolise a pass).

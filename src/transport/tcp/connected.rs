@@ -408,7 +408,7 @@ impl Inner {
             connect_timeout: CONNECT_TIMEOUT,
             rts_prefix: 0,
             peer_rts_prefix: 0,
-            cork: Cork::new(&opts.settings),
+            cork: Cork::new(opts.settings.coalesce),
             corked: false,
             shm_use: opts.shm,
             shm,

@@ -189,7 +189,7 @@ pub(crate) fn encode_with(
 /// The RTS prefix a (parsed) HELLO asks for, clamped to what one DATA
 /// record carries.
 pub(crate) fn rts_prefix(h: &Hello) -> usize {
-    h.word.min(super::EAGER_MAX as u64) as usize
+    h.word.min(super::limits::EAGER_MAX as u64) as usize
 }
 
 /// The address family an endpoint speaks (a connection joins one family).

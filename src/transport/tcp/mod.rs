@@ -19,7 +19,7 @@
 //!   asks for a copy (inject) or it is small ([`COPY_MAX`]).
 //! * **Backpressure**: a peer's queue takes a new record while it holds less
 //!   than [`QUEUE_HIGH_WATER`] unsent bytes (else `-FI_EAGAIN`), the kernel
-//!   send buffer is bounded ([`SNDBUF`]), and a receiver that cannot place a
+//!   send buffer is bounded ([`limits::SNDBUF`]), and a receiver that cannot place a
 //!   message (no receive, no unexpected budget) stops reading that socket —
 //!   its EPOLLIN interest is dropped so sleepers do not spin — while other
 //!   sockets keep flowing.
@@ -35,7 +35,8 @@
 //!   one zero-timeout `epoll_wait`.
 //!
 //! Files: the port's state is here ([`TcpPort`], its connections and
-//! peers, settings, constants, the advertised address); its methods are
+//! peers, settings, constants, the advertised address; the stream's
+//! limits and socket options in `limits.rs`); its methods are
 //! grouped by concern in `port.rs` (set-up, the `Port` impl), `send.rs`
 //! (peers, dials, queues), `pass.rs` (a progress pass), `handshake.rs`
 //! (HELLO answers, proofs, requests accepted, refused, parked or settled)
@@ -52,6 +53,7 @@ mod failure;
 pub(crate) mod framing;
 mod handshake;
 pub(crate) mod hello;
+mod limits;
 pub(crate) mod listener;
 mod pass;
 mod port;
@@ -59,14 +61,14 @@ mod send;
 pub(crate) mod trace;
 
 pub(crate) use budget::{PeerBudget, BUDGET_FLOOR};
+pub(crate) use limits::{CHUNK_MAX, EAGER_MAX};
 
 use crate::base::collections::FastMap;
 use crate::base::error::{Error, Result};
-use crate::sys::net::{IfAddr, Tuning};
+use crate::sys::net::IfAddr;
 use crate::sys::Epoll;
-use crate::transport::iov::IovList;
 use crate::transport::proto::{Limits, HDR_LEN};
-use crate::transport::{PayloadIn, PeerEvent};
+use crate::transport::PeerEvent;
 use budget::Account;
 use conn::{Alarm, Conn};
 use framing::{Cork, WriteQueue};
@@ -82,28 +84,6 @@ pub(crate) const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// After a REJECT (the peer keeps its own dial to us), its connection
 /// must arrive by then.
 pub(crate) const REJECTED_WAIT: Duration = Duration::from_secs(10);
-/// Idle time before keepalive probes; 3 unanswered probes end a connection.
-pub(crate) const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
-/// Unacknowledged data older than this ends a connection (TCP_USER_TIMEOUT).
-pub(crate) const USER_TIMEOUT: Duration = Duration::from_secs(15);
-/// Kernel send buffer per connection (asked for; the kernel caps it at
-/// `net.core.wmem_max` and doubles it: 8 MiB where that cap is 4 MiB, as on
-/// the machines measured, twice what `tcp_wmem` autotuning reaches; where
-/// the cap would leave less than autotuning — a stock kernel's 212,992
-/// bytes — nothing is asked and the connection autotunes:
-/// `sys::net::send_buffer_request`): several 1 MiB chunks
-/// ([`CHUNK_MAX`]) fit while the reader is busy, so a sender of large
-/// messages is not left waiting for `EPOLLOUT` (256 KiB, before, cost half
-/// the 1 MiB bandwidth; 2 MiB measured below 4: docs/performance.md
-/// "tcpbw"); still bounded, so a stalled receiver pushes back on the
-/// sender's posts.
-pub(crate) const SNDBUF: usize = 4 << 20;
-/// The options of every data connection, dialed or accepted.
-pub(crate) const TUNING: Tuning = Tuning {
-    sndbuf: SNDBUF,
-    keepalive: KEEPALIVE_IDLE,
-    user_timeout: USER_TIMEOUT,
-};
 /// A peer queue above this many unsent bytes refuses new records
 /// (`-FI_EAGAIN`); one record of any size is taken into an empty queue.
 pub(crate) const QUEUE_HIGH_WATER: usize = 64 << 10;
@@ -236,20 +216,6 @@ struct IfQueued {
     msg_id: u64,
     /// Its payload is copied first: the caller needs its buffer back.
     copy: bool,
-}
-
-/// A control record's payload (read whole into the reader's buffer), as
-/// the core takes it (RDM and connected endpoints' connections).
-pub(crate) struct CtlPayload<'a>(pub(crate) &'a [u8]);
-
-impl PayloadIn for CtlPayload<'_> {
-    unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
-        // SAFETY: forwarded contract.
-        unsafe { PayloadIn::copy_to_iov(self.0, off, len, dst, dst_off) }
-    }
-    fn to_vec(&self) -> Vec<u8> {
-        self.0.to_vec()
-    }
 }
 
 /// Chooses the address to advertise for a listener bound to `bound`, with
@@ -441,14 +407,6 @@ impl Default for TcpSettings {
         }
     }
 }
-
-/// Largest eager message on a TCP stream.
-pub(crate) const EAGER_MAX: usize = 64 << 10;
-/// Largest chunk of an accepted transfer on a TCP stream (`DATA`, `WRITE`,
-/// `READ_RESP`): the receiver places it straight into its destination, so
-/// its size costs no memory; a large one is one `sendmsg` (continued as the
-/// socket drains) and a few `readv`s instead of one pair per 64 KiB.
-pub(crate) const CHUNK_MAX: usize = 1 << 20;
 
 pub(crate) struct TcpPort {
     me: SocketAddr,

@@ -65,7 +65,7 @@ impl TcpPort {
             closed: false,
             connect_timeout: CONNECT_TIMEOUT,
             rts_prefix: 0,
-            cork: Cork::new(settings),
+            cork: Cork::new(settings.coalesce),
             corked: Vec::new(),
             key: settings.auth_key.clone().filter(|k| !k.0.is_empty()),
             parked: Vec::new(),

@@ -167,13 +167,13 @@ pub(crate) const CORK_RECORD_MAX: usize = 4096;
 pub(crate) const CORK_BYTES: usize = 32 << 10;
 
 impl Cork {
-    /// Coalesces bursts without `FI_MORE` when the settings say so
-    /// (`FI_RUSTFAB_TCP_COALESCE`).
-    pub(crate) fn new(settings: &crate::transport::tcp::TcpSettings) -> Cork {
+    /// Coalesces bursts without `FI_MORE` when `coalesce` is set (the
+    /// settings' `FI_RUSTFAB_TCP_COALESCE`).
+    pub(crate) fn new(coalesce: bool) -> Cork {
         Cork {
             burst: false,
             sleepers: false,
-            implicit: settings.coalesce,
+            implicit: coalesce,
         }
     }
 
