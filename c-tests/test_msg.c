@@ -294,10 +294,12 @@ TEST(getinfo_native_rdm_first)
 	CHECK_EQ(k, 6);
 	/* What `fi_info -p rustfab` prints: native RDM first, no layering. */
 	FILE *p = popen("fi_info -p rustfab 2>&1", "r");
-	char line[256];
-	int types = 0, bad = 0;
+	char line[256], head[1024] = "";
+	int types = 0, bad = 0, status;
 	CHECK(p);
 	while (fgets(line, sizeof(line), p)) {
+		if (strlen(head) + strlen(line) < sizeof(head))
+			strcat(head, line);
 		if (strstr(line, "ofi_rxm"))
 			bad = 1;
 		if (strstr(line, "type:")) {
@@ -307,7 +309,9 @@ TEST(getinfo_native_rdm_first)
 			types++;
 		}
 	}
-	pclose(p);
+	status = pclose(p);
+	if (types != 6) /* say what fi_info printed (its first lines) */
+		fprintf(stderr, "fi_info -p rustfab (status %d) printed:\n%s\n", status, head);
 	CHECK_EQ(bad, 0);
 	CHECK_EQ(types, 6);
 }
