@@ -3,8 +3,9 @@
 //! of a transport, completion generation, cancel, peer failure. No C types
 //! beyond plain values: the thunks in `src/fi/ep.rs` translate the
 //! libfabric calls into [`SendArgs`] / [`RecvArgs`]. It reaches its
-//! transport only through [`Port`] and is reached back through
-//! [`Delivery`] ([`EngineDelivery`] during a poll).
+//! transport only through [`Port`](crate::transport::Port) and is reached
+//! back through [`Delivery`](crate::transport::Delivery)
+//! (`progress::EngineDelivery` during a poll).
 //!
 //! Modules: `send` (post-time checks, eager records, `sent`/ACK, send
 //! completions), `recv` (posting, cancel, matching arrivals, the unexpected
@@ -13,8 +14,12 @@
 //! `buffered` (buffered receives; `buffered/held.rs` is their pure
 //! bookkeeping), `peers` (liveness, failure events), `connected` (what
 //! FI_EP_MSG adds: the fixed peer, `fail_all`), `completion` (CQ entries and
-//! counters), `stall` (backpressure stalls, for the debug log). Tests:
-//! `sim.rs` (an in-memory network of engines) and `tests/`.
+//! counters), `stall` (backpressure stalls, for the debug log), `types`
+//! (the data each path keeps in the state), `state` (`State`, `Inner`,
+//! the configuration, bindings and call arguments), `progress` (the
+//! progress pass, `EngineDelivery`, the close). This file only declares
+//! and re-exports. Tests: `sim.rs` (an in-memory network of engines) and
+//! `tests/`.
 //!
 //! Protocols (docs/protocol.md):
 //! * **eager** (≤ `EAGER_MAX`, and every inject): one EAGER record carries the

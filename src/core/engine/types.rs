@@ -30,7 +30,7 @@ pub(super) struct Report {
     /// (FI_RM_ENABLED admission), which its completion uses or gives back.
     pub(super) slot: bool,
     /// An `fi_inject*` call: the application gave no context, so a failure
-    /// makes no CQ error entry ([`tx_error`]).
+    /// makes no CQ error entry ([`tx_error`](super::completion::tx_error)).
     pub(super) inject: bool,
 }
 
