@@ -253,14 +253,7 @@ impl State {
         }
     }
 
-    pub(super) fn control(
-        &mut self,
-        b: &Bound<'_>,
-        src: &Addr,
-        src_pid: i32,
-        h: &WireHdr,
-        p: &dyn PayloadIn,
-    ) -> Disposition {
+    fn control(&mut self, b: &Bound<'_>, src: &Addr, src_pid: i32, h: &WireHdr, p: &dyn PayloadIn) -> Disposition {
         match h.op {
             op::RTS => self.on_rts(b, src, src_pid, h, p),
             op::ACK => {
