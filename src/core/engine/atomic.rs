@@ -32,120 +32,20 @@
 //!   its last record is written to the socket (inject complete, the
 //!   provider default).
 
-use super::completion::Report;
-use super::rma::{refused_unanswered, Early, Placing, RMA_HANDLE};
-use super::*;
+use super::completion::{cq_success, tx_error};
+use super::matching::IovList;
+use super::rma::refused_unanswered;
+use super::state::*;
+use super::types::*;
+use crate::abi::*;
+use crate::base::error::{Error, Result};
 use crate::core::atomic::{apply, valid, AtomicKind, ATOMIC_MAX, FI_ATOMIC_READ};
+use crate::core::cq::{CqEntry, CqErrEntry};
 use crate::core::mr::EACCES;
-
-/// Answers waiting for room, at most: beyond it atomic records stay with
-/// the transport (backpressure).
-const MAX_REPLIES: usize = 1024;
-
-/// Byte buffers an endpoint keeps for reuse, at most, and the largest
-/// capacity it keeps (larger ones, from atomics on many elements, are
-/// freed): at most 16 KiB per endpoint. See [`BufPool`].
-const POOL_MAX: usize = 64;
-const POOL_BUF_MAX: usize = 256;
-
-/// The byte buffers atomics need (an operation's operand and compare
-/// values, a target's staged request and its answer's former values),
-/// given back when done and taken again by the next atomic, so that an
-/// atomic on a few elements allocates nothing in steady state. Bounded:
-/// at most [`POOL_MAX`] buffers of at most [`POOL_BUF_MAX`] bytes are kept.
-#[derive(Default)]
-pub(super) struct BufPool {
-    free: Vec<Vec<u8>>,
-}
-
-impl BufPool {
-    /// An empty buffer (with the capacity of one given back, if any).
-    pub(super) fn take(&mut self) -> Vec<u8> {
-        self.free.pop().unwrap_or_default()
-    }
-
-    /// Keeps `v` for a later [`BufPool::take`] (or frees it when the pool
-    /// is full or `v` is large).
-    pub(super) fn give(&mut self, mut v: Vec<u8>) {
-        if self.free.len() < POOL_MAX && v.capacity() != 0 && v.capacity() <= POOL_BUF_MAX {
-            v.clear();
-            self.free.push(v);
-        }
-    }
-}
-
-/// Serialises every atomic this process executes as a target.
-static ATOMIC_LOCK: parking_lot::Mutex<()> = parking_lot::const_mutex(());
-
-/// An atomic call as the thunks describe it (bytes, not elements).
-pub(crate) struct AtomicArgs {
-    pub(crate) kind: AtomicKind,
-    pub(crate) op: u32,
-    pub(crate) datatype: u32,
-    pub(crate) dest: fi_addr_t,
-    /// The operand buffers (none for `FI_ATOMIC_READ`).
-    pub(crate) operand: IovList,
-    /// The compare buffers (compare calls only).
-    pub(crate) compare: IovList,
-    /// Where fetch and compare calls want the former values.
-    pub(crate) result: IovList,
-    pub(crate) remote: RmaIovList,
-    pub(crate) data: Option<u64>,
-    pub(crate) flags: u64,
-    pub(crate) context: usize,
-    /// `fi_inject_atomic`: no completion.
-    pub(crate) inject_call: bool,
-}
-
-/// An atomic operation this endpoint initiated.
-pub(super) struct AtomicOp {
-    pub(super) peer: Addr,
-    kind: AtomicKind,
-    op: u32,
-    datatype: u32,
-    context: usize,
-    report: Report,
-    /// The operand values (`operand_len` bytes), then the compare values
-    /// (compare calls: `len` bytes); a buffer of the pool, given back when
-    /// the operation ends.
-    bytes: Vec<u8>,
-    operand_len: usize,
-    result: IovList,
-    remote: RmaIovList,
-    data: Option<u64>,
-    /// The current segment and its first byte in the operand.
-    seg: usize,
-    seg_off: usize,
-    /// Its record went out; waiting for the answer.
-    waiting: bool,
-    /// When it may complete without the target's answer (non-fetching).
-    early: Early,
-    /// Its last record went out and that completed it (`early`): the
-    /// caller of `atomic_advance` completes it now.
-    sent: bool,
-    len: usize,
-}
-
-impl AtomicOp {
-    fn segment(&self) -> RmaIov {
-        self.remote.segments()[self.seg]
-    }
-}
-
-/// An atomic record being placed.
-pub(super) enum AtomicPlacing {
-    /// At the target: the payload of an `ATOMIC` record, staged.
-    Request { src: Addr, hdr: WireHdr, buf: Vec<u8> },
-    /// At the initiator: the former bytes of segment `aux` of `id`.
-    Response { id: u64 },
-}
-
-/// An answer the target owes (sent when there is room).
-pub(super) struct AtomicReply {
-    to: Addr,
-    hdr: WireHdr,
-    old: Vec<u8>,
-}
+use crate::transport::addr::Addr;
+use crate::transport::proto::{flag, op, WireHdr};
+use crate::transport::{Payload, Place, Port};
+use core::ffi::c_void;
 
 /// Copies `v.len()` bytes of `l` into `v`.
 ///

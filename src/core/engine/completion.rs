@@ -3,21 +3,15 @@
 //! admission) or none; selective completion; FI_SOURCE / FI_SOURCE_ERR;
 //! truncation (`FI_ETRUNC` with `olen`).
 
-use super::*;
-
-/// How an operation's completion is reported.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Report {
-    /// A CQ entry on success: not an `fi_inject*` call, not suppressed by
-    /// selective completion. Errors are always reported (fi_cq(3)).
-    pub(super) on_success: bool,
-    /// The operation holds the CQ slot it claimed at post time
-    /// (FI_RM_ENABLED admission), which its completion uses or gives back.
-    pub(super) slot: bool,
-    /// An `fi_inject*` call: the application gave no context, so a failure
-    /// makes no CQ error entry ([`tx_error`]).
-    pub(super) inject: bool,
-}
+use super::matching::PostedRecv;
+use super::state::*;
+use super::types::*;
+use crate::abi::*;
+use crate::base::error::Error;
+use crate::core::cq::{Cq, CqEntry, CqErrEntry};
+use crate::transport::addr::Addr;
+use crate::transport::proto::{flag, WireHdr};
+use core::ffi::c_void;
 
 /// What a receive's completion needs of it: a posted receive, or the
 /// few words of one copied out before it left its queue (a [`RxWho`]:

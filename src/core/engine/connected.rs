@@ -3,7 +3,11 @@
 //! connection, which ends every outstanding operation
 //! (`src/fi/connected.rs` calls [`Inner::fail_all`]).
 
-use super::*;
+use super::completion::RxFailure;
+use super::state::*;
+use crate::abi::*;
+use crate::base::error::{Error, Result};
+use crate::transport::addr::Addr;
 
 impl Inner {
     /// Where a send goes: a connected endpoint's one peer whatever the

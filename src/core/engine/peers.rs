@@ -3,7 +3,15 @@
 //! peer's operations complete once, with `PEER_FAILED`. Posted receives that
 //! merely could match it stay posted.
 
-use super::*;
+use super::completion::RxFailure;
+use super::state::*;
+use super::types::*;
+use crate::abi::*;
+use crate::base::error::Error;
+use crate::transport::addr::Addr;
+use crate::transport::proto::flag;
+use crate::transport::{Port, PEER_FAILED};
+use std::time::{Duration, Instant};
 
 pub(super) const STREAM_LIVENESS: Duration = Duration::from_millis(100);
 

@@ -3,17 +3,17 @@
 //! fill offset), the unexpected queue and late receives, `FI_PEEK` /
 //! `FI_CLAIM` / `FI_DISCARD` on tagged receives.
 
-use super::*;
-
-/// A payload being placed into a matched receive (two-phase delivery).
-pub(super) struct Inflight {
-    pub(super) recv: PostedRecv,
-    pub(super) src: Addr,
-    pub(super) hdr: WireHdr,
-    pub(super) buf: usize,
-    pub(super) take: usize,
-    pub(super) extra_flags: u64,
-}
+use super::buffered::BUF_HANDLE;
+use super::completion::{Received, RxFailure, RxIdent};
+use super::matching::{IovList, PostedRecv, UnexBody, Unexpected};
+use super::state::*;
+use super::types::*;
+use crate::abi::*;
+use crate::base::error::{Error, Result};
+use crate::transport::addr::Addr;
+use crate::transport::proto::{flag, op, WireHdr};
+use crate::transport::{PayloadIn, Place};
+use core::borrow::Borrow;
 
 /// The posted-queue entry of receive `a` with buffer list `iov`: the one
 /// construction for both of `recv_in`'s paths (in place, or through

@@ -4,9 +4,19 @@
 //! the send. A ranged CTS (buffered receives fetching a prefix) streams a
 //! part only.
 
-use super::*;
+use super::buffered::PREFIX_AUX;
+use super::completion::{Received, RxFailure};
+use super::matching::{IovList, RtsInfo, UnexBody, Unexpected};
+use super::state::*;
+use super::types::*;
+use crate::abi::*;
+use crate::base::error::{Error, Result};
+use crate::transport::addr::Addr;
 use crate::transport::proto::SPLIT_IOV_MAX;
+use crate::transport::proto::{flag, op, WireHdr, IOV_ENTRY};
 use crate::transport::PushJob;
+use crate::transport::{Disposition, Payload, PayloadIn, Place, Port, PullJob, PEER_FAILED};
+use std::time::Instant;
 
 impl Inner {
     /// A message above the eager limit: its RTS names the sender's buffer
@@ -58,124 +68,6 @@ impl Inner {
         );
         Ok(())
     }
-}
-
-/// A receive being filled by DATA records (no-CMA rendezvous).
-pub(super) struct RxStream {
-    pub(super) recv: PostedRecv,
-    pub(super) dst: IovList,
-    pub(super) buf: usize,
-    pub(super) src: Addr,
-    pub(super) src_pid: i32,
-    pub(super) hdr: WireHdr,
-    pub(super) take: usize,
-    pub(super) got: usize,
-    pub(super) extra_flags: u64,
-    pub(super) last_check: Instant,
-    /// Bytes of the DATA record being placed (0: none in flight).
-    pub(super) chunk: usize,
-    /// A split receive (no DATA: the receiver pulled its part, the sender
-    /// pushes the rest and answers `PUSHED`).
-    pub(super) split: Option<Box<Split>>,
-}
-
-impl RxStream {
-    /// The receive of matched message `p` waiting for its data: streamed
-    /// (`split_at` none) or split at `split_at` (the sender pushes the rest).
-    fn of(p: PendingPull, buf: usize, take: usize, split_at: Option<usize>) -> RxStream {
-        let PendingPull {
-            recv,
-            dst,
-            src,
-            src_pid,
-            hdr,
-            rts,
-            extra_flags,
-            range: _,
-        } = p;
-        RxStream {
-            recv,
-            dst,
-            buf,
-            src,
-            src_pid,
-            hdr,
-            take,
-            got: 0,
-            extra_flags,
-            last_check: Instant::now(),
-            chunk: 0,
-            split: split_at.map(|at| Box::new(Split { rts, at, first: Ok(()) })),
-        }
-    }
-
-    /// Back to a matched message to pull (`range`: only those bytes), the
-    /// inverse of [`RxStream::of`] (`rts` from its split).
-    fn into_pull(self, rts: RtsInfo, range: Option<(usize, usize)>) -> PendingPull {
-        PendingPull {
-            recv: self.recv,
-            dst: self.dst,
-            src: self.src,
-            src_pid: self.src_pid,
-            hdr: self.hdr,
-            rts,
-            extra_flags: self.extra_flags,
-            range,
-        }
-    }
-}
-
-/// A split rendezvous receive (docs/protocol.md): the receiver pulled
-/// bytes `0 .. at` itself and asked the sender (`CTS|SPLIT`) to push bytes
-/// `at .. take` into the receive buffer.
-pub(super) struct Split {
-    pub(super) rts: RtsInfo,
-    pub(super) at: usize,
-    /// The receiver's own pull (an error waits for the sender's answer:
-    /// the sender may still be writing into the buffer).
-    pub(super) first: Result<()>,
-}
-
-/// Split points are multiples of this (page-aligned halves).
-const SPLIT_ALIGN: usize = 4096;
-
-/// For each pending pull, whether no neighbour in the list has its sender
-/// (and pid): `pull_batches` joins only consecutive pulls of one sender,
-/// so it can join nothing to a lone one, and copying it with the sender's
-/// help (a split) costs no batch. A ping-pong's every message is lone; a
-/// window of sends arriving together is not.
-fn lone_pulls(pulls: &[PendingPull]) -> Vec<bool> {
-    let same = |a: &PendingPull, b: &PendingPull| a.src == b.src && a.src_pid == b.src_pid;
-    (0..pulls.len())
-        .map(|i| {
-            let p = &pulls[i];
-            let before = i > 0 && same(&pulls[i - 1], p);
-            let after = pulls.get(i + 1).is_some_and(|q| same(p, q));
-            !before && !after
-        })
-        .collect()
-}
-
-/// Placement handles of streamed receives have this bit set (in-flight
-/// eager placements use slab handles below it).
-pub(super) const STREAM_HANDLE: u32 = 1 << 31;
-
-/// Most pulls one `Port::pull_batch` takes (each job's ranges are at most
-/// `IOV_MAX` per side: 64 jobs stay below the kernel's 1024).
-const PULL_BATCH_MAX: usize = 64;
-
-/// A matched rendezvous message whose data is still to be fetched.
-pub(super) struct PendingPull {
-    pub(super) recv: PostedRecv,
-    pub(super) dst: IovList,
-    pub(super) src: Addr,
-    pub(super) src_pid: i32,
-    pub(super) hdr: WireHdr,
-    pub(super) rts: RtsInfo,
-    pub(super) extra_flags: u64,
-    /// Only bytes `lo .. hi` are missing (the part of a split message that
-    /// was not pushed); the receive completes with the whole message.
-    pub(super) range: Option<(usize, usize)>,
 }
 
 impl State {

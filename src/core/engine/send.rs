@@ -4,44 +4,18 @@
 //! transport reports about it (`Delivery::sent`, ACK), and the send
 //! completion. Larger messages leave through `rendezvous.rs`.
 
-use super::completion::Report;
-use super::*;
-
-pub(super) enum TxState {
-    /// Queued in the transport; then done, or waiting for an ACK (`ack`).
-    /// `acked`: the peer's ACK (its status) came before the transport
-    /// reported the record written — a record the connection queued is
-    /// reported at the next pass, and its answer can be read in the same
-    /// one; the send completes when the write is reported, never before.
-    WaitSent { ack: bool, acked: Option<i32> },
-    /// Waiting for the receiver's ACK.
-    WaitAck,
-    /// Streaming DATA records for receiver handle `handle`, bytes
-    /// `off .. end` (a ranged CTS asks for part of the message).
-    Streaming { handle: u32, off: usize, end: usize },
-    /// A split CTS asked us to push bytes `off .. end` into receiver pid
-    /// `pid`'s buffer `table` (checked to cover exactly that part); the
-    /// next pump writes them and answers `PUSHED`, then waits for the ACK.
-    Pushing {
-        handle: u32,
-        off: usize,
-        end: usize,
-        pid: i32,
-        table: Box<[(u64, u64)]>,
-    },
-}
-
-pub(super) struct TxOp {
-    pub(super) peer: Addr,
-    pub(super) context: usize,
-    pub(super) tagged: bool,
-    pub(super) len: usize,
-    pub(super) iov: IovList,
-    pub(super) state: TxState,
-    pub(super) report: Report,
-    /// The eager limit towards this peer (DATA chunk size when streaming).
-    pub(super) eager_limit: usize,
-}
+use super::completion::{cq_success, tx_error};
+use super::matching::IovList;
+use super::state::*;
+use super::types::*;
+use crate::abi::*;
+use crate::base::error::{Error, Result};
+use crate::core::cq::{CqEntry, CqErrEntry};
+use crate::transport::addr::Addr;
+use crate::transport::proto::{flag, op, WireHdr};
+use crate::transport::{Payload, Sent};
+use core::borrow::Borrow;
+use core::ffi::c_void;
 
 impl Inner {
     #[cfg(test)]

@@ -6,57 +6,11 @@
 //! lines are enabled (the callers ask first): a refusal otherwise costs the
 //! question, no clock read.
 
-use super::*;
-
-/// How long a stall lasts before it is logged.
-pub(super) const STALL_LOG_AFTER: Duration = Duration::from_millis(100);
-
-/// Refusals further apart than this belong to different stalls.
-pub(super) const STALL_GAP: Duration = Duration::from_millis(50);
-
-/// The stalls under way: of our sends, and of peers' messages held back.
-#[derive(Default)]
-pub(super) struct Stalls {
-    tx: StallWatch,
-    rx: StallWatch,
-}
-
-/// The stall under way in one direction (towards peers, or from them).
-#[derive(Default)]
-pub(super) struct StallWatch {
-    cur: Option<Stall>,
-}
-
-struct Stall {
-    peer: Addr,
-    since: Instant,
-    last: Instant,
-    logged: bool,
-}
-
-impl StallWatch {
-    /// A refusal involving `peer` at `now`: the stall's length when this
-    /// refusal makes it pass [`STALL_LOG_AFTER`] (once per stall), else
-    /// `None`.
-    pub(super) fn note(&mut self, peer: &Addr, now: Instant) -> Option<Duration> {
-        let s = match &mut self.cur {
-            Some(s) if s.peer == *peer && now.saturating_duration_since(s.last) <= STALL_GAP => s,
-            cur => cur.insert(Stall {
-                peer: *peer,
-                since: now,
-                last: now,
-                logged: false,
-            }),
-        };
-        s.last = now;
-        let lasted = now.saturating_duration_since(s.since);
-        if s.logged || lasted < STALL_LOG_AFTER {
-            return None;
-        }
-        s.logged = true;
-        Some(lasted)
-    }
-}
+use super::state::*;
+use super::types::*;
+use crate::abi::*;
+use crate::transport::addr::Addr;
+use std::time::{Duration, Instant};
 
 impl State {
     /// A refusal involving `peer` noted in the watch `pick` chooses, if

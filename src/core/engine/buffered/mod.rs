@@ -11,7 +11,17 @@ pub(crate) use held::DEFAULT_POOL;
 pub(crate) use held::MIN_POOL;
 pub(super) use held::{BufMsg, BufOpts, Buffered, PoolBuf, PrefixStream, Stage, BUF_HANDLE, PREFIX_AUX};
 
-use super::*;
+use super::completion::{Received, RxFailure};
+use super::matching::{IovList, PostedRecv, RtsInfo};
+use super::peers::STREAM_LIVENESS;
+use super::state::*;
+use super::types::*;
+use crate::abi::*;
+use crate::base::error::{Error, Result};
+use crate::transport::addr::Addr;
+use crate::transport::proto::{flag, op, WireHdr};
+use crate::transport::{Disposition, Place, Port, PEER_FAILED};
+use std::time::Instant;
 
 /// Whether an endpoint opened with `info` uses buffered receives:
 /// `FI_BUFFERED_RECV` in its mode (fi_getinfo leaves it there only for
@@ -66,7 +76,7 @@ impl Inner {
     /// Turns buffered receives on (`FI_BUFFERED_RECV` in the endpoint's
     /// mode): `pool` bytes of provider buffers.
     pub(crate) fn enable_buffered(&mut self, pool: usize) {
-        let pool = pool.max(self::buffered::MIN_POOL);
+        let pool = pool.max(MIN_POOL);
         // The smallest eager limit of the port's peers (auto: shm's).
         let opts = BufOpts::new(self.port.eager_limit(), pool);
         self.st.buf = Some(Box::new(Buffered::new(opts, pool)));
@@ -206,7 +216,7 @@ impl Inner {
 }
 
 impl State {
-    pub(super) fn buf_release(&mut self, buf: self::buffered::PoolBuf) {
+    pub(super) fn buf_release(&mut self, buf: PoolBuf) {
         if let Some(bf) = self.buf.as_mut() {
             bf.release(buf);
         }

@@ -4,9 +4,9 @@
 //! region gone in the middle), inject, fallbacks when CMA is refused,
 //! failing peers, and records a hostile peer forges.
 
-use super::super::atomic::AtomicArgs;
-use super::super::rma::{RmaArgs, RmaBound, RmaIov, RmaIovList, RmaKind};
 use super::super::sim::{Cma, Writes};
+use super::super::types::AtomicArgs;
+use super::super::types::{RmaArgs, RmaBound, RmaIov, RmaIovList, RmaKind};
 use crate::core::atomic::{AtomicKind, FI_SUM};
 /// `FI_UINT64` (fi_atomic(3) `enum fi_datatype`).
 const FI_UINT64: u32 = 7;
