@@ -2,7 +2,7 @@
 //! different things in different fields, so flags are plain `u64` constants
 //! grouped by the field they belong to, never one global bitflags type.
 
-use super::abi_consts;
+use super::layout::abi_consts;
 
 abi_consts! { const_values;
     FI_MAJOR_VERSION: u32 = 1;

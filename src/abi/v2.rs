@@ -13,8 +13,8 @@
 //! printed from libfabric 2.6.0's headers (regenerated and compared again
 //! when those headers are at hand: `LIBFABRIC2_PREFIX`).
 
+use super::layout::{abi_consts, abi_structs, fi_version};
 use super::types::{fid_domain, size_t};
-use super::{abi_consts, abi_structs, fi_version};
 use core::ffi::{c_char, c_int, c_void};
 
 abi_structs! { v2_layouts;
