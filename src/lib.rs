@@ -16,6 +16,9 @@
 //! nothing above them.
 
 #![deny(unsafe_op_in_unsafe_fn)]
+// `pub` means reachable from outside the crate (abi/, the fuzzing entry
+// points, the C descriptor); everything else says pub(crate) or pub(super).
+#![warn(unreachable_pub)]
 #![allow(clippy::missing_safety_doc)] // every unsafe fn documents `# Safety` by hand
 
 pub mod abi;

@@ -7,12 +7,12 @@
 /// (`rustc-hash` 2: a few cycles per word plus a finishing step that
 /// spreads aligned keys, such as 64-byte-aligned buffer addresses, over the
 /// whole table).
-pub type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
-pub type FastSet<K> = rustc_hash::FxHashSet<K>;
+pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
+pub(crate) type FastSet<K> = rustc_hash::FxHashSet<K>;
 
 /// Values addressed by small non-zero `u32` handles (index + 1); freed
 /// slots are reused. Lookups are an index, not a hash.
-pub struct Slab<T> {
+pub(crate) struct Slab<T> {
     slots: Vec<Option<T>>,
     free: Vec<u32>,
     len: usize,
@@ -29,7 +29,7 @@ impl<T> Default for Slab<T> {
 }
 
 impl<T> Slab<T> {
-    pub fn insert(&mut self, v: T) -> u32 {
+    pub(crate) fn insert(&mut self, v: T) -> u32 {
         self.len += 1;
         if let Some(h) = self.free.pop() {
             self.slots[h as usize - 1] = Some(v);
@@ -39,31 +39,31 @@ impl<T> Slab<T> {
         self.slots.len() as u32
     }
 
-    pub fn get(&self, h: u32) -> Option<&T> {
+    pub(crate) fn get(&self, h: u32) -> Option<&T> {
         self.slots.get((h as usize).checked_sub(1)?)?.as_ref()
     }
 
-    pub fn get_mut(&mut self, h: u32) -> Option<&mut T> {
+    pub(crate) fn get_mut(&mut self, h: u32) -> Option<&mut T> {
         self.slots.get_mut((h as usize).checked_sub(1)?)?.as_mut()
     }
 
-    pub fn remove(&mut self, h: u32) -> Option<T> {
+    pub(crate) fn remove(&mut self, h: u32) -> Option<T> {
         let v = self.slots.get_mut((h as usize).checked_sub(1)?)?.take()?;
         self.free.push(h);
         self.len -= 1;
         Some(v)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Handles of every live value.
-    pub fn handles(&self) -> Vec<u32> {
+    pub(crate) fn handles(&self) -> Vec<u32> {
         self.slots
             .iter()
             .enumerate()
@@ -73,11 +73,11 @@ impl<T> Slab<T> {
     }
 
     /// Every live value.
-    pub fn values(&self) -> impl Iterator<Item = &T> {
+    pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
         self.slots.iter().flatten()
     }
 
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut T)> {
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut T)> {
         self.slots
             .iter_mut()
             .enumerate()

@@ -5,45 +5,45 @@ use crate::abi::*;
 
 /// A libfabric error code (`FI_E*`, positive).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Error(pub i32);
+pub(crate) struct Error(pub i32);
 
-pub type Result<T> = core::result::Result<T, Error>;
+pub(crate) type Result<T> = core::result::Result<T, Error>;
 
 impl Error {
-    pub const AGAIN: Error = Error(FI_EAGAIN);
-    pub const NOMEM: Error = Error(FI_ENOMEM);
-    pub const BUSY: Error = Error(FI_EBUSY);
-    pub const INVAL: Error = Error(FI_EINVAL);
-    pub const NOSYS: Error = Error(FI_ENOSYS);
-    pub const NODATA: Error = Error(FI_ENODATA);
-    pub const NOENT: Error = Error(FI_ENOENT);
-    pub const NOMSG: Error = Error(FI_ENOMSG);
-    pub const MSGSIZE: Error = Error(FI_EMSGSIZE);
-    pub const OPNOTSUPP: Error = Error(FI_EOPNOTSUPP);
-    pub const NOPROTOOPT: Error = Error(FI_ENOPROTOOPT);
-    pub const ADDRNOTAVAIL: Error = Error(FI_EADDRNOTAVAIL);
-    pub const ADDRINUSE: Error = Error(FI_EADDRINUSE);
-    pub const CANCELED: Error = Error(FI_ECANCELED);
-    pub const CONNREFUSED: Error = Error(FI_ECONNREFUSED);
-    pub const ACCES: Error = Error(FI_EACCES);
-    pub const CONNRESET: Error = Error(FI_ECONNRESET);
-    pub const NOTCONN: Error = Error(FI_ENOTCONN);
-    pub const TIMEDOUT: Error = Error(FI_ETIMEDOUT);
-    pub const IO: Error = Error(FI_EIO);
-    pub const OTHER: Error = Error(FI_EOTHER);
-    pub const TOOSMALL: Error = Error(FI_ETOOSMALL);
-    pub const OPBADSTATE: Error = Error(FI_EOPBADSTATE);
-    pub const AVAIL: Error = Error(FI_EAVAIL);
-    pub const BADFLAGS: Error = Error(FI_EBADFLAGS);
-    pub const NOEQ: Error = Error(FI_ENOEQ);
-    pub const NOCQ: Error = Error(FI_ENOCQ);
-    pub const TRUNC: Error = Error(FI_ETRUNC);
-    pub const NOKEY: Error = Error(FI_ENOKEY);
-    pub const NOAV: Error = Error(FI_ENOAV);
-    pub const OVERRUN: Error = Error(FI_EOVERRUN);
+    pub(crate) const AGAIN: Error = Error(FI_EAGAIN);
+    pub(crate) const NOMEM: Error = Error(FI_ENOMEM);
+    pub(crate) const BUSY: Error = Error(FI_EBUSY);
+    pub(crate) const INVAL: Error = Error(FI_EINVAL);
+    pub(crate) const NOSYS: Error = Error(FI_ENOSYS);
+    pub(crate) const NODATA: Error = Error(FI_ENODATA);
+    pub(crate) const NOENT: Error = Error(FI_ENOENT);
+    pub(crate) const NOMSG: Error = Error(FI_ENOMSG);
+    pub(crate) const MSGSIZE: Error = Error(FI_EMSGSIZE);
+    pub(crate) const OPNOTSUPP: Error = Error(FI_EOPNOTSUPP);
+    pub(crate) const NOPROTOOPT: Error = Error(FI_ENOPROTOOPT);
+    pub(crate) const ADDRNOTAVAIL: Error = Error(FI_EADDRNOTAVAIL);
+    pub(crate) const ADDRINUSE: Error = Error(FI_EADDRINUSE);
+    pub(crate) const CANCELED: Error = Error(FI_ECANCELED);
+    pub(crate) const CONNREFUSED: Error = Error(FI_ECONNREFUSED);
+    pub(crate) const ACCES: Error = Error(FI_EACCES);
+    pub(crate) const CONNRESET: Error = Error(FI_ECONNRESET);
+    pub(crate) const NOTCONN: Error = Error(FI_ENOTCONN);
+    pub(crate) const TIMEDOUT: Error = Error(FI_ETIMEDOUT);
+    pub(crate) const IO: Error = Error(FI_EIO);
+    pub(crate) const OTHER: Error = Error(FI_EOTHER);
+    pub(crate) const TOOSMALL: Error = Error(FI_ETOOSMALL);
+    pub(crate) const OPBADSTATE: Error = Error(FI_EOPBADSTATE);
+    pub(crate) const AVAIL: Error = Error(FI_EAVAIL);
+    pub(crate) const BADFLAGS: Error = Error(FI_EBADFLAGS);
+    pub(crate) const NOEQ: Error = Error(FI_ENOEQ);
+    pub(crate) const NOCQ: Error = Error(FI_ENOCQ);
+    pub(crate) const TRUNC: Error = Error(FI_ETRUNC);
+    pub(crate) const NOKEY: Error = Error(FI_ENOKEY);
+    pub(crate) const NOAV: Error = Error(FI_ENOAV);
+    pub(crate) const OVERRUN: Error = Error(FI_EOVERRUN);
 
     /// A POSIX errno as an error (libfabric's low codes are errno values).
-    pub fn from_errno(e: i32) -> Error {
+    pub(crate) fn from_errno(e: i32) -> Error {
         if e <= 0 {
             Error::OTHER
         } else {
@@ -74,7 +74,7 @@ impl core::fmt::Display for Error {
 
 /// Text for a libfabric error code, matching `fi_strerror` for the codes
 /// libfabric defines itself and `strerror` for the POSIX ones.
-pub fn strerror(code: i32) -> String {
+pub(crate) fn strerror(code: i32) -> String {
     let code = code.abs();
     let s = match code {
         FI_EOTHER => "Unspecified error",

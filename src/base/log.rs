@@ -27,13 +27,13 @@ use std::time::Instant;
 static PROVIDER: AtomicPtr<fi_provider> = AtomicPtr::new(core::ptr::null_mut());
 
 /// Called once by `fi_prov_ini` with the descriptor libfabric registers.
-pub fn attach(prov: *mut fi_provider) {
+pub(crate) fn attach(prov: *mut fi_provider) {
     PROVIDER.store(prov, Ordering::Release);
 }
 
 /// The provider to log for, if `level`/`subsys` lines are wanted.
 #[doc(hidden)]
-pub fn enabled(level: u32, subsys: u32) -> Option<*const fi_provider> {
+pub(crate) fn enabled(level: u32, subsys: u32) -> Option<*const fi_provider> {
     let prov = PROVIDER.load(Ordering::Acquire);
     if prov.is_null() {
         return None;
@@ -45,7 +45,14 @@ pub fn enabled(level: u32, subsys: u32) -> Option<*const fi_provider> {
 
 /// Writes one line (the macros call this after [`enabled`]).
 #[doc(hidden)]
-pub fn emit(prov: *const fi_provider, level: u32, subsys: u32, func: &CStr, line: u32, args: core::fmt::Arguments<'_>) {
+pub(crate) fn emit(
+    prov: *const fi_provider,
+    level: u32,
+    subsys: u32,
+    func: &CStr,
+    line: u32,
+    args: core::fmt::Arguments<'_>,
+) {
     let text = CString::new(args.to_string().replace('\0', " ")).unwrap_or_default();
     // SAFETY: `prov` came from `enabled`; every string is NUL-terminated and
     // "%s\n" consumes exactly the one string argument passed.
@@ -65,19 +72,19 @@ pub fn emit(prov: *const fi_provider, level: u32, subsys: u32, func: &CStr, line
 /// The file a `Location` names, as the NUL-terminated "function" `fi_log`
 /// prints before the line number.
 #[doc(hidden)]
-pub fn location_name(at: &core::panic::Location<'_>) -> CString {
+pub(crate) fn location_name(at: &core::panic::Location<'_>) -> CString {
     CString::new(at.file().replace('\0', " ")).unwrap_or_default()
 }
 
 /// Lines a second one `_limited` call site writes at most.
-pub const PER_SECOND: u32 = 10;
+pub(crate) const PER_SECOND: u32 = 10;
 
 /// One call site's budget of lines: the second it last counted in and the
 /// lines asked for in that second, and how many were dropped since the
 /// last line written. Relaxed atomics: threads racing at a second's turn
 /// may write a line or two over the budget, never block.
 #[doc(hidden)]
-pub struct RateLimit {
+pub(crate) struct RateLimit {
     second: AtomicU64,
     count: AtomicU32,
     suppressed: AtomicU64,
@@ -85,7 +92,7 @@ pub struct RateLimit {
 
 impl RateLimit {
     #[allow(clippy::new_without_default)]
-    pub const fn new() -> RateLimit {
+    pub(crate) const fn new() -> RateLimit {
         RateLimit {
             second: AtomicU64::new(0),
             count: AtomicU32::new(0),
@@ -95,7 +102,7 @@ impl RateLimit {
 
     /// Whether a line may be written now: `Some(k)` with `k` the lines
     /// dropped since the last one written, or `None` (dropped, counted).
-    pub fn admit(&self) -> Option<u64> {
+    pub(crate) fn admit(&self) -> Option<u64> {
         static START: OnceLock<Instant> = OnceLock::new();
         let start = *START.get_or_init(Instant::now);
         // Seconds from 1, so that a site's first line opens its first second.
@@ -103,7 +110,7 @@ impl RateLimit {
     }
 
     /// [`RateLimit::admit`] at second `now`, `per_second` lines a second.
-    pub fn admit_at(&self, now: u64, per_second: u32) -> Option<u64> {
+    pub(crate) fn admit_at(&self, now: u64, per_second: u32) -> Option<u64> {
         let seen = self.second.load(Ordering::Relaxed);
         if seen != now
             && self
@@ -125,7 +132,7 @@ impl RateLimit {
 /// The note a rate-limited line ends with: nothing, or how many lines of
 /// its call site were dropped before it.
 #[doc(hidden)]
-pub struct Suppressed(pub u64);
+pub(crate) struct Suppressed(pub u64);
 
 impl core::fmt::Display for Suppressed {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

@@ -1,7 +1,7 @@
 //! What every layer uses: the error type, logging through libfabric, and
 //! small collections for the data path.
 
-pub mod collections;
-pub mod error;
-pub mod log;
+pub(crate) mod collections;
+pub(crate) mod error;
+pub(crate) mod log;
 pub(crate) mod serial;

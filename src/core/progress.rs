@@ -27,7 +27,7 @@ use std::time::Duration;
 
 /// Something that can make progress: an endpoint's transport state, a
 /// passive endpoint's listener.
-pub trait Source: Send + Sync {
+pub(crate) trait Source: Send + Sync {
     /// Moves whatever can move without blocking. Returns whether the pass
     /// saw a peer move (`Port::poll`): a CQ's idle rule does not yield
     /// the processor to a peer that runs elsewhere (cq.rs,
@@ -55,7 +55,7 @@ pub trait Source: Send + Sync {
 }
 
 /// Longest sleep while a source wants its timer.
-pub const TIMER_PERIOD: Duration = Duration::from_millis(100);
+pub(crate) const TIMER_PERIOD: Duration = Duration::from_millis(100);
 
 /// An engine's sources, each also as a plain pointer to its object: a pass
 /// calls through `refs` (a dyn call on a `*const dyn Source`) instead of
@@ -107,7 +107,7 @@ impl std::ops::Deref for Sources {
     }
 }
 
-pub struct Engine {
+pub(crate) struct Engine {
     epoll: Epoll,
     /// Wakes a progress thread (and anyone nesting `epoll`) on demand.
     kick: EventFd,
@@ -129,7 +129,7 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn new() -> Result<Arc<Engine>> {
+    pub(crate) fn new() -> Result<Arc<Engine>> {
         Engine::with_mode(LockMode::locked())
     }
 
@@ -154,26 +154,26 @@ impl Engine {
     }
 
     /// The epoll set to nest into a waiter's epoll set.
-    pub fn fd(&self) -> RawFd {
+    pub(crate) fn fd(&self) -> RawFd {
         self.epoll.fd()
     }
 
     /// Adds a descriptor whose readiness should wake sleepers.
-    pub fn watch_fd(&self, fd: RawFd, events: u32) -> Result<()> {
+    pub(crate) fn watch_fd(&self, fd: RawFd, events: u32) -> Result<()> {
         self.epoll.add(fd, events, fd as u64)
     }
 
-    pub fn unwatch_fd(&self, fd: RawFd) {
+    pub(crate) fn unwatch_fd(&self, fd: RawFd) {
         self.epoll.delete(fd);
     }
 
-    pub fn add_source(&self, s: Arc<dyn Source>) {
+    pub(crate) fn add_source(&self, s: Arc<dyn Source>) {
         let mut v = self.sources.lock();
         s.set_sleepers(self.sleepers.load(Ordering::Acquire));
         v.push(s);
     }
 
-    pub fn remove_source(&self, s: &Arc<dyn Source>) {
+    pub(crate) fn remove_source(&self, s: &Arc<dyn Source>) {
         self.sources.lock().remove(s);
     }
 
@@ -182,7 +182,7 @@ impl Engine {
     /// Whether a source saw a peer move ([`Source::progress`]); `false`
     /// when another thread holds the pass (it cannot tell).
     #[inline(always)]
-    pub fn progress(&self) -> bool {
+    pub(crate) fn progress(&self) -> bool {
         let Some(v) = self.sources.try_lock() else { return false };
         let mut moved = false;
         for s in v.refs.iter() {
@@ -223,17 +223,17 @@ impl Engine {
     }
 
     /// Whether a source needs periodic progress even without events.
-    pub fn wants_timer(&self) -> bool {
+    pub(crate) fn wants_timer(&self) -> bool {
         self.sources.lock().iter().any(|s| s.wants_timer())
     }
 
     /// Whether any source has work waiting (do not sleep).
-    pub fn has_pending(&self) -> bool {
+    pub(crate) fn has_pending(&self) -> bool {
         self.sources.lock().iter().any(|s| s.has_pending())
     }
 
     /// Registers a sleeper: sources switch to "wake me" mode.
-    pub fn arm(&self) {
+    pub(crate) fn arm(&self) {
         let v = self.sources.lock();
         let n = self.sleepers.fetch_add(1, Ordering::AcqRel) + 1;
         if n == 1 {
@@ -243,7 +243,7 @@ impl Engine {
         }
     }
 
-    pub fn disarm(&self) {
+    pub(crate) fn disarm(&self) {
         let v = self.sources.lock();
         let n = self.sleepers.fetch_sub(1, Ordering::AcqRel) - 1;
         if n == 0 {
@@ -254,12 +254,12 @@ impl Engine {
     }
 
     /// Wakes anyone sleeping on this engine's fd (the progress thread too).
-    pub fn kick(&self) {
+    pub(crate) fn kick(&self) {
         self.kick.signal();
     }
 
     /// Asks for a progress thread (counted; [`Engine::release_thread`] undoes).
-    pub fn require_thread(self: &Arc<Self>) {
+    pub(crate) fn require_thread(self: &Arc<Self>) {
         // The thread passes over the sources beside the application's
         // calls: real locks from now on, before it exists.
         self.mode().lock_for_good();
@@ -282,7 +282,7 @@ impl Engine {
         }
     }
 
-    pub fn release_thread(&self) {
+    pub(crate) fn release_thread(&self) {
         if self.auto_users.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.stop_thread();
         }
@@ -342,7 +342,7 @@ fn registry_remove(stop: &Arc<AtomicBool>) {
 /// Provider cleanup (libfabric's destructor): tell every progress thread to
 /// stop and wait (bounded) for them to go. The library is linked NODELETE, so
 /// a thread that is still finishing cannot run unmapped code.
-pub fn stop_all_threads() {
+pub(crate) fn stop_all_threads() {
     for s in THREADS.lock().iter() {
         s.store(true, Ordering::Release);
     }

@@ -5,37 +5,37 @@
 use crate::transport::tcp::TcpSettings;
 
 /// `FI_RUSTFAB_SHM_PULL_BATCH`'s default (docs/shm.md, Large messages).
-pub const DEFAULT_SHM_PULL_BATCH: usize = 1 << 20;
+pub(crate) const DEFAULT_SHM_PULL_BATCH: usize = 1 << 20;
 
 /// `FI_RUSTFAB_SHM_SPLIT_MIN`'s default (docs/shm.md, Large messages).
-pub const DEFAULT_SHM_SPLIT_MIN: usize = 256 << 10;
+pub(crate) const DEFAULT_SHM_SPLIT_MIN: usize = 256 << 10;
 
 /// `FI_RUSTFAB_SHM_SPLIT_LONE_MIN`'s default (docs/shm.md, Large messages).
-pub const DEFAULT_SHM_SPLIT_LONE_MIN: usize = 16 << 10;
+pub(crate) const DEFAULT_SHM_SPLIT_LONE_MIN: usize = 16 << 10;
 
 /// `FI_RUSTFAB_SHM_STREAM_LONE_MAX`'s default (docs/shm.md, Ring size).
-pub const DEFAULT_SHM_STREAM_LONE_MAX: usize = 256 << 10;
+pub(crate) const DEFAULT_SHM_STREAM_LONE_MAX: usize = 256 << 10;
 
 /// Rings of at least this many cells (1 MiB) stream lone rendezvous
 /// messages (`SHM_STREAM_LONE_MAX`): below it a cell is written again while
 /// the consumer's cache still holds it, and streaming is slower than the
 /// split pull (docs/performance.md "bigring").
-pub const STREAM_RING_MIN: usize = LARGE_RING_CELLS;
+pub(crate) const STREAM_RING_MIN: usize = LARGE_RING_CELLS;
 
 /// `FI_RUSTFAB_SHM_RING_CELLS`'s default where /dev/shm has at least
 /// `LARGE_RINGS_SHM_FREE` bytes free (docs/shm.md, Ring size): a cell is
 /// rewritten a MiB later, after the consumer's cache let it go.
-pub const LARGE_RING_CELLS: usize = 16384;
+pub(crate) const LARGE_RING_CELLS: usize = 16384;
 
 /// Bytes /dev/shm must have free for the large default rings: each busy
 /// peer may make up to a MiB of an endpoint's segment resident (against
 /// 128 KiB with the default rings), 64 endpoints with 64 busy peers each
 /// 4 GiB. Where less is free (containers often give 64 MiB), the rings
 /// keep 2048 cells.
-pub const LARGE_RINGS_SHM_FREE: u64 = 4 << 30;
+pub(crate) const LARGE_RINGS_SHM_FREE: u64 = 4 << 30;
 
 /// `FI_RUSTFAB_SHM_RING_CELLS`'s default given the bytes free in /dev/shm.
-pub fn default_ring_cells(shm_free: u64) -> usize {
+pub(crate) fn default_ring_cells(shm_free: u64) -> usize {
     if shm_free >= LARGE_RINGS_SHM_FREE {
         LARGE_RING_CELLS
     } else {
@@ -44,10 +44,10 @@ pub fn default_ring_cells(shm_free: u64) -> usize {
 }
 
 /// `FI_RUSTFAB_SHM_CLOSE_WAIT`'s default (docs/shm.md, Large messages).
-pub const DEFAULT_SHM_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+pub(crate) const DEFAULT_SHM_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// Bytes of unexpected message data an endpoint holds (`UNEXP_BUDGET`).
     pub unexp_budget: usize,
     /// Bytes of provider buffers per endpoint with buffered receives

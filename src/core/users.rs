@@ -10,14 +10,14 @@ use std::sync::Arc;
 /// Counts the objects that use (are bound to, or were opened from) an object,
 /// so that closing a used object returns `-FI_EBUSY`.
 #[derive(Default, Debug)]
-pub struct Users(AtomicUsize);
+pub(crate) struct Users(AtomicUsize);
 
 impl Users {
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.0.load(Ordering::Acquire)
     }
     /// `Err(EBUSY)` while anything still uses the object.
-    pub fn check_idle(&self) -> Result<()> {
+    pub(crate) fn check_idle(&self) -> Result<()> {
         if self.count() == 0 {
             Ok(())
         } else {
@@ -27,23 +27,23 @@ impl Users {
 }
 
 /// Objects whose closing depends on their users.
-pub trait HasUsers {
+pub(crate) trait HasUsers {
     fn users(&self) -> &Users;
 }
 
 /// A parent object of any type, for a child that holds it only to keep it
 /// from closing (a counter its domain).
-pub type AnyParent = dyn HasUsers + Send + Sync;
+pub(crate) type AnyParent = dyn HasUsers + Send + Sync;
 
 /// A counted reference: holding one keeps the target's close at `-FI_EBUSY`.
-pub struct Held<T: HasUsers + ?Sized>(Arc<T>);
+pub(crate) struct Held<T: HasUsers + ?Sized>(Arc<T>);
 
 impl<T: HasUsers + ?Sized> Held<T> {
-    pub fn new(t: Arc<T>) -> Held<T> {
+    pub(crate) fn new(t: Arc<T>) -> Held<T> {
         t.users().0.fetch_add(1, Ordering::AcqRel);
         Held(t)
     }
-    pub fn arc(&self) -> &Arc<T> {
+    pub(crate) fn arc(&self) -> &Arc<T> {
         &self.0
     }
 }

@@ -3,13 +3,13 @@
 //! registration, docs/abi.md §1.5), whose `getinfo`, `fabric` and `cleanup` slots
 //! lead into the rest of rustfab.
 
-pub mod getinfo;
-pub mod params;
+pub(crate) mod getinfo;
+pub(crate) mod params;
 mod version;
 
 #[cfg(test)]
-pub use version::PROVIDER_NAME;
-pub use version::PROVIDER_VERSION;
+pub(crate) use version::PROVIDER_NAME;
+pub(crate) use version::PROVIDER_VERSION;
 
 use crate::abi::*;
 use crate::core::fabric::API_VERSION;
@@ -40,7 +40,7 @@ const DISABLE_LAYERING_OFFSET: usize = 5;
 
 /// Body of `fi_prov_ini` (declared in `capi.rs`). Cheap and side-effect
 /// free: it runs even when `FI_PROVIDER` later filters rustfab out.
-pub fn init() -> *mut fi_provider {
+pub(crate) fn init() -> *mut fi_provider {
     let r = std::panic::catch_unwind(|| {
         let prov = provider_ptr();
         // ofi_rxm would otherwise layer over our FI_EP_MSG entries and its

@@ -7,13 +7,13 @@ use crate::abi::libfabric::fi_param_define;
 use crate::abi::*;
 use std::ffi::CString;
 
-pub struct Param {
+pub(crate) struct Param {
     pub name: &'static str,
     pub ty: u32,
     pub help: &'static str,
 }
 
-pub const PARAMS: &[Param] = &[
+pub(crate) const PARAMS: &[Param] = &[
     Param {
         name: "transport",
         ty: FI_PARAM_STRING,
@@ -105,7 +105,7 @@ pub const PARAMS: &[Param] = &[
 ///
 /// # Safety
 /// `prov` must be rustfab's registered provider descriptor.
-pub unsafe fn define_all(prov: *const fi_provider) {
+pub(crate) unsafe fn define_all(prov: *const fi_provider) {
     for p in PARAMS {
         let name = CString::new(p.name).unwrap_or_default();
         let help = CString::new(p.help).unwrap_or_default();
@@ -122,7 +122,7 @@ pub unsafe fn define_all(prov: *const fi_provider) {
 /// the values in effect are logged at FI_LOG_INFO the first time they are
 /// read and whenever they change (fi_getinfo and every fabric open read
 /// them).
-pub fn settings() -> crate::core::settings::Settings {
+pub(crate) fn settings() -> crate::core::settings::Settings {
     let d = crate::core::settings::Settings::default();
     let shm_free = crate::sys::shm::free_bytes();
     let ring_cells = crate::core::settings::default_ring_cells(shm_free);
@@ -298,7 +298,7 @@ static WARNED: parking_lot::Mutex<Vec<String>> = parking_lot::Mutex::new(Vec::ne
 
 /// Warns (FI_LOG_WARN, attributed to `at`) unless this very warning was
 /// given before in this process.
-pub fn warn_once(at: &'static core::panic::Location<'static>, text: String) {
+pub(crate) fn warn_once(at: &'static core::panic::Location<'static>, text: String) {
     let mut warned = WARNED.lock();
     if !warned.contains(&text) {
         crate::base::log::log_warn_at!(FI_LOG_CORE, at, "{text}");
@@ -311,14 +311,14 @@ fn env_name(name: &str) -> String {
 }
 
 /// The parameter's string value, if set (and not empty).
-pub fn get_str(name: &str) -> Option<String> {
+pub(crate) fn get_str(name: &str) -> Option<String> {
     std::env::var(env_name(name)).ok().filter(|s| !s.is_empty())
 }
 
 /// Boolean parameter: 1/0, true/false, yes/no, on/off (libfabric's
 /// spellings). Anything else is reported and reads as `default`.
 #[track_caller]
-pub fn get_bool(name: &str, default: bool) -> bool {
+pub(crate) fn get_bool(name: &str, default: bool) -> bool {
     let Some(s) = get_str(name) else { return default };
     // A match, not a closure: the warning names our caller's line.
     match parse_bool(&s) {
@@ -333,7 +333,7 @@ pub fn get_bool(name: &str, default: bool) -> bool {
 /// Size parameter (decimal, with optional k/m/g suffix). Anything else is
 /// reported and reads as `default`.
 #[track_caller]
-pub fn get_size(name: &str, default: usize) -> usize {
+pub(crate) fn get_size(name: &str, default: usize) -> usize {
     let Some(s) = get_str(name) else { return default };
     match parse_size(&s) {
         Some(v) => v,
@@ -347,7 +347,7 @@ pub fn get_size(name: &str, default: usize) -> usize {
 /// Milliseconds parameter (declared `FI_PARAM_INT`: a plain non-negative
 /// decimal, no suffix). Anything else is reported and reads as `default`.
 #[track_caller]
-pub fn get_millis(name: &str, default: u64) -> u64 {
+pub(crate) fn get_millis(name: &str, default: u64) -> u64 {
     let Some(s) = get_str(name) else { return default };
     match parse_millis(&s) {
         Some(v) => v,
@@ -361,7 +361,7 @@ pub fn get_millis(name: &str, default: u64) -> u64 {
 /// Warns (once per process, through fi_log) that a parameter's value was
 /// not understood, naming the caller's line.
 #[track_caller]
-pub fn bad_value(name: &str, value: &str, expected: &str, default: &dyn core::fmt::Display) {
+pub(crate) fn bad_value(name: &str, value: &str, expected: &str, default: &dyn core::fmt::Display) {
     warn_once(
         core::panic::Location::caller(),
         format!(
@@ -372,7 +372,7 @@ pub fn bad_value(name: &str, value: &str, expected: &str, default: &dyn core::fm
 }
 
 /// Parses libfabric's boolean spellings.
-pub fn parse_bool(s: &str) -> Option<bool> {
+pub(crate) fn parse_bool(s: &str) -> Option<bool> {
     match s.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" | "y" => Some(true),
         "0" | "false" | "no" | "off" | "n" => Some(false),
@@ -381,7 +381,7 @@ pub fn parse_bool(s: &str) -> Option<bool> {
 }
 
 /// Parses "123", "64k", "4M", "1g".
-pub fn parse_size(s: &str) -> Option<usize> {
+pub(crate) fn parse_size(s: &str) -> Option<usize> {
     let s = s.trim();
     let (num, mult) = match s.chars().last()?.to_ascii_lowercase() {
         'k' => (&s[..s.len() - 1], 1usize << 10),
@@ -395,7 +395,7 @@ pub fn parse_size(s: &str) -> Option<usize> {
 /// Parses a non-negative decimal integer ("500", " 0 "); no sign, no
 /// suffix (an `FI_PARAM_INT` as `fi_info -e` describes it: "1k" is refused,
 /// not read as 1,024).
-pub fn parse_millis(s: &str) -> Option<u64> {
+pub(crate) fn parse_millis(s: &str) -> Option<u64> {
     let s = s.trim();
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;

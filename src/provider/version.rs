@@ -5,13 +5,13 @@ use crate::abi::fi_version;
 /// rustfab's own version, as `fi_info -l` prints it and as
 /// `fabric_attr->prov_version` carries it: Cargo.toml's major.minor (the
 /// only version number; `FI_VERSION` has no room for the patch level).
-pub const PROVIDER_VERSION: u32 = fi_version(
+pub(crate) const PROVIDER_VERSION: u32 = fi_version(
     version_part(env!("CARGO_PKG_VERSION_MAJOR")),
     version_part(env!("CARGO_PKG_VERSION_MINOR")),
 );
 /// The provider name (`fi_info -l`, `fabric_attr->prov_name`).
 #[cfg(test)]
-pub const PROVIDER_NAME: &str = "rustfab";
+pub(crate) const PROVIDER_NAME: &str = "rustfab";
 
 /// A component of Cargo's version (a decimal digit string) as a number, at
 /// compile time; anything else, or more than 16 bits, fails the build.

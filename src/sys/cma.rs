@@ -7,17 +7,17 @@
 /// peer's address space (which the kernel checks, never this process).
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug)]
-pub struct IoRange(libc::iovec);
+pub(crate) struct IoRange(libc::iovec);
 
 impl IoRange {
-    pub fn new(addr: usize, len: usize) -> IoRange {
+    pub(crate) fn new(addr: usize, len: usize) -> IoRange {
         IoRange(libc::iovec {
             iov_base: addr as *mut libc::c_void,
             iov_len: len,
         })
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.iov_len
     }
 
@@ -29,7 +29,7 @@ impl IoRange {
 
 /// Why a cross-memory read failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CmaError {
+pub(crate) enum CmaError {
     /// The process no longer exists (`ESRCH`).
     Gone,
     /// A range is not mapped in one of the processes (`EFAULT`), or the
@@ -61,7 +61,12 @@ fn after(v: &[IoRange], mut skip: usize) -> Vec<IoRange> {
 /// # Safety
 /// Every `local` range must be memory of this process that may be written
 /// for the duration of the call and that no Rust reference points into.
-pub unsafe fn read_process(pid: i32, local: &[IoRange], remote: &[IoRange], len: usize) -> Result<usize, CmaError> {
+pub(crate) unsafe fn read_process(
+    pid: i32,
+    local: &[IoRange],
+    remote: &[IoRange],
+    len: usize,
+) -> Result<usize, CmaError> {
     // SAFETY: the local ranges are writable per the caller's contract; the
     // remote ones are only read by the kernel in the other process.
     unsafe { copy(libc::process_vm_readv, pid, local, remote, len) }
@@ -76,7 +81,12 @@ pub unsafe fn read_process(pid: i32, local: &[IoRange], remote: &[IoRange], len:
 /// Every `local` range must be memory of this process that may be read
 /// for the duration of the call. The remote ranges are only touched by the
 /// kernel, in the other process (checked there: EFAULT).
-pub unsafe fn write_process(pid: i32, local: &[IoRange], remote: &[IoRange], len: usize) -> Result<usize, CmaError> {
+pub(crate) unsafe fn write_process(
+    pid: i32,
+    local: &[IoRange],
+    remote: &[IoRange],
+    len: usize,
+) -> Result<usize, CmaError> {
     // SAFETY: the local ranges are readable per the caller's contract; the
     // remote ones are only written by the kernel in the other process.
     unsafe { copy(libc::process_vm_writev, pid, local, remote, len) }

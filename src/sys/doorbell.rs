@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 /// created 0700 if missing; an existing one must be a real directory (not a
 /// symlink), owned by our euid, with no group/other permission bits.
 /// Anything else is refused (`Err(ACCES)`), never repaired or followed.
-pub fn private_dir(dir: &Path) -> Result<()> {
+pub(crate) fn private_dir(dir: &Path) -> Result<()> {
     match rustix::fs::mkdir(dir, Mode::RWXU) {
         Ok(()) | Err(Errno::EXIST) => {}
         Err(e) => return Err(e.into()),
@@ -41,12 +41,12 @@ pub fn private_dir(dir: &Path) -> Result<()> {
 }
 
 /// Removes a file (a doorbell left by a process that was killed).
-pub fn remove(path: &Path) -> bool {
+pub(crate) fn remove(path: &Path) -> bool {
     rustix::fs::unlink(path).is_ok()
 }
 
 /// The names in the doorbells' directory `dir` (none if it cannot be read).
-pub fn names_in(dir: &Path) -> Vec<std::ffi::OsString> {
+pub(crate) fn names_in(dir: &Path) -> Vec<std::ffi::OsString> {
     std::fs::read_dir(dir)
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default()
@@ -54,11 +54,11 @@ pub fn names_in(dir: &Path) -> Vec<std::ffi::OsString> {
 
 /// A doorbell's address: the path of its socket file.
 #[derive(Clone, Debug)]
-pub struct DoorbellAddr(SocketAddrUnix);
+pub(crate) struct DoorbellAddr(SocketAddrUnix);
 
 impl DoorbellAddr {
     /// The socket file `path` (at most 107 bytes).
-    pub fn new(path: &Path) -> Result<DoorbellAddr> {
+    pub(crate) fn new(path: &Path) -> Result<DoorbellAddr> {
         Ok(DoorbellAddr(SocketAddrUnix::new(path)?))
     }
 }
@@ -74,7 +74,7 @@ fn dgram_socket() -> Result<OwnedFd> {
 
 /// Who sent a datagram, as the kernel says (`SCM_CREDENTIALS`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cred {
+pub(crate) struct Cred {
     pub pid: i32,
     pub uid: u32,
 }
@@ -82,7 +82,7 @@ pub struct Cred {
 /// The receiving end, bound to its socket file (removed when dropped);
 /// readable while rung.
 #[derive(Debug)]
-pub struct Doorbell {
+pub(crate) struct Doorbell {
     fd: OwnedFd,
     path: PathBuf,
 }
@@ -91,7 +91,7 @@ impl Doorbell {
     /// Binds a non-blocking socket to the file `path`, which must not exist
     /// (`ADDRINUSE`: the caller removes a dead owner's file first), and asks
     /// for every datagram's credentials.
-    pub fn bind(path: &Path) -> Result<Doorbell> {
+    pub(crate) fn bind(path: &Path) -> Result<Doorbell> {
         let addr = DoorbellAddr::new(path)?;
         let fd = dgram_socket()?;
         rustix::net::sockopt::set_socket_passcred(&fd, true)?;
@@ -103,14 +103,14 @@ impl Doorbell {
     }
 
     /// The descriptor to wait on (readable while a datagram is queued).
-    pub fn fd(&self) -> RawFd {
+    pub(crate) fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
 
     /// Takes every queued datagram, never blocking: `f` gets the sender's
     /// credentials and the bytes (at most 64) of each; a datagram that came
     /// without credentials is dropped unseen. Returns how many there were.
-    pub fn drain(&self, f: &mut dyn FnMut(Cred, &[u8])) -> usize {
+    pub(crate) fn drain(&self, f: &mut dyn FnMut(Cred, &[u8])) -> usize {
         let mut buf = [0u8; 64];
         let mut n = 0;
         while let Some((got, cred)) = self.recv_one(&mut buf) {
@@ -176,23 +176,23 @@ impl Drop for Doorbell {
 
 /// An unbound datagram socket that rings other endpoints' doorbells.
 #[derive(Debug)]
-pub struct Ringer(OwnedFd);
+pub(crate) struct Ringer(OwnedFd);
 
 impl Ringer {
-    pub fn new() -> Result<Ringer> {
+    pub(crate) fn new() -> Result<Ringer> {
         Ok(Ringer(dgram_socket()?))
     }
 
     /// Sends one byte to `to`, never blocking. Returns whether it was
     /// queued; failure needs no handling by callers: a full queue already
     /// means "readable", and no listener means nobody to wake.
-    pub fn ring(&self, to: &DoorbellAddr) -> bool {
+    pub(crate) fn ring(&self, to: &DoorbellAddr) -> bool {
         self.send(to, &[1u8]).is_ok()
     }
 
     /// Sends `bytes` as one datagram to `to`, never blocking
     /// (`Err(AGAIN)`: the owner's queue is full now).
-    pub fn send(&self, to: &DoorbellAddr, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn send(&self, to: &DoorbellAddr, bytes: &[u8]) -> Result<()> {
         rustix::net::sendto(&self.0, bytes, SendFlags::DONTWAIT, &to.0)?;
         Ok(())
     }

@@ -11,15 +11,15 @@
 //! (`process_vm_readv`, `getaddrinfo`, `atexit`, pthread mutex/cond, `recvmsg` of
 //! the doorbell's credentials).
 
-pub mod cma;
-pub mod cmem;
-pub mod doorbell;
-pub mod mutex_cond;
-pub mod net;
-pub mod resolve;
-pub mod shm;
-pub mod sockaddr;
-pub use mutex_cond::MutexCond;
+pub(crate) mod cma;
+pub(crate) mod cmem;
+pub(crate) mod doorbell;
+pub(crate) mod mutex_cond;
+pub(crate) mod net;
+pub(crate) mod resolve;
+pub(crate) mod shm;
+pub(crate) mod sockaddr;
+pub(crate) use mutex_cond::MutexCond;
 
 use crate::base::error::{Error, Result};
 use core::mem::MaybeUninit;
@@ -32,27 +32,27 @@ use std::time::{Duration, Instant};
 
 /// A non-blocking eventfd used as a doorbell: readable while signalled.
 #[derive(Debug)]
-pub struct EventFd(OwnedFd);
+pub(crate) struct EventFd(OwnedFd);
 
 impl EventFd {
-    pub fn new() -> Result<EventFd> {
+    pub(crate) fn new() -> Result<EventFd> {
         Ok(EventFd(rustix::event::eventfd(
             0,
             EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC,
         )?))
     }
     /// Makes the fd readable (idempotent until drained).
-    pub fn signal(&self) {
+    pub(crate) fn signal(&self) {
         // EAGAIN (counter saturated) still leaves the fd readable, which is
         // all a doorbell needs.
         let _ = rustix::io::write(&self.0, &1u64.to_ne_bytes());
     }
     /// Clears the readable state. Returns whether it was signalled.
-    pub fn drain(&self) -> bool {
+    pub(crate) fn drain(&self) -> bool {
         let mut v = [0u8; 8];
         matches!(rustix::io::read(&self.0, &mut v), Ok(8))
     }
-    pub fn fd(&self) -> RawFd {
+    pub(crate) fn fd(&self) -> RawFd {
         self.0.as_raw_fd()
     }
 }
@@ -60,10 +60,10 @@ impl EventFd {
 /// An epoll set (level-triggered). Nested epoll fds are allowed as members:
 /// an epoll fd is readable while any of its members is ready.
 #[derive(Debug)]
-pub struct Epoll(OwnedFd);
+pub(crate) struct Epoll(OwnedFd);
 
-pub const IN: u32 = epoll::EventFlags::IN.bits();
-pub const OUT: u32 = epoll::EventFlags::OUT.bits();
+pub(crate) const IN: u32 = epoll::EventFlags::IN.bits();
+pub(crate) const OUT: u32 = epoll::EventFlags::OUT.bits();
 
 /// Borrows a descriptor the caller passes as a raw number; a negative one
 /// (no descriptor) is `EBADF`, as the kernel would say.
@@ -80,11 +80,11 @@ unsafe fn borrow(fd: RawFd) -> Result<BorrowedFd<'static>> {
 }
 
 impl Epoll {
-    pub fn new() -> Result<Epoll> {
+    pub(crate) fn new() -> Result<Epoll> {
         Ok(Epoll(epoll::create(epoll::CreateFlags::CLOEXEC)?))
     }
     /// Adds `fd` (or updates it if already a member). `fd` must be open.
-    pub fn add(&self, fd: RawFd, events: u32, token: u64) -> Result<()> {
+    pub(crate) fn add(&self, fd: RawFd, events: u32, token: u64) -> Result<()> {
         // SAFETY: callers pass descriptors they hold open across the call;
         // a closed number fails with EBADF, it is never dereferenced.
         let member = unsafe { borrow(fd) }?;
@@ -94,13 +94,13 @@ impl Epoll {
             r => Ok(r?),
         }
     }
-    pub fn modify(&self, fd: RawFd, events: u32, token: u64) -> Result<()> {
+    pub(crate) fn modify(&self, fd: RawFd, events: u32, token: u64) -> Result<()> {
         // SAFETY: as in `add`.
         let member = unsafe { borrow(fd) }?;
         let flags = epoll::EventFlags::from_bits_retain(events);
         Ok(epoll::modify(&self.0, member, epoll::EventData::new_u64(token), flags)?)
     }
-    pub fn delete(&self, fd: RawFd) {
+    pub(crate) fn delete(&self, fd: RawFd) {
         // Errors (fd already closed or never added) are irrelevant here.
         // SAFETY: as in `add`.
         if let Ok(member) = unsafe { borrow(fd) } {
@@ -108,7 +108,7 @@ impl Epoll {
         }
     }
     /// Waits up to `timeout` (None = forever) and returns the ready tokens.
-    pub fn wait(&self, out: &mut Vec<(u64, u32)>, max: usize, timeout: Option<Duration>) -> Result<usize> {
+    pub(crate) fn wait(&self, out: &mut Vec<(u64, u32)>, max: usize, timeout: Option<Duration>) -> Result<usize> {
         let max = max.clamp(1, 256);
         // Not initialised: this runs on every progress pass (a 3 KiB memset
         // per call showed up in profiles); the kernel writes what it returns.
@@ -127,14 +127,14 @@ impl Epoll {
         }));
         Ok(out.len())
     }
-    pub fn fd(&self) -> RawFd {
+    pub(crate) fn fd(&self) -> RawFd {
         self.0.as_raw_fd()
     }
 }
 
 /// Milliseconds for poll/epoll: None → -1 (forever); rounds up so a short
 /// timeout never becomes a busy zero-timeout loop.
-pub fn timeout_ms(t: Option<Duration>) -> libc::c_int {
+pub(crate) fn timeout_ms(t: Option<Duration>) -> libc::c_int {
     match t {
         None => -1,
         Some(d) => {
@@ -159,7 +159,7 @@ fn timespec(t: Option<Duration>) -> Option<Timespec> {
 
 #[cfg(test)]
 /// Waits until `fd` is readable or the timeout expires. Returns readiness.
-pub fn poll_readable(fd: RawFd, timeout: Option<Duration>) -> bool {
+pub(crate) fn poll_readable(fd: RawFd, timeout: Option<Duration>) -> bool {
     // SAFETY: test callers pass descriptors they hold open.
     let Ok(fd) = (unsafe { borrow(fd) }) else {
         return false;
@@ -170,10 +170,10 @@ pub fn poll_readable(fd: RawFd, timeout: Option<Duration>) -> bool {
 
 /// A deadline for libfabric's `int timeout` (milliseconds, negative = none).
 #[derive(Clone, Copy, Debug)]
-pub struct Deadline(Option<Instant>);
+pub(crate) struct Deadline(Option<Instant>);
 
 impl Deadline {
-    pub fn from_ms(timeout: i32) -> Deadline {
+    pub(crate) fn from_ms(timeout: i32) -> Deadline {
         if timeout < 0 {
             Deadline(None)
         } else {
@@ -181,28 +181,28 @@ impl Deadline {
         }
     }
     #[cfg(test)]
-    pub fn never() -> Deadline {
+    pub(crate) fn never() -> Deadline {
         Deadline(None)
     }
-    pub fn after(d: Duration) -> Deadline {
+    pub(crate) fn after(d: Duration) -> Deadline {
         Deadline(Some(Instant::now() + d))
     }
     /// Time left (None = infinite); Some(0) once expired.
-    pub fn remaining(&self) -> Option<Duration> {
+    pub(crate) fn remaining(&self) -> Option<Duration> {
         self.0.map(|t| t.saturating_duration_since(Instant::now()))
     }
-    pub fn expired(&self) -> bool {
+    pub(crate) fn expired(&self) -> bool {
         matches!(self.remaining(), Some(d) if d.is_zero())
     }
 }
 
 /// This process's id.
-pub fn getpid() -> i32 {
+pub(crate) fn getpid() -> i32 {
     rustix::process::getpid().as_raw_nonzero().get()
 }
 
 /// Effective uid.
-pub fn geteuid() -> u32 {
+pub(crate) fn geteuid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
@@ -210,7 +210,7 @@ pub fn geteuid() -> u32 {
 /// all others: the boot id, and this process's IPC and mount namespaces
 /// (the targets of /proc/self/ns/ipc and mnt). Empty strings where
 /// unreadable.
-pub fn host_facts() -> [String; 3] {
+pub(crate) fn host_facts() -> [String; 3] {
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     let ns = |p: &str| {
         std::fs::read_link(p)
@@ -226,7 +226,7 @@ pub fn host_facts() -> [String; 3] {
 
 /// Eight random bytes from the kernel (`getrandom`, blocking only until the
 /// pool is first initialised); None if the call fails or comes back short.
-pub fn random_u64() -> Option<u64> {
+pub(crate) fn random_u64() -> Option<u64> {
     let mut b = [0u8; 8];
     match rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()) {
         Ok(8) => Some(u64::from_ne_bytes(b)),
@@ -245,7 +245,7 @@ static MEMBARRIER_PID: core::sync::atomic::AtomicI32 = core::sync::atomic::Atomi
 /// full fence (docs/shm.md, "Waking a sleeper"). False when the kernel
 /// lacks the command (Linux < 4.16) or a seccomp filter refuses it: the
 /// caller then keeps its fences.
-pub fn membarrier_register() -> bool {
+pub(crate) fn membarrier_register() -> bool {
     use core::sync::atomic::Ordering;
     use rustix::thread::{membarrier, membarrier_query, MembarrierCommand as C};
     let pid = getpid();
@@ -268,12 +268,12 @@ pub fn membarrier_register() -> bool {
 /// passes a barrier when it is scheduled), and on this thread
 /// (`MEMBARRIER_CMD_GLOBAL_EXPEDITED`: inter-processor interrupts, a few
 /// microseconds). False if the kernel refused (then nothing was ordered).
-pub fn membarrier_global() -> bool {
+pub(crate) fn membarrier_global() -> bool {
     rustix::thread::membarrier(rustix::thread::MembarrierCommand::GlobalExpedited).is_ok()
 }
 
 /// Runs `f` when the process calls `exit()` (not when it is killed).
-pub fn at_exit(f: extern "C" fn()) -> Result<()> {
+pub(crate) fn at_exit(f: extern "C" fn()) -> Result<()> {
     // SAFETY: registers a plain extern "C" function with no arguments,
     // which is all atexit asks of it.
     match unsafe { libc::atexit(f) } {
@@ -283,7 +283,7 @@ pub fn at_exit(f: extern "C" fn()) -> Result<()> {
 }
 
 /// Gives up the CPU (`FI_WAIT_YIELD`).
-pub fn yield_now() {
+pub(crate) fn yield_now() {
     std::thread::yield_now();
 }
 
@@ -296,7 +296,7 @@ thread_local! {
 /// Start time of process `pid` in clock ticks since boot (field 22 of
 /// /proc/<pid>/stat): with the pid it identifies a process incarnation, so
 /// a recycled pid is not mistaken for a live peer.
-pub fn proc_start_time(pid: i32) -> Option<u64> {
+pub(crate) fn proc_start_time(pid: i32) -> Option<u64> {
     #[cfg(test)]
     PROC_READS.with(|n| n.set(n.get() + 1));
     // One open, one read (the line ends in a newline), one close: a
@@ -328,7 +328,7 @@ pub fn proc_start_time(pid: i32) -> Option<u64> {
 
 /// Whether some process has the id `pid` (signal 0: `ESRCH` is the only
 /// answer that proves there is none).
-pub fn pid_exists(pid: i32) -> bool {
+pub(crate) fn pid_exists(pid: i32) -> bool {
     match rustix::process::Pid::from_raw(pid) {
         Some(p) if pid > 0 => !matches!(rustix::process::test_kill_process(p), Err(Errno::SRCH)),
         _ => false,
@@ -336,7 +336,7 @@ pub fn pid_exists(pid: i32) -> bool {
 }
 
 /// Whether the process incarnation (pid, start time) still exists.
-pub fn process_alive(pid: i32, start: u64) -> bool {
+pub(crate) fn process_alive(pid: i32, start: u64) -> bool {
     if pid <= 0 {
         return false;
     }

@@ -5,7 +5,7 @@
 
 use crate::base::error::{Error, Result};
 
-pub struct MutexCond {
+pub(crate) struct MutexCond {
     mutex: Box<libc::pthread_mutex_t>,
     cond: Box<libc::pthread_cond_t>,
 }
@@ -17,7 +17,7 @@ unsafe impl Send for MutexCond {}
 unsafe impl Sync for MutexCond {}
 
 impl MutexCond {
-    pub fn new() -> Result<MutexCond> {
+    pub(crate) fn new() -> Result<MutexCond> {
         let mut mutex = Box::new(libc::PTHREAD_MUTEX_INITIALIZER);
         // SAFETY: zeroed pthread_cond_t is immediately initialised below.
         let mut cond: Box<libc::pthread_cond_t> = Box::new(unsafe { core::mem::zeroed() });
@@ -48,17 +48,17 @@ impl MutexCond {
         Ok(MutexCond { mutex, cond })
     }
 
-    pub fn mutex_ptr(&self) -> *mut libc::pthread_mutex_t {
+    pub(crate) fn mutex_ptr(&self) -> *mut libc::pthread_mutex_t {
         &*self.mutex as *const _ as *mut _
     }
 
-    pub fn cond_ptr(&self) -> *mut libc::pthread_cond_t {
+    pub(crate) fn cond_ptr(&self) -> *mut libc::pthread_cond_t {
         &*self.cond as *const _ as *mut _
     }
 
     /// Wakes every waiter, taking the mutex so that a waiter that checked the
     /// predicate under the mutex cannot miss the broadcast.
-    pub fn broadcast(&self) {
+    pub(crate) fn broadcast(&self) {
         // SAFETY: initialised pthread objects at stable addresses.
         unsafe {
             let r = libc::pthread_mutex_lock(self.mutex_ptr());

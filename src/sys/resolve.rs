@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// Which addresses to ask for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Family {
+pub(crate) enum Family {
     Any,
     V4,
     V6,
@@ -14,7 +14,7 @@ pub enum Family {
 
 /// How to ask.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Lookup {
+pub(crate) struct Lookup {
     /// `AI_PASSIVE`: a NULL node means the wildcard address (to bind).
     pub passive: bool,
     /// `AI_NUMERICHOST`: the node is an address literal, never a name.
@@ -23,7 +23,12 @@ pub struct Lookup {
 
 /// Resolves `node`/`service` (either may be None, not both). `None` when
 /// the resolver fails or a string holds a NUL.
-pub fn resolve(node: Option<&str>, service: Option<&str>, family: Family, how: Lookup) -> Option<Vec<SocketAddr>> {
+pub(crate) fn resolve(
+    node: Option<&str>,
+    service: Option<&str>,
+    family: Family,
+    how: Lookup,
+) -> Option<Vec<SocketAddr>> {
     let cnode = node.map(CString::new).transpose().ok()?;
     let cservice = service.map(CString::new).transpose().ok()?;
     // SAFETY: addrinfo is plain old data; all-zero means "no hints".
@@ -78,7 +83,7 @@ pub fn resolve(node: Option<&str>, service: Option<&str>, family: Family, how: L
 ///
 /// # Safety
 /// `p` must be NULL or point to `len` readable bytes.
-pub unsafe fn socket_addr_from_raw(p: *const libc::sockaddr, len: usize) -> Option<SocketAddr> {
+pub(crate) unsafe fn socket_addr_from_raw(p: *const libc::sockaddr, len: usize) -> Option<SocketAddr> {
     if p.is_null() || len < core::mem::size_of::<libc::sa_family_t>() {
         return None;
     }

@@ -21,7 +21,7 @@ const SHM_DIR: &str = "/dev/shm";
 /// `make memcheck`). Where pages are larger, `madvise` of a range aligned
 /// to this fails and the callers fall back (`SharedMap::discard`,
 /// `populate`).
-pub const PAGE: usize = 4096;
+pub(crate) const PAGE: usize = 4096;
 
 /// glibc's `shm_open` adds `O_NOFOLLOW` (a symlink planted under the shm
 /// directory is never followed) and `O_CLOEXEC`; rustix's, which opens the
@@ -32,7 +32,7 @@ fn flags(f: shm::OFlags) -> shm::OFlags {
 
 /// How [`open`] opens an existing object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
+pub(crate) enum Access {
     ReadOnly,
     ReadWrite,
 }
@@ -41,7 +41,7 @@ pub enum Access {
 /// (`O_CREAT|O_EXCL`: never an existing one). `Err(ADDRINUSE)` if the name
 /// exists; on any later failure the new name is removed again, so an error
 /// leaves nothing behind.
-pub fn create(name: &CStr, len: usize) -> Result<OwnedFd> {
+pub(crate) fn create(name: &CStr, len: usize) -> Result<OwnedFd> {
     let fd = match shm::open(
         name,
         flags(shm::OFlags::CREATE | shm::OFlags::EXCL | shm::OFlags::RDWR),
@@ -59,7 +59,7 @@ pub fn create(name: &CStr, len: usize) -> Result<OwnedFd> {
 }
 
 /// Opens the existing object `name` (nothing is created).
-pub fn open(name: &CStr, access: Access) -> Result<OwnedFd> {
+pub(crate) fn open(name: &CStr, access: Access) -> Result<OwnedFd> {
     let mode = match access {
         Access::ReadOnly => shm::OFlags::RDONLY,
         Access::ReadWrite => shm::OFlags::RDWR,
@@ -69,13 +69,13 @@ pub fn open(name: &CStr, access: Access) -> Result<OwnedFd> {
 
 /// Removes the name `name` (mappings and open descriptors stay valid).
 /// Returns whether a name was removed.
-pub fn unlink(name: &CStr) -> bool {
+pub(crate) fn unlink(name: &CStr) -> bool {
     shm::unlink(name).is_ok()
 }
 
 /// What an opener checks about an object before trusting it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Meta {
+pub(crate) struct Meta {
     pub uid: u32,
     /// Permission bits (`st_mode & 0o7777`).
     pub mode: u32,
@@ -85,7 +85,7 @@ pub struct Meta {
 }
 
 /// `fstat` of an open object.
-pub fn meta(fd: impl AsFd) -> Result<Meta> {
+pub(crate) fn meta(fd: impl AsFd) -> Result<Meta> {
     let st = rustix::fs::fstat(fd)?;
     Ok(Meta {
         uid: st.st_uid,
@@ -98,7 +98,7 @@ pub fn meta(fd: impl AsFd) -> Result<Meta> {
 /// Bytes free in the shm namespace's file system (`statvfs` of /dev/shm:
 /// blocks available to us times the fragment size); 0 if it cannot be
 /// read.
-pub fn free_bytes() -> u64 {
+pub(crate) fn free_bytes() -> u64 {
     rustix::fs::statvfs(SHM_DIR)
         .map(|v| v.f_bavail.saturating_mul(v.f_frsize))
         .unwrap_or(0)
@@ -106,19 +106,19 @@ pub fn free_bytes() -> u64 {
 
 /// Reads up to `buf.len()` bytes at `offset` without mapping the object
 /// (`pread`); the number read.
-pub fn read_at(fd: impl AsFd, buf: &mut [u8], offset: u64) -> Result<usize> {
+pub(crate) fn read_at(fd: impl AsFd, buf: &mut [u8], offset: u64) -> Result<usize> {
     Ok(rustix::io::pread(fd, buf, offset)?)
 }
 
 /// Writes `buf` into the object at `offset` (`pwrite`): the bytes written.
-pub fn write_at(fd: impl AsFd, buf: &[u8], offset: u64) -> Result<usize> {
+pub(crate) fn write_at(fd: impl AsFd, buf: &[u8], offset: u64) -> Result<usize> {
     Ok(rustix::io::pwrite(fd, buf, offset)?)
 }
 
 /// The shm names (`/name`) that start with `/<prefix>`, for sweeping
 /// objects left behind by dead processes. Empty if the namespace cannot be
 /// listed.
-pub fn list(prefix: &str) -> Vec<CString> {
+pub(crate) fn list(prefix: &str) -> Vec<CString> {
     let Ok(dir) = std::fs::read_dir(SHM_DIR) else {
         return Vec::new();
     };
@@ -137,7 +137,7 @@ pub fn list(prefix: &str) -> Vec<CString> {
 /// processes at any time, so it is reached through raw pointers (atomics for
 /// control words, copies for payload), never through a Rust reference.
 #[derive(Debug)]
-pub struct SharedMap {
+pub(crate) struct SharedMap {
     base: NonNull<u8>,
     len: usize,
 }
@@ -152,7 +152,7 @@ unsafe impl Sync for SharedMap {}
 impl SharedMap {
     /// Maps the first `len` bytes of `fd` shared, read-write. The descriptor
     /// may be closed afterwards.
-    pub fn new(fd: impl AsFd, len: usize) -> Result<SharedMap> {
+    pub(crate) fn new(fd: impl AsFd, len: usize) -> Result<SharedMap> {
         // SAFETY: a fresh mapping chosen by the kernel (null hint, no
         // MAP_FIXED) replaces nothing of ours; it is only reached through the
         // raw address below.
@@ -171,7 +171,7 @@ impl SharedMap {
     }
 
     /// The first byte of the mapping (page-aligned).
-    pub fn as_ptr(&self) -> *mut u8 {
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.base.as_ptr()
     }
 
@@ -184,7 +184,7 @@ impl SharedMap {
     /// the file system has no room for them (a full `/dev/shm`: a write
     /// there would raise `SIGBUS`); `-FI_EOPNOTSUPP`: the kernel cannot
     /// tell (before 5.14).
-    pub fn populate(&self, off: usize, len: usize) -> Result<()> {
+    pub(crate) fn populate(&self, off: usize, len: usize) -> Result<()> {
         self.check_range(off, len)?;
         // SAFETY: the range lies inside our shared mapping (checked above);
         // populating changes no byte of it.
@@ -207,7 +207,7 @@ impl SharedMap {
     /// [`SharedMap::populate`] where only a lack of room is an error: the
     /// pages are allocated, or the kernel cannot tell (before Linux 5.14:
     /// they fault in as they are touched), else `-FI_ENOMEM`.
-    pub fn reserve(&self, off: usize, len: usize) -> Result<()> {
+    pub(crate) fn reserve(&self, off: usize, len: usize) -> Result<()> {
         match self.populate(off, len) {
             Err(Error::NOMEM) => Err(Error::NOMEM),
             _ => Ok(()),
@@ -227,7 +227,7 @@ impl SharedMap {
     /// memory again). `off` and `len` must be multiples of [`PAGE`] and
     /// inside the mapping, else `-FI_EINVAL`; an error leaves the bytes as
     /// they were.
-    pub fn discard(&self, off: usize, len: usize) -> Result<()> {
+    pub(crate) fn discard(&self, off: usize, len: usize) -> Result<()> {
         self.check_range(off, len)?;
         // SAFETY: the range lies inside our shared mapping (checked above);
         // MADV_REMOVE only replaces its bytes with zeros, which every user

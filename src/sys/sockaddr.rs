@@ -5,20 +5,20 @@
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// Bytes of a `struct sockaddr_in`.
-pub const SIN_LEN: usize = core::mem::size_of::<libc::sockaddr_in>();
+pub(crate) const SIN_LEN: usize = core::mem::size_of::<libc::sockaddr_in>();
 /// Bytes of a `struct sockaddr_in6`.
-pub const SIN6_LEN: usize = core::mem::size_of::<libc::sockaddr_in6>();
+pub(crate) const SIN6_LEN: usize = core::mem::size_of::<libc::sockaddr_in6>();
 
 /// Which layout a byte string holds, by its family field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     V4,
     V6,
 }
 
 /// The layout named by the family field (the first two bytes, native
 /// order); None for any other family or fewer than two bytes.
-pub fn kind(b: &[u8]) -> Option<Kind> {
+pub(crate) fn kind(b: &[u8]) -> Option<Kind> {
     let fam = i32::from(u16::from_ne_bytes([*b.first()?, *b.get(1)?]));
     match fam {
         libc::AF_INET => Some(Kind::V4),
@@ -28,7 +28,7 @@ pub fn kind(b: &[u8]) -> Option<Kind> {
 }
 
 /// Bytes one address of `kind` occupies.
-pub fn len(kind: Kind) -> usize {
+pub(crate) fn len(kind: Kind) -> usize {
     match kind {
         Kind::V4 => SIN_LEN,
         Kind::V6 => SIN6_LEN,
@@ -37,7 +37,7 @@ pub fn len(kind: Kind) -> usize {
 
 /// Decodes the address of layout `want` at the front of `b`; None if `b`
 /// is shorter than that layout or its family field says otherwise.
-pub fn decode(b: &[u8], want: Kind) -> Option<SocketAddr> {
+pub(crate) fn decode(b: &[u8], want: Kind) -> Option<SocketAddr> {
     if kind(b)? != want || b.len() < len(want) {
         return None;
     }
@@ -64,7 +64,7 @@ pub fn decode(b: &[u8], want: Kind) -> Option<SocketAddr> {
 }
 
 /// The C struct for `a`, as bytes (SIN_LEN or SIN6_LEN of them).
-pub fn encode(a: &SocketAddr) -> Vec<u8> {
+pub(crate) fn encode(a: &SocketAddr) -> Vec<u8> {
     /// # Safety
     /// `T` is a C struct of plain integers without padding.
     unsafe fn bytes<T>(t: &T) -> Vec<u8> {

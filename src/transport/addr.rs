@@ -17,18 +17,18 @@ use crate::base::error::{Error, Result};
 use crate::sys::sockaddr::{self, Kind};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
-pub const SHM_PREFIX: &str = "fi_rustfab_shm://";
-pub const AUTO_PREFIX: &str = "fi_rustfab://";
+pub(crate) const SHM_PREFIX: &str = "fi_rustfab_shm://";
+pub(crate) const AUTO_PREFIX: &str = "fi_rustfab://";
 /// Bytes of an auto address including its NUL: prefix, then 16 hex digits
 /// of host identity, 16 of shm token, 8 of IPv4 address, 4 of port.
-pub const AUTO_ADDR_LEN: usize = AUTO_PREFIX.len() + 16 + 16 + 8 + 4 + 1;
+pub(crate) const AUTO_ADDR_LEN: usize = AUTO_PREFIX.len() + 16 + 16 + 8 + 4 + 1;
 /// Bytes of an shm address including its NUL.
-pub const SHM_ADDR_LEN: usize = SHM_PREFIX.len() + 16 + 1;
-pub const SIN_LEN: usize = sockaddr::SIN_LEN;
-pub const SIN6_LEN: usize = sockaddr::SIN6_LEN;
+pub(crate) const SHM_ADDR_LEN: usize = SHM_PREFIX.len() + 16 + 1;
+pub(crate) const SIN_LEN: usize = sockaddr::SIN_LEN;
+pub(crate) const SIN6_LEN: usize = sockaddr::SIN6_LEN;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Addr {
+pub(crate) enum Addr {
     /// A shared-memory endpoint, by segment token.
     Shm(u64),
     /// A TCP endpoint, by listening address.
@@ -42,7 +42,7 @@ pub enum Addr {
 
 impl Addr {
     /// The libfabric address format of this address.
-    pub fn format(&self) -> u32 {
+    pub(crate) fn format(&self) -> u32 {
         match self {
             Addr::Shm(_) | Addr::Auto { .. } => FI_ADDR_STR,
             Addr::Inet(SocketAddr::V4(_)) => FI_SOCKADDR_IN,
@@ -52,7 +52,7 @@ impl Addr {
 
     #[cfg(test)]
     /// Length of the binary form.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Addr::Shm(_) => SHM_ADDR_LEN,
             Addr::Auto { .. } => AUTO_ADDR_LEN,
@@ -62,7 +62,7 @@ impl Addr {
     }
 
     /// The binary form applications see (fi_getname, fi_av_lookup, src_addr).
-    pub fn to_bytes(self) -> Vec<u8> {
+    pub(crate) fn to_bytes(self) -> Vec<u8> {
         match self {
             Addr::Shm(_) | Addr::Auto { .. } => {
                 let mut v = self.to_string_form().into_bytes();
@@ -76,7 +76,7 @@ impl Addr {
     /// Parses one address of format `fmt` from the front of `b`; returns the
     /// address and the number of bytes it used. `fmt` 0 means "guess from
     /// the bytes" (shm prefix, or the sockaddr family field).
-    pub fn parse(fmt: u32, b: &[u8]) -> Result<(Addr, usize)> {
+    pub(crate) fn parse(fmt: u32, b: &[u8]) -> Result<(Addr, usize)> {
         let fmt = if fmt == FI_FORMAT_UNSPEC || fmt == FI_SOCKADDR {
             guess_format(b)?
         } else {
@@ -101,7 +101,7 @@ impl Addr {
 
     /// Parses the string form (`fi_av_straddr` output, `FI_ADDR_STR` names,
     /// `fi_sockaddr_in://a.b.c.d:port`, `fi_sockaddr_in6://[..]:port`).
-    pub fn parse_str(s: &str) -> Result<Addr> {
+    pub(crate) fn parse_str(s: &str) -> Result<Addr> {
         if let Some(hex) = s.strip_prefix(AUTO_PREFIX) {
             let field = |r: core::ops::Range<usize>| -> Result<u64> {
                 let f = hex.get(r).ok_or(Error::INVAL)?;
@@ -137,7 +137,7 @@ impl Addr {
     }
 
     /// The string form, as `fi_av_straddr` prints it.
-    pub fn to_string_form(self) -> String {
+    pub(crate) fn to_string_form(self) -> String {
         match self {
             Addr::Shm(tok) => format!("{SHM_PREFIX}{tok:016x}"),
             Addr::Auto { host, shm, inet } => {
@@ -170,7 +170,7 @@ fn guess_format(b: &[u8]) -> Result<u32> {
 /// the node is spelled as (`127.0.0.1`, `localhost`, none): a server started
 /// without `-s` and a client that names 127.0.0.1 meet. A node alone (no
 /// service) names an endpoint by the node string.
-pub fn shm_token_for(node: Option<&str>, service: Option<&str>) -> u64 {
+pub(crate) fn shm_token_for(node: Option<&str>, service: Option<&str>) -> u64 {
     let s = match service {
         Some(svc) => format!(":{svc}"),
         None => format!("{}:", node.unwrap_or("")),
@@ -191,7 +191,7 @@ pub fn shm_token_for(node: Option<&str>, service: Option<&str>) -> u64 {
 /// (same booted kernel, same user, same IPC and mount namespaces — hence the
 /// same /dev/shm and the right to open each other's 0600 segments) talk over
 /// shared memory; everyone else over TCP. Never 0.
-pub fn host_id() -> u64 {
+pub(crate) fn host_id() -> u64 {
     static ID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *ID.get_or_init(|| {
         let [boot, ipc, mnt] = crate::sys::host_facts();
@@ -201,7 +201,7 @@ pub fn host_id() -> u64 {
 }
 
 /// A fresh random token for an anonymous shm endpoint.
-pub fn shm_token_random() -> u64 {
+pub(crate) fn shm_token_random() -> u64 {
     match crate::sys::random_u64() {
         Some(t) if t != 0 => t,
         _ => {
@@ -220,7 +220,7 @@ pub fn shm_token_random() -> u64 {
 /// # Safety
 /// `T` must be plain old data (no pointers whose bytes matter, no invalid
 /// bit patterns when read back).
-pub unsafe fn as_bytes<T>(t: &T) -> &[u8] {
+pub(crate) unsafe fn as_bytes<T>(t: &T) -> &[u8] {
     // SAFETY: `t` is a live reference; the slice covers exactly its bytes.
     unsafe { core::slice::from_raw_parts(t as *const T as *const u8, core::mem::size_of::<T>()) }
 }

@@ -23,7 +23,7 @@ use crate::transport::{Delivery, Payload, PeerEvent, Port, Sent};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
-pub struct AutoPort {
+pub(crate) struct AutoPort {
     shm: ShmPort,
     tcp: side::TcpSide,
     host: u64,
@@ -133,7 +133,7 @@ mod side {
 }
 
 impl AutoPort {
-    pub fn new(shm: ShmPort, tcp: TcpPort) -> Result<AutoPort> {
+    pub(crate) fn new(shm: ShmPort, tcp: TcpPort) -> Result<AutoPort> {
         let host = crate::transport::addr::host_id();
         let Addr::Shm(token) = shm.addr() else {
             return Err(Error::INVAL);

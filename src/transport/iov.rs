@@ -6,7 +6,7 @@
 use core::mem::MaybeUninit;
 
 /// Most segments an application iov may have (`iov_limit`).
-pub const IOV_MAX: usize = 8;
+pub(crate) const IOV_MAX: usize = 8;
 
 /// A list of application buffer segments (addresses in this process).
 ///
@@ -16,7 +16,7 @@ pub const IOV_MAX: usize = 8;
 /// post before; docs/performance.md, postcut). Every reader goes through
 /// [`IovList::segments`]; equality and `Debug` are those of the segments.
 #[derive(Clone, Copy)]
-pub struct IovList {
+pub(crate) struct IovList {
     /// Segments written: `seg[..n]` is initialised, `n <= IOV_MAX`.
     n: usize,
     seg: [MaybeUninit<(usize, usize)>; IOV_MAX],
@@ -46,14 +46,14 @@ impl core::fmt::Debug for IovList {
 }
 
 impl IovList {
-    pub fn new() -> IovList {
+    pub(crate) fn new() -> IovList {
         IovList::default()
     }
 
     /// The list of one buffer (none if `len` is 0: empty segments are kept
     /// out, as by [`IovList::push`]).
     #[inline]
-    pub fn single(ptr: usize, len: usize) -> IovList {
+    pub(crate) fn single(ptr: usize, len: usize) -> IovList {
         let mut l = IovList::new();
         l.seg[0] = MaybeUninit::new((ptr, len));
         l.n = (len != 0) as usize;
@@ -64,7 +64,7 @@ impl IovList {
     /// written (a copy of the whole list moves 136 bytes, a call to
     /// `memcpy`); `None` for a longer list.
     #[inline]
-    pub fn head(&self) -> Option<IovList> {
+    pub(crate) fn head(&self) -> Option<IovList> {
         if self.n > 1 {
             return None;
         }
@@ -76,7 +76,7 @@ impl IovList {
 
     /// Appends a segment; false if the list is full. Empty segments are kept
     /// out (they carry no bytes).
-    pub fn push(&mut self, ptr: usize, len: usize) -> bool {
+    pub(crate) fn push(&mut self, ptr: usize, len: usize) -> bool {
         if len == 0 {
             return true;
         }
@@ -90,7 +90,7 @@ impl IovList {
 
     /// The segments (the only way to read them).
     #[inline]
-    pub fn segments(&self) -> &[(usize, usize)] {
+    pub(crate) fn segments(&self) -> &[(usize, usize)] {
         // SAFETY: `n <= IOV_MAX` and `seg[..n]` is initialised (`single`
         // and `push`, the only writers of `n`, write a segment before
         // counting it and never count past IOV_MAX); `MaybeUninit<T>` has
@@ -101,12 +101,12 @@ impl IovList {
         }
     }
 
-    pub fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.segments().iter().map(|s| s.1).sum()
     }
 
     /// Address of byte `off` of the logical buffer (for `buf` in completions).
-    pub fn addr_at(&self, off: usize) -> usize {
+    pub(crate) fn addr_at(&self, off: usize) -> usize {
         let mut o = off;
         for &(p, l) in self.segments() {
             if o < l {
@@ -120,7 +120,7 @@ impl IovList {
     }
 
     /// The sub-list covering logical bytes `off .. off + len`.
-    pub fn sub(&self, off: usize, len: usize) -> IovList {
+    pub(crate) fn sub(&self, off: usize, len: usize) -> IovList {
         let mut l = IovList::new();
         self.for_range(off, len, |p, n, _| {
             l.push(p, n);
@@ -130,7 +130,7 @@ impl IovList {
 
     /// Calls `f(ptr, len, logical_offset)` for each piece of the logical
     /// range `off .. off + len` (clipped to the buffer).
-    pub fn for_range(&self, off: usize, len: usize, mut f: impl FnMut(usize, usize, usize)) {
+    pub(crate) fn for_range(&self, off: usize, len: usize, mut f: impl FnMut(usize, usize, usize)) {
         let mut skip = off;
         let mut left = len;
         let mut logical = off;

@@ -8,12 +8,12 @@
 //! ([`Delivery::place`]), moves it there (in one go for shm, as bytes arrive
 //! for TCP), then reports completion ([`Delivery::placed`]).
 
-pub mod addr;
-pub mod auto;
-pub mod iov;
-pub mod proto;
-pub mod shm;
-pub mod tcp;
+pub(crate) mod addr;
+pub(crate) mod auto;
+pub(crate) mod iov;
+pub(crate) mod proto;
+pub(crate) mod shm;
+pub(crate) mod tcp;
 
 use crate::base::error::{Error, Result};
 use crate::transport::addr::Addr;
@@ -24,7 +24,7 @@ use std::os::fd::RawFd;
 /// The error a peer's failure (it died, reset its connection or broke the
 /// protocol) gives the operations that involve it: one of the codes
 /// fi_msg(3) allows (FI_ECANCELED, FI_ECONNRESET, FI_EIO), chosen once.
-pub const PEER_FAILED: Error = Error::CONNRESET;
+pub(crate) const PEER_FAILED: Error = Error::CONNRESET;
 
 /// `prov_errno` of an error completion whose operation ended because no
 /// connection to its peer could be made (the dial was refused, found no
@@ -32,12 +32,12 @@ pub const PEER_FAILED: Error = Error::CONNRESET;
 /// interface this host cannot reach. `fi_cq_strerror` names
 /// `FI_RUSTFAB_IFACE` for it. rustfab's own codes start at 4096, above
 /// every errno and `FI_E*` value (header: `FI_RUSTFAB_ERR_UNREACHABLE`).
-pub const UNREACHABLE_PROV_ERRNO: i32 = 4096;
+pub(crate) const UNREACHABLE_PROV_ERRNO: i32 = 4096;
 
 /// Whether `e` is what a failed dial gives the operations waiting on the
 /// peer (`PeerEvent::Unreachable`, and tcp's queued records): the codes
 /// only a dial produces among operation errors.
-pub fn is_unreachable(e: Error) -> bool {
+pub(crate) fn is_unreachable(e: Error) -> bool {
     matches!(
         e,
         Error::CONNREFUSED | Error::TIMEDOUT | Error(crate::abi::FI_EHOSTUNREACH) | Error(crate::abi::FI_ENETUNREACH)
@@ -46,7 +46,7 @@ pub fn is_unreachable(e: Error) -> bool {
 
 /// The `prov_errno` an operation's error entry carries for `e`: the why
 /// code of the failures rustfab explains itself, else 0 (`err` says it).
-pub fn prov_errno_of(e: Error) -> i32 {
+pub(crate) fn prov_errno_of(e: Error) -> i32 {
     if is_unreachable(e) {
         UNREACHABLE_PROV_ERRNO
     } else {
@@ -56,15 +56,15 @@ pub fn prov_errno_of(e: Error) -> i32 {
 
 /// Bytes of unexpected (not yet matched) message data an endpoint holds by
 /// default (`FI_RUSTFAB_UNEXP_BUDGET`).
-pub const DEFAULT_UNEXP_BUDGET: usize = 8 << 20;
+pub(crate) const DEFAULT_UNEXP_BUDGET: usize = 8 << 20;
 
 /// Bytes a receiver with buffered receives wants pushed behind an RTS,
 /// assumed until it says otherwise (`FI_OPT_BUFFERED_MIN`'s default).
-pub const DEFAULT_RTS_PREFIX: usize = 4096;
+pub(crate) const DEFAULT_RTS_PREFIX: usize = 4096;
 
 /// Bytes to put after a record header.
 #[derive(Clone, Copy)]
-pub enum Payload<'a> {
+pub(crate) enum Payload<'a> {
     None,
     Bytes(&'a [u8]),
     /// `len` bytes starting at logical offset `off` of an application iov.
@@ -72,7 +72,7 @@ pub enum Payload<'a> {
 }
 
 impl Payload<'_> {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Payload::None => 0,
             Payload::Bytes(b) => b.len(),
@@ -81,7 +81,7 @@ impl Payload<'_> {
     }
 
     /// Calls `f` with each contiguous piece of the payload.
-    pub fn for_each(&self, mut f: impl FnMut(&[u8])) {
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&[u8])) {
         match self {
             Payload::None => {}
             Payload::Bytes(b) => f(b),
@@ -96,7 +96,7 @@ impl Payload<'_> {
 
 /// Outcome of handing a record to the transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sent {
+pub(crate) enum Sent {
     /// The record is at the target (shm ring) or fully handed to the kernel.
     Done,
     /// Queued; [`Delivery::sent`] reports when it is out (payload buffers
@@ -106,7 +106,7 @@ pub enum Sent {
 
 /// Where a message payload goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Place {
+pub(crate) enum Place {
     /// `take` bytes into `dst`, the rest discarded; then `placed(handle, ..)`.
     Into { handle: u32, dst: IovList, take: usize },
     /// Unexpected: hand the whole payload over (`buffered`); the core has
@@ -120,14 +120,14 @@ pub enum Place {
 
 /// What the consumer did with a control record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Disposition {
+pub(crate) enum Disposition {
     Consumed,
     /// Leave it (backpressure); the transport stops reading that peer.
     Stall,
 }
 
 /// A received payload the core can copy from.
-pub trait PayloadIn {
+pub(crate) trait PayloadIn {
     /// Copies payload bytes `off .. off + len` (clipped) into application
     /// memory `dst` at logical offset `dst_off`; returns bytes copied.
     ///
@@ -155,7 +155,7 @@ impl PayloadIn for [u8] {
 }
 
 /// The endpoint core, as a transport sees it.
-pub trait Delivery {
+pub(crate) trait Delivery {
     /// An EAGER header arrived from `src`: where does its payload go?
     fn place(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr) -> Place;
     /// The payload of an `Into` placement is in place (Err: the peer was
@@ -179,7 +179,7 @@ pub trait Delivery {
 
 /// [`Delivery::deliver`] in two steps: ask where the payload goes, copy it
 /// there, report it placed (or hand it over whole, or drop it, or stall).
-pub fn place_and_copy<D: Delivery + ?Sized>(
+pub(crate) fn place_and_copy<D: Delivery + ?Sized>(
     d: &mut D,
     src: &Addr,
     src_pid: i32,
@@ -207,7 +207,7 @@ pub fn place_and_copy<D: Delivery + ?Sized>(
 /// One pull of a [`Port::pull_batch`]: the sender's segments (address,
 /// length, from its RTS), the receive's buffer, the bytes to copy.
 #[derive(Clone, Copy)]
-pub struct PullJob<'a> {
+pub(crate) struct PullJob<'a> {
     pub remote: &'a [(u64, u64)],
     pub dst: &'a IovList,
     pub len: usize,
@@ -216,7 +216,7 @@ pub struct PullJob<'a> {
 /// One push of a [`Port::push_batch`]: the receiver's segments (address,
 /// length, from its `CTS|SPLIT`), our own bytes to write, how many.
 #[derive(Clone, Copy)]
-pub struct PushJob<'a> {
+pub(crate) struct PushJob<'a> {
     pub remote: &'a [(u64, u64)],
     pub src: &'a IovList,
     pub len: usize,
@@ -224,7 +224,7 @@ pub struct PushJob<'a> {
 
 /// A peer-level failure the endpoint turns into error completions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PeerEvent {
+pub(crate) enum PeerEvent {
     /// The peer is gone, reset, or broke the protocol.
     Failed(Addr),
     /// /dev/shm had no room for our ring to the peer (docs/shm.md, "A full
@@ -243,14 +243,14 @@ pub enum PeerEvent {
 }
 
 impl PeerEvent {
-    pub fn peer(&self) -> &Addr {
+    pub(crate) fn peer(&self) -> &Addr {
         match self {
             PeerEvent::Failed(a) | PeerEvent::NoRoom(a) | PeerEvent::Denied(a) | PeerEvent::Unreachable(a, _) => a,
         }
     }
 
     /// The error the operations that involve the peer end with.
-    pub fn cause(&self) -> Error {
+    pub(crate) fn cause(&self) -> Error {
         match self {
             PeerEvent::Failed(_) => PEER_FAILED,
             PeerEvent::NoRoom(_) => Error::NOMEM,
@@ -261,7 +261,7 @@ impl PeerEvent {
 }
 
 /// One endpoint's attachment to a transport.
-pub trait Port: Send {
+pub(crate) trait Port: Send {
     fn addr(&self) -> Addr;
     /// Readable when the port has something to progress (sleepers wait on it).
     fn wait_fd(&self) -> RawFd;

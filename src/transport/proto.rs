@@ -21,13 +21,13 @@
 //! in the record's first 64-byte cell (40 for a tagged message).
 
 /// "RF": rustfab.
-pub const MAGIC: u16 = 0x5246;
+pub(crate) const MAGIC: u16 = 0x5246;
 /// Bumped on any incompatible change of this header or of an exchange.
-pub const VERSION: u8 = 1;
-pub const HDR_LEN: usize = 64;
+pub(crate) const VERSION: u8 = 1;
+pub(crate) const HDR_LEN: usize = 64;
 /// Bytes of a compact EAGER header with no optional field (the first word,
 /// then `len`).
-pub const COMPACT_MIN: usize = 16;
+pub(crate) const COMPACT_MIN: usize = 16;
 /// The flags that each add one 8-byte field to a compact header (`tag`,
 /// `data`, `msg_id`: the one for both ACK flags).
 const COMPACT_TAG: u32 = flag::TAGGED;
@@ -37,7 +37,7 @@ const COMPACT_ID: u32 = flag::ACK_REQ | flag::ACK_ARRIVE;
 /// Which optional fields a compact header with these flags carries (1 or
 /// 0 each: `tag`, `data`, `msg_id`).
 #[inline]
-pub const fn compact_slots(flags: u32) -> (usize, usize, usize) {
+pub(crate) const fn compact_slots(flags: u32) -> (usize, usize, usize) {
     (
         (flags & COMPACT_TAG != 0) as usize,
         (flags & COMPACT_DATA != 0) as usize,
@@ -48,7 +48,7 @@ pub const fn compact_slots(flags: u32) -> (usize, usize, usize) {
 /// Where the payload starts in a compact EAGER record with these flags
 /// (16 to 40 bytes; the flags need not be valid yet: only three tests).
 #[inline]
-pub const fn compact_len(flags: u32) -> usize {
+pub(crate) const fn compact_len(flags: u32) -> usize {
     COMPACT_MIN
         + 8 * ((flags & COMPACT_TAG != 0) as usize
             + (flags & COMPACT_DATA != 0) as usize
@@ -56,25 +56,25 @@ pub const fn compact_len(flags: u32) -> usize {
 }
 
 /// Record types.
-pub mod op {
+pub(crate) mod op {
     /// An eager message: `payload` bytes of data follow (`payload == len`).
-    pub const EAGER: u8 = 1;
+    pub(crate) const EAGER: u8 = 1;
     /// Rendezvous request: the message (`len` bytes) stays in the sender's
     /// memory; `aux` iov entries (16 bytes each: address, length) follow.
-    pub const RTS: u8 = 2;
+    pub(crate) const RTS: u8 = 2;
     /// The receiver is done with message `msg_id` (`aux` = 0 or an FI_E*
     /// code; `offset` = bytes it took). Completes rendezvous sends and
     /// delivery-complete eager sends.
-    pub const ACK: u8 = 3;
+    pub(crate) const ACK: u8 = 3;
     /// The receiver cannot pull `msg_id` by itself (no CMA): please stream it.
     /// `aux` = the receiver's handle for the transfer, echoed in DATA.
-    pub const CTS: u8 = 4;
+    pub(crate) const CTS: u8 = 4;
     /// A chunk of a streamed rendezvous message: `payload` bytes at `offset`.
-    pub const DATA: u8 = 5;
+    pub(crate) const DATA: u8 = 5;
     /// Connection handshake (tcp): the payload is the sender's address.
-    pub const HELLO: u8 = 6;
+    pub(crate) const HELLO: u8 = 6;
     /// Orderly close of a connection / ring slot.
-    pub const BYE: u8 = 7;
+    pub(crate) const BYE: u8 = 7;
     /// RMA records (docs/rma.md). In all of them `msg_id` is the
     /// initiator's operation and `aux` the index of the target segment
     /// (`fi_rma_iov` entry) the record is about.
@@ -83,22 +83,22 @@ pub mod op {
     /// the target segment `offset` (address or offset, per the target's
     /// `mr_mode`), `len` bytes long, key `tag`; `LAST` on the segment's last
     /// chunk, `FINAL` on every record of the operation's last segment.
-    pub const WRITE: u8 = 8;
+    pub(crate) const WRITE: u8 = 8;
     /// An RMA write the target is to pull itself (shm, cross-memory
     /// attach): segment as in `WRITE`; `reserved` (address, length) entries
     /// of the initiator's buffer follow (16 bytes each); `CMA_OK` set.
-    pub const WRITE_REQ: u8 = 9;
+    pub(crate) const WRITE_REQ: u8 = 9;
     /// An RMA read of target segment (`offset`, `len`, key `tag`). With
     /// `CMA_OK` the target writes straight into the `reserved` (address,
     /// length) entries that follow; else it answers `READ_RESP` chunks.
-    pub const READ_REQ: u8 = 10;
+    pub(crate) const READ_REQ: u8 = 10;
     /// A chunk of read data: `payload` bytes for bytes `reserved ..` of the
     /// segment (`len` long); `LAST` on the last.
-    pub const READ_RESP: u8 = 11;
+    pub(crate) const READ_RESP: u8 = 11;
     /// The target is done with segment `aux` of operation `msg_id`:
     /// `data` = 0 or an FI_E* code (FI_EOPNOTSUPP on a `WRITE_REQ`: "cannot
     /// pull, push it").
-    pub const RMA_ACK: u8 = 12;
+    pub(crate) const RMA_ACK: u8 = 12;
     /// An atomic operation on target segment (`offset`, `len` bytes, key
     /// `tag`): `reserved` = fi_op | fi_datatype << 8 | kind << 16 (kind 0
     /// atomic, 1 fetch, 2 compare); the operand (`len` bytes, none for
@@ -106,75 +106,75 @@ pub mod op {
     /// (`len` bytes). `FINAL` (+ `REMOTE_CQ_DATA`, `data`) on the
     /// operation's last segment. The target executes it once, as it takes
     /// the record.
-    pub const ATOMIC: u8 = 13;
+    pub(crate) const ATOMIC: u8 = 13;
     /// The target did `ATOMIC` segment `aux` of operation `msg_id`: `data`
     /// = 0 or an FI_E* code; a fetch or compare that succeeded carries the
     /// segment's former bytes (`len`, `payload == len`).
-    pub const ATOMIC_RESP: u8 = 14;
+    pub(crate) const ATOMIC_RESP: u8 = 14;
     /// The sender's answer to a `CTS|SPLIT`: it wrote bytes `offset .. len`
     /// into the receiver's buffer (`reserved` 0) or could not (`reserved` =
     /// an FI_E* code: the receiver copies them itself); `aux` = the
     /// receiver's handle.
-    pub const PUSHED: u8 = 15;
-    pub const MAX: u8 = 15;
+    pub(crate) const PUSHED: u8 = 15;
+    pub(crate) const MAX: u8 = 15;
 
     /// Whether the endpoint core places this record's payload (two-phase
     /// delivery: `Delivery::place` / `placed`): messages, rendezvous
     /// chunks, RMA write chunks and read responses, atomic requests (staged
     /// by the target) and responses (fetched values). Every other record goes
     /// to `Delivery::control` with its payload.
-    pub const fn placed(op: u8) -> bool {
+    pub(crate) const fn placed(op: u8) -> bool {
         matches!(op, EAGER | DATA | WRITE | READ_RESP | ATOMIC | ATOMIC_RESP)
     }
 
     /// Whether the record belongs to the RMA protocol (`core/engine/rma.rs`).
-    pub const fn is_rma(op: u8) -> bool {
+    pub(crate) const fn is_rma(op: u8) -> bool {
         op >= WRITE && op <= ATOMIC_RESP
     }
 }
 
 /// Record flags.
-pub mod flag {
-    pub const TAGGED: u32 = 1 << 0;
-    pub const REMOTE_CQ_DATA: u32 = 1 << 1;
+pub(crate) mod flag {
+    pub(crate) const TAGGED: u32 = 1 << 0;
+    pub(crate) const REMOTE_CQ_DATA: u32 = 1 << 1;
     /// The sender wants an ACK once the message is placed (delivery complete).
-    pub const ACK_REQ: u32 = 1 << 2;
+    pub(crate) const ACK_REQ: u32 = 1 << 2;
     /// RTS: the sender allows cross-memory attach (process_vm_readv).
-    pub const CMA_OK: u32 = 1 << 3;
+    pub(crate) const CMA_OK: u32 = 1 << 3;
     /// DATA: last chunk of the message (of the requested range).
-    pub const LAST: u32 = 1 << 4;
+    pub(crate) const LAST: u32 = 1 << 4;
     /// CTS: stream only bytes `offset .. len` of the message (a buffered
     /// receiver fetching a prefix); without it, the whole message.
-    pub const RANGE: u32 = 1 << 5;
+    pub(crate) const RANGE: u32 = 1 << 5;
     /// RTS: the message's first `offset` bytes follow at once in DATA
     /// records with this flag (and `aux` 0), as the receiver asked
     /// (`Port::rts_prefix`); DATA: such a pushed chunk.
-    pub const PUSH: u32 = 1 << 6;
+    pub(crate) const PUSH: u32 = 1 << 6;
     /// EAGER over shm: the compact header (module doc, [`compact_len`]);
     /// the payload follows its last field, in the record's first cell as
     /// far as it fits.
-    pub const COMPACT: u32 = 1 << 7;
+    pub(crate) const COMPACT: u32 = 1 << 7;
     /// RMA: the record belongs to the operation's last target segment (the
     /// target reports remote events when that segment is done).
-    pub const FINAL: u32 = 1 << 8;
+    pub(crate) const FINAL: u32 = 1 << 8;
     /// RMA `WRITE` (the operation's last chunk) and `ATOMIC` (its last
     /// segment, no fetch): the initiator completed the operation when the
     /// record was in the target's queue (transmit complete, shm): the
     /// target sends no `RMA_ACK`/`ATOMIC_RESP`, and logs a refusal instead
     /// of answering it (docs/rma.md, Completions).
-    pub const NO_ANSWER: u32 = 1 << 9;
+    pub(crate) const NO_ANSWER: u32 = 1 << 9;
     /// EAGER only: the sender named `FI_TRANSMIT_COMPLETE` (tcp) and waits
     /// for an `ACK` sent as soon as the whole record is off the socket,
     /// matched or not (unlike `ACK_REQ`, answered once a receive took the
     /// data: an application that waits for the send before posting its
     /// receives must not hang). docs/protocol.md.
-    pub const ACK_ARRIVE: u32 = 1 << 10;
+    pub(crate) const ACK_ARRIVE: u32 = 1 << 10;
     /// CTS only: split rendezvous (shm CMA). The receiver copies bytes
     /// `0 .. offset` itself and asks the sender to write bytes `offset ..
     /// len` into its buffer, whose `reserved` (address, length) entries
     /// (at most `SPLIT_IOV_MAX`) are the payload; answered by `PUSHED`.
-    pub const SPLIT: u32 = 1 << 11;
-    pub const ALL: u32 = TAGGED
+    pub(crate) const SPLIT: u32 = 1 << 11;
+    pub(crate) const ALL: u32 = TAGGED
         | REMOTE_CQ_DATA
         | ACK_REQ
         | CMA_OK
@@ -191,7 +191,7 @@ pub mod flag {
 /// A record's first word: magic, version, op and flags, as a compact
 /// header's first word carries them (the word a shm consumer polls).
 #[inline(always)]
-pub const fn pack_first_word(magic: u16, version: u8, op: u8, flags: u32) -> u64 {
+pub(crate) const fn pack_first_word(magic: u16, version: u8, op: u8, flags: u32) -> u64 {
     magic as u64 | (version as u64) << 16 | (op as u64) << 24 | (flags as u64) << 32
 }
 
@@ -199,7 +199,7 @@ pub const fn pack_first_word(magic: u16, version: u8, op: u8, flags: u32) -> u64
 /// it is looked at, never referenced in place.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WireHdr {
+pub(crate) struct WireHdr {
     pub magic: u16,
     pub version: u8,
     pub op: u8,
@@ -224,7 +224,7 @@ const _: () = assert!(core::mem::align_of::<WireHdr>() == 8);
 
 /// Why a record was rejected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BadRecord {
+pub(crate) enum BadRecord {
     Magic,
     Version,
     Op,
@@ -234,7 +234,7 @@ pub enum BadRecord {
 
 /// Limits the receiver enforces.
 #[derive(Clone, Copy, Debug)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Largest eager (and atomic) payload.
     pub max_payload: usize,
     /// Largest chunk of a transfer the receiver accepted (`DATA`, `WRITE`,
@@ -247,17 +247,17 @@ pub struct Limits {
 }
 
 /// Size of one RTS iov entry (address, length as two u64).
-pub const IOV_ENTRY: usize = 16;
+pub(crate) const IOV_ENTRY: usize = 16;
 
 /// Flags only some ops may carry (`WireHdr::check`).
 const OP_BOUND: u32 = flag::COMPACT | flag::NO_ANSWER | flag::ACK_ARRIVE | flag::SPLIT;
 
 /// Most entries of a `CTS|SPLIT` table (the receiver's buffer for the
 /// part the sender writes).
-pub const SPLIT_IOV_MAX: usize = 64;
+pub(crate) const SPLIT_IOV_MAX: usize = 64;
 
 impl WireHdr {
-    pub fn new(op: u8) -> WireHdr {
+    pub(crate) fn new(op: u8) -> WireHdr {
         WireHdr {
             magic: MAGIC,
             version: VERSION,
@@ -269,7 +269,7 @@ impl WireHdr {
     /// Validates everything a peer controls. After `Ok`, `payload` is within
     /// the limits and consistent with `op`, `len` and `aux`.
     #[inline(always)]
-    pub fn check(&self, lim: &Limits) -> Result<(), BadRecord> {
+    pub(crate) fn check(&self, lim: &Limits) -> Result<(), BadRecord> {
         if self.magic != MAGIC {
             return Err(BadRecord::Magic);
         }
@@ -378,7 +378,7 @@ impl WireHdr {
         self.reserved >> 24 == 0 && want == Some(payload as u64)
     }
 
-    pub fn to_bytes(self) -> [u8; HDR_LEN] {
+    pub(crate) fn to_bytes(self) -> [u8; HDR_LEN] {
         let mut b = [0u8; HDR_LEN];
         b[0..2].copy_from_slice(&self.magic.to_le_bytes());
         b[2] = self.version;
@@ -401,7 +401,7 @@ impl WireHdr {
     /// starts. A writer may store all five words and then the payload from
     /// the returned offset over the unused ones.
     #[inline]
-    pub fn compact(&self, n: usize) -> ([u64; 5], usize) {
+    pub(crate) fn compact(&self, n: usize) -> ([u64; 5], usize) {
         let flags = self.flags | flag::COMPACT;
         let (t, d, i) = compact_slots(flags);
         // Branch-free: each field goes to its slot; an absent one is
@@ -431,7 +431,7 @@ impl WireHdr {
     ///
     /// [`check`]: WireHdr::check
     #[inline]
-    pub fn decode(b: &[u8; HDR_LEN]) -> (WireHdr, usize) {
+    pub(crate) fn decode(b: &[u8; HDR_LEN]) -> (WireHdr, usize) {
         let h = WireHdr::from_bytes(b);
         if h.flags & flag::COMPACT == 0 {
             return (h, HDR_LEN);
@@ -478,7 +478,7 @@ impl WireHdr {
     /// [`decode`]: WireHdr::decode
     /// [`check`]: WireHdr::check
     #[inline(always)]
-    pub fn decode_compact_eager(first: u64, rest: &[u64; 4], lim: &Limits) -> Option<(WireHdr, usize)> {
+    pub(crate) fn decode_compact_eager(first: u64, rest: &[u64; 4], lim: &Limits) -> Option<(WireHdr, usize)> {
         const HEAD: u64 = pack_first_word(MAGIC, VERSION, op::EAGER, 0);
         // What `check` allows an EAGER record (COMPACT, ACK_ARRIVE and
         // the flags any op may carry).
@@ -517,7 +517,7 @@ impl WireHdr {
         Some((h, COMPACT_MIN + 8 * (t + d + i)))
     }
 
-    pub fn from_bytes(b: &[u8; HDR_LEN]) -> WireHdr {
+    pub(crate) fn from_bytes(b: &[u8; HDR_LEN]) -> WireHdr {
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or([0; 4]));
         WireHdr {

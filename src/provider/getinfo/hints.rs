@@ -116,7 +116,7 @@ pub(super) fn check_mr_mode(version: u32, hint: i32) -> Check {
 }
 
 /// The mr_mode returned for a (validated) hint; `None` = no domain hints.
-pub fn alter_mr_mode(version: u32, hint: Option<i32>) -> i32 {
+pub(super) fn alter_mr_mode(version: u32, hint: Option<i32>) -> i32 {
     let h = hint.unwrap_or(FI_MR_UNSPEC);
     if h & (FI_MR_BASIC | FI_MR_SCALABLE) != 0 {
         // Exactly BASIC or exactly SCALABLE: the application asked for
@@ -301,7 +301,7 @@ pub(super) fn allows(caps: u64, direction: u64) -> bool {
 /// it gets it. `FI_RMA` is implied by an empty request only (or by
 /// `FI_RMA_EVENT`), `FI_ATOMIC` by an empty request only; either without a
 /// direction gets every direction.
-pub fn effective_caps(offered: u64, requested: u64) -> u64 {
+pub(super) fn effective_caps(offered: u64, requested: u64) -> u64 {
     if requested == 0 {
         return offered & !FI_VARIABLE_MSG;
     }
@@ -324,7 +324,7 @@ pub fn effective_caps(offered: u64, requested: u64) -> u64 {
 }
 
 /// Narrows `base` (the template's entry) to the validated hints.
-pub fn alter(t: &Template, mut info: Info, hints: Option<&Info>, version: u32) -> Info {
+pub(super) fn alter(t: &Template, mut info: Info, hints: Option<&Info>, version: u32) -> Info {
     let requested = hints.map_or(0, |h| h.caps);
     info.caps = effective_caps(t.caps, requested);
     let ep_caps = with_directions(info.caps);

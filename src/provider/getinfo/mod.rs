@@ -90,8 +90,8 @@ mod request;
 
 use address::*;
 use hints::*;
-pub use offer::*;
-pub use request::*;
+pub(crate) use offer::*;
+pub(crate) use request::*;
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
@@ -110,7 +110,7 @@ use core::ffi::c_char;
 /// The C arguments of `fi_provider.getinfo`: `node`/`service` NULL or
 /// NUL-terminated, `hints` NULL or a valid `fi_info`, `info` a writable out
 /// pointer (or NULL, which is refused).
-pub unsafe fn getinfo_c(
+pub(crate) unsafe fn getinfo_c(
     version: u32,
     node: *const c_char,
     service: *const c_char,
@@ -151,7 +151,7 @@ pub unsafe fn getinfo_c(
 /// libfabric's internal fi_getinfo flag with which a utility provider asks
 /// for core providers to layer over (`OFI_CORE_PROV_ONLY` in the core's
 /// `include/ofi.h`, the same bit from 1.17 to 2.6).
-pub const OFI_CORE_PROV_ONLY: u64 = 1 << 59;
+pub(crate) const OFI_CORE_PROV_ONLY: u64 = 1 << 59;
 
 /// Whether the hints' `prov_name` names rustfab as one of its layers (the
 /// core turns "rustfab;ofi_rxm" into "rustfab;^ofi_rxm" for the core query;
@@ -166,7 +166,7 @@ fn names_rustfab(hints: Option<&Info>) -> bool {
         })
 }
 
-pub fn getinfo(q: &Query) -> Result<Vec<Info>> {
+pub(crate) fn getinfo(q: &Query) -> Result<Vec<Info>> {
     if q.flags & OFI_CORE_PROV_ONLY != 0 && !names_rustfab(q.hints) {
         // A utility provider (ofi_rxm) looking for a core provider to layer
         // over: only when the application named rustfab in its layering

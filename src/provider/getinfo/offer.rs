@@ -11,38 +11,38 @@ use crate::provider::PROVIDER_VERSION;
 // ---- What rustfab offers -------------------------------------------------
 
 /// `ep_attr->protocol` values are provider-specific (`fabric.h`).
-pub const FI_PROV_SPECIFIC: u32 = 1 << 31;
-pub const SHM_PROTOCOL: u32 = FI_PROV_SPECIFIC | 1;
-pub const TCP_PROTOCOL: u32 = FI_PROV_SPECIFIC | 2;
-pub const AUTO_PROTOCOL: u32 = FI_PROV_SPECIFIC | 3;
-pub const PROTOCOL_VERSION: u32 = 1;
-pub const SHM_MAX_MSG_SIZE: usize = 1 << 30;
-pub const TCP_MAX_MSG_SIZE: usize = 1 << 30;
+pub(crate) const FI_PROV_SPECIFIC: u32 = 1 << 31;
+pub(crate) const SHM_PROTOCOL: u32 = FI_PROV_SPECIFIC | 1;
+pub(crate) const TCP_PROTOCOL: u32 = FI_PROV_SPECIFIC | 2;
+pub(crate) const AUTO_PROTOCOL: u32 = FI_PROV_SPECIFIC | 3;
+pub(crate) const PROTOCOL_VERSION: u32 = 1;
+pub(crate) const SHM_MAX_MSG_SIZE: usize = 1 << 30;
+pub(crate) const TCP_MAX_MSG_SIZE: usize = 1 << 30;
 /// tx and rx queue depth (`tx_attr->size`, `rx_attr->size`).
-pub const QUEUE_SIZE: usize = 1024;
-pub const IOV_LIMIT: usize = 8;
+pub(crate) const QUEUE_SIZE: usize = 1024;
+pub(crate) const IOV_LIMIT: usize = 8;
 /// Target segments of one RMA operation (`tx_attr->rma_iov_limit`).
-pub const RMA_IOV_LIMIT: usize = crate::core::engine::RMA_IOV_MAX;
+pub(crate) const RMA_IOV_LIMIT: usize = crate::core::engine::RMA_IOV_MAX;
 /// Open MPI needs bit 63 (docs/mpi.md §2); matching uses all 64 bits.
-pub const MEM_TAG_FORMAT: u64 = 0xaaaa_aaaa_aaaa_aaaa;
-pub const MSG_ORDER: u64 = FI_ORDER_SAS;
-pub const COMP_ORDER: u64 = FI_ORDER_NONE;
-pub const MR_KEY_SIZE: usize = 8;
-pub const CQ_DATA_SIZE: usize = 8;
-pub const CQ_CNT: usize = 256;
-pub const EP_CNT: usize = 256;
-pub const DOMAIN_TX_CTX_CNT: usize = 256;
-pub const DOMAIN_RX_CTX_CNT: usize = 256;
-pub const CNTR_CNT: usize = 256;
-pub const MR_IOV_LIMIT: usize = 8;
-pub const MR_CNT: usize = 65536;
+pub(crate) const MEM_TAG_FORMAT: u64 = 0xaaaa_aaaa_aaaa_aaaa;
+pub(crate) const MSG_ORDER: u64 = FI_ORDER_SAS;
+pub(crate) const COMP_ORDER: u64 = FI_ORDER_NONE;
+pub(crate) const MR_KEY_SIZE: usize = 8;
+pub(crate) const CQ_DATA_SIZE: usize = 8;
+pub(crate) const CQ_CNT: usize = 256;
+pub(crate) const EP_CNT: usize = 256;
+pub(crate) const DOMAIN_TX_CTX_CNT: usize = 256;
+pub(crate) const DOMAIN_RX_CTX_CNT: usize = 256;
+pub(crate) const CNTR_CNT: usize = 256;
+pub(crate) const MR_IOV_LIMIT: usize = 8;
+pub(crate) const MR_CNT: usize = 65536;
 /// err_data carries a raw source address for `FI_SOURCE_ERR`.
-pub const MAX_ERR_DATA: usize = 64;
+pub(crate) const MAX_ERR_DATA: usize = 64;
 
 /// RMA (docs/rma.md): reads and writes, both ends, with remote events.
-pub const RMA_CAPS: u64 = crate::core::rma::RMA_CAPS;
+pub(crate) const RMA_CAPS: u64 = crate::core::rma::RMA_CAPS;
 /// Atomics (docs/rma.md, Atomics): both ends.
-pub const ATOMIC_CAPS: u64 = crate::core::rma::ATOMIC_CAPS;
+pub(crate) const ATOMIC_CAPS: u64 = crate::core::rma::ATOMIC_CAPS;
 /// The RMA and atomic direction caps (`fi_getinfo(3)`: none named means all).
 pub(super) const RMA_DIRECTION_CAPS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 /// The primary caps the directions apply to.
@@ -52,7 +52,7 @@ pub(super) const RMA_TX_CAPS: u64 = REMOTE_MEMORY | FI_READ | FI_WRITE;
 pub(super) const RMA_RX_CAPS: u64 = REMOTE_MEMORY | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
 
 /// Capabilities the shm data path delivers. Host-local only.
-pub const SHM_CAPS: u64 = FI_MSG
+pub(crate) const SHM_CAPS: u64 = FI_MSG
     | FI_TAGGED
     | FI_SEND
     | FI_RECV
@@ -65,7 +65,7 @@ pub const SHM_CAPS: u64 = FI_MSG
     | RMA_CAPS
     | ATOMIC_CAPS;
 /// Capabilities the tcp data path delivers.
-pub const TCP_CAPS: u64 = FI_MSG
+pub(crate) const TCP_CAPS: u64 = FI_MSG
     | FI_TAGGED
     | FI_SEND
     | FI_RECV
@@ -80,9 +80,9 @@ pub const TCP_CAPS: u64 = FI_MSG
     | ATOMIC_CAPS;
 
 /// Caps that may appear in `tx_attr->caps` (masked with the entry's caps).
-pub const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | RMA_TX_CAPS;
+pub(crate) const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | RMA_TX_CAPS;
 /// Caps that may appear in `rx_attr->caps` (masked with the entry's caps).
-pub const RX_CAPS: u64 = FI_MSG
+pub(crate) const RX_CAPS: u64 = FI_MSG
     | FI_TAGGED
     | FI_RECV
     | FI_MULTI_RECV
@@ -92,7 +92,7 @@ pub const RX_CAPS: u64 = FI_MSG
     | FI_VARIABLE_MSG
     | RMA_RX_CAPS;
 /// Domain-level capabilities (`fi_domain(3)`).
-pub const DOMAIN_LEVEL_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
+pub(crate) const DOMAIN_LEVEL_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
 
 /// Primary capabilities (`fi_getinfo(3)`, CAPABILITIES): enabled only when
 /// asked for.
@@ -124,20 +124,20 @@ pub(super) const IGNORED_RX_CAPS: u64 =
     FI_READ | FI_WRITE | FI_SEND | FI_FENCE | FI_MULTICAST | FI_NAMED_RX_CTX | DOMAIN_LEVEL_CAPS;
 
 /// Default operation flags the data path honours.
-pub const TX_OP_FLAGS: u64 =
+pub(crate) const TX_OP_FLAGS: u64 =
     FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
-pub const RX_OP_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV;
+pub(crate) const RX_OP_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV;
 
 /// Mode bits rustfab requires of every application: none.
-pub const REQUIRED_MODE: u64 = 0;
+pub(crate) const REQUIRED_MODE: u64 = 0;
 /// Mode bits rustfab uses when the application allows them: buffered
 /// receives (`fi_recv_context`, `src/ep/buffered.rs`). Set to 0 to stop
 /// offering them.
-pub const OPTIONAL_MODE: u64 = FI_BUFFERED_RECV;
+pub(crate) const OPTIONAL_MODE: u64 = FI_BUFFERED_RECV;
 
 /// [`OPTIONAL_MODE`] at an API version: `FI_BUFFERED_RECV` exists up to 1.22
 /// (2.0 turned mode bit 51 into an internal flag).
-pub fn optional_mode(version: u32) -> u64 {
+pub(crate) fn optional_mode(version: u32) -> u64 {
     if version <= crate::abi::v2::API_LAST_BUFFERED_RECV {
         OPTIONAL_MODE
     } else {
@@ -150,12 +150,12 @@ pub(super) const FI_TC_BEST_EFFORT: u32 = 0x200;
 
 /// The shm address that names no segment: an endpoint opened with it picks
 /// a fresh random token.
-pub const SHM_ANY_TOKEN: u64 = 0;
+pub(crate) const SHM_ANY_TOKEN: u64 = 0;
 
 /// One fi_getinfo entry rustfab can offer. Adding an endpoint type or a
 /// transport is one more row in [`TEMPLATES`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Template {
+pub(crate) struct Template {
     pub transport: TransportKind,
     pub ep_type: u32,
     pub caps: u64,
@@ -168,7 +168,7 @@ impl Template {
     /// set up over TCP on every transport (sockaddr addresses, as fi_cm(3)
     /// and fabtests expect); the shm and auto ones then move their data
     /// over shm (docs/shm.md, Connected endpoints).
-    pub fn addressing(&self) -> TransportKind {
+    pub(crate) fn addressing(&self) -> TransportKind {
         if self.ep_type == FI_EP_MSG {
             TransportKind::Tcp
         } else {
@@ -180,7 +180,7 @@ impl Template {
     /// bit 48 is `FI_VARIABLE_MSG` up to 1.20 only (undefined in 1.21 and
     /// 1.22, `FI_EXACT_DIRECTED_RECV` from 2.0, which rustfab does not
     /// offer: docs/libfabric2.md).
-    pub fn at_version(&self, version: u32) -> Template {
+    pub(crate) fn at_version(&self, version: u32) -> Template {
         let mut t = *self;
         if version > crate::abi::v2::API_LAST_VARIABLE_MSG {
             t.caps &= !FI_VARIABLE_MSG;
@@ -194,7 +194,7 @@ impl Template {
 /// the others, so it honestly has both FI_LOCAL_COMM and FI_REMOTE_COMM
 /// (what Open MPI asks for) and applications that take the first entry get
 /// the fast path on a node and reach across nodes too.
-pub const TEMPLATES: &[Template] = &[
+pub(crate) const TEMPLATES: &[Template] = &[
     Template {
         transport: TransportKind::Auto,
         ep_type: FI_EP_RDM,
@@ -247,7 +247,7 @@ pub const TEMPLATES: &[Template] = &[
 ];
 
 /// The unaltered entry for a template (before hints and addresses).
-pub fn template_info(t: &Template, version: u32) -> Info {
+pub(crate) fn template_info(t: &Template, version: u32) -> Info {
     Info {
         caps: t.caps,
         mode: REQUIRED_MODE,

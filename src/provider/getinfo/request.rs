@@ -12,15 +12,15 @@ use std::cell::OnceCell;
 /// Which transports `FI_RUSTFAB_TRANSPORT` lets fi_getinfo offer: a set,
 /// written as a comma-separated list (`shm,tcp`), or `all` (the default).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TransportChoice(u8);
+pub(crate) struct TransportChoice(u8);
 
 #[allow(non_upper_case_globals)]
 impl TransportChoice {
     /// Every transport (the default).
-    pub const All: TransportChoice = TransportChoice(0b111);
+    pub(crate) const All: TransportChoice = TransportChoice(0b111);
     #[cfg(test)]
     /// shm and tcp without the auto entry.
-    pub const ShmTcp: TransportChoice = TransportChoice(0b110);
+    pub(crate) const ShmTcp: TransportChoice = TransportChoice(0b110);
 
     fn bit(t: TransportKind) -> u8 {
         match t {
@@ -32,12 +32,12 @@ impl TransportChoice {
 
     #[cfg(test)]
     #[allow(non_snake_case)]
-    pub fn Only(t: TransportKind) -> TransportChoice {
+    pub(crate) fn Only(t: TransportKind) -> TransportChoice {
         TransportChoice(Self::bit(t))
     }
 
     /// Parses the parameter value (case-insensitive); `None` if unknown.
-    pub fn parse(s: &str) -> Option<TransportChoice> {
+    pub(crate) fn parse(s: &str) -> Option<TransportChoice> {
         let s = s.trim().to_ascii_lowercase();
         if s.is_empty() || s == "all" {
             return Some(TransportChoice::All);
@@ -50,7 +50,7 @@ impl TransportChoice {
     }
 
     /// The current `FI_RUSTFAB_TRANSPORT` setting.
-    pub fn from_param() -> TransportChoice {
+    pub(crate) fn from_param() -> TransportChoice {
         match crate::provider::params::get_str("transport") {
             None => TransportChoice::All,
             Some(s) => TransportChoice::parse(&s).unwrap_or_else(|| {
@@ -63,14 +63,14 @@ impl TransportChoice {
         }
     }
 
-    pub fn allows(self, t: TransportKind) -> bool {
+    pub(crate) fn allows(self, t: TransportKind) -> bool {
         self.0 & Self::bit(t) != 0
     }
 }
 
 /// The arguments of one fi_getinfo call, in Rust.
 #[derive(Clone, Copy, Debug)]
-pub struct Query<'a> {
+pub(crate) struct Query<'a> {
     pub version: u32,
     pub node: Option<&'a str>,
     pub service: Option<&'a str>,

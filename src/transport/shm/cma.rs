@@ -11,7 +11,7 @@ use crate::transport::{PullJob, PushJob};
 /// `process_vm_readv`. Errors: NOSYS/PERM-like → CMA unavailable
 /// (`Err(OPNOTSUPP)`), peer gone → `Err(CONNRESET)`, bad remote
 /// addresses → `Err(IO)`.
-pub fn pull(pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
+pub(super) fn pull(pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
     let (local, rem) = cma_ranges(dst, remote, len);
     // SAFETY: the local ranges are the receive's application buffers,
     // writable until it completes (fi_recv contract) and never referenced by
@@ -27,7 +27,7 @@ pub(super) const CMA_MAX_RANGES: usize = 1024;
 /// only after partial copies, as [`pull`]): `Ok` when all of every job
 /// was copied. More ranges than one call takes: `Err(INVAL)`, nothing
 /// copied (the caller pulls one by one).
-pub fn pull_batch(pid: i32, jobs: &[PullJob<'_>]) -> Result<()> {
+pub(super) fn pull_batch(pid: i32, jobs: &[PullJob<'_>]) -> Result<()> {
     let (local, rem, len) = batch_ranges(jobs.iter().map(|j| (j.dst, j.remote, j.len)))?;
     // SAFETY: as in `pull`: the local ranges are the receives' application
     // buffers, writable until they complete and never referenced by Rust
@@ -41,7 +41,7 @@ pub fn pull_batch(pid: i32, jobs: &[PullJob<'_>]) -> Result<()> {
 
 /// The pushes `jobs` into one receiver in one `process_vm_writev`, as
 /// [`pull_batch`]: `Ok` when all of every job was written.
-pub fn push_batch(pid: i32, jobs: &[PushJob<'_>]) -> Result<()> {
+pub(super) fn push_batch(pid: i32, jobs: &[PushJob<'_>]) -> Result<()> {
     let (local, rem, len) = batch_ranges(jobs.iter().map(|j| (j.src, j.remote, j.len)))?;
     // SAFETY: as in `push`: the local ranges are send buffers the core
     // holds until the receiver's ACK, only read here; the remote ones are
@@ -88,7 +88,7 @@ pub(super) fn batch_ranges<'a>(
 /// Writes `len` bytes of `src` into a peer's buffers (`remote` segments)
 /// with `process_vm_writev`: an RMA read served by its target. Errors as
 /// [`pull`].
-pub fn push(pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
+pub(super) fn push(pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
     let (local, rem) = cma_ranges(src, remote, len);
     // SAFETY: the local ranges are registered memory the core checked
     // (key, range, access) for this read, only read here; the remote ones

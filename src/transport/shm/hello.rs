@@ -74,7 +74,7 @@ impl ShmPort {
 
     /// Whether an inbound sender is alive (for transfers we wait on);
     /// `src_pid` is the pid its records reported (0: unverified).
-    pub fn sender_alive(&self, src_pid: i32, token: u64) -> bool {
+    pub(crate) fn sender_alive(&self, src_pid: i32, token: u64) -> bool {
         self.inbound
             .iter()
             .find(|s| s.sender.token == token && (src_pid == 0 || s.vpid == src_pid))

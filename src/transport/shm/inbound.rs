@@ -11,7 +11,7 @@ use ring::{cells_for, Ring};
 use segment::{SlotSender, NSLOTS};
 
 /// A record as the consumer sees it (header copied out and validated).
-pub struct InRecord<'a> {
+pub(crate) struct InRecord<'a> {
     pub src: Addr,
     pub src_pid: i32,
     pub hdr: WireHdr,
@@ -27,7 +27,7 @@ pub(super) struct PayloadRef<'a> {
 }
 
 impl InRecord<'_> {
-    pub fn payload_len(&self) -> usize {
+    pub(crate) fn payload_len(&self) -> usize {
         self.hdr.payload as usize
     }
 
@@ -38,7 +38,7 @@ impl InRecord<'_> {
     /// `dst` must describe writable application memory (the fi_recv
     /// contract: buffers stay valid until the receive completes).
     #[inline(always)]
-    pub unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
+    pub(crate) unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
         let len = len.min(self.payload_len().saturating_sub(off));
         let from = self.payload.off + off;
         // The common small message: in the record's first cell (which never
@@ -97,7 +97,7 @@ impl InRecord<'_> {
     }
 
     /// Copies the whole payload into a new vector.
-    pub fn payload_vec(&self) -> Vec<u8> {
+    pub(crate) fn payload_vec(&self) -> Vec<u8> {
         let n = self.payload_len();
         let mut v = vec![0u8; n];
         // SAFETY: `v` has `n` bytes; the record is published and unreleased.

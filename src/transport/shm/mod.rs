@@ -37,10 +37,10 @@
 //! (rate-limited set-up and teardown debug lines);
 //! below them `segment`, `ring`, `ready` and `sync`.
 
-pub mod ready;
-pub mod ring;
-pub mod segment;
-pub mod sync;
+pub(crate) mod ready;
+pub(crate) mod ring;
+pub(crate) mod segment;
+pub(crate) mod sync;
 
 mod as_port;
 mod cma;
@@ -60,8 +60,8 @@ mod tombs;
 
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use inbound::consume_image;
-pub use outbound::EAGER_MAX;
-pub use port::ShmPort;
+pub(crate) use outbound::EAGER_MAX;
+pub(crate) use port::ShmPort;
 
 #[cfg(test)]
 mod garbage_tests;

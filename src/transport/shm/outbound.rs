@@ -13,7 +13,7 @@ use crate::transport::{Payload, PeerEvent};
 use ring::cells_for;
 
 /// Largest eager message / DATA chunk carried in a ring record.
-pub const EAGER_MAX: usize = 16384;
+pub(crate) const EAGER_MAX: usize = 16384;
 
 /// Where a claimed record goes: the cell index `at`, and `rewound`, the
 /// producer's tail before it went back to the ring's first cell (where the

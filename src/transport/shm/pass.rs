@@ -37,7 +37,7 @@ impl ShmPort {
     /// pass: a record (or rewind marker) was consumed, or the consumer of
     /// the ring we wait on for room ([`rare::Rare::waiting`]) advanced its
     /// head — a peer that moves runs on another processor (`Port::poll`).
-    pub fn poll_records(&mut self, f: &mut dyn FnMut(InRecord<'_>) -> Disposition) -> bool {
+    pub(crate) fn poll_records(&mut self, f: &mut dyn FnMut(InRecord<'_>) -> Disposition) -> bool {
         // One test for the conditions a pass rarely finds (`rare_pass`).
         let mut moved = false;
         if self.rare.any() {

@@ -111,7 +111,7 @@ impl PeerOut {
 /// `timeout`: a peer whose backlog stays at its bound this long is cut off
 /// (`ShmPort::cut_off`). docs/security.md "Peer budgets".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Budget {
+pub(super) struct Budget {
     pub records: usize,
     pub timeout: Duration,
 }

@@ -43,7 +43,7 @@ pub(super) struct Verified {
     pub(super) pid: i32,
 }
 
-pub struct ShmPort {
+pub(crate) struct ShmPort {
     /// Before `seg`: its socket file goes before the segment name does, so
     /// a next owner of this address never finds our file in use.
     pub(super) doorbell: Doorbell,
@@ -96,13 +96,13 @@ impl Drop for ShmPort {
 
 impl ShmPort {
     /// Creates the endpoint's segment (named by `token`) and doorbell.
-    pub fn new(token: u64, limits: Limits) -> Result<ShmPort> {
+    pub(crate) fn new(token: u64, limits: Limits) -> Result<ShmPort> {
         ShmPort::with_ring_cells(token, limits, segment::NCELLS)
     }
 
     /// [`ShmPort::new`] with rings of `ncells` cells in our segment
     /// (`FI_RUSTFAB_SHM_RING_CELLS`; docs/shm.md "Ring size").
-    pub fn with_ring_cells(token: u64, limits: Limits, ncells: usize) -> Result<ShmPort> {
+    pub(crate) fn with_ring_cells(token: u64, limits: Limits, ncells: usize) -> Result<ShmPort> {
         let seg = Segment::create_with(token, ncells)?;
         let doorbell = segment::bind_doorbell(token)?;
         let pid = sys::getpid();
@@ -142,7 +142,7 @@ impl ShmPort {
     /// queued answers, each a 64-byte header here) and
     /// `FI_RUSTFAB_PEER_BUDGET_TIMEOUT`, the parameters tcp bounds its
     /// answer queues by (docs/security.md "Peer budgets").
-    pub fn with_budget(mut self, per_peer: usize, timeout: Duration) -> ShmPort {
+    pub(crate) fn with_budget(mut self, per_peer: usize, timeout: Duration) -> ShmPort {
         self.budget = Budget {
             records: (per_peer / core::mem::size_of::<WireHdr>()).max(1),
             timeout,
@@ -150,17 +150,17 @@ impl ShmPort {
         self
     }
 
-    pub fn addr(&self) -> Addr {
+    pub(crate) fn addr(&self) -> Addr {
         Addr::Shm(self.token)
     }
 
     /// The descriptor that turns readable when a peer rings our doorbell.
-    pub fn wait_fd(&self) -> RawFd {
+    pub(crate) fn wait_fd(&self) -> RawFd {
         self.doorbell.fd()
     }
 
     /// Progress engine's sleeper count changed.
-    pub fn set_sleepers(&mut self, n: usize) {
+    pub(crate) fn set_sleepers(&mut self, n: usize) {
         self.seg.set_sleepers(n as u64);
         if n > 0 {
             self.rare.set(rare::SLEEPING, true);
@@ -170,22 +170,22 @@ impl ShmPort {
     }
 
     /// Whether records are waiting (a waiter must not sleep).
-    pub fn has_pending(&self) -> bool {
+    pub(crate) fn has_pending(&self) -> bool {
         self.seg.claim_seq() != self.seen_claims || self.seg.any_ready() || self.inbound.iter().any(InSlot::has_records)
     }
 
     /// Failures noticed since the last call.
-    pub fn take_events(&mut self) -> Vec<PeerEvent> {
+    pub(crate) fn take_events(&mut self) -> Vec<PeerEvent> {
         std::mem::take(&mut self.events)
     }
 
     /// The shm token of this port's segment.
-    pub fn token(&self) -> u64 {
+    pub(crate) fn token(&self) -> u64 {
         self.token
     }
 
     /// Orderly close: tell peers, release our slots in their segments.
-    pub fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         for p in self.peers.values_mut() {
             if !p.failed {
                 shm_debug!(

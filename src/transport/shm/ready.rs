@@ -38,7 +38,7 @@ use core::sync::atomic::Ordering;
 
 /// A word of the ready bitmap: [`Word`] and the two read-modify-writes the
 /// list needs.
-pub trait ReadyWord: Word {
+pub(crate) trait ReadyWord: Word {
     fn fetch_or(&self, v: u64, o: Ordering) -> u64;
     fn swap(&self, v: u64, o: Ordering) -> u64;
 }
@@ -57,7 +57,7 @@ impl ReadyWord for core::sync::atomic::AtomicU64 {
 /// Producer, after publishing: (the owner may sleep: ring its doorbell,
 /// the owner does not watch this ring: [`signal`] it).
 #[inline(always)]
-pub fn after_publish<W: Word>(sleepers: &W, watched: &W, hs: Handshake) -> (bool, bool) {
+pub(crate) fn after_publish<W: Word>(sleepers: &W, watched: &W, hs: Handshake) -> (bool, bool) {
     sender_fence::<W>(hs);
     (
         sleepers.load(Ordering::Relaxed) != 0,
@@ -69,14 +69,14 @@ pub fn after_publish<W: Word>(sleepers: &W, watched: &W, hs: Handshake) -> (bool
 /// summary) ready. The bit before the summary: a consumer that sees the
 /// summary bit finds the slot's bit.
 #[inline]
-pub fn signal<W: ReadyWord>(summary: &W, word: &W, w: usize, bit: usize) {
+pub(crate) fn signal<W: ReadyWord>(summary: &W, word: &W, w: usize, bit: usize) {
     word.fetch_or(1 << bit, Ordering::AcqRel);
     summary.fetch_or(1 << w, Ordering::AcqRel);
 }
 
 /// Consumer: whether any slot may be ready (one load).
 #[inline(always)]
-pub fn any<W: Word>(summary: &W) -> bool {
+pub(crate) fn any<W: Word>(summary: &W) -> bool {
     summary.load(Ordering::Relaxed) != 0
 }
 
@@ -84,7 +84,7 @@ pub fn any<W: Word>(summary: &W) -> bool {
 /// bit). The summary is cleared before the words it names: a producer that
 /// sets a bit after that sets its summary bit again (seen next pass).
 #[inline]
-pub fn take<W: ReadyWord>(summary: &W, words: &[&W], mut f: impl FnMut(usize, usize)) {
+pub(crate) fn take<W: ReadyWord>(summary: &W, words: &[&W], mut f: impl FnMut(usize, usize)) {
     let mut s = summary.swap(0, Ordering::AcqRel);
     while s != 0 {
         let w = s.trailing_zeros() as usize;
@@ -100,7 +100,7 @@ pub fn take<W: ReadyWord>(summary: &W, words: &[&W], mut f: impl FnMut(usize, us
 
 /// Consumer: polls this ring on every pass from now on (no signals needed).
 #[inline(always)]
-pub fn watch<W: Word>(watched: &W) {
+pub(crate) fn watch<W: Word>(watched: &W) {
     watched.store(1, Ordering::Relaxed);
 }
 
@@ -109,7 +109,7 @@ pub fn watch<W: Word>(watched: &W) {
 /// unwatches at once) and look at the ring once more (and watch it again
 /// if records are there).
 #[inline(always)]
-pub fn unwatch<W: Word>(watched: &W) {
+pub(crate) fn unwatch<W: Word>(watched: &W) {
     watched.store(0, Ordering::Relaxed);
 }
 

@@ -53,25 +53,25 @@ use super::sync;
 use crate::transport::proto;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-pub const CELL: usize = 64;
-pub const CTL_BYTES: usize = 128;
+pub(crate) const CELL: usize = 64;
+pub(crate) const CTL_BYTES: usize = 128;
 
 /// The first word of a rewind marker: the consumer goes on at the next
 /// lap's first cell (sync.rs; never a record's first word, whose low 16
 /// bits are the header's magic: checked in mod.rs).
-pub use super::sync::REWIND;
+pub(crate) use super::sync::REWIND;
 
 /// Records of at least this many cells (1 KiB) go back to the ring's first
 /// cell when they can ([`Ring::rewind`]): below it the gain (cells hot in
 /// both caches) does not pay for reading `head` on every send.
-pub const REWIND_MIN: u64 = 16;
+pub(crate) const REWIND_MIN: u64 = 16;
 
 /// Rings of more cells than this are not rewound: an owner that chose
 /// large rings (`FI_RUSTFAB_SHM_RING_CELLS`) did so that a cell is written
 /// again only after the consumer's cache has let it go (a lap of 1 MiB or
 /// more: docs/performance.md "bigring"), which going back to the first
 /// cell would undo.
-pub const REWIND_RING_MAX: u64 = 2048;
+pub(crate) const REWIND_RING_MAX: u64 = 2048;
 
 /// In rings of more than [`REWIND_RING_MAX`] cells, small records (below
 /// [`REWIND_MIN`]) go back to the first cell once their tail nears this
@@ -83,12 +83,12 @@ pub const REWIND_RING_MAX: u64 = 2048;
 /// of small records lands one start in the `REWIND_MIN` cells from
 /// `SMALL_REWIND_AT`: that is where the producer tries, once a lap, not on
 /// every send.
-pub const SMALL_LAP: u64 = REWIND_RING_MAX;
+pub(crate) const SMALL_LAP: u64 = REWIND_RING_MAX;
 
 /// Cells in a ring's first page (after its two control lines): what a
 /// sender's claim allocates (`Segment::reserve_slot`), so that a first
 /// contact costs one page; more is allocated as records reach past it.
-pub const RESERVE_FIRST: u64 = ((4096 - CTL_BYTES) / CELL) as u64;
+pub(crate) const RESERVE_FIRST: u64 = ((4096 - CTL_BYTES) / CELL) as u64;
 
 /// Cells a sender must have allocated to work at all: about four times
 /// the largest record (an eager record or streamed chunk of 16 KiB and its
@@ -96,14 +96,14 @@ pub const RESERVE_FIRST: u64 = ((4096 - CTL_BYTES) / CELL) as u64;
 /// /dev/shm for more) can always go back to the first cell (which needs
 /// more than twice the record) and need not wait for the consumer on
 /// every record.
-pub const RESERVE_WORKING: u64 = 1024;
+pub(crate) const RESERVE_WORKING: u64 = 1024;
 
 /// Where in a lap small records try going back to the first cell (in
 /// rings of more than [`REWIND_RING_MAX`] cells): [`SMALL_LAP`] less two
 /// [`REWIND_MIN`]s, so that a small record and the cell after it stay
 /// below `SMALL_LAP`, the cells a sender of small records needs allocated
 /// (`claim_past_reserved`'s steps), whether it rewinds there or not.
-pub const SMALL_REWIND_AT: u64 = SMALL_LAP - 2 * REWIND_MIN;
+pub(crate) const SMALL_REWIND_AT: u64 = SMALL_LAP - 2 * REWIND_MIN;
 
 /// In rings of more than [`REWIND_RING_MAX`] cells, an eager record of
 /// [`REWIND_MIN`] to this many cells (8 KiB) rewinds as in a default ring;
@@ -113,25 +113,25 @@ pub const SMALL_REWIND_AT: u64 = SMALL_LAP - 2 * REWIND_MIN;
 /// behind it not yet consumed: rewinding keeps a stream within the cells
 /// the consumer works in, twice as fast at 4 KiB). Measured in Open MPI's
 /// ping-pong and `fi_rdm_tagged_bw` (docs/performance.md "smalllap").
-pub const EMPTY_REWIND_MAX: u64 = 128;
+pub(crate) const EMPTY_REWIND_MAX: u64 = 128;
 
 /// Byte size of a ring with `ncells` cells.
-pub const fn ring_bytes(ncells: usize) -> usize {
+pub(crate) const fn ring_bytes(ncells: usize) -> usize {
     CTL_BYTES + ncells * CELL
 }
 
 /// Cells needed for a record of `bytes` bytes.
-pub const fn cells_for(bytes: usize) -> u64 {
+pub(crate) const fn cells_for(bytes: usize) -> u64 {
     bytes.div_ceil(CELL) as u64
 }
 
 /// The shared side broke the ring invariants (a hostile or corrupted peer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Corrupt;
+pub(crate) struct Corrupt;
 
 /// A view of one ring. Copyable handle; all access is through raw pointers.
 #[derive(Clone, Copy, Debug)]
-pub struct Ring {
+pub(crate) struct Ring {
     base: *mut u8,
     ncells: u64,
     /// `ncells - 1` (a power of two): a cell index is `idx & mask`, not a
@@ -152,7 +152,7 @@ impl Ring {
     /// # Safety
     /// `base` must point to `ring_bytes(ncells)` bytes, 64-byte aligned, that
     /// stay mapped for the lifetime of every copy of this `Ring`.
-    pub unsafe fn new(base: *mut u8, ncells: usize) -> Ring {
+    pub(crate) unsafe fn new(base: *mut u8, ncells: usize) -> Ring {
         assert!(ncells.is_power_of_two(), "ring size must be a power of two");
         Ring {
             base,
@@ -185,14 +185,14 @@ impl Ring {
     /// `read_at`'s loop (using the pointer is the caller's `unsafe`, under
     /// those functions' contracts).
     #[inline]
-    pub fn linear(&self, at: u64, cells: u64) -> Option<*mut u8> {
+    pub(crate) fn linear(&self, at: u64, cells: u64) -> Option<*mut u8> {
         ((at & self.mask) + cells <= self.ncells).then(|| self.cell_ptr(at))
     }
 
     /// The first byte of the cell at index `at` (using it is the caller's
     /// `unsafe`, as for [`Ring::linear`]).
     #[inline]
-    pub fn cell(&self, at: u64) -> *mut u8 {
+    pub(crate) fn cell(&self, at: u64) -> *mut u8 {
         self.cell_ptr(at)
     }
 
@@ -202,7 +202,7 @@ impl Ring {
     /// where they cannot). A word that reads zero is not written: a page
     /// never written (a hole in the file) stays one, and costs neither
     /// memory nor, in a full /dev/shm, a SIGBUS.
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         let clear = |w: &AtomicU64| {
             if w.load(Ordering::Relaxed) != 0 {
                 w.store(0, Ordering::Relaxed);
@@ -219,7 +219,7 @@ impl Ring {
 
     /// Cells in the ring.
     #[inline]
-    pub fn ncells(&self) -> u64 {
+    pub(crate) fn ncells(&self) -> u64 {
         self.ncells
     }
 
@@ -242,7 +242,7 @@ impl Ring {
 
     /// Cells the producer whose own tail is `tail` may fill (one cell is
     /// always kept free: where the next record starts, which the producer checks).
-    pub fn free_cells(&self, tail: u64) -> Result<u64, Corrupt> {
+    pub(crate) fn free_cells(&self, tail: u64) -> Result<u64, Corrupt> {
         let head = sync::consumed(self.head_word());
         let used = tail.wrapping_sub(head);
         if used >= self.ncells {
@@ -270,7 +270,7 @@ impl Ring {
     /// Reads `head` (Acquire) unless `tail` itself is within `cells` of
     /// the ring's start.
     #[inline]
-    pub fn rewind(&self, tail: u64, cells: u64, when_empty: bool) -> Result<Option<(u64, u64)>, Corrupt> {
+    pub(crate) fn rewind(&self, tail: u64, cells: u64, when_empty: bool) -> Result<Option<(u64, u64)>, Corrupt> {
         let tp = tail & self.mask;
         // The record and the free cell after it lie before the marker's
         // cell (`tail`) in any case.
@@ -304,20 +304,20 @@ impl Ring {
     /// The caller is the producer; `at` is its old tail and the record at
     /// the next lap's first cell is published.
     #[inline]
-    pub unsafe fn publish_rewind(&self, at: u64) {
+    pub(crate) unsafe fn publish_rewind(&self, at: u64) {
         sync::rewind(self.first_word(at), self.ready_bits(at) & sync::LAP_TAG);
     }
 
     /// The cell `at` within its lap (0 at a lap's first cell).
     #[inline]
-    pub fn lap_offset(&self, at: u64) -> u64 {
+    pub(crate) fn lap_offset(&self, at: u64) -> u64 {
         at & self.mask
     }
 
     /// Cells from `at` to the end of the ring (`ncells` at a lap's first
     /// cell): where a consumer that finds [`REWIND`] at `at` goes on.
     #[inline]
-    pub fn cells_to_lap_end(&self, at: u64) -> u64 {
+    pub(crate) fn cells_to_lap_end(&self, at: u64) -> u64 {
         self.ncells - (at & self.mask)
     }
 
@@ -327,7 +327,7 @@ impl Ring {
     /// The caller is the ring's producer and owns the cells of the record
     /// at `at` covering bytes `off .. off + src.len()` (checked with
     /// `free_cells`).
-    pub unsafe fn write_at(&self, at: u64, off: usize, src: &[u8]) {
+    pub(crate) unsafe fn write_at(&self, at: u64, off: usize, src: &[u8]) {
         let mut done = 0;
         while done < src.len() {
             let pos = off + done;
@@ -360,7 +360,7 @@ impl Ring {
     /// The caller is the producer and owns the record's cells and the one
     /// after them (`free_cells` keeps it free).
     #[inline(always)]
-    pub unsafe fn publish_at(&self, at: u64, cells: u64, first: u64) {
+    pub(crate) unsafe fn publish_at(&self, at: u64, cells: u64, first: u64) {
         debug_assert!(
             first & sync::READY_BITS == proto::MAGIC as u64,
             "a first word: the magic, no tag"
@@ -377,7 +377,7 @@ impl Ring {
     /// the consumer's half of the wake-up handshake re-checks the ring
     /// with this after `Segment::set_sleepers`).
     #[inline]
-    pub fn ready(&self, head: u64) -> Option<u64> {
+    pub(crate) fn ready(&self, head: u64) -> Option<u64> {
         sync::published(self.first_word(head), self.ready_bits(head))
     }
 
@@ -386,7 +386,7 @@ impl Ring {
     /// # Safety
     /// The caller is the consumer and the bytes lie within cells published
     /// (checked with `available`) and not yet released.
-    pub unsafe fn read_at(&self, at: u64, off: usize, dst: *mut u8, len: usize) {
+    pub(crate) unsafe fn read_at(&self, at: u64, off: usize, dst: *mut u8, len: usize) {
         let mut done = 0;
         while done < len {
             let pos = off + done;
@@ -408,7 +408,7 @@ impl Ring {
     /// # Safety
     /// As [`Ring::read_at`]: the cell at `at` is published and ours to read.
     #[inline]
-    pub unsafe fn read_cell(&self, at: u64) -> [u8; CELL] {
+    pub(crate) unsafe fn read_cell(&self, at: u64) -> [u8; CELL] {
         let mut b = [0u8; CELL];
         // SAFETY: `cell_ptr` points at a whole cell inside the ring; raw
         // copy into our own array, no reference to shared memory.
@@ -421,13 +421,13 @@ impl Ring {
     /// moving from one that is not (`ShmPort::poll_records`, the CQ's idle
     /// rule); a hostile consumer gains nothing by faking it. Relaxed: no
     /// cell is reused on its word ([`Ring::free_cells`] reads it for that).
-    pub fn head_now(&self) -> u64 {
+    pub(crate) fn head_now(&self) -> u64 {
         self.head_word().load(Ordering::Relaxed)
     }
 
     /// Lets the producer reuse every cell before `new_head`.
     #[inline]
-    pub fn release(&self, new_head: u64) {
+    pub(crate) fn release(&self, new_head: u64) {
         sync::release(self.head_word(), new_head);
     }
 }

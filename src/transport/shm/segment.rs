@@ -72,7 +72,7 @@ fn cells_of_size(size: u64) -> Option<usize> {
     None
 }
 
-pub const SEG_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
+pub(crate) const SEG_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
 /// 2: the slot state word carries a 24-bit generation and the claimer's
 /// pid (reclaiming the slots of dead senders); the doorbell is a socket file
 /// in a private directory and learns who claims a slot (credentials).
@@ -100,38 +100,38 @@ pub const SEG_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
 /// magic and its head's lap tag; the producer no longer zeroes the next
 /// record's cell on every send, only when its stale word would read as
 /// published (ring.rs). The marker is the magic with version and op 0.
-pub const SEG_VERSION: u32 = 7;
-pub const HEADER: usize = 4096;
+pub(crate) const SEG_VERSION: u32 = 7;
+pub(crate) const HEADER: usize = 4096;
 /// A slot's control line, in the table after the header.
-pub const SLOT_CTL: usize = 64;
+pub(crate) const SLOT_CTL: usize = 64;
 /// The header and the slots' control lines (5 pages), allocated at
 /// creation; the rings start here.
-pub const CTL_AREA: usize = HEADER + NSLOTS * SLOT_CTL;
+pub(crate) const CTL_AREA: usize = HEADER + NSLOTS * SLOT_CTL;
 /// Bytes of /dev/shm a sender leaves free when it allocates more of a ring
 /// than it needs to work (`Segment::populate_cells`): the room other peers
 /// need for their first 64 KiB is never taken by one peer's large ring.
-pub const STEP_HEADROOM: u64 = 1 << 20;
+pub(crate) const STEP_HEADROOM: u64 = 1 << 20;
 /// Sender slots per endpoint (peers that may send to it at once).
-pub const NSLOTS: usize = 256;
+pub(crate) const NSLOTS: usize = 256;
 /// Cells per ring (64 bytes each) by default: 128 KiB per sender. The
 /// owner chooses its rings' size (`FI_RUSTFAB_SHM_RING_CELLS`, a power of
 /// two from NCELLS to NCELLS_MAX), writes it in the header and sizes the
 /// segment by it; a sender takes the owner's (docs/shm.md, "Ring size").
-pub const NCELLS: usize = 2048;
-pub const NCELLS_MAX: usize = 65536;
+pub(crate) const NCELLS: usize = 2048;
+pub(crate) const NCELLS_MAX: usize = 65536;
 /// Bytes between two slots' rings of a segment whose rings have `ncells`
 /// cells (each ring in pages of its own).
-pub const fn slot_stride(ncells: usize) -> usize {
+pub(crate) const fn slot_stride(ncells: usize) -> usize {
     ring_bytes(ncells).next_multiple_of(sys::shm::PAGE)
 }
 /// Size of a segment whose rings have `ncells` cells.
-pub const fn seg_size(ncells: usize) -> usize {
+pub(crate) const fn seg_size(ncells: usize) -> usize {
     CTL_AREA + NSLOTS * slot_stride(ncells)
 }
 #[cfg(test)]
-pub const SEG_SIZE: usize = seg_size(NCELLS);
+pub(crate) const SEG_SIZE: usize = seg_size(NCELLS);
 /// Whether `ncells` is a ring size a segment may have.
-pub const fn ring_cells_ok(ncells: usize) -> bool {
+pub(crate) const fn ring_cells_ok(ncells: usize) -> bool {
     ncells.is_power_of_two() && ncells >= NCELLS && ncells <= NCELLS_MAX
 }
 
@@ -173,20 +173,20 @@ const S_ABORT: usize = 40;
 
 /// Slot states (low byte of the state word; bits 8..32 the generation,
 /// bits 32..64 the pid of the process that claimed it).
-pub const SLOT_FREE: u64 = 0;
-pub const SLOT_CLAIMED: u64 = 1;
-pub const SLOT_ACTIVE: u64 = 2;
-pub const SLOT_CLOSED: u64 = 3;
+pub(crate) const SLOT_FREE: u64 = 0;
+pub(crate) const SLOT_CLAIMED: u64 = 1;
+pub(crate) const SLOT_ACTIVE: u64 = 2;
+pub(crate) const SLOT_CLOSED: u64 = 3;
 
 /// Who is sending in a slot, as the owner reads it (copied, validated).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SlotSender {
+pub(crate) struct SlotSender {
     pub token: u64,
     pub pid: i32,
     pub start: u64,
 }
 
-pub struct Segment {
+pub(crate) struct Segment {
     /// Reached only through raw pointers and atomics (other processes
     /// write it).
     map: SharedMap,
@@ -222,12 +222,12 @@ pub(super) fn seg_name(token: u64) -> CString {
 }
 
 /// The private directory of this user's doorbells (docs/security.md).
-pub fn bell_dir() -> std::path::PathBuf {
+pub(crate) fn bell_dir() -> std::path::PathBuf {
     std::path::PathBuf::from(format!("/dev/shm/rustfab-{}", sys::geteuid()))
 }
 
 /// The socket file of the doorbell of the endpoint with `token`.
-pub fn doorbell_path(token: u64) -> std::path::PathBuf {
+pub(crate) fn doorbell_path(token: u64) -> std::path::PathBuf {
     bell_dir().join(format!("{token:016x}"))
 }
 
@@ -236,7 +236,7 @@ pub fn doorbell_path(token: u64) -> std::path::PathBuf {
 /// a dead owner's: it is removed first). The directory must be private and
 /// ours (`Err(ACCES)` otherwise, with a warning: another user may have
 /// taken its name).
-pub fn bind_doorbell(token: u64) -> Result<Doorbell> {
+pub(crate) fn bind_doorbell(token: u64) -> Result<Doorbell> {
     let dir = bell_dir();
     if let Err(e) = sys::doorbell::private_dir(&dir) {
         crate::base::log::log_warn!(
@@ -256,16 +256,16 @@ pub fn bind_doorbell(token: u64) -> Result<Doorbell> {
 /// a slot and activating it: magic, the owner's token, slot | generation<<32,
 /// the sender's token. The owner believes it only with the kernel's
 /// credentials (pid, uid) attached to the datagram.
-pub const HELLO_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMHI1");
-pub const HELLO_LEN: usize = 32;
+pub(crate) const HELLO_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMHI1");
+pub(crate) const HELLO_LEN: usize = 32;
 
-pub fn hello_bytes(owner_token: u64, c: Claim, sender_token: u64) -> [u8; HELLO_LEN] {
+pub(crate) fn hello_bytes(owner_token: u64, c: Claim, sender_token: u64) -> [u8; HELLO_LEN] {
     datagram(HELLO_MAGIC, owner_token, [c.slot as u64 | (c.gen << 32), sender_token])
 }
 
 /// Parses a "who I am" datagram meant for `owner_token`: (claim, sender
 /// token); None for anything else (plain rings, garbage).
-pub fn parse_hello(owner_token: u64, b: &[u8]) -> Option<(Claim, u64)> {
+pub(crate) fn parse_hello(owner_token: u64, b: &[u8]) -> Option<(Claim, u64)> {
     let [w2, w3] = parse_datagram(HELLO_MAGIC, owner_token, b)?;
     let slot = (w2 & 0xffff_ffff) as usize;
     (slot < NSLOTS).then_some((Claim { slot, gen: w2 >> 32 }, w3))
@@ -294,27 +294,27 @@ fn parse_datagram(magic: u64, owner_token: u64, b: &[u8]) -> Option<[u64; 2]> {
 /// it a reply (docs/shm.md, "A full /dev/shm"): owner token, the sender's
 /// token, the FI_E* code. Believed only with the kernel's credentials
 /// (the sender token's segment must be that pid's).
-pub const REFUSAL_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMNO1");
+pub(crate) const REFUSAL_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMNO1");
 
-pub fn refusal_bytes(owner_token: u64, sender_token: u64, code: u32) -> [u8; HELLO_LEN] {
+pub(crate) fn refusal_bytes(owner_token: u64, sender_token: u64, code: u32) -> [u8; HELLO_LEN] {
     datagram(REFUSAL_MAGIC, owner_token, [sender_token, code as u64])
 }
 
 /// Parses a refusal meant for `owner_token`: the sender's token.
-pub fn parse_refusal(owner_token: u64, b: &[u8]) -> Option<u64> {
+pub(crate) fn parse_refusal(owner_token: u64, b: &[u8]) -> Option<u64> {
     parse_datagram(REFUSAL_MAGIC, owner_token, b).map(|[t, _]| t)
 }
 
 /// A slot claimed by a sender (state CLAIMED until activated).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Claim {
+pub(crate) struct Claim {
     pub slot: usize,
     pub gen: u64,
 }
 
 /// A slot's state word, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SlotWord {
+pub(crate) struct SlotWord {
     pub state: u64,
     pub gen: u64,
     /// The pid of the process that claimed it (0 if free).
@@ -324,7 +324,7 @@ pub struct SlotWord {
 
 impl SlotWord {
     /// The word as read.
-    pub fn raw(&self) -> u64 {
+    pub(crate) fn raw(&self) -> u64 {
         self.raw
     }
 }
@@ -345,7 +345,7 @@ extern "C" fn unlink_all_at_exit() {
 }
 
 /// Unlinks every segment name this process still owns (exit, cleanup).
-pub fn unlink_all() {
+pub(crate) fn unlink_all() {
     if let Some(mut v) = CREATED.try_lock() {
         for t in v.drain(..) {
             sys::shm::unlink(&seg_name(t));
@@ -367,14 +367,14 @@ impl Segment {
 
     /// [`Segment::create_with`] the default ring size (tests).
     #[cfg(test)]
-    pub fn create(token: u64) -> Result<Segment> {
+    pub(crate) fn create(token: u64) -> Result<Segment> {
         Segment::create_with(token, NCELLS)
     }
 
     /// Creates this endpoint's segment (exclusive), its rings of `ncells`
     /// cells (`ring_cells_ok`, else `-FI_EINVAL`). A stale segment of the
     /// same name (owner gone) is removed and creation retried once.
-    pub fn create_with(token: u64, ncells: usize) -> Result<Segment> {
+    pub(crate) fn create_with(token: u64, ncells: usize) -> Result<Segment> {
         if !ring_cells_ok(ncells) {
             return Err(Error::INVAL);
         }
@@ -443,7 +443,7 @@ impl Segment {
     /// A segment that is there but not one we may use is refused with a
     /// warning naming it and what is wrong (`refused`); one that is not
     /// there (its owner closed it) quietly.
-    pub fn open(token: u64) -> Result<Segment> {
+    pub(crate) fn open(token: u64) -> Result<Segment> {
         let name = seg_name(token);
         let fd = sys::shm::open(&name, Access::ReadWrite).map_err(|_| Error::ADDRNOTAVAIL)?;
         // The ring size the file's size says (one of the sizes a segment
@@ -512,7 +512,7 @@ impl Segment {
     /// the magic last, with a warning naming the segment. Senders that
     /// opened it before keep their rings (they read the header only at
     /// the open); those it refused may open it again.
-    pub fn repair_header(&self) -> bool {
+    pub(crate) fn repair_header(&self) -> bool {
         let want = [
             (H_VERSION, SEG_VERSION as u64 | ((NSLOTS as u64) << 32)),
             (H_NCELLS, self.ncells as u64 | ((self.owner_pid as u32 as u64) << 32)),
@@ -540,43 +540,43 @@ impl Segment {
 
     /// The mapping's first byte (tests: writing as another process would).
     #[cfg(test)]
-    pub fn as_ptr(&self) -> *mut u8 {
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.map.as_ptr()
     }
 
     /// Whether the owning process still exists.
-    pub fn owner_alive(&self) -> bool {
+    pub(crate) fn owner_alive(&self) -> bool {
         self.read_u64(H_CLOSED) == 0 && sys::process_alive(self.owner_pid, self.owner_start)
     }
 
     /// Owner: mark the segment closed (senders stop using it).
-    pub fn mark_closed(&self) {
+    pub(crate) fn mark_closed(&self) {
         self.word(H_CLOSED).store(1, Ordering::Release);
     }
 
     /// The token of the endpoint whose segment this is.
-    pub fn token(&self) -> u64 {
+    pub(crate) fn token(&self) -> u64 {
         self.token
     }
 
     /// The owner marked the segment closed (its endpoint is gone).
-    pub fn closed(&self) -> bool {
+    pub(crate) fn closed(&self) -> bool {
         self.read_u64(H_CLOSED) != 0
     }
 
-    pub fn sleepers(&self) -> u64 {
+    pub(crate) fn sleepers(&self) -> u64 {
         self.word(H_SLEEPERS).load(Ordering::SeqCst)
     }
 
     /// Owner: `n` threads may sleep; with `n > 0` the caller re-checks its
     /// rings afterwards (the wake-up handshake, sync.rs).
-    pub fn set_sleepers(&self, n: u64) {
+    pub(crate) fn set_sleepers(&self, n: u64) {
         super::sync::announce_sleepers(self.word(H_SLEEPERS), n, self.hs);
     }
 
     /// The handshakes' barriers with this segment's owner.
     #[cfg(test)]
-    pub fn handshake(&self) -> Handshake {
+    pub(crate) fn handshake(&self) -> Handshake {
         self.hs
     }
 
@@ -584,7 +584,7 @@ impl Segment {
     /// agree: an owner in `Fences` mode against a sender without fences
     /// would lose wake-ups).
     #[cfg(test)]
-    pub fn force_handshake(&mut self, hs: Handshake) {
+    pub(crate) fn force_handshake(&mut self, hs: Handshake) {
         self.hs = hs;
         if self.owner {
             self.word(H_HANDSHAKE)
@@ -594,7 +594,7 @@ impl Segment {
 
     /// Sender, after publishing a record: whether the owner may sleep and
     /// its doorbell must be rung (the wake-up handshake, sync.rs).
-    pub fn must_wake(&self) -> bool {
+    pub(crate) fn must_wake(&self) -> bool {
         super::sync::must_wake(self.word(H_SLEEPERS), self.hs)
     }
 
@@ -603,12 +603,12 @@ impl Segment {
     /// watch the slot and it must be [`Segment::signal`]led) — the wake-up
     /// handshake (sync.rs) and the ready list (ready.rs) on one fence.
     #[inline]
-    pub fn after_publish(&self, slot: usize) -> (bool, bool) {
+    pub(crate) fn after_publish(&self, slot: usize) -> (bool, bool) {
         super::ready::after_publish(self.word(H_SLEEPERS), self.slot_word(slot, S_WATCH), self.hs)
     }
 
     /// Sender: puts `slot` on the owner's ready list.
-    pub fn signal(&self, slot: usize) {
+    pub(crate) fn signal(&self, slot: usize) {
         let (w, bit) = (slot / 64, slot % 64);
         if w < READY_WORDS {
             super::ready::signal(self.word(H_READY), self.word(H_READY_BITS + w * 8), w, bit);
@@ -617,46 +617,46 @@ impl Segment {
 
     /// Owner: whether any slot may be on the ready list (one load).
     #[inline(always)]
-    pub fn any_ready(&self) -> bool {
+    pub(crate) fn any_ready(&self) -> bool {
         super::ready::any(self.word(H_READY))
     }
 
     /// Owner: takes the ready list, calling `f` with every slot on it.
-    pub fn take_ready(&self, mut f: impl FnMut(usize)) {
+    pub(crate) fn take_ready(&self, mut f: impl FnMut(usize)) {
         let words: [&AtomicU64; READY_WORDS] = core::array::from_fn(|w| self.word(H_READY_BITS + w * 8));
         super::ready::take(self.word(H_READY), &words, |w, bit| f(w * 64 + bit));
     }
 
     /// Owner: it polls `slot`'s ring on every pass from now on.
-    pub fn watch(&self, slot: usize) {
+    pub(crate) fn watch(&self, slot: usize) {
         super::ready::watch(self.slot_word(slot, S_WATCH));
     }
 
     /// Owner: it stops polling `slot`'s ring on every pass; it must make
     /// [`Segment::owner_fence`] and look at the ring once more afterwards
     /// (ready.rs).
-    pub fn unwatch(&self, slot: usize) {
+    pub(crate) fn unwatch(&self, slot: usize) {
         super::ready::unwatch(self.slot_word(slot, S_WATCH));
     }
 
     /// Owner: the barrier of its side of the handshakes (sync.rs), after
     /// unwatching rings and before looking at them again.
-    pub fn owner_fence(&self) {
+    pub(crate) fn owner_fence(&self) {
         super::sync::owner_fence::<AtomicU64>(self.hs);
     }
 
     /// Owner: the RTS prefix it wants (buffered receives).
-    pub fn set_rts_prefix(&self, n: u64) {
+    pub(crate) fn set_rts_prefix(&self, n: u64) {
         self.word(H_RTS_PREFIX).store(n, Ordering::Release);
     }
 
     /// The RTS prefix the owner wants (a peer-written value: the caller
     /// clamps it).
-    pub fn rts_prefix(&self) -> u64 {
+    pub(crate) fn rts_prefix(&self) -> u64 {
         self.read_u64(H_RTS_PREFIX)
     }
 
-    pub fn claim_seq(&self) -> u64 {
+    pub(crate) fn claim_seq(&self) -> u64 {
         self.read_u64(H_CLAIM_SEQ)
     }
 
@@ -685,7 +685,7 @@ impl Segment {
     /// a 16384-cell ring's last sender, which may have made its whole MiB
     /// resident, leaves nothing behind. Where the pages cannot be
     /// discarded, every non-zero word is written (a hole is only read).
-    pub fn reset_ring(&self, slot: usize) {
+    pub(crate) fn reset_ring(&self, slot: usize) {
         let base = self.ring_offset(slot);
         if self.map.discard(base, self.stride).is_err() {
             self.ring(slot).reset();
@@ -704,7 +704,7 @@ impl Segment {
     /// the sender needs to work at all; `STEP_HEADROOM` for more, so that
     /// one peer's large ring never takes the room another peer needs to
     /// work).
-    pub fn populate_cells(&self, slot: usize, from: u64, to: u64, keep: u64) -> Result<()> {
+    pub(crate) fn populate_cells(&self, slot: usize, from: u64, to: u64, keep: u64) -> Result<()> {
         #[cfg(test)]
         if to > self.no_room_from.load(Ordering::Relaxed) {
             return Err(Error::NOMEM);
@@ -731,7 +731,7 @@ impl Segment {
     /// cell `from` on — pages the sender never wrote (it writes no cell
     /// past `from`), which would otherwise hold /dev/shm's last room for
     /// nothing. The page holding cell `from` (allocated before) is left.
-    pub fn unpopulate_cells(&self, slot: usize, from: u64, to: u64) {
+    pub(crate) fn unpopulate_cells(&self, slot: usize, from: u64, to: u64) {
         let page = sys::shm::PAGE;
         let cells = self.ring_cells(slot).start;
         let start = (cells + (from as usize).min(self.ncells) * CELL).next_multiple_of(page);
@@ -764,7 +764,7 @@ impl Segment {
         start..start + self.ncells * CELL
     }
 
-    pub fn ring(&self, slot: usize) -> Ring {
+    pub(crate) fn ring(&self, slot: usize) -> Ring {
         // SAFETY: the ring lies inside the slot's stride, page-aligned, and
         // lives as long as the mapping; the Ring is used only while the
         // owning Segment is alive (callers keep the Segment next to the
@@ -772,7 +772,7 @@ impl Segment {
         unsafe { Ring::new(self.slot_base(slot), self.ncells) }
     }
 
-    pub fn slot_state(&self, slot: usize) -> u64 {
+    pub(crate) fn slot_state(&self, slot: usize) -> u64 {
         self.slot_word(slot, S_STATE).load(Ordering::Acquire) & 0xff
     }
 
@@ -781,7 +781,7 @@ impl Segment {
     /// No free slot: `Err(AGAIN)`, after bumping `claim_seq` so that the
     /// owner looks for slots of dead senders to reclaim. No room in
     /// /dev/shm for the slot's first pages (`reserve_slot`): `Err(NOMEM)`.
-    pub fn claim_slot(&self, me: SlotSender) -> Result<Claim> {
+    pub(crate) fn claim_slot(&self, me: SlotSender) -> Result<Claim> {
         // From where `claim_seq` (one step per activation, mostly) points,
         // round the slots: the k-th sender of a segment finds a free slot at
         // once instead of after reading the k state words before it.
@@ -835,19 +835,19 @@ impl Segment {
     }
 
     /// Makes the owner look at its slots and doorbell on its next pass.
-    pub fn nudge(&self) {
+    pub(crate) fn nudge(&self) {
         self.word(H_CLAIM_SEQ).fetch_add(1, Ordering::AcqRel);
     }
 
     /// Sender: makes a claimed slot visible to the owner.
-    pub fn activate(&self, c: Claim, me: SlotSender) {
+    pub(crate) fn activate(&self, c: Claim, me: SlotSender) {
         self.slot_word(c.slot, S_STATE)
             .store(slot_word_of(SLOT_ACTIVE, c.gen, me.pid), Ordering::Release);
         self.word(H_CLAIM_SEQ).fetch_add(1, Ordering::AcqRel);
     }
 
     /// A slot's state word (owner: who claimed it, which generation).
-    pub fn slot_word_now(&self, slot: usize) -> SlotWord {
+    pub(crate) fn slot_word_now(&self, slot: usize) -> SlotWord {
         let raw = self.slot_word(slot, S_STATE).load(Ordering::Acquire);
         SlotWord {
             state: raw & 0xff,
@@ -859,7 +859,7 @@ impl Segment {
 
     /// Owner: frees a slot whose claimer died before activating it, if the
     /// slot still is exactly as `seen` (a live claimer's activation wins).
-    pub fn reclaim_claimed(&self, slot: usize, seen: SlotWord) -> bool {
+    pub(crate) fn reclaim_claimed(&self, slot: usize, seen: SlotWord) -> bool {
         seen.state == SLOT_CLAIMED
             && self
                 .slot_word(slot, S_STATE)
@@ -874,7 +874,7 @@ impl Segment {
 
     /// Sender: no more records will come in this slot, because of `code`
     /// (an FI_E* code, not 0): the owner fails us as a peer.
-    pub fn abort_slot(&self, slot: usize, code: u32) {
+    pub(crate) fn abort_slot(&self, slot: usize, code: u32) {
         // Ordered before the close by its Release.
         self.slot_word(slot, S_ABORT).store(code as u64, Ordering::Relaxed);
         self.close_slot(slot);
@@ -883,12 +883,12 @@ impl Segment {
     /// Owner: why a closed slot's sender gave its ring up (0: an orderly
     /// close). Read after its `SLOT_CLOSED` (Acquire); any value is only
     /// that sender's word about itself.
-    pub fn slot_abort(&self, slot: usize) -> u32 {
+    pub(crate) fn slot_abort(&self, slot: usize) -> u32 {
         self.slot_word(slot, S_ABORT).load(Ordering::Acquire) as u32
     }
 
     /// Sender: no more records will come in this slot.
-    pub fn close_slot(&self, slot: usize) {
+    pub(crate) fn close_slot(&self, slot: usize) {
         let w = self.slot_word(slot, S_STATE);
         let cur = w.load(Ordering::Acquire);
         if cur & 0xff == SLOT_ACTIVE {
@@ -897,7 +897,7 @@ impl Segment {
     }
 
     /// Owner: reads who sends in an active/closed slot.
-    pub fn slot_sender(&self, slot: usize) -> SlotSender {
+    pub(crate) fn slot_sender(&self, slot: usize) -> SlotSender {
         SlotSender {
             token: self.slot_word(slot, S_TOKEN).load(Ordering::Acquire),
             pid: self.slot_word(slot, S_PID).load(Ordering::Acquire) as u32 as i32,
@@ -907,7 +907,7 @@ impl Segment {
 
     /// Owner: returns a drained slot (closed, or its sender dead) to the
     /// free pool, keeping its generation.
-    pub fn free_slot(&self, slot: usize) {
+    pub(crate) fn free_slot(&self, slot: usize) {
         // Its next sender starts unwatched (it signals its first records).
         self.slot_word(slot, S_WATCH).store(0, Ordering::Relaxed);
         // And with an empty ring: the records its last sender left (their

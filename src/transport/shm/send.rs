@@ -29,7 +29,7 @@ impl ShmPort {
     }
 
     /// Whether the peer is (still) reachable; rate-limited liveness check.
-    pub fn check_peer(&mut self, token: u64) -> bool {
+    pub(crate) fn check_peer(&mut self, token: u64) -> bool {
         let Some(p) = self.peers.get_mut(token) else {
             return !self.peers.gone.contains_key(&token) || self.tomb_failed(token);
         };
@@ -52,7 +52,7 @@ impl ShmPort {
     /// and announced, as the first send would): the pid its header names as
     /// its owner. A connected endpoint checks a peer's shm offer with it
     /// (docs/shm.md, Connected endpoints); an error: it does not open.
-    pub fn open_peer_owner(&mut self, token: u64) -> Result<i32> {
+    pub(crate) fn open_peer_owner(&mut self, token: u64) -> Result<i32> {
         if token == self.token {
             return Err(Error::INVAL);
         }
@@ -60,7 +60,7 @@ impl ShmPort {
     }
 
     /// Writes one record into `peer`'s ring. `Err(AGAIN)`: no room now.
-    pub fn send_record(&mut self, peer: &Addr, hdr: &WireHdr, payload: Payload<'_>) -> Result<()> {
+    pub(crate) fn send_record(&mut self, peer: &Addr, hdr: &WireHdr, payload: Payload<'_>) -> Result<()> {
         let Addr::Shm(token) = *peer else {
             return Err(Error::INVAL);
         };
@@ -107,7 +107,7 @@ impl ShmPort {
     }
 
     /// Sends a control record (no payload); queues it if the ring is full.
-    pub fn send_ctl(&mut self, peer: &Addr, hdr: &WireHdr) -> Result<()> {
+    pub(crate) fn send_ctl(&mut self, peer: &Addr, hdr: &WireHdr) -> Result<()> {
         match self.send_record(peer, hdr, Payload::None) {
             Err(Error(e)) if e == Error::AGAIN.0 => {
                 let Addr::Shm(token) = *peer else {
@@ -160,7 +160,7 @@ impl ShmPort {
     }
 
     /// Free ring space towards `peer`, in payload bytes of one record.
-    pub fn room(&mut self, peer: &Addr) -> usize {
+    pub(crate) fn room(&mut self, peer: &Addr) -> usize {
         let Addr::Shm(token) = *peer else { return 0 };
         let Ok(p) = self.peer(token) else { return 0 };
         match p.ring.free_cells(p.tail) {

@@ -61,7 +61,7 @@ use core::sync::atomic::Ordering;
 
 /// A 64-bit word the protocol reads and writes, and the fence of the
 /// memory model it lives in.
-pub trait Word {
+pub(crate) trait Word {
     fn load(&self, o: Ordering) -> u64;
     fn store(&self, v: u64, o: Ordering);
     fn fence(o: Ordering);
@@ -76,7 +76,7 @@ pub trait Word {
 /// creation and writes it in its header; a sender uses `Membarrier` only
 /// if the header says so and its own process is registered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Handshake {
+pub(crate) enum Handshake {
     /// A SeqCst fence on both sides.
     Fences,
     /// A compiler barrier on the sender's, membarrier on the owner's.
@@ -86,7 +86,7 @@ pub enum Handshake {
 /// Owner (consumer): the barrier between its store (sleepers, `watched`)
 /// and its look at the rings.
 #[inline(always)]
-pub fn owner_fence<W: Word>(hs: Handshake) {
+pub(crate) fn owner_fence<W: Word>(hs: Handshake) {
     match hs {
         Handshake::Fences => W::fence(Ordering::SeqCst),
         Handshake::Membarrier => W::heavy_fence(),
@@ -96,7 +96,7 @@ pub fn owner_fence<W: Word>(hs: Handshake) {
 /// Sender (producer): the barrier between publishing a record and its
 /// loads of the owner's words (sleepers, `watched`).
 #[inline(always)]
-pub fn sender_fence<W: Word>(hs: Handshake) {
+pub(crate) fn sender_fence<W: Word>(hs: Handshake) {
     match hs {
         Handshake::Fences => W::fence(Ordering::SeqCst),
         Handshake::Membarrier => W::light_fence(),
@@ -142,13 +142,13 @@ impl Word for core::sync::atomic::AtomicU64 {
 /// match ([`publish`]: payload that happens to look like a tagged word,
 /// or a record start left alone for 65,536 laps). As loaded (x86-64 and
 /// aarch64: little-endian, as every word of the format).
-pub const READY_BITS: u64 = 0xffff_0000_0000_ffff;
+pub(crate) const READY_BITS: u64 = 0xffff_0000_0000_ffff;
 
 /// The lap tag's bits of a first word ([`READY_BITS`]).
-pub const LAP_TAG: u64 = 0xffff_0000_0000_0000;
+pub(crate) const LAP_TAG: u64 = 0xffff_0000_0000_0000;
 
 /// Where the lap tag starts in a first word.
-pub const LAP_TAG_SHIFT: u32 = 48;
+pub(crate) const LAP_TAG_SHIFT: u32 = 48;
 
 /// Producer: publishes a record whose other bytes are written. `next` is
 /// the first word of the cell after the record (ours: one cell is kept
@@ -157,7 +157,7 @@ pub const LAP_TAG_SHIFT: u32 = 48;
 /// them is zeroed first. Then the record's first word `word` (its tag
 /// included) is stored in `first`, last.
 #[inline(always)]
-pub fn publish<W: Word>(next: &W, next_ready: u64, first: &W, word: u64) {
+pub(crate) fn publish<W: Word>(next: &W, next_ready: u64, first: &W, word: u64) {
     if next.load(Ordering::Relaxed) & READY_BITS == next_ready {
         next.store(0, Ordering::Relaxed);
     }
@@ -167,7 +167,7 @@ pub fn publish<W: Word>(next: &W, next_ready: u64, first: &W, word: u64) {
 /// The first word of a rewind marker (ring.rs, segment version 6), its
 /// lap tag left out: the magic (so that it reads as published), then
 /// version 0 and op 0, which no record has.
-pub const REWIND: u64 = u64::from_le_bytes(*b"FR\x00\x00RW\x00\x00");
+pub(crate) const REWIND: u64 = u64::from_le_bytes(*b"FR\x00\x00RW\x00\x00");
 
 /// Producer: marks the cell whose first word is `first` (its old tail,
 /// made not to read as published when the record before it was) as a
@@ -175,7 +175,7 @@ pub const REWIND: u64 = u64::from_le_bytes(*b"FR\x00\x00RW\x00\x00");
 /// lap's first cell is published (Release: a consumer that sees the
 /// marker sees that record).
 #[inline(always)]
-pub fn rewind<W: Word>(first: &W, tag: u64) {
+pub(crate) fn rewind<W: Word>(first: &W, tag: u64) {
     first.store(REWIND | tag, Ordering::Release);
 }
 
@@ -184,27 +184,27 @@ pub fn rewind<W: Word>(first: &W, tag: u64) {
 /// None unless the word's [`READY_BITS`] are `ready` (the magic and the
 /// tag of the lap the consumer's head is in).
 #[inline(always)]
-pub fn published<W: Word>(first: &W, ready: u64) -> Option<u64> {
+pub(crate) fn published<W: Word>(first: &W, ready: u64) -> Option<u64> {
     let w = first.load(Ordering::Acquire);
     (w & READY_BITS == ready).then_some(w & !LAP_TAG)
 }
 
 /// Consumer: gives the cells before `new_head` back (read before this).
 #[inline(always)]
-pub fn release<W: Word>(head: &W, new_head: u64) {
+pub(crate) fn release<W: Word>(head: &W, new_head: u64) {
     head.store(new_head, Ordering::Release);
 }
 
 /// Producer: the head (cells before it are free again).
 #[inline(always)]
-pub fn consumed<W: Word>(head: &W) -> u64 {
+pub(crate) fn consumed<W: Word>(head: &W) -> u64 {
     head.load(Ordering::Acquire)
 }
 
 /// Consumer: `n` threads may sleep (0: none). With `n > 0` the caller must
 /// re-check its rings afterwards, and sleep only if they are empty.
 #[inline(always)]
-pub fn announce_sleepers<W: Word>(sleepers: &W, n: u64, hs: Handshake) {
+pub(crate) fn announce_sleepers<W: Word>(sleepers: &W, n: u64, hs: Handshake) {
     sleepers.store(n, Ordering::Relaxed);
     if n > 0 {
         owner_fence::<W>(hs);
@@ -214,7 +214,7 @@ pub fn announce_sleepers<W: Word>(sleepers: &W, n: u64, hs: Handshake) {
 /// Producer, after [`publish`]: whether the consumer may be asleep (ring
 /// its doorbell).
 #[inline(always)]
-pub fn must_wake<W: Word>(sleepers: &W, hs: Handshake) -> bool {
+pub(crate) fn must_wake<W: Word>(sleepers: &W, hs: Handshake) -> bool {
     sender_fence::<W>(hs);
     sleepers.load(Ordering::Relaxed) != 0
 }
