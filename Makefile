@@ -409,7 +409,7 @@ $(BUILD)/bench/rf_bench: c-tests/bench/rf_bench.c c-tests/bench/bench_common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wno-psabi -o $@ $< -lfabric
 
-# One-sided rates without fabtests (docs/performance.md, RMA and atomics):
+# One-sided rates without fabtests (docs/performance-history.md, RMA and atomics):
 # `make build/bench/rf_rma`, then e.g. FI_PROVIDER_PATH=build FI_PROVIDER=rustfab
 # build/bench/rf_rma -o sum.
 $(BUILD)/bench/rf_rma: c-tests/bench/rf_rma.c c-tests/bench/bench_common.h
@@ -462,7 +462,7 @@ bench-insns: lib $(BUILD)/bench/rf_insns
 # Instructions of one empty fi_cq_read of an endpoint with 1, 8, 64 and 256
 # connected peers (callgrind over rf_idle: rustfab shm, tcp, auto and 1.17's
 # shm), so that a progress pass whose cost grows with idle peers shows
-# (c-tests/bench/idle.sh; docs/performance.md "Scale"; not part of test).
+# (c-tests/bench/idle.sh; docs/performance-history.md "Scale"; not part of test).
 $(BUILD)/bench/rf_idle: c-tests/bench/rf_idle.c c-tests/bench/bench_common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lfabric
@@ -472,7 +472,7 @@ bench-idle: lib $(BUILD)/bench/rf_idle
 
 # What an endpoint costs per peer (RSS, descriptors, shm mapped, first and
 # steady message round) for 1 ... 256 peers, rustfab next to shm and
-# tcp;ofi_rxm: the table of docs/performance.md "## Scale" (not part of test).
+# tcp;ofi_rxm: the table of docs/performance-history.md "## Scale" (not part of test).
 $(BUILD)/scale/rf_scale: c-tests/scale/rf_scale.c c-tests/bench/bench_common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lfabric
@@ -518,7 +518,7 @@ mpi-hosts: lib $(BUILD)/mpi/mpi_test $(BUILD)/mpi-hosts/pingpong
 	$(TIMEOUT) 300 c-tests/mpi-hosts/run.sh $(BUILD)
 
 # MPI_Alltoall for 4-16 ranks on 1, 2 and 4 namespace hosts, rustfab next to
-# Open MPI's own shared memory and TCP (docs/performance.md; minutes, root).
+# Open MPI's own shared memory and TCP (docs/performance-history.md; minutes, root).
 scale-mpi: lib $(BUILD)/mpi/mpi_test $(BUILD)/mpi-hosts/pingpong $(BUILD)/mpi-hosts/alltoall
 	MPI_HOSTS_ONLY=alltoall $(TIMEOUT) 900 c-tests/mpi-hosts/run.sh $(BUILD)
 

@@ -666,7 +666,7 @@ TEST(unexpected_flood_backpressure)
 	SETUP(&DEF, NULL);
 	unsetenv("FI_RUSTFAB_UNEXP_BUDGET");
 	/* N * SZ (12.8 MB) above what tcp's kernel buffers hold while the
-	 * receiver holds back (an 8 MiB send buffer, docs/performance.md
+	 * receiver holds back (an 8 MiB send buffer, docs/performance-history.md
 	 * "tcpbw"), so the push-back must come from the provider; N within
 	 * what the sender's CQ and stash hold unread. Eager on shm too. */
 	enum { N = 800, SZ = 16000 };
@@ -832,7 +832,7 @@ static int drain_ctx(struct end *e, struct end *other, void *ctx, int *done, int
 /*
  * The ping-pong fabtests' fi_rdm_pingpong runs: both domains opened with
  * FI_THREAD_DOMAIN (one thread: every call serialised, the model a
- * provider may drop its locks for; docs/performance.md), with manual and
+ * provider may drop its locks for; docs/performance-history.md), with manual and
  * with automatic progress; sizes from inline to rendezvous, each message's
  * bytes and completion checked. With FI_PROGRESS_AUTO each side polls only
  * its own CQ, so the other side's part of a transfer (a TCP sender's

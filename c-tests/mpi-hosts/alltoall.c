@@ -1,5 +1,5 @@
 /*
- * MPI_Alltoall time, for the scale tables of docs/performance.md: every
+ * MPI_Alltoall time, for the scale tables of docs/performance-history.md: every
  * rank sends SIZE bytes to every rank, ITERS times after 5 warm-up rounds;
  * the result (checked: each block carries its source and destination) is
  * the slowest rank's mean time per MPI_Alltoall. Rank 0 prints, per size,

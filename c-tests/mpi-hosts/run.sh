@@ -294,7 +294,7 @@ want oversub && for shape in "1 4" "2 2"; do
 done
 
 # MPI_Alltoall for 4-16 ranks (A2A_SHAPES="1x32 4x8" for 32), rustfab next to Open MPI's own shared memory
-# and TCP (ob1), each shape in one run: for docs/performance.md, only with
+# and TCP (ob1), each shape in one run: for docs/performance-history.md, only with
 # MPI_HOSTS_ONLY=alltoall (minutes; not part of make test).
 if [ "${MPI_HOSTS_ONLY:-}" = alltoall ]; then
 	for shape in ${A2A_SHAPES:-1x4 1x8 1x16 2x2 2x4 4x2 2x8 4x4}; do

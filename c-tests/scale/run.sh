@@ -2,7 +2,7 @@
 # make scale: rf_scale (what an RDM endpoint costs per peer, and what each
 # endpoint costs) for 1, 8, 64 and 256 peers, rustfab shm / tcp / auto next
 # to libfabric's shm and tcp;ofi_rxm, printed as the markdown table of
-# docs/performance.md "## Scale". Every run is under a timeout; a run that
+# docs/performance-history.md "## Scale". Every run is under a timeout; a run that
 # fails or times out shows as such in its row (exit status 1).
 #
 #   c-tests/scale/run.sh [rf_scale]   (FI_PROVIDER_PATH must be set)

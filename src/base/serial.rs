@@ -5,7 +5,7 @@
 //! application serializes access across all objects in a domain". Under that
 //! promise the endpoint, CQ and progress-engine locks of the data path are
 //! never contended, yet each `parking_lot` lock and unlock is a `lock
-//! cmpxchg`, dozens of them per small-message round trip (docs/performance.md
+//! cmpxchg`, dozens of them per small-message round trip (docs/performance-history.md
 //! "serial"). A [`ModeMutex`] looks at its
 //! domain's [`LockMode`] instead:
 //!

@@ -178,14 +178,14 @@ pub(crate) struct Cq {
 /// at ~150 us: when both ping-pong ranks share a core each of them waited
 /// the whole count before giving the core to the other; 64 and every 2nd
 /// brought it to ~14 us, and `make bench`'s shm latency and bandwidth did
-/// not get worse — docs/performance.md "Scale".)
+/// not get worse — docs/performance-history.md "Scale".)
 ///
 /// Only reads whose progress pass saw no peer move count (`Port::poll`:
 /// shm, a record consumed or the consumer of a ring we wait on for room
 /// advancing its head; TCP never says). A peer that moves runs on another
 /// processor: yielding ours cannot help it, and on a core shared with a
 /// third busy process a yield hands that process a whole slice — a 4 KiB
-/// stream fell from ~7,000 to 20-380 MB/s (docs/performance.md "4 KiB
+/// stream fell from ~7,000 to 20-380 MB/s (docs/performance-history.md "4 KiB
 /// under load"). A read that sees a peer move starts the count anew, so
 /// the yields begin IDLE_YIELD_AFTER reads after the peer went still.
 ///
@@ -197,7 +197,7 @@ pub(crate) struct Cq {
 /// IDLE_YIELD_EVERY_MAX empty reads (~20-40 us of polling per yield); a
 /// longer one (another process ran) brings it back to IDLE_YIELD_EVERY.
 /// On a processor of its own a polling loop so stops yielding after a few
-/// yields; on a shared one it yields as before (docs/performance.md
+/// yields; on a shared one it keeps yielding (docs/performance-history.md
 /// "yieldback").
 pub(crate) const IDLE_YIELD_AFTER: u32 = 64;
 pub(crate) const IDLE_YIELD_EVERY: u32 = 2;

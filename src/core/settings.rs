@@ -19,7 +19,7 @@ pub(crate) const DEFAULT_SHM_STREAM_LONE_MAX: usize = 256 << 10;
 /// Rings of at least this many cells (1 MiB) stream lone rendezvous
 /// messages (`SHM_STREAM_LONE_MAX`): below it a cell is written again while
 /// the consumer's cache still holds it, and streaming is slower than the
-/// split pull (docs/performance.md "bigring").
+/// split pull (docs/performance-history.md "bigring").
 pub(crate) const STREAM_RING_MIN: usize = LARGE_RING_CELLS;
 
 /// `FI_RUSTFAB_SHM_RING_CELLS`'s default where /dev/shm has at least

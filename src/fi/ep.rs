@@ -378,8 +378,8 @@ unsafe fn recv_iov(iov: *const libc::iovec, count: usize, flags: u64) -> Result<
     unsafe { iov_from_c(iov, count) }
 }
 
-// Inlined into each thunk: the op is built in place, and one call frame
-// less per post (bench-insns).
+// Inlined into each thunk: the op is built in place, with no call frame
+// of its own per post.
 #[inline(always)]
 fn send(o: &EpObj, op: SendOp) -> Result<isize> {
     o.core.post_send(op)?;

@@ -1,5 +1,5 @@
 //! The registry of live handles: the address of every `Obj` rustfab has
-//! handed to C and not yet freed (issue 12 finding 7).
+//! handed to C and not yet freed.
 //!
 //! A pointer from C is dereferenced only once it is found here, so a foreign
 //! fid (another provider's object, or a struct the application made), a

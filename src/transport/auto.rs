@@ -56,7 +56,7 @@ pub(crate) struct AutoPort {
 /// some tens of microseconds later, and the peer's handshake takes round
 /// trips anyway; TcpPort::lonely). 4096 passes of a polling loop are 40-100
 /// us here: Open MPI's 1 B ping-pong on one host made an `epoll_wait` every
-/// ~15 messages with 256 (docs/performance.md "yieldback").
+/// ~15 messages with 256 (docs/performance-history.md "yieldback").
 const TCP_IDLE_PERIOD: u32 = 16;
 const TCP_LONELY_PERIOD: u32 = 4096;
 const TCP_HOT_PASSES: u32 = 256;

@@ -13,7 +13,7 @@ pub(crate) const IOV_MAX: usize = 8;
 /// Only the first `n` segments are ever written or read: the rest of the
 /// array is left uninitialised, so building the one-segment list of every
 /// `fi_send`/`fi_recv` writes one segment, not eight (136 bytes zeroed per
-/// post before; docs/performance.md, postcut). Every reader goes through
+/// post before; docs/performance-history.md, postcut). Every reader goes through
 /// [`IovList::segments`]; equality and `Debug` are those of the segments.
 #[derive(Clone, Copy)]
 pub(crate) struct IovList {
@@ -115,7 +115,7 @@ impl IovList {
             o -= l;
         }
         // Past the end: from the first segment's address (from 0 for an
-        // empty list), as before.
+        // empty list).
         self.segments().first().map_or(off, |s| s.0 + off)
     }
 

@@ -81,7 +81,7 @@ pub(super) fn claim(p: &mut PeerOut, cells: u64, eager: bool) -> core::result::R
 /// that does not fit before them goes back to the lap's first cell once
 /// the consumer has left room there, or waits (Ok(None)). Where the
 /// kernel cannot populate (before Linux 5.14), the pages fault in as they
-/// are written, as before. `p.free >= cells`.
+/// are written. `p.free >= cells`.
 #[cold]
 #[inline(never)]
 pub(super) fn claim_past_reserved(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring::Corrupt> {
@@ -141,8 +141,8 @@ pub(super) fn claim_past_reserved(p: &mut PeerOut, cells: u64) -> core::result::
 }
 
 /// `claim` of a large record at the next lap's first cell, if it may go
-/// there (`Ring::rewind`). Out of line: the small records' path stays as
-/// short as before (bench-insns).
+/// there (`Ring::rewind`). Out of line, so that the small records' path
+/// carries none of it.
 #[inline(never)]
 pub(super) fn claim_rewound(p: &mut PeerOut, cells: u64) -> core::result::Result<Option<Spot>, ring::Corrupt> {
     let when_empty = cells <= ring::EMPTY_REWIND_MAX || p.ring.ncells() <= ring::REWIND_RING_MAX;

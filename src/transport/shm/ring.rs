@@ -47,7 +47,7 @@
 //! so reuses the cells the consumer has just left, still in both cores'
 //! caches, instead of cells the consumer read a lap (128 KiB) earlier —
 //! what libfabric 2.6's shm gets from its last-freed-first inject buffers
-//! (docs/performance.md, shmbw "4 KiB (shm4k)").
+//! (docs/performance-history.md, shmbw "4 KiB (shm4k)").
 
 use super::sync;
 use crate::transport::proto;
@@ -69,7 +69,7 @@ pub(crate) const REWIND_MIN: u64 = 16;
 /// Rings of more cells than this are not rewound: an owner that chose
 /// large rings (`FI_RUSTFAB_SHM_RING_CELLS`) did so that a cell is written
 /// again only after the consumer's cache has let it go (a lap of 1 MiB or
-/// more: docs/performance.md "bigring"), which going back to the first
+/// more: docs/performance-history.md "bigring"), which going back to the first
 /// cell would undo.
 pub(crate) const REWIND_RING_MAX: u64 = 2048;
 
@@ -78,7 +78,7 @@ pub(crate) const REWIND_RING_MAX: u64 = 2048;
 /// cell ([`SMALL_REWIND_AT`]), when they can ([`Ring::rewind`]): they
 /// keep the default ring's lap (128 KiB) while large records go round the
 /// whole ring. A small record's cell a MiB lap later has left every
-/// cache, and a 1-byte ping-pong waits for it (docs/performance.md
+/// cache, and a 1-byte ping-pong waits for it (docs/performance-history.md
 /// "smalllap"). Records start less than `REWIND_MIN` cells apart, so a run
 /// of small records lands one start in the `REWIND_MIN` cells from
 /// `SMALL_REWIND_AT`: that is where the producer tries, once a lap, not on
@@ -112,7 +112,7 @@ pub(crate) const SMALL_REWIND_AT: u64 = SMALL_LAP - 2 * REWIND_MIN;
 /// read a MiB earlier), and an eager one rewinds only in a stream (records
 /// behind it not yet consumed: rewinding keeps a stream within the cells
 /// the consumer works in, twice as fast at 4 KiB). Measured in Open MPI's
-/// ping-pong and `fi_rdm_tagged_bw` (docs/performance.md "smalllap").
+/// ping-pong and `fi_rdm_tagged_bw` (docs/performance-history.md "smalllap").
 pub(crate) const EMPTY_REWIND_MAX: u64 = 128;
 
 /// Byte size of a ring with `ncells` cells.
@@ -258,13 +258,13 @@ impl Ring {
     /// free cell after it, and room for one more record of its size, so
     /// that the producer does not wait for the consumer right after it
     /// rewound (rewinding whenever the record alone fits made sender and
-    /// receiver take turns: docs/performance.md, shmbw). Then
+    /// receiver take turns: docs/performance-history.md, shmbw). Then
     /// `Some((lap, free))`: the index of the next lap's first cell, and the
     /// cells free from there (as [`Ring::free_cells`] of `lap`). An empty
     /// ring (head at `tail`) needs only the record and the free cell after it
     /// before `tail`: nothing is behind to take turns with, and the record
     /// reuses the cells the last one left (a ping-pong's large records
-    /// then take two places in turn, not three: docs/performance.md
+    /// then take two places in turn, not three: docs/performance-history.md
     /// "emptyrewind") — unless `when_empty` is false: then never into an
     /// empty ring (large records of large rings, [`EMPTY_REWIND_MAX`]).
     /// Reads `head` (Acquire) unless `tail` itself is within `cells` of

@@ -137,7 +137,7 @@ impl Word for core::sync::atomic::AtomicU64 {
 /// the header's flag bits 16..32, which no flag uses). A stale word of an
 /// earlier lap carries another lap's tag, so the producer need not zero
 /// the cell where the next record starts (a store into a second line per
-/// message, which the consumer then fetches: docs/performance.md
+/// message, which the consumer then fetches: docs/performance-history.md
 /// "laptag"); it zeroes it only in the rare case that the stale word would
 /// match ([`publish`]: payload that happens to look like a tagged word,
 /// or a record start left alone for 65,536 laps). As loaded (x86-64 and

@@ -16,7 +16,7 @@ pub(crate) const USER_TIMEOUT: Duration = Duration::from_secs(15);
 /// `sys::net::send_buffer_request`): several 1 MiB chunks
 /// ([`CHUNK_MAX`]) fit while the reader is busy, so a sender of large
 /// messages is not left waiting for `EPOLLOUT` (256 KiB, before, cost half
-/// the 1 MiB bandwidth; 2 MiB measured below 4: docs/performance.md
+/// the 1 MiB bandwidth; 2 MiB measured below 4: docs/performance-history.md
 /// "tcpbw"); still bounded, so a stalled receiver pushes back on the
 /// sender's posts.
 pub(crate) const SNDBUF: usize = 4 << 20;

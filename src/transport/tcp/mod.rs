@@ -420,7 +420,7 @@ pub(crate) struct TcpPort {
     alarm: Alarm,
     /// Fast-hashed (`FastMap`): the engine asks `room` for every streaming
     /// send in every pass, two lookups each (a window of 64 large sends
-    /// spent ~20 % of the sender's CPU in SipHash, docs/performance.md
+    /// spent ~20 % of the sender's CPU in SipHash, docs/performance-history.md
     /// "tcpbw"). Keys are our own ids and the addresses of the peers we
     /// hold connections to or records for, not a stream a peer can grow
     /// (accepted connections are capped by `max_conns`).
@@ -502,7 +502,7 @@ pub(crate) struct TcpPort {
 /// (another peer, the listener, the timer), doubled after each one that
 /// reported nothing else, up to EPOLL_EVERY_MAX. With one busy peer (a
 /// ping-pong) `epoll_wait` then costs ~1 system call per 64 passes instead
-/// of 1 per 8 (docs/performance.md "tcplat").
+/// of 1 per 8 (docs/performance-history.md "tcplat").
 pub(crate) const EPOLL_EVERY_MIN: u32 = 8;
 pub(crate) const EPOLL_EVERY_MAX: u32 = 64;
 /// ... but while any connection waits for `EPOLLOUT` (a bulk sender whose

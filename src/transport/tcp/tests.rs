@@ -1033,7 +1033,7 @@ fn a_waiting_write_keeps_epoll_frequent() {
 /// established connection whose reader is busy elsewhere: the sender hands
 /// it over whole and goes on, instead of waiting for EPOLLOUT while the
 /// reader catches up (with a 256 KiB `SO_SNDBUF` a window of 1 MiB
-/// rendezvous sends spent most of its time so: docs/performance.md
+/// rendezvous sends spent most of its time so: docs/performance-history.md
 /// "tcpbw").
 #[test]
 fn a_whole_chunk_fits_the_socket_without_the_reader() {

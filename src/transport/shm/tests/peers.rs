@@ -95,7 +95,7 @@ fn a_garbage_header_costs_new_senders_only_until_the_owner_rewrites_it() {
 /// only, and only until the owner looks: no peer is failed for it (a
 /// garbage abort word was taken for a sender giving its ring up, and
 /// the peer named by the garbage token refused), the slots come back
-/// free, and senders come and go as before.
+/// free, and senders keep coming and going.
 #[test]
 fn garbage_control_lines_cost_only_their_slots() {
     use core::sync::atomic::{AtomicU64, Ordering};
