@@ -187,18 +187,9 @@ pub(super) fn revisit<'a>(
 ) -> Result<&'a mut PeerOut> {
     let p = &mut peers.v[i];
     if !p.failed {
-        p.failed = true;
         p.backlog.clear();
-        events.push(PeerEvent::Failed(Addr::Shm(token)));
     }
-    if events.iter().any(|e| *e.peer() == Addr::Shm(token)) {
-        return Err(Error::AGAIN);
-    }
-    let now = Instant::now();
-    if p.next_look.is_some_and(|t| now < t) {
-        return Err(Error::CONNRESET);
-    }
-    p.next_look = Some(now + LIVENESS_PERIOD);
+    time_to_look(&mut p.failed, &mut p.next_look, token, events)?;
     if !p.seg.closed() && p.seg.owner_alive() {
         shm_debug!("shm: peer {token:016x} failed while its owner lives: not reopened");
         return Err(Error::CONNRESET);
@@ -208,15 +199,7 @@ pub(super) fn revisit<'a>(
     let no_room = peers.no_room_for_claims;
     #[cfg(not(test))]
     let no_room = false;
-    let Ok(fresh) = connect(ring_tx, me, my_token, token, no_room) else {
-        shm_debug!("shm: peer {token:016x} is gone and nobody holds its address yet");
-        return Err(Error::CONNRESET);
-    };
-    crate::base::log::log_info!(
-        crate::abi::FI_LOG_EP_DATA,
-        "shm: peer {token:016x} has a new owner (pid {}, the last one is gone): sending there",
-        fresh.seg.owner_pid
-    );
+    let fresh = connect_new_owner(ring_tx, me, my_token, token, no_room)?;
     let old = core::mem::replace(&mut peers.v[i], fresh);
     // Our slot in the old segment (the owner is gone: nobody frees it).
     old.seg.close_slot(old.slot);
@@ -245,32 +228,54 @@ pub(super) fn open_peer<'a>(
     #[cfg(not(test))]
     let no_room = false;
     if let Some(t) = peers.gone.get_mut(&token) {
-        if !t.reported {
-            t.reported = true;
-            events.push(PeerEvent::Failed(Addr::Shm(token)));
-        }
-        if events.iter().any(|e| *e.peer() == Addr::Shm(token)) {
-            return Err(Error::AGAIN);
-        }
-        let now = Instant::now();
-        if t.next_look.is_some_and(|at| now < at) {
-            return Err(Error::CONNRESET);
-        }
-        t.next_look = Some(now + LIVENESS_PERIOD);
+        time_to_look(&mut t.reported, &mut t.next_look, token, events)?;
         // The owner we knew is gone: a live one there now is a new one.
-        let Ok(fresh) = connect(ring_tx, me, my_token, token, no_room) else {
-            return Err(Error::CONNRESET);
-        };
-        crate::base::log::log_info!(
-            crate::abi::FI_LOG_EP_DATA,
-            "shm: peer {token:016x} has a new owner (pid {}, the last one is gone): sending there",
-            fresh.seg.owner_pid
-        );
+        let fresh = connect_new_owner(ring_tx, me, my_token, token, no_room)?;
         peers.gone.remove(&token);
         return Ok(peers.insert(token, fresh));
     }
     let p = connect(ring_tx, me, my_token, token, no_room)?;
     Ok(peers.insert(token, p))
+}
+
+/// The gate in front of a failed or departed peer's address: its failure
+/// reported once (`reported` set), `-FI_EAGAIN` until the endpoint has taken
+/// that report, then `-FI_ECONNRESET` except once every `LIVENESS_PERIOD`,
+/// when `Ok` says: look whether a new owner holds the address.
+fn time_to_look(
+    reported: &mut bool,
+    next_look: &mut Option<Instant>,
+    token: u64,
+    events: &mut Vec<PeerEvent>,
+) -> Result<()> {
+    if !*reported {
+        *reported = true;
+        events.push(PeerEvent::Failed(Addr::Shm(token)));
+    }
+    if events.iter().any(|e| *e.peer() == Addr::Shm(token)) {
+        return Err(Error::AGAIN);
+    }
+    let now = Instant::now();
+    if next_look.is_some_and(|t| now < t) {
+        return Err(Error::CONNRESET);
+    }
+    *next_look = Some(now + LIVENESS_PERIOD);
+    Ok(())
+}
+
+/// Our ring at a failed peer's address, held now by a new owner (the one we
+/// knew is gone), or `-FI_ECONNRESET` when nobody holds it yet.
+fn connect_new_owner(ring_tx: &Ringer, me: SlotSender, my_token: u64, token: u64, no_room: bool) -> Result<PeerOut> {
+    let Ok(fresh) = connect(ring_tx, me, my_token, token, no_room) else {
+        shm_debug!("shm: peer {token:016x} is gone and nobody holds its address yet");
+        return Err(Error::CONNRESET);
+    };
+    crate::base::log::log_info!(
+        crate::abi::FI_LOG_EP_DATA,
+        "shm: peer {token:016x} has a new owner (pid {}, the last one is gone): sending there",
+        fresh.seg.owner_pid
+    );
+    Ok(fresh)
 }
 
 /// Our ring in the segment of the endpoint `token`: the segment opened
