@@ -22,9 +22,9 @@ use crate::base::error::{Error, Result};
 use crate::core::engine::{self as rdm, Binds};
 use crate::core::eq::EqError;
 use crate::core::progress::{Engine, Source};
+pub(crate) use crate::transport::connected::ShmUse;
+use crate::transport::connected::{CmEvent, ConnOptions, ConnRequest, Connection, LinkState};
 use crate::transport::proto::Limits;
-pub(crate) use crate::transport::tcp::connected::ShmUse;
-use crate::transport::tcp::connected::{CmEvent, ConnOptions, ConnRequest, Connection, LinkState};
 use crate::transport::tcp::{TcpSettings, EAGER_MAX};
 use crate::transport::Port;
 use core::ffi::c_void;
@@ -35,8 +35,8 @@ use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-pub(crate) use crate::transport::tcp::cm::CM_DATA_MAX;
-pub(crate) use crate::transport::tcp::connected::CONNECTED_PEER;
+pub(crate) use crate::transport::connected::cm::CM_DATA_MAX;
+pub(crate) use crate::transport::connected::CONNECTED_PEER;
 
 /// Where a connected endpoint's connection comes from (`info->handle` at
 /// `fi_endpoint`).

@@ -5,7 +5,7 @@
 //! `fi_listen`, whichever comes first; `fi_listen` turns it into the
 //! transport's [`PassiveListener`] (accepts, reads each client's CONNREQ
 //! within [`HELLO_TIMEOUT`](crate::transport::tcp::HELLO_TIMEOUT), at most
-//! [`MAX_REQUESTS`](crate::transport::tcp::connected::MAX_REQUESTS) at a
+//! [`MAX_REQUESTS`](crate::transport::connected::MAX_REQUESTS) at a
 //! time, the oldest incomplete one closed for a newcomer: a flood cannot
 //! lock real clients out). Every request read is announced on the bound EQ
 //! as `FI_CONNREQ` by the C face ([`Announce`]: it builds the `fi_info` the
@@ -25,10 +25,10 @@ use crate::core::progress::{Engine, Source};
 use crate::core::users::{HasUsers, Held, Users};
 use crate::sys::net;
 use crate::transport::addr::Addr;
+use crate::transport::connected::PassiveListener;
 use crate::transport::tcp::advertised_addr_with;
-use crate::transport::tcp::connected::PassiveListener;
 
-pub(crate) use crate::transport::tcp::connected::ConnRequest;
+pub(crate) use crate::transport::connected::ConnRequest;
 use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};

@@ -1,6 +1,6 @@
 //! Connected endpoints (`FI_EP_MSG`, on every transport): the C face. The
 //! endpoint is the RDM endpoint object of `ep.rs` with exactly one peer —
-//! the other end of one TCP connection (`transport/tcp/connected.rs`),
+//! the other end of one TCP connection (`transport/connected/`),
 //! whose records go over shm when both ends are on shm or auto on this host
 //! (docs/shm.md, Connected endpoints) — and its
 //! connection-management core ([`ConnectedLink`], `core/connected.rs`);

@@ -1,10 +1,11 @@
 //! The transport of a connected (`FI_EP_MSG`) endpoint: exactly one TCP
-//! connection — the state machine of [`super::conn`], as on RDM ports — set
-//! up with the handshake of [`super::cm`], then carrying the same records as
-//! an RDM endpoint's connections (framing, backpressure and the two-phase
-//! placement are shared: [`super::framing`]); and the listening side of
-//! passive endpoints ([`PassiveListener`]: a [`Listener`] whose handshakes
-//! are connection requests, [`ConnRequest`]).
+//! connection — the state machine of
+//! [`tcp::conn`](crate::transport::tcp::conn), as on RDM ports — set up
+//! with the handshake of [`cm`], then carrying the same records as an RDM
+//! endpoint's connections (framing, backpressure and the two-phase
+//! placement are shared: [`tcp::framing`](crate::transport::tcp::framing));
+//! and the listening side of passive endpoints ([`PassiveListener`]: a
+//! [`Listener`] whose handshakes are connection requests, [`ConnRequest`]).
 //!
 //! [`ConnectedPort`] is the endpoint core's [`Port`]; the endpoint's
 //! connection management calls (`fi_connect`, `fi_accept`, `fi_shutdown`,
@@ -21,15 +22,15 @@
 //! * `Connected` — `FI_CONNECTED` (client: with the server's data);
 //! * `Refused` — an `FI_ECONNREFUSED` error event (reject, with the
 //!   server's data) or the connect error (refused port, unreachable,
-//!   `FI_ETIMEDOUT` after [`super::CONNECT_TIMEOUT`]);
+//!   `FI_ETIMEDOUT` after [`CONNECT_TIMEOUT`]);
 //! * `Shutdown` — `FI_SHUTDOWN`: our `fi_shutdown` (outstanding operations
 //!   end with `FI_ECANCELED`) or the peer's (BYE, end of stream, reset,
 //!   keepalive / user timeout: `FI_ECONNRESET`). At most one per endpoint.
 //!
 //! Answers: the peer's records are charged for the answers they make the
-//! endpoint queue ([`super::budget`], as on RDM ports): at the budget its
-//! socket is not read, and past the budget's timeout there the connection
-//! is cut off (`Shutdown` with `FI_ECONNRESET`).
+//! endpoint queue ([`tcp::budget`](crate::transport::tcp::budget), as on
+//! RDM ports): at the budget its socket is not read, and past the budget's
+//! timeout there the connection is cut off (`Shutdown` with `FI_ECONNRESET`).
 //!
 //! Waiting: the socket and a deadline timer sit in the port's own epoll
 //! set, which the domain's engine nests (and, through it, the EQ's and CQs'
@@ -51,27 +52,28 @@
 //! `shm` a peer that cannot be reached so is refused (`FI_ECONNREFUSED`);
 //! on `auto` a peer on another host gets the TCP data path.
 
+pub(crate) mod cm;
 mod passive;
 mod port;
 mod progress;
-mod shm_path;
+mod shm;
 
 pub(crate) use passive::PassiveListener;
 
-use super::budget::{Account, PeerBudget};
-use super::cm::{self, CmKind, ShmOffer, CM_DATA_MAX};
-use super::conn::{Alarm, Conn, Phase};
-use super::framing::{Body, Cork, OutRecord};
-use super::hello::Family;
-use super::trace;
-use super::{TcpSettings, CONNECT_TIMEOUT, COPY_MAX, QUEUE_HIGH_WATER, SCRATCH};
 use crate::base::error::{Error, Result};
 use crate::sys::net;
 use crate::sys::{Epoll, IN};
 use crate::transport::addr::Addr;
 use crate::transport::proto::{self, Limits, WireHdr};
 use crate::transport::shm::ShmPort;
+use crate::transport::tcp::budget::{Account, PeerBudget};
+use crate::transport::tcp::conn::{Alarm, Conn, Phase};
+use crate::transport::tcp::framing::{Body, Cork, OutRecord};
+use crate::transport::tcp::hello::Family;
+use crate::transport::tcp::trace;
+use crate::transport::tcp::{TcpSettings, CONNECT_TIMEOUT, COPY_MAX, QUEUE_HIGH_WATER, SCRATCH};
 use crate::transport::{Payload, Port, Sent};
+use cm::{CmKind, ShmOffer, CM_DATA_MAX};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -620,7 +622,7 @@ impl Inner {
         h.payload = n as u32;
         let body = match payload {
             Payload::None => Body::None,
-            Payload::Bytes(b) => Body::Owned(super::framing::outgoing_payload(&mut h, b)),
+            Payload::Bytes(b) => Body::Owned(crate::transport::tcp::framing::outgoing_payload(&mut h, b)),
             Payload::Iov(iov, off, len) => Body::Iov(iov.sub(off, len)),
         };
         c.queue_mut().push(OutRecord::new(h.to_bytes(), body));

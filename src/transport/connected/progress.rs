@@ -2,13 +2,13 @@
 //! side), the connect deadline and the budget's cut-off, reads within the
 //! peer's budget, the CM answer or BYE, and the connection's end.
 
+use super::cm::{self, CmKind};
 use super::{CmEvent, Inner, LinkState, Refusal, CONNECTED_PEER, TCP_IDLE_PERIOD, TOKEN_SHM, TOKEN_TIMER};
 use crate::base::error::Error;
 use crate::sys::IN;
 use crate::transport::addr::Addr;
 use crate::transport::proto::{self, WireHdr};
 use crate::transport::tcp::budget::{self};
-use crate::transport::tcp::cm::{self, CmKind};
 use crate::transport::tcp::conn::{CoreSink, Phase, Read, Ready};
 use crate::transport::tcp::trace;
 use crate::transport::{Delivery, Port};
