@@ -77,7 +77,7 @@ mod checks {
     const _: () = assert!(FI_RUSTFAB_PROTO_SHM == crate::provider::getinfo::SHM_PROTOCOL);
     const _: () = assert!(FI_RUSTFAB_PROTO_TCP == crate::provider::getinfo::TCP_PROTOCOL);
     const _: () = assert!(FI_RUSTFAB_ERR_UNREACHABLE == crate::transport::UNREACHABLE_PROV_ERRNO);
-    const _: () = assert!(FI_RUSTFAB_CM_DATA_MAX == crate::transport::tcp::cm::CM_DATA_MAX);
+    const _: () = assert!(FI_RUSTFAB_CM_DATA_MAX == crate::transport::connected::cm::CM_DATA_MAX);
 }
 
 #[cfg(test)]

@@ -19,12 +19,14 @@
 
 use crate::abi::{fi_eq_cm_entry, fid, FI_CONNECTED, FI_SHUTDOWN, FI_SOCKADDR_IN, FI_SOCKADDR_IN6};
 use crate::base::error::{Error, Result};
+use crate::core::domain::TransportKind;
 use crate::core::engine::{self as rdm, Binds};
 use crate::core::eq::EqError;
+use crate::core::pep::ConnRequest;
 use crate::core::progress::{Engine, Source};
+use crate::transport::addr::Addr;
+use crate::transport::connected::{CmEvent, ConnOptions, Connection, LinkState, ShmUse};
 use crate::transport::proto::Limits;
-pub(crate) use crate::transport::tcp::connected::ShmUse;
-use crate::transport::tcp::connected::{CmEvent, ConnOptions, ConnRequest, Connection, LinkState};
 use crate::transport::tcp::{TcpSettings, EAGER_MAX};
 use crate::transport::Port;
 use core::ffi::c_void;
@@ -35,8 +37,12 @@ use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-pub(crate) use crate::transport::tcp::cm::CM_DATA_MAX;
-pub(crate) use crate::transport::tcp::connected::CONNECTED_PEER;
+/// Connection data a CM call carries at most (`fi_connect`, `fi_accept`,
+/// `fi_reject`: `FI_OPT_CM_DATA_SIZE`).
+pub(crate) const CM_DATA_MAX: usize = crate::transport::connected::cm::CM_DATA_MAX;
+/// The one peer of a connected endpoint, as its endpoint core names it
+/// (`EpConfig::fixed_peer`: sends ignore their destination address).
+pub(crate) const CONNECTED_PEER: Addr = crate::transport::connected::CONNECTED_PEER;
 
 /// Where a connected endpoint's connection comes from (`info->handle` at
 /// `fi_endpoint`).
@@ -116,13 +122,14 @@ fn cm_entry(handle: usize, data: &[u8]) -> Vec<u8> {
 }
 
 impl ConnectedLink {
-    /// The connection of an endpoint opened with `context`, and the port its
-    /// endpoint core drives (eager records and DATA chunks up to the TCP
-    /// eager limit, as on RDM endpoints; the shm one over shm, `shm`).
+    /// The connection of an endpoint opened with `context` in a domain of
+    /// `transport`, and the port its endpoint core drives (eager records and
+    /// DATA chunks up to the TCP eager limit, as on RDM endpoints; the shm
+    /// one over shm: always on shm, to a peer on this host on auto).
     pub(crate) fn open(
         origin: Origin,
         tcp: &TcpSettings,
-        shm: ShmUse,
+        transport: TransportKind,
         context: usize,
     ) -> Result<(Arc<ConnectedLink>, Box<dyn Port>)> {
         if tcp.auth_key.is_some() {
@@ -140,10 +147,14 @@ impl ConnectedLink {
                 max_iov: crate::core::engine::matching::IOV_MAX,
             },
             settings: tcp.clone(),
-            shm,
+            shm: match transport {
+                TransportKind::Tcp => ShmUse::Never,
+                TransportKind::Shm => ShmUse::Only,
+                TransportKind::Auto => ShmUse::Local,
+            },
         };
         let conn = match origin {
-            Origin::Request(r) => Connection::new_accepting(r, &opts)?,
+            Origin::Request(r) => Connection::new_accepting(r.into_incoming(), &opts)?,
             Origin::Bound(s) => Connection::new_on_socket(s, &opts)?,
             Origin::Client(src) => Connection::new_client(src, &opts)?,
         };

@@ -5,7 +5,7 @@
 //! `fi_listen`, whichever comes first; `fi_listen` turns it into the
 //! transport's [`PassiveListener`] (accepts, reads each client's CONNREQ
 //! within [`HELLO_TIMEOUT`](crate::transport::tcp::HELLO_TIMEOUT), at most
-//! [`MAX_REQUESTS`](crate::transport::tcp::connected::MAX_REQUESTS) at a
+//! [`MAX_REQUESTS`](crate::transport::connected::MAX_REQUESTS) at a
 //! time, the oldest incomplete one closed for a newcomer: a flood cannot
 //! lock real clients out). Every request read is announced on the bound EQ
 //! as `FI_CONNREQ` by the C face ([`Announce`]: it builds the `fi_info` the
@@ -25,10 +25,8 @@ use crate::core::progress::{Engine, Source};
 use crate::core::users::{HasUsers, Held, Users};
 use crate::sys::net;
 use crate::transport::addr::Addr;
+use crate::transport::connected::{ConnRequest as Incoming, PassiveListener};
 use crate::transport::tcp::advertised_addr_with;
-use crate::transport::tcp::connected::PassiveListener;
-
-pub(crate) use crate::transport::tcp::connected::ConnRequest;
 use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
@@ -324,12 +322,46 @@ impl Pep {
         l.poll();
         let Some(eq) = st.eq.as_ref() else { return };
         while let Some(req) = l.next() {
-            if let Err(req) = (self.announce)(self, eq.arc(), req) {
+            if let Err(req) = (self.announce)(self, eq.arc(), ConnRequest(req)) {
                 // The EQ is full: in order, next pass.
-                l.put_back(req);
+                l.put_back(req.0);
                 break;
             }
         }
+    }
+}
+
+/// A connection request a passive endpoint read: the client's data and
+/// addresses, and the connection, until `fi_endpoint` takes it (the server
+/// side of that connection, [`crate::core::connected::Origin::Request`]) or
+/// `fi_reject` refuses it.
+pub(crate) struct ConnRequest(Incoming);
+
+impl ConnRequest {
+    /// The client's connection data.
+    pub(crate) fn data(&self) -> &[u8] {
+        self.0.data()
+    }
+
+    /// Our address on the connection.
+    pub(crate) fn local(&self) -> SocketAddr {
+        self.0.local()
+    }
+
+    /// The client's address.
+    pub(crate) fn peer(&self) -> SocketAddr {
+        self.0.peer()
+    }
+
+    /// `fi_reject`: the client gets `data` (the caller checked its length)
+    /// with its refusal, then the connection closes.
+    pub(crate) fn reject(self, data: &[u8]) {
+        self.0.reject(data)
+    }
+
+    /// The transport's request, for the endpoint that takes it.
+    pub(super) fn into_incoming(self) -> Incoming {
+        self.0
     }
 }
 

@@ -1,6 +1,6 @@
 //! Connected endpoints (`FI_EP_MSG`, on every transport): the C face. The
 //! endpoint is the RDM endpoint object of `ep.rs` with exactly one peer —
-//! the other end of one TCP connection (`transport/tcp/connected.rs`),
+//! the other end of one TCP connection (`transport/connected/`),
 //! whose records go over shm when both ends are on shm or auto on this host
 //! (docs/shm.md, Connected endpoints) — and its
 //! connection-management core ([`ConnectedLink`], `core/connected.rs`);
@@ -40,7 +40,7 @@ use super::ep_obj::{Ep, EpObj};
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::attr::Info;
-use crate::core::connected::{Origin, ShmUse, CONNECTED_PEER};
+use crate::core::connected::{Origin, CONNECTED_PEER};
 use crate::core::domain::{Domain, TransportKind};
 use crate::core::engine::{self as rdm, FrozenBinds};
 use crate::fi::{self, Obj};
@@ -79,14 +79,9 @@ pub(crate) fn open(
     // One peer; the connection's records go over TCP (no cross-memory
     // attach) or, on shm and auto to a peer on this host, over shm
     // (docs/shm.md, Connected endpoints).
-    let shm = match d.core.transport {
-        TransportKind::Tcp => {
-            cfg.cma = false;
-            ShmUse::Never
-        }
-        TransportKind::Shm => ShmUse::Only,
-        TransportKind::Auto => ShmUse::Local,
-    };
+    if d.core.transport == TransportKind::Tcp {
+        cfg.cma = false;
+    }
     cfg.fixed_peer = Some(CONNECTED_PEER);
     // Its shm port keeps the default ring size, where the split pull beats
     // streaming (docs/shm.md "Ring size").
@@ -120,7 +115,7 @@ pub(crate) fn open(
             }
         }))
     };
-    let (link, port) = ConnectedLink::open(origin, &settings.tcp, shm, context as usize)?;
+    let (link, port) = ConnectedLink::open(origin, &settings.tcp, d.core.transport, context as usize)?;
     // Buffered receives as on RDM endpoints (docs/buffered.md); the RTS
     // prefix travels in the connection handshake.
     let inner = rdm::Inner::new(port, cfg);

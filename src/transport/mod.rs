@@ -10,6 +10,7 @@
 
 pub(crate) mod addr;
 pub(crate) mod auto;
+pub(crate) mod connected;
 pub(crate) mod iov;
 pub(crate) mod proto;
 pub(crate) mod shm;

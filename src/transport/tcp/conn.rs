@@ -1,7 +1,7 @@
 //! One TCP connection: the state machine every connection of the TCP
 //! transport runs, whoever owns it — an RDM port's dials and accepted
 //! connections ([`super::TcpPort`]), a connected endpoint's one connection
-//! ([`super::connected`]), and a listener's handshakes
+//! ([`crate::transport::connected`]), and a listener's handshakes
 //! ([`super::listener`], for RDM ports and passive endpoints alike).
 //!
 //! ```text
@@ -26,8 +26,9 @@
 //!   owner's [`Alarm`] (one timer for all of its deadlines) wakes it for.
 //!
 //! The owners add only their protocol: the RDM HELLO and its tie-break
-//! (`hello.rs`), the CM exchange of connected endpoints (`cm.rs`), and
-//! what a failure means for the endpoint core.
+//! (`hello.rs`), the CM exchange of connected endpoints
+//! (`transport/connected/cm.rs`), and what a failure means for the
+//! endpoint core.
 
 use super::framing::{Broken, ByteSink, ByteSource, Outcome, Reader, Sink, Stage, WriteQueue, REPLY_COST};
 use super::limits::TUNING;

@@ -1,5 +1,6 @@
-//! The TCP transport: one [`TcpPort`] per RDM endpoint, one
-//! [`connected::ConnectedPort`] per connected (`FI_EP_MSG`) endpoint. Every
+//! The TCP transport: one [`TcpPort`] per RDM endpoint, and the TCP
+//! connection of each connected (`FI_EP_MSG`) endpoint
+//! ([`crate::transport::connected`]). Every
 //! connection of either runs the one state machine of [`conn`], and every
 //! listening socket (an RDM port's, a passive endpoint's) is a
 //! [`listener::Listener`] with its handshake table.
@@ -46,9 +47,7 @@
 //! connection set-up and teardown).
 
 pub(crate) mod budget;
-pub(crate) mod cm;
 pub(crate) mod conn;
-pub(crate) mod connected;
 mod failure;
 pub(crate) mod framing;
 mod handshake;
@@ -573,6 +572,6 @@ pub(crate) struct Census {
 }
 
 #[cfg(test)]
-mod flood_tests;
+pub(crate) mod flood_tests;
 #[cfg(test)]
 mod tests;

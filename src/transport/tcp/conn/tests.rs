@@ -3,8 +3,8 @@
 //! queue's gate, deadlines and the alarm.
 
 use super::*;
+use crate::transport::connected::cm::{self, CmKind};
 use crate::transport::proto::{flag, op};
-use crate::transport::tcp::cm::{self, CmKind};
 use crate::transport::tcp::framing::{Body, OutRecord};
 use std::io::{Read as _, Write};
 use std::net::{TcpListener, TcpStream};

@@ -3,8 +3,8 @@
 //! complete handshake hands over.
 
 use super::*;
+use crate::transport::connected::cm::{self, CmKind};
 use crate::transport::proto::op;
-use crate::transport::tcp::cm::{self, CmKind};
 use crate::transport::tcp::conn::{Alarm, CoreSink};
 use std::io::{Read as _, Write};
 use std::net::TcpStream;

@@ -2,13 +2,13 @@
 //! side), the connect deadline and the budget's cut-off, reads within the
 //! peer's budget, the CM answer or BYE, and the connection's end.
 
-use super::{CmEvent, Inner, LinkState, Refusal, CONNECTED_PEER, TCP_IDLE_PERIOD, TOKEN_SHM, TOKEN_TIMER};
+use super::cm::{self, CmKind};
+use super::{CmEvent, Inner, Life, LinkState, Refusal, CONNECTED_PEER, TCP_IDLE_PERIOD, TOKEN_SHM, TOKEN_TIMER};
 use crate::base::error::Error;
 use crate::sys::IN;
 use crate::transport::addr::Addr;
 use crate::transport::proto::{self, WireHdr};
 use crate::transport::tcp::budget::{self};
-use crate::transport::tcp::cm::{self, CmKind};
 use crate::transport::tcp::conn::{CoreSink, Phase, Read, Ready};
 use crate::transport::tcp::trace;
 use crate::transport::{Delivery, Port};
@@ -27,7 +27,7 @@ impl Inner {
 
     /// Payload bytes one more record could carry now.
     pub(super) fn room(&mut self) -> usize {
-        if self.state != LinkState::Up {
+        if self.state() != LinkState::Up {
             return 0;
         }
         if let (Some(shm), Some(o)) = (self.shm.as_mut(), self.via_shm) {
@@ -43,7 +43,7 @@ impl Inner {
     /// TCP side's reads say nothing (false).
     pub(super) fn poll(&mut self, d: &mut dyn Delivery) -> bool {
         let mut moved = false;
-        if self.via_shm.is_some() && self.state == LinkState::Up {
+        if self.via_shm.is_some() && self.state() == LinkState::Up {
             moved = self.poll_shm(d);
             self.tick = self.tick.wrapping_add(1);
             let quiet = self.doomed.is_none() && self.sent.is_empty() && !self.corked;
@@ -66,7 +66,7 @@ impl Inner {
         if let Some(e) = self.doomed.take() {
             self.teardown(e, d, None);
         }
-        if !matches!(self.state, LinkState::Connecting | LinkState::Up) {
+        if !matches!(self.state(), LinkState::Connecting | LinkState::Up) {
             return;
         }
         // A stalled record, or records read ahead with the handshake: the
@@ -74,7 +74,7 @@ impl Inner {
         if self.conn.as_ref().is_some_and(|c| c.reader().holds_input()) {
             self.read(d);
         }
-        let up_and_idle = self.state == LinkState::Up
+        let up_and_idle = self.state() == LinkState::Up
             && !self.stalled()
             && !self.alarm.armed()
             && self.conn.as_ref().is_some_and(|c| c.interest() == Some(IN));
@@ -107,7 +107,7 @@ impl Inner {
                 .conn
                 .as_ref()
                 .is_some_and(|c| c.phase() == Phase::Dialing && c.expired(now));
-            if self.state == LinkState::Connecting && late {
+            if self.state() == LinkState::Connecting && late {
                 self.teardown(Error::TIMEDOUT, d, None);
             }
             self.cut_off(now, d);
@@ -121,8 +121,8 @@ impl Inner {
     /// The connect deadline, while the connect is in progress; the
     /// budget's cut-off while the peer's records are left unread.
     pub(super) fn arm_timer(&mut self) {
-        let dialing = self.state == LinkState::Connecting;
-        let stopped = self.state == LinkState::Up && self.acct.over_since.is_some();
+        let dialing = self.state() == LinkState::Connecting;
+        let stopped = self.state() == LinkState::Up && self.acct.over_since.is_some();
         let next = self
             .conn
             .as_ref()
@@ -135,7 +135,7 @@ impl Inner {
     /// cut-off: the connection ends as if reset (its operations with
     /// `FI_ECONNRESET`, `FI_SHUTDOWN` for the endpoint).
     fn cut_off(&mut self, now: Instant, d: &mut dyn Delivery) {
-        if self.state != LinkState::Up {
+        if self.state() != LinkState::Up {
             return;
         }
         let Some(since) = self.acct.over_since else { return };
@@ -148,7 +148,7 @@ impl Inner {
     }
 
     fn sock_event(&mut self, ev: u32, d: &mut dyn Delivery) {
-        if !matches!(self.state, LinkState::Connecting | LinkState::Up) {
+        if !matches!(self.state(), LinkState::Connecting | LinkState::Up) {
             return;
         }
         let Some(c) = self.conn.as_ref() else { return };
@@ -169,7 +169,7 @@ impl Inner {
     pub(super) fn read(&mut self, d: &mut dyn Delivery) {
         // A handshake record is handled between reads; bounded.
         for _ in 0..4 {
-            if !matches!(self.state, LinkState::Connecting | LinkState::Up) {
+            if !matches!(self.state(), LinkState::Connecting | LinkState::Up) {
                 return;
             }
             let Some(c) = self.conn.as_mut() else { return };
@@ -226,7 +226,7 @@ impl Inner {
 
     /// A handshake record or BYE. Returns whether reading may go on.
     fn on_link(&mut self, h: &WireHdr, payload: Vec<u8>, d: &mut dyn Delivery) -> bool {
-        let gone = if self.state == LinkState::Up {
+        let gone = if self.state() == LinkState::Up {
             Error::CONNRESET
         } else {
             Error::CONNREFUSED
@@ -279,7 +279,6 @@ impl Inner {
                 if let Some(c) = self.conn.as_mut() {
                     c.set_phase(Phase::Up);
                 }
-                self.state = LinkState::Up;
                 self.events.push_back(CmEvent::Connected(payload));
                 if gone {
                     self.doomed = Some(crate::transport::PEER_FAILED);
@@ -315,10 +314,10 @@ impl Inner {
     /// an established one stays open until the endpoint closes (so that a
     /// FIN, not a reset, ends it), a failed dial is closed now.
     fn teardown(&mut self, e: Error, d: &mut dyn Delivery, event: Option<CmEvent>) {
-        if self.state == LinkState::Down {
+        if self.state() == LinkState::Down {
             return;
         }
-        if self.state == LinkState::Up && e != Error::CANCELED && self.via_shm.is_some() {
+        if self.state() == LinkState::Up && e != Error::CANCELED && self.via_shm.is_some() {
             // The peer's end (BYE, end of stream, reset): what it wrote to
             // our ring before is delivered first (it was published before
             // the TCP side told us; bounded, as records may wait for
@@ -333,7 +332,7 @@ impl Inner {
         // An established connection that breaks (reset, end of stream,
         // keepalive or user timeout) is a peer failure, reported as on RDM
         // endpoints (transport::PEER_FAILED); our own fi_shutdown cancels.
-        let e = if self.state == LinkState::Up && e != Error::CANCELED {
+        let e = if self.state() == LinkState::Up && e != Error::CANCELED {
             crate::transport::PEER_FAILED
         } else {
             e
@@ -348,7 +347,7 @@ impl Inner {
         for (id, r) in std::mem::take(&mut self.sent) {
             d.sent(id, r);
         }
-        let ev = event.unwrap_or(match self.state {
+        let ev = event.unwrap_or(match self.state() {
             LinkState::Up | LinkState::Accepting => CmEvent::Shutdown { err: e },
             LinkState::Connecting if e == Error::CANCELED => CmEvent::Shutdown { err: e },
             _ => CmEvent::Refused {
@@ -356,14 +355,14 @@ impl Inner {
                 data: Vec::new(),
             },
         });
-        let keep = self.state == LinkState::Up;
+        let keep = self.state() == LinkState::Up;
         trace::conn_event(format_args!(
             "connected endpoint: connection to {} ended in {:?}: {e}",
             trace::Peer(self.peer),
-            self.state
+            self.state()
         ));
         self.events.push_back(ev);
-        self.state = LinkState::Down;
+        self.life = Life::Down;
         if !keep {
             self.conn = None;
         }

@@ -3,11 +3,11 @@
 //! sent to them, the path chosen, and the ring read for the connected
 //! peer's records only ([`PeerOnly`]).
 
+use super::cm::ShmOffer;
 use super::{Inner, Refusal, ShmUse, CONNECTED_PEER, DROPS_LOGGED};
 use crate::base::error::{Error, Result};
 use crate::transport::addr::Addr;
 use crate::transport::proto::{self, WireHdr};
-use crate::transport::tcp::cm::ShmOffer;
 use crate::transport::{Delivery, Disposition, PayloadIn, Place, Port};
 
 impl Inner {

@@ -143,6 +143,47 @@ fn msg(len: usize, id: u64) -> WireHdr {
     h
 }
 
+/// The endpoint's state is one function of its life and its connection's
+/// phase: each phase of an open connection is exactly one state, an idle or
+/// ended endpoint is that whatever its connection's phase (an ended
+/// established connection stays open in `Phase::Up`), and an open endpoint
+/// without a connection (its dial failed at once) is still connecting until
+/// its next pass ends it.
+#[test]
+fn link_state_is_one_function_of_life_and_phase() {
+    use Phase::*;
+    let open = [
+        (Dialing, LinkState::Connecting),
+        (AwaitAnswer, LinkState::Connecting),
+        (AwaitRequest, LinkState::Accepting),
+        (Held, LinkState::Accepting),
+        (Up, LinkState::Up),
+        (Closing, LinkState::Down),
+    ];
+    for (p, want) in open {
+        assert_eq!(LinkState::of(Life::Open, Some(p)), want, "{p:?}");
+        assert_eq!(LinkState::of(Life::Idle, Some(p)), LinkState::Idle, "{p:?}");
+        assert_eq!(LinkState::of(Life::Down, Some(p)), LinkState::Down, "{p:?}");
+    }
+    assert_eq!(LinkState::of(Life::Idle, None), LinkState::Idle);
+    assert_eq!(LinkState::of(Life::Open, None), LinkState::Connecting);
+    assert_eq!(LinkState::of(Life::Down, None), LinkState::Down);
+    // The lock-free copy the endpoint layer reads is the derived state, and
+    // it survives the round trip through its byte.
+    for s in [
+        LinkState::Idle,
+        LinkState::Accepting,
+        LinkState::Connecting,
+        LinkState::Up,
+        LinkState::Down,
+    ] {
+        assert_eq!(LinkState::from_u8(s as u8), s);
+    }
+    let cs = Connection::new_client("127.0.0.1:0".parse().unwrap(), &opts()).unwrap();
+    assert_eq!(cs.state(), LinkState::Idle);
+    assert_eq!(cs.state(), cs.inner.lock().state());
+}
+
 /// Client connects with data, the passive listener reads it and hands the
 /// connection to an accepting endpoint, data flows both ways, an orderly
 /// shutdown ends both sides with one event each.

@@ -46,7 +46,7 @@ use crate::transport::proto::{op, WireHdr, HDR_LEN};
 
 /// Most bytes of connection data (`FI_OPT_CM_DATA_SIZE`): what one
 /// handshake record may carry (the reader's control buffer).
-pub(crate) const CM_DATA_MAX: usize = super::framing::CTL_MAX;
+pub(crate) const CM_DATA_MAX: usize = crate::transport::tcp::framing::CTL_MAX;
 /// Version of the connection handshake ("RFCM" + 1), in `WireHdr::data`.
 pub(crate) const CM_VERSION: u64 = 0x5246_434d_0000_0001;
 
@@ -108,7 +108,7 @@ pub(crate) fn encode(
     h.data = CM_VERSION;
     h.len = n as u64;
     h.payload = n as u32;
-    h.msg_id = rts_prefix.min(super::EAGER_MAX) as u64;
+    h.msg_id = rts_prefix.min(crate::transport::tcp::EAGER_MAX) as u64;
     if let Some(o) = offer.filter(|_| kind != CmKind::Reject) {
         h.flags = SHM_OFFER;
         h.tag = o.host;
@@ -143,7 +143,7 @@ pub(crate) fn parse(h: &WireHdr, payload: &[u8]) -> Result<CmKind, BadCm> {
         18 => CmKind::Reject,
         _ => return Err(BadCm::Kind),
     };
-    if h.msg_id > super::EAGER_MAX as u64 {
+    if h.msg_id > crate::transport::tcp::EAGER_MAX as u64 {
         return Err(BadCm::Fields);
     }
     match h.flags {

@@ -1,10 +1,10 @@
 //! The listening side of connected endpoints: a passive endpoint's
 //! [`PassiveListener`] and the connection requests it reads.
 
+use super::cm::{self, CmKind};
 use super::{ConnRequest, MAX_REQUESTS, TOKEN_TIMER};
 use crate::base::error::Result;
 use crate::sys::{Epoll, IN};
-use crate::transport::tcp::cm::{self, CmKind};
 use crate::transport::tcp::conn::{Alarm, Phase};
 use crate::transport::tcp::framing::{Body, OutRecord};
 use crate::transport::tcp::listener::{Handshake, Listener, ListenerOptions};

@@ -21,7 +21,7 @@ impl ConnectedPort {
     fn peer_cma(&self, pid: i32, copy: impl FnOnce(&ShmPort) -> Result<usize>) -> Result<usize> {
         let c = self.shared.inner.lock();
         match (c.shm.as_ref(), c.via_shm) {
-            (Some(_), Some(_)) if c.state != LinkState::Up => Err(crate::transport::PEER_FAILED),
+            (Some(_), Some(_)) if c.state() != LinkState::Up => Err(crate::transport::PEER_FAILED),
             (Some(s), Some(o)) if o.pid == pid => copy(s),
             _ => Err(Error::OPNOTSUPP),
         }

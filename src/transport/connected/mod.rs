@@ -1,10 +1,11 @@
 //! The transport of a connected (`FI_EP_MSG`) endpoint: exactly one TCP
-//! connection — the state machine of [`super::conn`], as on RDM ports — set
-//! up with the handshake of [`super::cm`], then carrying the same records as
-//! an RDM endpoint's connections (framing, backpressure and the two-phase
-//! placement are shared: [`super::framing`]); and the listening side of
-//! passive endpoints ([`PassiveListener`]: a [`Listener`] whose handshakes
-//! are connection requests, [`ConnRequest`]).
+//! connection — the state machine of
+//! [`tcp::conn`](crate::transport::tcp::conn), as on RDM ports — set up
+//! with the handshake of [`cm`], then carrying the same records as an RDM
+//! endpoint's connections (framing, backpressure and the two-phase
+//! placement are shared: [`tcp::framing`](crate::transport::tcp::framing));
+//! and the listening side of passive endpoints ([`PassiveListener`]: a
+//! [`Listener`] whose handshakes are connection requests, [`ConnRequest`]).
 //!
 //! [`ConnectedPort`] is the endpoint core's [`Port`]; the endpoint's
 //! connection management calls (`fi_connect`, `fi_accept`, `fi_shutdown`,
@@ -16,20 +17,23 @@
 //! `Accepting` (a server endpoint holding the connection of a connection
 //! request until `fi_accept`), `Connecting` (TCP connect, then the
 //! CONNREQ/answer exchange), `Up`, `Down` (final: shut down, refused or
-//! failed). Every change the application must hear about is queued as a
-//! [`CmEvent`] for the endpoint layer, which turns it into an EQ event:
+//! failed). The state is derived, not kept: whether the endpoint has opened
+//! a connection and whether it ended ([`Life`]), and in between the
+//! connection's own [`Phase`]. Every change the application must hear
+//! about is queued as a [`CmEvent`] for the endpoint layer, which turns it
+//! into an EQ event:
 //! * `Connected` — `FI_CONNECTED` (client: with the server's data);
 //! * `Refused` — an `FI_ECONNREFUSED` error event (reject, with the
 //!   server's data) or the connect error (refused port, unreachable,
-//!   `FI_ETIMEDOUT` after [`super::CONNECT_TIMEOUT`]);
+//!   `FI_ETIMEDOUT` after [`CONNECT_TIMEOUT`]);
 //! * `Shutdown` — `FI_SHUTDOWN`: our `fi_shutdown` (outstanding operations
 //!   end with `FI_ECANCELED`) or the peer's (BYE, end of stream, reset,
 //!   keepalive / user timeout: `FI_ECONNRESET`). At most one per endpoint.
 //!
 //! Answers: the peer's records are charged for the answers they make the
-//! endpoint queue ([`super::budget`], as on RDM ports): at the budget its
-//! socket is not read, and past the budget's timeout there the connection
-//! is cut off (`Shutdown` with `FI_ECONNRESET`).
+//! endpoint queue ([`tcp::budget`](crate::transport::tcp::budget), as on
+//! RDM ports): at the budget its socket is not read, and past the budget's
+//! timeout there the connection is cut off (`Shutdown` with `FI_ECONNRESET`).
 //!
 //! Waiting: the socket and a deadline timer sit in the port's own epoll
 //! set, which the domain's engine nests (and, through it, the EQ's and CQs'
@@ -51,27 +55,28 @@
 //! `shm` a peer that cannot be reached so is refused (`FI_ECONNREFUSED`);
 //! on `auto` a peer on another host gets the TCP data path.
 
+pub(crate) mod cm;
 mod passive;
 mod port;
 mod progress;
-mod shm_path;
+mod shm;
 
 pub(crate) use passive::PassiveListener;
 
-use super::budget::{Account, PeerBudget};
-use super::cm::{self, CmKind, ShmOffer, CM_DATA_MAX};
-use super::conn::{Alarm, Conn, Phase};
-use super::framing::{Body, Cork, OutRecord};
-use super::hello::Family;
-use super::trace;
-use super::{TcpSettings, CONNECT_TIMEOUT, COPY_MAX, QUEUE_HIGH_WATER, SCRATCH};
 use crate::base::error::{Error, Result};
 use crate::sys::net;
 use crate::sys::{Epoll, IN};
 use crate::transport::addr::Addr;
 use crate::transport::proto::{self, Limits, WireHdr};
 use crate::transport::shm::ShmPort;
+use crate::transport::tcp::budget::{Account, PeerBudget};
+use crate::transport::tcp::conn::{Alarm, Conn, Phase};
+use crate::transport::tcp::framing::{Body, Cork, OutRecord};
+use crate::transport::tcp::hello::Family;
+use crate::transport::tcp::trace;
+use crate::transport::tcp::{TcpSettings, CONNECT_TIMEOUT, COPY_MAX, QUEUE_HIGH_WATER, SCRATCH};
 use crate::transport::{Payload, Port, Sent};
+use cm::{CmKind, ShmOffer, CM_DATA_MAX};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -113,7 +118,10 @@ pub(crate) enum ShmUse {
     Local,
 }
 
-/// Where the connection is, as the endpoint layer sees it.
+/// Where the connection is, as the endpoint layer sees it. Not stored: it
+/// is [`LinkState::of`] the endpoint's [`Life`] and, while the connection
+/// is open, the connection's own [`Phase`], so that every step of the
+/// connection is written once (as a phase) and both always agree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum LinkState {
@@ -124,7 +132,34 @@ pub(crate) enum LinkState {
     Down = 4,
 }
 
+/// The endpoint's part of the connection state: whether a connection is
+/// open; while it is, its [`Phase`] says where it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Life {
+    /// No connection yet (a client before `fi_connect`).
+    Idle,
+    /// `fi_connect` was called, or the endpoint took a connection request.
+    /// Without a connection: a dial that failed at once, ended by the next
+    /// pass.
+    Open,
+    /// Final: shut down, refused or failed (an established connection
+    /// stays open, out of the epoll set, until the endpoint closes).
+    Down,
+}
+
 impl LinkState {
+    /// The one mapping from the endpoint's life and its connection's phase
+    /// to the state the endpoint layer sees.
+    fn of(life: Life, phase: Option<Phase>) -> LinkState {
+        match (life, phase) {
+            (Life::Idle, _) => LinkState::Idle,
+            (Life::Down, _) | (Life::Open, Some(Phase::Closing)) => LinkState::Down,
+            (Life::Open, None | Some(Phase::Dialing | Phase::AwaitAnswer)) => LinkState::Connecting,
+            (Life::Open, Some(Phase::AwaitRequest | Phase::Held)) => LinkState::Accepting,
+            (Life::Open, Some(Phase::Up)) => LinkState::Up,
+        }
+    }
+
     fn from_u8(v: u8) -> LinkState {
         match v {
             0 => LinkState::Idle,
@@ -186,7 +221,8 @@ pub(crate) struct ConnRequest {
 
 /// The connection and everything about it. See the module documentation.
 struct Inner {
-    state: LinkState,
+    /// With the connection's phase, the [`LinkState`] ([`Inner::state`]).
+    life: Life,
     /// Before `fi_connect`: the socket the endpoint is bound to.
     bound: Option<OwnedFd>,
     /// The connection; after it ended (`Down`) an established one stays
@@ -253,7 +289,7 @@ pub(crate) struct Connection {
 impl Connection {
     fn wrap(c: Inner) -> Arc<Connection> {
         let wait_fd = c.epoll.fd();
-        let state = AtomicU8::new(c.state as u8);
+        let state = AtomicU8::new(c.state() as u8);
         Arc::new(Connection {
             inner: Mutex::new(c),
             state,
@@ -291,7 +327,8 @@ impl Connection {
         c.peer_rts_prefix = req.rts_prefix;
         c.peer_offer = req.offer.map(|o| *o);
         c.conn = Some(*req.conn);
-        c.state = LinkState::Accepting;
+        c.life = Life::Open;
+        debug_assert_eq!(c.state(), LinkState::Accepting);
         Ok(Connection::wrap(c))
     }
 
@@ -311,7 +348,7 @@ impl Connection {
     fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
         let mut c = self.inner.lock();
         let r = f(&mut c);
-        self.state.store(c.state as u8, Ordering::Release);
+        self.state.store(c.state() as u8, Ordering::Release);
         self.via_shm.store(c.via_shm.is_some(), Ordering::Release);
         if !c.events.is_empty() {
             self.has_events.store(true, Ordering::Release);
@@ -338,7 +375,7 @@ impl Connection {
     /// `fi_setname` before `fi_connect`.
     pub(crate) fn bind(&self, a: SocketAddr) -> Result<()> {
         self.with(|c| {
-            if c.state != LinkState::Idle {
+            if c.state() != LinkState::Idle {
                 return Err(Error::OPBADSTATE);
             }
             c.bind(a)
@@ -391,7 +428,7 @@ impl Inner {
             }
         };
         Ok(Inner {
-            state: LinkState::Idle,
+            life: Life::Idle,
             bound: None,
             conn: None,
             local: None,
@@ -422,6 +459,11 @@ impl Inner {
         })
     }
 
+    /// Where the connection is (see [`LinkState`]).
+    fn state(&self) -> LinkState {
+        LinkState::of(self.life, self.conn.as_ref().map(Conn::phase))
+    }
+
     fn bind(&mut self, a: SocketAddr) -> Result<()> {
         if a.is_ipv6() != self.v6 {
             return Err(Error::INVAL);
@@ -434,7 +476,7 @@ impl Inner {
 
     /// Whether the stream waits for the core (backpressure).
     fn stalled(&self) -> bool {
-        matches!(self.state, LinkState::Connecting | LinkState::Up) && self.conn.as_ref().is_some_and(|c| c.stalled())
+        matches!(self.state(), LinkState::Connecting | LinkState::Up) && self.conn.as_ref().is_some_and(|c| c.stalled())
     }
 
     fn update_interest(&mut self) {
@@ -454,7 +496,7 @@ impl Inner {
     }
 
     fn connect(&mut self, to: SocketAddr, data: &[u8]) -> Result<()> {
-        if self.state != LinkState::Idle {
+        if self.state() != LinkState::Idle {
             return Err(Error::OPBADSTATE);
         }
         if data.len() > CM_DATA_MAX || to.is_ipv6() != self.v6 {
@@ -464,7 +506,7 @@ impl Inner {
             return Err(Error::INVAL);
         }
         self.peer = Some(to);
-        self.state = LinkState::Connecting;
+        self.life = Life::Open;
         trace::conn_event(format_args!("connected endpoint: connecting to {to}"));
         match Conn::dial(self.bound.take(), &to, self.connect_timeout) {
             Ok(mut c) => {
@@ -492,7 +534,7 @@ impl Inner {
     }
 
     fn accept(&mut self, data: &[u8]) -> Result<()> {
-        if self.state != LinkState::Accepting {
+        if self.state() != LinkState::Accepting {
             return Err(Error::OPBADSTATE);
         }
         if data.len() > CM_DATA_MAX {
@@ -522,7 +564,6 @@ impl Inner {
         let (h, p) = cm::encode(CmKind::Accept, data, self.rts_prefix, offer);
         c.queue_mut().push(OutRecord::new(h, Body::Owned(p)));
         c.set_phase(Phase::Up);
-        self.state = LinkState::Up;
         // The ACCEPT is queued ahead of any data, so the connection is ours
         // to use now; a failure to write it ends it like any other.
         self.events.push_back(CmEvent::Connected(Vec::new()));
@@ -547,7 +588,7 @@ impl Inner {
             c.flush(&mut Vec::new());
             c.shutdown_write();
         }
-        self.state = LinkState::Down;
+        self.life = Life::Down;
         self.events.push_back(CmEvent::Refused {
             err: Error::CONNREFUSED,
             data: Vec::new(),
@@ -555,7 +596,7 @@ impl Inner {
     }
 
     fn shutdown(&mut self) {
-        match self.state {
+        match self.state() {
             LinkState::Idle | LinkState::Down => {}
             LinkState::Up => {
                 // shm: BYE behind our records in the peer's ring (the slot
@@ -588,7 +629,7 @@ impl Inner {
     /// Writes what the queue holds; a failure ends the connection in the
     /// next pass.
     fn flush(&mut self) {
-        if !matches!(self.state, LinkState::Connecting | LinkState::Up) || self.doomed.is_some() {
+        if !matches!(self.state(), LinkState::Connecting | LinkState::Up) || self.doomed.is_some() {
             return;
         }
         let Some(c) = self.conn.as_mut() else { return };
@@ -600,7 +641,7 @@ impl Inner {
     }
 
     fn send(&mut self, hdr: &WireHdr, payload: Payload<'_>, copy: bool) -> Result<Sent> {
-        if self.state != LinkState::Up || self.doomed.is_some() {
+        if self.state() != LinkState::Up || self.doomed.is_some() {
             return Err(Error::NOTCONN);
         }
         if let (Some(shm), Some(o)) = (self.shm.as_mut(), self.via_shm) {
@@ -620,7 +661,7 @@ impl Inner {
         h.payload = n as u32;
         let body = match payload {
             Payload::None => Body::None,
-            Payload::Bytes(b) => Body::Owned(super::framing::outgoing_payload(&mut h, b)),
+            Payload::Bytes(b) => Body::Owned(crate::transport::tcp::framing::outgoing_payload(&mut h, b)),
             Payload::Iov(iov, off, len) => Body::Iov(iov.sub(off, len)),
         };
         c.queue_mut().push(OutRecord::new(h.to_bytes(), body));
@@ -651,7 +692,7 @@ impl Inner {
     }
 
     fn send_ctl(&mut self, hdr: &WireHdr) -> Result<()> {
-        if self.state != LinkState::Up || self.doomed.is_some() {
+        if self.state() != LinkState::Up || self.doomed.is_some() {
             return Err(Error::CONNRESET);
         }
         if let (Some(shm), Some(o)) = (self.shm.as_mut(), self.via_shm) {
@@ -671,7 +712,7 @@ impl Inner {
     /// shut down already), then the socket closes after reading what is
     /// pending (so the kernel ends it with FIN, not RST).
     fn close(&mut self) {
-        if self.state == LinkState::Up && self.doomed.is_none() {
+        if self.state() == LinkState::Up && self.doomed.is_none() {
             if let Some(c) = self.conn.as_mut() {
                 c.queue_mut()
                     .push(OutRecord::new(WireHdr::new(proto::op::BYE).to_bytes(), Body::None));
@@ -688,7 +729,7 @@ impl Inner {
             s.close();
         }
         self.bound = None;
-        self.state = LinkState::Down;
+        self.life = Life::Down;
     }
 }
 
