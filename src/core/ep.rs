@@ -13,52 +13,33 @@
 //! a [`Connection`]; the type parameter `L` is that state's type (the C
 //! face's `MsgLink`), so that its owner reaches its own fields while this
 //! core only calls the hooks of the trait.
+//!
+//! The calls' arguments ([`SendOp`], [`RecvOp`], [`BindTarget`], the
+//! options) and their flag rules are in `ep/ops.rs`; how an endpoint's
+//! configuration, port and engine are made from its info, in `ep/setup.rs`.
+
+mod ops;
+mod setup;
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::base::serial::ModeMutex;
 use crate::core::attr::Info;
-use crate::core::av::Av;
-use crate::core::cntr::Cntr;
-use crate::core::cq::Cq;
-use crate::core::domain::{Domain, TransportKind};
-use crate::core::engine::matching::{IovList, IOV_MAX};
-use crate::core::engine::{buffered, Binds, EpConfig, FrozenBinds, Inner, RecvArgs, SendArgs};
-use crate::core::eq::Eq;
+use crate::core::domain::Domain;
+use crate::core::engine::{buffered, Binds, FrozenBinds, Inner, RecvArgs, SendArgs};
 use crate::core::progress::Source;
-use crate::core::settings::Settings;
 use crate::core::users::{HasUsers, Held, Users};
 use crate::transport::addr::Addr;
-use crate::transport::proto::Limits;
+use ops::{rx_flags, tx_flags};
+pub(crate) use ops::{BindTarget, Direction, EpOpt, RecvOp, SendMode, SendOp, TagMatch};
 use parking_lot::Mutex;
+use setup::rdm_port;
+pub(crate) use setup::{config_from, rdm_engine, INJECT_SIZE};
+#[cfg(test)]
+use setup::{DEFAULT_RX_SIZE, DEFAULT_TX_SIZE};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-
-/// Defaults when the application's info leaves a size at 0.
-pub(crate) const DEFAULT_TX_SIZE: usize = 1024;
-pub(crate) const DEFAULT_RX_SIZE: usize = 1024;
-/// `tx_attr->inject_size` rustfab offers (fi_getinfo) and applies when the
-/// info leaves it at 0.
-pub(crate) const INJECT_SIZE: usize = 4096;
-pub(crate) const DEFAULT_MAX_MSG_SIZE: usize = 1 << 30;
-
-/// Capabilities of an RDM endpoint whose info names none.
-const RDM_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV;
-
-const COMPLETION_LEVELS: u64 = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE;
-const SEND_FLAGS: u64 = FI_COMPLETION
-    | FI_INJECT
-    | FI_REMOTE_CQ_DATA
-    | FI_MORE
-    | FI_FENCE
-    | COMPLETION_LEVELS
-    | FI_TRANSMIT
-    | FI_MSG
-    | FI_TAGGED
-    | FI_COMMIT_COMPLETE;
-const RECV_FLAGS: u64 = FI_COMPLETION | FI_MULTI_RECV | FI_MORE | FI_RECV | FI_MSG | FI_TAGGED | FI_REMOTE_CQ_DATA;
-const TAGGED_RECV_FLAGS: u64 = RECV_FLAGS | FI_PEEK | FI_CLAIM | FI_DISCARD;
 
 /// What a connection-oriented endpoint adds to the core: checks before
 /// posts and hooks at enable, close and after every progress pass.
@@ -74,329 +55,6 @@ pub(crate) trait Connection: Send + Sync + Sized + 'static {
     fn on_close(&self, ep: &Arc<Endpoint<Self>>);
     /// After each progress pass, with the endpoint's lock held.
     fn after_progress(&self, inner: &mut Inner, b: &Binds);
-}
-
-/// The endpoint settings `info` asks for (queue sizes and limits default
-/// when 0; `FI_VARIABLE_MSG` lifts `max_msg_size`, fi_msg(3): "Variable
-/// messages are not subject to max message length restrictions"), with
-/// `default_caps` when it names none. Transport choices (`cma`,
-/// `fixed_peer`) are the caller's to adjust.
-pub(crate) fn config_from(info: &Info, default_caps: u64, settings: &Settings) -> EpConfig {
-    let tx = info.tx.clone().unwrap_or_default();
-    let rx = info.rx.clone().unwrap_or_default();
-    let epa = info.ep.clone().unwrap_or_default();
-    let nz = |v: usize, d: usize| if v == 0 { d } else { v };
-    let caps = if info.caps == 0 { default_caps } else { info.caps };
-    EpConfig {
-        caps,
-        tx_op_flags: tx.op_flags,
-        rx_op_flags: rx.op_flags,
-        tx_size: nz(tx.size, DEFAULT_TX_SIZE),
-        rx_size: nz(rx.size, DEFAULT_RX_SIZE),
-        inject_size: nz(tx.inject_size, INJECT_SIZE),
-        max_msg_size: if caps & FI_VARIABLE_MSG != 0 {
-            usize::MAX
-        } else {
-            nz(epa.max_msg_size, DEFAULT_MAX_MSG_SIZE)
-        },
-        min_multi_recv: 64,
-        unexp_budget: settings.unexp_budget,
-        cma: settings.shm_cma,
-        pull_batch_bytes: settings.shm_pull_batch,
-        split_min: settings.shm_split_min,
-        split_lone_min: settings.shm_split_lone_min,
-        stream_lone_max: if settings.shm_ring_cells >= crate::core::settings::STREAM_RING_MIN {
-            settings.shm_stream_lone_max
-        } else {
-            0
-        },
-        close_wait: settings.shm_close_wait,
-        fixed_peer: None,
-        msg_prefix: crate::core::prefix::msg_prefix(info).unwrap_or(0),
-    }
-}
-
-fn shm_limits() -> Limits {
-    Limits {
-        max_payload: crate::transport::shm::EAGER_MAX,
-        max_chunk: crate::transport::shm::EAGER_MAX,
-        max_iov: IOV_MAX,
-    }
-}
-
-/// Eager records are at most the TCP eager limit; larger messages go by
-/// rendezvous (no cross-memory attach over TCP), their DATA chunks (and
-/// RMA chunks) up to the TCP chunk limit.
-fn tcp_limits() -> Limits {
-    Limits {
-        max_payload: crate::transport::tcp::EAGER_MAX,
-        max_chunk: crate::transport::tcp::CHUNK_MAX,
-        max_iov: IOV_MAX,
-    }
-}
-
-/// The shm port of an shm endpoint: named by fi_getinfo's src_addr (token 0
-/// is its wildcard: pick a fresh one).
-fn shm_port(info: &Info, settings: &Settings) -> Result<crate::transport::shm::ShmPort> {
-    let token = match &info.src_addr {
-        Some(b) => match Addr::parse(FI_ADDR_STR, b) {
-            Ok((Addr::Shm(0), _)) => crate::transport::addr::shm_token_random(),
-            Ok((Addr::Shm(t), _)) => t,
-            _ => return Err(Error::INVAL),
-        },
-        None => crate::transport::addr::shm_token_random(),
-    };
-    let budget = &settings.tcp.budget;
-    crate::transport::shm::ShmPort::with_ring_cells(token, shm_limits(), settings.shm_ring_cells)
-        .map(|p| p.with_budget(budget.per_peer, budget.timeout))
-}
-
-/// The TCP port of a tcp endpoint: listens on fi_getinfo's src_addr (a
-/// wildcard IP or port 0 means "choose"), else any IPv4 (IPv6 for
-/// FI_SOCKADDR_IN6).
-fn tcp_port(info: &Info, tcp: &crate::transport::tcp::TcpSettings) -> Result<crate::transport::tcp::TcpPort> {
-    let src = match &info.src_addr {
-        Some(b) => match Addr::parse(info.addr_format, b) {
-            Ok((Addr::Inet(a), _)) => a,
-            _ => return Err(Error::INVAL),
-        },
-        None if info.addr_format == FI_SOCKADDR_IN6 => "[::]:0".parse().map_err(|_| Error::INVAL)?,
-        None => "0.0.0.0:0".parse().map_err(|_| Error::INVAL)?,
-    };
-    crate::transport::tcp::TcpPort::new(src, tcp_limits(), tcp)
-}
-
-/// The TCP settings of an endpoint: the environment's, with the
-/// authentication key the application gives (`ep_attr->auth_key`, else
-/// the domain's `domain_attr->auth_key`) in place of
-/// `FI_RUSTFAB_AUTH_KEY`'s.
-fn tcp_settings(
-    domain: &Domain,
-    info: &Info,
-    env: &crate::transport::tcp::TcpSettings,
-) -> crate::transport::tcp::TcpSettings {
-    let nonempty = |k: &Option<Vec<u8>>| k.as_ref().filter(|k| !k.is_empty()).cloned();
-    let given = info
-        .ep
-        .as_ref()
-        .and_then(|e| nonempty(&e.auth_key))
-        .or_else(|| info.domain.as_ref().and_then(|d| nonempty(&d.auth_key)))
-        .or_else(|| domain.info.domain.as_ref().and_then(|d| nonempty(&d.auth_key)));
-    let mut t = env.clone();
-    if let Some(k) = given {
-        t.auth_key = Some(crate::transport::tcp::AuthKey(k));
-    }
-    t
-}
-
-/// The engine of a reliable-datagram (`FI_EP_RDM`, or unspecified)
-/// endpoint on `domain`'s transport, its port named by `info`'s src_addr.
-pub(crate) fn rdm_engine(domain: &Domain, info: &Info) -> Result<Inner> {
-    let ep_type = info.ep.as_ref().map(|e| e.ep_type).unwrap_or(FI_EP_RDM);
-    if ep_type != FI_EP_RDM && ep_type != FI_EP_UNSPEC {
-        return Err(Error::INVAL);
-    }
-    let settings = &domain.fabric().settings;
-    let mut cfg = config_from(info, RDM_CAPS, settings);
-    if domain.transport == TransportKind::Tcp {
-        // No cross-memory attach over TCP: large messages are streamed.
-        cfg.cma = false;
-    }
-    Ok(Inner::new(rdm_port(domain, info)?, cfg))
-}
-
-/// The port of an RDM endpoint on `domain`'s transport at `info`'s
-/// src_addr: exactly there (an address that cannot be taken is an error,
-/// never another address); a wildcard (token 0, port 0) means "choose".
-fn rdm_port(domain: &Domain, info: &Info) -> Result<Box<dyn crate::transport::Port>> {
-    let settings = &domain.fabric().settings;
-    let tcp = tcp_settings(domain, info, &settings.tcp);
-    let port: Box<dyn crate::transport::Port> = match domain.transport {
-        TransportKind::Shm => Box::new(shm_port(info, settings)?),
-        TransportKind::Tcp => Box::new(tcp_port(info, &tcp)?),
-        TransportKind::Auto => {
-            let (shm_src, tcp_src) = match &info.src_addr {
-                Some(b) => match Addr::parse(FI_ADDR_STR, b) {
-                    Ok((Addr::Auto { shm, inet, .. }, _)) => (shm, std::net::SocketAddr::V4(inet)),
-                    _ => return Err(Error::INVAL),
-                },
-                None => (0, "0.0.0.0:0".parse().map_err(|_| Error::INVAL)?),
-            };
-            let shm = crate::transport::shm::ShmPort::with_ring_cells(
-                if shm_src == 0 {
-                    crate::transport::addr::shm_token_random()
-                } else {
-                    shm_src
-                },
-                shm_limits(),
-                settings.shm_ring_cells,
-            )?
-            .with_budget(settings.tcp.budget.per_peer, settings.tcp.budget.timeout);
-            let tcp = crate::transport::tcp::TcpPort::new(tcp_src, tcp_limits(), &tcp)?;
-            Box::new(crate::transport::auto::AutoPort::new(shm, tcp)?)
-        }
-    };
-    Ok(port)
-}
-
-/// An object `fi_ep_bind` attaches to an endpoint.
-pub(crate) enum BindTarget {
-    Av(Arc<Av>),
-    Cq(Arc<Cq>),
-    Cntr(Arc<Cntr>),
-    Eq(Arc<Eq>),
-}
-
-/// Which operational flags `fi_control(FI_GETOPSFLAG/FI_SETOPSFLAG)` names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Direction {
-    Transmit,
-    Receive,
-}
-
-impl Direction {
-    /// The direction the `FI_TRANSMIT`/`FI_RECV` bit of `flags` names
-    /// (exactly one of them, else -FI_EINVAL).
-    pub(crate) fn of_flags(flags: u64) -> Result<Direction> {
-        match (flags & FI_TRANSMIT != 0, flags & FI_RECV != 0) {
-            (true, false) => Ok(Direction::Transmit),
-            (false, true) => Ok(Direction::Receive),
-            _ => Err(Error::INVAL),
-        }
-    }
-}
-
-/// The endpoint options (`fi_getopt`/`fi_setopt`, level
-/// `FI_OPT_ENDPOINT`) every endpoint has; each is a `size_t`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EpOpt {
-    MinMultiRecv,
-    /// `FI_OPT_BUFFERED_LIMIT` (endpoints with buffered receives only).
-    BufferedLimit,
-    /// `FI_OPT_BUFFERED_MIN` (endpoints with buffered receives only).
-    BufferedMin,
-}
-
-impl EpOpt {
-    /// The option `name` denotes; -FI_ENOPROTOOPT for others.
-    pub(crate) fn from_name(name: i32) -> Result<EpOpt> {
-        match name {
-            FI_OPT_MIN_MULTI_RECV => Ok(EpOpt::MinMultiRecv),
-            FI_OPT_BUFFERED_LIMIT => Ok(EpOpt::BufferedLimit),
-            FI_OPT_BUFFERED_MIN => Ok(EpOpt::BufferedMin),
-            _ => Err(Error::NOPROTOOPT),
-        }
-    }
-
-    fn buffered_name(self) -> Option<i32> {
-        match self {
-            EpOpt::MinMultiRecv => None,
-            EpOpt::BufferedLimit => Some(FI_OPT_BUFFERED_LIMIT),
-            EpOpt::BufferedMin => Some(FI_OPT_BUFFERED_MIN),
-        }
-    }
-}
-
-/// How a send call asks for its buffer to be treated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SendMode {
-    /// `fi_send` and friends: the buffer is the application's until the
-    /// completion.
-    Post,
-    /// `fi_inject`/`fi_injectdata`: the buffer is reusable on return and
-    /// no completion is generated.
-    Inject,
-}
-
-/// A send as the C calls describe it.
-pub(crate) struct SendOp {
-    pub(crate) iov: IovList,
-    pub(crate) dest: fi_addr_t,
-    /// `Some(tag)` for the tagged calls.
-    pub(crate) tag: Option<u64>,
-    /// Remote CQ data (`fi_senddata`, `FI_REMOTE_CQ_DATA` on `fi_sendmsg`).
-    pub(crate) data: Option<u64>,
-    /// The flags of `fi_sendmsg`; `None`: the endpoint's default operation
-    /// flags.
-    pub(crate) flags: Option<u64>,
-    pub(crate) context: usize,
-    pub(crate) mode: SendMode,
-}
-
-impl SendOp {
-    /// A send call with the endpoint's default flags.
-    pub(crate) fn post(iov: IovList, dest: fi_addr_t, context: usize) -> SendOp {
-        SendOp {
-            iov,
-            dest,
-            tag: None,
-            data: None,
-            flags: None,
-            context,
-            mode: SendMode::Post,
-        }
-    }
-
-    /// `fi_inject` and friends (no context: no completion).
-    pub(crate) fn inject(iov: IovList, dest: fi_addr_t) -> SendOp {
-        SendOp {
-            mode: SendMode::Inject,
-            ..SendOp::post(iov, dest, 0)
-        }
-    }
-
-    /// The tagged form of the call.
-    pub(crate) fn tagged(self, tag: u64) -> SendOp {
-        SendOp { tag: Some(tag), ..self }
-    }
-
-    /// With remote CQ data (`fi_senddata` and friends).
-    pub(crate) fn with_data(self, data: u64) -> SendOp {
-        SendOp {
-            data: Some(data),
-            ..self
-        }
-    }
-}
-
-/// What a tagged receive matches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct TagMatch {
-    pub(crate) tag: u64,
-    pub(crate) ignore: u64,
-}
-
-/// A receive as the C calls describe it.
-pub(crate) struct RecvOp {
-    pub(crate) iov: IovList,
-    pub(crate) src: fi_addr_t,
-    /// `Some` for the tagged calls.
-    pub(crate) tag: Option<TagMatch>,
-    /// The flags of `fi_recvmsg`; `None`: the endpoint's default operation
-    /// flags.
-    pub(crate) flags: Option<u64>,
-    pub(crate) context: usize,
-}
-
-impl RecvOp {
-    /// A receive call with the endpoint's default flags.
-    pub(crate) fn new(iov: IovList, src: fi_addr_t, context: usize) -> RecvOp {
-        RecvOp {
-            iov,
-            src,
-            tag: None,
-            flags: None,
-            context,
-        }
-    }
-
-    /// The tagged form of the call.
-    pub(crate) fn tagged(self, tag: u64, ignore: u64) -> RecvOp {
-        RecvOp {
-            tag: Some(TagMatch { tag, ignore }),
-            ..self
-        }
-    }
 }
 
 /// The endpoint core. See the module documentation.
@@ -483,46 +141,6 @@ impl<L: Connection> Source for Endpoint<L> {
     }
     fn wants_timer(&self) -> bool {
         self.inner.try_lock().is_none_or(|g| g.waits_on_peers())
-    }
-}
-
-/// The effective flags of a send: `explicit` ones are checked, and without
-/// an explicit completion level the endpoint's default applies.
-fn tx_flags(defaults: u64, explicit: Option<u64>) -> Result<u64> {
-    match explicit {
-        None => Ok(defaults),
-        Some(f) => {
-            if f & !SEND_FLAGS != 0 {
-                return Err(Error::BADFLAGS);
-            }
-            Ok(if f & COMPLETION_LEVELS == 0 {
-                f | (defaults & COMPLETION_LEVELS)
-            } else {
-                f
-            })
-        }
-    }
-}
-
-/// The effective flags of a receive.
-fn rx_flags(inner: &mut Inner, op: &RecvOp) -> Result<u64> {
-    match op.flags {
-        None => Ok(inner.config().rx_op_flags),
-        Some(f) => {
-            let valid = if op.tag.is_some() {
-                TAGGED_RECV_FLAGS
-            } else if f & (FI_CLAIM | FI_DISCARD) != 0 && inner.buffered_opts().is_some() {
-                // fi_msg(3): FI_CLAIM/FI_DISCARD apply to endpoints with
-                // FI_BUFFERED_RECV.
-                RECV_FLAGS | FI_CLAIM | FI_DISCARD
-            } else {
-                RECV_FLAGS
-            };
-            if f & !valid != 0 {
-                return Err(Error::BADFLAGS);
-            }
-            Ok(f)
-        }
     }
 }
 

@@ -5,9 +5,14 @@
 
 use super::*;
 use crate::core::attr::{DomainAttr, RxAttr};
+use crate::core::av::Av;
 use crate::core::av::AvAttr;
+use crate::core::cntr::Cntr;
+use crate::core::cq::Cq;
 use crate::core::cq::CqEntry;
+use crate::core::engine::matching::IovList;
 use crate::core::fabric::{Fabric, API_VERSION};
+use crate::core::settings::Settings;
 use crate::core::wait::Holds;
 use std::time::{Duration, Instant};
 
