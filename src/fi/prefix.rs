@@ -4,7 +4,7 @@
 //! is there (the one buffer, or the first iovec: fi_msg(3) "Message prefix
 //! space cannot be split between multiple IO vectors"; -FI_EINVAL when it
 //! is shorter), moves the buffer past it and calls the endpoint's common
-//! thunk (`fi/ep.rs`) with the rest, so the prefix bytes are neither sent
+//! thunk (`fi/ep/msg.rs`) with the rest, so the prefix bytes are neither sent
 //! nor written. Limits (`inject_size`, `max_msg_size`) therefore apply to
 //! the payload only, as fi_getinfo(3) says. Endpoints without the mode get
 //! the common tables themselves: nothing here is on their path.

@@ -1,7 +1,7 @@
 //! The endpoint engine (RDM endpoints, and connected `FI_EP_MSG` ones with
 //! a fixed peer): posting sends and receives, the message protocols on top
 //! of a transport, completion generation, cancel, peer failure. No C types
-//! beyond plain values: the thunks in `src/fi/ep.rs` translate the
+//! beyond plain values: the thunks in `src/fi/ep/msg.rs` translate the
 //! libfabric calls into [`SendArgs`] / [`RecvArgs`]. It reaches its
 //! transport only through [`Port`](crate::transport::Port) and is reached
 //! back through [`Delivery`](crate::transport::Delivery)
