@@ -7,7 +7,7 @@ use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
 use crate::transport::proto::WireHdr;
 use crate::transport::proto::{flag, op};
-use crate::transport::{Delivery, Payload, PayloadIn, Port, Sent};
+use crate::transport::{Delivery, Hints, Payload, PayloadIn, Port, Sent};
 use crate::transport::{Disposition, Place};
 use budget::reply_room;
 use flood_tests::{Answering, Flood};
