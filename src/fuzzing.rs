@@ -22,7 +22,7 @@ use crate::transport::iov::IovList;
 use crate::transport::proto::{compact_len, flag, op, Limits, WireHdr, HDR_LEN, IOV_ENTRY, MAGIC};
 use crate::transport::shm::ring::{self, cells_for, Ring, CELL};
 use crate::transport::shm::sync;
-use crate::transport::tcp::framing::{Broken, ByteSource, Outcome, Reader, Sink, Stage, CTL_MAX};
+use crate::transport::tcp::framing::{Broken, ByteSource, Outcome, Reader, Stage, CTL_MAX};
 use crate::transport::tcp::{cm, hello, TcpPort};
 use crate::transport::{Disposition, Place};
 use std::io::{Read, Write};
@@ -178,8 +178,8 @@ impl FuzzCore {
     }
 }
 
-impl Sink for FuzzCore {
-    fn place(&mut self, hdr: &WireHdr) -> Place {
+impl crate::transport::Delivery for FuzzCore {
+    fn place(&mut self, _src: &Addr, _src_pid: i32, hdr: &WireHdr) -> Place {
         assert!(self.inflight.is_none(), "place() while a placement is in flight");
         if self.stall_once(hdr) {
             return Place::Stall;
@@ -211,17 +211,26 @@ impl Sink for FuzzCore {
         assert_eq!(h, handle, "placed() for another handle");
         self.evs.push(Ev::Placed(hdr, buf, result.is_ok()));
     }
-    fn buffered(&mut self, hdr: &WireHdr, data: Vec<u8>) {
+    fn buffered(&mut self, _src: &Addr, _src_pid: i32, hdr: &WireHdr, data: Vec<u8>) {
         self.buffering = false;
         assert_eq!(data.len(), hdr.payload as usize, "buffered payload of the wrong length");
         self.evs.push(Ev::Buffered(*hdr, data));
     }
-    fn control(&mut self, hdr: &WireHdr, payload: &[u8]) -> Disposition {
+    fn control(
+        &mut self,
+        _src: &Addr,
+        _src_pid: i32,
+        hdr: &WireHdr,
+        payload: &dyn crate::transport::PayloadIn,
+    ) -> Disposition {
         if self.stall_once(hdr) {
             return Disposition::Stall;
         }
         self.evs.push(Ev::Ctl(*hdr, payload.to_vec()));
         Disposition::Consumed
+    }
+    fn sent(&mut self, _msg_id: u64, _result: crate::base::error::Result<()>) {
+        unreachable!("a reader reports no sends")
     }
 }
 
@@ -291,7 +300,15 @@ fn run_reader(stream: &[u8], cuts: &[usize], block_every: usize, start: Stage, m
     // hang detector, far above what any input needs.
     let bound = 8 * stream.len() + 10_000;
     for _ in 0..bound {
-        match r.pump(&mut src, &mut core, &READER_LIM, stage, &mut scratch, max_reads) {
+        match r.pump(
+            &mut src,
+            &mut core,
+            &crate::transport::tcp::conn::NullSink::PEER,
+            &READER_LIM,
+            stage,
+            &mut scratch,
+            max_reads,
+        ) {
             Outcome::Drained | Outcome::Budget | Outcome::Stalled => {}
             Outcome::Link(h) => {
                 core.evs.push(Ev::Link(h, r.link_payload().to_vec()));
@@ -551,7 +568,7 @@ pub fn records(data: &[u8]) {
     // Rendezvous: the RTS iov table.
     if ok && h.op == op::RTS && payload.len() >= h.payload as usize {
         let table = &payload[..h.payload as usize];
-        if let Some(info) = crate::core::engine::parse_rts(&h, &crate::transport::tcp::conn::CtlPayload(table)) {
+        if let Some(info) = crate::core::engine::parse_rts(&h, &crate::transport::Bytes(table)) {
             assert_eq!(info.remote.len(), h.aux as usize);
             let total = info.remote.iter().try_fold(0u64, |s, &(_, l)| s.checked_add(l));
             assert!(total.is_some_and(|t| t >= h.len), "RTS table shorter than the message");

@@ -60,9 +60,10 @@ const TCP_IDLE_PERIOD: u32 = 16;
 const TCP_LONELY_PERIOD: u32 = 4096;
 const TCP_HOT_PASSES: u32 = 256;
 
-/// The core as the TCP port's sink: forwards everything and notes whether
-/// anything was delivered (the name every "core as a sink" adapter of the
-/// transports shares the suffix of: `tcp::conn::CoreSink`, `NullSink`).
+/// The core's [`Delivery`] as the TCP port gets it: forwards everything and
+/// notes whether anything was delivered, which is what keeps TCP polled on
+/// every pass while it is busy (`tcp_hot`); `TcpPort::poll` itself says
+/// nothing of it (its answer is the CQ's idle rule's).
 struct NotingSink<'a> {
     d: &'a mut dyn Delivery,
     seen: bool,

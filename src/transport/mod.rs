@@ -154,6 +154,20 @@ impl PayloadIn for [u8] {
     }
 }
 
+/// A payload the transport holds whole in its own memory (a control
+/// record's, read into a stream reader's buffer; a simulated record's).
+pub(crate) struct Bytes<'a>(pub(crate) &'a [u8]);
+
+impl PayloadIn for Bytes<'_> {
+    unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
+        // SAFETY: forwarded contract.
+        unsafe { PayloadIn::copy_to_iov(self.0, off, len, dst, dst_off) }
+    }
+    fn to_vec(&self) -> Vec<u8> {
+        self.0.to_vec()
+    }
+}
+
 /// The endpoint core, as a transport sees it.
 pub(crate) trait Delivery {
     /// An EAGER header arrived from `src`: where does its payload go?

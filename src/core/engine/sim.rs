@@ -36,7 +36,7 @@ use crate::transport::addr::Addr;
 use crate::transport::iov::{IovList, IOV_MAX};
 use crate::transport::proto::{compact_len, op, Limits, WireHdr, HDR_LEN};
 use crate::transport::{
-    Delivery, Disposition, Hints, Payload, PayloadIn, PeerEvent, Place, Port, Sent, SingleCopy, PEER_FAILED,
+    Bytes, Delivery, Disposition, Hints, Payload, PayloadIn, PeerEvent, Place, Port, Sent, SingleCopy, PEER_FAILED,
 };
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -498,19 +498,6 @@ impl Net {
     /// Broken links (records that failed validation), for assertions.
     pub(super) fn broken_links(&self, to: &Addr) -> Vec<Addr> {
         self.with(to, |n| n.links.iter().filter(|l| l.broken).map(|l| l.src).collect())
-    }
-}
-
-/// A control record's payload as the engine reads it.
-struct Bytes<'a>(&'a [u8]);
-
-impl PayloadIn for Bytes<'_> {
-    unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
-        // SAFETY: forwarded contract.
-        unsafe { self.0.copy_to_iov(off, len, dst, dst_off) }
-    }
-    fn to_vec(&self) -> Vec<u8> {
-        self.0.to_vec()
     }
 }
 

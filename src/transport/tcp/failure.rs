@@ -2,7 +2,7 @@
 //! connection or a peer that failed (its operations end in error, the core
 //! hears `PeerEvent::Failed`), the connection cap, the port's close.
 
-use super::conn::{CoreSink, Phase};
+use super::conn::Phase;
 use super::framing::{Body, OutRecord};
 use super::trace;
 use super::{budget, dial_failed, PortConn, TcpPort, IDLE_MIN};
@@ -158,9 +158,7 @@ impl TcpPort {
         for m in c.conn.queue_mut().take_notifications() {
             d.sent(m, Err(e));
         }
-        let src = Addr::Inet(c.peer.unwrap_or(self.me));
-        c.conn
-            .abort_reader(&mut CoreSink::new(d, src), crate::transport::PEER_FAILED);
+        c.conn.abort_reader(d, crate::transport::PEER_FAILED);
     }
 
     /// A connection failed. If it carried records (established, or the dial
@@ -218,10 +216,7 @@ impl TcpPort {
             d.sent(id, Err(e));
         }
         for c in &mut gone {
-            c.conn.abort_reader(
-                &mut CoreSink::new(&mut *d, Addr::Inet(addr)),
-                crate::transport::PEER_FAILED,
-            );
+            c.conn.abort_reader(&mut *d, crate::transport::PEER_FAILED);
         }
         if !self.fenced.contains(&addr) {
             self.fenced.push(addr);
