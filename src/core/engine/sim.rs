@@ -351,7 +351,8 @@ impl Net {
 
     /// The connection between `a` and `b` resets (TCP): both ends fail the
     /// other at their next poll; records in flight either way are lost; a
-    /// payload being placed aborts; queued sends report `sent(Err)`.
+    /// payload being placed aborts; queued records are dropped unreported
+    /// (the failure event ends their operations, as tcp/failure.rs does).
     pub(super) fn reset(&self, a: &Addr, b: &Addr) {
         let mut w = self.0.lock();
         let (ia, ib) = (w.index(a).expect("a"), w.index(b).expect("b"));
@@ -369,11 +370,7 @@ impl Net {
             }
             let mut keep = VecDeque::new();
             for (to, r) in std::mem::take(&mut n.out) {
-                if to == other {
-                    if r.notify {
-                        n.reports.push((r.hdr.msg_id, Err(PEER_FAILED)));
-                    }
-                } else {
+                if to != other {
                     keep.push_back((to, r));
                 }
             }
