@@ -1123,8 +1123,8 @@ struct LivePair {
     hc: LiveCore,
     /// Failure events the victim reported (peers).
     failed: Vec<Addr>,
-    /// Sends the victim made: (msg_id, to the honest peer).
-    sends: Vec<(u64, bool)>,
+    /// Sends the victim made: (msg_id, to the honest peer, to whom).
+    sends: Vec<(u64, bool, Addr)>,
     /// Messages the victim sent the honest peer (tag, bytes), in order.
     to_honest: Vec<(u64, Vec<u8>)>,
     next_id: u64,
@@ -1141,6 +1141,13 @@ impl LivePair {
         );
         if self.victim.has_events() {
             for e in self.victim.take_events() {
+                // As the engine does: the event ends every send to the
+                // peer the transport has not reported (tcp/failure.rs).
+                for s in self.sends.iter().filter(|s| s.2 == *e.peer()) {
+                    if !self.vc.sent.iter().any(|r| r.0 == s.0) {
+                        self.vc.sent.push((s.0, Err(e.cause())));
+                    }
+                }
                 self.failed.push(*e.peer());
             }
         }
@@ -1184,7 +1191,7 @@ impl LivePair {
             }
             break;
         }
-        self.sends.push((id, honest));
+        self.sends.push((id, honest, *to));
         if honest {
             self.to_honest.push((tag, bytes));
         }
