@@ -758,19 +758,26 @@ fn unexpected_payloads_arriving_at_once_stay_within_one_budget() {
     assert!(cb.got.iter().all(|(_, _, d)| d == &big));
 }
 
-#[test]
-fn silent_peer_fails_at_the_connect_deadline_without_blocking() {
-    // A listener whose accept queue is full drops SYNs: the dial hangs.
+/// A listener whose accept queue is full: it drops SYNs, so a dial to it
+/// hangs. Its address, and the sockets to keep while it is used.
+pub(super) fn silent_listener() -> (SocketAddr, Vec<std::os::fd::OwnedFd>) {
     let fd = net::listen(&"127.0.0.1:0".parse().unwrap(), 0).unwrap();
     let silent = net::local_addr(fd.as_fd()).unwrap();
-    let _filler: Vec<_> = (0..3)
+    let mut keep: Vec<_> = (0..3)
         .filter_map(|_| {
             let s = net::stream_socket(&silent).ok()?;
             let _ = net::connect(s.as_fd(), &silent);
             Some(s)
         })
         .collect();
+    keep.push(fd);
     std::thread::sleep(Duration::from_millis(50));
+    (silent, keep)
+}
+
+#[test]
+fn silent_peer_fails_at_the_connect_deadline_without_blocking() {
+    let (silent, _keep) = silent_listener();
     let mut a = port();
     a.connect_timeout = Duration::from_millis(300);
     let mut ca = Core::default();

@@ -7,14 +7,12 @@
 use super::super::hello::{self, Kind};
 use super::super::{TcpPort, TcpSettings};
 use crate::base::error::{Error, Result};
-use crate::sys::net;
 use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
 use crate::transport::proto::{op, Limits, WireHdr};
 use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent};
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 const LIM: Limits = Limits {
@@ -152,17 +150,7 @@ fn a_broken_stream_is_reported_once() {
 /// Found by the clock: a dial nobody answers runs out of time.
 #[test]
 fn a_dial_past_its_deadline_is_reported_once() {
-    // A listener whose accept queue is full drops SYNs: the dial hangs.
-    let fd = net::listen(&"127.0.0.1:0".parse().unwrap(), 0).unwrap();
-    let silent = net::local_addr(fd.as_fd()).unwrap();
-    let _filler: Vec<_> = (0..3)
-        .filter_map(|_| {
-            let s = net::stream_socket(&silent).ok()?;
-            let _ = net::connect(s.as_fd(), &silent);
-            Some(s)
-        })
-        .collect();
-    std::thread::sleep(Duration::from_millis(50));
+    let (silent, _keep) = super::super::tests::silent_listener();
     let mut a = port();
     a.connect_timeout = Duration::from_millis(200);
     let mut ca = Counting::default();
