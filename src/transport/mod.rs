@@ -370,6 +370,16 @@ impl<'a> dyn Port + 'a {
     pub(crate) fn copier(&self) -> Result<&dyn SingleCopy> {
         self.single_copy().ok_or(Error::OPNOTSUPP)
     }
+
+    /// [`Hints::more_coming`], where the transport takes hints. Out of line
+    /// and cold: `FI_MORE` is rare, the send path it is on is not.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn more_coming(&mut self) {
+        if let Some(h) = self.hints() {
+            h.more_coming();
+        }
+    }
 }
 
 /// A single copy between two processes' memories, without the peer's help:

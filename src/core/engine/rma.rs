@@ -165,9 +165,7 @@ impl Inner {
             _ => false,
         };
         if flags & FI_MORE != 0 {
-            if let Some(h) = self.port.hints() {
-                h.more_coming();
-            }
+            self.port.more_coming();
         }
         Ok(Report {
             on_success: !inject_call && (!b.tx_selective || flags & FI_COMPLETION != 0),

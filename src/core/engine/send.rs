@@ -60,9 +60,7 @@ impl Inner {
             inject: a.inject_call,
         };
         if a.flags & FI_MORE != 0 {
-            if let Some(h) = self.port.hints() {
-                h.more_coming();
-            }
+            self.port.more_coming();
         }
         let r = self.start_send(b, &a, peer, len, report);
         if r.is_err() && slot {
