@@ -23,7 +23,7 @@ use crate::transport::iov::IovList;
 use crate::transport::proto::{compact_len, flag, op, Limits, WireHdr, HDR_LEN, IOV_ENTRY, MAGIC};
 use crate::transport::shm::ring::{self, cells_for, Ring, CELL};
 use crate::transport::shm::sync;
-use crate::transport::tcp::framing::{Broken, ByteSource, Outcome, Reader, Sink, Stage, CTL_MAX};
+use crate::transport::tcp::framing::{Broken, ByteSource, Outcome, Reader, Stage, CTL_MAX};
 use crate::transport::tcp::{hello, TcpPort};
 use crate::transport::{Disposition, Place};
 use std::io::{Read, Write};
@@ -179,8 +179,8 @@ impl FuzzCore {
     }
 }
 
-impl Sink for FuzzCore {
-    fn place(&mut self, hdr: &WireHdr) -> Place {
+impl crate::transport::Delivery for FuzzCore {
+    fn place(&mut self, _src: &Addr, _src_pid: i32, hdr: &WireHdr) -> Place {
         assert!(self.inflight.is_none(), "place() while a placement is in flight");
         if self.stall_once(hdr) {
             return Place::Stall;
@@ -212,17 +212,26 @@ impl Sink for FuzzCore {
         assert_eq!(h, handle, "placed() for another handle");
         self.evs.push(Ev::Placed(hdr, buf, result.is_ok()));
     }
-    fn buffered(&mut self, hdr: &WireHdr, data: Vec<u8>) {
+    fn buffered(&mut self, _src: &Addr, _src_pid: i32, hdr: &WireHdr, data: Vec<u8>) {
         self.buffering = false;
         assert_eq!(data.len(), hdr.payload as usize, "buffered payload of the wrong length");
         self.evs.push(Ev::Buffered(*hdr, data));
     }
-    fn control(&mut self, hdr: &WireHdr, payload: &[u8]) -> Disposition {
+    fn control(
+        &mut self,
+        _src: &Addr,
+        _src_pid: i32,
+        hdr: &WireHdr,
+        payload: &dyn crate::transport::PayloadIn,
+    ) -> Disposition {
         if self.stall_once(hdr) {
             return Disposition::Stall;
         }
         self.evs.push(Ev::Ctl(*hdr, payload.to_vec()));
         Disposition::Consumed
+    }
+    fn sent(&mut self, _msg_id: u64, _result: crate::base::error::Result<()>) {
+        unreachable!("a reader reports no sends")
     }
 }
 
@@ -292,7 +301,15 @@ fn run_reader(stream: &[u8], cuts: &[usize], block_every: usize, start: Stage, m
     // hang detector, far above what any input needs.
     let bound = 8 * stream.len() + 10_000;
     for _ in 0..bound {
-        match r.pump(&mut src, &mut core, &READER_LIM, stage, &mut scratch, max_reads) {
+        match r.pump(
+            &mut src,
+            &mut core,
+            &crate::transport::tcp::conn::NullSink::PEER,
+            &READER_LIM,
+            stage,
+            &mut scratch,
+            max_reads,
+        ) {
             Outcome::Drained | Outcome::Budget | Outcome::Stalled => {}
             Outcome::Link(h) => {
                 core.evs.push(Ev::Link(h, r.link_payload().to_vec()));
@@ -552,7 +569,7 @@ pub fn records(data: &[u8]) {
     // Rendezvous: the RTS iov table.
     if ok && h.op == op::RTS && payload.len() >= h.payload as usize {
         let table = &payload[..h.payload as usize];
-        if let Some(info) = crate::core::engine::parse_rts(&h, &crate::transport::tcp::conn::CtlPayload(table)) {
+        if let Some(info) = crate::core::engine::parse_rts(&h, &crate::transport::Bytes(table)) {
             assert_eq!(info.remote.len(), h.aux as usize);
             let total = info.remote.iter().try_fold(0u64, |s, &(_, l)| s.checked_add(l));
             assert!(total.is_some_and(|t| t >= h.len), "RTS table shorter than the message");
@@ -1107,8 +1124,8 @@ struct LivePair {
     hc: LiveCore,
     /// Failure events the victim reported (peers).
     failed: Vec<Addr>,
-    /// Sends the victim made: (msg_id, to the honest peer).
-    sends: Vec<(u64, bool)>,
+    /// Sends the victim made: (msg_id, to the honest peer, to whom).
+    sends: Vec<(u64, bool, Addr)>,
     /// Messages the victim sent the honest peer (tag, bytes), in order.
     to_honest: Vec<(u64, Vec<u8>)>,
     next_id: u64,
@@ -1125,6 +1142,13 @@ impl LivePair {
         );
         if self.victim.has_events() {
             for e in self.victim.take_events() {
+                // As the engine does: the event ends every send to the
+                // peer the transport has not reported (tcp/failure.rs).
+                for s in self.sends.iter().filter(|s| s.2 == *e.peer()) {
+                    if !self.vc.sent.iter().any(|r| r.0 == s.0) {
+                        self.vc.sent.push((s.0, Err(e.cause())));
+                    }
+                }
                 self.failed.push(*e.peer());
             }
         }
@@ -1168,7 +1192,7 @@ impl LivePair {
             }
             break;
         }
-        self.sends.push((id, honest));
+        self.sends.push((id, honest, *to));
         if honest {
             self.to_honest.push((tag, bytes));
         }

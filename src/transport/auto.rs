@@ -15,11 +15,10 @@
 use crate::base::error::{Error, Result};
 use crate::sys::{self, Epoll};
 use crate::transport::addr::Addr;
-use crate::transport::iov::IovList;
 use crate::transport::proto::WireHdr;
 use crate::transport::shm::ShmPort;
 use crate::transport::tcp::TcpPort;
-use crate::transport::{Delivery, Payload, PeerEvent, Port, Sent};
+use crate::transport::{Delivery, Hints, Payload, PeerEvent, Port, Sent, SingleCopy};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
@@ -61,9 +60,10 @@ const TCP_IDLE_PERIOD: u32 = 16;
 const TCP_LONELY_PERIOD: u32 = 4096;
 const TCP_HOT_PASSES: u32 = 256;
 
-/// The core as the TCP port's sink: forwards everything and notes whether
-/// anything was delivered (the name every "core as a sink" adapter of the
-/// transports shares the suffix of: `tcp::conn::CoreSink`, `NullSink`).
+/// The core's [`Delivery`] as the TCP port gets it: forwards everything and
+/// notes whether anything was delivered, which is what keeps TCP polled on
+/// every pass while it is busy (`tcp_hot`); `TcpPort::poll` itself says
+/// nothing of it (its answer is the CQ's idle rule's).
 struct NotingSink<'a> {
     d: &'a mut dyn Delivery,
     seen: bool,
@@ -366,20 +366,9 @@ impl Port for AutoPort {
         v
     }
 
-    fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
-        Port::pull(&self.shm, src_pid, remote, dst, len)
-    }
-
-    fn pull_batch(&self, src_pid: i32, jobs: &[crate::transport::PullJob<'_>]) -> Result<()> {
-        Port::pull_batch(&self.shm, src_pid, jobs)
-    }
-
-    fn push(&self, dst_pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
-        Port::push(&self.shm, dst_pid, remote, src, len)
-    }
-
-    fn push_batch(&self, dst_pid: i32, jobs: &[crate::transport::PushJob<'_>]) -> Result<()> {
-        Port::push_batch(&self.shm, dst_pid, jobs)
+    /// Same-host peers only, through the shm port.
+    fn single_copy(&self) -> Option<&dyn SingleCopy> {
+        self.shm.single_copy()
     }
 
     fn close(&mut self) {
@@ -387,18 +376,25 @@ impl Port for AutoPort {
         Port::close(self.tcp.get_mut());
     }
 
+    fn hints(&mut self) -> Option<&mut dyn Hints> {
+        Some(self)
+    }
+}
+
+/// The RTS prefix of each inner port.
+impl Hints for AutoPort {
     /// Buffered receives: both kinds of peers are told.
     fn set_rts_prefix(&mut self, n: usize) {
-        Port::set_rts_prefix(&mut self.shm, n);
-        Port::set_rts_prefix(self.tcp.get_mut(), n);
+        Hints::set_rts_prefix(&mut self.shm, n);
+        Hints::set_rts_prefix(self.tcp.get_mut(), n);
     }
 
     fn rts_prefix(&mut self, peer: &Addr) -> usize {
         let p = self.canonical(peer);
         if Self::via_shm(&p) {
-            Port::rts_prefix(&mut self.shm, &p)
+            Hints::rts_prefix(&mut self.shm, &p)
         } else {
-            Port::rts_prefix(self.tcp.get_mut(), &p)
+            Hints::rts_prefix(self.tcp.get_mut(), &p)
         }
     }
 }

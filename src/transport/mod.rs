@@ -155,6 +155,20 @@ impl PayloadIn for [u8] {
     }
 }
 
+/// A payload the transport holds whole in its own memory (a control
+/// record's, read into a stream reader's buffer; a simulated record's).
+pub(crate) struct Bytes<'a>(pub(crate) &'a [u8]);
+
+impl PayloadIn for Bytes<'_> {
+    unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
+        // SAFETY: forwarded contract.
+        unsafe { PayloadIn::copy_to_iov(self.0, off, len, dst, dst_off) }
+    }
+    fn to_vec(&self) -> Vec<u8> {
+        self.0.to_vec()
+    }
+}
+
 /// The endpoint core, as a transport sees it.
 pub(crate) trait Delivery {
     /// An EAGER header arrived from `src`: where does its payload go?
@@ -205,7 +219,7 @@ pub(crate) fn place_and_copy<D: Delivery + ?Sized>(
     }
 }
 
-/// One pull of a [`Port::pull_batch`]: the sender's segments (address,
+/// One pull of a [`SingleCopy::pull_batch`]: the sender's segments (address,
 /// length, from its RTS), the receive's buffer, the bytes to copy.
 #[derive(Clone, Copy)]
 pub(crate) struct PullJob<'a> {
@@ -214,7 +228,7 @@ pub(crate) struct PullJob<'a> {
     pub len: usize,
 }
 
-/// One push of a [`Port::push_batch`]: the receiver's segments (address,
+/// One push of a [`SingleCopy::push_batch`]: the receiver's segments (address,
 /// length, from its `CTS|SPLIT`), our own bytes to write, how many.
 #[derive(Clone, Copy)]
 pub(crate) struct PushJob<'a> {
@@ -261,7 +275,15 @@ impl PeerEvent {
     }
 }
 
-/// One endpoint's attachment to a transport.
+/// One endpoint's attachment to a transport: what every transport does —
+/// send records to a peer (`send`, `send_ctl`, with the limits and room
+/// that bound them), consume what arrived (`poll`, calling the engine's
+/// [`Delivery`]), report failed peers (`take_events`; liveness with
+/// `check_peer` and `sender_alive`), wake and let sleep (`wait_fd`,
+/// `has_pending`, `set_sleepers`). What only some transports can do sits
+/// behind two optional capabilities: a single copy between processes
+/// ([`Port::single_copy`], shm) and the advice the engine and the
+/// transport exchange ([`Port::hints`]).
 pub(crate) trait Port: Send {
     fn addr(&self) -> Addr;
     /// Readable when the port has something to progress (sleepers wait on it).
@@ -328,6 +350,44 @@ pub(crate) trait Port: Send {
     fn has_events(&self) -> bool {
         true
     }
+    /// Copies straight between this process's memory and a peer's, where
+    /// the transport can (shm: cross-memory attach). `None`: it cannot; the
+    /// core streams rendezvous and RMA data as records instead.
+    fn single_copy(&self) -> Option<&dyn SingleCopy> {
+        None
+    }
+    /// Orderly goodbye to peers.
+    fn close(&mut self);
+    /// The advice the core and the transport exchange ([`Hints`]); `None`:
+    /// the transport takes none and gives none.
+    fn hints(&mut self) -> Option<&mut dyn Hints> {
+        None
+    }
+}
+
+impl<'a> dyn Port + 'a {
+    /// [`Port::single_copy`] as a result: `Err(OPNOTSUPP)` where the
+    /// transport has none, the answer on which the core streams instead.
+    pub(crate) fn copier(&self) -> Result<&dyn SingleCopy> {
+        self.single_copy().ok_or(Error::OPNOTSUPP)
+    }
+
+    /// [`Hints::more_coming`], where the transport takes hints. Out of line
+    /// and cold: `FI_MORE` is rare, the send path it is on is not.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn more_coming(&mut self) {
+        if let Some(h) = self.hints() {
+            h.more_coming();
+        }
+    }
+}
+
+/// A single copy between two processes' memories, without the peer's help:
+/// the rendezvous and RMA data paths of a transport whose peers share this
+/// host's kernel ([`Port::single_copy`]). A pid is always one the
+/// transport's records reported for the peer.
+pub(crate) trait SingleCopy {
     /// Pulls a rendezvous payload from the sender's memory (shm CMA).
     /// `Err(OPNOTSUPP)`: not possible here; the core asks for streaming.
     fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize>;
@@ -349,15 +409,21 @@ pub(crate) trait Port: Send {
         Err(Error::OPNOTSUPP)
     }
     /// Several pushes into one receiver in one cross-memory copy (shm: one
-    /// `process_vm_writev`), as [`Port::pull_batch`] for pulls: `Ok` only
+    /// `process_vm_writev`), as [`SingleCopy::pull_batch`] for pulls: `Ok` only
     /// when every job's `len` bytes were written; on any `Err` the core
     /// pushes each alone (writing again is harmless: the receiver waits
     /// for the answers). The default writes nothing.
     fn push_batch(&self, _dst_pid: i32, _jobs: &[PushJob<'_>]) -> Result<()> {
         Err(Error::OPNOTSUPP)
     }
-    /// Orderly goodbye to peers.
-    fn close(&mut self);
+}
+
+/// Advice between the core and a transport that no record depends on: a
+/// transport without it ([`Port::hints`] `None`) still delivers everything,
+/// only without the saving each names (a rendezvous receiver then fetches
+/// the bytes it wanted pushed with a ranged CTS; a burst is written record
+/// by record).
+pub(crate) trait Hints {
     /// Bytes of every rendezvous message this endpoint wants pushed right
     /// behind its RTS (buffered receives report a message only with its
     /// first `FI_OPT_BUFFERED_MIN` bytes; fetching them later would put them

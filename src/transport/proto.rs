@@ -148,7 +148,7 @@ pub(crate) mod flag {
     pub(crate) const RANGE: u32 = 1 << 5;
     /// RTS: the message's first `offset` bytes follow at once in DATA
     /// records with this flag (and `aux` 0), as the receiver asked
-    /// (`Port::rts_prefix`); DATA: such a pushed chunk.
+    /// (`Hints::rts_prefix`); DATA: such a pushed chunk.
     pub(crate) const PUSH: u32 = 1 << 6;
     /// EAGER over shm: the compact header (module doc, [`compact_len`]);
     /// the payload follows its last field, in the record's first cell as

@@ -88,16 +88,19 @@ impl State {
     }
 
     /// `peer` failed (`err`: the cause its event gives): every operation
-    /// waiting on it ends with `err`, and nothing owed to it is answered
+    /// waiting on it ends with `err` — sends in the order they were posted,
+    /// those the transport still held queued among them (it drops them
+    /// without a report of their own) — and nothing owed to it is answered
     /// any more ([`State::forget_owed`]).
     fn peer_failed(&mut self, b: &Bound<'_>, peer: Addr, err: Error) {
         let before = self.waiting_ops();
-        let ids: Vec<u64> = self
+        let mut ids: Vec<u64> = self
             .tx
             .iter()
             .filter(|(_, t)| t.peer == peer)
             .map(|(id, _)| *id)
             .collect();
+        ids.sort_unstable();
         for id in ids {
             if let Some(t) = self.tx.remove(&id) {
                 self.finish_tx(b, t, Err(err));

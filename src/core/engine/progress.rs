@@ -163,7 +163,9 @@ impl Inner {
     }
 }
 
-/// The endpoint core as the transport calls it during `poll`.
+/// The engine's [`Delivery`], the one the transports call during `poll`:
+/// the state and the bindings of this pass (records routed to RMA or to
+/// messages).
 struct EngineDelivery<'a> {
     st: &'a mut State,
     b: &'a Bound<'a>,

@@ -22,7 +22,7 @@ impl Inner {
     /// A message above the eager limit: its RTS names the sender's buffer
     /// (and the op waits for the ACK). A receiver with buffered receives
     /// asked for the message's start right behind the RTS
-    /// (`Port::rts_prefix`): both records go out back to back, or neither.
+    /// (`Hints::rts_prefix`): both records go out back to back, or neither.
     #[inline(never)]
     pub(super) fn send_rts(&mut self, b: &Bound<'_>, mut h: WireHdr, op: TxOp) -> Result<()> {
         let (peer, len, id) = (op.peer, op.len, h.msg_id);
@@ -37,7 +37,12 @@ impl Inner {
             table.extend_from_slice(&(p as u64).to_le_bytes());
             table.extend_from_slice(&(l as u64).to_le_bytes());
         }
-        let push = self.port.rts_prefix(&peer).min(len).min(op.eager_limit);
+        let push = self
+            .port
+            .hints()
+            .map_or(0, |h| h.rts_prefix(&peer))
+            .min(len)
+            .min(op.eager_limit);
         if push > 0 {
             h.flags |= flag::PUSH;
             h.offset = push as u64;
@@ -345,10 +350,12 @@ impl State {
                     Ok(take)
                 } else if let Some((lo, hi)) = p.range {
                     let remote = remote_from(&p.rts.remote, lo as u64);
-                    port.pull(p.src_pid, &remote, &p.dst.sub(lo, hi - lo), hi - lo)
+                    port.copier()
+                        .and_then(|c| c.pull(p.src_pid, &remote, &p.dst.sub(lo, hi - lo), hi - lo))
                         .map(|_| take)
                 } else {
-                    port.pull(p.src_pid, &p.rts.remote, &p.dst, take)
+                    port.copier()
+                        .and_then(|c| c.pull(p.src_pid, &p.rts.remote, &p.dst, take))
                 };
                 match pulled {
                     Ok(_) => {
@@ -446,7 +453,10 @@ impl State {
         if at > 0 {
             let s = self.rx.get_mut(handle).expect("split just inserted");
             if let Some(sp) = s.split.as_mut() {
-                sp.first = port.pull(s.src_pid, &sp.rts.remote, &s.dst, at).map(|_| ());
+                sp.first = port
+                    .copier()
+                    .and_then(|c| c.pull(s.src_pid, &sp.rts.remote, &s.dst, at))
+                    .map(|_| ());
             }
         }
         None
@@ -523,7 +533,7 @@ impl State {
     }
 
     /// Copies runs of pending pulls from one sender with one
-    /// `Port::pull_batch` each (a window of 64 KiB sends: one
+    /// `SingleCopy::pull_batch` each (a window of 64 KiB sends: one
     /// `process_vm_readv` per `PULL_BATCH_BYTES` instead of one per
     /// message). `true` at the index of each pull that is done; a batch
     /// that failed in any way leaves its pulls to be made one by one.
@@ -560,7 +570,7 @@ impl State {
                         len: take(p),
                     })
                     .collect();
-                if port.pull_batch(first.src_pid, &jobs).is_ok() {
+                if port.copier().and_then(|c| c.pull_batch(first.src_pid, &jobs)).is_ok() {
                     done.resize(j, false);
                     done[i..j].fill(true);
                 }
@@ -722,7 +732,7 @@ impl State {
     /// state) and answers each with `PUSHED`, in message order (a receiver
     /// that asked for several completes them as the answers come). Runs of
     /// consecutive pushes to one receiver go in batches as pulls do
-    /// (`pull_batch_bytes`, `PULL_BATCH_MAX`): one `Port::push_batch`
+    /// (`pull_batch_bytes`, `PULL_BATCH_MAX`): one `SingleCopy::push_batch`
     /// each; a batch that fails in any way is pushed one by one, so each
     /// answer carries its own status. Into the receiver's pid as the
     /// kernel reported it; any failure: the receiver copies the part
@@ -777,14 +787,14 @@ impl State {
                         len: p.end - p.off,
                     })
                     .collect();
-                port.push_batch(first.pid, &jobs).is_ok()
+                port.copier().and_then(|c| c.push_batch(first.pid, &jobs)).is_ok()
             };
             for p in batch {
                 let n = p.end - p.off;
                 let status = if together {
                     None
                 } else {
-                    match port.push(p.pid, &p.table, &p.src, n) {
+                    match port.copier().and_then(|c| c.push(p.pid, &p.table, &p.src, n)) {
                         Ok(k) if k == n => None,
                         Ok(_) => Some(Error::IO),
                         Err(e) => Some(e),

@@ -786,7 +786,7 @@ impl State {
             let status = match self.rma_target(&j.hdr, FI_REMOTE_WRITE) {
                 Err(e) => Some(e),
                 Ok(_) if !self.cfg.cma || j.src_pid <= 0 => Some(Error::OPNOTSUPP),
-                Ok(dst) => port.pull(j.src_pid, &j.table, &dst, len).err(),
+                Ok(dst) => port.copier().and_then(|c| c.pull(j.src_pid, &j.table, &dst, len)).err(),
             };
             self.rma_ack(j.src, &j.hdr, status);
             if status.is_none() {
@@ -819,7 +819,7 @@ impl State {
             if !j.table.is_empty() {
                 let table = std::mem::take(&mut j.table);
                 if self.cfg.cma && j.src_pid > 0 {
-                    match port.push(j.src_pid, &table, &src_iov, len) {
+                    match port.copier().and_then(|c| c.push(j.src_pid, &table, &src_iov, len)) {
                         Ok(_) => {
                             self.rma_ack(j.src, &j.hdr, None);
                             self.rma_remote_event(b, &j.src, &j.hdr, RmaKind::Read);

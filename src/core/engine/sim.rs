@@ -35,7 +35,9 @@ use crate::base::error::{Error, Result};
 use crate::transport::addr::Addr;
 use crate::transport::iov::{IovList, IOV_MAX};
 use crate::transport::proto::{compact_len, op, Limits, WireHdr, HDR_LEN};
-use crate::transport::{Delivery, Disposition, Payload, PayloadIn, PeerEvent, Place, Port, Sent, PEER_FAILED};
+use crate::transport::{
+    Bytes, Delivery, Disposition, Hints, Payload, PayloadIn, PeerEvent, Place, Port, Sent, SingleCopy, PEER_FAILED,
+};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -349,7 +351,8 @@ impl Net {
 
     /// The connection between `a` and `b` resets (TCP): both ends fail the
     /// other at their next poll; records in flight either way are lost; a
-    /// payload being placed aborts; queued sends report `sent(Err)`.
+    /// payload being placed aborts; queued records are dropped unreported
+    /// (the failure event ends their operations, as tcp/failure.rs does).
     pub(super) fn reset(&self, a: &Addr, b: &Addr) {
         let mut w = self.0.lock();
         let (ia, ib) = (w.index(a).expect("a"), w.index(b).expect("b"));
@@ -367,11 +370,7 @@ impl Net {
             }
             let mut keep = VecDeque::new();
             for (to, r) in std::mem::take(&mut n.out) {
-                if to == other {
-                    if r.notify {
-                        n.reports.push((r.hdr.msg_id, Err(PEER_FAILED)));
-                    }
-                } else {
+                if to != other {
                     keep.push_back((to, r));
                 }
             }
@@ -453,7 +452,7 @@ impl Net {
         self.with(a, |n| n.rooms)
     }
 
-    /// Successful batched pulls (`Port::pull_batch` calls) by `a` so far.
+    /// Successful batched pulls (`SingleCopy::pull_batch` calls) by `a` so far.
     pub(super) fn pull_batches(&self, a: &Addr) -> usize {
         self.with(a, |n| n.pull_batches)
     }
@@ -463,12 +462,12 @@ impl Net {
         self.with(a, |n| n.pushes)
     }
 
-    /// Successful batched pushes (`Port::push_batch` calls) by `a` so far.
+    /// Successful batched pushes (`SingleCopy::push_batch` calls) by `a` so far.
     pub(super) fn push_batches(&self, a: &Addr) -> usize {
         self.with(a, |n| n.push_batches)
     }
 
-    /// `Port::more_coming` calls on `a`'s port.
+    /// `Hints::more_coming` calls on `a`'s port.
     pub(super) fn more_calls(&self, a: &Addr) -> usize {
         self.with(a, |n| n.more_calls)
     }
@@ -496,19 +495,6 @@ impl Net {
     /// Broken links (records that failed validation), for assertions.
     pub(super) fn broken_links(&self, to: &Addr) -> Vec<Addr> {
         self.with(to, |n| n.links.iter().filter(|l| l.broken).map(|l| l.src).collect())
-    }
-}
-
-/// A control record's payload as the engine reads it.
-struct Bytes<'a>(&'a [u8]);
-
-impl PayloadIn for Bytes<'_> {
-    unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
-        // SAFETY: forwarded contract.
-        unsafe { self.0.copy_to_iov(off, len, dst, dst_off) }
-    }
-    fn to_vec(&self) -> Vec<u8> {
-        self.0.to_vec()
     }
 }
 
@@ -764,6 +750,41 @@ impl Port for SimPort {
         std::mem::take(&mut self.net.0.lock().nodes[self.me].events)
     }
 
+    fn single_copy(&self) -> Option<&dyn SingleCopy> {
+        Some(self)
+    }
+
+    fn close(&mut self) {
+        let mut w = self.net.0.lock();
+        let me = self.me;
+        if w.nodes[me].closed {
+            return;
+        }
+        w.nodes[me].closed = true;
+        if w.nodes[me].opts.writes == Writes::Ring {
+            // shm: BYE into every ring we wrote to.
+            for to in w.nodes[me].contacted.clone() {
+                let h = WireHdr::new(op::BYE);
+                Self::log(&mut w, me, to, &h);
+                let rec = Rec {
+                    hdr: h,
+                    payload: Vec::new(),
+                    forged: false,
+                    notify: false,
+                };
+                w.deliver(me, to, rec);
+            }
+        }
+    }
+
+    fn hints(&mut self) -> Option<&mut dyn Hints> {
+        Some(self)
+    }
+}
+
+/// Cross-memory attach within this process (the tests' buffers), or
+/// refused (`Cma::Refused`).
+impl SingleCopy for SimPort {
     fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
         let mut w = self.net.0.lock();
         if w.nodes[self.me].opts.cma == Cma::Refused {
@@ -866,30 +887,9 @@ impl Port for SimPort {
         self.net.0.lock().nodes[self.me].push_batches += 1;
         Ok(())
     }
+}
 
-    fn close(&mut self) {
-        let mut w = self.net.0.lock();
-        let me = self.me;
-        if w.nodes[me].closed {
-            return;
-        }
-        w.nodes[me].closed = true;
-        if w.nodes[me].opts.writes == Writes::Ring {
-            // shm: BYE into every ring we wrote to.
-            for to in w.nodes[me].contacted.clone() {
-                let h = WireHdr::new(op::BYE);
-                Self::log(&mut w, me, to, &h);
-                let rec = Rec {
-                    hdr: h,
-                    payload: Vec::new(),
-                    forged: false,
-                    notify: false,
-                };
-                w.deliver(me, to, rec);
-            }
-        }
-    }
-
+impl Hints for SimPort {
     fn set_rts_prefix(&mut self, n: usize) {
         let mut w = self.net.0.lock();
         let lim = w.nodes[self.me].opts.eager_limit;

@@ -180,7 +180,7 @@ pub(super) fn lone_pulls(pulls: &[PendingPull]) -> Vec<bool> {
 /// eager placements use slab handles below it).
 pub(super) const STREAM_HANDLE: u32 = 1 << 31;
 
-/// Most pulls one `Port::pull_batch` takes (each job's ranges are at most
+/// Most pulls one `SingleCopy::pull_batch` takes (each job's ranges are at most
 /// `IOV_MAX` per side: 64 jobs stay below the kernel's 1024).
 pub(super) const PULL_BATCH_MAX: usize = 64;
 

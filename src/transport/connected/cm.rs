@@ -94,7 +94,7 @@ pub(crate) struct ShmOffer {
 
 /// The record for `kind` with `data` (the caller checked `data.len()`
 /// against [`CM_DATA_MAX`]), the RTS prefix this side wants pushed to it
-/// (`Port::set_rts_prefix`) and its shm offer (never in a REJECT): header
+/// (`Hints::set_rts_prefix`) and its shm offer (never in a REJECT): header
 /// bytes and payload.
 pub(crate) fn encode(
     kind: CmKind,

@@ -8,7 +8,7 @@ use crate::transport::iov::IovList;
 use crate::transport::proto::WireHdr;
 use crate::transport::shm::ShmPort;
 use crate::transport::tcp::EAGER_MAX;
-use crate::transport::{Delivery, Payload, PeerEvent, Port, Sent};
+use crate::transport::{Delivery, Hints, Payload, PeerEvent, Port, Sent, SingleCopy};
 use std::os::fd::RawFd;
 
 impl ConnectedPort {
@@ -49,10 +49,6 @@ impl Port for ConnectedPort {
                 c.flush_corked();
             }
         })
-    }
-
-    fn more_coming(&mut self) {
-        self.shared.with(|c| c.cork.more())
     }
 
     fn has_pending(&self) -> bool {
@@ -140,16 +136,34 @@ impl Port for ConnectedPort {
     }
 
     /// Over shm: cross-memory attach from the peer ([`ConnectedPort::peer_cma`]).
-    fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
-        self.peer_cma(src_pid, |s| Port::pull(s, src_pid, remote, dst, len))
-    }
-
-    fn push(&self, dst_pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
-        self.peer_cma(dst_pid, |s| Port::push(s, dst_pid, remote, src, len))
+    fn single_copy(&self) -> Option<&dyn SingleCopy> {
+        Some(self)
     }
 
     fn close(&mut self) {
         self.shared.with(|c| c.close())
+    }
+
+    fn hints(&mut self) -> Option<&mut dyn Hints> {
+        Some(self)
+    }
+}
+
+/// Over shm: cross-memory attach from the peer ([`ConnectedPort::peer_cma`]).
+impl SingleCopy for ConnectedPort {
+    fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
+        self.peer_cma(src_pid, |s| SingleCopy::pull(s, src_pid, remote, dst, len))
+    }
+
+    fn push(&self, dst_pid: i32, remote: &[(u64, u64)], src: &IovList, len: usize) -> Result<usize> {
+        self.peer_cma(dst_pid, |s| SingleCopy::push(s, dst_pid, remote, src, len))
+    }
+}
+
+/// The RTS prefix travels in CONNREQ / ACCEPT; `FI_MORE` corks the stream.
+impl Hints for ConnectedPort {
+    fn more_coming(&mut self) {
+        self.shared.with(|c| c.cork.more())
     }
 
     /// Sent in our CONNREQ / ACCEPT: a change after the handshake reaches
@@ -158,7 +172,7 @@ impl Port for ConnectedPort {
         self.shared.with(|c| {
             c.rts_prefix = n.min(EAGER_MAX);
             if let Some(s) = c.shm.as_mut() {
-                Port::set_rts_prefix(s, n);
+                Hints::set_rts_prefix(s, n);
             }
         })
     }

@@ -179,11 +179,11 @@ impl Inner {
             let established = c.phase() == Phase::Up;
             self.acct.count(c.queue());
             let held = self.acct.held(self.pass);
-            let sink = CoreSink::new(&mut *d, CONNECTED_PEER);
+            let sink = CoreSink::new(&mut *d);
             let (lim, scratch) = (&self.limits, &mut self.scratch);
-            let got = self
-                .acct
-                .read(&self.budget, self.pass, held, sink, |s| c.read(s, lim, scratch));
+            let got = self.acct.read(&self.budget, self.pass, held, sink, |s| {
+                c.read(s, &CONNECTED_PEER, lim, scratch)
+            });
             if let Some(over) = got.changed {
                 c.set_deadline(self.acct.deadline(&self.budget));
                 if over {
@@ -338,7 +338,7 @@ impl Inner {
             e
         };
         if let Some(c) = self.conn.as_mut() {
-            c.abort_reader(&mut CoreSink::new(&mut *d, CONNECTED_PEER), e);
+            c.abort_reader(&mut *d, e);
             for id in c.queue_mut().take_notifications() {
                 d.sent(id, Err(e));
             }

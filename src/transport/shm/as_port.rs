@@ -8,7 +8,7 @@ use crate::base::error::{Error, Result};
 use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
 use crate::transport::proto::{self, WireHdr};
-use crate::transport::{Delivery, Disposition, Payload, PeerEvent, Port, PullJob, PushJob, Sent};
+use crate::transport::{Delivery, Disposition, Hints, Payload, PeerEvent, Port, PullJob, PushJob, Sent, SingleCopy};
 use std::os::fd::RawFd;
 
 /// Hands one ring record to the endpoint core.
@@ -69,6 +69,19 @@ impl Port for ShmPort {
     fn has_events(&self) -> bool {
         !self.events.is_empty()
     }
+    fn single_copy(&self) -> Option<&dyn SingleCopy> {
+        Some(self)
+    }
+    fn close(&mut self) {
+        ShmPort::close(self)
+    }
+    fn hints(&mut self) -> Option<&mut dyn Hints> {
+        Some(self)
+    }
+}
+
+/// Cross-memory attach, with peers the kernel named only.
+impl SingleCopy for ShmPort {
     fn pull(&self, src_pid: i32, remote: &[(u64, u64)], dst: &IovList, len: usize) -> Result<usize> {
         if len == 0 {
             return Ok(0);
@@ -101,9 +114,10 @@ impl Port for ShmPort {
         }
         push_batch(dst_pid, jobs)
     }
-    fn close(&mut self) {
-        ShmPort::close(self)
-    }
+}
+
+/// The RTS prefix travels in the segment header.
+impl Hints for ShmPort {
     fn set_rts_prefix(&mut self, n: usize) {
         self.seg.set_rts_prefix(n.min(EAGER_MAX) as u64);
     }

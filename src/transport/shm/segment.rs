@@ -149,7 +149,7 @@ const H_HANDSHAKE: usize = 48;
 const H_SLEEPERS: usize = 64;
 const H_CLAIM_SEQ: usize = 128;
 const H_CLOSED: usize = 192;
-/// Bytes the owner wants pushed behind every RTS (`Port::rts_prefix`);
+/// Bytes the owner wants pushed behind every RTS (`Hints::rts_prefix`);
 /// 0 (and so in segments of builds without it): none.
 const H_RTS_PREFIX: usize = 256;
 /// The ready list (ready.rs): the summary word, then one bit per slot.

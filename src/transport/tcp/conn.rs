@@ -12,7 +12,7 @@
 //!
 //! What is the same for all of them lives here, once:
 //! * **reading**: one loop over the framing outcomes ([`Conn::read`]):
-//!   records go to a [`Sink`] (the endpoint core through [`CoreSink`]),
+//!   records go to a [`Delivery`] (the endpoint core through [`CoreSink`]),
 //!   handshake records and BYE come back to the owner ([`Read::Link`]),
 //!   backpressure stalls the stream ([`Read::Stalled`]: input interest
 //!   dropped until [`Conn::offer_input`]), and every way a stream ends is
@@ -30,32 +30,17 @@
 //! (`transport/connected/cm.rs`), and what a failure means for the
 //! endpoint core.
 
-use super::framing::{Broken, ByteSink, ByteSource, Outcome, Reader, Sink, Stage, WriteQueue, REPLY_COST};
+use super::framing::{Broken, ByteSink, ByteSource, Outcome, Reader, Stage, WriteQueue, REPLY_COST};
 use super::limits::TUNING;
 use crate::base::error::{Error, Result};
 use crate::sys::net::{self, Io, TimerFd};
 use crate::sys::{Epoll, IN, OUT};
 use crate::transport::addr::Addr;
-use crate::transport::iov::IovList;
 use crate::transport::proto::{Limits, WireHdr};
 use crate::transport::{Delivery, Disposition, PayloadIn, Place};
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
-
-/// A control record's payload (read whole into the reader's buffer), as
-/// the core takes it (RDM and connected endpoints' connections).
-pub(crate) struct CtlPayload<'a>(pub(crate) &'a [u8]);
-
-impl PayloadIn for CtlPayload<'_> {
-    unsafe fn copy_to_iov(&self, off: usize, len: usize, dst: &IovList, dst_off: usize) -> usize {
-        // SAFETY: forwarded contract.
-        unsafe { PayloadIn::copy_to_iov(self.0, off, len, dst, dst_off) }
-    }
-    fn to_vec(&self) -> Vec<u8> {
-        self.0.to_vec()
-    }
-}
 
 /// Reads per connection per progress pass (fairness between sockets; a busy
 /// peer cannot monopolise a pass).
@@ -164,11 +149,12 @@ impl ByteSource for Counting<'_> {
     }
 }
 
-/// The endpoint core as a connection's reader sees it: records from `src`
-/// (an RDM port's peer, or the one peer of a connected endpoint).
+/// The endpoint core behind a connection's reader: a [`Delivery`] that
+/// forwards to the core's and adds what one connection among others needs
+/// — the peer's answer budget and the staging cap shared with the other
+/// connections — which is why it exists beside the core's own.
 pub(crate) struct CoreSink<'a> {
     pub(crate) d: &'a mut dyn Delivery,
-    pub(crate) src: Addr,
     /// Bytes other connections hold for unexpected messages still arriving
     /// (the core counts them against its budget only once handed over);
     /// with several connections filling vectors at once, their sum stays
@@ -187,10 +173,9 @@ pub(crate) struct CoreSink<'a> {
 
 impl<'a> CoreSink<'a> {
     /// A sink for the only connection there is (no other staging).
-    pub(crate) fn new(d: &'a mut dyn Delivery, src: Addr) -> CoreSink<'a> {
+    pub(crate) fn new(d: &'a mut dyn Delivery) -> CoreSink<'a> {
         CoreSink {
             d,
-            src,
             staged_elsewhere: 0,
             staging_max: usize::MAX,
             reply_room: usize::MAX,
@@ -211,12 +196,12 @@ impl<'a> CoreSink<'a> {
     }
 }
 
-impl Sink for CoreSink<'_> {
-    fn place(&mut self, hdr: &WireHdr) -> Place {
+impl Delivery for CoreSink<'_> {
+    fn place(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr) -> Place {
         if !self.charge() {
             return Place::Stall;
         }
-        match self.d.place(&self.src, 0, hdr) {
+        match self.d.place(src, src_pid, hdr) {
             Place::Buffer
                 if self.staged_elsewhere > 0
                     && self.staged_elsewhere.saturating_add(hdr.len as usize) > self.staging_max =>
@@ -235,34 +220,44 @@ impl Sink for CoreSink<'_> {
     fn placed(&mut self, handle: u32, result: Result<()>) {
         self.d.placed(handle, result)
     }
-    fn buffered(&mut self, hdr: &WireHdr, data: Vec<u8>) {
-        self.d.buffered(&self.src, 0, hdr, data)
+    fn buffered(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, data: Vec<u8>) {
+        self.d.buffered(src, src_pid, hdr, data)
     }
-    fn control(&mut self, hdr: &WireHdr, payload: &[u8]) -> Disposition {
+    fn control(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition {
         if !self.charge() {
             return Disposition::Stall;
         }
-        let r = self.d.control(&self.src, 0, hdr, &CtlPayload(payload));
+        let r = self.d.control(src, src_pid, hdr, payload);
         if r == Disposition::Stall {
             self.reply_room += REPLY_COST;
         }
         r
     }
+    fn sent(&mut self, msg_id: u64, result: Result<()>) {
+        self.d.sent(msg_id, result)
+    }
 }
 
-/// A handshake has no data records (the reader refuses them before the
-/// connection is established): nothing reaches a core.
+/// The [`Delivery`] of a handshake's reader: a handshake has no data
+/// records (the reader refuses them before the connection is established),
+/// so nothing reaches a core and there is no core to pass it.
 pub(crate) struct NullSink;
 
-impl Sink for NullSink {
-    fn place(&mut self, _hdr: &WireHdr) -> Place {
+impl NullSink {
+    /// The source a handshake's reader is given (no record reaches a core).
+    pub(crate) const PEER: Addr = Addr::Inet(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
+}
+
+impl Delivery for NullSink {
+    fn place(&mut self, _src: &Addr, _src_pid: i32, _hdr: &WireHdr) -> Place {
         Place::Discard
     }
     fn placed(&mut self, _handle: u32, _result: Result<()>) {}
-    fn buffered(&mut self, _hdr: &WireHdr, _data: Vec<u8>) {}
-    fn control(&mut self, _hdr: &WireHdr, _payload: &[u8]) -> Disposition {
+    fn buffered(&mut self, _src: &Addr, _src_pid: i32, _hdr: &WireHdr, _data: Vec<u8>) {}
+    fn control(&mut self, _src: &Addr, _src_pid: i32, _hdr: &WireHdr, _payload: &dyn PayloadIn) -> Disposition {
         Disposition::Consumed
     }
+    fn sent(&mut self, _msg_id: u64, _result: Result<()>) {}
 }
 
 /// One connection (see the module documentation).
@@ -359,7 +354,7 @@ impl Conn {
 
     /// The stream is gone: a payload being placed into a receive buffer
     /// completes with `err` (exactly once); nothing is read any more.
-    pub(crate) fn abort_reader(&mut self, sink: &mut dyn Sink, err: Error) {
+    pub(crate) fn abort_reader(&mut self, sink: &mut dyn Delivery, err: Error) {
         self.reader.abort(sink, err);
         self.stalled = false;
     }
@@ -496,7 +491,7 @@ impl Conn {
     /// used; `sink` takes the endpoint records. Until the connection is
     /// [`Phase::Up`] only handshake records (and BYE) may arrive. The owner
     /// updates the interest afterwards (a stall drops the input).
-    pub(crate) fn read(&mut self, sink: &mut dyn Sink, lim: &Limits, scratch: &mut [u8]) -> Read {
+    pub(crate) fn read(&mut self, sink: &mut dyn Delivery, peer: &Addr, lim: &Limits, scratch: &mut [u8]) -> Read {
         let stage = if self.phase == Phase::Up {
             Stage::Established
         } else {
@@ -506,7 +501,9 @@ impl Conn {
             fd: Fd(self.sock.as_fd()),
             got: 0,
         };
-        let out = self.reader.pump(&mut src, sink, lim, stage, scratch, READS_PER_PASS);
+        let out = self
+            .reader
+            .pump(&mut src, sink, peer, lim, stage, scratch, READS_PER_PASS);
         self.last_got = src.got;
         match out {
             Outcome::Drained | Outcome::Budget => {

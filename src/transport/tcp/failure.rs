@@ -1,8 +1,17 @@
 //! Deadlines and endings: dials, handshakes and budgets that ran out, a
-//! connection or a peer that failed (its operations end in error, the core
-//! hears `PeerEvent::Failed`), the connection cap, the port's close.
+//! connection or a peer that failed, the connection cap, the port's close.
+//!
+//! A peer's failure reaches the core one way, however it was found (a
+//! dial or a write that failed, a broken or hostile stream, a deadline):
+//! [`TcpPort::fail_peer`] drops what was queued for the peer and queues one
+//! [`PeerEvent`] ([`TcpPort::report`]), on which the core ends every
+//! operation that involves the peer. The records dropped are not reported
+//! one by one (`Delivery::sent`): their operations end with the event. A
+//! payload the peer's stream was placing is handed back
+//! (`Delivery::placed(.., Err)`): only the transport knows that it stopped
+//! writing into that buffer.
 
-use super::conn::{CoreSink, Phase};
+use super::conn::Phase;
 use super::framing::{Body, OutRecord};
 use super::trace;
 use super::{budget, dial_failed, PortConn, TcpPort, IDLE_MIN};
@@ -158,9 +167,7 @@ impl TcpPort {
         for m in c.conn.queue_mut().take_notifications() {
             d.sent(m, Err(e));
         }
-        let src = Addr::Inet(c.peer.unwrap_or(self.me));
-        c.conn
-            .abort_reader(&mut CoreSink::new(d, src), crate::transport::PEER_FAILED);
+        c.conn.abort_reader(d, crate::transport::PEER_FAILED);
     }
 
     /// A connection failed. If it carried records (established, or the dial
@@ -193,9 +200,9 @@ impl TcpPort {
         self.remove_conn(id, e, d);
     }
 
-    /// Ends everything to and from `addr`: queued records complete with `e`,
-    /// its connections close, and the core hears `PeerEvent::Failed` (or
-    /// `Denied` for a key, `Unreachable` for a dial that found nobody).
+    /// Ends everything to and from `addr`: its connections close, the
+    /// records queued for it are dropped, a payload being placed is handed
+    /// back, and the core hears of it once ([`TcpPort::report`]).
     pub(super) fn fail_peer(&mut self, addr: SocketAddr, e: Error, d: &mut dyn Delivery) {
         let ids: Vec<u64> = self
             .conns
@@ -206,26 +213,24 @@ impl TcpPort {
             .map(|(id, _)| *id)
             .collect();
         let mut gone: Vec<PortConn> = ids.iter().filter_map(|id| self.take_conn(*id)).collect();
-        let mut queued = Vec::new();
         for c in &mut gone {
             c.conn.unwatch(&self.epoll);
-            queued.extend(c.conn.queue_mut().take_notifications());
+            c.conn.queue_mut().take_notifications();
+            c.conn.abort_reader(&mut *d, crate::transport::PEER_FAILED);
         }
         if let Some(mut p) = self.peers.remove(&addr) {
-            queued.extend(p.pending.take_notifications());
-        }
-        for id in queued {
-            d.sent(id, Err(e));
-        }
-        for c in &mut gone {
-            c.conn.abort_reader(
-                &mut CoreSink::new(&mut *d, Addr::Inet(addr)),
-                crate::transport::PEER_FAILED,
-            );
+            p.pending.take_notifications();
         }
         if !self.fenced.contains(&addr) {
             self.fenced.push(addr);
         }
+        self.report(addr, e);
+    }
+
+    /// The one report of `addr`'s failure to the core: `PeerEvent::Failed`,
+    /// or `Denied` for a key, `Unreachable` for a dial that found nobody
+    /// (the cause the operations end with); once until the core takes it.
+    fn report(&mut self, addr: SocketAddr, e: Error) {
         let ev = if e == Error::ACCES {
             PeerEvent::Denied(Addr::Inet(addr))
         } else if crate::transport::is_unreachable(e) {
@@ -273,3 +278,6 @@ impl TcpPort {
         self.peers.clear();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -30,10 +30,8 @@
 //! the read-ahead buffer; nothing a peer says can make the reader allocate
 //! beyond what the core's placement allows.
 
-use crate::base::error::Result;
 use crate::sys::net::Io;
 use crate::transport::proto::{flag, op, WireHdr};
-use crate::transport::{Disposition, Place};
 
 mod reader;
 mod writer;
@@ -78,14 +76,6 @@ pub(crate) trait ByteSink {
     /// # Safety
     /// Every iovec must describe readable memory.
     unsafe fn write(&mut self, iov: &[libc::iovec]) -> Io;
-}
-
-/// The endpoint core as the reader sees it (the port adds the source).
-pub(crate) trait Sink {
-    fn place(&mut self, hdr: &WireHdr) -> Place;
-    fn placed(&mut self, handle: u32, result: Result<()>);
-    fn buffered(&mut self, hdr: &WireHdr, data: Vec<u8>);
-    fn control(&mut self, hdr: &WireHdr, payload: &[u8]) -> Disposition;
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@
 //!          offset = 1 when the sender has an authentication key, else 0,
 //!          len = payload = size of the address + 48,
 //!          msg_id = the RTS prefix the sender wants pushed to it
-//!          (`Port::rts_prefix`; 0: none); a REFUSE: its reason
+//!          (`Hints::rts_prefix`; 0: none); a REFUSE: its reason
 //! payload: the sender's listening address as fi_getname returns it
 //!          (struct sockaddr_in or sockaddr_in6, 16 or 28 bytes),
 //!          then a 16-byte challenge, then a 32-byte MAC (zeros where

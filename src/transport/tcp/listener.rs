@@ -228,7 +228,7 @@ impl Listener {
     fn read(&mut self, epoll: &Epoll, id: u64) {
         let Some(c) = self.pending.get_mut(&id) else { return };
         let mut scratch = [0u8; 64];
-        match c.read(&mut NullSink, &HANDSHAKE_LIMITS, &mut scratch) {
+        match c.read(&mut NullSink, &NullSink::PEER, &HANDSHAKE_LIMITS, &mut scratch) {
             Read::Idle => c.update(epoll),
             Read::Link(hdr) => {
                 let payload = c.link_payload().to_vec();

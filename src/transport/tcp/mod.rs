@@ -25,9 +25,10 @@
 //!   its EPOLLIN interest is dropped so sleepers do not spin — while other
 //!   sockets keep flowing.
 //! * **Failure**: a bad record, a reset, end of stream, a keepalive/user
-//!   timeout or a missed deadline ends that connection only: queued sends
-//!   complete with an error (`Delivery::sent`), a half-read payload with
-//!   `placed(.., Err)`, and `PeerEvent::Failed` lets the core end the rest.
+//!   timeout or a missed deadline ends that connection only: a half-read
+//!   payload is handed back with `placed(.., Err)`, the records queued for
+//!   the peer are dropped, and one `PeerEvent::Failed` (`failure.rs`) lets
+//!   the core end every operation that involves the peer.
 //!   A later send to the address dials again (a restarted peer is a new
 //!   incarnation: its HELLO carries a new nonce).
 //! * **Waiting**: the listener and its handshakes, every connection and a

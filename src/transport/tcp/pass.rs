@@ -224,9 +224,9 @@ impl TcpPort {
             let mine = c.conn.reader().staged_bytes();
             let staged_elsewhere = self.staged.saturating_sub(mine);
             recount(&mut self.replies, c);
+            let src = Addr::Inet(c.peer.unwrap_or(self.me));
             let sink = CoreSink {
                 d: &mut *d,
-                src: Addr::Inet(c.peer.unwrap_or(self.me)),
                 staged_elsewhere,
                 staging_max: STAGING_MAX,
                 reply_room: 0,
@@ -234,9 +234,9 @@ impl TcpPort {
             };
             let total = self.replies + self.charged;
             let (conn, scratch) = (&mut c.conn, &mut self.scratch);
-            let got = c
-                .acct
-                .read(&self.budget, self.pass, total, sink, |s| conn.read(s, &lim, scratch));
+            let got = c.acct.read(&self.budget, self.pass, total, sink, |s| {
+                conn.read(s, &src, &lim, scratch)
+            });
             let r = got.read;
             self.charged += got.spent;
             self.staged = staged_elsewhere + c.conn.reader().staged_bytes();

@@ -15,9 +15,8 @@ use crate::base::collections::FastMap;
 use crate::base::error::{Error, Result};
 use crate::sys::{net, Epoll, IN};
 use crate::transport::addr::Addr;
-use crate::transport::iov::IovList;
 use crate::transport::proto::{Limits, WireHdr};
-use crate::transport::{proto, Delivery, Payload, PeerEvent, Port, Sent};
+use crate::transport::{proto, Delivery, Hints, Payload, PeerEvent, Port, Sent};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::Instant;
@@ -166,10 +165,6 @@ impl Port for TcpPort {
         }
     }
 
-    fn more_coming(&mut self) {
-        self.cork.more();
-    }
-
     /// Work the epoll set does not show: reports and failures found while
     /// sending, records waiting for a pass, and failure events the core has
     /// not taken yet.
@@ -299,12 +294,19 @@ impl Port for TcpPort {
         std::mem::take(&mut self.events)
     }
 
-    fn pull(&self, _src_pid: i32, _remote: &[(u64, u64)], _dst: &IovList, _len: usize) -> Result<usize> {
-        Err(Error::OPNOTSUPP)
-    }
-
     fn close(&mut self) {
         self.shutdown_all();
+    }
+
+    fn hints(&mut self) -> Option<&mut dyn Hints> {
+        Some(self)
+    }
+}
+
+/// The RTS prefix travels in HELLO; `FI_MORE` corks the write queues.
+impl Hints for TcpPort {
+    fn more_coming(&mut self) {
+        self.cork.more();
     }
 
     fn set_rts_prefix(&mut self, n: usize) {

@@ -34,7 +34,7 @@
 //! sender (rendezvous) until it is claimed (or discarded: the sender is
 //! acknowledged without a copy). fi_endpoint(3) describes the minimum as what
 //! "a provider [sends] along with" its rendezvous request, and so it is: the
-//! endpoint advertises it through its transport (`Port::set_rts_prefix`: a
+//! endpoint advertises it through its transport (`Hints::set_rts_prefix`: a
 //! word in the shm segment header, a field of the TCP HELLO) and every
 //! rustfab sender pushes that many bytes in a DATA record right behind each
 //! RTS to it. Both options are therefore at most the eager limit (one

@@ -89,7 +89,9 @@ impl Inner {
     pub(crate) fn advertise_rts_prefix(&mut self) {
         if let Some(bf) = self.st.buf.as_ref() {
             let n = bf.opts.min;
-            self.port.set_rts_prefix(n);
+            if let Some(h) = self.port.hints() {
+                h.set_rts_prefix(n);
+            }
         }
     }
 
@@ -390,7 +392,7 @@ impl State {
             let (src, src_pid, want, len, msg_id) = (m.src, m.src_pid, m.want, m.len(), m.hdr.msg_id);
             if self.cfg.cma && rts.cma_ok && !self.no_cma.contains(&src) && src_pid > 0 {
                 let dst = m.buf.data_iov(0, want);
-                match port.pull(src_pid, &rts.remote, &dst, want) {
+                match port.copier().and_then(|c| c.pull(src_pid, &rts.remote, &dst, want)) {
                     Ok(_) => {
                         m.stage = Stage::Ready;
                         if want == len {

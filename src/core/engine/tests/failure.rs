@@ -410,3 +410,26 @@ fn answers_owed_to_a_failed_peer_never_reach_its_restarted_incarnation() {
         }
     }
 }
+
+/// A reset while sends wait in the transport's queue (tcp: written at the
+/// next pass): the transport drops them unreported and its one failure
+/// event ends them, each once, in the order they were posted.
+#[test]
+fn sends_queued_in_the_transport_end_once_in_posting_order_on_the_failure_event() {
+    let (net, mut a, b) = pair(SimOpts::tcp());
+    let m = pattern(100, 1);
+    for ctx in 1..=12 {
+        a.send(sargs(B, &m, ctx)).unwrap();
+    }
+    net.reset(&a.addr, &b.addr);
+    run(&mut [&mut a], 2);
+    let want: Vec<ErrComp> = (1..=12)
+        .map(|ctx| ErrComp {
+            len: 100,
+            ..ErrComp::new(ctx, MSEND, FI_ECONNRESET)
+        })
+        .collect();
+    assert_eq!(a.tx(), (vec![], want));
+    run(&mut [&mut a], 64);
+    assert_eq!(a.tx(), (vec![], vec![]), "exactly one completion each");
+}

@@ -8,7 +8,7 @@ use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
 use crate::transport::proto::op;
 use crate::transport::proto::{self, Limits, WireHdr, HDR_LEN};
-use crate::transport::{Disposition, Payload, PeerEvent, Port, PullJob};
+use crate::transport::{Disposition, Payload, PeerEvent, PullJob, SingleCopy};
 use segment::{Segment, SlotSender, NSLOTS, SLOT_ACTIVE, SLOT_CLOSED, SLOT_FREE};
 use std::time::{Duration, Instant};
 

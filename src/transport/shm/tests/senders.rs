@@ -100,10 +100,10 @@ fn records_report_the_pid_the_kernel_gave_never_a_claimed_one() {
     let iov = IovList::single(dst.as_mut_ptr() as usize, dst.len());
     let src = [7u8; 8];
     let remote = [(src.as_ptr() as u64, 8u64)];
-    assert_eq!(Port::pull(&b, 1, &remote, &iov, 8).err(), Some(Error::CONNRESET));
-    assert_eq!(Port::pull(&b, 0, &remote, &iov, 8).err(), Some(Error::CONNRESET));
+    assert_eq!(SingleCopy::pull(&b, 1, &remote, &iov, 8).err(), Some(Error::CONNRESET));
+    assert_eq!(SingleCopy::pull(&b, 0, &remote, &iov, 8).err(), Some(Error::CONNRESET));
     assert_eq!(dst, [0u8; 8]);
-    match Port::pull(&b, sys::getpid(), &remote, &iov, 8) {
+    match SingleCopy::pull(&b, sys::getpid(), &remote, &iov, 8) {
         Ok(8) => assert_eq!(dst, src),
         r => assert_eq!(r.err(), Some(Error::OPNOTSUPP)),
     }

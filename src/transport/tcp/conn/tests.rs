@@ -22,8 +22,8 @@ struct Core {
     stall: bool,
 }
 
-impl Sink for Core {
-    fn place(&mut self, _hdr: &WireHdr) -> Place {
+impl Delivery for Core {
+    fn place(&mut self, _src: &Addr, _src_pid: i32, _hdr: &WireHdr) -> Place {
         if self.stall {
             Place::Stall
         } else {
@@ -31,12 +31,13 @@ impl Sink for Core {
         }
     }
     fn placed(&mut self, _handle: u32, _result: Result<()>) {}
-    fn buffered(&mut self, hdr: &WireHdr, data: Vec<u8>) {
+    fn buffered(&mut self, _src: &Addr, _src_pid: i32, hdr: &WireHdr, data: Vec<u8>) {
         self.got.push((hdr.tag, data));
     }
-    fn control(&mut self, _hdr: &WireHdr, _payload: &[u8]) -> Disposition {
+    fn control(&mut self, _src: &Addr, _src_pid: i32, _hdr: &WireHdr, _payload: &dyn PayloadIn) -> Disposition {
         Disposition::Consumed
     }
+    fn sent(&mut self, _msg_id: u64, _result: Result<()>) {}
 }
 
 fn eager(tag: u64, payload: &[u8]) -> Vec<u8> {
@@ -66,7 +67,7 @@ fn read_some(c: &mut Conn, core: &mut Core) -> Read {
     let before = core.got.len();
     let mut scratch = [0u8; 64];
     loop {
-        let r = c.read(core, &LIM, &mut scratch);
+        let r = c.read(core, &NullSink::PEER, &LIM, &mut scratch);
         if r != Read::Idle || core.got.len() > before {
             return r;
         }

@@ -1,12 +1,13 @@
 //! The receive state machine: records read from a stream, validated, and
 //! handed to the core or the port (see [`super`]).
 
-use super::{ByteSource, Sink, CTL_MAX, IOV_BATCH};
+use super::{ByteSource, CTL_MAX, IOV_BATCH};
 use crate::base::error::Error;
 use crate::sys::net::Io;
+use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
 use crate::transport::proto::{flag, op, BadRecord, Limits, WireHdr, HDR_LEN};
-use crate::transport::{Disposition, PayloadIn, Place};
+use crate::transport::{Bytes, Delivery, Disposition, PayloadIn, Place};
 
 /// Why a stream cannot go on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,7 +192,7 @@ impl Reader {
 
     /// The stream is gone: a payload being placed into a receive buffer
     /// completes in error (exactly once); everything else is dropped.
-    pub(crate) fn abort(&mut self, sink: &mut dyn Sink, err: Error) {
+    pub(crate) fn abort(&mut self, sink: &mut dyn Delivery, err: Error) {
         if let State::Into { handle, .. } = std::mem::replace(&mut self.state, State::Header) {
             sink.placed(handle, Err(err));
         }
@@ -231,10 +232,12 @@ impl Reader {
     /// stalls, a link record arrives, or `max_reads` reads were made.
     /// `stage`: whether the handshake is done (data records allowed).
     /// `scratch` receives dropped payload bytes.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn pump(
         &mut self,
         src: &mut dyn ByteSource,
-        sink: &mut dyn Sink,
+        sink: &mut dyn Delivery,
+        peer: &Addr,
         lim: &Limits,
         stage: Stage,
         scratch: &mut [u8],
@@ -361,7 +364,7 @@ impl Reader {
                 State::CtlReady { hdr } => {
                     let hdr = *hdr;
                     let n = hdr.payload as usize;
-                    match sink.control(&hdr, &self.ctl[..n]) {
+                    match sink.control(peer, 0, &hdr, &Bytes(&self.ctl[..n])) {
                         Disposition::Consumed => self.state = State::Header,
                         Disposition::Stall => return Outcome::Stalled,
                     }
@@ -369,7 +372,7 @@ impl Reader {
                 State::Place { hdr } => {
                     let hdr = *hdr;
                     let len = hdr.payload as usize;
-                    self.state = match sink.place(&hdr) {
+                    self.state = match sink.place(peer, 0, &hdr) {
                         Place::Into { handle, dst, take } => State::Into {
                             hdr,
                             handle,
@@ -486,7 +489,7 @@ impl Reader {
                     // Ask again: a receive posted while the payload was
                     // arriving must get this message, not the next one.
                     let hdr = *hdr;
-                    match sink.place(&hdr) {
+                    match sink.place(peer, 0, &hdr) {
                         Place::Stall => return Outcome::Stalled,
                         p => {
                             let buf = std::mem::take(buf);
@@ -499,7 +502,7 @@ impl Reader {
                                     unsafe { PayloadIn::copy_to_iov(&buf[..], 0, n, &dst, 0) };
                                     sink.placed(handle, Ok(()));
                                 }
-                                Place::Buffer => sink.buffered(&hdr, buf),
+                                Place::Buffer => sink.buffered(peer, 0, &hdr, buf),
                                 _ => {}
                             }
                         }

@@ -4,9 +4,11 @@
 use super::reader::READ_AHEAD;
 use super::writer::{CORK_BYTES, CORK_RECORD_MAX};
 use super::*;
-use crate::base::error::Error;
+use crate::base::error::{Error, Result};
+use crate::transport::addr::Addr;
 use crate::transport::iov::IovList;
 use crate::transport::proto::{BadRecord, Limits};
+use crate::transport::{Delivery, Disposition, PayloadIn, Place};
 use std::collections::VecDeque;
 
 const LIM: Limits = Limits {
@@ -100,8 +102,8 @@ impl Core {
     }
 }
 
-impl Sink for Core {
-    fn place(&mut self, hdr: &WireHdr) -> Place {
+impl Delivery for Core {
+    fn place(&mut self, _src: &Addr, _src_pid: i32, hdr: &WireHdr) -> Place {
         if Some(hdr.tag) == self.discard_tag {
             return Place::Discard;
         }
@@ -123,15 +125,21 @@ impl Sink for Core {
         self.done.push((h, buf));
         self.evs.push(Ev::Placed(handle, result));
     }
-    fn buffered(&mut self, hdr: &WireHdr, data: Vec<u8>) {
+    fn buffered(&mut self, _src: &Addr, _src_pid: i32, hdr: &WireHdr, data: Vec<u8>) {
         self.budget -= data.len();
         self.evs.push(Ev::Buffered(hdr.tag, data));
     }
-    fn control(&mut self, hdr: &WireHdr, _payload: &[u8]) -> Disposition {
+    fn control(&mut self, _src: &Addr, _src_pid: i32, hdr: &WireHdr, _payload: &dyn PayloadIn) -> Disposition {
         self.evs.push(Ev::Ctl(hdr.op, hdr.msg_id));
         Disposition::Consumed
     }
+    fn sent(&mut self, _msg_id: u64, _result: Result<()>) {
+        unreachable!("a reader reports no sends")
+    }
 }
+
+/// The source the reader names for every record here.
+const PEER: Addr = Addr::Shm(7);
 
 fn msg(tag: u64, payload: &[u8]) -> Vec<u8> {
     let mut h = WireHdr::new(op::EAGER);
@@ -158,7 +166,7 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
 fn run(r: &mut Reader, s: &mut Script, c: &mut Core, scratch_len: usize) -> Outcome {
     let mut scratch = vec![0u8; scratch_len];
     for _ in 0..100_000 {
-        let o = r.pump(s, c, &LIM, Stage::Established, &mut scratch, 7);
+        let o = r.pump(s, c, &PEER, &LIM, Stage::Established, &mut scratch, 7);
         match o {
             Outcome::Budget => continue,
             Outcome::Drained if s.pos < s.avail => continue,
@@ -199,7 +207,7 @@ fn any_chunking_gives_the_same_records() {
         loop {
             rounds += 1;
             assert!(rounds < 200_000, "cuts {cuts:?}");
-            match r.pump(&mut s, &mut core, &LIM, Stage::Established, &mut scratch, 5) {
+            match r.pump(&mut s, &mut core, &PEER, &LIM, Stage::Established, &mut scratch, 5) {
                 Outcome::Stalled => {
                     assert_eq!(core.evs.len(), 4, "cuts {cuts:?}");
                     assert!(core.recvs.is_empty());
@@ -262,7 +270,7 @@ fn receive_posted_during_an_unexpected_payload_gets_it() {
     let mut r = Reader::new();
     let mut scratch = vec![0u8; 64];
     assert_eq!(
-        r.pump(&mut s, &mut core, &LIM, Stage::Established, &mut scratch, 9),
+        r.pump(&mut s, &mut core, &PEER, &LIM, Stage::Established, &mut scratch, 9),
         Outcome::Drained
     );
     assert!(core.evs.is_empty());
@@ -320,7 +328,7 @@ fn read_ahead_batches_small_records() {
     let mut r = Reader::new();
     let mut scratch = vec![0u8; 64];
     assert_eq!(
-        r.pump(&mut s, &mut core, &LIM, Stage::Established, &mut scratch, 100),
+        r.pump(&mut s, &mut core, &PEER, &LIM, Stage::Established, &mut scratch, 100),
         Outcome::Stalled
     );
     assert_eq!(core.evs.len(), 10);
@@ -335,7 +343,7 @@ fn read_ahead_batches_small_records() {
     core.budget = 10;
     let mut r = Reader::new();
     assert_eq!(
-        r.pump(&mut s, &mut core, &LIM, Stage::Established, &mut scratch, 100),
+        r.pump(&mut s, &mut core, &PEER, &LIM, Stage::Established, &mut scratch, 100),
         Outcome::Stalled
     );
     r.abort(&mut core, Error::CONNRESET);
@@ -354,7 +362,7 @@ fn stall_then_resume_keeps_order() {
     let mut scratch = vec![0u8; 64];
     let mut o;
     loop {
-        o = r.pump(&mut s, &mut core, &LIM, Stage::Established, &mut scratch, 3);
+        o = r.pump(&mut s, &mut core, &PEER, &LIM, Stage::Established, &mut scratch, 3);
         if o != Outcome::Budget && !(o == Outcome::Drained && s.pos < s.avail) {
             break;
         }
@@ -365,7 +373,7 @@ fn stall_then_resume_keeps_order() {
     // Still no room: stays stalled without reading.
     let pos = s.pos;
     assert_eq!(
-        r.pump(&mut s, &mut core, &LIM, Stage::Established, &mut scratch, 3),
+        r.pump(&mut s, &mut core, &PEER, &LIM, Stage::Established, &mut scratch, 3),
         Outcome::Stalled
     );
     assert_eq!(s.pos, pos);
@@ -470,7 +478,7 @@ fn malformed_headers_break_the_stream() {
     let mut r = Reader::new();
     let mut scratch = [0u8; 8];
     assert_eq!(
-        r.pump(&mut s, &mut Core::new(), &LIM, Stage::Handshake, &mut scratch, 9),
+        r.pump(&mut s, &mut Core::new(), &PEER, &LIM, Stage::Handshake, &mut scratch, 9),
         Outcome::Broken(Broken::Protocol)
     );
 }
@@ -523,6 +531,7 @@ fn link_records_go_to_the_port() {
         match r.pump(
             &mut s,
             &mut core,
+            &PEER,
             &LIM,
             if got.is_empty() {
                 Stage::Handshake

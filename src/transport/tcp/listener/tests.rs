@@ -230,7 +230,8 @@ fn records_behind_the_request_travel_with_the_connection() {
     let mut scratch = [0u8; 64];
     let src = "127.0.0.1:1".parse().unwrap();
     let r = conn.read(
-        &mut CoreSink::new(&mut keep, crate::transport::addr::Addr::Inet(src)),
+        &mut CoreSink::new(&mut keep),
+        &crate::transport::addr::Addr::Inet(src),
         &lim,
         &mut scratch,
     );
