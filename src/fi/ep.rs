@@ -131,6 +131,7 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
     unsafe {
         fi::call_close::<Ep>("ep close", f as *const c_void, |o| {
             o.core.close()?;
+            super::trigger::forget_ep(f as usize);
             Obj::destroy(o);
             Ok(0)
         })
@@ -183,6 +184,7 @@ pub(crate) unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mu
                 }
                 Ok(0)
             }
+            FI_ALIAS => super::alias::open(o, arg as *mut fi_alias),
             _ => Err(Error::NOSYS),
         })
     }
@@ -425,6 +427,10 @@ unsafe extern "C" fn msg_recvv(
 }
 
 unsafe extern "C" fn msg_recvmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
+    if flags & FI_TRIGGER != 0 {
+        // SAFETY: this call's arguments, replayed later through this thunk.
+        return unsafe { super::trigger::msg("fi_recvmsg", e, msg, flags, msg_recvmsg, true) };
+    }
     // SAFETY: arguments from fi_recvmsg().
     unsafe {
         with_ep("fi_recvmsg", e as *const c_void, |o| {
@@ -476,6 +482,10 @@ unsafe extern "C" fn msg_sendv(
 }
 
 unsafe extern "C" fn msg_sendmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
+    if flags & FI_TRIGGER != 0 {
+        // SAFETY: this call's arguments, replayed later through this thunk.
+        return unsafe { super::trigger::msg("fi_sendmsg", e, msg, flags, msg_sendmsg, false) };
+    }
     // SAFETY: arguments from fi_sendmsg().
     unsafe {
         with_ep("fi_sendmsg", e as *const c_void, |o| {
@@ -585,6 +595,10 @@ unsafe extern "C" fn tag_recvv(
 }
 
 unsafe extern "C" fn tag_recvmsg(e: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> isize {
+    if flags & FI_TRIGGER != 0 {
+        // SAFETY: this call's arguments, replayed later through this thunk.
+        return unsafe { super::trigger::tagged("fi_trecvmsg", e, msg, flags, tag_recvmsg, true) };
+    }
     // SAFETY: arguments from fi_trecvmsg().
     unsafe {
         with_ep("fi_trecvmsg", e as *const c_void, |o| {
@@ -643,6 +657,10 @@ unsafe extern "C" fn tag_sendv(
 }
 
 unsafe extern "C" fn tag_sendmsg(e: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> isize {
+    if flags & FI_TRIGGER != 0 {
+        // SAFETY: this call's arguments, replayed later through this thunk.
+        return unsafe { super::trigger::tagged("fi_tsendmsg", e, msg, flags, tag_sendmsg, false) };
+    }
     // SAFETY: arguments from fi_tsendmsg().
     unsafe {
         with_ep("fi_tsendmsg", e as *const c_void, |o| {
