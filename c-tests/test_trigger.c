@@ -304,9 +304,37 @@ TEST(errors)
 	rma_pair_close(&a, &b);
 }
 
+/* Closing an endpoint frees the operations it queued: the counter reaching
+ * their threshold afterwards issues nothing, not even on a new endpoint
+ * that takes the closed one's place (rustfab reuses the object's memory). */
+TEST(closed_endpoint_forgets_its_operations)
+{
+	struct rig r;
+	struct fi_triggered_context t;
+	struct fid_ep *old, *ep2;
+	CHECK_OK(rig_open(&r));
+	threshold(&t, r.tc, 2);
+	CHECK_EQ(trig_write(&r, &t, 0, 64, 5), 0);
+	old = r.a.ep;
+	CHECK_OK(fi_close(&r.a.ep->fid));
+	r.a.ep = NULL;
+	CHECK_OK(fi_endpoint(r.a.domain, r.a.info, &ep2, NULL));
+	CHECK_OK(fi_ep_bind(ep2, &r.a.av->fid, 0));
+	CHECK_OK(fi_ep_bind(ep2, &r.a.cq->fid, FI_TRANSMIT | FI_RECV));
+	CHECK_OK(fi_enable(ep2));
+	r.a.ep = ep2;
+	if (ep2 != old)
+		printf("note: the new endpoint is not at the closed one's address\n");
+	CHECK_OK(fi_cntr_add(r.tc, 5));
+	CHECK(quiet(&r, 0, 64));
+	rig_close(&r);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
+	/* First: no closed endpoint's memory is waiting for reuse but its own. */
+	RUN(closed_endpoint_forgets_its_operations);
 	RUN(write_waits_for_threshold);
 	RUN(several_thresholds_in_order);
 	RUN(already_past_issues_at_once);
