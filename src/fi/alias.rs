@@ -258,6 +258,38 @@ fn msg(iov: *const libc::iovec, desc: D, count: usize, addr: fi_addr_t, ctx: V, 
     }
 }
 
+/// A thunk that hands its call, as it is, to the parent's table (the calls
+/// that name their flags, the injects and the atomic queries).
+macro_rules! forward {
+    ($name:ident, $table:ident . $slot:ident -> $ret:ty; $($arg:ident: $t:ty),*) => {
+        #[allow(clippy::too_many_arguments)]
+        unsafe extern "C" fn $name(e: E, $($arg: $t),*) -> $ret {
+            // SAFETY: the parent's thunk with the application's arguments.
+            with(e, |a, p| unsafe { (a.$table.$slot.unwrap())(p, $($arg),*) })
+        }
+    };
+}
+
+forward!(recvmsg, msg.recvmsg -> isize; m: *const fi_msg, flags: u64);
+forward!(sendmsg, msg.sendmsg -> isize; m: *const fi_msg, flags: u64);
+forward!(inject, msg.inject -> isize; buf: *const c_void, len: usize, dest: fi_addr_t);
+forward!(injectdata, msg.injectdata -> isize; buf: *const c_void, len: usize, data: u64, dest: fi_addr_t);
+forward!(trecvmsg, tagged.recvmsg -> isize; m: *const fi_msg_tagged, flags: u64);
+forward!(tsendmsg, tagged.sendmsg -> isize; m: *const fi_msg_tagged, flags: u64);
+forward!(tinject, tagged.inject -> isize; buf: *const c_void, len: usize, dest: fi_addr_t, tag: u64);
+forward!(tinjectdata, tagged.injectdata -> isize; buf: *const c_void, len: usize, data: u64, dest: fi_addr_t, tag: u64);
+forward!(readmsg, rma.readmsg -> isize; m: *const fi_msg_rma, flags: u64);
+forward!(writemsg, rma.writemsg -> isize; m: *const fi_msg_rma, flags: u64);
+forward!(rma_inject, rma.inject -> isize; buf: *const c_void, len: usize, dest: fi_addr_t, addr: u64, key: u64);
+forward!(rma_injectdata, rma.injectdata -> isize; buf: *const c_void, len: usize, data: u64, dest: fi_addr_t, addr: u64, key: u64);
+forward!(atomic_writemsg, atomic.writemsg -> isize; m: *const fi_msg_atomic, flags: u64);
+forward!(atomic_inject, atomic.inject -> isize; buf: *const c_void, count: usize, dest: fi_addr_t, addr: u64, key: u64, dt: u32, op: u32);
+forward!(readwritemsg, atomic.readwritemsg -> isize; m: *const fi_msg_atomic, resultv: *mut fi_ioc, result_desc: D, result_count: usize, flags: u64);
+forward!(compwritemsg, atomic.compwritemsg -> isize; m: *const fi_msg_atomic, comparev: *const fi_ioc, compare_desc: D, compare_count: usize, resultv: *mut fi_ioc, result_desc: D, result_count: usize, flags: u64);
+forward!(writevalid, atomic.writevalid -> c_int; dt: u32, op: u32, count: *mut usize);
+forward!(readwritevalid, atomic.readwritevalid -> c_int; dt: u32, op: u32, count: *mut usize);
+forward!(compwritevalid, atomic.compwritevalid -> c_int; dt: u32, op: u32, count: *mut usize);
+
 // ---- fi_ops_msg
 
 unsafe extern "C" fn recv(e: E, buf: V, len: usize, desc: V, src: fi_addr_t, ctx: V) -> isize {
@@ -275,10 +307,6 @@ unsafe extern "C" fn recvv(e: E, iov: *const libc::iovec, desc: D, count: usize,
         unsafe { (a.msg.recvmsg.unwrap())(p, &m, rx(a)) }
     })
 }
-unsafe extern "C" fn recvmsg(e: E, m: *const fi_msg, flags: u64) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe { (a.msg.recvmsg.unwrap())(p, m, flags) })
-}
 unsafe extern "C" fn send(e: E, buf: *const c_void, len: usize, desc: V, dest: fi_addr_t, ctx: V) -> isize {
     with(e, |a, p| {
         let (iov, mut d) = (one(buf, len), desc);
@@ -294,14 +322,6 @@ unsafe extern "C" fn sendv(e: E, iov: *const libc::iovec, desc: D, count: usize,
         unsafe { (a.msg.sendmsg.unwrap())(p, &m, tx(a)) }
     })
 }
-unsafe extern "C" fn sendmsg(e: E, m: *const fi_msg, flags: u64) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe { (a.msg.sendmsg.unwrap())(p, m, flags) })
-}
-unsafe extern "C" fn inject(e: E, buf: *const c_void, len: usize, dest: fi_addr_t) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe { (a.msg.inject.unwrap())(p, buf, len, dest) })
-}
 unsafe extern "C" fn senddata(
     e: E,
     buf: *const c_void,
@@ -316,12 +336,6 @@ unsafe extern "C" fn senddata(
         let m = msg(&iov, &mut d, 1, dest, ctx, data);
         // SAFETY: as in `recv`.
         unsafe { (a.msg.sendmsg.unwrap())(p, &m, tx(a) | FI_REMOTE_CQ_DATA) }
-    })
-}
-unsafe extern "C" fn injectdata(e: E, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe {
-        (a.msg.injectdata.unwrap())(p, buf, len, data, dest)
     })
 }
 
@@ -389,10 +403,6 @@ unsafe extern "C" fn trecvv(
         unsafe { (a.tagged.recvmsg.unwrap())(p, &m, rx(a)) }
     })
 }
-unsafe extern "C" fn trecvmsg(e: E, m: *const fi_msg_tagged, flags: u64) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe { (a.tagged.recvmsg.unwrap())(p, m, flags) })
-}
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn tsend(e: E, buf: *const c_void, len: usize, desc: V, dest: fi_addr_t, tag: u64, ctx: V) -> isize {
     with(e, |a, p| {
@@ -418,14 +428,6 @@ unsafe extern "C" fn tsendv(
         unsafe { (a.tagged.sendmsg.unwrap())(p, &m, tx(a)) }
     })
 }
-unsafe extern "C" fn tsendmsg(e: E, m: *const fi_msg_tagged, flags: u64) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe { (a.tagged.sendmsg.unwrap())(p, m, flags) })
-}
-unsafe extern "C" fn tinject(e: E, buf: *const c_void, len: usize, dest: fi_addr_t, tag: u64) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe { (a.tagged.inject.unwrap())(p, buf, len, dest, tag) })
-}
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn tsenddata(
     e: E,
@@ -442,12 +444,6 @@ unsafe extern "C" fn tsenddata(
         let m = tmsg(&iov, &mut d, 1, dest, tag, 0, ctx, data);
         // SAFETY: as in `recv`.
         unsafe { (a.tagged.sendmsg.unwrap())(p, &m, tx(a) | FI_REMOTE_CQ_DATA) }
-    })
-}
-unsafe extern "C" fn tinjectdata(e: E, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t, tag: u64) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe {
-        (a.tagged.injectdata.unwrap())(p, buf, len, data, dest, tag)
     })
 }
 
@@ -502,77 +498,53 @@ fn rma_call(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn read(e: E, buf: V, len: usize, desc: V, src: fi_addr_t, addr: u64, key: u64, ctx: V) -> isize {
-    with(e, |a, p| {
-        let (iov, mut d) = (one(buf, len), desc);
-        rma_call(a, p, false, &iov, &mut d, 1, len, (src, addr, key), ctx, None)
-    })
+/// `fi_read`/`fi_write` and `fi_readv`/`fi_writev` as the `*msg` call.
+macro_rules! rma_one {
+    ($name:ident, $write:expr, $buf:ty) => {
+        #[allow(clippy::too_many_arguments)]
+        unsafe extern "C" fn $name(
+            e: E,
+            buf: $buf,
+            len: usize,
+            desc: V,
+            peer: fi_addr_t,
+            addr: u64,
+            key: u64,
+            ctx: V,
+        ) -> isize {
+            with(e, |a, p| {
+                let (iov, mut d) = (one(buf, len), desc);
+                rma_call(a, p, $write, &iov, &mut d, 1, len, (peer, addr, key), ctx, None)
+            })
+        }
+    };
 }
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn readv(
-    e: E,
-    iov: *const libc::iovec,
-    desc: D,
-    count: usize,
-    src: fi_addr_t,
-    addr: u64,
-    key: u64,
-    ctx: V,
-) -> isize {
-    with(e, |a, p| {
-        // SAFETY: the application's array.
-        let len = unsafe { total(iov, count) };
-        rma_call(a, p, false, iov, desc, count, len, (src, addr, key), ctx, None)
-    })
+macro_rules! rma_vec {
+    ($name:ident, $write:expr) => {
+        #[allow(clippy::too_many_arguments)]
+        unsafe extern "C" fn $name(
+            e: E,
+            iov: *const libc::iovec,
+            desc: D,
+            count: usize,
+            peer: fi_addr_t,
+            addr: u64,
+            key: u64,
+            ctx: V,
+        ) -> isize {
+            with(e, |a, p| {
+                // SAFETY: the application's array.
+                let len = unsafe { total(iov, count) };
+                rma_call(a, p, $write, iov, desc, count, len, (peer, addr, key), ctx, None)
+            })
+        }
+    };
 }
-unsafe extern "C" fn readmsg(e: E, m: *const fi_msg_rma, flags: u64) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe { (a.rma.readmsg.unwrap())(p, m, flags) })
-}
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn write(
-    e: E,
-    buf: *const c_void,
-    len: usize,
-    desc: V,
-    dest: fi_addr_t,
-    addr: u64,
-    key: u64,
-    ctx: V,
-) -> isize {
-    with(e, |a, p| {
-        let (iov, mut d) = (one(buf, len), desc);
-        rma_call(a, p, true, &iov, &mut d, 1, len, (dest, addr, key), ctx, None)
-    })
-}
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn writev(
-    e: E,
-    iov: *const libc::iovec,
-    desc: D,
-    count: usize,
-    dest: fi_addr_t,
-    addr: u64,
-    key: u64,
-    ctx: V,
-) -> isize {
-    with(e, |a, p| {
-        // SAFETY: the application's array.
-        let len = unsafe { total(iov, count) };
-        rma_call(a, p, true, iov, desc, count, len, (dest, addr, key), ctx, None)
-    })
-}
-unsafe extern "C" fn writemsg(e: E, m: *const fi_msg_rma, flags: u64) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe { (a.rma.writemsg.unwrap())(p, m, flags) })
-}
-unsafe extern "C" fn rma_inject(e: E, buf: *const c_void, len: usize, dest: fi_addr_t, addr: u64, key: u64) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe {
-        (a.rma.inject.unwrap())(p, buf, len, dest, addr, key)
-    })
-}
+rma_one!(read, false, V);
+rma_one!(write, true, *const c_void);
+rma_vec!(readv, false);
+rma_vec!(writev, true);
+
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn writedata(
     e: E,
@@ -588,21 +560,6 @@ unsafe extern "C" fn writedata(
     with(e, |a, p| {
         let (iov, mut d) = (one(buf, len), desc);
         rma_call(a, p, true, &iov, &mut d, 1, len, (dest, addr, key), ctx, Some(data))
-    })
-}
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn rma_injectdata(
-    e: E,
-    buf: *const c_void,
-    len: usize,
-    data: u64,
-    dest: fi_addr_t,
-    addr: u64,
-    key: u64,
-) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe {
-        (a.rma.injectdata.unwrap())(p, buf, len, data, dest, addr, key)
     })
 }
 
@@ -705,26 +662,6 @@ unsafe extern "C" fn atomic_writev(
         })
     })
 }
-unsafe extern "C" fn atomic_writemsg(e: E, m: *const fi_msg_atomic, flags: u64) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe { (a.atomic.writemsg.unwrap())(p, m, flags) })
-}
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn atomic_inject(
-    e: E,
-    buf: *const c_void,
-    count: usize,
-    dest: fi_addr_t,
-    addr: u64,
-    key: u64,
-    dt: u32,
-    op: u32,
-) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe {
-        (a.atomic.inject.unwrap())(p, buf, count, dest, addr, key, dt, op)
-    })
-}
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn readwrite(
     e: E,
@@ -772,19 +709,6 @@ unsafe extern "C" fn readwritev(
             // SAFETY: as in `atomic_write`.
             unsafe { (a.atomic.readwritemsg.unwrap())(p, m, resultv, result_desc, result_count, tx(a)) }
         })
-    })
-}
-unsafe extern "C" fn readwritemsg(
-    e: E,
-    m: *const fi_msg_atomic,
-    resultv: *mut fi_ioc,
-    result_desc: D,
-    result_count: usize,
-    flags: u64,
-) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe {
-        (a.atomic.readwritemsg.unwrap())(p, m, resultv, result_desc, result_count, flags)
     })
 }
 #[allow(clippy::too_many_arguments)]
@@ -852,49 +776,6 @@ unsafe extern "C" fn compwritev(
                 )
             }
         })
-    })
-}
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn compwritemsg(
-    e: E,
-    m: *const fi_msg_atomic,
-    comparev: *const fi_ioc,
-    compare_desc: D,
-    compare_count: usize,
-    resultv: *mut fi_ioc,
-    result_desc: D,
-    result_count: usize,
-    flags: u64,
-) -> isize {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe {
-        (a.atomic.compwritemsg.unwrap())(
-            p,
-            m,
-            comparev,
-            compare_desc,
-            compare_count,
-            resultv,
-            result_desc,
-            result_count,
-            flags,
-        )
-    })
-}
-unsafe extern "C" fn writevalid(e: E, dt: u32, op: u32, count: *mut usize) -> c_int {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe { (a.atomic.writevalid.unwrap())(p, dt, op, count) })
-}
-unsafe extern "C" fn readwritevalid(e: E, dt: u32, op: u32, count: *mut usize) -> c_int {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe {
-        (a.atomic.readwritevalid.unwrap())(p, dt, op, count)
-    })
-}
-unsafe extern "C" fn compwritevalid(e: E, dt: u32, op: u32, count: *mut usize) -> c_int {
-    // SAFETY: as in `recv`.
-    with(e, |a, p| unsafe {
-        (a.atomic.compwritevalid.unwrap())(p, dt, op, count)
     })
 }
 

@@ -458,7 +458,7 @@ unsafe extern "C" fn compare_atomicmsg(
         let res = (resultv, _result_desc, result_count);
         // SAFETY: this call's arguments, replayed later through this thunk.
         return unsafe {
-            super::trigger::compare_atomic("fi_compare_atomicmsg", e, msg, cmp, res, flags, compare_atomicmsg)
+            super::trigger::compare_atomic("fi_compare_atomicmsg", e, msg, (cmp, res), flags, compare_atomicmsg)
         };
     }
     let more = |dt| {

@@ -361,35 +361,62 @@ unsafe fn condition(context: V) -> Result<(Arc<Cntr>, u64)> {
     Ok((c, th.threshold as u64))
 }
 
-/// Queues the call `build` copies, made on endpoint `e` with `FI_TRIGGER`
-/// in `flags` and the triggered context `context`; issues it at once if
-/// the counter is already at its threshold.
+/// The message structures a triggered call names: where the triggered
+/// context is.
+trait Message: Copy {
+    fn context(&self) -> V;
+}
+impl Message for fi_msg {
+    fn context(&self) -> V {
+        self.context
+    }
+}
+impl Message for fi_msg_tagged {
+    fn context(&self) -> V {
+        self.context
+    }
+}
+impl Message for fi_msg_rma {
+    fn context(&self) -> V {
+        self.context
+    }
+}
+impl Message for fi_msg_atomic {
+    fn context(&self) -> V {
+        self.context
+    }
+}
+
+/// Queues the call `build` copies from message `m`, made on endpoint `e`
+/// with `FI_TRIGGER` in `flags` (a NULL message: -FI_EINVAL); issues it at
+/// once if the counter is already at its threshold.
 ///
 /// # Safety
-/// `e` and `context` come from the application's call; `build` reads the
-/// call's arrays (their contract is the thunk's).
-unsafe fn defer(
+/// `e` and `m` come from the application's call; `build` reads the
+/// message's arrays (their contract is the thunk's).
+unsafe fn defer<M: Message>(
     what: &'static str,
     e: E,
-    context: V,
+    m: *const M,
     flags: u64,
     class: OpClass,
-    build: impl FnOnce() -> Result<Call>,
+    build: impl FnOnce(&M) -> Result<Call>,
 ) -> isize {
     // SAFETY: forwarded from the application's call.
     unsafe {
         with_ep(what, e as *const c_void, |o| {
+            let m = fi::read_in(m)?;
             if o.core.inner.lock().config().caps & FI_TRIGGER == 0 {
                 return Err(Error::BADFLAGS);
             }
             o.core.bound()?;
-            let (cntr, threshold) = condition(context)?;
+            let (cntr, threshold) = condition(m.context())?;
             let op = Box::new(Replay {
                 ep: e as usize,
                 flags: flags & !FI_TRIGGER,
                 class,
-                context: context as usize,
-                call: build()?,
+                context: m.context() as usize,
+                call: build(m)?,
             });
             cntr.triggers().push(threshold, op)?;
             remember(&cntr);
@@ -406,10 +433,6 @@ unsafe fn defer(
 /// # Safety
 /// The thunk's arguments.
 pub(crate) unsafe fn msg(what: &'static str, e: E, m: *const fi_msg, flags: u64, f: MsgFn, recv: bool) -> isize {
-    // SAFETY: `m` is NULL or the application's message.
-    let Some(mm) = (unsafe { m.as_ref() }) else {
-        return -(FI_EINVAL as isize);
-    };
     let class = if recv {
         OpClass::Recv { tagged: false }
     } else {
@@ -417,12 +440,12 @@ pub(crate) unsafe fn msg(what: &'static str, e: E, m: *const fi_msg, flags: u64,
     };
     // SAFETY: the message's arrays hold their counts (the caller's contract).
     unsafe {
-        defer(what, e, mm.context, flags, class, || {
+        defer(what, e, m, flags, class, |m| {
             Ok(Call::Msg {
                 f,
-                m: *mm,
-                iov: Arr::copy(mm.msg_iov, mm.iov_count)?,
-                desc: Arr::copy(mm.desc, mm.iov_count)?,
+                m: *m,
+                iov: Arr::copy(m.msg_iov, m.iov_count)?,
+                desc: Arr::copy(m.desc, m.iov_count)?,
             })
         })
     }
@@ -440,10 +463,6 @@ pub(crate) unsafe fn tagged(
     f: TaggedFn,
     recv: bool,
 ) -> isize {
-    // SAFETY: `m` is NULL or the application's message.
-    let Some(mm) = (unsafe { m.as_ref() }) else {
-        return -(FI_EINVAL as isize);
-    };
     let class = if recv {
         OpClass::Recv { tagged: true }
     } else {
@@ -451,12 +470,12 @@ pub(crate) unsafe fn tagged(
     };
     // SAFETY: as in `msg`.
     unsafe {
-        defer(what, e, mm.context, flags, class, || {
+        defer(what, e, m, flags, class, |m| {
             Ok(Call::Tagged {
                 f,
-                m: *mm,
-                iov: Arr::copy(mm.msg_iov, mm.iov_count)?,
-                desc: Arr::copy(mm.desc, mm.iov_count)?,
+                m: *m,
+                iov: Arr::copy(m.msg_iov, m.iov_count)?,
+                desc: Arr::copy(m.desc, m.iov_count)?,
             })
         })
     }
@@ -467,20 +486,16 @@ pub(crate) unsafe fn tagged(
 /// # Safety
 /// The thunk's arguments.
 pub(crate) unsafe fn rma(what: &'static str, e: E, m: *const fi_msg_rma, flags: u64, f: RmaFn, read: bool) -> isize {
-    // SAFETY: `m` is NULL or the application's message.
-    let Some(mm) = (unsafe { m.as_ref() }) else {
-        return -(FI_EINVAL as isize);
-    };
     let class = if read { OpClass::Read } else { OpClass::Write };
     // SAFETY: as in `msg`.
     unsafe {
-        defer(what, e, mm.context, flags, class, || {
+        defer(what, e, m, flags, class, |m| {
             Ok(Call::Rma {
                 f,
-                m: *mm,
-                iov: Arr::copy(mm.msg_iov, mm.iov_count)?,
-                desc: Arr::copy(mm.desc, mm.iov_count)?,
-                rma: Arr::copy(mm.rma_iov, mm.rma_iov_count)?,
+                m: *m,
+                iov: Arr::copy(m.msg_iov, m.iov_count)?,
+                desc: Arr::copy(m.desc, m.iov_count)?,
+                rma: Arr::copy(m.rma_iov, m.rma_iov_count)?,
             })
         })
     }
@@ -491,20 +506,20 @@ pub(crate) unsafe fn rma(what: &'static str, e: E, m: *const fi_msg_rma, flags: 
 /// # Safety
 /// The thunk's arguments.
 pub(crate) unsafe fn atomic(what: &'static str, e: E, m: *const fi_msg_atomic, flags: u64, f: AtomicFn) -> isize {
-    // SAFETY: `m` is NULL or the application's message.
-    let Some(mm) = (unsafe { m.as_ref() }) else {
-        return -(FI_EINVAL as isize);
-    };
+    let class = OpClass::Atomic { fetch: false };
     // SAFETY: as in `msg`.
     unsafe {
-        defer(what, e, mm.context, flags, OpClass::Atomic { fetch: false }, || {
+        defer(what, e, m, flags, class, |m| {
             Ok(Call::Atomic {
-                m: AtomicMsg::copy(mm)?,
+                m: AtomicMsg::copy(m)?,
                 then: AtomicThen::Plain(f),
             })
         })
     }
 }
+
+/// A C array and its descriptors, as the fetch and compare calls pass them.
+type IocArgs<P> = (P, D, usize);
 
 /// `fi_fetch_atomicmsg` with `FI_TRIGGER`.
 ///
@@ -514,24 +529,19 @@ pub(crate) unsafe fn fetch_atomic(
     what: &'static str,
     e: E,
     m: *const fi_msg_atomic,
-    (res, res_desc, res_count): (*mut fi_ioc, D, usize),
+    res: IocArgs<*mut fi_ioc>,
     flags: u64,
     f: FetchFn,
 ) -> isize {
-    // SAFETY: `m` is NULL or the application's message.
-    let Some(mm) = (unsafe { m.as_ref() }) else {
-        return -(FI_EINVAL as isize);
-    };
-    // SAFETY: as in `msg`; the result arrays hold `res_count`.
+    let class = OpClass::Atomic { fetch: true };
+    // SAFETY: as in `msg`; the result arrays hold their count.
     unsafe {
-        defer(what, e, mm.context, flags, OpClass::Atomic { fetch: true }, || {
+        defer(what, e, m, flags, class, |m| {
+            let (res, res_desc) = (Arr::copy(res.0, res.2)?, Arr::copy(res.1, res.2)?);
+            let then = AtomicThen::Fetch { f, res, res_desc };
             Ok(Call::Atomic {
-                m: AtomicMsg::copy(mm)?,
-                then: AtomicThen::Fetch {
-                    f,
-                    res: Arr::copy(res, res_count)?,
-                    res_desc: Arr::copy(res_desc, res_count)?,
-                },
+                m: AtomicMsg::copy(m)?,
+                then,
             })
         })
     }
@@ -545,27 +555,26 @@ pub(crate) unsafe fn compare_atomic(
     what: &'static str,
     e: E,
     m: *const fi_msg_atomic,
-    (cmp, cmp_desc, cmp_count): (*const fi_ioc, D, usize),
-    (res, res_desc, res_count): (*mut fi_ioc, D, usize),
+    (cmp, res): (IocArgs<*const fi_ioc>, IocArgs<*mut fi_ioc>),
     flags: u64,
     f: CompareFn,
 ) -> isize {
-    // SAFETY: `m` is NULL or the application's message.
-    let Some(mm) = (unsafe { m.as_ref() }) else {
-        return -(FI_EINVAL as isize);
-    };
+    let class = OpClass::Atomic { fetch: true };
     // SAFETY: as in `msg`; the compare and result arrays hold their counts.
     unsafe {
-        defer(what, e, mm.context, flags, OpClass::Atomic { fetch: true }, || {
+        defer(what, e, m, flags, class, |m| {
+            let (cmp, cmp_desc) = (Arr::copy(cmp.0, cmp.2)?, Arr::copy(cmp.1, cmp.2)?);
+            let (res, res_desc) = (Arr::copy(res.0, res.2)?, Arr::copy(res.1, res.2)?);
+            let then = AtomicThen::Compare {
+                f,
+                cmp,
+                cmp_desc,
+                res,
+                res_desc,
+            };
             Ok(Call::Atomic {
-                m: AtomicMsg::copy(mm)?,
-                then: AtomicThen::Compare {
-                    f,
-                    cmp: Arr::copy(cmp, cmp_count)?,
-                    cmp_desc: Arr::copy(cmp_desc, cmp_count)?,
-                    res: Arr::copy(res, res_count)?,
-                    res_desc: Arr::copy(res_desc, res_count)?,
-                },
+                m: AtomicMsg::copy(m)?,
+                then,
             })
         })
     }
