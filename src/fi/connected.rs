@@ -61,7 +61,6 @@ pub(crate) const MSG_CAPS: u64 = FI_MSG
     | FI_VARIABLE_MSG
     | FI_LOCAL_COMM
     | FI_REMOTE_COMM
-    | FI_TRIGGER
     | crate::core::rma::RMA_CAPS
     | crate::core::rma::ATOMIC_CAPS;
 
