@@ -281,11 +281,45 @@ forward!(tinjectdata, tagged.injectdata -> isize; buf: *const c_void, len: usize
 forward!(readmsg, rma.readmsg -> isize; m: *const fi_msg_rma, flags: u64);
 forward!(writemsg, rma.writemsg -> isize; m: *const fi_msg_rma, flags: u64);
 forward!(rma_inject, rma.inject -> isize; buf: *const c_void, len: usize, dest: fi_addr_t, addr: u64, key: u64);
-forward!(rma_injectdata, rma.injectdata -> isize; buf: *const c_void, len: usize, data: u64, dest: fi_addr_t, addr: u64, key: u64);
+forward!(
+    rma_injectdata, rma.injectdata -> isize;
+    buf: *const c_void,
+    len: usize,
+    data: u64,
+    dest: fi_addr_t,
+    addr: u64,
+    key: u64
+);
 forward!(atomic_writemsg, atomic.writemsg -> isize; m: *const fi_msg_atomic, flags: u64);
-forward!(atomic_inject, atomic.inject -> isize; buf: *const c_void, count: usize, dest: fi_addr_t, addr: u64, key: u64, dt: u32, op: u32);
-forward!(readwritemsg, atomic.readwritemsg -> isize; m: *const fi_msg_atomic, resultv: *mut fi_ioc, result_desc: D, result_count: usize, flags: u64);
-forward!(compwritemsg, atomic.compwritemsg -> isize; m: *const fi_msg_atomic, comparev: *const fi_ioc, compare_desc: D, compare_count: usize, resultv: *mut fi_ioc, result_desc: D, result_count: usize, flags: u64);
+forward!(
+    atomic_inject, atomic.inject -> isize;
+    buf: *const c_void,
+    count: usize,
+    dest: fi_addr_t,
+    addr: u64,
+    key: u64,
+    dt: u32,
+    op: u32
+);
+forward!(
+    readwritemsg, atomic.readwritemsg -> isize;
+    m: *const fi_msg_atomic,
+    resultv: *mut fi_ioc,
+    result_desc: D,
+    result_count: usize,
+    flags: u64
+);
+forward!(
+    compwritemsg, atomic.compwritemsg -> isize;
+    m: *const fi_msg_atomic,
+    comparev: *const fi_ioc,
+    compare_desc: D,
+    compare_count: usize,
+    resultv: *mut fi_ioc,
+    result_desc: D,
+    result_count: usize,
+    flags: u64
+);
 forward!(writevalid, atomic.writevalid -> c_int; dt: u32, op: u32, count: *mut usize);
 forward!(readwritevalid, atomic.readwritevalid -> c_int; dt: u32, op: u32, count: *mut usize);
 forward!(compwritevalid, atomic.compwritevalid -> c_int; dt: u32, op: u32, count: *mut usize);
