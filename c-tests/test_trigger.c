@@ -6,19 +6,21 @@
  * completions; several thresholds issue in order; a counter already past the
  * threshold issues at once; an alias endpoint (fi_ep_alias) with FI_TRIGGER
  * in its transmit flags makes fi_write triggered (fabtests'
- * fi_rdm_rma_trigger); an operation whose issue fails completes with an
+ * fi_rdm_rma_trigger), as its fi_send, fi_tsend, fi_read and fi_atomic; an
+ * operation whose issue fails completes with an
  * error entry carrying its context; the refusals fi_trigger(3) and
  * fi_endpoint(3) name; closing a counter or an endpoint with queued
  * operations frees them (make memcheck). */
 #include "rdm_common.h"
 
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <rdma/fi_trigger.h>
 
 #define KEY 0x5151
 #define R 65536
-#define CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_RMA_EVENT | FI_TRIGGER)
+#define CAPS (FI_MSG | FI_TAGGED | FI_RMA | FI_RMA_EVENT | FI_ATOMIC | FI_TRIGGER)
 
 struct rig {
 	struct end a, b;
@@ -200,6 +202,70 @@ TEST(alias_write_triggered_by_completion)
 	rig_close(&r);
 }
 
+/* The calls without flags through an alias with FI_TRIGGER in its transmit
+ * flags are triggered, each family turned into its msg call: fi_send,
+ * fi_tsend, fi_read, fi_atomic, issued one by one as the counter moves; a
+ * receive through an FI_RECV alias of the target. */
+TEST(alias_calls_are_triggered)
+{
+	struct rig r;
+	struct fi_triggered_context t[4];
+	struct fid_ep *tx, *rx;
+	struct fi_cq_tagged_entry c;
+	unsigned char out[2][100], in[2][100];
+	uint64_t operand = 5, *word;
+	CHECK_OK(rig_open(&r));
+	CHECK_OK(fi_ep_alias(r.a.ep, &tx, FI_TRANSMIT | FI_TRIGGER));
+	CHECK_OK(fi_ep_alias(r.b.ep, &rx, FI_RECV | FI_COMPLETION));
+	uint64_t flags = FI_RECV;
+	CHECK_OK(fi_control(&rx->fid, FI_GETOPSFLAG, &flags));
+	CHECK_EQ(flags, FI_COMPLETION);
+	fill(out[0], 100, 41);
+	fill(out[1], 100, 42);
+	memset(in, 0, sizeof(in));
+	fill(r.tgt + 4096, 64, 43);
+	word = (uint64_t *)(r.tgt + 8192);
+	*word = 10;
+	CHECK_EQ(fi_recv(rx, in[0], 100, NULL, FI_ADDR_UNSPEC, &in[0]), 0);
+	CHECK_EQ(fi_trecv(rx, in[1], 100, NULL, FI_ADDR_UNSPEC, 5, 0, &in[1]), 0);
+	for (int i = 0; i < 4; i++)
+		threshold(&t[i], r.tc, (size_t)i + 1);
+	CHECK_EQ(fi_send(tx, out[0], 100, NULL, r.a.peer, &t[0]), 0);
+	CHECK_EQ(fi_tsend(tx, out[1], 100, NULL, r.a.peer, 5, &t[1]), 0);
+	CHECK_EQ(fi_read(tx, r.src, 64, NULL, r.a.peer, 4096, KEY, &t[2]), 0);
+	CHECK_EQ(fi_atomic(tx, &operand, 1, NULL, r.a.peer, 8192, KEY, FI_UINT64, FI_SUM, &t[3]), 0);
+	for (int i = 0; i < 3000; i++)
+		poke(&r.a, &r.b);
+	CHECK_EQ(r.a.nstash, 0);
+	CHECK_EQ(r.b.nstash, 0);
+	CHECK(*word == 10);
+	/* One by one. */
+	CHECK_OK(fi_cntr_add(r.tc, 1));
+	CHECK_EQ(wait_comp(&r.b, &r.a, &c, NULL, NULL, 20), 1);
+	CHECK(c.op_context == &in[0] && check_fill(in[0], 100, 41));
+	CHECK_EQ(wait_comp(&r.a, &r.b, &c, NULL, NULL, 20), 1);
+	CHECK(c.op_context == &t[0] && c.flags == (FI_SEND | FI_MSG));
+	CHECK_OK(fi_cntr_add(r.tc, 1));
+	CHECK_EQ(wait_comp(&r.b, &r.a, &c, NULL, NULL, 20), 1);
+	CHECK(c.op_context == &in[1] && c.tag == 5 && check_fill(in[1], 100, 42));
+	CHECK_EQ(wait_comp(&r.a, &r.b, &c, NULL, NULL, 20), 1);
+	CHECK(c.op_context == &t[1] && c.flags == (FI_SEND | FI_TAGGED));
+	CHECK(all_bytes(r.src, 64, 0));
+	CHECK_OK(fi_cntr_add(r.tc, 1));
+	CHECK_EQ(rma_comp(&r.a, &r.b, &c, NULL), 1);
+	CHECK(c.op_context == &t[2] && c.flags == (FI_RMA | FI_READ));
+	CHECK(check_fill(r.src, 64, 43));
+	CHECK(*word == 10);
+	CHECK_OK(fi_cntr_add(r.tc, 1));
+	CHECK_EQ(rma_comp(&r.a, &r.b, &c, NULL), 1);
+	CHECK(c.op_context == &t[3] && c.flags == (FI_ATOMIC | FI_WRITE));
+	CHECK(*word == 15);
+	CHECK_EQ(fi_cntr_read(c_read), 1);
+	CHECK_OK(fi_close(&tx->fid));
+	CHECK_OK(fi_close(&rx->fid));
+	rig_close(&r);
+}
+
 /* Triggered fi_sendmsg and fi_tsendmsg: the receive waits for the counter. */
 TEST(triggered_send_and_tsend)
 {
@@ -340,6 +406,7 @@ int main(int argc, char **argv)
 	RUN(already_past_issues_at_once);
 	RUN(alias_write_triggered_by_completion);
 	RUN(triggered_send_and_tsend);
+	RUN(alias_calls_are_triggered);
 	RUN(errors);
 	return harness_done();
 }
