@@ -189,6 +189,10 @@ abi_consts! { const_values;
     FI_GET_VAL: i32 = 17;
     FI_SET_VAL: i32 = 18;
 
+    // ---- trigger events (fi_trigger.h) ----
+    FI_TRIGGER_THRESHOLD: u32 = 0;
+    FI_TRIGGER_XPU: u32 = 1;
+
     // ---- wait objects, EQ events, CQ formats ----
     FI_WAIT_NONE: u32 = 0;
     FI_WAIT_UNSPEC: u32 = 1;

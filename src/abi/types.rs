@@ -97,6 +97,11 @@ abi_structs! { type_layouts;
     struct fid_mc { fid: fid, fi_addr: fi_addr_t }
 
     struct fi_alias { fid: *mut *mut fid, flags: u64 }
+    /// `fi_trigger.h`: the condition of an `FI_TRIGGER_THRESHOLD` trigger.
+    struct fi_trigger_threshold { cntr: *mut fid_cntr, threshold: size_t }
+    /// `fi_trigger.h`: a triggered operation's context; `trigger` is the
+    /// C union (a [`fi_trigger_threshold`] for `FI_TRIGGER_THRESHOLD`).
+    struct fi_triggered_context { event_type: u32, trigger: [*mut c_void; 3] }
     struct fi_fid_var { name: c_int, val: *mut c_void }
     struct fi_mr_raw_attr { flags: u64, base_addr: *mut u64, raw_key: *mut u8, key_size: *mut size_t }
     struct fi_mr_map_raw { flags: u64, base_addr: u64, raw_key: *mut u8, key_size: size_t, key: *mut u64 }

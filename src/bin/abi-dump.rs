@@ -52,6 +52,7 @@ fn c_source(v2: bool) {
         "rdma/fi_rma.h",
         "rdma/fi_atomic.h",
         "rdma/fi_collective.h",
+        "rdma/fi_trigger.h",
         "rdma/providers/fi_prov.h",
         "rdma/providers/fi_log.h",
     ] {

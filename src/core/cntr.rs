@@ -34,6 +34,7 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
+use crate::core::trigger::{Counted, Triggers};
 use crate::core::users::{AnyParent, HasUsers, Held, Users};
 use crate::core::wait::{Holds, MemberWait, WaitObj, WaitSet, Waitable};
 use crate::sys::Deadline;
@@ -62,6 +63,17 @@ pub(crate) struct Cntr {
     wait: WaitObj,
     set: Option<Held<WaitSet>>,
     _domain: Option<Held<AnyParent>>,
+    /// Triggered operations queued on this counter (`core/trigger.rs`).
+    triggers: Triggers,
+}
+
+impl Counted for Cntr {
+    fn value(&self) -> u64 {
+        self.value.load(Ordering::Acquire)
+    }
+    fn triggers(&self) -> &Triggers {
+        &self.triggers
+    }
 }
 
 impl HasUsers for Cntr {
@@ -97,6 +109,7 @@ impl Cntr {
             wait,
             set,
             _domain: holds.parent,
+            triggers: Triggers::default(),
         });
         if let Some(s) = &c.set {
             let member: Arc<dyn Waitable> = c.clone();

@@ -25,5 +25,6 @@ pub(crate) mod prefix;
 pub(crate) mod progress;
 pub(crate) mod rma;
 pub(crate) mod settings;
+pub(crate) mod trigger;
 pub(crate) mod users;
 pub(crate) mod wait;

@@ -235,6 +235,10 @@ unsafe extern "C" fn atomicv(
 }
 
 unsafe extern "C" fn atomicmsg(e: Ep, msg: *const fi_msg_atomic, flags: u64) -> isize {
+    if flags & FI_TRIGGER != 0 {
+        // SAFETY: this call's arguments, replayed later through this thunk.
+        return unsafe { super::trigger::atomic("fi_atomicmsg", e, msg, flags, atomicmsg) };
+    }
     let none = |_| Ok((IovList::new(), IovList::new()));
     // SAFETY: arguments from fi_atomicmsg().
     unsafe { post_msg("fi_atomicmsg", e, AtomicKind::Write, msg, none, flags) }
@@ -355,6 +359,11 @@ unsafe extern "C" fn fetch_atomicmsg(
     result_count: usize,
     flags: u64,
 ) -> isize {
+    if flags & FI_TRIGGER != 0 {
+        let res = (resultv, _result_desc, result_count);
+        // SAFETY: this call's arguments, replayed later through this thunk.
+        return unsafe { super::trigger::fetch_atomic("fi_fetch_atomicmsg", e, msg, res, flags, fetch_atomicmsg) };
+    }
     // SAFETY: the application's array (fi_fetch_atomicmsg()).
     let more = |dt| Ok((IovList::new(), unsafe { ioc_from_c(resultv, result_count, dt) }?));
     // SAFETY: arguments from fi_fetch_atomicmsg().
@@ -444,6 +453,14 @@ unsafe extern "C" fn compare_atomicmsg(
     result_count: usize,
     flags: u64,
 ) -> isize {
+    if flags & FI_TRIGGER != 0 {
+        let cmp = (comparev, _compare_desc, compare_count);
+        let res = (resultv, _result_desc, result_count);
+        // SAFETY: this call's arguments, replayed later through this thunk.
+        return unsafe {
+            super::trigger::compare_atomic("fi_compare_atomicmsg", e, msg, (cmp, res), flags, compare_atomicmsg)
+        };
+    }
     let more = |dt| {
         // SAFETY: the application's arrays (fi_compare_atomicmsg()).
         unsafe {

@@ -5,6 +5,7 @@ use crate::abi::*;
 use crate::base::error::Result;
 use crate::core::cntr::{Cntr, CntrAttr};
 use crate::core::domain::Domain;
+use crate::core::trigger::{self, Counted};
 use crate::core::users::{AnyParent, Held};
 use crate::core::wait::Holds;
 use crate::fi::{self, noops, FiObject, Obj};
@@ -17,6 +18,8 @@ impl FiObject for Cntr {
     const CLASS: usize = FI_CLASS_CNTR;
     fn wake_for_close(&self) {
         self.wait().close();
+        // Queued triggered operations are freed, never issued.
+        self.triggers().close();
     }
 }
 
@@ -113,6 +116,7 @@ unsafe extern "C" fn cntr_add(c: *mut fid_cntr, v: u64) -> c_int {
     unsafe {
         fi::call_obj::<Cntr, c_int>("fi_cntr_add", c as *const c_void, |o| {
             o.core.add(v);
+            trigger::fire(&**o.core);
             Ok(0)
         })
     }
@@ -133,6 +137,7 @@ unsafe extern "C" fn cntr_set(c: *mut fid_cntr, v: u64) -> c_int {
     unsafe {
         fi::call_obj::<Cntr, c_int>("fi_cntr_set", c as *const c_void, |o| {
             o.core.set(v);
+            trigger::fire(&**o.core);
             Ok(0)
         })
     }

@@ -112,6 +112,7 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
     unsafe {
         fi::call_close::<Ep>("ep close", f as *const c_void, |o| {
             o.core.close()?;
+            super::trigger::forget_ep(f as usize);
             Obj::destroy(o);
             Ok(0)
         })
@@ -164,6 +165,7 @@ pub(crate) unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mu
                 }
                 Ok(0)
             }
+            FI_ALIAS => super::alias::open(o, arg as *mut fi_alias),
             _ => Err(Error::NOSYS),
         })
     }

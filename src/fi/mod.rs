@@ -7,6 +7,7 @@
 //! thunk turns C arguments into slices and structs, calls the object's safe
 //! core in `crate::core`, and writes the results back into C memory.
 
+pub(crate) mod alias;
 pub(crate) mod atomic;
 pub(crate) mod attr;
 pub(crate) mod av;
@@ -29,6 +30,7 @@ pub(crate) mod pep;
 pub(crate) mod poll;
 pub(crate) mod prefix;
 pub(crate) mod rma;
+pub(crate) mod trigger;
 pub(crate) mod wait;
 
 pub(crate) use boundary::*;

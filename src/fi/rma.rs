@@ -163,6 +163,10 @@ unsafe extern "C" fn readv(
 }
 
 unsafe extern "C" fn readmsg(e: Ep, msg: *const fi_msg_rma, flags: u64) -> isize {
+    if flags & FI_TRIGGER != 0 {
+        // SAFETY: this call's arguments, replayed later through this thunk.
+        return unsafe { super::trigger::rma("fi_readmsg", e, msg, flags, readmsg, true) };
+    }
     // SAFETY: arguments from fi_readmsg().
     unsafe { post_msg("fi_readmsg", e, RmaKind::Read, msg, flags) }
 }
@@ -220,6 +224,10 @@ unsafe extern "C" fn writev(
 }
 
 unsafe extern "C" fn writemsg(e: Ep, msg: *const fi_msg_rma, flags: u64) -> isize {
+    if flags & FI_TRIGGER != 0 {
+        // SAFETY: this call's arguments, replayed later through this thunk.
+        return unsafe { super::trigger::rma("fi_writemsg", e, msg, flags, writemsg, false) };
+    }
     // SAFETY: arguments from fi_writemsg().
     unsafe { post_msg("fi_writemsg", e, RmaKind::Write, msg, flags) }
 }

@@ -102,6 +102,10 @@ unsafe extern "C" fn msg_recvv(
 }
 
 unsafe extern "C" fn msg_recvmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
+    if flags & FI_TRIGGER != 0 {
+        // SAFETY: this call's arguments, replayed later through this thunk.
+        return unsafe { crate::fi::trigger::msg("fi_recvmsg", e, msg, flags, msg_recvmsg, true) };
+    }
     // SAFETY: arguments from fi_recvmsg().
     unsafe {
         with_ep("fi_recvmsg", e as *const c_void, |o| {
@@ -153,6 +157,10 @@ unsafe extern "C" fn msg_sendv(
 }
 
 unsafe extern "C" fn msg_sendmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
+    if flags & FI_TRIGGER != 0 {
+        // SAFETY: this call's arguments, replayed later through this thunk.
+        return unsafe { crate::fi::trigger::msg("fi_sendmsg", e, msg, flags, msg_sendmsg, false) };
+    }
     // SAFETY: arguments from fi_sendmsg().
     unsafe {
         with_ep("fi_sendmsg", e as *const c_void, |o| {
@@ -262,6 +270,10 @@ unsafe extern "C" fn tag_recvv(
 }
 
 unsafe extern "C" fn tag_recvmsg(e: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> isize {
+    if flags & FI_TRIGGER != 0 {
+        // SAFETY: this call's arguments, replayed later through this thunk.
+        return unsafe { crate::fi::trigger::tagged("fi_trecvmsg", e, msg, flags, tag_recvmsg, true) };
+    }
     // SAFETY: arguments from fi_trecvmsg().
     unsafe {
         with_ep("fi_trecvmsg", e as *const c_void, |o| {
@@ -320,6 +332,10 @@ unsafe extern "C" fn tag_sendv(
 }
 
 unsafe extern "C" fn tag_sendmsg(e: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> isize {
+    if flags & FI_TRIGGER != 0 {
+        // SAFETY: this call's arguments, replayed later through this thunk.
+        return unsafe { crate::fi::trigger::tagged("fi_tsendmsg", e, msg, flags, tag_sendmsg, false) };
+    }
     // SAFETY: arguments from fi_tsendmsg().
     unsafe {
         with_ep("fi_tsendmsg", e as *const c_void, |o| {

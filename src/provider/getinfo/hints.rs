@@ -295,6 +295,9 @@ pub(super) fn allows(caps: u64, direction: u64) -> bool {
 /// the offered locality when it named neither `FI_LOCAL_COMM` nor
 /// `FI_REMOTE_COMM` (`fi_getinfo(3)`), and `FI_SOURCE` with `FI_SOURCE_ERR`.
 ///
+/// `FI_TRIGGER` (fi_trigger(3)) is not implied by an empty request either:
+/// it is reported to the applications that name it.
+///
 /// `FI_VARIABLE_MSG` is never implied (by an empty request or one naming
 /// only secondary caps): it turns the receive side into buffered receives
 /// (fi_msg(3) "Variable Length Messages"), so only an application that names
@@ -303,7 +306,7 @@ pub(super) fn allows(caps: u64, direction: u64) -> bool {
 /// direction gets every direction.
 pub(super) fn effective_caps(offered: u64, requested: u64) -> u64 {
     if requested == 0 {
-        return offered & !FI_VARIABLE_MSG;
+        return offered & !(FI_VARIABLE_MSG | FI_TRIGGER);
     }
     let mut c = requested;
     if c & PRIMARY_CAPS == 0 {

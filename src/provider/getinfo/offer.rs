@@ -62,6 +62,7 @@ pub(crate) const SHM_CAPS: u64 = FI_MSG
     | FI_DIRECTED_RECV
     | FI_VARIABLE_MSG
     | FI_LOCAL_COMM
+    | FI_TRIGGER
     | RMA_CAPS
     | ATOMIC_CAPS;
 /// Capabilities the tcp data path delivers.
@@ -76,11 +77,12 @@ pub(crate) const TCP_CAPS: u64 = FI_MSG
     | FI_VARIABLE_MSG
     | FI_LOCAL_COMM
     | FI_REMOTE_COMM
+    | FI_TRIGGER
     | RMA_CAPS
     | ATOMIC_CAPS;
 
 /// Caps that may appear in `tx_attr->caps` (masked with the entry's caps).
-pub(crate) const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | RMA_TX_CAPS;
+pub(crate) const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | FI_TRIGGER | RMA_TX_CAPS;
 /// Caps that may appear in `rx_attr->caps` (masked with the entry's caps).
 pub(crate) const RX_CAPS: u64 = FI_MSG
     | FI_TAGGED

@@ -78,7 +78,7 @@ fn null_hints_give_shm_then_tcp_complete() {
         .iter()
         .zip(TEMPLATES.iter().filter(|t| t.transport != TransportKind::Auto))
     {
-        assert_eq!(i.caps, t.caps & !FI_VARIABLE_MSG);
+        assert_eq!(i.caps, t.caps & !(FI_VARIABLE_MSG | FI_TRIGGER));
         assert_eq!(i.mode, 0);
         let e = i.ep.as_ref().unwrap();
         assert_eq!(e.ep_type, FI_EP_RDM);
@@ -208,6 +208,24 @@ fn prov_name_hints_never_reject() {
     }
 }
 
+/// FI_TRIGGER (fi_trigger(3)) is reported when asked for, on the RDM
+/// entries of every transport, with its tx side; never unasked.
+#[test]
+fn trigger_only_when_asked() {
+    let mut h = alloc_hints();
+    h.caps = FI_MSG | FI_RMA | FI_RMA_EVENT | FI_TRIGGER;
+    let l = run(&h).unwrap();
+    assert_eq!(names(&l), ["shm", "tcp"], "the RDM entries");
+    for i in &l {
+        assert_eq!(i.ep.as_ref().unwrap().ep_type, FI_EP_RDM);
+        assert_ne!(i.caps & FI_TRIGGER, 0);
+        assert_ne!(i.tx.as_ref().unwrap().caps & FI_TRIGGER, 0);
+    }
+    for i in run(&alloc_hints()).unwrap() {
+        assert_eq!(i.caps & FI_TRIGGER, 0, "not asked for");
+    }
+}
+
 #[test]
 fn caps_must_be_a_subset() {
     for bad in [
@@ -216,7 +234,6 @@ fn caps_must_be_a_subset() {
         FI_HMEM,
         FI_RMA_PMEM,
         FI_SHARED_AV,
-        FI_TRIGGER,
     ] {
         let mut h = alloc_hints();
         h.caps = bad;
@@ -375,7 +392,7 @@ fn rma_on_rdm_entries() {
 
 #[test]
 fn effective_caps_rules() {
-    assert_eq!(effective_caps(TCP_CAPS, 0), TCP_CAPS & !FI_VARIABLE_MSG);
+    assert_eq!(effective_caps(TCP_CAPS, 0), TCP_CAPS & !(FI_VARIABLE_MSG | FI_TRIGGER));
     assert_eq!(
         effective_caps(TCP_CAPS, FI_MSG | FI_VARIABLE_MSG),
         FI_MSG | FI_VARIABLE_MSG | FI_SEND | FI_RECV | COMM_CAPS
@@ -1040,7 +1057,7 @@ fn getinfo_c_arguments() {
     // No match: the out pointer is left NULL.
     let mut out: *mut fi_info = core::ptr::dangling_mut();
     let h = Info {
-        caps: FI_TRIGGER,
+        caps: FI_RMA_PMEM,
         ..alloc_hints()
     }
     .to_c()
