@@ -302,9 +302,10 @@ impl Port for AutoPort {
         }
     }
 
-    /// Whether a shm peer moved (TCP peers never count, `TcpPort::poll`).
+    /// Whether a shm peer moved, or the TCP port (when this pass polled it)
+    /// moved bytes lately (`TcpPort::poll`).
     fn poll(&mut self, d: &mut dyn Delivery) -> bool {
-        let moved = Port::poll(&mut self.shm, d);
+        let mut moved = Port::poll(&mut self.shm, d);
         self.tick = self.tick.wrapping_add(1);
         // TCP found idle by an earlier pass and reached by no call since
         // (`side::TcpSide`): the tests below would skip it too, but on every
@@ -318,7 +319,7 @@ impl Port for AutoPort {
             && (self.tick.is_multiple_of(TCP_LONELY_PERIOD) || !self.tcp.get().lonely());
         if self.tcp_hot > 0 || self.sleeping || due || Port::has_pending(self.tcp.get()) {
             let mut n = NotingSink { d, seen: false };
-            Port::poll(self.tcp.get_mut(), &mut n);
+            moved |= Port::poll(self.tcp.get_mut(), &mut n);
             if n.seen {
                 self.tcp_hot = TCP_HOT_PASSES;
             } else {
