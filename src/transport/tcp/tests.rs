@@ -1152,6 +1152,21 @@ fn reply_room_keeps_a_floor_for_every_peer_whatever_the_total() {
     assert_eq!(reply_room(&b, BUDGET_FLOOR, 64 << 20), 0);
 }
 
+/// Polls `r` (and `o`, the other side) until `r`'s core got a message;
+/// returns what `r`'s `poll` said on the pass that delivered it.
+fn moved_on_arrival(r: &mut TcpPort, cr: &mut Core, o: &mut TcpPort, co: &mut Core) -> bool {
+    let (t, n) = (Instant::now(), cr.got.len());
+    let mut moved = false;
+    while cr.got.len() == n {
+        assert!(t.elapsed() < Duration::from_secs(5), "timed out");
+        moved = r.poll(cr);
+        core_take(r);
+        o.poll(co);
+        core_take(o);
+    }
+    moved
+}
+
 #[test]
 fn a_pass_reports_movement_while_records_went_out_or_came_in_lately() {
     let (mut a, mut b) = (port(), port());
@@ -1163,16 +1178,10 @@ fn a_pass_reports_movement_while_records_went_out_or_came_in_lately() {
     // The sender's next pass: a record went out, an answer may be coming.
     assert!(a.poll(&mut ca));
     // The receiver's pass that reads it says so too.
-    let t = Instant::now();
-    let mut b_moved = false;
-    while cb.got.is_empty() {
-        assert!(t.elapsed() < Duration::from_secs(5), "timed out");
-        b_moved = b.poll(&mut cb);
-        core_take(&mut b);
-        a.poll(&mut ca);
-        core_take(&mut a);
-    }
-    assert!(b_moved, "the pass that read the record reported no movement");
+    assert!(
+        moved_on_arrival(&mut b, &mut cb, &mut a, &mut ca),
+        "the pass that read the record reported no movement"
+    );
     // Quiet for longer than the window: no movement any more, on either side.
     std::thread::sleep(moved::MOVED_WINDOW * 3);
     assert!(
@@ -1186,14 +1195,8 @@ fn a_pass_reports_movement_while_records_went_out_or_came_in_lately() {
     // An answer moves both again.
     send_bytes(&mut b, &a.addr(), 2, &pattern(8, 2), 2).unwrap();
     assert!(b.poll(&mut cb));
-    let t = Instant::now();
-    let mut a_moved = false;
-    while ca.got.is_empty() {
-        assert!(t.elapsed() < Duration::from_secs(5), "timed out");
-        a_moved = a.poll(&mut ca);
-        core_take(&mut a);
-        b.poll(&mut cb);
-        core_take(&mut b);
-    }
-    assert!(a_moved, "the pass that read the answer reported no movement");
+    assert!(
+        moved_on_arrival(&mut a, &mut ca, &mut b, &mut cb),
+        "the pass that read the answer reported no movement"
+    );
 }
