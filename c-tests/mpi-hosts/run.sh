@@ -323,7 +323,7 @@ done
 if want job64; then
 	a2a=$build/mpi-hosts/alltoall
 	log=$tmp/job64
-	t64=${JOB64_TIMEOUT:-120}
+	t64=${JOB64_TIMEOUT:-150}
 	# Each rank's output in a file of its own too (64 ranks' log lines
 	# interleave in mpirun's); $log is those files, rank by rank.
 	if [ -x "$a2a" ]; then
