@@ -504,9 +504,10 @@ mpi: lib $(BUILD)/mpi/mpi_test $(BUILD)/mpi/onesided
 	RF_TRANSPORT=tcp c-tests/mpi/onesided.sh $(BUILD)/mpi/onesided
 
 # ---- Open MPI across hosts: network namespaces as hosts (2 x 2 and 4 x 1
-# ranks), launched through an rsh agent; shm within a host, TCP between hosts
-# (c-tests/mpi-hosts/run.sh; needs root, prints "SKIP: cannot create network
-# namespaces" and succeeds without it).
+# ranks, and the 64-rank job: 4 x 16, oversubscribed), launched through an
+# rsh agent; shm within a host, TCP between hosts (c-tests/mpi-hosts/run.sh;
+# needs root, prints "SKIP: cannot create network namespaces" and succeeds
+# without it).
 $(BUILD)/mpi-hosts/pingpong: c-tests/mpi-hosts/pingpong.c
 	@mkdir -p $(dir $@)
 	mpicc -O2 -Wall -Wextra -o $@ $<
@@ -515,13 +516,16 @@ $(BUILD)/mpi-hosts/alltoall: c-tests/mpi-hosts/alltoall.c
 	@mkdir -p $(dir $@)
 	mpicc -O2 -Wall -Wextra -o $@ $<
 
-mpi-hosts: lib $(BUILD)/mpi/mpi_test $(BUILD)/mpi-hosts/pingpong
-	$(TIMEOUT) 300 c-tests/mpi-hosts/run.sh $(BUILD)
+mpi-hosts: lib $(BUILD)/mpi/mpi_test $(BUILD)/mpi-hosts/pingpong $(BUILD)/mpi-hosts/alltoall
+	$(TIMEOUT) 420 c-tests/mpi-hosts/run.sh $(BUILD)
 
 # MPI_Alltoall for 4-16 ranks on 1, 2 and 4 namespace hosts, rustfab next to
-# Open MPI's own shared memory and TCP (docs/performance-history.md; minutes, root).
+# Open MPI's own shared memory and TCP; then the 64-rank job (4 x 16,
+# oversubscribed: MPI_Init, first contact, 8 B and 64 KiB, RSS and
+# descriptors per rank), rustfab next to ob1 and pml ucx
+# (docs/performance.md; tens of minutes, root).
 scale-mpi: lib $(BUILD)/mpi/mpi_test $(BUILD)/mpi-hosts/pingpong $(BUILD)/mpi-hosts/alltoall
-	MPI_HOSTS_ONLY=alltoall $(TIMEOUT) 900 c-tests/mpi-hosts/run.sh $(BUILD)
+	MPI_HOSTS_ONLY=alltoall $(TIMEOUT) 2400 c-tests/mpi-hosts/run.sh $(BUILD)
 
 # ---- libfabric 2.x cores and today's MPI releases: the Open MPI 5 and MPICH 5
 # wheels from PyPI (each bundles libfabric 2.5.1) run the MPI test program over

@@ -25,7 +25,7 @@
 # ucx pml for that row). Not part of make test.
 #
 #   FI_PROVIDER_PATH=<dir of librustfab-fi.so> c-tests/bench/hosts-where.sh [build dir]
-#   WHERE_SIZES="1 4096 65536 1048576"  WHERE_PEERS="rustfab ob1 ucx"
+#   WHERE_SIZES="1 4096 65536 1048576"  WHERE_PEERS="rustfab ob1 ucx"  WHERE_NICE=-20
 set -u
 build=${1:-build}
 : "${FI_PROVIDER_PATH:?FI_PROVIDER_PATH must point at the directory holding librustfab-fi.so}"
@@ -57,10 +57,15 @@ for c in $calls; do events="$events,syscalls:sys_enter_$c"; done
 # as "<call>_eagain".
 again=
 for c in readv recvmsg recvfrom read; do again="$again -e syscalls:sys_exit_$c --filter 'ret == -11'"; done
-# The rank's wrapper: perf stat into a file named after the rank.
+# The rank's wrapper: perf stat into a file named after the rank (under
+# nice -n WHERE_NICE when set: on a machine others load, e.g. -20 keeps the
+# ranks' round trips near a quiet machine's while a yield still hands the
+# core to whatever else is runnable).
+nice=
+[ -z "${WHERE_NICE:-}" ] || nice="nice -n $WHERE_NICE"
 cat >"$work/wrap.sh" <<EOF
 #!/bin/sh
-exec perf stat -x, -o "$work/perf.\$OMPI_COMM_WORLD_RANK" -e '$events' $again -- "\$@"
+exec $nice perf stat -x, -o "$work/perf.\$OMPI_COMM_WORLD_RANK" -e '$events' $again -- "\$@"
 EOF
 chmod +x "$work/wrap.sh"
 

@@ -25,9 +25,14 @@
 #      advertise rf0, the interface the route to mpirun uses; and, with no
 #      launcher and no route to ask (fi_pingpong in a namespace of its own),
 #      a bridge with carrier and one without are passed over for eth0;
-#   5. only with MPI_HOSTS_ONLY=alltoall (make scale-mpi): MPI_Alltoall on
+#   5. the 64-rank job (job64): 4 hosts x 16 ranks, more than the machine
+#      has cores (--oversubscribe), all-to-alls of 8 B and 64 KiB over
+#      rustfab with every block checked, within a timeout; MPI_Init time,
+#      first contact, RSS and descriptors per rank printed;
+#   6. only with MPI_HOSTS_ONLY=alltoall (make scale-mpi): MPI_Alltoall on
 #      1, 2 and 4 hosts, 4-16 ranks, rustfab next to Open MPI's own shared
-#      memory and TCP (pml ob1: vader, tcp).
+#      memory and TCP (pml ob1: vader, tcp); then the 64-rank job, rustfab
+#      next to ob1 and pml ucx (MPI_HOSTS_ONLY=job64-peers: only that).
 # MPI_HOSTS_MPIRUN_ARGS adds mpirun options to every job.
 # Every mpirun runs with --bind-to none: with Open MPI's default binding each
 # host's orted binds its first rank to core 0, so on one machine the ranks of
@@ -116,7 +121,8 @@ for i in $(seq 1 $NHOSTS); do
 done
 
 passed=0; failed=0
-# MPI_HOSTS_ONLY=name runs one group (mpi_test, anyiface, between, oversub).
+# MPI_HOSTS_ONLY=name runs one group (mpi_test, anyiface, between, oversub,
+# job64).
 want() { [ -z "${MPI_HOSTS_ONLY:-}" ] || [ "$MPI_HOSTS_ONLY" = "$1" ]; }
 result() { # rc, name
 	if [ "$1" -eq 0 ]; then echo "ok   mpi-hosts $2"; passed=$((passed + 1))
@@ -132,7 +138,17 @@ job() {
 	local nh=$1 rph=$2 prov=$3 log=$4
 	shift 4
 	: >"$tmp/hostfile"
-	for i in $(seq 1 "$nh"); do echo "${pfx}-$i slots=$rph" >>"$tmp/hostfile"; done
+	# OVERSUB=1: each host has as many slots as the machine has cores, and
+	# mpirun places RANKS_PER_HOST ranks on each anyway (--oversubscribe):
+	# Open MPI then knows the hosts are oversubscribed and has its own
+	# transports yield when idle (mpi_yield_when_idle), as on a real
+	# cluster that runs more ranks than cores.
+	local slots=$rph over=()
+	if [ -n "${OVERSUB:-}" ]; then
+		slots=$(nproc)
+		over=(--oversubscribe --map-by "ppr:$rph:node")
+	fi
+	for i in $(seq 1 "$nh"); do echo "${pfx}-$i slots=$slots" >>"$tmp/hostfile"; done
 	local provenv=(FI_PROVIDER=rustfab)
 	# NO_IFACE=1: FI_RUSTFAB_IFACE is neither set nor passed (the ranks pick
 	# the interface to advertise themselves).
@@ -143,11 +159,14 @@ job() {
 	local pml=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$prov"
 		--mca mtl_ofi_verbose 1 --mca btl self)
 	[ "$prov" = ob1 ] && pml=(--mca pml ob1 --mca btl self,vader,tcp --mca btl_tcp_if_include rf0)
+	# pml ucx: UCX's shared memory within a host, its TCP between hosts
+	[ "$prov" = ucx ] && pml=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any
+		-x UCX_TLS=sm,tcp,self -x UCX_NET_DEVICES=rf0,lo)
 	env -u FI_RUSTFAB_IFACE "${provenv[@]}" "${ifenv[@]}" FI_RUSTFAB_TRANSPORT=auto \
 		timeout -k 10 "$T" ip netns exec "$head" \
 		mpirun --hostfile "$tmp/hostfile" -np $((nh * rph)) \
 		--mca plm_rsh_agent "$agent" --mca oob_tcp_if_include br0,rf0 \
-		--bind-to none ${MPI_HOSTS_MPIRUN_ARGS:-} \
+		--bind-to none "${over[@]}" ${MPI_HOSTS_MPIRUN_ARGS:-} \
 		-x FI_PROVIDER_PATH -x FI_PROVIDER "${ifx[@]}" -x FI_RUSTFAB_TRANSPORT \
 		-x FI_LOG_LEVEL -x FI_LOG_PROV \
 		"${pml[@]}" "$@" >"$log" 2>&1
@@ -293,6 +312,41 @@ want oversub && for shape in "1 4" "2 2"; do
 	grep "^pingpong " "$log" | sed "s/^/  [$1 x $2, shm] /"
 done
 
+# The 64-rank job: 4 hosts x 16 ranks on this machine's cores
+# (oversubscribed), over rustfab: MPI_Init, the first all-to-all (every
+# pair's first contact at once), then one all-to-all of 8 B and one of
+# 64 KiB, every block checked, all within JOB64_TIMEOUT (a hang is a
+# failure); every rank used rustfab, and reached its own host's ranks over
+# shm and the other hosts over TCP. What it cost (times, RSS, descriptors
+# per rank) is printed, not judged. Needs $build/mpi-hosts/alltoall (the
+# Makefile's mpi-hosts target builds it).
+if want job64; then
+	a2a=$build/mpi-hosts/alltoall
+	log=$tmp/job64
+	t64=${JOB64_TIMEOUT:-150}
+	# Each rank's output in a file of its own too (64 ranks' log lines
+	# interleave in mpirun's); $log is those files, rank by rank.
+	if [ -x "$a2a" ]; then
+		MPI_HOSTS_MPIRUN_ARGS="${MPI_HOSTS_MPIRUN_ARGS:-} --output-filename $tmp/job64.out" \
+			T=$t64 OVERSUB=1 FI_LOG_LEVEL=info FI_LOG_PROV=rustfab job 4 16 rustfab "$log.mpirun" \
+			"$a2a" -w 0 "${JOB64_ITERS:-1}" 8 65536
+		rc=$?
+		cat "$tmp"/job64.out/*/rank.*/std* >"$log" 2>/dev/null
+	else
+		echo "  $a2a not built"; rc=1; : >"$log"
+	fi
+	[ $rc -eq 124 ] && echo "  timed out after $t64 s"
+	grep -q "data FAIL" "$log" && rc=1
+	[ "$(grep -c "^alltoall 64 ranks" "$log")" -eq 2 ] || { rc=1; echo "  not every all-to-all reported"; }
+	used=$(grep -c "mtl:ofi:prov: rustfab" "$log")
+	[ "$used" -eq 64 ] || { rc=1; echo "  only $used of 64 ranks report mtl:ofi:prov: rustfab"; }
+	[ $rc -eq 0 ] || { grep -E "rror|FAIL" "$log" | head -n 10; tail -n 20 "$log.mpirun"; }
+	result $rc "64 ranks on 4 hosts (16 per host, oversubscribed): all-to-all 8 B and 64 KiB over rustfab, data checked (rc=$rc)"
+	grep "^alltoall" "$log" | sed "s/^/  [4x16 rustfab] /"
+	check_transports "$log" 4 16
+	result $? "transports, 4 hosts x 16 ranks: shm within a host, TCP between hosts"
+fi
+
 # MPI_Alltoall for 4-16 ranks (A2A_SHAPES="1x32 4x8" for 32), rustfab next to Open MPI's own shared memory
 # and TCP (ob1), each shape in one run: for docs/performance-history.md, only with
 # MPI_HOSTS_ONLY=alltoall (minutes; not part of make test).
@@ -306,6 +360,29 @@ if [ "${MPI_HOSTS_ONLY:-}" = alltoall ]; then
 			[ $rc -eq 0 ] || tail -n 5 "$log"
 			result $rc "alltoall $shape over $prov"
 			grep "^alltoall " "$log" | sed "s/^/  [$shape $prov] /"
+		done
+	done
+fi
+
+# The 64-rank job side by side (make scale-mpi): rustfab, ob1 (vader within
+# a host, tcp between) and pml ucx (UCX's shared memory and TCP; when this
+# Open MPI has it), A2A64_ROUNDS rounds interleaved, each a job of its own.
+if [ "${MPI_HOSTS_ONLY:-}" = alltoall ] || [ "${MPI_HOSTS_ONLY:-}" = job64-peers ]; then
+	provs="rustfab ob1"
+	if ompi_info 2>/dev/null | grep -q "MCA pml: ucx "; then provs="$provs ucx"
+	else echo "  mpi-hosts: pml ucx left out of the 64-rank job: this Open MPI has no ucx pml"; fi
+	read -r a2a_nh a2a_rph <<<"$(echo "${A2A64_SHAPE:-4x16}" | tr x ' ')"
+	for round in $(seq 1 "${A2A64_ROUNDS:-1}"); do
+		for prov in ${A2A64_PROVS:-$provs}; do
+			log=$tmp/a2a64
+			T=${JOB64_TIMEOUT:-300} OVERSUB=1 job "$a2a_nh" "$a2a_rph" "$prov" "$log" "$build/mpi-hosts/alltoall" \
+				-w "${A2A64_WARMUP:-2}" "${A2A64_ITERS:-5}" 8 65536
+			rc=$?
+			grep -q "data FAIL" "$log" && rc=1
+			[ "$(grep -c "^alltoall $((a2a_nh * a2a_rph)) ranks" "$log")" -eq 2 ] || rc=1
+			[ $rc -eq 0 ] || tail -n 5 "$log"
+			result $rc "alltoall ${a2a_nh}x$a2a_rph (oversubscribed) over $prov, round $round"
+			grep "^alltoall" "$log" | sed "s/^/  [${a2a_nh}x$a2a_rph $prov] /"
 		done
 	done
 fi

@@ -182,7 +182,8 @@ pub(crate) struct Cq {
 ///
 /// Only reads whose progress pass saw no peer move count (`Port::poll`:
 /// shm, a record consumed or the consumer of a ring we wait on for room
-/// advancing its head; TCP never says). A peer that moves runs on another
+/// advancing its head; TCP, a record sent or bytes read within the last
+/// ~200 us: an answer between hosts is a network round trip away). A peer that moves runs on another
 /// processor: yielding ours cannot help it, and on a core shared with a
 /// third busy process a yield hands that process a whole slice — a 4 KiB
 /// stream fell from ~7,000 to 20-380 MB/s (docs/performance-history.md "4 KiB

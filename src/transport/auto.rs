@@ -302,9 +302,10 @@ impl Port for AutoPort {
         }
     }
 
-    /// Whether a shm peer moved (TCP peers never count, `TcpPort::poll`).
+    /// Whether a shm peer moved, or the TCP port (when this pass polled it)
+    /// moved bytes lately (`TcpPort::poll`).
     fn poll(&mut self, d: &mut dyn Delivery) -> bool {
-        let moved = Port::poll(&mut self.shm, d);
+        let mut moved = Port::poll(&mut self.shm, d);
         self.tick = self.tick.wrapping_add(1);
         // TCP found idle by an earlier pass and reached by no call since
         // (`side::TcpSide`): the tests below would skip it too, but on every
@@ -318,7 +319,7 @@ impl Port for AutoPort {
             && (self.tick.is_multiple_of(TCP_LONELY_PERIOD) || !self.tcp.get().lonely());
         if self.tcp_hot > 0 || self.sleeping || due || Port::has_pending(self.tcp.get()) {
             let mut n = NotingSink { d, seen: false };
-            Port::poll(self.tcp.get_mut(), &mut n);
+            moved |= Port::poll(self.tcp.get_mut(), &mut n);
             if n.seen {
                 self.tcp_hot = TCP_HOT_PASSES;
             } else {
@@ -516,5 +517,30 @@ mod tests {
         }
         a.set_sleepers(0);
         assert!(queued > 0, "no send was queued: nothing tested a pending TCP side");
+    }
+
+    /// The pass that reads a message from a TCP peer tells the CQ's idle
+    /// rule that a peer moved (the TCP port's answer reaches the caller,
+    /// not only the shm port's).
+    #[test]
+    fn a_pass_that_reads_from_a_tcp_peer_reports_movement() {
+        let (mut a, mut b) = (port(), port());
+        let (mut da, mut db) = (Got::default(), Got::default());
+        let b_inet = match b.addr() {
+            Addr::Auto { inet, .. } => Addr::Inet(SocketAddr::V4(inet)),
+            _ => unreachable!(),
+        };
+        let mut h = WireHdr::new(op::EAGER);
+        h.len = 3;
+        h.payload = 3;
+        a.send(&b_inet, &h, Payload::Bytes(&[7; 3]), true).unwrap();
+        let (t0, mut moved) = (std::time::Instant::now(), false);
+        while db.msgs.is_empty() {
+            assert!(t0.elapsed() < Duration::from_secs(20), "message lost");
+            a.poll(&mut da);
+            moved = b.poll(&mut db);
+            let _ = (a.take_events(), b.take_events());
+        }
+        assert!(moved, "the pass that read the message reported no movement");
     }
 }

@@ -334,9 +334,9 @@ pub(crate) trait Port: Send {
     /// this pass saw a peer move: it consumed a record, or a peer consumed
     /// from a ring this port waits on (shm) — a peer that moves runs on
     /// another processor, so yielding ours cannot help it (the CQ's idle
-    /// rule, core/cq.rs `IDLE_YIELD_AFTER`). `false` where the transport
-    /// cannot tell cheaply (TCP): the idle rule then yields as it always
-    /// did.
+    /// rule, core/cq.rs `IDLE_YIELD_AFTER`). TCP, which cannot see its
+    /// peers run: a record sent or bytes read within the last
+    /// `tcp::moved::MOVED_WINDOW` (an answer may be on its way).
     fn poll(&mut self, d: &mut dyn Delivery) -> bool;
     /// Rate-limited check that a peer we wait on is still there.
     fn check_peer(&mut self, peer: &Addr) -> bool;

@@ -55,6 +55,7 @@ mod handshake;
 pub(crate) mod hello;
 mod limits;
 pub(crate) mod listener;
+mod moved;
 mod pass;
 mod port;
 mod send;
@@ -465,6 +466,10 @@ pub(crate) struct TcpPort {
     charged: usize,
     /// The clock of this pass (activity stamps; one reading per pass).
     now: Instant,
+    /// The last pass that read bytes or followed a queued record, and
+    /// whether a record was queued since the last pass ([`moved`]).
+    moved_at: Option<Instant>,
+    queued_since_pass: bool,
     /// Bytes all connections' readers hold for unexpected messages still
     /// arriving (kept as they change: no scan per read).
     staged: usize,

@@ -244,6 +244,9 @@ impl TcpPort {
                 self.budget_state(id, over);
             }
             let Some(c) = self.conns.get_mut(&id) else { return };
+            if c.conn.last_got() > 0 {
+                self.moved_at = Some(self.now);
+            }
             match r {
                 Read::Idle => {
                     sync_interest(&self.epoll, &mut self.writing, id, &mut c.conn);

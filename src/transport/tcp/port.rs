@@ -74,6 +74,8 @@ impl TcpPort {
             pass: 0,
             charged: 0,
             now: Instant::now(),
+            moved_at: None,
+            queued_since_pass: false,
             staged: 0,
             stalled: Vec::new(),
             doomed: Vec::new(),
@@ -240,14 +242,14 @@ impl Port for TcpPort {
         room_after(self.queue_of(to).map_or(0, |q| q.unsent()))
     }
 
-    /// Always `false`: a TCP peer may be on another host, and bytes on a
-    /// socket say nothing cheap about where its process runs, so the CQ's
-    /// idle rule yields as it always did (core/cq.rs).
+    /// Whether a record went out or bytes came in lately (`moved.rs`):
+    /// an answer may be on its way, so the CQ's idle rule does not yield.
     fn poll(&mut self, d: &mut dyn Delivery) -> bool {
-        if !self.closed {
-            self.poll_inner(d);
+        if self.closed {
+            return false;
         }
-        false
+        self.poll_inner(d);
+        self.moved_lately()
     }
 
     /// Liveness comes from the connection itself (keepalive, user timeout).

@@ -96,6 +96,7 @@ impl TcpPort {
     /// written.
     pub(super) fn queue_record(&mut self, to: SocketAddr, rec: OutRecord, how: Queueing) -> Result<bool> {
         self.peer_for_send(to)?;
+        self.queued_since_pass = true;
         // Where the record goes: the established connection's queue, else
         // the peer's pending records (one lookup each: the send path).
         let if_queued = match how {

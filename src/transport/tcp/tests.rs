@@ -1163,3 +1163,52 @@ fn reply_room_keeps_a_floor_for_every_peer_whatever_the_total() {
     );
     assert_eq!(reply_room(&b, BUDGET_FLOOR, 64 << 20), 0);
 }
+
+/// Polls `r` (and `o`, the other side) until `r`'s core got a message;
+/// returns what `r`'s `poll` said on the pass that delivered it.
+fn moved_on_arrival(r: &mut TcpPort, cr: &mut Core, o: &mut TcpPort, co: &mut Core) -> bool {
+    let (t, n) = (Instant::now(), cr.got.len());
+    let mut moved = false;
+    while cr.got.len() == n {
+        assert!(t.elapsed() < Duration::from_secs(5), "timed out");
+        moved = r.poll(cr);
+        core_take(r);
+        o.poll(co);
+        core_take(o);
+    }
+    moved
+}
+
+#[test]
+fn a_pass_reports_movement_while_records_went_out_or_came_in_lately() {
+    let (mut a, mut b) = (port(), port());
+    let (mut ca, mut cb) = (Core::default(), Core::default());
+    // Nothing sent or read yet: the CQ's idle rule may yield.
+    assert!(!a.poll(&mut ca));
+    assert!(!b.poll(&mut cb));
+    send_bytes(&mut a, &b.addr(), 1, &pattern(4096, 1), 1).unwrap();
+    // The sender's next pass: a record went out, an answer may be coming.
+    assert!(a.poll(&mut ca));
+    // The receiver's pass that reads it says so too.
+    assert!(
+        moved_on_arrival(&mut b, &mut cb, &mut a, &mut ca),
+        "the pass that read the record reported no movement"
+    );
+    // Quiet for longer than the window: no movement any more, on either side.
+    std::thread::sleep(moved::MOVED_WINDOW * 3);
+    assert!(
+        !a.poll(&mut ca),
+        "the sender still reports movement after a quiet window"
+    );
+    assert!(
+        !b.poll(&mut cb),
+        "the receiver still reports movement after a quiet window"
+    );
+    // An answer moves both again.
+    send_bytes(&mut b, &a.addr(), 2, &pattern(8, 2), 2).unwrap();
+    assert!(b.poll(&mut cb));
+    assert!(
+        moved_on_arrival(&mut a, &mut ca, &mut b, &mut cb),
+        "the pass that read the answer reported no movement"
+    );
+}
