@@ -183,7 +183,7 @@ TEST(matching_hints_narrow_caps)
 
 typedef void (*mutate_fn)(struct fi_info *);
 static void m_caps_rma(struct fi_info *h) { h->caps = FI_RMA | FI_RMA_PMEM; } /* RMA is offered, persistent memory not */
-static void m_caps_trigger(struct fi_info *h) { h->caps = FI_TAGGED | FI_TRIGGER; }
+static void m_caps_trigger(struct fi_info *h) { h->caps = FI_MSG | FI_TRIGGER; h->ep_attr->type = FI_EP_MSG; } /* triggered ops on RDM only */
 static void m_caps_hmem(struct fi_info *h) { h->caps = FI_MSG | FI_HMEM; }
 static void m_tx_size(struct fi_info *h) { h->tx_attr->size = 1 << 20; }
 static void m_rx_size(struct fi_info *h) { h->rx_attr->size = 1 << 20; }
@@ -226,7 +226,7 @@ TEST(nonmatching_hints_enodata)
 		mutate_fn f;
 	} cases[] = {
 		{"caps FI_RMA_PMEM", m_caps_rma},
-		{"caps FI_TRIGGER", m_caps_trigger},
+		{"caps FI_TRIGGER on FI_EP_MSG", m_caps_trigger},
 		{"caps FI_HMEM", m_caps_hmem},
 		{"tx size", m_tx_size},
 		{"rx size", m_rx_size},
