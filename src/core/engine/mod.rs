@@ -56,6 +56,7 @@ mod progress;
 mod recv;
 mod rendezvous;
 mod rma;
+mod rma_target;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use rendezvous::parse_rts;
 mod send;
