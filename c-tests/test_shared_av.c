@@ -3,11 +3,13 @@
  * RF_TRANSPORT=shm|tcp|auto: one process creates a named AV and inserts, a
  * forked child opens it with FI_READ and sends to the creator's endpoints
  * with the fi_addr_t values it reads at map_addr; the payloads are checked
- * on arrival. Also: the open errors, and a corrupted segment entry (a
+ * on arrival, and a reply's source (FI_SOURCE) in the child is the
+ * creator's fi_addr_t for the replying endpoint. Also: the open errors, and a corrupted segment entry (a
  * same-user process may write the segment) failing only that entry.
  */
 #include "rdm_common.h"
 #include <fcntl.h>
+#include <netinet/in.h>
 
 #define MSG_LEN 64
 
@@ -16,7 +18,7 @@ struct node {
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
 	struct fid_av *av;
-	struct fid_cq *cq;
+	struct fid_cq *cq, *rcq; /* transmit, receive */
 	struct fid_ep *ep[2];
 	char addr[2][128];
 };
@@ -32,7 +34,7 @@ static void new_name(const char *tag)
 static int node_open(struct node *nd)
 {
 	memset(nd, 0, sizeof(*nd));
-	nd->info = rf_getinfo(rf_transport(), FI_EP_RDM, FI_MSG | FI_SHARED_AV);
+	nd->info = rf_getinfo(rf_transport(), FI_EP_RDM, FI_MSG | FI_SOURCE | FI_SHARED_AV);
 	if (!nd->info)
 		return -FI_ENODATA;
 	int ret = fi_fabric(nd->info->fabric_attr, &nd->fabric, NULL);
@@ -53,16 +55,19 @@ static int av_open_named(struct node *nd, uint64_t flags, void **map_addr)
 	return ret;
 }
 
-/* `n` endpoints bound to the node's AV and one CQ, enabled, 8 receives each. */
+/* `n` endpoints bound to the node's AV and CQs, enabled, 8 receives each. */
 static int eps_open(struct node *nd, int n, char rx[2][8][MSG_LEN])
 {
 	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA, .size = 64};
 	int ret = fi_cq_open(nd->domain, &cq_attr, &nd->cq, NULL);
+	if (!ret)
+		ret = fi_cq_open(nd->domain, &cq_attr, &nd->rcq, NULL);
 	for (int i = 0; i < n && !ret; i++) {
 		size_t len = sizeof(nd->addr[i]);
 		if ((ret = fi_endpoint(nd->domain, nd->info, &nd->ep[i], NULL)) ||
 		    (ret = fi_ep_bind(nd->ep[i], &nd->av->fid, 0)) ||
-		    (ret = fi_ep_bind(nd->ep[i], &nd->cq->fid, FI_TRANSMIT | FI_RECV)) ||
+		    (ret = fi_ep_bind(nd->ep[i], &nd->cq->fid, FI_TRANSMIT)) ||
+		    (ret = fi_ep_bind(nd->ep[i], &nd->rcq->fid, FI_RECV)) ||
 		    (ret = fi_enable(nd->ep[i])) || (ret = fi_getname(&nd->ep[i]->fid, nd->addr[i], &len)))
 			return ret;
 		for (int k = 0; rx && k < 8 && !ret; k++)
@@ -78,6 +83,8 @@ static void node_close(struct node *nd)
 			fi_close(&nd->ep[i]->fid);
 	if (nd->cq)
 		fi_close(&nd->cq->fid);
+	if (nd->rcq)
+		fi_close(&nd->rcq->fid);
 	if (nd->av)
 		fi_close(&nd->av->fid);
 	if (nd->domain)
@@ -89,12 +96,12 @@ static void node_close(struct node *nd)
 	memset(nd, 0, sizeof(*nd));
 }
 
-/* One completion within 10 s (scaled); 0 or the error. */
-static int sav_wait_comp(struct fid_cq *cq, struct fi_cq_data_entry *out)
+/* One completion within 10 s (scaled), with its source; 0 or the error. */
+static int sav_wait_from(struct fid_cq *cq, struct fi_cq_data_entry *out, fi_addr_t *src)
 {
 	double end = now_sec() + 10 * rf_time_scale();
 	while (now_sec() < end) {
-		ssize_t r = fi_cq_read(cq, out, 1);
+		ssize_t r = fi_cq_readfrom(cq, out, 1, src);
 		if (r == 1)
 			return 0;
 		if (r == -FI_EAVAIL) {
@@ -108,14 +115,20 @@ static int sav_wait_comp(struct fid_cq *cq, struct fi_cq_data_entry *out)
 	return -FI_ETIMEDOUT;
 }
 
-static int send_text(struct node *nd, fi_addr_t to, const char *text)
+static int sav_wait_comp(struct fid_cq *cq, struct fi_cq_data_entry *out)
+{
+	fi_addr_t src;
+	return sav_wait_from(cq, out, &src);
+}
+
+static int send_text(struct node *nd, int ep, fi_addr_t to, const char *text)
 {
 	static char buf[MSG_LEN];
 	snprintf(buf, sizeof(buf), "%s", text);
 	int ret;
 	double end = now_sec() + 10 * rf_time_scale();
 	do {
-		ret = (int)fi_send(nd->ep[0], buf, MSG_LEN, NULL, to, NULL);
+		ret = (int)fi_send(nd->ep[ep], buf, MSG_LEN, NULL, to, NULL);
 		if (ret == -FI_EAGAIN) {
 			struct fi_cq_data_entry c;
 			fi_cq_read(nd->cq, &c, 1);
@@ -138,25 +151,37 @@ static int wait_byte(int fd)
 
 /*
  * The child: opens the named AV with FI_READ once told the creator made it,
- * reports, waits for the inserts, then sends "to-<i>" to map_addr[i] for
- * i < n (expecting -FI_EINVAL from fi_send for the indices in `bad`).
+ * reports with its endpoint's address, waits for the inserts, then sends
+ * "to-<i>" to map_addr[i] for i < n (expecting -FI_EINVAL from fi_send
+ * for the index `bad`); before the sends it receives "back" from the
+ * creator's entry 1 and checks that FI_SOURCE reports it as fi_addr 1.
  * Exit code: 0, or the step that failed.
  */
 static int child_main(int go_fd, int ready_fd, int n, int bad)
 {
 	struct node nd;
+	static char rx[2][8][MSG_LEN];
 	void *map = NULL;
 	if (wait_byte(go_fd) != 'c' || node_open(&nd) || av_open_named(&nd, FI_READ, &map) || !map)
 		return 10;
-	if (eps_open(&nd, 1, NULL))
+	if (eps_open(&nd, 1, rx))
 		return 11;
-	if (write(ready_fd, "r", 1) != 1 || wait_byte(go_fd) != 'i')
+	if (write(ready_fd, "r", 1) != 1 || write(ready_fd, nd.addr[0], sizeof(nd.addr[0])) != sizeof(nd.addr[0]) ||
+	    wait_byte(go_fd) != 'i')
 		return 12;
+	/* First the creator's message: its source is found by a reverse
+	 * lookup before this process looked anything up. */
+	struct fi_cq_data_entry c;
+	fi_addr_t src = FI_ADDR_NOTAVAIL;
+	if (sav_wait_from(nd.rcq, &c, &src) || strcmp(c.op_context, "back"))
+		return 14;
+	if (src != 1)
+		return 15;
 	const fi_addr_t *fa = map;
 	for (int i = 0; i < n; i++) {
 		char text[16];
 		snprintf(text, sizeof(text), "to-%d", i);
-		int ret = send_text(&nd, fa[i], text);
+		int ret = send_text(&nd, 0, fa[i], text);
 		if (i == bad) {
 			char a[128];
 			size_t len = sizeof(a);
@@ -215,19 +240,23 @@ static void share_and_send(int corrupt)
 	CHECK_OK(eps_open(&nd, 2, rx));
 	CHECK(write(go[1], "c", 1) == 1);
 	CHECK_EQ(wait_byte(ready[0]), 'r');
-	char both[256];
-	size_t l1 = strlen(nd.addr[1]) + 1;
-	memcpy(both, nd.addr[1], l1);
-	memcpy(both + l1, nd.addr[0], strlen(nd.addr[0]) + 1);
-	fi_addr_t fa[2];
-	if (strncmp(nd.addr[0], "fi_", 3)) { /* tcp: sockaddrs, packed at their size */
-		size_t len = sizeof(nd.addr[0]);
-		CHECK_OK(fi_getname(&nd.ep[1]->fid, both, &len));
-		CHECK_OK(fi_getname(&nd.ep[0]->fid, both + len, &len));
+	char child_addr[128];
+	CHECK_EQ(read(ready[0], child_addr, sizeof(child_addr)), (ssize_t)sizeof(child_addr));
+	/* ep[1], ep[0] and the child's endpoint get fi_addr 0, 1 and 2. */
+	const char *order[3] = {nd.addr[1], nd.addr[0], child_addr};
+	char all[3 * 128];
+	size_t off = 0;
+	int tcp = strncmp(nd.addr[0], "fi_", 3) != 0; /* sockaddr_in, else strings */
+	for (int i = 0; i < 3; i++) {
+		size_t len = tcp ? sizeof(struct sockaddr_in) : strlen(order[i]) + 1;
+		memcpy(all + off, order[i], len);
+		off += len;
 	}
-	CHECK_EQ(fi_av_insert(nd.av, both, 2, fa, 0, NULL), 2);
+	fi_addr_t fa[3];
+	CHECK_EQ(fi_av_insert(nd.av, all, 3, fa, 0, NULL), 3);
 	CHECK_EQ(fa[0], 0);
 	CHECK_EQ(fa[1], 1);
+	CHECK_EQ(fa[2], 2);
 	CHECK_EQ(((fi_addr_t *)map)[1], 1);
 	if (corrupt) {
 		char path[128], junk[128];
@@ -239,11 +268,13 @@ static void share_and_send(int corrupt)
 		close(fd);
 	}
 	CHECK(write(go[1], "i", 1) == 1);
+	/* The message the child checks the source of. */
+	CHECK_OK(send_text(&nd, 0, fa[2], "back"));
 	/* ep[1] got "to-0" (unless entry 0 was corrupted), ep[0] "to-1". */
 	int want = corrupt ? 1 : 2;
 	for (int got = 0; got < want; got++) {
 		struct fi_cq_data_entry c;
-		CHECK_OK(sav_wait_comp(nd.cq, &c));
+		CHECK_OK(sav_wait_comp(nd.rcq, &c));
 		CHECK(c.flags & FI_RECV);
 		const char *b = c.op_context;
 		int ep = b >= rx[1][0] ? 1 : 0;

@@ -14,7 +14,9 @@
 //!         bytes: a length word, then at most 120 bytes of address
 //! ```
 //!
-//! Everything is read through atomic loads of 8-byte words, at offsets
+//! Everything is read as single aligned 8-byte loads (volatile: no Rust
+//! reference to the memory, which other processes write and which a
+//! reader maps read-only; the writer stores atomically), at offsets
 //! bounded by the capacity this process saw at open (the header's copy may
 //! be rewritten by anyone): a same-user writer's garbage costs the entries
 //! it lands in, never a read outside the mapping.
@@ -223,16 +225,34 @@ impl AvSegment {
         unsafe { self.map.as_ptr().add(HDR) }
     }
 
-    /// The 8-byte word at `off`, accessed atomically.
-    fn word(&self, off: usize) -> &AtomicU64 {
+    /// The address of the 8-byte word at `off`, which must be 8-aligned
+    /// and inside the mapping (a bug otherwise: offsets come from this
+    /// process's capacity, never from the segment).
+    fn at(&self, off: usize) -> *mut u64 {
         assert!(off.is_multiple_of(8) && off + 8 <= seg_size(self.capacity));
-        // SAFETY: `off` is 8-aligned and inside the mapping (checked above,
-        // the mapping being `seg_size(capacity)` bytes from a page-aligned
-        // base), which lives as long as `self`; the word is only accessed
-        // atomically (other processes may write it at any time). In a
-        // read-only mapping only loads are made, which on the supported
-        // targets are plain loads.
-        unsafe { AtomicU64::from_ptr(self.map.as_ptr().add(off).cast()) }
+        // SAFETY: inside the mapping (checked above; the mapping is
+        // `seg_size(capacity)` bytes from a page-aligned base).
+        unsafe { self.map.as_ptr().add(off).cast() }
+    }
+
+    /// Reads the word at `off` (one aligned 8-byte load; no reference to
+    /// the memory is made: other processes may write it at any time, and a
+    /// reader's mapping is read-only).
+    fn load(&self, off: usize) -> u64 {
+        // SAFETY: aligned and inside the mapping, which lives as long as
+        // `self` (`at`); a volatile read of a u64 is one load, whatever
+        // another process writes there meanwhile.
+        unsafe { core::ptr::read_volatile(self.at(off)) }
+    }
+
+    /// Writes the word at `off` (the writer: its mapping is read-write),
+    /// atomically with `order`.
+    fn store(&self, off: usize, v: u64, order: Ordering) {
+        assert!(self.writer);
+        // SAFETY: aligned and inside our read-write mapping (`at`), which
+        // lives as long as `self`; the word is only written atomically here
+        // and only read with single loads elsewhere.
+        unsafe { AtomicU64::from_ptr(self.at(off)) }.store(v, order);
     }
 
     /// Entries the segment holds (fixed at open).
@@ -264,22 +284,25 @@ impl AvSegment {
         for (i, chunk) in bytes.chunks(8).enumerate() {
             let mut w = [0u8; 8];
             w[..chunk.len()].copy_from_slice(chunk);
-            self.word(base + 8 + 8 * i)
-                .store(u64::from_ne_bytes(w), Ordering::Relaxed);
+            self.store(base + 8 + 8 * i, u64::from_ne_bytes(w), Ordering::Relaxed);
         }
-        self.word(base).store(bytes.len() as u64, Ordering::Relaxed);
-        self.word(HDR + 8 * idx).store(idx as u64, Ordering::Relaxed);
+        self.store(base, bytes.len() as u64, Ordering::Relaxed);
+        self.store(HDR + 8 * idx, idx as u64, Ordering::Relaxed);
     }
 
     /// Makes entries `0..count` visible to readers (Release: a reader that
     /// sees the count sees the entries' bytes).
     pub(crate) fn publish(&self, count: usize) {
-        self.word(H_COUNT).store(count as u64, Ordering::Release);
+        self.store(H_COUNT, count as u64, Ordering::Release);
     }
 
     /// The number of published entries, at most the capacity.
     pub(crate) fn published(&self) -> usize {
-        (self.word(H_COUNT).load(Ordering::Acquire)).min(self.capacity as u64) as usize
+        let n = self.load(H_COUNT);
+        // Pairs with the writer's Release store of the count: the entries'
+        // loads that follow are not made before this one.
+        core::sync::atomic::fence(Ordering::Acquire);
+        n.min(self.capacity as u64) as usize
     }
 
     /// A copy of entry `idx`'s bytes; -FI_EINVAL for an index past the
@@ -289,13 +312,13 @@ impl AvSegment {
             return Err(Error::INVAL);
         }
         let base = entries_off(self.capacity) + idx * ENTRY;
-        let len = self.word(base).load(Ordering::Relaxed);
+        let len = self.load(base);
         if len == 0 || len > ENTRY_DATA as u64 {
             return Err(Error::INVAL);
         }
         let mut bytes = Vec::with_capacity(ENTRY_DATA);
         for i in 0..ENTRY_DATA / 8 {
-            bytes.extend_from_slice(&self.word(base + 8 + 8 * i).load(Ordering::Relaxed).to_ne_bytes());
+            bytes.extend_from_slice(&self.load(base + 8 + 8 * i).to_ne_bytes());
         }
         bytes.truncate(len as usize);
         Ok(bytes)
@@ -323,13 +346,12 @@ pub(crate) mod tests {
 
     /// Overwrites word `off` of entry `idx` as a same-user process could.
     pub(crate) fn scribble(seg: &AvSegment, idx: usize, off: usize, v: u64) {
-        seg.word(entries_off(seg.capacity) + idx * ENTRY + off)
-            .store(v, Ordering::Relaxed);
+        seg.store(entries_off(seg.capacity) + idx * ENTRY + off, v, Ordering::Relaxed);
     }
 
     /// Overwrites the published count.
     pub(crate) fn scribble_count(seg: &AvSegment, v: u64) {
-        seg.word(H_COUNT).store(v, Ordering::Release);
+        seg.store(H_COUNT, v, Ordering::Release);
     }
 
     #[test]
