@@ -330,6 +330,20 @@ TEST(shared_av_open_errors)
 	CHECK_OK(fi_close(&a.av->fid));
 	a.av = NULL;
 	CHECK_EQ(av_open_named(&b, FI_READ, NULL), -FI_ENOENT);
+	/* A creator that exits without closing leaves no name behind. */
+	new_name("exit");
+	pid_t pid = rf_fork();
+	if (pid == 0) {
+		struct node c;
+		exit(node_open(&c) || av_open_named(&c, 0, NULL) ? 1 : 0); /* exit: atexit runs */
+	}
+	int st = -1;
+	CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	char path[128];
+	snprintf(path, sizeof(path), "/dev/shm/rustfab-av-%u-%s", (unsigned)geteuid(), av_name);
+	CHECK(access(path, F_OK) != 0);
+	CHECK_EQ(av_open_named(&b, FI_READ, NULL), -FI_ENOENT);
 	/* An application's own map_addr is left as it was. */
 	struct fi_av_attr own = {.name = av_name, .map_addr = (void *)0x1000};
 	CHECK_OK(fi_av_open(a.domain, &own, &a.av, NULL));

@@ -115,6 +115,21 @@ fn creator_alive(fd: &std::os::fd::OwnedFd) -> bool {
     read_header(fd).is_ok_and(|h| h.pid > 0 && sys::process_alive(h.pid, h.start))
 }
 
+/// The object names created and not removed yet, with the pid of the
+/// process that created each: removed at that process's `exit()` too (a
+/// creator that exits without `fi_close`), never at a forked child's.
+static CREATED: Mutex<Vec<(i32, CString)>> = Mutex::new(Vec::new());
+static ATEXIT: std::sync::Once = std::sync::Once::new();
+
+extern "C" fn unlink_created_at_exit() {
+    if let Some(mut v) = CREATED.try_lock() {
+        let me = sys::getpid();
+        for (_, name) in v.drain(..).filter(|(pid, _)| *pid == me) {
+            sys::shm::unlink(&name);
+        }
+    }
+}
+
 /// One process's view of a named AV.
 pub(crate) struct AvSegment {
     map: SharedMap,
@@ -167,6 +182,11 @@ impl AvSegment {
         }
         let capacity = capacity_for(count);
         let size = seg_size(capacity);
+        ATEXIT.call_once(|| {
+            // Without the registration the name is still removed on close,
+            // and replaced by the next creator once this process is gone.
+            let _ = sys::at_exit(unlink_created_at_exit);
+        });
         let fd = match sys::shm::create(&object, size) {
             Err(Error::ADDRINUSE) => {
                 // A name left by a creator that died is taken over.
@@ -209,6 +229,7 @@ impl AvSegment {
             return Err(fail(Error::NOMEM));
         }
         let map = SharedMap::new(&fd, size).map_err(fail)?;
+        CREATED.lock().push((pid, object.clone()));
         Ok(AvSegment {
             map,
             capacity,
@@ -330,6 +351,7 @@ impl Drop for AvSegment {
     /// openers; readers keep their mapping and the entries they see.
     fn drop(&mut self) {
         if self.writer {
+            CREATED.lock().retain(|(_, n)| *n != self.object);
             sys::shm::unlink(&self.object);
         }
     }
