@@ -161,10 +161,11 @@ TEST(av_open_bad_attributes)
 	attr.flags = FI_READ; /* read-only needs a name */
 	CHECK_EQ(fi_av_open(dom, &attr, &av, NULL), -FI_EINVAL);
 	attr.flags = 0;
-	attr.name = "shared-av";
-	CHECK_EQ(fi_av_open(dom, &attr, &av, NULL), -FI_ENOSYS);
+	attr.name = "shared/av"; /* named AVs: c-tests/test_shared_av.c */
+	CHECK_EQ(fi_av_open(dom, &attr, &av, NULL), -FI_EINVAL);
+	attr.name = "rustfab-test-av-that-does-not-exist";
 	attr.flags = FI_READ;
-	CHECK_EQ(fi_av_open(dom, &attr, &av, NULL), -FI_ENOSYS);
+	CHECK_EQ(fi_av_open(dom, &attr, &av, NULL), -FI_ENOENT);
 	attr.name = NULL;
 	attr.flags = FI_SYMMETRIC | FI_EVENT;
 	CHECK_OK(fi_av_open(dom, &attr, &av, NULL));

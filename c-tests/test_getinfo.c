@@ -208,7 +208,8 @@ static void m_tx_ctx(struct fi_info *h) { h->ep_attr->tx_ctx_cnt = 4; }
 static void m_stx(struct fi_info *h) { h->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT; }
 static void m_mr_basic_plus(struct fi_info *h) { h->domain_attr->mr_mode = FI_MR_BASIC | FI_MR_LOCAL; }
 static void m_threading(struct fi_info *h) { h->domain_attr->threading = (enum fi_threading)42; }
-static void m_shared_av(struct fi_info *h) { h->domain_attr->caps = FI_SHARED_AV; }
+/* Named AVs serve RDM endpoints only. */
+static void m_shared_av(struct fi_info *h) { h->ep_attr->type = FI_EP_MSG; h->caps = FI_MSG | FI_SHARED_AV; }
 /* Keys are taken by tcp RDM endpoints only (docs/security.md). */
 static void m_auth_key(struct fi_info *h)
 {
@@ -251,7 +252,7 @@ TEST(nonmatching_hints_enodata)
 		{"shared tx context", m_stx},
 		{"mr_mode BASIC|LOCAL", m_mr_basic_plus},
 		{"threading", m_threading},
-		{"FI_SHARED_AV", m_shared_av},
+		{"FI_SHARED_AV on FI_EP_MSG", m_shared_av},
 		{"auth_key on shm", m_auth_key},
 	};
 	size_t k;

@@ -31,9 +31,10 @@
 //!   `fi_sockaddr_in[6]://` strings if the domain was opened with
 //!   `FI_ADDR_STR`. An address of the wrong transport, garbage, a zero shm
 //!   token, a zero port or an unspecified/multicast IP is a failed entry.
-//! * **Named (shared) AVs are not supported**: a non-NULL `name` returns
-//!   -FI_ENOSYS (as libfabric's util AV does); `map_addr` is then ignored.
-//!   `FI_READ` is only meaningful with a name and is -FI_EINVAL without one.
+//! * **Named (shared) AVs** (a non-NULL `name`) live in a shm object of
+//!   this user (core/av_shared.rs): the creator inserts, `FI_READ` openers
+//!   see its entries under the same `fi_addr` values and `map_addr`.
+//!   `FI_READ` without a name is -FI_EINVAL.
 //! * **Asynchronous mode**: when the AV was opened with `FI_EVENT` (an EQ
 //!   must then be bound first, else -FI_ENOEQ) or an EQ is bound, every
 //!   insert call returns 0 and reports one `fi_eq_err_entry` per failed
@@ -74,6 +75,7 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
+use crate::core::av_segment::AvSegment;
 use crate::core::domain::{Domain, TransportKind};
 use crate::core::eq::Eq;
 use crate::core::users::{HasUsers, Held, Users};
@@ -150,7 +152,6 @@ impl AvTable {
         self.live == 0
     }
 
-    #[cfg(test)]
     /// The index the next insertion will get.
     pub(crate) fn next_index(&self) -> u64 {
         self.slots.len() as u64
@@ -180,6 +181,11 @@ impl AvTable {
             }
         }
         idx
+    }
+
+    /// Appends a removed slot (a shared AV's entry that failed its checks).
+    pub(crate) fn push_removed(&mut self) {
+        self.slots.push(None);
     }
 
     pub(crate) fn get(&self, idx: fi_addr_t) -> Option<&AvEntry> {
@@ -709,14 +715,14 @@ impl AvState {
 }
 
 /// What `fi_av_open` asks for (`struct fi_av_attr` without its pointers).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct AvAttr {
     pub(crate) av_type: u32,
     pub(crate) count: usize,
     pub(crate) flags: u64,
     pub(crate) rx_ctx_bits: i32,
-    /// A `name` was given (a shared AV).
-    pub(crate) named: bool,
+    /// The `name` of a shared AV.
+    pub(crate) name: Option<String>,
 }
 
 /// An address vector. Owns its table; holds its domain (which therefore
@@ -728,6 +734,8 @@ pub(crate) struct Av {
     _domain: Held<Domain>,
     pub(crate) state: AvState,
     eq: Mutex<Option<Held<Eq>>>,
+    /// The segment of a named AV.
+    pub(crate) shared: Option<AvSegment>,
 }
 
 impl HasUsers for Av {
@@ -751,20 +759,20 @@ impl Av {
         if av_type != FI_AV_MAP && av_type != FI_AV_TABLE {
             return Err(Error::INVAL);
         }
-        if attr.named {
-            crate::base::log::log_info!(FI_LOG_AV, "fi_av_open: named (shared) AVs are not supported");
-            return Err(Error::NOSYS);
-        }
-        if attr.flags & FI_READ != 0 {
-            // "An AV opened for read-only access must be named".
-            return Err(Error::INVAL);
-        }
         let format = AvFormat::for_domain(domain.transport, domain.info.addr_format);
+        let read_only = attr.flags & FI_READ != 0;
+        let shared = match &attr.name {
+            Some(n) => Some(Av::open_segment(n, read_only, domain.transport, format, attr.count)?),
+            // "An AV opened for read-only access must be named".
+            None if read_only => return Err(Error::INVAL),
+            None => None,
+        };
         Ok(Arc::new(Av {
             users: Users::default(),
             _domain: Held::new(domain.clone()),
             state: AvState::new(attr.flags, domain.transport, format, attr.count),
             eq: Mutex::new(None),
+            shared,
         }))
     }
 
@@ -792,13 +800,25 @@ impl Av {
 
     /// The address behind an `fi_addr` (data path: destination of a send).
     pub(crate) fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr> {
-        self.state.lookup_addr(fi_addr)
+        self.state
+            .lookup_addr(fi_addr)
+            .or_else(|| self.shared_catch_up().then(|| self.state.lookup_addr(fi_addr))?)
     }
 
     /// The `fi_addr` to report as the source of a message from `a`
     /// (`FI_SOURCE`): the user id if one was given with `FI_AV_USER_ID`.
     pub(crate) fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
-        self.state.reverse_lookup(a)
+        self.state
+            .reverse_lookup(a)
+            .or_else(|| self.shared_catch_up().then(|| self.state.reverse_lookup(a))?)
+    }
+
+    /// `fi_av_remove`; a shared AV's entries are not removed (-FI_ENOSYS).
+    pub(crate) fn remove(&self, list: &[fi_addr_t]) -> Result<()> {
+        if self.shared.is_some() {
+            return Err(Error::NOSYS);
+        }
+        self.state.remove(list)
     }
 
     /// Checks the flags of an insert call and returns the EQ to report to
@@ -830,7 +850,10 @@ impl Av {
         user_ids: Option<&[fi_addr_t]>,
     ) -> Result<Vec<Result<fi_addr_t>>> {
         let addrs = self.state.validate(addrs);
-        let results = self.state.insert_batch(&addrs, user_ids)?;
+        let results = match &self.shared {
+            Some(_) => self.shared_insert(addrs, user_ids)?,
+            None => self.state.insert_batch(&addrs, user_ids)?,
+        };
         for (i, r) in results.iter().enumerate() {
             if let Err(e) = r {
                 crate::base::log::log_info!(FI_LOG_AV, "fi_av_insert: entry {i} rejected: {e}");

@@ -20,8 +20,17 @@ impl FiObject for Av {
     const CLASS: usize = FI_CLASS_AV;
 }
 
-/// `fi_av_open`.
-pub(crate) fn open(d: &Obj<Domain>, attr: &fi_av_attr, ctx: *mut c_void) -> Result<*mut fid_av> {
+/// `fi_av_open`: the AV and, for a named AV, the `map_addr` to return
+/// (fi_av(3): "If name is non-NULL and map_addr is 0, then the map_addr
+/// used by the provider will be returned").
+///
+/// # Safety
+/// `attr.name` must be NULL or a NUL-terminated string.
+pub(crate) unsafe fn open(
+    d: &Obj<Domain>,
+    attr: &fi_av_attr,
+    ctx: *mut c_void,
+) -> Result<(*mut fid_av, Option<*mut c_void>)> {
     let core = Av::open(
         &d.core,
         &AvAttr {
@@ -29,7 +38,8 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_av_attr, ctx: *mut c_void) -> Resu
             count: attr.count,
             flags: attr.flags,
             rx_ctx_bits: attr.rx_ctx_bits,
-            named: !attr.name.is_null(),
+            // SAFETY: NULL or a NUL-terminated string (the contract).
+            name: unsafe { fi::cmem::opt_str(attr.name) }?.map(str::to_string),
         },
     )?;
     let hdr = fid_av {
@@ -40,7 +50,8 @@ pub(crate) fn open(d: &Obj<Domain>, attr: &fi_av_attr, ctx: *mut c_void) -> Resu
         },
         ops: &AV_OPS,
     };
-    Ok(Obj::create(hdr, core))
+    let map_addr = core.shared.as_ref().map(|s| s.map_addr().cast());
+    Ok((Obj::create(hdr, core), map_addr))
 }
 
 static AV_FI_OPS: fi_ops = fi_ops {
@@ -362,7 +373,7 @@ unsafe extern "C" fn av_remove(av: *mut fid_av, fi_addr: *mut fi_addr_t, count: 
             }
             check_count(count)?;
             let list = fi::slice_in(fi_addr as *const fi_addr_t, count)?;
-            o.core.state.remove(list)?;
+            o.core.remove(list)?;
             Ok(0)
         })
     }

@@ -120,7 +120,10 @@ unsafe extern "C" fn domain_av_open(
             if av.is_null() {
                 return Err(Error::INVAL);
             }
-            let p = fi::av::open(o, fi::read_in(attr)?, ctx)?;
+            let (p, map_addr) = fi::av::open(o, fi::read_in(attr)?, ctx)?;
+            if let Some(m) = map_addr.filter(|_| (*attr).map_addr.is_null()) {
+                (*attr).map_addr = m;
+            }
             // fi_av(3): with FI_AV_UNSPEC "The AV type used will be returned
             // through the type field in fi_av_attr."
             (*attr).r#type = crate::core::av::effective_type((*attr).r#type);

@@ -170,6 +170,16 @@ impl SharedMap {
         Ok(SharedMap { base, len })
     }
 
+    /// Maps the first `len` bytes of `fd` shared and read-only (`fd` may
+    /// be opened read-only): this process can never write the bytes.
+    pub(crate) fn new_read_only(fd: impl AsFd, len: usize) -> Result<SharedMap> {
+        // SAFETY: as in `new`: a fresh kernel-chosen mapping, reached only
+        // through the raw address.
+        let p = unsafe { rustix::mm::mmap(core::ptr::null_mut(), len, ProtFlags::READ, MapFlags::SHARED, fd, 0)? };
+        let base = NonNull::new(p.cast::<u8>()).ok_or(Error::NOMEM)?;
+        Ok(SharedMap { base, len })
+    }
+
     /// The first byte of the mapping (page-aligned).
     pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.base.as_ptr()

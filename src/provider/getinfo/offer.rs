@@ -63,6 +63,7 @@ pub(crate) const SHM_CAPS: u64 = FI_MSG
     | FI_VARIABLE_MSG
     | FI_LOCAL_COMM
     | FI_TRIGGER
+    | FI_SHARED_AV
     | RMA_CAPS
     | ATOMIC_CAPS;
 /// Capabilities the tcp data path delivers.
@@ -78,6 +79,7 @@ pub(crate) const TCP_CAPS: u64 = FI_MSG
     | FI_LOCAL_COMM
     | FI_REMOTE_COMM
     | FI_TRIGGER
+    | FI_SHARED_AV
     | RMA_CAPS
     | ATOMIC_CAPS;
 

@@ -227,13 +227,26 @@ fn trigger_only_when_asked() {
 }
 
 #[test]
+fn shared_av_offered_on_rdm_entries() {
+    let mut h = alloc_hints();
+    h.caps = FI_MSG | FI_SHARED_AV;
+    let l = run(&h).unwrap();
+    assert_eq!(run_names(&h), ["shm", "tcp"]);
+    for i in &l {
+        assert_eq!(i.ep.as_ref().unwrap().ep_type, FI_EP_RDM);
+        assert_ne!(i.caps & FI_SHARED_AV, 0);
+        assert_ne!(i.domain.as_ref().unwrap().caps & FI_SHARED_AV, 0);
+        assert_eq!(i.tx.as_ref().unwrap().caps & FI_SHARED_AV, 0);
+    }
+}
+
+#[test]
 fn caps_must_be_a_subset() {
     for bad in [
         FI_COLLECTIVE,
         FI_RMA | FI_ATOMIC | FI_COLLECTIVE,
         FI_HMEM,
         FI_RMA_PMEM,
-        FI_SHARED_AV,
     ] {
         let mut h = alloc_hints();
         h.caps = bad;
@@ -580,7 +593,7 @@ fn every_limit_is_enforced() {
         ("err data", |h| {
             h.domain.as_mut().unwrap().max_err_data = MAX_ERR_DATA + 1
         }),
-        ("dom caps", |h| h.domain.as_mut().unwrap().caps = FI_SHARED_AV),
+        ("dom caps", |h| h.domain.as_mut().unwrap().caps = FI_HMEM),
         ("dom tclass", |h| h.domain.as_mut().unwrap().tclass = 0x206),
         ("threading", |h| h.domain.as_mut().unwrap().threading = 6),
         ("ctrl prog", |h| h.domain.as_mut().unwrap().control_progress = 3),
