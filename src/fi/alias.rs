@@ -21,6 +21,14 @@
 //! direction; the other starts as the parent's. The alias holds the
 //! parent: "All allocated aliases must be closed for the underlying endpoint
 //! to be released" (closing the parent first is -FI_EBUSY).
+//!
+//! Why this file is longer than the others (~830 lines, most of them thunks
+//! made by the `forward!`, `rma_one!` and `rma_vec!` macros): it holds the
+//! alias's `fi_ops` and its four data tables (msg, tagged, rma, atomic)
+//! and one thunk per slot, each three lines that look the alias up and call
+//! the parent's `*msg` slot with the alias's flags. Split by table, each
+//! part would import `Alias`, `lookup` and the flag helpers from here while
+//! this file names their tables: a cycle between files.
 
 use super::ep_obj::{Ep, EpObj};
 use crate::abi::*;
