@@ -10,7 +10,8 @@
 //! Modules: `send` (post-time checks, eager records, `sent`/ACK, send
 //! completions), `recv` (posting, cancel, matching arrivals, the unexpected
 //! queue, peek/claim), `matching` (posted and unexpected queues, tag rule,
-//! budget; pure), `rendezvous` (RTS, CMA pull or CTS/DATA streaming),
+//! budget; pure), `rendezvous` (RTS, CTS/DATA streaming; the receiver's pulls, CMA or a
+//! CTS, in `rendezvous_pull`),
 //! `buffered` (buffered receives; `buffered/held.rs` is their pure
 //! bookkeeping), `peers` (liveness, failure events), `connected` (what
 //! FI_EP_MSG adds: the fixed peer, `fail_all`), `completion` (CQ entries and
@@ -55,6 +56,7 @@ mod peers;
 mod progress;
 mod recv;
 mod rendezvous;
+mod rendezvous_pull;
 mod rma;
 mod rma_target;
 #[cfg(any(test, feature = "fuzzing"))]

@@ -242,12 +242,7 @@ fn shared_av_offered_on_rdm_entries() {
 
 #[test]
 fn caps_must_be_a_subset() {
-    for bad in [
-        FI_COLLECTIVE,
-        FI_RMA | FI_ATOMIC | FI_COLLECTIVE,
-        FI_HMEM,
-        FI_RMA_PMEM,
-    ] {
+    for bad in [FI_COLLECTIVE, FI_RMA | FI_ATOMIC | FI_COLLECTIVE, FI_HMEM, FI_RMA_PMEM] {
         let mut h = alloc_hints();
         h.caps = bad;
         assert_eq!(run(&h).unwrap_err(), Error::NODATA, "{bad:#x}");
