@@ -22,6 +22,7 @@ use crate::core::av::Av;
 use crate::core::cntr::Cntr;
 use crate::core::cq::Cq;
 use crate::core::domain::{Domain, TransportKind};
+use crate::core::engine::lanes::Side;
 use crate::core::engine::matching::{IovList, IOV_MAX};
 use crate::core::engine::{buffered, Binds, EpConfig, FrozenBinds, Inner, RecvArgs, SendArgs};
 use crate::core::eq::Eq;
@@ -854,6 +855,13 @@ impl<L: Connection> Endpoint<L> {
     /// Every send call. One lock for the flag defaults, the fence check and
     /// the post; flags are checked before the endpoint's state.
     pub(crate) fn post_send(&self, op: SendOp) -> Result<()> {
+        self.post_send_on(op, None)
+    }
+
+    /// [`Endpoint::post_send`] on a context of a scalable endpoint (its
+    /// bindings and index: core/scalable.rs) or, with None, the endpoint.
+    #[inline(always)]
+    pub(crate) fn post_send_on(&self, op: SendOp, ctx: Option<(&Side, u8)>) -> Result<()> {
         let mut g = self.inner.lock();
         let mut flags = tx_flags(g.config().tx_op_flags, op.flags)?;
         if op.data.is_some() {
@@ -867,8 +875,15 @@ impl<L: Connection> Endpoint<L> {
         if let Some(m) = &self.msg {
             m.check_send()?;
         }
+        let cv;
         g.send_in(
-            b.view(),
+            match ctx {
+                None => b.view(),
+                Some((side, lane)) => {
+                    cv = b.view().for_ctx(side, lane, false);
+                    &cv
+                }
+            },
             SendArgs {
                 dest: op.dest,
                 iov: &op.iov,
@@ -884,6 +899,12 @@ impl<L: Connection> Endpoint<L> {
 
     /// Every receive call (one lock, flags checked first, as sends).
     pub(crate) fn post_recv(&self, op: RecvOp) -> Result<()> {
+        self.post_recv_on(op, None)
+    }
+
+    /// [`Endpoint::post_recv`] on a receive context (as `post_send_on`).
+    #[inline(always)]
+    pub(crate) fn post_recv_on(&self, op: RecvOp, ctx: Option<(&Side, u8)>) -> Result<()> {
         let mut g = self.inner.lock();
         let flags = rx_flags(&mut g, &op)?;
         let b = self.bound()?;
@@ -891,18 +912,22 @@ impl<L: Connection> Endpoint<L> {
             m.check_recv()?;
         }
         let tag = op.tag.unwrap_or(TagMatch { tag: 0, ignore: 0 });
-        g.recv_in(
-            b.view(),
-            RecvArgs {
-                src: op.src,
-                iov: &op.iov,
-                tagged: op.tag.is_some(),
-                tag: tag.tag,
-                ignore: tag.ignore,
-                flags,
-                context: op.context,
-            },
-        )
+        let a = RecvArgs {
+            src: op.src,
+            iov: &op.iov,
+            tagged: op.tag.is_some(),
+            tag: tag.tag,
+            ignore: tag.ignore,
+            flags,
+            context: op.context,
+        };
+        match ctx {
+            None => g.recv_in(b.view(), a),
+            Some((side, lane)) => {
+                let cv = b.view().for_ctx(side, lane, true);
+                g.with_rx_lane(lane as usize, |g| g.recv_in(&cv, a))?
+            }
+        }
     }
 }
 

@@ -24,6 +24,7 @@ pub(crate) mod poll;
 pub(crate) mod prefix;
 pub(crate) mod progress;
 pub(crate) mod rma;
+pub(crate) mod scalable;
 pub(crate) mod settings;
 pub(crate) mod users;
 pub(crate) mod wait;

@@ -139,7 +139,7 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
 
 /// The core behind the fid `fi_ep_bind` names (any pointer: one that is
 /// not a live rustfab AV, CQ, counter or EQ is `-FI_EINVAL`).
-fn bind_target(bfid: *mut fid) -> Result<BindTarget> {
+pub(crate) fn bind_target(bfid: *mut fid) -> Result<BindTarget> {
     Ok(match fi::class_of(bfid)? {
         FI_CLASS_AV => BindTarget::Av(fi::core_of(bfid)?),
         FI_CLASS_CQ => BindTarget::Cq(fi::cq::from_fid(bfid)?),
@@ -298,20 +298,7 @@ unsafe extern "C" fn ep_getname(f: *mut fid, addr: *mut c_void, addrlen: *mut us
     // SAFETY: arguments from fi_getname().
     unsafe {
         with_ep("fi_getname", f as *const c_void, |o| {
-            if addrlen.is_null() {
-                return Err(Error::INVAL);
-            }
-            let bytes = o.core.addr().to_bytes();
-            let room = *addrlen;
-            *addrlen = bytes.len();
-            if room < bytes.len() || addr.is_null() {
-                if !addr.is_null() {
-                    core::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, room);
-                }
-                return Err(Error::TOOSMALL);
-            }
-            core::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len());
-            Ok(0)
+            super::ep_obj::write_name(&o.core.addr().to_bytes(), addr, addrlen)
         })
     }
 }
@@ -714,7 +701,7 @@ unsafe extern "C" fn tag_injectdata(
 /// Operation tables for capabilities rustfab does not offer
 /// (collectives): every slot returns -FI_ENOSYS, as libfabric's own
 /// `fi_no_*` stubs do. fi_getinfo never advertises these capabilities.
-mod stubs {
+pub(crate) mod stubs {
     use crate::abi::*;
     use core::ffi::c_void;
     type Ep = *mut fid_ep;

@@ -29,6 +29,7 @@ pub(crate) mod pep;
 pub(crate) mod poll;
 pub(crate) mod prefix;
 pub(crate) mod rma;
+pub(crate) mod scalable;
 pub(crate) mod wait;
 
 pub(crate) use boundary::*;

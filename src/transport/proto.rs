@@ -174,6 +174,21 @@ pub(crate) mod flag {
     /// len` into its buffer, whose `reserved` (address, length) entries
     /// (at most `SPLIT_IOV_MAX`) are the payload; answered by `PUSHED`.
     pub(crate) const SPLIT: u32 = 1 << 11;
+    /// EAGER and RTS: the receive context of a scalable endpoint the
+    /// message is for (bits 12..16: contexts 0 to 15; 0 on every other
+    /// endpoint). docs/protocol.md, "Receive contexts". Not in `ALL`: only
+    /// those two ops may carry it (`check`). Flag bits 16..32 are the shm
+    /// ring's lap tag (`shm/outbound.rs`), so the field stops below them.
+    pub(crate) const LANE: u32 = 0xf << LANE_SHIFT;
+    pub(crate) const LANE_SHIFT: u32 = 12;
+    /// Receive contexts a record can name.
+    pub(crate) const LANES: usize = 16;
+
+    /// The receive context a message record names.
+    #[inline(always)]
+    pub(crate) const fn lane(flags: u32) -> usize {
+        ((flags & LANE) >> LANE_SHIFT) as usize
+    }
     pub(crate) const ALL: u32 = TAGGED
         | REMOTE_CQ_DATA
         | ACK_REQ
@@ -283,7 +298,8 @@ impl WireHdr {
         // ACK_ARRIVE: EAGER; NO_ANSWER: WRITE, ATOMIC; SPLIT: CTS) on
         // those ops only: one test.
         let own = match self.op {
-            op::EAGER => flag::COMPACT | flag::ACK_ARRIVE,
+            op::EAGER => flag::COMPACT | flag::ACK_ARRIVE | flag::LANE,
+            op::RTS => flag::LANE,
             op::WRITE | op::ATOMIC => flag::NO_ANSWER,
             op::CTS => flag::SPLIT,
             _ => 0,
@@ -482,7 +498,7 @@ impl WireHdr {
         const HEAD: u64 = pack_first_word(MAGIC, VERSION, op::EAGER, 0);
         // What `check` allows an EAGER record (COMPACT, ACK_ARRIVE and
         // the flags any op may carry).
-        const EAGER_FLAGS: u32 = flag::ALL & !OP_BOUND | flag::COMPACT | flag::ACK_ARRIVE;
+        const EAGER_FLAGS: u32 = flag::ALL & !OP_BOUND | flag::COMPACT | flag::ACK_ARRIVE | flag::LANE;
         let flags = (first >> 32) as u32;
         if first & 0xffff_ffff != HEAD || flags & flag::COMPACT == 0 || flags & !EAGER_FLAGS != 0 {
             return None;
@@ -567,6 +583,34 @@ mod tests {
         m.len = LIM.max_payload as u64 + 1;
         m.payload = m.len as u32;
         assert_eq!(m.check(&LIM), Err(BadRecord::Length));
+    }
+
+    #[test]
+    fn only_message_records_name_a_receive_context() {
+        let mut m = WireHdr::new(op::EAGER);
+        m.flags = 15 << flag::LANE_SHIFT | flag::TAGGED;
+        m.len = 5;
+        m.payload = 5;
+        assert_eq!(m.check(&LIM), Ok(()));
+        assert_eq!(flag::lane(m.flags), 15);
+        let mut r = WireHdr::new(op::RTS);
+        r.flags = 3 << flag::LANE_SHIFT;
+        r.len = 1 << 20;
+        r.aux = 1;
+        r.payload = 16;
+        assert_eq!(r.check(&LIM), Ok(()));
+        assert_eq!(flag::lane(r.flags), 3);
+        let mut a = WireHdr::new(op::ACK);
+        a.flags = 1 << flag::LANE_SHIFT;
+        assert_eq!(a.check(&LIM), Err(BadRecord::Flags));
+        // The compact form carries it too, through the shm fast path.
+        let mut c = WireHdr::new(op::EAGER);
+        c.flags = 9 << flag::LANE_SHIFT | flag::COMPACT;
+        c.len = 4;
+        c.payload = 4;
+        let first = pack_first_word(MAGIC, VERSION, op::EAGER, c.flags);
+        let (h, _) = WireHdr::decode_compact_eager(first, &[4, 0, 0, 0], &LIM).expect("compact eager");
+        assert_eq!(flag::lane(h.flags), 9);
     }
 
     #[test]
