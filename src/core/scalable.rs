@@ -15,7 +15,7 @@
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
-use crate::core::attr::Info;
+use crate::core::attr::{Info, RxAttr, TxAttr};
 use crate::core::cntr::Cntr;
 use crate::core::cq::Cq;
 use crate::core::domain::Domain;
@@ -47,6 +47,10 @@ pub(crate) struct Scalable<L> {
     users: Users,
     pub(crate) ep: Arc<Endpoint<L>>,
     domain: Arc<Domain>,
+    /// What every context is given (its attributes, as `fi_tx_context`
+    /// and `fi_rx_context` report them back): the endpoint's.
+    pub(crate) tx_attr: TxAttr,
+    pub(crate) rx_attr: RxAttr,
     /// Open transmit and receive contexts, by index.
     open: Mutex<(Vec<bool>, Vec<bool>)>,
 }
@@ -65,14 +69,37 @@ impl<L: Connection> Scalable<L> {
             Some(e) => (ctx_count(e.tx_ctx_cnt)?, ctx_count(e.rx_ctx_cnt)?),
             None => (1, 1),
         };
+        // The contexts' tables neither step over a message prefix nor
+        // report buffered receives: an endpoint asking for either is not
+        // offered.
+        if crate::core::prefix::msg_prefix(info)? != 0
+            || crate::core::engine::buffered::requested(info)
+            || info.caps & FI_VARIABLE_MSG != 0
+        {
+            return Err(Error::NOSYS);
+        }
         let mut inner = rdm_engine(domain, info)?;
         inner.enable_lanes(tx, rx)?;
         let addr = inner.addr();
+        let cfg = inner.config();
+        let tx_attr = TxAttr {
+            op_flags: cfg.tx_op_flags,
+            inject_size: cfg.inject_size,
+            size: cfg.tx_size,
+            ..info.tx.clone().unwrap_or_default()
+        };
+        let rx_attr = RxAttr {
+            op_flags: cfg.rx_op_flags,
+            size: cfg.rx_size,
+            ..info.rx.clone().unwrap_or_default()
+        };
         let ep = Endpoint::new(domain, info, inner, addr, None)?;
         Ok(Arc::new(Scalable {
             users: Users::default(),
             ep,
             domain: domain.clone(),
+            tx_attr,
+            rx_attr,
             open: Mutex::new((vec![false; tx], vec![false; rx])),
         }))
     }

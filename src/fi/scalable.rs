@@ -41,18 +41,51 @@ impl FiObject for RxCtx {
     const CLASS: usize = FI_CLASS_RX_CTX;
 }
 
-/// The context core behind either class.
+/// The context core behind either class, and its attributes as
+/// `fi_tx_context`/`fi_rx_context` report them.
 trait CtxObj: FiObject<Header = fid_ep> {
+    type Attr;
     fn ctx(&self) -> &Ctx;
+    fn attr(sep: &Sep) -> Self::Attr;
 }
 impl CtxObj for TxCtx {
+    type Attr = fi_tx_attr;
     fn ctx(&self) -> &Ctx {
         &self.0
     }
+    fn attr(sep: &Sep) -> fi_tx_attr {
+        let t = &sep.tx_attr;
+        fi_tx_attr {
+            caps: t.caps,
+            mode: t.mode,
+            op_flags: t.op_flags,
+            msg_order: t.msg_order,
+            comp_order: t.comp_order,
+            inject_size: t.inject_size,
+            size: t.size,
+            iov_limit: t.iov_limit,
+            rma_iov_limit: t.rma_iov_limit,
+            tclass: t.tclass,
+        }
+    }
 }
 impl CtxObj for RxCtx {
+    type Attr = fi_rx_attr;
     fn ctx(&self) -> &Ctx {
         &self.0
+    }
+    fn attr(sep: &Sep) -> fi_rx_attr {
+        let r = &sep.rx_attr;
+        fi_rx_attr {
+            caps: r.caps,
+            mode: r.mode,
+            op_flags: r.op_flags,
+            msg_order: r.msg_order,
+            comp_order: r.comp_order,
+            total_buffered_recv: r.total_buffered_recv,
+            size: r.size,
+            iov_limit: r.iov_limit,
+        }
     }
 }
 
@@ -184,13 +217,17 @@ unsafe extern "C" fn sep_getname(f: *mut fid, addr: *mut c_void, addrlen: *mut u
 }
 
 /// Opens context `index` of the endpoint behind `f` (`rx`: a receive
-/// context) as a C object of class `W`.
+/// context) as a C object of class `W`; the attributes it got are written
+/// to `attr` when it is not NULL ("Providers will return the actual
+/// attributes assigned to the context through the attr parameter, if
+/// provided": the endpoint's; other ones asked for are not applied).
 ///
 /// # Safety
 /// Arguments from fi_tx_context()/fi_rx_context().
 unsafe fn open_ctx<W: CtxObj>(
     f: *mut fid_ep,
     index: c_int,
+    attr: *mut W::Attr,
     out: *mut *mut fid_ep,
     context: *mut c_void,
     wrap: fn(Arc<Ctx>) -> W,
@@ -205,6 +242,9 @@ unsafe fn open_ctx<W: CtxObj>(
         with_sep(what, f as *const c_void, |o| {
             if out.is_null() {
                 return Err(Error::INVAL);
+            }
+            if !attr.is_null() {
+                fi::write_out(attr, W::attr(&o.core))?;
             }
             let c = o.core.context(rx, index)?;
             let hdr = fid_ep {
@@ -231,23 +271,23 @@ unsafe fn open_ctx<W: CtxObj>(
 unsafe extern "C" fn sep_tx_ctx(
     f: *mut fid_ep,
     index: c_int,
-    _attr: *mut fi_tx_attr,
+    attr: *mut fi_tx_attr,
     out: *mut *mut fid_ep,
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: arguments from fi_tx_context().
-    unsafe { open_ctx::<TxCtx>(f, index, out, context, TxCtx) }
+    unsafe { open_ctx::<TxCtx>(f, index, attr, out, context, TxCtx) }
 }
 
 unsafe extern "C" fn sep_rx_ctx(
     f: *mut fid_ep,
     index: c_int,
-    _attr: *mut fi_rx_attr,
+    attr: *mut fi_rx_attr,
     out: *mut *mut fid_ep,
     context: *mut c_void,
 ) -> c_int {
     // SAFETY: arguments from fi_rx_context().
-    unsafe { open_ctx::<RxCtx>(f, index, out, context, RxCtx) }
+    unsafe { open_ctx::<RxCtx>(f, index, attr, out, context, RxCtx) }
 }
 
 unsafe extern "C" fn no_cancel(_: *mut fid, _: *mut c_void) -> isize {

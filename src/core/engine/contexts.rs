@@ -43,6 +43,15 @@ impl State {
         self.lanes.as_ref().map_or(0, |l| l.cur)
     }
 
+    /// `Matching::sender_failed` on the queues of the receive contexts
+    /// not in place (none on endpoints that are not scalable).
+    pub(super) fn parked_sender_failed(&mut self, peer: &crate::transport::addr::Addr, err: Error) -> usize {
+        match self.lanes.as_mut() {
+            None => 0,
+            Some(l) => l.parked.iter_mut().map(|m| m.sender_failed(peer, err)).sum(),
+        }
+    }
+
     /// Whether receive context `lane` exists here.
     pub(super) fn has_lane(&self, lane: usize) -> bool {
         match &self.lanes {
