@@ -854,13 +854,14 @@ impl<L: Connection> Endpoint<L> {
 
     /// Every send call. One lock for the flag defaults, the fence check and
     /// the post; flags are checked before the endpoint's state.
+    #[inline]
     pub(crate) fn post_send(&self, op: SendOp) -> Result<()> {
         self.post_send_on(op, None)
     }
 
     /// [`Endpoint::post_send`] on a context of a scalable endpoint (its
-    /// bindings and index: core/scalable.rs) or, with None, the endpoint.
-    #[inline(always)]
+    /// bindings and index: core/scalable.rs) or, with None, the endpoint:
+    /// the one caller of `send_in`, which is inlined here.
     pub(crate) fn post_send_on(&self, op: SendOp, ctx: Option<(&Side, u8)>) -> Result<()> {
         let mut g = self.inner.lock();
         let mut flags = tx_flags(g.config().tx_op_flags, op.flags)?;
@@ -898,12 +899,12 @@ impl<L: Connection> Endpoint<L> {
     }
 
     /// Every receive call (one lock, flags checked first, as sends).
+    #[inline]
     pub(crate) fn post_recv(&self, op: RecvOp) -> Result<()> {
         self.post_recv_on(op, None)
     }
 
     /// [`Endpoint::post_recv`] on a receive context (as `post_send_on`).
-    #[inline(always)]
     pub(crate) fn post_recv_on(&self, op: RecvOp, ctx: Option<(&Side, u8)>) -> Result<()> {
         let mut g = self.inner.lock();
         let flags = rx_flags(&mut g, &op)?;
@@ -921,13 +922,21 @@ impl<L: Connection> Endpoint<L> {
             flags,
             context: op.context,
         };
-        match ctx {
-            None => g.recv_in(b.view(), a),
+        // One call of `recv_in` (inlined here), a context's queue put in
+        // place around it.
+        let cv;
+        let (view, prev) = match ctx {
+            None => (b.view(), None),
             Some((side, lane)) => {
-                let cv = b.view().for_ctx(side, lane, true);
-                g.with_rx_lane(lane as usize, |g| g.recv_in(&cv, a))?
+                cv = b.view().for_ctx(side, lane, true);
+                (&cv, Some(g.enter_rx_lane(lane as usize)?))
             }
+        };
+        let r = g.recv_in(view, a);
+        if let Some(p) = prev {
+            g.leave_rx_lane(p);
         }
+        r
     }
 }
 

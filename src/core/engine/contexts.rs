@@ -111,8 +111,28 @@ impl Inner {
         Ok(std::mem::replace(slot, side))
     }
 
-    /// Runs `f` with receive context `lane`'s queue in place (a post,
-    /// a cancel or a count on that context).
+    /// Puts receive context `lane`'s queue in place (a post on that
+    /// context) and returns the context that was; `leave_rx_lane` with it
+    /// puts things back.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn enter_rx_lane(&mut self, lane: usize) -> Result<usize> {
+        if !self.st.has_lane(lane) {
+            return Err(Error::INVAL);
+        }
+        let prev = self.st.cur_lane();
+        self.st.switch_lane(lane);
+        Ok(prev)
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn leave_rx_lane(&mut self, prev: usize) {
+        self.st.switch_lane(prev);
+    }
+
+    /// Runs `f` with receive context `lane`'s queue in place (a cancel on
+    /// that context).
     pub(crate) fn with_rx_lane<R>(&mut self, lane: usize, f: impl FnOnce(&mut Inner) -> R) -> Result<R> {
         if !self.st.has_lane(lane) {
             return Err(Error::INVAL);

@@ -73,10 +73,14 @@ impl Lanes {
         (lanes, first)
     }
 
+    #[cold]
+    #[inline(never)]
     pub(super) fn tx_sink(&self, lane: u8) -> Sink<'_> {
         side_sink(self.tx.get(lane as usize))
     }
 
+    #[cold]
+    #[inline(never)]
     pub(super) fn rx_sink(&self, lane: u8) -> Sink<'_> {
         side_sink(self.rx.get(lane as usize))
     }

@@ -199,9 +199,16 @@ impl EngineDelivery<'_> {
 
     /// Whether message record `hdr` is for another receive context than
     /// the one in place (EAGER and RTS records name one; 0 on every
-    /// endpoint that is not scalable).
+    /// endpoint that is not scalable). The common case, no context named
+    /// and none here, costs a flag test and a load.
     #[inline(always)]
     fn other_lane(&self, hdr: &WireHdr) -> bool {
+        (hdr.flags & flag::LANE != 0 || self.st.lanes.is_some()) && self.other_lane_slow(hdr)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn other_lane_slow(&self, hdr: &WireHdr) -> bool {
         flag::lane(hdr.flags) != self.st.cur_lane() && (hdr.op == op::EAGER || hdr.op == op::RTS)
     }
 }

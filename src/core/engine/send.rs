@@ -27,7 +27,10 @@ impl Inner {
     /// holds the endpoint's built view: no copy of it per send).
     pub(crate) fn send_in<I: Borrow<IovList>>(&mut self, b: &Bound<'_>, a: SendArgs<I>) -> Result<()> {
         let peer = self.destination(b, a.dest)?;
-        let lane = b.av.as_ref().map_or(Ok(0), |av| av.lane_flags(a.dest))?;
+        let lane = match &b.av {
+            Some(av) if av.rx_bits != 0 => av.lane_flags(a.dest)?,
+            _ => 0,
+        };
         let len = a.iov.borrow().total();
         let cfg = &self.st.cfg;
         if len > cfg.max_msg_size {
@@ -257,6 +260,9 @@ impl State {
     }
 
     /// A send's completion: its CQ entry (or error entry) and counter.
+    /// Inlined into each caller, as it was before the sink test
+    /// (`tx_sink`) made it one call too large for the compiler's taste.
+    #[inline(always)]
     pub(super) fn complete_tx(
         &mut self,
         b: &Bound<'_>,

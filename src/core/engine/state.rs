@@ -262,7 +262,8 @@ impl<'a> AvView<'a> {
     /// The receive context an `fi_addr` names (`fi_rx_addr`; 0 when the
     /// AV has no `rx_ctx_bits`), as the header's `flag::LANE` bits;
     /// `-FI_EINVAL` for a context beyond what a record can name.
-    #[inline(always)]
+    #[cold]
+    #[inline(never)]
     pub(crate) fn lane_flags(&self, fi_addr: fi_addr_t) -> Result<u32, crate::base::error::Error> {
         if self.rx_bits == 0 {
             return Ok(0);
