@@ -714,6 +714,12 @@ impl AvState {
     }
 }
 
+/// The most `rx_ctx_bits` an AV takes: enough for contexts far beyond the
+/// `flag::LANES` a scalable endpoint has (an address naming a context the
+/// peer does not have is refused by that peer), and a table of 2^48
+/// entries still addressable.
+pub(crate) const MAX_RX_CTX_BITS: u32 = 16;
+
 /// What `fi_av_open` asks for (`struct fi_av_attr` without its pointers).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct AvAttr {
@@ -736,6 +742,10 @@ pub(crate) struct Av {
     eq: Mutex<Option<Held<Eq>>>,
     /// The segment of a named AV.
     pub(crate) shared: Option<AvSegment>,
+    /// `rx_ctx_bits`: the high bits of an `fi_addr` that name a receive
+    /// context of a scalable endpoint (`fi_rx_addr`); masked off before a
+    /// lookup.
+    pub(crate) rx_ctx_bits: u32,
 }
 
 impl HasUsers for Av {
@@ -750,9 +760,9 @@ impl Av {
         if attr.flags & !OPEN_FLAGS != 0 {
             return Err(Error::INVAL);
         }
-        // rx_ctx_bits "is only for use with scalable endpoints", which
-        // rustfab does not offer.
-        if attr.rx_ctx_bits != 0 {
+        // rx_ctx_bits: receive contexts of scalable endpoints
+        // (core/scalable.rs), up to `MAX_RX_CTX_BITS` of the address.
+        if !(0..=MAX_RX_CTX_BITS as i32).contains(&attr.rx_ctx_bits) {
             return Err(Error::INVAL);
         }
         let av_type = effective_type(attr.av_type);
@@ -773,6 +783,7 @@ impl Av {
             state: AvState::new(attr.flags, domain.transport, format, attr.count),
             eq: Mutex::new(None),
             shared,
+            rx_ctx_bits: attr.rx_ctx_bits as u32,
         }))
     }
 
@@ -798,11 +809,16 @@ impl Av {
         Ok(())
     }
 
-    /// The address behind an `fi_addr` (data path: destination of a send).
+    /// The address behind an `fi_addr` (data path: destination of a send),
+    /// without the receive context bits `fi_rx_addr` put in.
     pub(crate) fn lookup_addr(&self, fi_addr: fi_addr_t) -> Option<Addr> {
+        let a = match self.rx_ctx_bits {
+            0 => fi_addr,
+            n => fi_addr & (!0u64 >> n),
+        };
         self.state
-            .lookup_addr(fi_addr)
-            .or_else(|| self.shared_catch_up().then(|| self.state.lookup_addr(fi_addr))?)
+            .lookup_addr(a)
+            .or_else(|| self.shared_catch_up().then(|| self.state.lookup_addr(a))?)
     }
 
     /// The `fi_addr` to report as the source of a message from `a`

@@ -27,6 +27,7 @@ use crate::base::serial::ModeMutex;
 use crate::core::attr::Info;
 use crate::core::domain::Domain;
 use crate::core::engine::{buffered, Binds, FrozenBinds, Inner, RecvArgs, SendArgs};
+use crate::core::engine::lanes::Side;
 use crate::core::progress::Source;
 use crate::core::users::{HasUsers, Held, Users};
 use crate::transport::addr::Addr;
@@ -471,7 +472,15 @@ impl<L: Connection> Endpoint<L> {
 
     /// Every send call. One lock for the flag defaults, the fence check and
     /// the post; flags are checked before the endpoint's state.
+    #[inline]
     pub(crate) fn post_send(&self, op: SendOp) -> Result<()> {
+        self.post_send_on(op, None)
+    }
+
+    /// [`Endpoint::post_send`] on a context of a scalable endpoint (its
+    /// bindings and index: core/scalable.rs) or, with None, the endpoint:
+    /// the one caller of `send_in`, which is inlined here.
+    pub(crate) fn post_send_on(&self, op: SendOp, ctx: Option<(&Side, u8)>) -> Result<()> {
         let mut g = self.inner.lock();
         let mut flags = tx_flags(g.config().tx_op_flags, op.flags)?;
         if op.data.is_some() {
@@ -485,8 +494,15 @@ impl<L: Connection> Endpoint<L> {
         if let Some(m) = &self.msg {
             m.check_send()?;
         }
+        let cv;
         g.send_in(
-            b.view(),
+            match ctx {
+                None => b.view(),
+                Some((side, lane)) => {
+                    cv = b.view().for_ctx(side, lane, false);
+                    &cv
+                }
+            },
             SendArgs {
                 dest: op.dest,
                 iov: &op.iov,
@@ -501,7 +517,13 @@ impl<L: Connection> Endpoint<L> {
     }
 
     /// Every receive call (one lock, flags checked first, as sends).
+    #[inline]
     pub(crate) fn post_recv(&self, op: RecvOp) -> Result<()> {
+        self.post_recv_on(op, None)
+    }
+
+    /// [`Endpoint::post_recv`] on a receive context (as `post_send_on`).
+    pub(crate) fn post_recv_on(&self, op: RecvOp, ctx: Option<(&Side, u8)>) -> Result<()> {
         let mut g = self.inner.lock();
         let flags = rx_flags(&mut g, &op)?;
         let b = self.bound()?;
@@ -509,18 +531,30 @@ impl<L: Connection> Endpoint<L> {
             m.check_recv()?;
         }
         let tag = op.tag.unwrap_or(TagMatch { tag: 0, ignore: 0 });
-        g.recv_in(
-            b.view(),
-            RecvArgs {
-                src: op.src,
-                iov: &op.iov,
-                tagged: op.tag.is_some(),
-                tag: tag.tag,
-                ignore: tag.ignore,
-                flags,
-                context: op.context,
-            },
-        )
+        let a = RecvArgs {
+            src: op.src,
+            iov: &op.iov,
+            tagged: op.tag.is_some(),
+            tag: tag.tag,
+            ignore: tag.ignore,
+            flags,
+            context: op.context,
+        };
+        // One call of `recv_in` (inlined here), a context's queue put in
+        // place around it.
+        let cv;
+        let (view, prev) = match ctx {
+            None => (b.view(), None),
+            Some((side, lane)) => {
+                cv = b.view().for_ctx(side, lane, true);
+                (&cv, Some(g.enter_rx_lane(lane as usize)?))
+            }
+        };
+        let r = g.recv_in(view, a);
+        if let Some(p) = prev {
+            g.leave_rx_lane(p);
+        }
+        r
     }
 }
 

@@ -26,6 +26,7 @@ pub(crate) mod poll;
 pub(crate) mod prefix;
 pub(crate) mod progress;
 pub(crate) mod rma;
+pub(crate) mod scalable;
 pub(crate) mod settings;
 pub(crate) mod trigger;
 pub(crate) mod users;

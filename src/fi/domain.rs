@@ -238,17 +238,30 @@ unsafe extern "C" fn domain_endpoint2(
     unsafe { domain_endpoint(d, info, ep, ctx) }
 }
 
-/// Scalable endpoints, shared contexts: not offered (fi_getinfo reports
-/// `max_ep_tx_ctx = max_ep_rx_ctx = 1`, `max_ep_stx_ctx = max_ep_srx_ctx = 0`).
+/// `fi_scalable_ep` (fi/scalable.rs).
 unsafe extern "C" fn domain_scalable_ep(
-    _: *mut fid_domain,
-    _: *mut fi_info,
-    _: *mut *mut fid_ep,
-    _: *mut c_void,
+    d: *mut fid_domain,
+    info: *mut fi_info,
+    sep: *mut *mut fid_ep,
+    ctx: *mut c_void,
 ) -> c_int {
-    -FI_ENOSYS
+    // SAFETY: arguments come from the application through fi_scalable_ep().
+    unsafe {
+        fi::call_obj::<Domain, c_int>("fi_scalable_ep", d as *const c_void, |o| {
+            if sep.is_null() || info.is_null() {
+                return Err(Error::INVAL);
+            }
+            // SAFETY: the application's valid fi_info.
+            let info = Info::from_c(info)?;
+            let p = fi::scalable::open(o, &info, ctx)?;
+            fi::write_out(sep, p)?;
+            Ok(0)
+        })
+    }
 }
 
+/// Shared contexts: not offered (fi_getinfo reports `max_ep_stx_ctx =
+/// max_ep_srx_ctx = 0`).
 unsafe extern "C" fn domain_stx_ctx(
     _: *mut fid_domain,
     _: *mut fi_tx_attr,

@@ -10,7 +10,7 @@
 //! -FI_ENOSYS, in `ep/stubs.rs`.
 
 mod msg;
-mod stubs;
+pub(crate) mod stubs;
 
 use super::ep_obj::with_ep;
 use super::ep_obj::Ep;
@@ -121,7 +121,7 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
 
 /// The core behind the fid `fi_ep_bind` names (any pointer: one that is
 /// not a live rustfab AV, CQ, counter or EQ is `-FI_EINVAL`).
-fn bind_target(bfid: *mut fid) -> Result<BindTarget> {
+pub(crate) fn bind_target(bfid: *mut fid) -> Result<BindTarget> {
     Ok(match fi::class_of(bfid)? {
         FI_CLASS_AV => BindTarget::Av(fi::core_of(bfid)?),
         FI_CLASS_CQ => BindTarget::Cq(fi::cq::from_fid(bfid)?),
@@ -281,20 +281,7 @@ unsafe extern "C" fn ep_getname(f: *mut fid, addr: *mut c_void, addrlen: *mut us
     // SAFETY: arguments from fi_getname().
     unsafe {
         with_ep("fi_getname", f as *const c_void, |o| {
-            if addrlen.is_null() {
-                return Err(Error::INVAL);
-            }
-            let bytes = o.core.addr().to_bytes();
-            let room = *addrlen;
-            *addrlen = bytes.len();
-            if room < bytes.len() || addr.is_null() {
-                if !addr.is_null() {
-                    core::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, room);
-                }
-                return Err(Error::TOOSMALL);
-            }
-            core::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len());
-            Ok(0)
+            super::ep_obj::write_name(&o.core.addr().to_bytes(), addr, addrlen)
         })
     }
 }

@@ -63,3 +63,28 @@ pub(crate) fn iov_single(buf: *const c_void, len: usize) -> Result<IovList> {
     }
     Ok(IovList::single(buf as usize, len))
 }
+
+/// fi_cm(3) getname's answer: `bytes` copied into `addr` up to `*addrlen`,
+/// the real size always reported in `*addrlen`, -FI_ETOOSMALL when it did
+/// not fit.
+///
+/// # Safety
+/// `addrlen` NULL or writable; `addr` NULL or writable for `*addrlen` bytes.
+pub(crate) unsafe fn write_name(bytes: &[u8], addr: *mut c_void, addrlen: *mut usize) -> Result<core::ffi::c_int> {
+    if addrlen.is_null() {
+        return Err(Error::INVAL);
+    }
+    // SAFETY: per the contract.
+    unsafe {
+        let room = *addrlen;
+        *addrlen = bytes.len();
+        if room < bytes.len() || addr.is_null() {
+            if !addr.is_null() {
+                core::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, room);
+            }
+            return Err(Error::TOOSMALL);
+        }
+        core::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len());
+    }
+    Ok(0)
+}

@@ -30,6 +30,7 @@ pub(crate) mod pep;
 pub(crate) mod poll;
 pub(crate) mod prefix;
 pub(crate) mod rma;
+pub(crate) mod scalable;
 pub(crate) mod trigger;
 pub(crate) mod wait;
 

@@ -174,6 +174,21 @@ pub(crate) mod flag {
     /// len` into its buffer, whose `reserved` (address, length) entries
     /// (at most `SPLIT_IOV_MAX`) are the payload; answered by `PUSHED`.
     pub(crate) const SPLIT: u32 = 1 << 11;
+    /// EAGER and RTS: the receive context of a scalable endpoint the
+    /// message is for (bits 12..16: contexts 0 to 15; 0 on every other
+    /// endpoint). docs/protocol.md, "Receive contexts". Not in `ALL`: only
+    /// those two ops may carry it (`check`). Flag bits 16..32 are the shm
+    /// ring's lap tag (`shm/outbound.rs`), so the field stops below them.
+    pub(crate) const LANE: u32 = 0xf << LANE_SHIFT;
+    pub(crate) const LANE_SHIFT: u32 = 12;
+    /// Receive contexts a record can name.
+    pub(crate) const LANES: usize = 16;
+
+    /// The receive context a message record names.
+    #[inline(always)]
+    pub(crate) const fn lane(flags: u32) -> usize {
+        ((flags & LANE) >> LANE_SHIFT) as usize
+    }
     pub(crate) const ALL: u32 = TAGGED
         | REMOTE_CQ_DATA
         | ACK_REQ
@@ -283,7 +298,8 @@ impl WireHdr {
         // ACK_ARRIVE: EAGER; NO_ANSWER: WRITE, ATOMIC; SPLIT: CTS) on
         // those ops only: one test.
         let own = match self.op {
-            op::EAGER => flag::COMPACT | flag::ACK_ARRIVE,
+            op::EAGER => flag::COMPACT | flag::ACK_ARRIVE | flag::LANE,
+            op::RTS => flag::LANE,
             op::WRITE | op::ATOMIC => flag::NO_ANSWER,
             op::CTS => flag::SPLIT,
             _ => 0,
@@ -482,7 +498,7 @@ impl WireHdr {
         const HEAD: u64 = pack_first_word(MAGIC, VERSION, op::EAGER, 0);
         // What `check` allows an EAGER record (COMPACT, ACK_ARRIVE and
         // the flags any op may carry).
-        const EAGER_FLAGS: u32 = flag::ALL & !OP_BOUND | flag::COMPACT | flag::ACK_ARRIVE;
+        const EAGER_FLAGS: u32 = flag::ALL & !OP_BOUND | flag::COMPACT | flag::ACK_ARRIVE | flag::LANE;
         let flags = (first >> 32) as u32;
         if first & 0xffff_ffff != HEAD || flags & flag::COMPACT == 0 || flags & !EAGER_FLAGS != 0 {
             return None;

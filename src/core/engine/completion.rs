@@ -27,6 +27,7 @@ pub(super) struct RxWho {
     pub(super) tagged: bool,
     pub(super) flags: u64,
     pub(super) claimed: bool,
+    pub(super) lane: u8,
 }
 
 impl RxIdent for RxWho {
@@ -44,6 +45,7 @@ impl RxIdent for PostedRecv {
             tagged: self.tagged,
             flags: self.flags,
             claimed: self.claimed,
+            lane: self.lane,
         }
     }
 }
@@ -134,28 +136,30 @@ impl State {
         } else {
             None
         };
+        let to = self.rx_sink(b, r.lane);
         match err {
             None => {
-                if let Some(c) = &b.recv_cntr {
+                if let Some(c) = to.cntr {
                     c.inc();
                 }
-                let want = !b.rx_selective || r.flags & FI_COMPLETION != 0;
+                let want = !to.selective || r.flags & FI_COMPLETION != 0;
                 cq_success(
-                    b.rx_cq,
+                    to.cq,
                     Report {
                         on_success: want,
                         slot: r.claimed,
                         inject: false,
+                        lane: 0,
                     },
                     entry,
                 );
             }
             Some((e, err_data)) => {
-                if let Some(c) = &b.recv_cntr {
+                if let Some(c) = to.cntr {
                     c.inc_err();
                 }
                 cq_error(
-                    b.rx_cq,
+                    to.cq,
                     r.claimed,
                     CqErrEntry {
                         entry,
@@ -171,7 +175,8 @@ impl State {
 
     /// A receive ended in error (its error entry; the counter's error).
     pub(super) fn complete_rx_err(&mut self, b: &Bound<'_>, r: &PostedRecv, f: RxFailure) {
-        if let Some(c) = &b.recv_cntr {
+        let to = self.rx_sink(b, r.lane);
+        if let Some(c) = to.cntr {
             c.inc_err();
         }
         let flags = FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG } | f.extra;
@@ -181,7 +186,7 @@ impl State {
             ..CqEntry::new(r.context as *mut c_void, flags)
         };
         cq_error(
-            b.rx_cq,
+            to.cq,
             r.claimed,
             CqErrEntry {
                 olen: f.olen,

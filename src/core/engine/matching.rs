@@ -39,6 +39,9 @@ pub(crate) struct PostedRecv {
     /// The receive holds a CQ slot for its completion (FI_RM_ENABLED
     /// admission control; a multi-recv buffer's claim is for its release).
     pub(crate) claimed: bool,
+    /// The receive context of a scalable endpoint it was posted on
+    /// (`lanes.rs`; 0 on other endpoints).
+    pub(crate) lane: u8,
 }
 
 impl PostedRecv {
@@ -370,6 +373,7 @@ mod tests {
             flags: 0,
             used: 0,
             claimed: false,
+            lane: 0,
         }
     }
 

@@ -51,6 +51,8 @@ mod atomic;
 pub(crate) mod buffered;
 mod completion;
 mod connected;
+mod contexts;
+pub(crate) mod lanes;
 pub(crate) mod matching;
 mod peers;
 mod progress;

@@ -136,7 +136,7 @@ impl State {
     /// and atomic answers and buffered receives: `rma_peer_failed`,
     /// `buf_peer_failed`.) Returns how many answers were dropped.
     pub(super) fn forget_owed(&mut self, b: &Bound<'_>, peer: &Addr, err: Error) -> usize {
-        let mut owed = self.m.sender_failed(peer, err);
+        let mut owed = self.m.sender_failed(peer, err) + self.parked_sender_failed(peer, err);
         for (_, f) in self.inflight.iter_mut() {
             if f.src == *peer && f.hdr.flags & (flag::ACK_REQ | flag::ACK_ARRIVE) != 0 {
                 f.hdr.flags &= !(flag::ACK_REQ | flag::ACK_ARRIVE);

@@ -45,6 +45,7 @@ impl Inner {
                 rma: Default::default(),
                 dest: None,
                 stalls: None,
+                lanes: None,
             },
         }
     }
@@ -171,10 +172,56 @@ struct EngineDelivery<'a> {
     b: &'a Bound<'a>,
 }
 
+impl EngineDelivery<'_> {
+    /// A message for another receive context than the one whose queue is
+    /// in place (`contexts.rs`): `f` runs with that context's queue, or,
+    /// when the endpoint has no such context, the message is refused:
+    /// `refused` is returned, and a sender waiting for an answer gets an
+    /// error ACK (`-FI_EADDRNOTAVAIL`).
+    #[cold]
+    #[inline(never)]
+    fn in_lane<R>(&mut self, src: &Addr, hdr: &WireHdr, refused: R, f: impl FnOnce(&mut Self) -> R) -> R {
+        let lane = flag::lane(hdr.flags);
+        if !self.st.has_lane(lane) {
+            crate::base::log::log_debug_limited!(
+                FI_LOG_EP_DATA,
+                "message from {src:?} for receive context {lane}, which this endpoint does not have: refused"
+            );
+            if hdr.op == op::RTS || hdr.flags & (flag::ACK_REQ | flag::ACK_ARRIVE) != 0 {
+                self.st.ack(*src, hdr.msg_id, Some(Error::ADDRNOTAVAIL), 0);
+            }
+            return refused;
+        }
+        let prev = self.st.cur_lane();
+        self.st.switch_lane(lane);
+        let r = f(self);
+        self.st.switch_lane(prev);
+        r
+    }
+
+    /// Whether message record `hdr` is for another receive context than
+    /// the one in place (EAGER and RTS records name one; 0 on every
+    /// endpoint that is not scalable). The common case, no context named
+    /// and none here, costs a flag test and a load.
+    #[inline(always)]
+    fn other_lane(&self, hdr: &WireHdr) -> bool {
+        (hdr.flags & flag::LANE != 0 || self.st.lanes.is_some()) && self.other_lane_slow(hdr)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn other_lane_slow(&self, hdr: &WireHdr) -> bool {
+        flag::lane(hdr.flags) != self.st.cur_lane() && (hdr.op == op::EAGER || hdr.op == op::RTS)
+    }
+}
+
 impl Delivery for EngineDelivery<'_> {
     fn place(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr) -> Place {
         if op::is_rma(hdr.op) {
             return self.st.rma_place(self.b, src, hdr);
+        }
+        if self.other_lane(hdr) {
+            return self.in_lane(src, hdr, Place::Discard, |d| d.place(src, src_pid, hdr));
         }
         let p = self.st.place(self.b, src, src_pid, hdr);
         if p == Place::Discard && hdr.op == op::EAGER && hdr.flags & flag::ACK_ARRIVE != 0 {
@@ -190,9 +237,17 @@ impl Delivery for EngineDelivery<'_> {
         self.st.placed(self.b, handle, result)
     }
     fn buffered(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, data: Vec<u8>) {
+        if self.other_lane(hdr) {
+            return self.in_lane(src, hdr, (), |d| d.st.buffered(src, src_pid, hdr, data));
+        }
         self.st.buffered(src, src_pid, hdr, data)
     }
     fn deliver(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition {
+        if self.other_lane(hdr) {
+            return self.in_lane(src, hdr, Disposition::Consumed, |d| {
+                d.deliver(src, src_pid, hdr, payload)
+            });
+        }
         if self.st.deliver_matched(self.b, src, hdr, payload) {
             return Disposition::Consumed;
         }
@@ -201,6 +256,11 @@ impl Delivery for EngineDelivery<'_> {
     fn control(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition {
         if op::is_rma(hdr.op) {
             return self.st.rma_control(self.b, src, src_pid, hdr, payload);
+        }
+        if self.other_lane(hdr) {
+            return self.in_lane(src, hdr, Disposition::Consumed, |d| {
+                d.control(src, src_pid, hdr, payload)
+            });
         }
         self.st.control(self.b, src, src_pid, hdr, payload)
     }

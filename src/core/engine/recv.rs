@@ -19,8 +19,9 @@ use core::borrow::Borrow;
 /// construction for both of `recv_in`'s paths (in place, or through
 /// `recv_claimed`).
 #[inline(always)]
-fn posted<I: Borrow<IovList>>(a: &RecvArgs<I>, iov: IovList, src: Option<Addr>, claimed: bool) -> PostedRecv {
+fn posted<I: Borrow<IovList>>(a: &RecvArgs<I>, iov: IovList, src: Option<Addr>, claimed: bool, lane: u8) -> PostedRecv {
     PostedRecv {
+        lane,
         context: a.context,
         iov,
         src,
@@ -78,13 +79,13 @@ impl Inner {
             // its one segment (`post_with_iov`).
             self.st
                 .m
-                .post_with_iov(posted(&a, IovList::new(), src, claimed), a.iov.borrow());
+                .post_with_iov(posted(&a, IovList::new(), src, claimed, b.ctx), a.iov.borrow());
             // No after-poll work here: a receive that nothing queued can
             // match starts no pull, CTS or stream (the general path below
             // can), and what other work is pending runs at the next pass.
             return Ok(());
         }
-        let res = self.recv_claimed(b, posted(&a, *a.iov.borrow(), src, claimed));
+        let res = self.recv_claimed(b, posted(&a, *a.iov.borrow(), src, claimed, b.ctx));
         if res.is_err() && claimed {
             if let Some(cq) = &b.rx_cq {
                 cq.unclaim_slot();
@@ -150,7 +151,8 @@ impl State {
                 });
                 return Place::Into { handle, dst, take };
             }
-            if !b.rx_cq.as_ref().is_none_or(|c| c.has_room()) {
+            let lane = self.m.posted_mut(tagged, idx).map_or(0, |r| r.lane);
+            if !self.rx_sink(b, lane).cq.is_none_or(|c| c.has_room()) {
                 return Place::Stall;
             }
             let min = self.cfg.min_multi_recv.max(1);

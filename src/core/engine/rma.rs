@@ -171,6 +171,7 @@ impl Inner {
             on_success: !inject_call && (!b.tx_selective || flags & FI_COMPLETION != 0),
             slot,
             inject: inject_call,
+            lane: 0,
         })
     }
 

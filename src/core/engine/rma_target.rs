@@ -131,6 +131,7 @@ impl State {
                             on_success: true,
                             slot: false,
                             inject: false,
+                            lane: 0,
                         },
                         entry,
                     );

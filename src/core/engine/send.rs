@@ -27,6 +27,10 @@ impl Inner {
     /// holds the endpoint's built view: no copy of it per send).
     pub(crate) fn send_in<I: Borrow<IovList>>(&mut self, b: &Bound<'_>, a: SendArgs<I>) -> Result<()> {
         let peer = self.destination(b, a.dest)?;
+        let lane = match &b.av {
+            Some(av) if av.rx_bits != 0 => av.lane_flags(a.dest)?,
+            _ => 0,
+        };
         let len = a.iov.borrow().total();
         let cfg = &self.st.cfg;
         if len > cfg.max_msg_size {
@@ -58,11 +62,12 @@ impl Inner {
             on_success: !a.inject_call && (!b.tx_selective || a.flags & FI_COMPLETION != 0),
             slot,
             inject: a.inject_call,
+            lane: b.ctx,
         };
         if a.flags & FI_MORE != 0 {
             self.port.more_coming();
         }
-        let r = self.start_send(b, &a, peer, len, report);
+        let r = self.start_send(b, &a, (peer, lane), len, report);
         if r.is_err() && slot {
             if let Some(cq) = &b.tx_cq {
                 cq.unclaim_slot();
@@ -74,12 +79,13 @@ impl Inner {
     /// Puts a checked send (holding its CQ slot, if any) on the wire: one
     /// eager record, or a rendezvous request. The operation is kept (a
     /// `TxOp`) only while something is still to come for it: an ACK, the
-    /// transport's `sent`, or the rendezvous.
+    /// transport's `sent`, or the rendezvous. `lane`: the receive context
+    /// named (`flag::LANE` bits; 0 but on scalable endpoints).
     fn start_send<I: Borrow<IovList>>(
         &mut self,
         b: &Bound<'_>,
         a: &SendArgs<I>,
-        peer: Addr,
+        (peer, lane): (Addr, u32),
         len: usize,
         report: Report,
     ) -> Result<()> {
@@ -89,6 +95,7 @@ impl Inner {
         let inject = a.inject_call || a.flags & FI_INJECT != 0;
         let id = self.st.next_id;
         let mut h = WireHdr::new(op::EAGER);
+        h.flags = lane;
         h.tag = a.tag;
         h.data = a.data;
         h.msg_id = id;
@@ -253,6 +260,9 @@ impl State {
     }
 
     /// A send's completion: its CQ entry (or error entry) and counter.
+    /// Inlined into each caller, as it was before the sink test
+    /// (`tx_sink`) made it one call too large for the compiler's taste.
+    #[inline(always)]
     pub(super) fn complete_tx(
         &mut self,
         b: &Bound<'_>,
@@ -267,19 +277,20 @@ impl State {
             len: 0,
             ..CqEntry::new(context as *mut c_void, flags)
         };
+        let to = self.tx_sink(b, report.lane);
         match status {
             Ok(()) => {
-                if let Some(c) = &b.send_cntr {
+                if let Some(c) = to.cntr {
                     c.inc();
                 }
-                cq_success(b.tx_cq, report, entry);
+                cq_success(to.cq, report, entry);
             }
             Err(e) => {
-                if let Some(c) = &b.send_cntr {
+                if let Some(c) = to.cntr {
                     c.inc_err();
                 }
                 let entry = CqEntry { len, ..entry };
-                tx_error(b.tx_cq, report, CqErrEntry::new(entry, e.0));
+                tx_error(to.cq, report, CqErrEntry::new(entry, e.0));
             }
         }
     }

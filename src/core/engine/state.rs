@@ -14,7 +14,7 @@ use crate::core::cntr::Cntr;
 use crate::core::cq::Cq;
 use crate::core::users::Held;
 use crate::transport::addr::Addr;
-use crate::transport::proto::WireHdr;
+use crate::transport::proto::{flag, WireHdr};
 use crate::transport::Port;
 use core::borrow::Borrow;
 use std::time::Duration;
@@ -95,6 +95,11 @@ pub(crate) struct Bound<'a> {
     pub(crate) send_cntr: Option<&'a Cntr>,
     pub(crate) recv_cntr: Option<&'a Cntr>,
     pub(crate) rma: RmaBound<'a>,
+    /// The context of a scalable endpoint the call is made on (transmit
+    /// context for a send, receive context for a receive; `lanes.rs`),
+    /// whose bindings the CQ and counter fields above then are; 0 on
+    /// other endpoints.
+    pub(crate) ctx: u8,
 }
 
 impl<'a> From<&'a Binds> for Bound<'a> {
@@ -108,6 +113,7 @@ impl<'a> From<&'a Binds> for Bound<'a> {
             send_cntr: b.send_cntr.as_deref(),
             recv_cntr: b.recv_cntr.as_deref(),
             rma: (&b.rma).into(),
+            ctx: 0,
         }
     }
 }
@@ -196,6 +202,11 @@ pub(crate) trait AddrBook {
     /// made after reading it may be reused while it stays the same. Asked
     /// once, when the view is built ([`AvView::new`]).
     fn generation_word(&self) -> GenerationWord<'_>;
+    /// The AV's `rx_ctx_bits` (`fi_rx_addr`): 0 unless scalable
+    /// endpoints' receive contexts are addressed through it.
+    fn rx_ctx_bits(&self) -> u32 {
+        0
+    }
 }
 
 impl AddrBook for Av {
@@ -208,6 +219,9 @@ impl AddrBook for Av {
     fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
         Av::reverse_lookup(self, a)
     }
+    fn rx_ctx_bits(&self) -> u32 {
+        self.rx_ctx_bits
+    }
 }
 
 /// A bound AV as the engine uses it: its lookups (dyn calls, under the
@@ -218,6 +232,8 @@ impl AddrBook for Av {
 pub(crate) struct AvView<'a> {
     pub(super) book: &'a dyn AddrBook,
     pub(super) gen: GenerationWord<'a>,
+    /// The AV's `rx_ctx_bits`, read once.
+    pub(super) rx_bits: u32,
 }
 
 impl<'a> AvView<'a> {
@@ -225,6 +241,7 @@ impl<'a> AvView<'a> {
         AvView {
             book,
             gen: book.generation_word(),
+            rx_bits: book.rx_ctx_bits(),
         }
     }
 
@@ -240,6 +257,22 @@ impl<'a> AvView<'a> {
     #[inline]
     pub(crate) fn generation(&self) -> u64 {
         self.gen.get()
+    }
+
+    /// The receive context an `fi_addr` names (`fi_rx_addr`; 0 when the
+    /// AV has no `rx_ctx_bits`), as the header's `flag::LANE` bits;
+    /// `-FI_EINVAL` for a context beyond what a record can name.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn lane_flags(&self, fi_addr: fi_addr_t) -> Result<u32, crate::base::error::Error> {
+        if self.rx_bits == 0 {
+            return Ok(0);
+        }
+        let lane = fi_addr >> (64 - self.rx_bits);
+        if lane as usize >= flag::LANES {
+            return Err(crate::base::error::Error::INVAL);
+        }
+        Ok((lane as u32) << flag::LANE_SHIFT)
     }
 
     /// Which AV this is (the destination cache's key).
@@ -316,6 +349,8 @@ pub(super) struct State {
     /// Stalls of our sends, and of peers' messages held back (debug log;
     /// made at the first refusal seen with debug lines enabled).
     pub(super) stalls: Option<Box<Stalls>>,
+    /// A scalable endpoint's contexts (`lanes.rs`); None on others.
+    pub(super) lanes: Option<Box<super::lanes::Lanes>>,
 }
 
 /// A resolved destination: `fi_addr` in the AV at address `av` gave

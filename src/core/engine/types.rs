@@ -32,6 +32,9 @@ pub(super) struct Report {
     /// An `fi_inject*` call: the application gave no context, so a failure
     /// makes no CQ error entry ([`tx_error`](super::completion::tx_error)).
     pub(super) inject: bool,
+    /// The transmit context of a scalable endpoint the operation was
+    /// posted on (`lanes.rs`; 0 on other endpoints).
+    pub(super) lane: u8,
 }
 
 /// A payload being placed into a matched receive (two-phase delivery).

@@ -63,7 +63,11 @@ pub(super) fn check_hints(t: &Template, base: &Info, h: &Info, version: u32) -> 
     }
     if let (Some(e), Some(ours)) = (&h.ep, &base.ep) {
         let keys = base.domain.as_ref().is_some_and(|d| d.max_ep_auth_key > 0);
-        check_ep(ours, e, h.caps, keys)?;
+        let ctx = base
+            .domain
+            .as_ref()
+            .map_or((1, 1), |d| (d.max_ep_tx_ctx, d.max_ep_rx_ctx));
+        check_ep(ours, e, h.caps, keys, ctx)?;
     }
     if let (Some(r), Some(ours)) = (&h.rx, &base.rx) {
         check_rx(ours, r)?;
@@ -181,7 +185,9 @@ pub(super) fn check_domain(ours: &DomainAttr, d: &DomainAttr, version: u32) -> C
     Ok(())
 }
 
-pub(super) fn check_ep(ours: &EpAttr, e: &EpAttr, caps: u64, keys: bool) -> Check {
+/// `max_ctx`: the domain's `max_ep_tx_ctx` and `max_ep_rx_ctx` (what a
+/// scalable endpoint may have).
+pub(super) fn check_ep(ours: &EpAttr, e: &EpAttr, caps: u64, keys: bool, max_ctx: (usize, usize)) -> Check {
     if e.protocol != FI_PROTO_UNSPEC && e.protocol != ours.protocol {
         return Err(skip("protocol not supported"));
     }
@@ -189,10 +195,11 @@ pub(super) fn check_ep(ours: &EpAttr, e: &EpAttr, caps: u64, keys: bool) -> Chec
         return Err(skip("protocol version not supported"));
     }
     at_most(e.max_msg_size, ours.max_msg_size, "max message size too large")?;
-    // One tx and one rx context per endpoint, no shared contexts (a
-    // FI_SHARED_CONTEXT request is SIZE_MAX and fails here too).
-    at_most(e.tx_ctx_cnt, ours.tx_ctx_cnt, "tx_ctx_cnt too large")?;
-    at_most(e.rx_ctx_cnt, ours.rx_ctx_cnt, "rx_ctx_cnt too large")?;
+    // Up to the domain's most contexts per (scalable) endpoint, no shared
+    // contexts (a FI_SHARED_CONTEXT request is SIZE_MAX and fails here
+    // too).
+    at_most(e.tx_ctx_cnt, ours.tx_ctx_cnt.max(max_ctx.0), "tx_ctx_cnt too large")?;
+    at_most(e.rx_ctx_cnt, ours.rx_ctx_cnt.max(max_ctx.1), "rx_ctx_cnt too large")?;
     if caps & (FI_RMA | FI_ATOMIC) != 0 {
         at_most(
             e.max_order_raw_size,
@@ -305,8 +312,10 @@ pub(super) fn allows(caps: u64, direction: u64) -> bool {
 /// `FI_RMA_EVENT`), `FI_ATOMIC` by an empty request only; either without a
 /// direction gets every direction.
 pub(super) fn effective_caps(offered: u64, requested: u64) -> u64 {
+    // FI_VARIABLE_MSG and FI_NAMED_RX_CTX (scalable endpoints' named
+    // receive contexts) come only when asked for.
     if requested == 0 {
-        return offered & !(FI_VARIABLE_MSG | FI_TRIGGER);
+        return offered & !(FI_VARIABLE_MSG | FI_TRIGGER | FI_NAMED_RX_CTX);
     }
     let mut c = requested;
     if c & PRIMARY_CAPS == 0 {
@@ -314,7 +323,7 @@ pub(super) fn effective_caps(offered: u64, requested: u64) -> u64 {
         // the messaging primaries are what a bare secondary request meant
         // before RMA was offered, and still means.
         let rma = if c & FI_RMA_EVENT != 0 { FI_RMA } else { 0 };
-        c |= offered & PRIMARY_CAPS & !(FI_VARIABLE_MSG | REMOTE_MEMORY) | (offered & rma);
+        c |= offered & PRIMARY_CAPS & !(FI_VARIABLE_MSG | FI_NAMED_RX_CTX | REMOTE_MEMORY) | (offered & rma);
     }
     c = with_rma_directions(with_directions(c), offered) & (offered | requested);
     if c & COMM_CAPS == 0 {

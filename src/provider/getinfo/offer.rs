@@ -64,6 +64,7 @@ pub(crate) const SHM_CAPS: u64 = FI_MSG
     | FI_LOCAL_COMM
     | FI_TRIGGER
     | FI_SHARED_AV
+    | FI_NAMED_RX_CTX
     | RMA_CAPS
     | ATOMIC_CAPS;
 /// Capabilities the tcp data path delivers.
@@ -80,11 +81,12 @@ pub(crate) const TCP_CAPS: u64 = FI_MSG
     | FI_REMOTE_COMM
     | FI_TRIGGER
     | FI_SHARED_AV
+    | FI_NAMED_RX_CTX
     | RMA_CAPS
     | ATOMIC_CAPS;
 
 /// Caps that may appear in `tx_attr->caps` (masked with the entry's caps).
-pub(crate) const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | FI_TRIGGER | RMA_TX_CAPS;
+pub(crate) const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | FI_TRIGGER | FI_NAMED_RX_CTX | RMA_TX_CAPS;
 /// Caps that may appear in `rx_attr->caps` (masked with the entry's caps).
 pub(crate) const RX_CAPS: u64 = FI_MSG
     | FI_TAGGED
@@ -312,8 +314,17 @@ pub(crate) fn template_info(t: &Template, version: u32) -> Info {
             ep_cnt: EP_CNT,
             tx_ctx_cnt: DOMAIN_TX_CTX_CNT,
             rx_ctx_cnt: DOMAIN_RX_CTX_CNT,
-            max_ep_tx_ctx: 1,
-            max_ep_rx_ctx: 1,
+            // Scalable endpoints (core/scalable.rs) are RDM endpoints.
+            max_ep_tx_ctx: if t.ep_type == FI_EP_RDM {
+                crate::core::scalable::MAX_CTX
+            } else {
+                1
+            },
+            max_ep_rx_ctx: if t.ep_type == FI_EP_RDM {
+                crate::core::scalable::MAX_CTX
+            } else {
+                1
+            },
             max_ep_stx_ctx: 0,
             max_ep_srx_ctx: 0,
             cntr_cnt: CNTR_CNT,

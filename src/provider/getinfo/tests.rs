@@ -3,6 +3,7 @@ use crate::base::error::{Error, Result};
 use crate::core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use crate::core::domain::TransportKind;
 use crate::core::ep::INJECT_SIZE;
+use crate::core::scalable::MAX_CTX;
 use crate::fi::attr::{free_c_info, info_list_to_c};
 use crate::provider::PROVIDER_VERSION;
 use crate::transport::addr::SHM_ADDR_LEN;
@@ -78,7 +79,7 @@ fn null_hints_give_shm_then_tcp_complete() {
         .iter()
         .zip(TEMPLATES.iter().filter(|t| t.transport != TransportKind::Auto))
     {
-        assert_eq!(i.caps, t.caps & !(FI_VARIABLE_MSG | FI_TRIGGER));
+        assert_eq!(i.caps, t.caps & !(FI_VARIABLE_MSG | FI_TRIGGER | FI_NAMED_RX_CTX));
         assert_eq!(i.mode, 0);
         let e = i.ep.as_ref().unwrap();
         assert_eq!(e.ep_type, FI_EP_RDM);
@@ -400,7 +401,7 @@ fn rma_on_rdm_entries() {
 
 #[test]
 fn effective_caps_rules() {
-    assert_eq!(effective_caps(TCP_CAPS, 0), TCP_CAPS & !(FI_VARIABLE_MSG | FI_TRIGGER));
+    assert_eq!(effective_caps(TCP_CAPS, 0), TCP_CAPS & !(FI_VARIABLE_MSG | FI_TRIGGER | FI_NAMED_RX_CTX));
     assert_eq!(
         effective_caps(TCP_CAPS, FI_MSG | FI_VARIABLE_MSG),
         FI_MSG | FI_VARIABLE_MSG | FI_SEND | FI_RECV | COMM_CAPS
@@ -565,8 +566,8 @@ fn every_limit_is_enforced() {
         ("max msg", |h| h.ep.as_mut().unwrap().max_msg_size = (1 << 30) + 1),
         ("protocol", |h| h.ep.as_mut().unwrap().protocol = FI_PROTO_SOCK_TCP),
         ("proto ver", |h| h.ep.as_mut().unwrap().protocol_version = 2),
-        ("tx ctx", |h| h.ep.as_mut().unwrap().tx_ctx_cnt = 2),
-        ("rx ctx", |h| h.ep.as_mut().unwrap().rx_ctx_cnt = 2),
+        ("tx ctx", |h| h.ep.as_mut().unwrap().tx_ctx_cnt = MAX_CTX + 1),
+        ("rx ctx", |h| h.ep.as_mut().unwrap().rx_ctx_cnt = MAX_CTX + 1),
         ("shared tx", |h| h.ep.as_mut().unwrap().tx_ctx_cnt = FI_SHARED_CONTEXT),
         ("cq data", |h| h.domain.as_mut().unwrap().cq_data_size = 9),
         ("key size", |h| h.domain.as_mut().unwrap().mr_key_size = 9),
@@ -578,8 +579,8 @@ fn every_limit_is_enforced() {
         ("dom rx ctx", |h| {
             h.domain.as_mut().unwrap().rx_ctx_cnt = DOMAIN_RX_CTX_CNT + 1
         }),
-        ("max ep tx", |h| h.domain.as_mut().unwrap().max_ep_tx_ctx = 2),
-        ("max ep rx", |h| h.domain.as_mut().unwrap().max_ep_rx_ctx = 2),
+        ("max ep tx", |h| h.domain.as_mut().unwrap().max_ep_tx_ctx = MAX_CTX + 1),
+        ("max ep rx", |h| h.domain.as_mut().unwrap().max_ep_rx_ctx = MAX_CTX + 1),
         ("stx", |h| h.domain.as_mut().unwrap().max_ep_stx_ctx = 1),
         ("srx", |h| h.domain.as_mut().unwrap().max_ep_srx_ctx = 1),
         ("cntr", |h| h.domain.as_mut().unwrap().cntr_cnt = CNTR_CNT + 1),

@@ -33,6 +33,34 @@ fn lengths_above_max_msg_are_the_cores_to_refuse() {
 }
 
 #[test]
+fn only_message_records_name_a_receive_context() {
+    let mut m = WireHdr::new(op::EAGER);
+    m.flags = 15 << flag::LANE_SHIFT | flag::TAGGED;
+    m.len = 5;
+    m.payload = 5;
+    assert_eq!(m.check(&LIM), Ok(()));
+    assert_eq!(flag::lane(m.flags), 15);
+    let mut r = WireHdr::new(op::RTS);
+    r.flags = 3 << flag::LANE_SHIFT;
+    r.len = 1 << 20;
+    r.aux = 1;
+    r.payload = 16;
+    assert_eq!(r.check(&LIM), Ok(()));
+    assert_eq!(flag::lane(r.flags), 3);
+    let mut a = WireHdr::new(op::ACK);
+    a.flags = 1 << flag::LANE_SHIFT;
+    assert_eq!(a.check(&LIM), Err(BadRecord::Flags));
+    // The compact form carries it too, through the shm fast path.
+    let mut c = WireHdr::new(op::EAGER);
+    c.flags = 9 << flag::LANE_SHIFT | flag::COMPACT;
+    c.len = 4;
+    c.payload = 4;
+    let first = pack_first_word(MAGIC, VERSION, op::EAGER, c.flags);
+    let (h, _) = WireHdr::decode_compact_eager(first, &[4, 0, 0, 0], &LIM).expect("compact eager");
+    assert_eq!(flag::lane(h.flags), 9);
+}
+
+#[test]
 fn bytes_round_trip() {
     let mut h = WireHdr::new(op::EAGER);
     h.flags = flag::TAGGED;

@@ -189,7 +189,7 @@ const _: () = assert!(
         && ring::REWIND & sync::LAP_TAG == 0
 );
 // No flag lies in the lap tag's bits (the header's flag bits 16..32).
-const _: () = assert!((proto::flag::ALL as u64) << 32 & sync::LAP_TAG == 0);
+const _: () = assert!(((proto::flag::ALL | proto::flag::LANE) as u64) << 32 & sync::LAP_TAG == 0);
 
 /// A header's first word (the magic, version, op and flags), as the
 /// producer gives it to `Ring::publish_at`.

@@ -164,6 +164,7 @@ impl Inner {
             flags: a.flags,
             used: 0,
             claimed,
+            lane: 0,
         };
         let take = len.min(a.iov.total());
         let buf = a.iov.addr_at(0);
@@ -481,6 +482,7 @@ impl State {
                 flags: FI_COMPLETION,
                 used: 0,
                 claimed: true,
+                lane: 0,
             };
             let (src, hdr, data) = (m.src, m.hdr, m.buf.data_addr());
             let more = if len > more_than { FI_MORE } else { 0 };
