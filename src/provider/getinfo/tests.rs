@@ -401,7 +401,10 @@ fn rma_on_rdm_entries() {
 
 #[test]
 fn effective_caps_rules() {
-    assert_eq!(effective_caps(TCP_CAPS, 0), TCP_CAPS & !(FI_VARIABLE_MSG | FI_TRIGGER | FI_NAMED_RX_CTX));
+    assert_eq!(
+        effective_caps(TCP_CAPS, 0),
+        TCP_CAPS & !(FI_VARIABLE_MSG | FI_TRIGGER | FI_NAMED_RX_CTX)
+    );
     assert_eq!(
         effective_caps(TCP_CAPS, FI_MSG | FI_VARIABLE_MSG),
         FI_MSG | FI_VARIABLE_MSG | FI_SEND | FI_RECV | COMM_CAPS
