@@ -63,6 +63,8 @@ pub(super) struct Received<'a> {
 /// Why a receive ended without data, and what its error entry says.
 pub(super) struct RxFailure {
     pub(super) err: Error,
+    /// The sender of the message the receive had matched, if any.
+    pub(super) src: Option<Addr>,
     pub(super) tag: u64,
     pub(super) data: u64,
     pub(super) olen: usize,
@@ -73,6 +75,7 @@ impl RxFailure {
     pub(super) fn new(err: Error) -> RxFailure {
         RxFailure {
             err,
+            src: None,
             tag: 0,
             data: 0,
             olen: 0,
@@ -80,10 +83,12 @@ impl RxFailure {
         }
     }
 
-    /// The receive of message `hdr` failed: none of its `len` bytes count.
-    pub(super) fn of(err: Error, hdr: &WireHdr, extra: u64) -> RxFailure {
+    /// The receive of message `hdr` from `src` failed: none of its `len`
+    /// bytes count.
+    pub(super) fn of(err: Error, src: Addr, hdr: &WireHdr, extra: u64) -> RxFailure {
         RxFailure {
             err,
+            src: Some(src),
             tag: hdr.tag,
             data: hdr.data,
             olen: hdr.len as usize,
@@ -112,8 +117,10 @@ impl State {
         let cq_data = h.flags & flag::REMOTE_CQ_DATA != 0;
         let flags =
             FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG } | if cq_data { FI_REMOTE_CQ_DATA } else { 0 } | extra;
+        // A truncated receive's error entry names its sender too
+        // (fi_cq_err_entry.src_addr, 1.20+), FI_SOURCE or not.
         let src_fi = match &src {
-            Some(a) if self.cfg.caps & (FI_SOURCE | FI_SOURCE_ERR) != 0 => self.src_fi_addr(b, a),
+            Some(a) if self.cfg.caps & (FI_SOURCE | FI_SOURCE_ERR) != 0 || olen > 0 => self.src_fi_addr(b, a),
             _ => None,
         };
         let entry = CqEntry {
@@ -139,7 +146,9 @@ impl State {
                 if let Some(c) = &b.recv_cntr {
                     c.inc();
                 }
-                let want = !b.rx_selective || r.flags & FI_COMPLETION != 0;
+                // The completion that releases a multi-receive buffer is
+                // written whatever selective completion says (fi_msg(3)).
+                let want = !b.rx_selective || r.flags & FI_COMPLETION != 0 || extra & FI_MULTI_RECV != 0;
                 cq_success(
                     b.rx_cq,
                     Report {
@@ -169,6 +178,28 @@ impl State {
         }
     }
 
+    /// A multi-receive buffer released on its own (a message did not fit
+    /// what is left of it): a completion with `FI_MULTI_RECV` as its only
+    /// flag (fi_cq(3): "If other flag bits are zero, the provider is
+    /// reporting that the multi-recv buffer has been released"), `buf` the
+    /// first unused byte, written even under selective completion. No
+    /// message: the receive counter does not count it.
+    pub(super) fn complete_release(&mut self, b: &Bound<'_>, r: &PostedRecv) {
+        let entry = CqEntry {
+            buf: r.iov.addr_at(r.used) as *mut c_void,
+            ..CqEntry::new(r.context as *mut c_void, FI_MULTI_RECV)
+        };
+        cq_success(
+            b.rx_cq,
+            Report {
+                on_success: true,
+                slot: r.claimed,
+                inject: false,
+            },
+            entry,
+        );
+    }
+
     /// A receive ended in error (its error entry; the counter's error).
     pub(super) fn complete_rx_err(&mut self, b: &Bound<'_>, r: &PostedRecv, f: RxFailure) {
         if let Some(c) = &b.recv_cntr {
@@ -178,6 +209,8 @@ impl State {
         let entry = CqEntry {
             data: f.data,
             tag: f.tag,
+            // fi_cq_err_entry.src_addr (1.20+): the sender, when known.
+            src: f.src.and_then(|a| self.src_fi_addr(b, &a)).unwrap_or(FI_ADDR_NOTAVAIL),
             ..CqEntry::new(r.context as *mut c_void, flags)
         };
         cq_error(

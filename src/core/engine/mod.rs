@@ -10,7 +10,8 @@
 //! Modules: `send` (post-time checks, eager records, `sent`/ACK, send
 //! completions), `recv` (posting, cancel, matching arrivals, the unexpected
 //! queue, peek/claim), `matching` (posted and unexpected queues, tag rule,
-//! budget; pure), `rendezvous` (RTS, CMA pull or CTS/DATA streaming),
+//! budget; pure), `directed` (which receives read, or must name, their
+//! source, and which may be multi-receive buffers, per caps and API version), `rendezvous` (RTS, CMA pull or CTS/DATA streaming),
 //! `buffered` (buffered receives; `buffered/held.rs` is their pure
 //! bookkeeping), `peers` (liveness, failure events), `connected` (what
 //! FI_EP_MSG adds: the fixed peer, `fail_all`), `completion` (CQ entries and
@@ -50,6 +51,7 @@ mod atomic;
 pub(crate) mod buffered;
 mod completion;
 mod connected;
+pub(crate) mod directed;
 pub(crate) mod matching;
 mod peers;
 mod progress;

@@ -169,7 +169,7 @@ impl State {
             Err(e) => {
                 self.ack(s.src, s.hdr.msg_id, Some(e), 0);
                 let err = if e == Error::CONNRESET { PEER_FAILED } else { e };
-                self.complete_rx_err(b, &s.recv, RxFailure::of(err, &s.hdr, s.extra_flags));
+                self.complete_rx_err(b, &s.recv, RxFailure::of(err, s.src, &s.hdr, s.extra_flags));
                 return;
             }
         };
@@ -379,7 +379,7 @@ impl State {
                     Err(e) => {
                         self.ack(p.src, p.hdr.msg_id, Some(e), 0);
                         let err = if e == Error::CONNRESET { PEER_FAILED } else { e };
-                        self.complete_rx_err(b, &p.recv, RxFailure::of(err, &p.hdr, p.extra_flags));
+                        self.complete_rx_err(b, &p.recv, RxFailure::of(err, p.src, &p.hdr, p.extra_flags));
                         continue;
                     }
                 }
@@ -610,7 +610,7 @@ impl State {
         let Some(s) = self.rx.get_mut(handle) else { return };
         if let Err(e) = result {
             let s = self.rx.remove(handle).expect("stream just found");
-            self.complete_rx_err(b, &s.recv, RxFailure::of(e, &s.hdr, s.extra_flags));
+            self.complete_rx_err(b, &s.recv, RxFailure::of(e, s.src, &s.hdr, s.extra_flags));
             return;
         }
         s.got += s.chunk;
