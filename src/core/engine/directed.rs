@@ -73,30 +73,28 @@ impl RecvMatching {
     /// Whether a receive of this kind reads its `src_addr`.
     #[inline(always)]
     pub(crate) fn directed(&self, tagged: bool) -> bool {
-        if tagged {
-            self.tagged_directed
-        } else {
-            self.msg_directed
-        }
+        by_kind(tagged, self.tagged_directed, self.msg_directed)
     }
 
     /// Whether a receive of this kind must name its source.
     #[inline(always)]
     pub(crate) fn exact(&self, tagged: bool) -> bool {
-        if tagged {
-            self.tagged_exact
-        } else {
-            self.msg_exact
-        }
+        by_kind(tagged, self.tagged_exact, self.msg_exact)
     }
 
     /// Whether a receive of this kind may be posted with `FI_MULTI_RECV`.
     pub(crate) fn multi(&self, tagged: bool) -> bool {
-        if tagged {
-            self.tagged_multi
-        } else {
-            self.msg_multi
-        }
+        by_kind(tagged, self.tagged_multi, self.msg_multi)
+    }
+}
+
+/// The tagged or the untagged receives' answer.
+#[inline(always)]
+fn by_kind(tagged: bool, if_tagged: bool, if_untagged: bool) -> bool {
+    if tagged {
+        if_tagged
+    } else {
+        if_untagged
     }
 }
 

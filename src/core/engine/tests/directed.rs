@@ -30,6 +30,23 @@ fn trecv(buf: &mut [u8], ctx: usize, src: fi_addr_t, tag: u64) -> RecvArgs {
     }
 }
 
+/// A tagged multi-receive buffer for tags `0x100..=0x1ff`, any source.
+fn multi_0x1xx(buf: &mut [u8], ctx: usize) -> RecvArgs {
+    RecvArgs {
+        ignore: 0xff,
+        flags: FI_MULTI_RECV,
+        ..trecv(buf, ctx, FI_ADDR_UNSPEC, 0x100)
+    }
+}
+
+/// A tagged receive completion.
+fn tcomp(ctx: usize, flags: u64, tag: u64, len: usize, buf: usize) -> Comp {
+    Comp {
+        tag,
+        ..Comp::recv(ctx, flags, len, buf)
+    }
+}
+
 fn tsend(buf: &[u8], ctx: usize, tag: u64) -> SendArgs {
     SendArgs {
         tagged: true,
@@ -67,14 +84,8 @@ fn tagged_directed_recv_directs_tagged_receives_only() {
     assert_eq!(
         by_ctx(v[1].rx_ok()),
         vec![
-            Comp {
-                tag: 5,
-                ..Comp::recv(1, TRECV, 8, from_c.as_ptr() as usize)
-            },
-            Comp {
-                tag: 5,
-                ..Comp::recv(2, TRECV, 8, any.as_ptr() as usize)
-            },
+            tcomp(1, TRECV, 5, 8, from_c.as_ptr() as usize),
+            tcomp(2, TRECV, 5, 8, any.as_ptr() as usize),
             Comp::recv(3, MRECV, 8, plain.as_ptr() as usize),
         ]
     );
@@ -183,22 +194,14 @@ fn tagged_multi_recv_fills_then_releases() {
     let (_net, mut v) = three(FI_TAGGED_MULTI_RECV);
     let mut big = vec![0u8; 1000];
     let base = big.as_ptr() as usize;
-    v[1].recv(RecvArgs {
-        ignore: 0xff,
-        flags: FI_MULTI_RECV,
-        ..trecv(&mut big, 9, FI_ADDR_UNSPEC, 0x100)
-    })
-    .unwrap();
+    v[1].recv(multi_0x1xx(&mut big, 9)).unwrap();
     let sizes = [(0x101, 300), (0x1ff, 300), (0x200, 100), (0x102, 300), (0x103, 200)];
     let msgs: Vec<Vec<u8>> = sizes.iter().map(|&(t, n)| pattern(n, t as u8)).collect();
     for (i, (&(tag, _), m)) in sizes.iter().zip(&msgs).enumerate() {
         v[0].send(tsend(m, i, tag)).unwrap();
     }
     v[1].progress();
-    let t = |tag, len, buf| Comp {
-        tag,
-        ..Comp::recv(9, TRECV, len, buf)
-    };
+    let t = |tag, len, buf| tcomp(9, TRECV, tag, len, buf);
     assert_eq!(
         v[1].rx_ok(),
         vec![
@@ -215,18 +218,10 @@ fn tagged_multi_recv_fills_then_releases() {
     // A buffer the queued 0x103 fills exactly is released with it; the
     // 0x200 message matches neither and stays queued.
     let mut next = vec![0u8; 200];
-    v[1].recv(RecvArgs {
-        ignore: 0xff,
-        flags: FI_MULTI_RECV,
-        ..trecv(&mut next, 10, FI_ADDR_UNSPEC, 0x100)
-    })
-    .unwrap();
+    v[1].recv(multi_0x1xx(&mut next, 10)).unwrap();
     assert_eq!(
         v[1].rx_ok(),
-        vec![Comp {
-            tag: 0x103,
-            ..Comp::recv(10, TRECV | FI_MULTI_RECV, 200, next.as_ptr() as usize)
-        }]
+        vec![tcomp(10, TRECV | FI_MULTI_RECV, 0x103, 200, next.as_ptr() as usize)]
     );
     assert_eq!(next, msgs[4]);
     let mut last = vec![0u8; 100];
@@ -327,12 +322,7 @@ fn a_message_a_multi_recv_buffer_gives_back_keeps_its_place() {
     v[0].send(tsend(&y, 11, 0x101)).unwrap();
     v[1].progress();
     let mut small = vec![0u8; 100];
-    v[1].recv(RecvArgs {
-        ignore: 0xff,
-        flags: FI_MULTI_RECV,
-        ..trecv(&mut small, 9, FI_ADDR_UNSPEC, 0x100)
-    })
-    .unwrap();
+    v[1].recv(multi_0x1xx(&mut small, 9)).unwrap();
     assert_eq!(
         v[1].rx_ok(),
         vec![Comp::recv(9, FI_MULTI_RECV, 0, small.as_ptr() as usize)]
