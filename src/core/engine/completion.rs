@@ -117,10 +117,8 @@ impl State {
         let cq_data = h.flags & flag::REMOTE_CQ_DATA != 0;
         let flags =
             FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG } | if cq_data { FI_REMOTE_CQ_DATA } else { 0 } | extra;
-        // A truncated receive's error entry names its sender too
-        // (fi_cq_err_entry.src_addr, 1.20+), FI_SOURCE or not.
         let src_fi = match &src {
-            Some(a) if self.cfg.caps & (FI_SOURCE | FI_SOURCE_ERR) != 0 || olen > 0 => self.src_fi_addr(b, a),
+            Some(a) if self.cfg.caps & (FI_SOURCE | FI_SOURCE_ERR) != 0 => self.src_fi_addr(b, a),
             _ => None,
         };
         let entry = CqEntry {
@@ -162,6 +160,12 @@ impl State {
             Some((e, err_data)) => {
                 if let Some(c) = &b.recv_cntr {
                     c.inc_err();
+                }
+                let mut entry = entry;
+                if let (None, Some(a)) = (src_fi, &src) {
+                    // A truncated receive's error entry names its sender
+                    // (fi_cq_err_entry.src_addr, 1.20+), FI_SOURCE or not.
+                    entry.src = self.src_fi_addr(b, a).unwrap_or(FI_ADDR_NOTAVAIL);
                 }
                 cq_error(
                     b.rx_cq,

@@ -82,6 +82,13 @@ impl RecvMatching {
         by_kind(tagged, self.tagged_exact, self.msg_exact)
     }
 
+    /// Whether any receive must name its source (one test on the path of
+    /// every any-source receive).
+    #[inline(always)]
+    pub(crate) fn any_exact(&self) -> bool {
+        self.msg_exact | self.tagged_exact
+    }
+
     /// Whether a receive of this kind may be posted with `FI_MULTI_RECV`.
     pub(crate) fn multi(&self, tagged: bool) -> bool {
         by_kind(tagged, self.tagged_multi, self.msg_multi)

@@ -45,18 +45,23 @@ impl Inner {
         if self.st.buf.is_some() && a.flags & (FI_CLAIM | FI_DISCARD) != 0 && a.flags & FI_PEEK == 0 {
             return self.buf_claim(b, a.owned());
         }
-        let rules = self.st.cfg.matching;
-        let src = if a.src != FI_ADDR_UNSPEC && rules.directed(a.tagged) {
+        // Directed (`directed.rs`): a named source, or FI_ADDR_UNSPEC where
+        // FI_EXACT_DIRECTED_RECV forbids it ("FI_ADDR_UNSPEC is not
+        // allowed"; a claim names its message by context, not by source),
+        // which no AV entry is: -FI_EINVAL.
+        let rules = &self.st.cfg.matching;
+        let src = if (a.src != FI_ADDR_UNSPEC
+            || rules.any_exact() && rules.exact(a.tagged) && a.flags & (FI_CLAIM | FI_PEEK) != FI_CLAIM)
+            && rules.directed(a.tagged)
+        {
             let av = b.av.as_ref().ok_or(Error::NOAV)?;
             Some(self.port.canonical(&av.lookup_addr(a.src).ok_or(Error::INVAL)?))
-        } else if rules.exact(a.tagged) && a.flags & (FI_CLAIM | FI_PEEK) != FI_CLAIM {
-            // FI_EXACT_DIRECTED_RECV: "FI_ADDR_UNSPEC is not allowed" (a
-            // claim names its message by context, not by source).
-            return Err(Error::INVAL);
         } else {
             None
         };
-        if a.flags & FI_MULTI_RECV != 0 && (!rules.multi(a.tagged) || a.flags & (FI_PEEK | FI_CLAIM) != 0) {
+        if a.flags & FI_MULTI_RECV != 0
+            && (!self.st.cfg.matching.multi(a.tagged) || a.flags & (FI_PEEK | FI_CLAIM) != 0)
+        {
             return Err(Error::BADFLAGS);
         }
         if a.flags & (FI_PEEK | FI_CLAIM) == 0 && self.rx_posted() >= self.st.cfg.rx_size {
