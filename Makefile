@@ -531,13 +531,19 @@ scale-mpi: lib $(BUILD)/mpi/mpi_test $(BUILD)/mpi-hosts/pingpong $(BUILD)/mpi-ho
 
 # ---- libfabric 2.x cores and today's MPI releases: the Open MPI 5 and MPICH 5
 # wheels from PyPI (each bundles libfabric 2.5.1) run the MPI test program over
-# rustfab, and fi_getinfo is checked at API 1.17 ... 2.5 through each core
-# (c-tests/libfabric2/run.sh; docs/libfabric2.md).
+# rustfab, fi_getinfo is checked at API 1.17 ... 2.5 through each core, and
+# 2.x's matching and addressing (matching2) over shm, tcp and auto through the
+# 2.x cores (and LIBFABRIC2_PREFIX's, when set) (c-tests/libfabric2/run.sh;
+# docs/libfabric2.md).
 $(BUILD)/libfabric2/getinfo_versions: c-tests/libfabric2/getinfo_versions.c c-tests/harness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lfabric
 
-mpi5: lib $(BUILD)/libfabric2/getinfo_versions
+$(BUILD)/libfabric2/matching2: c-tests/libfabric2/matching2.c c-tests/harness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric
+
+mpi5: lib $(BUILD)/libfabric2/getinfo_versions $(BUILD)/libfabric2/matching2
 	@mkdir -p $(BUILD)/mpi5
 	c-tests/libfabric2/run.sh $(BUILD)
 

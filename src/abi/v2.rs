@@ -14,7 +14,7 @@
 //! when those headers are at hand: `LIBFABRIC2_PREFIX`).
 
 use super::layout::{abi_consts, abi_structs, fi_version};
-use super::types::{fid_domain, size_t};
+use super::types::{fi_addr_t, fi_av_set_attr, fid_av, fid_av_set, fid_domain, size_t};
 use core::ffi::{c_char, c_int, c_void};
 
 abi_structs! { v2_layouts;
@@ -40,6 +40,22 @@ abi_structs! { v2_layouts;
         op_context: *mut c_void, flags: u64, len: size_t, buf: *mut c_void, data: u64, tag: u64,
         olen: size_t, err: c_int, prov_errno: c_int, err_data: *mut c_void, err_data_size: size_t,
         src_addr: u64,
+    }
+    /// `struct fi_ops_av` of 1.20+ (`insert_auth_key`, `lookup_auth_key`)
+    /// and 2.0+ (`set_user_id`). The inline wrappers check `size` before
+    /// calling a slot past the 1.17 ones.
+    struct fi_ops_av {
+        size: size_t,
+        insert: Option<unsafe extern "C" fn(*mut fid_av, *const c_void, size_t, *mut fi_addr_t, u64, *mut c_void) -> c_int>,
+        insertsvc: Option<unsafe extern "C" fn(*mut fid_av, *const c_char, *const c_char, *mut fi_addr_t, u64, *mut c_void) -> c_int>,
+        insertsym: Option<unsafe extern "C" fn(*mut fid_av, *const c_char, size_t, *const c_char, size_t, *mut fi_addr_t, u64, *mut c_void) -> c_int>,
+        remove: Option<unsafe extern "C" fn(*mut fid_av, *mut fi_addr_t, size_t, u64) -> c_int>,
+        lookup: Option<unsafe extern "C" fn(*mut fid_av, fi_addr_t, *mut c_void, *mut size_t) -> c_int>,
+        straddr: Option<unsafe extern "C" fn(*mut fid_av, *const c_void, *mut c_char, *mut size_t) -> *const c_char>,
+        av_set: Option<unsafe extern "C" fn(*mut fid_av, *mut fi_av_set_attr, *mut *mut fid_av_set, *mut c_void) -> c_int>,
+        insert_auth_key: Option<unsafe extern "C" fn(*mut fid_av, *const c_void, size_t, *mut fi_addr_t, u64) -> c_int>,
+        lookup_auth_key: Option<unsafe extern "C" fn(*mut fid_av, fi_addr_t, *mut c_void, *mut size_t) -> c_int>,
+        set_user_id: Option<unsafe extern "C" fn(*mut fid_av, fi_addr_t, fi_addr_t, u64) -> c_int>,
     }
 }
 
@@ -81,7 +97,8 @@ mod tests {
     /// sits at the same offset with the same size.
     #[test]
     fn v1_17_layouts_are_prefixes() {
-        let old = super::super::types::type_layouts();
+        let mut old = super::super::types::type_layouts();
+        old.extend(super::super::types::vtable_layouts());
         for new in v2_layouts() {
             let o = old.iter().find(|s| s.name == new.name).expect("mirrored in 1.17 too");
             assert!(new.size > o.size, "{} grew", new.name);

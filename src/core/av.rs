@@ -91,7 +91,7 @@ use std::sync::Arc;
 /// `fi_av_attr.flags` bit asking for asynchronous inserts.
 pub(crate) const FI_EVENT: u64 = FI_COMPLETION;
 /// `fi_av_attr.flags` accepted by `fi_av_open`.
-const OPEN_FLAGS: u64 = FI_EVENT | FI_READ | FI_SYMMETRIC;
+const OPEN_FLAGS: u64 = FI_EVENT | FI_READ | FI_SYMMETRIC | FI_AV_USER_ID;
 /// Flags accepted by the insert calls (fi_av(3) lists exactly these).
 const INSERT_FLAGS: u64 = FI_MORE | FI_SYNC_ERR | FI_AV_USER_ID;
 /// Longest `FI_ADDR_STR` address the C face scans for its NUL before giving
@@ -226,6 +226,18 @@ impl AvTable {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// `fi_av_set_user_id`: the id entry `idx` reports from now on
+    /// (-FI_EINVAL for an index that is not live).
+    pub(crate) fn set_user_id(&mut self, idx: fi_addr_t, user_id: fi_addr_t) -> Result<()> {
+        let slot = usize::try_from(idx)
+            .ok()
+            .and_then(|i| self.slots.get_mut(i))
+            .and_then(|s| s.as_mut())
+            .ok_or(Error::INVAL)?;
+        slot.user_id = Some(user_id);
         Ok(())
     }
 
@@ -623,11 +635,14 @@ impl AvState {
         let mut out = Vec::new();
         out.try_reserve_exact(addrs.len()).map_err(|_| Error::NOMEM)?;
         let valid = addrs.iter().filter(|a| a.is_ok()).count();
+        // An AV opened with FI_AV_USER_ID reports FI_ADDR_NOTAVAIL for an
+        // entry until fi_av_set_user_id names it (fi_av(3)).
+        let unset = (self.flags & FI_AV_USER_ID != 0).then_some(FI_ADDR_NOTAVAIL);
         let mut t = self.table.write();
         t.reserve(valid)?;
         for (i, a) in addrs.iter().enumerate() {
             out.push(match a {
-                Ok(a) => Ok(t.insert(*a, user_ids.map(|u| u[i]))),
+                Ok(a) => Ok(t.insert(*a, user_ids.map(|u| u[i]).or(unset))),
                 Err(e) => Err(*e),
             });
         }
@@ -709,6 +724,18 @@ impl AvState {
         self.table.read().get(fi_addr).map(|e| e.addr)
     }
 
+    /// `fi_av_set_user_id` (2.0): only on an AV opened with
+    /// `FI_AV_USER_ID`; no flags (`FI_AUTH_KEY`: no authorization keys).
+    pub(crate) fn set_user_id(&self, fi_addr: fi_addr_t, user_id: fi_addr_t, flags: u64) -> Result<()> {
+        if flags != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        if self.flags & FI_AV_USER_ID == 0 {
+            return Err(Error::INVAL);
+        }
+        self.table.write().set_user_id(fi_addr, user_id)
+    }
+
     pub(crate) fn reverse_lookup(&self, a: &Addr) -> Option<fi_addr_t> {
         self.table.read().reverse(a)
     }
@@ -767,6 +794,11 @@ impl Av {
         }
         let av_type = effective_type(attr.av_type);
         if av_type != FI_AV_MAP && av_type != FI_AV_TABLE {
+            return Err(Error::INVAL);
+        }
+        if attr.flags & FI_AV_USER_ID != 0 && !user_ids_at_open(domain) {
+            // fi_domain(3): "If this domain capability is not set, address
+            // vectors cannot be opened with FI_AV_USER_ID."
             return Err(Error::INVAL);
         }
         let format = AvFormat::for_domain(domain.transport, domain.info.addr_format);
@@ -850,6 +882,11 @@ impl Av {
             // fail with -FI_ENOEQ"
             return Err(Error::NOEQ);
         }
+        if flags & FI_AV_USER_ID != 0 && self.state.flags & FI_AV_USER_ID != 0 {
+            // "Using the FI_AV_USER_ID flag per insert is invalid if the AV
+            // was opened with the FI_AV_USER_ID".
+            return Err(Error::INVAL);
+        }
         if flags & FI_SYNC_ERR != 0 && eq.is_some() {
             // "This flag applies to synchronous insertions only"
             return Err(Error::BADFLAGS);
@@ -878,6 +915,11 @@ impl Av {
         Ok(results)
     }
 
+    /// `fi_av_set_user_id` ([`AvState::set_user_id`]).
+    pub(crate) fn set_user_id(&self, fi_addr: fi_addr_t, user_id: fi_addr_t, flags: u64) -> Result<()> {
+        self.state.set_user_id(fi_addr, user_id, flags)
+    }
+
     /// `fi_av_lookup` into a buffer of `cap` bytes: the bytes to copy (the
     /// stored form, truncated to `cap`) and the size the whole address needs.
     pub(crate) fn lookup(&self, fi_addr: fi_addr_t, cap: usize) -> Result<(Vec<u8>, usize)> {
@@ -886,6 +928,13 @@ impl Av {
         let stored = format.encode(&a);
         Ok((lookup_bytes(&stored, format == AvFormat::Str, cap), stored.len()))
     }
+}
+
+/// Whether AVs of `domain` may be opened with `FI_AV_USER_ID`: a 2.0+
+/// domain that negotiated the capability (fi_domain(3)).
+fn user_ids_at_open(domain: &Domain) -> bool {
+    domain.api_version >= crate::abi::v2::API_FIRST_2_0
+        && (domain.info.caps | domain.info.domain.as_ref().map_or(0, |d| d.caps)) & FI_AV_USER_ID != 0
 }
 
 /// The type an `fi_av_open` with this requested type gets.
@@ -1011,6 +1060,31 @@ mod tests {
         assert_eq!(s.reverse_lookup(&shm(2)), Some(2000));
         assert_eq!(s.table.read().get(0).unwrap().user_id, Some(1000));
         assert_eq!(s.lookup_addr(1), Some(shm(2)), "data path still uses the index");
+    }
+
+    /// An AV opened with FI_AV_USER_ID (2.0): entries report
+    /// FI_ADDR_NOTAVAIL until fi_av_set_user_id names them; the data path
+    /// keeps the index; set_user_id needs the open flag, no flags, a live
+    /// index.
+    #[test]
+    fn user_ids_set_after_insert() {
+        let s = AvState::new(FI_AV_USER_ID, TransportKind::Shm, AvFormat::Str, 4);
+        let r = s.insert_batch(&[Ok(shm(1)), Ok(shm(2))], None).unwrap();
+        assert_eq!(r, vec![Ok(0), Ok(1)]);
+        assert_eq!(s.reverse_lookup(&shm(2)), Some(FI_ADDR_NOTAVAIL));
+        s.set_user_id(1, 0xabc, 0).unwrap();
+        assert_eq!(s.reverse_lookup(&shm(2)), Some(0xabc));
+        assert_eq!(s.reverse_lookup(&shm(1)), Some(FI_ADDR_NOTAVAIL));
+        assert_eq!(s.lookup_addr(1), Some(shm(2)));
+        assert_eq!(s.set_user_id(7, 1, 0), Err(Error::INVAL), "not an entry");
+        assert_eq!(s.set_user_id(0, 1, crate::abi::v2::FI_AUTH_KEY), Err(Error::BADFLAGS));
+        s.remove(&[1]).unwrap();
+        assert_eq!(s.set_user_id(1, 1, 0), Err(Error::INVAL), "removed");
+        assert_eq!(
+            shm_state().set_user_id(0, 1, 0),
+            Err(Error::INVAL),
+            "opened without the flag"
+        );
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub(crate) unsafe fn open(
             context: ctx,
             ops: &AV_FI_OPS,
         },
-        ops: &AV_OPS,
+        ops: &AV_OPS as *const crate::abi::v2::fi_ops_av as *const fi_ops_av,
     };
     let map_addr = core.shared.as_ref().map(|s| s.map_addr().cast());
     Ok((Obj::create(hdr, core), map_addr))
@@ -64,8 +64,11 @@ static AV_FI_OPS: fi_ops = fi_ops {
     ops_set: Some(noops::no_ops_set),
 };
 
-static AV_OPS: fi_ops_av = fi_ops_av {
-    size: core::mem::size_of::<fi_ops_av>(),
+/// The 2.x table (`insert_auth_key`, `lookup_auth_key`, `set_user_id`
+/// after the 1.17 slots); `fid_av.ops` points at it as the 1.17 type, its
+/// prefix, and `size` tells the inline wrappers how far it goes.
+static AV_OPS: crate::abi::v2::fi_ops_av = crate::abi::v2::fi_ops_av {
+    size: core::mem::size_of::<crate::abi::v2::fi_ops_av>(),
     insert: Some(av_insert),
     insertsvc: Some(av_insertsvc),
     insertsym: Some(av_insertsym),
@@ -73,6 +76,9 @@ static AV_OPS: fi_ops_av = fi_ops_av {
     lookup: Some(av_lookup),
     straddr: Some(av_straddr),
     av_set: Some(av_set),
+    insert_auth_key: Some(av_insert_auth_key),
+    lookup_auth_key: Some(av_lookup_auth_key),
+    set_user_id: Some(av_set_user_id),
 };
 
 /// [`AvEvents`] on a real EQ: events name the AV's fid and the insert
@@ -377,6 +383,39 @@ unsafe extern "C" fn av_remove(av: *mut fid_av, fi_addr: *mut fi_addr_t, count: 
             Ok(0)
         })
     }
+}
+
+/// `fi_av_set_user_id` (2.0; docs/libfabric2.md).
+unsafe extern "C" fn av_set_user_id(av: *mut fid_av, fi_addr: fi_addr_t, user_id: fi_addr_t, flags: u64) -> c_int {
+    // SAFETY: arguments come from the application through fi_av_set_user_id().
+    unsafe {
+        fi::call_obj::<Av, c_int>("fi_av_set_user_id", av as *const c_void, |o| {
+            o.core.set_user_id(fi_addr, user_id, flags)?;
+            Ok(0)
+        })
+    }
+}
+
+/// `fi_av_insert_auth_key` (1.20): no authorization keys are offered
+/// (`max_ep_auth_key` 0).
+unsafe extern "C" fn av_insert_auth_key(
+    _av: *mut fid_av,
+    _auth_key: *const c_void,
+    _auth_key_size: usize,
+    _fi_addr: *mut fi_addr_t,
+    _flags: u64,
+) -> c_int {
+    -FI_ENOSYS
+}
+
+/// `fi_av_lookup_auth_key` (1.20): as above.
+unsafe extern "C" fn av_lookup_auth_key(
+    _av: *mut fid_av,
+    _fi_addr: fi_addr_t,
+    _auth_key: *mut c_void,
+    _auth_key_size: *mut usize,
+) -> c_int {
+    -FI_ENOSYS
 }
 
 unsafe extern "C" fn av_lookup(av: *mut fid_av, fi_addr: fi_addr_t, addr: *mut c_void, addrlen: *mut usize) -> c_int {

@@ -75,7 +75,9 @@ pub(crate) fn open(
     tables: super::ep::MsgTables,
 ) -> Result<*mut fid_ep> {
     let settings = &d.core.fabric().settings;
-    let mut cfg = crate::core::ep::config_from(info, MSG_CAPS, settings);
+    let mut cfg = crate::core::ep::config_from(info, MSG_CAPS, settings, d.core.api_version);
+    // One peer: receives read no source.
+    cfg.matching = cfg.matching.undirected();
     // One peer; the connection's records go over TCP (no cross-memory
     // attach) or, on shm and auto to a peer on this host, over shm
     // (docs/shm.md, Connected endpoints).

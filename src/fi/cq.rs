@@ -217,7 +217,8 @@ unsafe fn sread_c(
 ///
 /// # Safety
 /// `buf` must be NULL or valid for a `struct fi_cq_err_entry` as the
-/// application's API version defines it (72 bytes before 1.5, 80 after),
+/// application's API version defines it (72 bytes before 1.5, 80 from
+/// 1.5, 88 from 1.20),
 /// whose `err_data` (≥ 1.5, when used) holds `err_data_size` bytes.
 unsafe fn read_err_c(cq: &Cq, buf: *mut fi_cq_err_entry) -> Result<usize> {
     if buf.is_null() {
@@ -236,6 +237,7 @@ unsafe fn read_err_c(cq: &Cq, buf: *mut fi_cq_err_entry) -> Result<usize> {
             (core::ptr::null_mut(), 0)
         }
     };
+    let mut src_addr = FI_ADDR_NOTAVAIL;
     let out = cq.read_err(|r| {
         let mut out = fi_cq_err_entry {
             op_context: core::ptr::null_mut(),
@@ -261,6 +263,7 @@ unsafe fn read_err_c(cq: &Cq, buf: *mut fi_cq_err_entry) -> Result<usize> {
                 out.olen = e.olen;
                 out.err = e.err;
                 out.prov_errno = e.prov_errno;
+                src_addr = e.entry.src;
                 if app_size > 0 && !app_ptr.is_null() {
                     // fi_cq(3): "On input, err_data should reference a data
                     // buffer of size err_data_size."
@@ -286,7 +289,17 @@ unsafe fn read_err_c(cq: &Cq, buf: *mut fi_cq_err_entry) -> Result<usize> {
         }
         out
     })?;
-    if v15 {
+    if cq.api_version() >= crate::abi::v2::API_FIRST_1_20_FIELDS {
+        // The 1.20+ entry ends with `src_addr`: the sender of a receive that
+        // failed after matching, when it is in the AV (docs/libfabric2.md).
+        let buf = buf as *mut crate::abi::v2::fi_cq_err_entry;
+        // SAFETY: an application of API 1.20+ passes the 88-byte entry
+        // (the contract); the 1.17 entry is its prefix.
+        unsafe {
+            (buf as *mut fi_cq_err_entry).write_unaligned(out);
+            core::ptr::addr_of_mut!((*buf).src_addr).write_unaligned(src_addr);
+        }
+    } else if v15 {
         // SAFETY: an 80-byte entry per the contract.
         unsafe { buf.write_unaligned(out) };
     } else {

@@ -65,6 +65,8 @@ pub(super) struct Received<'a> {
 /// Why a receive ended without data, and what its error entry says.
 pub(super) struct RxFailure {
     pub(super) err: Error,
+    /// The sender of the message the receive had matched, if any.
+    pub(super) src: Option<Addr>,
     pub(super) tag: u64,
     pub(super) data: u64,
     pub(super) olen: usize,
@@ -75,6 +77,7 @@ impl RxFailure {
     pub(super) fn new(err: Error) -> RxFailure {
         RxFailure {
             err,
+            src: None,
             tag: 0,
             data: 0,
             olen: 0,
@@ -82,10 +85,12 @@ impl RxFailure {
         }
     }
 
-    /// The receive of message `hdr` failed: none of its `len` bytes count.
-    pub(super) fn of(err: Error, hdr: &WireHdr, extra: u64) -> RxFailure {
+    /// The receive of message `hdr` from `src` failed: none of its `len`
+    /// bytes count.
+    pub(super) fn of(err: Error, src: Addr, hdr: &WireHdr, extra: u64) -> RxFailure {
         RxFailure {
             err,
+            src: Some(src),
             tag: hdr.tag,
             data: hdr.data,
             olen: hdr.len as usize,
@@ -142,7 +147,9 @@ impl State {
                 if let Some(c) = to.cntr {
                     c.inc();
                 }
-                let want = !to.selective || r.flags & FI_COMPLETION != 0;
+                // The completion that releases a multi-receive buffer is
+                // written whatever selective completion says (fi_msg(3)).
+                let want = !to.selective || r.flags & FI_COMPLETION != 0 || extra & FI_MULTI_RECV != 0;
                 cq_success(
                     to.cq,
                     Report {
@@ -157,6 +164,12 @@ impl State {
             Some((e, err_data)) => {
                 if let Some(c) = to.cntr {
                     c.inc_err();
+                }
+                let mut entry = entry;
+                if let (None, Some(a)) = (src_fi, &src) {
+                    // A truncated receive's error entry names its sender
+                    // (fi_cq_err_entry.src_addr, 1.20+), FI_SOURCE or not.
+                    entry.src = self.src_fi_addr(b, a).unwrap_or(FI_ADDR_NOTAVAIL);
                 }
                 cq_error(
                     to.cq,
@@ -173,6 +186,29 @@ impl State {
         }
     }
 
+    /// A multi-receive buffer released on its own (a message did not fit
+    /// what is left of it): a completion with `FI_MULTI_RECV` as its only
+    /// flag (fi_cq(3): "If other flag bits are zero, the provider is
+    /// reporting that the multi-recv buffer has been released"), `buf` the
+    /// first unused byte, written even under selective completion. No
+    /// message: the receive counter does not count it.
+    pub(super) fn complete_release(&mut self, b: &Bound<'_>, r: &PostedRecv) {
+        let entry = CqEntry {
+            buf: r.iov.addr_at(r.used) as *mut c_void,
+            ..CqEntry::new(r.context as *mut c_void, FI_MULTI_RECV)
+        };
+        cq_success(
+            self.rx_sink(b, r.lane).cq,
+            Report {
+                on_success: true,
+                slot: r.claimed,
+                inject: false,
+                lane: 0,
+            },
+            entry,
+        );
+    }
+
     /// A receive ended in error (its error entry; the counter's error).
     pub(super) fn complete_rx_err(&mut self, b: &Bound<'_>, r: &PostedRecv, f: RxFailure) {
         let to = self.rx_sink(b, r.lane);
@@ -183,6 +219,8 @@ impl State {
         let entry = CqEntry {
             data: f.data,
             tag: f.tag,
+            // fi_cq_err_entry.src_addr (1.20+): the sender, when known.
+            src: f.src.and_then(|a| self.src_fi_addr(b, &a)).unwrap_or(FI_ADDR_NOTAVAIL),
             ..CqEntry::new(r.context as *mut c_void, flags)
         };
         cq_error(

@@ -59,17 +59,17 @@ impl Inner {
         let hs: Vec<u32> = st.rx.iter_mut().map(|(h, _)| h).collect();
         for h in hs {
             if let Some(s) = st.rx.remove(h) {
-                st.complete_rx_err(b, &s.recv, RxFailure::of(e, &s.hdr, s.extra_flags));
+                st.complete_rx_err(b, &s.recv, RxFailure::of(e, s.src, &s.hdr, s.extra_flags));
             }
         }
         let hs: Vec<u32> = st.inflight.iter_mut().map(|(h, _)| h).collect();
         for h in hs {
             if let Some(f) = st.inflight.remove(h) {
-                st.complete_rx_err(b, &f.recv, RxFailure::of(e, &f.hdr, f.extra_flags));
+                st.complete_rx_err(b, &f.recv, RxFailure::of(e, f.src, &f.hdr, f.extra_flags));
             }
         }
         for p in std::mem::take(&mut st.pulls) {
-            st.complete_rx_err(b, &p.recv, RxFailure::of(e, &p.hdr, p.extra_flags));
+            st.complete_rx_err(b, &p.recv, RxFailure::of(e, p.src, &p.hdr, p.extra_flags));
         }
         for r in st.m.drain_posted() {
             st.complete_rx_err(

@@ -301,10 +301,11 @@ impl Matching {
         self.unexpected.push_back(u);
     }
 
-    /// Puts a message back at the head of the queue (it did not fit).
-    pub(crate) fn push_unexpected_front(&mut self, u: Unexpected) {
+    /// Puts a message taken from `idx` back there (it did not fit), so
+    /// the messages keep their arrival order.
+    pub(crate) fn put_back_unexpected(&mut self, idx: usize, u: Unexpected) {
         self.charge(&u);
-        self.unexpected.push_front(u);
+        self.unexpected.insert(idx.min(self.unexpected.len()), u);
     }
 
     /// Index of the first unexpected message a receive would match. Claimed

@@ -10,8 +10,10 @@
 //! Modules: `send` (post-time checks, eager records, `sent`/ACK, send
 //! completions), `recv` (posting, cancel, matching arrivals, the unexpected
 //! queue, peek/claim), `matching` (posted and unexpected queues, tag rule,
-//! budget; pure), `rendezvous` (RTS, CTS/DATA streaming; the receiver's pulls, CMA or a
-//! CTS, in `rendezvous_pull`),
+//! budget; pure), `directed` (which receives read, or must name, their
+//! source, and which may be multi-receive buffers, per caps and API
+//! version), `rendezvous` (RTS, CTS/DATA streaming; the receiver's pulls,
+//! CMA or a CTS, in `rendezvous_pull`),
 //! `buffered` (buffered receives; `buffered/held.rs` is their pure
 //! bookkeeping), `peers` (liveness, failure events), `connected` (what
 //! FI_EP_MSG adds: the fixed peer, `fail_all`), `completion` (CQ entries and
@@ -53,6 +55,7 @@ mod completion;
 mod connected;
 mod contexts;
 pub(crate) mod lanes;
+pub(crate) mod directed;
 pub(crate) mod matching;
 mod peers;
 mod progress;

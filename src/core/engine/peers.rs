@@ -75,7 +75,7 @@ impl State {
         let hs: Vec<u32> = self.rx.iter_mut().filter_map(|(h, s)| gone(s).then_some(h)).collect();
         for h in hs {
             if let Some(s) = self.rx.remove(h) {
-                self.complete_rx_err(b, &s.recv, RxFailure::of(err, &s.hdr, s.extra_flags));
+                self.complete_rx_err(b, &s.recv, RxFailure::of(err, s.src, &s.hdr, s.extra_flags));
             }
         }
     }
@@ -150,7 +150,7 @@ impl State {
             self.pulls = keep;
             owed += gone.len();
             for p in gone {
-                self.complete_rx_err(b, &p.recv, RxFailure::of(err, &p.hdr, p.extra_flags));
+                self.complete_rx_err(b, &p.recv, RxFailure::of(err, p.src, &p.hdr, p.extra_flags));
             }
         }
         let queued = self.outbox.len();

@@ -46,13 +46,23 @@ impl Inner {
         if self.st.buf.is_some() && a.flags & (FI_CLAIM | FI_DISCARD) != 0 && a.flags & FI_PEEK == 0 {
             return self.buf_claim(b, a.owned());
         }
-        let src = if a.src != FI_ADDR_UNSPEC && self.st.cfg.caps & FI_DIRECTED_RECV != 0 {
+        // Directed (`directed.rs`): a named source, or FI_ADDR_UNSPEC where
+        // FI_EXACT_DIRECTED_RECV forbids it ("FI_ADDR_UNSPEC is not
+        // allowed"; a claim names its message by context, not by source),
+        // which no AV entry is: -FI_EINVAL.
+        let rules = &self.st.cfg.matching;
+        let src = if (a.src != FI_ADDR_UNSPEC
+            || rules.any_exact() && rules.exact(a.tagged) && a.flags & (FI_CLAIM | FI_PEEK) != FI_CLAIM)
+            && rules.directed(a.tagged)
+        {
             let av = b.av.as_ref().ok_or(Error::NOAV)?;
             Some(self.port.canonical(&av.lookup_addr(a.src).ok_or(Error::INVAL)?))
         } else {
             None
         };
-        if a.flags & FI_MULTI_RECV != 0 && (a.tagged || self.st.cfg.caps & FI_MULTI_RECV == 0) {
+        if a.flags & FI_MULTI_RECV != 0
+            && (!self.st.cfg.matching.multi(a.tagged) || a.flags & (FI_PEEK | FI_CLAIM) != 0)
+        {
             return Err(Error::BADFLAGS);
         }
         if a.flags & (FI_PEEK | FI_CLAIM) == 0 && self.rx_posted() >= self.st.cfg.rx_size {
@@ -264,7 +274,7 @@ impl State {
                     self.ack(f.src, f.hdr.msg_id, None, f.take);
                 }
             }
-            Err(e) => self.complete_rx_err(b, &f.recv, RxFailure::of(e, &f.hdr, f.extra_flags)),
+            Err(e) => self.complete_rx_err(b, &f.recv, RxFailure::of(e, f.src, &f.hdr, f.extra_flags)),
         }
     }
 
@@ -290,21 +300,9 @@ impl State {
     }
 
     /// A multi-recv buffer with too little room left is handed back with an
-    /// (empty) FI_MULTI_RECV completion.
+    /// empty FI_MULTI_RECV completion.
     pub(super) fn release_multi(&mut self, b: &Bound<'_>, r: &PostedRecv) {
-        let h = WireHdr::default();
-        self.complete_rx(
-            b,
-            r,
-            Received {
-                src: None,
-                hdr: &h,
-                buf: r.iov.addr_at(r.used),
-                len: 0,
-                olen: 0,
-                extra: FI_MULTI_RECV,
-            },
-        );
+        self.complete_release(b, r);
     }
 
     #[inline]
@@ -318,7 +316,7 @@ impl State {
             }
             if u.len > r.iov.total() - r.used {
                 // Put the message back where it was; release the buffer.
-                self.m.push_unexpected_front(u);
+                self.m.put_back_unexpected(idx, u);
                 self.release_multi(b, &r);
                 return;
             }
@@ -346,7 +344,7 @@ impl State {
         };
         if let (UnexBody::Rendezvous(_), Some(e)) = (&u.body, u.sender_failed) {
             // Its data was in the failed sender's memory.
-            self.complete_rx_err(b, &r, RxFailure::of(e, &h, extra));
+            self.complete_rx_err(b, &r, RxFailure::of(e, u.src, &h, extra));
             return;
         }
         match u.body {

@@ -173,7 +173,7 @@ impl State {
             Err(e) => {
                 self.ack(s.src, s.hdr.msg_id, Some(e), 0);
                 let err = if e == Error::CONNRESET { PEER_FAILED } else { e };
-                self.complete_rx_err(b, &s.recv, RxFailure::of(err, &s.hdr, s.extra_flags));
+                self.complete_rx_err(b, &s.recv, RxFailure::of(err, s.src, &s.hdr, s.extra_flags));
                 return;
             }
         };
@@ -338,7 +338,7 @@ impl State {
         let Some(s) = self.rx.get_mut(handle) else { return };
         if let Err(e) = result {
             let s = self.rx.remove(handle).expect("stream just found");
-            self.complete_rx_err(b, &s.recv, RxFailure::of(e, &s.hdr, s.extra_flags));
+            self.complete_rx_err(b, &s.recv, RxFailure::of(e, s.src, &s.hdr, s.extra_flags));
             return;
         }
         s.got += s.chunk;

@@ -99,7 +99,7 @@ impl State {
                     Err(e) => {
                         self.ack(p.src, p.hdr.msg_id, Some(e), 0);
                         let err = if e == Error::CONNRESET { PEER_FAILED } else { e };
-                        self.complete_rx_err(b, &p.recv, RxFailure::of(err, &p.hdr, p.extra_flags));
+                        self.complete_rx_err(b, &p.recv, RxFailure::of(err, p.src, &p.hdr, p.extra_flags));
                         continue;
                     }
                 }

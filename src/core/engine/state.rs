@@ -64,6 +64,9 @@ pub(crate) struct EpConfig {
     /// `FI_MSG_PREFIX` bytes in front of every message buffer, counted in
     /// receive completions' `len` (`core/prefix.rs`; 0: no prefix).
     pub(crate) msg_prefix: usize,
+    /// Which receives read or must name their `src_addr`, and which may be
+    /// multi-receive buffers (`directed.rs`).
+    pub(crate) matching: super::directed::RecvMatching,
 }
 
 /// What the endpoint is bound to (fixed once enabled).

@@ -30,15 +30,18 @@ const RDM_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | F
 /// when 0; `FI_VARIABLE_MSG` lifts `max_msg_size`, fi_msg(3): "Variable
 /// messages are not subject to max message length restrictions"), with
 /// `default_caps` when it names none. Transport choices (`cma`,
-/// `fixed_peer`) are the caller's to adjust.
-pub(crate) fn config_from(info: &Info, default_caps: u64, settings: &Settings) -> EpConfig {
+/// `fixed_peer`) are the caller's to adjust. `version`: the fabric's API
+/// version, which decides what capability bits 45, 46 and 48 mean.
+pub(crate) fn config_from(info: &Info, default_caps: u64, settings: &Settings, version: u32) -> EpConfig {
     let tx = info.tx.clone().unwrap_or_default();
     let rx = info.rx.clone().unwrap_or_default();
     let epa = info.ep.clone().unwrap_or_default();
     let nz = |v: usize, d: usize| if v == 0 { d } else { v };
-    let caps = if info.caps == 0 { default_caps } else { info.caps };
+    let given = if info.caps == 0 { default_caps } else { info.caps };
+    let caps = crate::core::engine::directed::engine_caps(given, version);
     EpConfig {
         caps,
+        matching: crate::core::engine::directed::RecvMatching::of(given, version),
         tx_op_flags: tx.op_flags,
         rx_op_flags: rx.op_flags,
         tx_size: nz(tx.size, DEFAULT_TX_SIZE),
@@ -147,7 +150,7 @@ pub(crate) fn rdm_engine(domain: &Domain, info: &Info) -> Result<Inner> {
         return Err(Error::INVAL);
     }
     let settings = &domain.fabric().settings;
-    let mut cfg = config_from(info, RDM_CAPS, settings);
+    let mut cfg = config_from(info, RDM_CAPS, settings, domain.api_version);
     if domain.transport == TransportKind::Tcp {
         // No cross-memory attach over TCP: large messages are streamed.
         cfg.cma = false;

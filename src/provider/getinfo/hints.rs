@@ -308,7 +308,8 @@ pub(super) fn allows(caps: u64, direction: u64) -> bool {
 /// `FI_VARIABLE_MSG` is never implied (by an empty request or one naming
 /// only secondary caps): it turns the receive side into buffered receives
 /// (fi_msg(3) "Variable Length Messages"), so only an application that names
-/// it gets it. `FI_RMA` is implied by an empty request only (or by
+/// it gets it. From API 2.0 the same bit is `FI_EXACT_DIRECTED_RECV`, which
+/// refuses any-source receives: never implied either. `FI_RMA` is implied by an empty request only (or by
 /// `FI_RMA_EVENT`), `FI_ATOMIC` by an empty request only; either without a
 /// direction gets every direction.
 pub(super) fn effective_caps(offered: u64, requested: u64) -> u64 {

@@ -85,6 +85,19 @@ pub(crate) const TCP_CAPS: u64 = FI_MSG
     | RMA_CAPS
     | ATOMIC_CAPS;
 
+/// What the RDM entries add for applications of API 2.0 and later
+/// (docs/libfabric2.md, "Receive matching and addressing of 2.x"): the
+/// receive-matching capabilities of `core/engine/directed.rs` and user ids
+/// for AV entries. Bits 45, 46 and 48 mean other things before 2.0.
+pub(crate) const CAPS_2_0: u64 = crate::abi::v2::FI_TAGGED_DIRECTED_RECV
+    | crate::abi::v2::FI_EXACT_DIRECTED_RECV
+    | crate::abi::v2::FI_TAGGED_MULTI_RECV
+    | FI_AV_USER_ID;
+/// The rx-side ones.
+const RX_CAPS_2_0: u64 = crate::abi::v2::FI_TAGGED_DIRECTED_RECV
+    | crate::abi::v2::FI_EXACT_DIRECTED_RECV
+    | crate::abi::v2::FI_TAGGED_MULTI_RECV;
+
 /// Caps that may appear in `tx_attr->caps` (masked with the entry's caps).
 pub(crate) const TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | FI_TRIGGER | FI_NAMED_RX_CTX | RMA_TX_CAPS;
 /// Caps that may appear in `rx_attr->caps` (masked with the entry's caps).
@@ -96,9 +109,10 @@ pub(crate) const RX_CAPS: u64 = FI_MSG
     | FI_SOURCE_ERR
     | FI_DIRECTED_RECV
     | FI_VARIABLE_MSG
+    | RX_CAPS_2_0
     | RMA_RX_CAPS;
-/// Domain-level capabilities (`fi_domain(3)`).
-pub(crate) const DOMAIN_LEVEL_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV;
+/// Domain-level capabilities (`fi_domain(3)`; `FI_AV_USER_ID` from 2.0).
+pub(crate) const DOMAIN_LEVEL_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV | FI_AV_USER_ID;
 
 /// Primary capabilities (`fi_getinfo(3)`, CAPABILITIES): enabled only when
 /// asked for.
@@ -111,7 +125,9 @@ pub(super) const PRIMARY_CAPS: u64 = FI_MSG
     | FI_DIRECTED_RECV
     | FI_VARIABLE_MSG
     | FI_HMEM
-    | FI_COLLECTIVE;
+    | FI_COLLECTIVE
+    | crate::abi::v2::FI_TAGGED_DIRECTED_RECV
+    | FI_AV_USER_ID;
 pub(super) const MSG_DIRECTION_CAPS: u64 = FI_SEND | FI_RECV;
 pub(super) const COMM_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
 /// Rx-only caps an application may leave in `tx_attr->caps` (util's
@@ -121,6 +137,7 @@ pub(super) const IGNORED_TX_CAPS: u64 = FI_REMOTE_READ
     | FI_RECV
     | FI_DIRECTED_RECV
     | FI_VARIABLE_MSG
+    | RX_CAPS_2_0
     | FI_MULTI_RECV
     | FI_SOURCE
     | FI_RMA_EVENT
@@ -184,12 +201,15 @@ impl Template {
 
     /// The template as an application of API `version` sees it: capability
     /// bit 48 is `FI_VARIABLE_MSG` up to 1.20 only (undefined in 1.21 and
-    /// 1.22, `FI_EXACT_DIRECTED_RECV` from 2.0, which rustfab does not
-    /// offer: docs/libfabric2.md).
+    /// 1.22, `FI_EXACT_DIRECTED_RECV` from 2.0); from 2.0 the entries with
+    /// directed receives (the RDM ones) add [`CAPS_2_0`].
     pub(crate) fn at_version(&self, version: u32) -> Template {
         let mut t = *self;
         if version > crate::abi::v2::API_LAST_VARIABLE_MSG {
             t.caps &= !FI_VARIABLE_MSG;
+        }
+        if version >= crate::abi::v2::API_FIRST_2_0 && t.caps & FI_DIRECTED_RECV != 0 {
+            t.caps |= CAPS_2_0;
         }
         t
     }

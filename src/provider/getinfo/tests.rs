@@ -115,7 +115,7 @@ fn null_hints_give_shm_then_tcp_complete() {
             (INJECT_SIZE, 1024, 8, 8)
         );
         let rx = i.rx.as_ref().unwrap();
-        assert_eq!(rx.caps, RX_CAPS & !FI_VARIABLE_MSG);
+        assert_eq!(rx.caps, RX_CAPS & !(FI_VARIABLE_MSG | CAPS_2_0));
         assert_eq!((rx.size, rx.iov_limit, rx.total_buffered_recv), (1024, 8, 0));
         // Every entry has a source address (the wildcard) and no dest.
         assert!(i.src_addr.is_some());
@@ -1175,7 +1175,8 @@ fn what_older_apis_had_is_offered_only_at_them() {
     let h = msg_hints(FI_MSG | FI_VARIABLE_MSG);
     assert_ne!(at(fi_version(1, 20), &h).unwrap()[0].caps & FI_VARIABLE_MSG, 0);
     for v in [fi_version(1, 21), fi_version(1, 22), fi_version(2, 0), fi_version(2, 6)] {
-        // 1.21/1.22: undefined; 2.x: FI_EXACT_DIRECTED_RECV, not offered.
+        // 1.21/1.22: undefined; 2.x: FI_EXACT_DIRECTED_RECV, not offered
+        // on FI_EP_MSG (one peer: nothing to direct).
         assert_eq!(at(v, &h).unwrap_err(), Error::NODATA, "{v:#x}");
         let l = at(v, &msg_hints(FI_MSG)).unwrap();
         assert!(l
@@ -1333,4 +1334,59 @@ fn msg_entry_hints_and_addresses() {
     // A name that does not resolve (fabtests' negative test): no entry.
     let q = with_node(Some("g00n13s"), Some("9228"), 0, Some(&h));
     assert_eq!(super::getinfo(&q).unwrap_err(), Error::NODATA);
+}
+
+/// API 2.0+: the RDM entries offer libfabric 2.x's matching capabilities
+/// and FI_AV_USER_ID; the primary ones when asked for or by default,
+/// FI_EXACT_DIRECTED_RECV only when asked for; none of them before 2.0.
+#[test]
+fn the_2_x_matching_caps_are_offered_from_2_0_only() {
+    use crate::abi::v2::{FI_EXACT_DIRECTED_RECV, FI_TAGGED_DIRECTED_RECV, FI_TAGGED_MULTI_RECV};
+    let at = |version: u32, h: Option<&Info>| getinfo(&Query { version, ..query(h) });
+    let v2 = fi_version(2, 0);
+    // Defaults: all but exact.
+    for i in at(fi_version(2, 6), None).unwrap() {
+        let want = FI_TAGGED_DIRECTED_RECV | FI_TAGGED_MULTI_RECV | FI_AV_USER_ID;
+        assert_eq!(i.caps & (want | FI_EXACT_DIRECTED_RECV), want);
+        assert_eq!(i.domain.as_ref().unwrap().caps & FI_AV_USER_ID, FI_AV_USER_ID);
+        let rx = i.rx.as_ref().unwrap().caps;
+        assert_eq!(
+            rx & (want | FI_EXACT_DIRECTED_RECV),
+            FI_TAGGED_DIRECTED_RECV | FI_TAGGED_MULTI_RECV
+        );
+        assert_eq!(i.tx.as_ref().unwrap().caps & (want | FI_EXACT_DIRECTED_RECV), 0);
+    }
+    // Asked for: granted, in info, rx and domain caps.
+    let mut h = alloc_hints();
+    h.caps = FI_TAGGED | FI_TAGGED_DIRECTED_RECV | FI_EXACT_DIRECTED_RECV | FI_TAGGED_MULTI_RECV | FI_AV_USER_ID;
+    let l = at(v2, Some(&h)).unwrap();
+    assert_eq!(names(&l), ["shm", "tcp"]);
+    for i in &l {
+        assert_eq!(i.caps & h.caps, h.caps);
+        let rx = i.rx.as_ref().unwrap().caps;
+        assert_eq!(
+            rx & !FI_RECV,
+            FI_TAGGED | FI_TAGGED_DIRECTED_RECV | FI_EXACT_DIRECTED_RECV | FI_TAGGED_MULTI_RECV
+        );
+        assert_eq!(i.domain.as_ref().unwrap().caps & FI_AV_USER_ID, FI_AV_USER_ID);
+    }
+    // Primary ones not asked for are not given with another primary.
+    h.caps = FI_TAGGED | FI_DIRECTED_RECV;
+    for i in at(v2, Some(&h)).unwrap() {
+        assert_eq!(
+            i.caps & (FI_TAGGED_DIRECTED_RECV | FI_EXACT_DIRECTED_RECV | FI_AV_USER_ID),
+            0
+        );
+    }
+    // Before 2.0 the bits are something else: not offered.
+    for caps in [FI_TAGGED_DIRECTED_RECV, FI_TAGGED_MULTI_RECV, FI_AV_USER_ID] {
+        h.caps = FI_TAGGED | caps;
+        for v in [fi_version(1, 17), fi_version(1, 22)] {
+            assert_eq!(at(v, Some(&h)).unwrap_err(), Error::NODATA, "{caps:#x} at {v:#x}");
+        }
+    }
+    for i in at(fi_version(1, 22), None).unwrap() {
+        assert_eq!(i.caps & CAPS_2_0, 0);
+        assert_eq!(i.rx.as_ref().unwrap().caps & CAPS_2_0, 0);
+    }
 }

@@ -193,10 +193,10 @@ impl Inner {
         } else if m.sender_gone || !self.port.sender_alive(m.src_pid, &m.src) {
             // The rest died with its sender: the claim completes in error
             // (exactly once), nothing is fetched.
-            let hdr = m.hdr;
+            let (src, hdr) = (m.src, m.hdr);
             self.st.buf_release(m.buf);
             self.st
-                .complete_rx_err(b, &r, RxFailure::of(PEER_FAILED, &hdr, FI_CLAIM));
+                .complete_rx_err(b, &r, RxFailure::of(PEER_FAILED, src, &hdr, FI_CLAIM));
         } else if let Some(rts) = m.remote {
             // The rest is at the sender: a matched rendezvous from here on
             // (single CMA copy on shm, else the sender streams it).

@@ -165,6 +165,7 @@ fn directed_receive_and_fi_source() {
 fn without_directed_recv_the_source_is_ignored() {
     let mut sb = Spec::new(SimOpts::shm());
     sb.cfg.caps &= !FI_DIRECTED_RECV;
+    sb.cfg.matching = RecvMatching::of(sb.cfg.caps, API_NEWEST);
     let (_net, mut v) = network(&[Spec::new(SimOpts::shm()), sb, Spec::new(SimOpts::shm())]);
     let mut buf = vec![0u8; 8];
     v[1].recv(RecvArgs {
@@ -385,7 +386,7 @@ fn multi_recv_buffers_fill_then_release() {
             Comp::recv(9, MRECV, 300, base + 300),
             Comp::recv(9, MRECV, 300, base + 600),
             // 200 bytes do not fit the 100 left: the buffer is released.
-            Comp::recv(9, MRECV | FI_MULTI_RECV, 0, base + 900),
+            Comp::recv(9, FI_MULTI_RECV, 0, base + 900),
         ]
     );
     for i in 0..3 {
@@ -416,7 +417,7 @@ fn multi_recv_buffers_fill_then_release() {
     .unwrap();
     assert_eq!(
         b.rx_ok(),
-        vec![Comp::recv(11, MRECV | FI_MULTI_RECV, 0, tiny.as_ptr() as usize)]
+        vec![Comp::recv(11, FI_MULTI_RECV, 0, tiny.as_ptr() as usize)]
     );
     let mut plain = vec![0u8; 300];
     b.recv(rargs(&mut plain, 12)).unwrap();
@@ -427,6 +428,7 @@ fn multi_recv_buffers_fill_then_release() {
 fn multi_recv_is_untagged_and_needs_the_capability() {
     let mut sb = Spec::new(SimOpts::shm());
     sb.cfg.caps &= !FI_MULTI_RECV;
+    sb.cfg.matching = RecvMatching::of(sb.cfg.caps, API_NEWEST);
     let (_net, mut a, mut b) = pair_of(Spec::new(SimOpts::shm()), sb);
     let mut buf = vec![0u8; 100];
     let tagged = RecvArgs {

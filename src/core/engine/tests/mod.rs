@@ -6,14 +6,17 @@
 
 mod buffered;
 mod corners;
+mod directed;
 mod eager;
 mod failure;
 mod rendezvous;
 mod rma;
 mod split;
 
+use super::directed::RecvMatching;
 use super::sim::{Net, SimOpts, SimPort};
 use super::{AddrBook, AvView, Bound, EpConfig, Inner, RecvArgs, SendArgs};
+use crate::abi::v2::API_NEWEST;
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::av::{AvFormat, AvState, GenerationWord};
@@ -65,6 +68,7 @@ pub(super) fn cfg() -> EpConfig {
         close_wait: Duration::from_millis(20),
         fixed_peer: None,
         msg_prefix: 0,
+        matching: RecvMatching::of(FI_DIRECTED_RECV | FI_MULTI_RECV, API_NEWEST),
     }
 }
 

@@ -271,7 +271,7 @@ fn multi_recv_takes_rendezvous_messages_at_its_offset() {
             vec![
                 Comp::recv(9, MRECV, 100_000, base),
                 Comp::recv(9, MRECV, 100_000, base + 100_000),
-                Comp::recv(9, MRECV | FI_MULTI_RECV, 0, base + 200_000),
+                Comp::recv(9, FI_MULTI_RECV, 0, base + 200_000),
             ],
             "{cma:?}"
         );
