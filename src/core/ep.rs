@@ -113,6 +113,7 @@ pub(crate) fn config_from(info: &Info, default_caps: u64, settings: &Settings) -
         close_wait: settings.shm_close_wait,
         fixed_peer: None,
         msg_prefix: crate::core::prefix::msg_prefix(info).unwrap_or(0),
+        dgram: false,
     }
 }
 
@@ -137,7 +138,7 @@ fn tcp_limits() -> Limits {
 
 /// The shm port of an shm endpoint: named by fi_getinfo's src_addr (token 0
 /// is its wildcard: pick a fresh one).
-fn shm_port(info: &Info, settings: &Settings) -> Result<crate::transport::shm::ShmPort> {
+pub(crate) fn shm_port(info: &Info, settings: &Settings) -> Result<crate::transport::shm::ShmPort> {
     let token = match &info.src_addr {
         Some(b) => match Addr::parse(FI_ADDR_STR, b) {
             Ok((Addr::Shm(0), _)) => crate::transport::addr::shm_token_random(),
@@ -238,6 +239,9 @@ fn rdm_port(domain: &Domain, info: &Info) -> Result<Box<dyn crate::transport::Po
     };
     Ok(port)
 }
+
+/// Opens an endpoint's port on a domain at an info's src_addr.
+pub(crate) type PortOpener = fn(&Domain, &Info) -> Result<Box<dyn crate::transport::Port>>;
 
 /// An object `fi_ep_bind` attaches to an endpoint.
 pub(crate) enum BindTarget {
@@ -584,6 +588,12 @@ impl<L: Connection> Endpoint<L> {
     /// endpoint holds it, `-FI_EINVAL` for an address of another kind) and
     /// the endpoint stays where it was. After `fi_enable`: `-FI_EOPBADSTATE`.
     pub(crate) fn set_name(&self, bytes: &[u8]) -> Result<()> {
+        self.set_name_with(bytes, rdm_port)
+    }
+
+    /// [`Endpoint::set_name`] with the new port opened by `open` (a
+    /// datagram endpoint's is `core/dgram.rs`'s).
+    pub(crate) fn set_name_with(&self, bytes: &[u8], open: PortOpener) -> Result<()> {
         if self.msg.is_some() {
             return Err(Error::INVAL);
         }
@@ -602,7 +612,7 @@ impl<L: Connection> Endpoint<L> {
             ..Info::default()
         };
         let domain: &Domain = &self.domain;
-        let port = rdm_port(domain, &info)?;
+        let port = open(domain, &info)?;
         let (addr, fd) = (port.addr(), port.wait_fd());
         let engine = &domain.engine;
         engine.watch_fd(fd, crate::sys::IN)?;

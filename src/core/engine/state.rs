@@ -64,6 +64,9 @@ pub(crate) struct EpConfig {
     /// `FI_MSG_PREFIX` bytes in front of every message buffer, counted in
     /// receive completions' `len` (`core/prefix.rs`; 0: no prefix).
     pub(crate) msg_prefix: usize,
+    /// A datagram (`FI_EP_DGRAM`) endpoint: unreliable, so no completion
+    /// level waits for the peer's answer (`core/dgram.rs`).
+    pub(crate) dgram: bool,
 }
 
 /// What the endpoint is bound to (fixed once enabled).

@@ -269,4 +269,6 @@ fn transport_filter(q: &Query, p: &Prepared, t: &Template) -> Check {
 }
 
 #[cfg(test)]
+mod dgram_tests;
+#[cfg(test)]
 mod tests;

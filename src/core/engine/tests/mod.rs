@@ -65,6 +65,7 @@ pub(super) fn cfg() -> EpConfig {
         close_wait: Duration::from_millis(20),
         fixed_peer: None,
         msg_prefix: 0,
+        dgram: false,
     }
 }
 
