@@ -97,6 +97,12 @@ pub(crate) fn dgram_port(domain: &Domain, info: &Info) -> Result<Box<dyn Port>> 
                 None => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
             };
             let tcp = &settings.tcp;
+            if tcp.auth_key.is_some() {
+                crate::base::log::log_warn!(
+                    FI_LOG_EP_CTRL,
+                    "FI_RUSTFAB_AUTH_KEY is set, but datagram (FI_EP_DGRAM) endpoints take no key: their datagrams are not authenticated"
+                );
+            }
             Box::new(UdpPort::new(src, tcp.iface.as_deref(), &tcp.route_hints)?)
         }
     })
