@@ -6,6 +6,7 @@
 
 mod buffered;
 mod corners;
+mod dgram;
 mod eager;
 mod failure;
 mod rendezvous;
