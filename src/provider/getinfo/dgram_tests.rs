@@ -99,6 +99,23 @@ fn hints_narrow_the_datagram_entries() {
     };
     let l = run(&h, TransportChoice::All).unwrap();
     assert_eq!(l.iter().map(domain).collect::<Vec<_>>(), ["tcp"]);
+    // A node that is not this host: the shm-addressed entries (shm, and
+    // auto's datagrams) are host-local; UDP takes any node.
+    for (t, want) in [
+        (TransportKind::Auto, Err(Error::NODATA)),
+        (TransportKind::Shm, Err(Error::NODATA)),
+        (TransportKind::Tcp, Ok(1)),
+    ] {
+        let r = super::getinfo(&Query {
+            version: V,
+            node: Some("192.0.2.1"),
+            service: Some("9228"),
+            flags: 0,
+            hints: Some(&dgram_hints()),
+            transports: only(t),
+        });
+        assert_eq!(r.map(|l| l.len()), want, "{t:?}");
+    }
     // The RDM entries keep their own caps (datagram ones are after them).
     let l = super::getinfo(&Query {
         version: V,
