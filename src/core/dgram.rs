@@ -29,20 +29,12 @@ use std::net::SocketAddr;
 /// Capabilities of a datagram endpoint whose info names none.
 const DGRAM_CAPS: u64 = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV;
 
-/// Capabilities a datagram endpoint can have: messages and tagged
-/// messages, multi-receive buffers, `FI_SOURCE`, directed receives; no RMA
-/// or atomics (those need answers from the target) and no variable-length
-/// messages (one datagram at most).
-pub(crate) const DGRAM_OFFERED_CAPS: u64 = FI_MSG
-    | FI_TAGGED
-    | FI_SEND
-    | FI_RECV
-    | FI_MULTI_RECV
-    | FI_SOURCE
-    | FI_SOURCE_ERR
-    | FI_DIRECTED_RECV
-    | FI_LOCAL_COMM
-    | FI_REMOTE_COMM;
+/// Capabilities a datagram endpoint cannot have: RMA and atomics (they
+/// need answers from the target) and variable-length messages (a message
+/// is one datagram at most). The rest of what the transports offer —
+/// messages, tagged messages, multi-receive buffers, `FI_SOURCE`, directed
+/// receives — it has (fi_getinfo's entries: the RDM caps without these).
+pub(crate) const DGRAM_REFUSED_CAPS: u64 = crate::core::rma::RMA_CAPS | crate::core::rma::ATOMIC_CAPS | FI_VARIABLE_MSG;
 
 /// `max_msg_size` of a datagram endpoint on `transport`: one shm record's
 /// payload, or one UDP datagram's.
@@ -61,15 +53,12 @@ pub(crate) fn is_dgram(info: &Info) -> bool {
 /// The engine of a datagram endpoint on `domain`, its port named by
 /// `info`'s src_addr.
 pub(crate) fn dgram_engine(domain: &Domain, info: &Info) -> Result<Inner> {
-    if !is_dgram(info) || info.caps & !DGRAM_OFFERED_CAPS & !FI_VARIABLE_MSG != 0 {
+    if !is_dgram(info) || info.caps & DGRAM_REFUSED_CAPS != 0 {
         return Err(Error::INVAL);
     }
     let settings = &domain.fabric().settings;
     let mut cfg = config_from(info, DGRAM_CAPS, settings);
     let limit = max_msg_size(domain.transport);
-    if cfg.caps & FI_VARIABLE_MSG != 0 {
-        return Err(Error::INVAL);
-    }
     cfg.max_msg_size = cfg.max_msg_size.min(limit);
     cfg.inject_size = cfg.inject_size.min(limit);
     cfg.dgram = true;

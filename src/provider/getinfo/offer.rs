@@ -277,8 +277,9 @@ pub(crate) const TEMPLATES: &[Template] = &[
     },
 ];
 
-/// Capabilities of the datagram entries.
-const DGRAM_CAPS: u64 = dgram::DGRAM_OFFERED_CAPS;
+/// Capabilities of the datagram entries: those of tcp RDM ones that a
+/// datagram endpoint can have.
+const DGRAM_CAPS: u64 = TCP_CAPS & !dgram::DGRAM_REFUSED_CAPS;
 
 /// The message order an entry promises: UDP datagrams may be reordered on
 /// the way (none); rings and streams keep it.
