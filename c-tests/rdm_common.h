@@ -53,6 +53,7 @@ struct end_opts {
 	const char *auth_key; /* hints->domain_attr->auth_key (its bytes), or NULL */
 	int mr_mode; /* set in the info before fi_domain (0: as returned) */
 	enum fi_threading threading; /* hints->domain_attr->threading (0: unspecified) */
+	enum fi_ep_type ep_type; /* 0: FI_EP_RDM */
 };
 
 static inline const char *rf_transport(void)
@@ -90,7 +91,7 @@ static inline int end_open(struct end *e, const struct end_opts *o)
 		return -FI_ENOMEM;
 	hints->fabric_attr->prov_name = strdup("rustfab");
 	hints->domain_attr->name = strdup(rf_transport());
-	hints->ep_attr->type = FI_EP_RDM;
+	hints->ep_attr->type = o->ep_type ? o->ep_type : FI_EP_RDM;
 	hints->caps = o->caps ? o->caps : (FI_MSG | FI_TAGGED);
 	hints->mode = o->mode;
 	hints->rx_attr->size = o->rx_size;

@@ -466,7 +466,8 @@ const RECORD_LIM: Limits = Limits {
 /// record (CM: byte for byte; HELLO: to a record that parses the same);
 /// an accepted RTS table has `aux` entries covering the message; the shm
 /// doorbell's "who I am" datagram parses only at its exact length and
-/// encodes back to the same bytes.
+/// encodes back to the same bytes; a datagram endpoint's UDP datagram is
+/// accepted only as an EAGER record with exactly its payload.
 pub fn records(data: &[u8]) {
     let mut hb = [0u8; HDR_LEN];
     let n = data.len().min(HDR_LEN);
@@ -528,6 +529,24 @@ pub fn records(data: &[u8]) {
         };
         assert!(len_ok, "check() accepted inconsistent lengths: {h:?}");
         assert!(h.flags & !flag::ALL == 0 && h.magic == crate::transport::proto::MAGIC);
+    }
+    // The same bytes as one UDP datagram of a datagram endpoint
+    // (transport/udp/framing.rs): accepted only as an EAGER record whose
+    // payload is exactly the bytes after its header and within one
+    // datagram; the same bytes reported longer by the kernel (cut short)
+    // never are.
+    {
+        use crate::transport::udp::framing;
+        if let Ok((u, range)) = framing::parse(data, data.len()) {
+            assert!(data.len() >= HDR_LEN && u == h && u.op == op::EAGER);
+            assert_eq!(range, HDR_LEN..data.len());
+            assert_eq!(u.payload as usize, range.len());
+            assert!(range.len() <= framing::MAX_PAYLOAD && u.check(&framing::LIMITS).is_ok());
+        }
+        assert_eq!(
+            framing::parse(data, data.len() + 1).map(|_| ()),
+            Err(framing::Drop::Truncated)
+        );
     }
     // The TCP handshakes (parse is called only after check()).
     for fam in [hello::Family::V4, hello::Family::V6] {

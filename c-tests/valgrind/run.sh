@@ -109,7 +109,7 @@ for t in "$build"/c-tests/test_*; do
 	run "$(basename "$t") (shm)" RF_TRANSPORT=shm -- "$t"
 done
 for tr in tcp auto; do
-	for n in test_rdm test_threads test_buffered test_rma test_atomic test_close_wait test_shared_av test_scalable; do
+	for n in test_rdm test_threads test_buffered test_rma test_atomic test_close_wait test_shared_av test_scalable test_dgram; do
 		[ -x "$build/c-tests/$n" ] && run "$n ($tr)" RF_TRANSPORT=$tr -- "$build/c-tests/$n"
 	done
 done

@@ -35,12 +35,15 @@ use ops::{rx_flags, tx_flags};
 pub(crate) use ops::{BindTarget, Direction, EpOpt, RecvOp, SendMode, SendOp, TagMatch};
 use parking_lot::Mutex;
 use setup::rdm_port;
-pub(crate) use setup::{config_from, rdm_engine, INJECT_SIZE};
+pub(crate) use setup::{config_from, rdm_engine, shm_port, INJECT_SIZE};
 #[cfg(test)]
 use setup::{DEFAULT_RX_SIZE, DEFAULT_TX_SIZE};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+
+/// Opens an endpoint's port on a domain at an info's src_addr.
+pub(crate) type PortOpener = fn(&Domain, &Info) -> Result<Box<dyn crate::transport::Port>>;
 
 /// What a connection-oriented endpoint adds to the core: checks before
 /// posts and hooks at enable, close and after every progress pass.
@@ -203,6 +206,12 @@ impl<L: Connection> Endpoint<L> {
     /// endpoint holds it, `-FI_EINVAL` for an address of another kind) and
     /// the endpoint stays where it was. After `fi_enable`: `-FI_EOPBADSTATE`.
     pub(crate) fn set_name(&self, bytes: &[u8]) -> Result<()> {
+        self.set_name_with(bytes, rdm_port)
+    }
+
+    /// [`Endpoint::set_name`] with the new port opened by `open` (a
+    /// datagram endpoint's is `core/dgram.rs`'s).
+    pub(crate) fn set_name_with(&self, bytes: &[u8], open: PortOpener) -> Result<()> {
         if self.msg.is_some() {
             return Err(Error::INVAL);
         }
@@ -221,7 +230,7 @@ impl<L: Connection> Endpoint<L> {
             ..Info::default()
         };
         let domain: &Domain = &self.domain;
-        let port = rdm_port(domain, &info)?;
+        let port = open(domain, &info)?;
         let (addr, fd) = (port.addr(), port.wait_fd());
         let engine = &domain.engine;
         engine.watch_fd(fd, crate::sys::IN)?;

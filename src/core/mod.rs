@@ -14,6 +14,7 @@ pub(crate) mod connected;
 pub(crate) mod cq;
 pub(crate) mod cq_entry;
 pub(crate) mod cq_queue;
+pub(crate) mod dgram;
 pub(crate) mod domain;
 pub(crate) mod engine;
 pub(crate) mod ep;

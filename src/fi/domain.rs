@@ -215,6 +215,8 @@ unsafe extern "C" fn domain_endpoint(
             let tables = fi::prefix::tables(&info)?;
             let p = if info.ep.as_ref().is_some_and(|e| e.ep_type == FI_EP_MSG) {
                 fi::connected::open(o, &info, ctx, tables)?
+            } else if crate::core::dgram::is_dgram(&info) {
+                fi::dgram::open(o, &info, ctx, tables)?
             } else {
                 fi::ep::open(o, &info, ctx, tables)?
             };

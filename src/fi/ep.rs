@@ -35,6 +35,18 @@ pub(crate) type MsgTables = (&'static fi_ops_msg, &'static fi_ops_tagged);
 /// FI_EP_MSG ones).
 pub(crate) fn open(d: &Obj<Domain>, info: &Info, context: *mut c_void, tables: MsgTables) -> Result<*mut fid_ep> {
     let inner = rdm_engine(&d.core, info)?;
+    create_rdm(d, info, inner, context, tables)
+}
+
+/// The endpoint object around `inner` with the RDM endpoint's tables
+/// (datagram endpoints too, `fi/dgram.rs`).
+pub(crate) fn create_rdm(
+    d: &Obj<Domain>,
+    info: &Info,
+    inner: Inner,
+    context: *mut c_void,
+    tables: MsgTables,
+) -> Result<*mut fid_ep> {
     let addr = inner.addr();
     create(d, info, inner, addr, None, context, (&EP_OPS, &EP_CM_OPS), tables)
 }
@@ -296,7 +308,11 @@ unsafe extern "C" fn ep_setname(f: *mut fid, addr: *mut c_void, addrlen: usize) 
                 return Err(Error::INVAL);
             }
             let bytes = core::slice::from_raw_parts(addr as *const u8, addrlen);
-            o.core.set_name(bytes)?;
+            if o.core.inner.lock().config().dgram {
+                o.core.set_name_with(bytes, crate::core::dgram::dgram_port)?;
+            } else {
+                o.core.set_name(bytes)?;
+            }
             Ok(0)
         })
     }

@@ -17,6 +17,7 @@ pub(crate) mod cmem;
 pub(crate) mod cntr;
 pub(crate) mod connected;
 pub(crate) mod cq;
+pub(crate) mod dgram;
 pub(crate) mod domain;
 pub(crate) mod ep;
 pub(crate) mod ep_obj;

@@ -19,6 +19,7 @@ pub(crate) mod net;
 pub(crate) mod resolve;
 pub(crate) mod shm;
 pub(crate) mod sockaddr;
+pub(crate) mod udp;
 pub(crate) use mutex_cond::MutexCond;
 
 use crate::base::error::{Error, Result};

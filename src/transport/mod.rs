@@ -15,6 +15,7 @@ pub(crate) mod iov;
 pub(crate) mod proto;
 pub(crate) mod shm;
 pub(crate) mod tcp;
+pub(crate) mod udp;
 
 use crate::base::error::{Error, Result};
 use crate::transport::addr::Addr;

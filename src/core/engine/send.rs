@@ -129,6 +129,7 @@ impl Inner {
         // levels): one test on the common path, the rest out of line.
         let wait = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE | FI_TRANSMIT_COMPLETE) != 0
             && !a.inject_call
+            && !self.st.cfg.dgram
             && self.ack_flag(&peer, a.flags, &mut h);
         // `send_retry` written out: the payload is built once, in the
         // call's argument (one kept in a variable for a second try would be

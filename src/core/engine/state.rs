@@ -67,6 +67,9 @@ pub(crate) struct EpConfig {
     /// Which receives read or must name their `src_addr`, and which may be
     /// multi-receive buffers (`directed.rs`).
     pub(crate) matching: super::directed::RecvMatching,
+    /// A datagram (`FI_EP_DGRAM`) endpoint: unreliable, so no completion
+    /// level waits for the peer's answer (`core/dgram.rs`).
+    pub(crate) dgram: bool,
 }
 
 /// What the endpoint is bound to (fixed once enabled).

@@ -66,6 +66,7 @@ pub(crate) fn config_from(info: &Info, default_caps: u64, settings: &Settings, v
         close_wait: settings.shm_close_wait,
         fixed_peer: None,
         msg_prefix: crate::core::prefix::msg_prefix(info).unwrap_or(0),
+        dgram: false,
     }
 }
 
@@ -90,7 +91,7 @@ fn tcp_limits() -> Limits {
 
 /// The shm port of an shm endpoint: named by fi_getinfo's src_addr (token 0
 /// is its wildcard: pick a fresh one).
-fn shm_port(info: &Info, settings: &Settings) -> Result<crate::transport::shm::ShmPort> {
+pub(crate) fn shm_port(info: &Info, settings: &Settings) -> Result<crate::transport::shm::ShmPort> {
     let token = match &info.src_addr {
         Some(b) => match Addr::parse(FI_ADDR_STR, b) {
             Ok((Addr::Shm(0), _)) => crate::transport::addr::shm_token_random(),

@@ -258,7 +258,9 @@ fn transport_filter(q: &Query, p: &Prepared, t: &Template) -> Check {
             return Err(skip("domain name does not match"));
         }
     }
-    if t.transport == TransportKind::Shm && !q.source() && p.node_addr.is_none() {
+    // Host-local: the shm entries, and auto's datagrams (shm addresses).
+    let local_only = t.transport == TransportKind::Shm || t.addressing() == TransportKind::Shm;
+    if local_only && !q.source() && p.node_addr.is_none() {
         if let Some(node) = q.node {
             if !*p.node_local.get_or_init(|| node_is_local(node, q.numeric())) {
                 return Err(skip("node is not this host (shm is host-local)"));
@@ -268,5 +270,7 @@ fn transport_filter(q: &Query, p: &Prepared, t: &Template) -> Check {
     Ok(())
 }
 
+#[cfg(test)]
+mod dgram_tests;
 #[cfg(test)]
 mod tests;

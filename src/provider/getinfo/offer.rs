@@ -3,6 +3,7 @@
 
 use crate::abi::*;
 use crate::core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use crate::core::dgram;
 use crate::core::domain::TransportKind;
 use crate::core::ep::INJECT_SIZE;
 use crate::core::fabric::FABRIC_NAME;
@@ -15,6 +16,8 @@ pub(crate) const FI_PROV_SPECIFIC: u32 = 1 << 31;
 pub(crate) const SHM_PROTOCOL: u32 = FI_PROV_SPECIFIC | 1;
 pub(crate) const TCP_PROTOCOL: u32 = FI_PROV_SPECIFIC | 2;
 pub(crate) const AUTO_PROTOCOL: u32 = FI_PROV_SPECIFIC | 3;
+/// Datagram endpoints on the tcp domain: rustfab's records over UDP.
+pub(crate) const UDP_PROTOCOL: u32 = FI_PROV_SPECIFIC | 4;
 pub(crate) const PROTOCOL_VERSION: u32 = 1;
 pub(crate) const SHM_MAX_MSG_SIZE: usize = 1 << 30;
 pub(crate) const TCP_MAX_MSG_SIZE: usize = 1 << 30;
@@ -194,6 +197,10 @@ impl Template {
     pub(crate) fn addressing(&self) -> TransportKind {
         if self.ep_type == FI_EP_MSG {
             TransportKind::Tcp
+        } else if self.ep_type == FI_EP_DGRAM && self.transport == TransportKind::Auto {
+            // Datagrams on auto go over the shm rings only (core/dgram.rs):
+            // shm addresses.
+            TransportKind::Shm
         } else {
             self.transport
         }
@@ -270,7 +277,45 @@ pub(crate) const TEMPLATES: &[Template] = &[
         protocol: TCP_PROTOCOL,
         max_msg_size: TCP_MAX_MSG_SIZE,
     },
+    // Datagram endpoints (core/dgram.rs), last: over the shm rings on auto
+    // and shm (peers on this host only, so no FI_REMOTE_COMM), over UDP on
+    // tcp; a message is at most one record or datagram.
+    Template {
+        transport: TransportKind::Auto,
+        ep_type: FI_EP_DGRAM,
+        caps: DGRAM_CAPS & !FI_REMOTE_COMM,
+        protocol: SHM_PROTOCOL,
+        max_msg_size: dgram::max_msg_size(TransportKind::Auto),
+    },
+    Template {
+        transport: TransportKind::Shm,
+        ep_type: FI_EP_DGRAM,
+        caps: DGRAM_CAPS & !FI_REMOTE_COMM,
+        protocol: SHM_PROTOCOL,
+        max_msg_size: dgram::max_msg_size(TransportKind::Shm),
+    },
+    Template {
+        transport: TransportKind::Tcp,
+        ep_type: FI_EP_DGRAM,
+        caps: DGRAM_CAPS,
+        protocol: UDP_PROTOCOL,
+        max_msg_size: dgram::max_msg_size(TransportKind::Tcp),
+    },
 ];
+
+/// Capabilities of the datagram entries: those of tcp RDM ones that a
+/// datagram endpoint can have.
+const DGRAM_CAPS: u64 = TCP_CAPS & !dgram::DGRAM_REFUSED_CAPS;
+
+/// The message order an entry promises: UDP datagrams may be reordered on
+/// the way (none); rings and streams keep it.
+fn msg_order(t: &Template) -> u64 {
+    if t.ep_type == FI_EP_DGRAM && t.transport == TransportKind::Tcp {
+        FI_ORDER_NONE
+    } else {
+        MSG_ORDER
+    }
+}
 
 /// The unaltered entry for a template (before hints and addresses).
 pub(crate) fn template_info(t: &Template, version: u32) -> Info {
@@ -288,7 +333,7 @@ pub(crate) fn template_info(t: &Template, version: u32) -> Info {
             caps: t.caps & TX_CAPS,
             mode: 0,
             op_flags: 0,
-            msg_order: MSG_ORDER,
+            msg_order: msg_order(t),
             comp_order: COMP_ORDER,
             inject_size: INJECT_SIZE,
             size: QUEUE_SIZE,
@@ -300,7 +345,7 @@ pub(crate) fn template_info(t: &Template, version: u32) -> Info {
             caps: t.caps & RX_CAPS,
             mode: 0,
             op_flags: 0,
-            msg_order: MSG_ORDER,
+            msg_order: msg_order(t),
             comp_order: COMP_ORDER,
             total_buffered_recv: 0,
             size: QUEUE_SIZE,

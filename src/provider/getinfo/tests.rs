@@ -12,12 +12,15 @@ use crate::transport::addr::{shm_token_for, Addr};
 const V: u32 = fi_version(1, 17);
 
 /// The tests below are about the RDM entries; this shadows
-/// `super::getinfo` to leave the FI_EP_MSG entry out (it has its own
-/// tests, `msg_entry_*`).
+/// `super::getinfo` to leave the FI_EP_MSG and FI_EP_DGRAM entries out
+/// (they have their own tests, `msg_entry_*` and `dgram_tests.rs`).
 fn getinfo(q: &Query) -> Result<Vec<Info>> {
     let rdm: Vec<Info> = super::getinfo(q)?
         .into_iter()
-        .filter(|i| i.ep.as_ref().is_none_or(|e| e.ep_type != FI_EP_MSG))
+        .filter(|i| {
+            i.ep.as_ref()
+                .is_none_or(|e| e.ep_type != FI_EP_MSG && e.ep_type != FI_EP_DGRAM)
+        })
         .collect();
     if rdm.is_empty() {
         Err(Error::NODATA)
@@ -459,7 +462,7 @@ fn ep_type_and_mode() {
     let mut h = alloc_hints();
     h.ep.as_mut().unwrap().ep_type = FI_EP_RDM;
     assert_eq!(run_names(&h), ["shm", "tcp"]);
-    for t in [FI_EP_MSG, FI_EP_DGRAM, FI_EP_SOCK_STREAM, 77] {
+    for t in [FI_EP_MSG, FI_EP_SOCK_STREAM, 77] {
         h.ep.as_mut().unwrap().ep_type = t;
         assert_eq!(run(&h).unwrap_err(), Error::NODATA, "{t}");
     }
@@ -1213,7 +1216,9 @@ fn msg_entry_comes_after_every_rdm_entry() {
             ("shm".into(), FI_EP_RDM),
             ("tcp".into(), FI_EP_RDM),
             ("shm".into(), FI_EP_MSG),
-            ("tcp".into(), FI_EP_MSG)
+            ("tcp".into(), FI_EP_MSG),
+            ("shm".into(), FI_EP_DGRAM),
+            ("tcp".into(), FI_EP_DGRAM)
         ]
     );
     // The shm and tcp MSG entries differ in their domain, protocol and

@@ -7,6 +7,7 @@
 mod buffered;
 mod corners;
 mod directed;
+mod dgram;
 mod eager;
 mod failure;
 mod rendezvous;
@@ -69,6 +70,7 @@ pub(super) fn cfg() -> EpConfig {
         fixed_peer: None,
         msg_prefix: 0,
         matching: RecvMatching::of(FI_DIRECTED_RECV | FI_MULTI_RECV, API_NEWEST),
+        dgram: false,
     }
 }
 
