@@ -6,8 +6,8 @@
 
 mod buffered;
 mod corners;
-mod directed;
 mod dgram;
+mod directed;
 mod eager;
 mod failure;
 mod rendezvous;
