@@ -150,7 +150,9 @@ TEST(av_open_bad_attributes)
 	struct fi_av_attr attr = {0};
 	CHECK_OK(open_dom("shm", FI_ADDR_STR));
 	attr.type = FI_AV_TABLE;
-	attr.rx_ctx_bits = 2; /* no scalable endpoints */
+	attr.rx_ctx_bits = 17; /* at most 16 bits name a receive context */
+	CHECK_EQ(fi_av_open(dom, &attr, &av, NULL), -FI_EINVAL);
+	attr.rx_ctx_bits = -1;
 	CHECK_EQ(fi_av_open(dom, &attr, &av, NULL), -FI_EINVAL);
 	attr.rx_ctx_bits = 0;
 	attr.type = 77;

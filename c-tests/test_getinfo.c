@@ -69,18 +69,19 @@ static const char *dom(const struct fi_info *i)
 }
 
 /* Native RDM entries first (shm, tcp), then the connected endpoints (shm,
- * tcp: set up over TCP on both, sockaddr addresses). */
+ * tcp: set up over TCP on both, sockaddr addresses), then the datagram ones
+ * (shm rings, UDP). */
 TEST(null_hints_shm_then_tcp)
 {
 	struct fi_info *info = NULL, *i;
-	const char *want[] = {"shm", "tcp", "shm", "tcp"};
-	const enum fi_ep_type types[] = {FI_EP_RDM, FI_EP_RDM, FI_EP_MSG, FI_EP_MSG};
+	const char *want[] = {"shm", "tcp", "shm", "tcp", "shm", "tcp"};
+	const enum fi_ep_type types[] = {FI_EP_RDM, FI_EP_RDM, FI_EP_MSG, FI_EP_MSG, FI_EP_DGRAM, FI_EP_DGRAM};
 	int k = 0;
 	CHECK_OK(fi_getinfo(V, NULL, NULL, 0, NULL, &info));
 	for (i = info; i; i = i->next) {
 		if (strcasecmp(i->fabric_attr->prov_name, "rustfab"))
 			continue;
-		if (k >= 4 || strcmp(dom(i), want[k]) || i->ep_attr->type != types[k]) {
+		if (k >= 6 || strcmp(dom(i), want[k]) || i->ep_attr->type != types[k]) {
 			fi_freeinfo(info);
 			FAIL_AT("rustfab entry %d has domain %s", k, dom(i));
 		}
@@ -91,7 +92,7 @@ TEST(null_hints_shm_then_tcp)
 		k++;
 	}
 	fi_freeinfo(info);
-	CHECK_EQ(k, 4);
+	CHECK_EQ(k, 6);
 }
 
 TEST(entries_are_complete)
@@ -156,7 +157,7 @@ TEST(no_layered_entries)
 		found += !strcmp(p, "rustfab");
 	}
 	fi_freeinfo(info);
-	CHECK_EQ(found, 4); /* RDM shm, tcp; MSG shm, tcp */
+	CHECK_EQ(found, 6); /* RDM shm, tcp; MSG shm, tcp; DGRAM shm, tcp */
 	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_UNSPEC), NULL, NULL, 0, &info));
 	for (i = info; i; i = i->next)
 		CHECK(!strcmp(i->fabric_attr->prov_name, "rustfab"));
@@ -200,11 +201,11 @@ static void m_fmt_psmx(struct fi_info *h) { h->addr_format = FI_ADDR_PSMX; }
 static void m_dom_name(struct fi_info *h) { h->domain_attr->name = strdup("eth0"); }
 static void m_fab_name(struct fi_info *h) { h->fabric_attr->name = strdup("192.0.2.0/24"); }
 static void m_ep_msg(struct fi_info *h) { h->ep_attr->type = FI_EP_MSG; h->caps = FI_MSG | FI_DIRECTED_RECV; }
-static void m_ep_dgram(struct fi_info *h) { h->ep_attr->type = FI_EP_DGRAM; }
+static void m_ep_dgram(struct fi_info *h) { h->ep_attr->type = FI_EP_DGRAM; h->caps = FI_MSG | FI_RMA; } /* datagrams carry messages only */
 static void m_tx_order(struct fi_info *h) { h->tx_attr->msg_order = FI_ORDER_STRICT; }
 static void m_comp_order(struct fi_info *h) { h->rx_attr->comp_order = FI_ORDER_STRICT; }
 static void m_op_commit(struct fi_info *h) { h->tx_attr->op_flags = FI_COMMIT_COMPLETE; }
-static void m_tx_ctx(struct fi_info *h) { h->ep_attr->tx_ctx_cnt = 4; }
+static void m_tx_ctx(struct fi_info *h) { h->ep_attr->tx_ctx_cnt = 17; } /* 16 contexts at most */
 static void m_stx(struct fi_info *h) { h->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT; }
 static void m_mr_basic_plus(struct fi_info *h) { h->domain_attr->mr_mode = FI_MR_BASIC | FI_MR_LOCAL; }
 static void m_threading(struct fi_info *h) { h->domain_attr->threading = (enum fi_threading)42; }
@@ -244,11 +245,11 @@ TEST(nonmatching_hints_enodata)
 		{"domain name", m_dom_name},
 		{"fabric name", m_fab_name},
 		{"FI_EP_MSG with FI_DIRECTED_RECV", m_ep_msg},
-		{"FI_EP_DGRAM", m_ep_dgram},
+		{"FI_EP_DGRAM with FI_RMA", m_ep_dgram},
 		{"tx msg_order", m_tx_order},
 		{"rx comp_order", m_comp_order},
 		{"FI_COMMIT_COMPLETE", m_op_commit},
-		{"tx_ctx_cnt", m_tx_ctx},
+		{"tx_ctx_cnt 17", m_tx_ctx},
 		{"shared tx context", m_stx},
 		{"mr_mode BASIC|LOCAL", m_mr_basic_plus},
 		{"threading", m_threading},
@@ -534,19 +535,25 @@ TEST(extension_header_matches_provider)
 	struct fi_info *info = NULL, *i;
 	unsetenv(FI_RUSTFAB_ENV_TRANSPORT);
 	CHECK_OK(rf_get(rf_hints(NULL, FI_EP_UNSPEC), NULL, NULL, 0, &info));
-	/* RDM auto, shm, tcp; then MSG auto, shm, tcp */
+	/* RDM auto, shm, tcp; then MSG auto, shm, tcp; then DGRAM auto and shm
+	 * (over the shm rings) and tcp (UDP) */
 	const char *doms[] = {FI_RUSTFAB_DOMAIN_AUTO, FI_RUSTFAB_DOMAIN_SHM, FI_RUSTFAB_DOMAIN_TCP,
+			      FI_RUSTFAB_DOMAIN_AUTO, FI_RUSTFAB_DOMAIN_SHM, FI_RUSTFAB_DOMAIN_TCP,
 			      FI_RUSTFAB_DOMAIN_AUTO, FI_RUSTFAB_DOMAIN_SHM, FI_RUSTFAB_DOMAIN_TCP};
 	const uint32_t protos[] = {FI_RUSTFAB_PROTO_AUTO, FI_RUSTFAB_PROTO_SHM, FI_RUSTFAB_PROTO_TCP,
-				   FI_RUSTFAB_PROTO_AUTO, FI_RUSTFAB_PROTO_SHM, FI_RUSTFAB_PROTO_TCP};
+				   FI_RUSTFAB_PROTO_AUTO, FI_RUSTFAB_PROTO_SHM, FI_RUSTFAB_PROTO_TCP,
+				   FI_RUSTFAB_PROTO_SHM,  FI_RUSTFAB_PROTO_SHM, FI_RUSTFAB_PROTO_UDP};
+	const enum fi_ep_type types[] = {FI_EP_RDM, FI_EP_RDM, FI_EP_RDM, FI_EP_MSG, FI_EP_MSG, FI_EP_MSG,
+					 FI_EP_DGRAM, FI_EP_DGRAM, FI_EP_DGRAM};
 	int k = 0;
-	for (i = info; i && k < 6; i = i->next, k++) {
+	for (i = info; i && k < 9; i = i->next, k++) {
+		CHECK_EQ(i->ep_attr->type, types[k]);
 		CHECK(!strcmp(i->fabric_attr->prov_name, FI_RUSTFAB_PROV_NAME));
 		CHECK_EQ(i->fabric_attr->prov_version, FI_RUSTFAB_VERSION);
 		CHECK(!strcmp(dom(i), doms[k]));
 		CHECK_EQ(i->ep_attr->protocol, protos[k]);
 	}
-	CHECK_EQ(k, 6);
+	CHECK_EQ(k, 9);
 	CHECK(i == NULL);
 	fi_freeinfo(info);
 	setenv(FI_RUSTFAB_ENV_TRANSPORT, "shm,tcp", 1);
@@ -703,7 +710,7 @@ TEST(fi_info_verbose_hints)
 	h->domain_attr->mode = ~0ULL;
 	h->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
 	CHECK_OK(rf_get(h, NULL, NULL, 0, &info));
-	CHECK_EQ(n_entries(info), 4); /* RDM shm, tcp; MSG shm, tcp */
+	CHECK_EQ(n_entries(info), 6); /* RDM shm, tcp; MSG shm, tcp; DGRAM shm, tcp */
 	for (i = info; i; i = i->next) {
 		CHECK_EQ(i->domain_attr->mr_mode, 0);
 		CHECK_EQ(i->domain_attr->mode, 0);

@@ -270,8 +270,9 @@ TEST(getinfo_native_rdm_first)
 	struct fi_info *info = NULL, *i;
 	/* auto, shm and tcp RDM, then auto, shm and tcp MSG (the same caps,
 	 * but shm, which refuses a peer on another host, without
-	 * FI_REMOTE_COMM; sockaddr addresses on each) */
-	const char *names[] = {"auto", "shm", "tcp", "auto", "shm", "tcp"};
+	 * FI_REMOTE_COMM; sockaddr addresses on each), then the datagram
+	 * entries (docs/dgram.md) */
+	const char *names[] = {"auto", "shm", "tcp", "auto", "shm", "tcp", "auto", "shm", "tcp"};
 	uint64_t msg_caps = 0;
 	int k = 0;
 	struct fi_info *h = rf_hints(NULL, FI_EP_UNSPEC);
@@ -279,9 +280,9 @@ TEST(getinfo_native_rdm_first)
 	fi_freeinfo(h);
 	for (i = info; i; i = i->next, k++) {
 		CHECK(!strcmp(i->fabric_attr->prov_name, "rustfab"));
-		CHECK(k < 6 && i->ep_attr->type == (k < 3 ? FI_EP_RDM : FI_EP_MSG));
+		CHECK(k < 9 && i->ep_attr->type == (k < 3 ? FI_EP_RDM : k < 6 ? FI_EP_MSG : FI_EP_DGRAM));
 		CHECK(!strcmp(i->domain_attr->name, names[k]));
-		if (k >= 3) {
+		if (k >= 3 && k < 6) {
 			CHECK_EQ(i->addr_format, FI_SOCKADDR_IN);
 			CHECK(i->caps & FI_RMA && i->caps & FI_ATOMIC);
 			if (k == 3)
@@ -291,7 +292,7 @@ TEST(getinfo_native_rdm_first)
 		}
 	}
 	fi_freeinfo(info);
-	CHECK_EQ(k, 6);
+	CHECK_EQ(k, 9);
 	/* What `fi_info -p rustfab` prints: native RDM first, no layering. */
 	FILE *p = popen("fi_info -p rustfab 2>&1", "r");
 	char line[256], head[1024] = "";
@@ -303,17 +304,17 @@ TEST(getinfo_native_rdm_first)
 		if (strstr(line, "ofi_rxm"))
 			bad = 1;
 		if (strstr(line, "type:")) {
-			const char *w = types < 3 ? "FI_EP_RDM" : "FI_EP_MSG";
+			const char *w = types < 3 ? "FI_EP_RDM" : types < 6 ? "FI_EP_MSG" : "FI_EP_DGRAM";
 			if (!strstr(line, w))
 				bad = 1;
 			types++;
 		}
 	}
 	status = pclose(p);
-	if (types != 6) /* say what fi_info printed (its first lines) */
+	if (types != 9) /* say what fi_info printed (its first lines) */
 		fprintf(stderr, "fi_info -p rustfab (status %d) printed:\n%s\n", status, head);
 	CHECK_EQ(bad, 0);
-	CHECK_EQ(types, 6);
+	CHECK_EQ(types, 9);
 }
 
 TEST(pep_basics)

@@ -29,6 +29,9 @@ pub const FI_RUSTFAB_PROTO_AUTO: u32 = FI_PROV_SPECIFIC | 3;
 pub const FI_RUSTFAB_PROTO_SHM: u32 = FI_PROV_SPECIFIC | 1;
 /// `ep_attr->protocol` of the tcp entries (`FI_PROV_SPECIFIC | 2`).
 pub const FI_RUSTFAB_PROTO_TCP: u32 = FI_PROV_SPECIFIC | 2;
+/// `ep_attr->protocol` of the tcp domain's datagram (`FI_EP_DGRAM`, UDP)
+/// entry (`FI_PROV_SPECIFIC | 4`).
+pub const FI_RUSTFAB_PROTO_UDP: u32 = FI_PROV_SPECIFIC | 4;
 
 /// Length in bytes (including the NUL) of every shm endpoint address
 /// (`FI_ADDR_STR`, the prefix + 16 hex digits).
@@ -76,6 +79,7 @@ mod checks {
     const _: () = assert!(FI_RUSTFAB_PROTO_AUTO == crate::provider::getinfo::AUTO_PROTOCOL);
     const _: () = assert!(FI_RUSTFAB_PROTO_SHM == crate::provider::getinfo::SHM_PROTOCOL);
     const _: () = assert!(FI_RUSTFAB_PROTO_TCP == crate::provider::getinfo::TCP_PROTOCOL);
+    const _: () = assert!(FI_RUSTFAB_PROTO_UDP == crate::provider::getinfo::UDP_PROTOCOL);
     const _: () = assert!(FI_RUSTFAB_ERR_UNREACHABLE == crate::transport::UNREACHABLE_PROV_ERRNO);
     const _: () = assert!(FI_RUSTFAB_CM_DATA_MAX == crate::transport::connected::cm::CM_DATA_MAX);
 }

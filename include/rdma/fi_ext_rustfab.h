@@ -93,6 +93,12 @@
 #define FI_RUSTFAB_PROTO_TCP (FI_PROV_SPECIFIC | 2)
 
 /**
+ * `ep_attr->protocol` of the tcp domain's datagram (`FI_EP_DGRAM`, UDP)
+ * entry (`FI_PROV_SPECIFIC | 4`).
+ */
+#define FI_RUSTFAB_PROTO_UDP (FI_PROV_SPECIFIC | 4)
+
+/**
  * Length in bytes (including the NUL) of every shm endpoint address
  * (`FI_ADDR_STR`, the prefix + 16 hex digits).
  */
