@@ -67,7 +67,7 @@ impl Inner {
         if a.flags & FI_MORE != 0 {
             self.port.more_coming();
         }
-        let r = self.start_send(b, &a, (peer, lane), len, report);
+        let r = self.start_send(b, &a, peer, lane, len, report);
         if r.is_err() && slot {
             if let Some(cq) = &b.tx_cq {
                 cq.unclaim_slot();
@@ -85,7 +85,8 @@ impl Inner {
         &mut self,
         b: &Bound<'_>,
         a: &SendArgs<I>,
-        (peer, lane): (Addr, u32),
+        peer: Addr,
+        lane: u32,
         len: usize,
         report: Report,
     ) -> Result<()> {
