@@ -7,6 +7,7 @@
 pub(crate) mod atomic;
 pub(crate) mod attr;
 pub(crate) mod av;
+pub(crate) mod av_addr;
 pub(crate) mod av_segment;
 pub(crate) mod av_shared;
 pub(crate) mod cntr;
