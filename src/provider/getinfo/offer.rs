@@ -305,7 +305,9 @@ pub(crate) const TEMPLATES: &[Template] = &[
 
 /// Capabilities of the datagram entries: those of tcp RDM ones that a
 /// datagram endpoint can have.
-const DGRAM_CAPS: u64 = TCP_CAPS & !dgram::DGRAM_REFUSED_CAPS;
+// Named AVs, triggered operations and receive contexts are built and
+// tested for RDM endpoints only: not offered on datagram ones.
+const DGRAM_CAPS: u64 = TCP_CAPS & !(dgram::DGRAM_REFUSED_CAPS | FI_SHARED_AV | FI_TRIGGER | FI_NAMED_RX_CTX);
 
 /// The message order an entry promises: UDP datagrams may be reordered on
 /// the way (none); rings and streams keep it.
