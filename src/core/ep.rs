@@ -532,6 +532,7 @@ impl<L: Connection> Endpoint<L> {
     }
 
     /// [`Endpoint::post_recv`] on a receive context (as `post_send_on`).
+    #[inline(always)]
     pub(crate) fn post_recv_on(&self, op: RecvOp, ctx: Option<(&Side, u8)>) -> Result<()> {
         let mut g = self.inner.lock();
         let flags = rx_flags(&mut g, &op)?;
