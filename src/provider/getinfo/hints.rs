@@ -377,6 +377,20 @@ pub(super) fn alter(t: &Template, mut info: Info, hints: Option<&Info>, version:
         }
     }
 
+    // A scalable endpoint's contexts are offered to applications that ask
+    // for them (FI_NAMED_RX_CTX, or more than one context in the endpoint or
+    // domain attributes). Open MPI's btl ofi and MPICH open a scalable
+    // endpoint whenever `max_ep_tx_ctx` > 1 and issue RMA on its contexts,
+    // which carry messages only (docs/protocol.md, "Receive contexts").
+    let he = hints.and_then(|h| h.ep.as_ref());
+    let asks_contexts = requested & FI_NAMED_RX_CTX != 0
+        || he.is_some_and(|e| e.tx_ctx_cnt > 1 || e.rx_ctx_cnt > 1)
+        || hd.is_some_and(|d| d.max_ep_tx_ctx > 1 || d.max_ep_rx_ctx > 1);
+    if let (Some(d), false) = (info.domain.as_mut(), asks_contexts) {
+        d.max_ep_tx_ctx = d.max_ep_tx_ctx.min(1);
+        d.max_ep_rx_ctx = d.max_ep_rx_ctx.min(1);
+    }
+
     if let (Some(e), Some(h)) = (info.ep.as_mut(), hints.and_then(|h| h.ep.as_ref())) {
         if h.tx_ctx_cnt != 0 {
             e.tx_ctx_cnt = h.tx_ctx_cnt;

@@ -244,6 +244,34 @@ fn shared_av_offered_on_rdm_entries() {
     }
 }
 
+/// Contexts only when asked for: MPI libraries open a scalable endpoint
+/// whenever `max_ep_tx_ctx` > 1 and issue RMA on its contexts.
+#[test]
+fn contexts_offered_only_when_asked() {
+    let mut h = alloc_hints();
+    h.caps = FI_MSG | FI_RMA | FI_ATOMIC;
+    for i in run(&h).unwrap() {
+        let d = i.domain.as_ref().unwrap();
+        assert_eq!((d.max_ep_tx_ctx, d.max_ep_rx_ctx), (1, 1), "not asked");
+    }
+    h.caps = FI_MSG | FI_NAMED_RX_CTX;
+    let l = run(&h).unwrap();
+    assert!(!l.is_empty());
+    for i in &l {
+        let d = i.domain.as_ref().unwrap();
+        assert_eq!((d.max_ep_tx_ctx, d.max_ep_rx_ctx), (16, 16), "FI_NAMED_RX_CTX");
+    }
+    let mut h = alloc_hints();
+    h.ep.as_mut().unwrap().tx_ctx_cnt = 4;
+    for i in run(&h)
+        .unwrap()
+        .iter()
+        .filter(|i| i.ep.as_ref().unwrap().ep_type == FI_EP_RDM)
+    {
+        assert_eq!(i.domain.as_ref().unwrap().max_ep_tx_ctx, 16, "four contexts asked");
+    }
+}
+
 #[test]
 fn caps_must_be_a_subset() {
     for bad in [FI_COLLECTIVE, FI_RMA | FI_ATOMIC | FI_COLLECTIVE, FI_HMEM, FI_RMA_PMEM] {
