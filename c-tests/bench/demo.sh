@@ -30,10 +30,12 @@ echo
 fi_info -p rustfab 2>&1 | awk '
 	/domain:/ { d = $2 }
 	/type:/ {
-		what = d == "auto" ? "shared memory to this host, TCP to other hosts, one address" : \
+		what = $2 == "FI_EP_DGRAM" ? (d == "tcp" ? "UDP datagrams, any host (unreliable, one datagram per message)" : \
+		                                           "datagrams over shared memory, processes of this host") : \
+		       d == "auto" ? "shared memory to this host, TCP to other hosts, one address" : \
 		       d == "shm"  ? "shared memory, processes of this host" : \
 		       $2 == "FI_EP_MSG" ? "TCP, connected endpoints (fi_connect/fi_accept)" : "TCP, any host"
-		printf "     %-5s %-10s %s\n", d, $2, what
+		printf "     %-5s %-11s %s\n", d, $2, what
 	}'
 echo
 cpus=$(nproc 2>/dev/null || echo '?')

@@ -31,17 +31,17 @@ TEST(native_entries_first_and_no_rxm)
 {
 	struct fi_info *info = query("rustfab", 0, 0, FI_EP_UNSPEC), *i;
 	CHECK(info != NULL);
-	/* RDM auto, shm, tcp; then MSG auto, shm, tcp */
-	const char *want[] = {"auto", "shm", "tcp", "auto", "shm", "tcp"};
+	/* RDM auto, shm, tcp; then MSG auto, shm, tcp; then DGRAM auto, shm, tcp */
+	const char *want[] = {"auto", "shm", "tcp", "auto", "shm", "tcp", "auto", "shm", "tcp"};
 	int n = 0;
 	for (i = info; i; i = i->next, n++) {
 		CHECK(strcmp(i->fabric_attr->prov_name, "rustfab") == 0);
-		if (n < 6)
+		if (n < 9)
 			CHECK(strcmp(i->domain_attr->name, want[n]) == 0);
-		CHECK_EQ(i->ep_attr->type, n < 3 ? FI_EP_RDM : FI_EP_MSG);
+		CHECK_EQ(i->ep_attr->type, n < 3 ? FI_EP_RDM : n < 6 ? FI_EP_MSG : FI_EP_DGRAM);
 		CHECK_EQ(i->fabric_attr->api_version, version);
 	}
-	CHECK_EQ(n, 6);
+	CHECK_EQ(n, 9);
 	fi_freeinfo(info);
 	/* Nor through an unfiltered query (what MPI libraries do). */
 	struct fi_info *all = NULL;
