@@ -116,11 +116,12 @@ say "installed: $(grep -c . "$tmp/files") paths, e.g. $(grep -E '\.so$|\.7\.gz$|
 # ---- fi_info without FI_PROVIDER_PATH
 out=$(clean_env fi_info -p rustfab 2>&1)
 n=$(printf '%s\n' "$out" | grep -c '^provider: rustfab')
-if [ "$n" -eq 6 ]; then
+# RDM, MSG and DGRAM entries, each on auto, shm and tcp.
+if [ "$n" -eq 9 ]; then
 	say "ok: fi_info -p rustfab (no FI_PROVIDER_PATH) lists $n entries: $(printf '%s\n' "$out" |
 		awk '/domain:/ {d = $2} /type:/ {printf "%s%s/%s", sep, d, $2; sep = ", "}')"
 else
-	fail "fi_info -p rustfab without FI_PROVIDER_PATH lists $n entries, not 6:"; printf '%s\n' "$out" | head -n 20
+	fail "fi_info -p rustfab without FI_PROVIDER_PATH lists $n entries, not 9:"; printf '%s\n' "$out" | head -n 20
 fi
 want=$(echo "$VERSION" | cut -d. -f1-2)
 got=$(clean_env fi_info -l 2>/dev/null | awk '/^rustfab:/ {getline; print $2}')
