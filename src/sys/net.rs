@@ -259,7 +259,11 @@ pub(crate) unsafe fn send_iov(fd: BorrowedFd<'_>, iov: &[libc::iovec]) -> Io {
     }
 }
 
-/// Scatters stream bytes into `iov`.
+/// Scatters stream bytes from a stream socket into `iov`: one buffer is a
+/// `recv`, several a `recvmsg`, both `MSG_DONTWAIT`. Either is cheaper than
+/// `readv` on a socket (no file-position lock, no VFS permission and range
+/// checks; one buffer also no iovec array to import), and a polling
+/// transport's empty reads are most of its system calls.
 ///
 /// # Safety
 /// Every iovec must describe writable memory nobody else accesses meanwhile.
@@ -267,9 +271,19 @@ pub(crate) unsafe fn read_iov(fd: BorrowedFd<'_>, iov: &[libc::iovec]) -> Io {
     if iov.is_empty() {
         return Io::Done(0);
     }
+    // SAFETY: msghdr is plain data; all-zero means no name and no control.
+    let mut m: libc::msghdr = unsafe { core::mem::zeroed() };
+    m.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    m.msg_iovlen = iov.len() as _;
     loop {
-        // SAFETY: the iovecs are writable per contract; `fd` is live.
-        let r = unsafe { libc::readv(fd.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int) };
+        let r = if let [one] = iov {
+            // SAFETY: the buffer is writable per contract; `fd` is live.
+            unsafe { libc::recv(fd.as_raw_fd(), one.iov_base, one.iov_len, libc::MSG_DONTWAIT) }
+        } else {
+            // SAFETY: `m` describes the caller's iovecs (writable per
+            // contract); `fd` is live.
+            unsafe { libc::recvmsg(fd.as_raw_fd(), &mut m, libc::MSG_DONTWAIT) }
+        };
         if r > 0 {
             return Io::Done(r as usize);
         }

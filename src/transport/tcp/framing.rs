@@ -19,12 +19,14 @@
 //! 3. control records (ACK) are at most `CTL_MAX` bytes, read into the
 //!    reader's fixed buffer; handshake records go back to the port.
 //!
-//! A read that fetches a header, or finishes a payload, also asks for up to
-//! [`reader::READ_AHEAD`] bytes more in the same system call (the following
-//! records): a stream of small messages then costs about one `readv` per
-//! read-ahead buffer instead of two per message, for one copy of those
-//! small payloads out of the read-ahead buffer. The bulk of a large
-//! payload is still read straight into the matched receive buffer (no copy).
+//! A read that fetches a header reads it into the read-ahead buffer with up
+//! to [`reader::READ_AHEAD`] bytes behind it (one buffer: a plain `recv`),
+//! and a read that finishes a payload asks for that much more in the same
+//! system call (the following records): a record of up to 8 KiB costs one
+//! read, and a stream of small messages about one read per read-ahead
+//! buffer instead of two per message, for one copy of those small payloads
+//! out of the read-ahead buffer. The bulk of a large payload is still read
+//! straight into the matched receive buffer (no copy).
 //!
 //! Memory per connection: the 64-byte header, `CTL_MAX` control bytes and
 //! the read-ahead buffer; nothing a peer says can make the reader allocate

@@ -80,8 +80,12 @@ enum State {
     Discard { hdr: WireHdr, got: usize },
 }
 
-/// Bytes a reader reads ahead of the record it is on.
-pub(crate) const READ_AHEAD: usize = 4096;
+/// Bytes a reader reads ahead of the record it is on (a header read asks
+/// for the header and this much behind it): a record with up to 8 KiB - 64
+/// of payload arrives in one read. A read that fills the buffer is followed
+/// by another (more may wait), so no record with a power-of-two payload
+/// fills it exactly: a 4 KiB message is one read, not one and an empty one.
+pub(crate) const READ_AHEAD: usize = 8 << 10;
 
 /// One connection's receive side.
 pub(crate) struct Reader {
@@ -262,16 +266,21 @@ impl Reader {
                         if let Some(stop) = read_gate(drained, &mut reads, max_reads) {
                             return stop;
                         }
-                        let want = HDR_LEN - self.hdr_got;
-                        let ahead = self.ahead_iov();
-                        let v = [iov_mut(self.hdr_buf[self.hdr_got..].as_mut_ptr(), want), ahead];
-                        // SAFETY: the iovecs cover the unfilled tail of our
-                        // own header buffer and our (empty) read-ahead buffer.
+                        // The header and what follows it are read into the
+                        // (empty) read-ahead buffer alone and the header is
+                        // copied out at the top of the loop: one buffer,
+                        // so the system call is a plain `recv` (no iovec
+                        // array for the kernel to import), which is also
+                        // what every empty poll of the stream costs.
+                        let v = [self.ahead_iov()];
+                        // SAFETY: the iovec covers our own (empty)
+                        // read-ahead buffer.
                         match unsafe { src.read(&v) } {
                             Io::Done(n) => {
-                                let n = n.min(want + READ_AHEAD);
-                                self.hdr_got += self.split_read(n, want);
-                                drained = n < want + READ_AHEAD;
+                                let n = n.min(READ_AHEAD);
+                                self.ahead_pos = 0;
+                                self.ahead_len = n;
+                                drained = n < READ_AHEAD;
                                 continue;
                             }
                             Io::Blocked => return Outcome::Drained,

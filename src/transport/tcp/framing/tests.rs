@@ -685,3 +685,47 @@ fn make_owned_copies_the_application_buffer() {
     assert!(q.flush(&mut t, &mut vec![]).unwrap());
     assert_eq!(&t.out[64..], &copy[..]);
 }
+
+/// A source that records how many buffers each read was given.
+struct Buffers<'a> {
+    s: &'a mut Script,
+    per_read: Vec<usize>,
+}
+
+impl ByteSource for Buffers<'_> {
+    unsafe fn read(&mut self, iov: &[libc::iovec]) -> Io {
+        self.per_read.push(iov.len());
+        // SAFETY: forwarded contract.
+        unsafe { self.s.read(iov) }
+    }
+}
+
+/// Waiting for a header (every empty poll of an idle stream) is a read
+/// into one buffer, which the socket layer makes a plain `recv`; a 1 B
+/// and a 4 KiB record (each with its header) arrive in one read each,
+/// into a posted receive, and that read comes back short, so no empty
+/// read follows it before the record is handed over.
+#[test]
+fn a_header_is_read_into_one_buffer_with_what_follows() {
+    for n in [1usize, 4096] {
+        let payload = pattern(n, 9);
+        let mut s = Script::new(msg(3, &payload), &[1 << 20]);
+        let mut core = Core::new();
+        core.recvs.push_back((1, vec![0u8; n]));
+        let mut r = Reader::new();
+        let mut src = Buffers {
+            s: &mut s,
+            per_read: Vec::new(),
+        };
+        let mut scratch = [0u8; 64];
+        let o = r.pump(&mut src, &mut core, &PEER, &LIM, Stage::Established, &mut scratch, 8);
+        assert_eq!(o, Outcome::Drained);
+        assert_eq!(core.evs, vec![Ev::Placed(1, Ok(()))]);
+        assert_eq!(core.done[0].1, payload);
+        assert_eq!(src.per_read, vec![1], "{n} B: buffers per read");
+        // The empty stream is then polled with one buffer too.
+        let o = r.pump(&mut src, &mut core, &PEER, &LIM, Stage::Established, &mut scratch, 8);
+        assert_eq!(o, Outcome::Drained);
+        assert_eq!(src.per_read, vec![1, 1], "{n} B: buffers per read");
+    }
+}
