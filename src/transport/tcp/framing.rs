@@ -1,7 +1,7 @@
 //! Record framing on a TCP stream: the receive state machine ([`Reader`])
 //! and the per-peer send queue ([`WriteQueue`]). Both are pure: they move
 //! bytes through the [`ByteSource`] / [`ByteSink`] traits, which the port
-//! implements with `readv` / `sendmsg` and the tests with scripted streams
+//! implements with `recv`/`recvmsg` and `sendmsg` and the tests with scripted streams
 //! cut into arbitrary pieces.
 //!
 //! Receiving a record (docs/protocol.md):
