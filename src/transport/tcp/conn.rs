@@ -278,6 +278,8 @@ pub(crate) struct Conn {
     doomed: Option<Error>,
     /// Bytes the last [`Conn::read`] took from the socket.
     last_got: usize,
+    /// Bytes [`Conn::poll_input`] took, counted in the next read's.
+    polled_got: usize,
 }
 
 impl Conn {
@@ -293,6 +295,7 @@ impl Conn {
             stalled: false,
             doomed: None,
             last_got: 0,
+            polled_got: 0,
         }
     }
 
@@ -504,7 +507,7 @@ impl Conn {
         let out = self
             .reader
             .pump(&mut src, sink, peer, lim, stage, scratch, READS_PER_PASS);
-        self.last_got = src.got;
+        self.last_got = src.got + std::mem::take(&mut self.polled_got);
         match out {
             Outcome::Drained | Outcome::Budget => {
                 self.stalled = false;
@@ -523,6 +526,26 @@ impl Conn {
             Outcome::Broken(b) => {
                 crate::base::log::log_warn!(crate::abi::FI_LOG_EP_DATA, "tcp: cutting off a peer: {b:?}");
                 Read::Ended(End::Violation(b))
+            }
+        }
+    }
+
+    /// An established stream's poll, before any of [`Conn::read`]'s work:
+    /// between records it reads what arrived into the reader's read-ahead
+    /// buffer (the read `read` would start with) and says whether `read`
+    /// has anything to do; false: nothing arrived (and
+    /// [`Conn::last_got`] is 0). Mid-record, or with bytes held, true
+    /// without reading. An idle stream's pass then costs one `recv` and
+    /// no dispatch.
+    pub(crate) fn poll_input(&mut self) -> bool {
+        match self.reader.poll(&mut Fd(self.sock.as_fd())) {
+            None => {
+                self.last_got = 0;
+                false
+            }
+            Some(n) => {
+                self.polled_got += n;
+                true
             }
         }
     }

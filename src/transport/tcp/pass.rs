@@ -49,7 +49,9 @@ impl TcpPort {
         // and asks epoll only every `epoll_every` passes (8, backing off to
         // 64 while epoll shows nothing else), or every EPOLL_EVERY_WRITING
         // while a write waits for room: one system call per arrival instead
-        // of two, and one per idle pass. Other sockets, the listener and
+        // of two, and one per idle pass (the stream's own poll,
+        // `Conn::poll_input`: when nothing arrived the pass ends there,
+        // without the budget and framing layers). Other sockets, the listener and
         // the timer wait one such interval at most; deadlines are still
         // checked by the clock. Nothing here changes a deadline.
         let every = if self.writing.is_empty() {
@@ -59,8 +61,12 @@ impl TcpPort {
         };
         if self.since_epoll < every {
             if let Some(id) = self.hot {
-                if self.conns.get(&id).is_some_and(|c| c.conn.readable_now()) {
-                    self.read_conn(id, d);
+                if let Some(c) = self.conns.get_mut(&id).filter(|c| c.conn.readable_now()) {
+                    // The stream's own poll first: when nothing arrived
+                    // the pass is one `recv`, no dispatch.
+                    if c.conn.poll_input() {
+                        self.read_conn(id, d);
+                    }
                     self.since_epoll += 1;
                     let got = self.conns.get(&id).is_some_and(|c| c.conn.last_got() > 0);
                     if got {

@@ -104,6 +104,12 @@ pub(crate) struct Reader {
     ahead: Box<[u8]>,
     ahead_pos: usize,
     ahead_len: usize,
+    /// [`Reader::poll`] found the stream at its end or failed: the next
+    /// header read returns this instead of reading.
+    polled: Option<Io>,
+    /// [`Reader::poll`] read less than the buffer holds: the socket had no
+    /// more then, so the next pump does not read again for nothing.
+    polled_short: bool,
 }
 
 impl Default for Reader {
@@ -156,6 +162,8 @@ impl Reader {
             ahead: vec![0u8; READ_AHEAD].into_boxed_slice(),
             ahead_pos: 0,
             ahead_len: 0,
+            polled: None,
+            polled_short: false,
         }
     }
 
@@ -183,7 +191,7 @@ impl Reader {
     /// stalled record, read-ahead bytes): the socket may be empty, so a
     /// sleeper would not wake for them.
     pub(crate) fn holds_input(&self) -> bool {
-        self.waiting_for_core() || self.ahead_avail() > 0
+        self.waiting_for_core() || self.ahead_avail() > 0 || self.polled.is_some()
     }
 
     /// Whether the reader waits for the core (`Stall`).
@@ -203,6 +211,8 @@ impl Reader {
         self.hdr_got = 0;
         self.ahead_pos = 0;
         self.ahead_len = 0;
+        self.polled = None;
+        self.polled_short = false;
     }
 
     fn ahead_avail(&self) -> usize {
@@ -220,6 +230,40 @@ impl Reader {
     /// The iovec for a read-ahead (only used when the buffer is empty).
     fn ahead_iov(&mut self) -> libc::iovec {
         iov(self.ahead.as_mut_ptr(), self.ahead.len())
+    }
+
+    /// Whether the stream is between records with nothing read ahead: the
+    /// next pump starts with a header read.
+    fn at_boundary(&self) -> bool {
+        matches!(self.state, State::Header) && self.hdr_got == 0 && self.ahead_avail() == 0 && self.polled.is_none()
+    }
+
+    /// An idle stream's poll: between records, reads what arrived into the
+    /// read-ahead buffer (the read a pump would start with) and says
+    /// whether a pump has anything to do: bytes came (`Some(n)`), or the
+    /// stream ended or failed (`Some(0)`, kept for the pump to report);
+    /// `None`: nothing arrived. Anywhere else (mid-record, bytes or an
+    /// outcome held) it reads nothing and answers `Some(0)`: pump.
+    pub(crate) fn poll(&mut self, src: &mut dyn ByteSource) -> Option<usize> {
+        if !self.at_boundary() {
+            return Some(0);
+        }
+        let v = [self.ahead_iov()];
+        // SAFETY: the iovec covers our own (empty) read-ahead buffer.
+        match unsafe { src.read(&v) } {
+            Io::Done(n) => {
+                let n = n.min(READ_AHEAD);
+                self.ahead_pos = 0;
+                self.ahead_len = n;
+                self.polled_short = n < READ_AHEAD;
+                Some(n)
+            }
+            Io::Blocked => None,
+            io => {
+                self.polled = Some(io);
+                Some(0)
+            }
+        }
     }
 
     /// Accounts a read of `n` bytes of which the first `want` were asked
@@ -252,7 +296,7 @@ impl Reader {
         let established = stage == Stage::Established;
         let mut reads = 0usize;
         // The last read came back short: the socket has nothing more now.
-        let mut drained = false;
+        let mut drained = std::mem::take(&mut self.polled_short);
         loop {
             match &mut self.state {
                 State::Header => {
@@ -273,9 +317,13 @@ impl Reader {
                         // array for the kernel to import), which is also
                         // what every empty poll of the stream costs.
                         let v = [self.ahead_iov()];
-                        // SAFETY: the iovec covers our own (empty)
-                        // read-ahead buffer.
-                        match unsafe { src.read(&v) } {
+                        let got = match self.polled.take() {
+                            Some(io) => io,
+                            // SAFETY: the iovec covers our own (empty)
+                            // read-ahead buffer.
+                            None => unsafe { src.read(&v) },
+                        };
+                        match got {
                             Io::Done(n) => {
                                 let n = n.min(READ_AHEAD);
                                 self.ahead_pos = 0;

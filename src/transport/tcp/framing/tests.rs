@@ -729,3 +729,73 @@ fn a_header_is_read_into_one_buffer_with_what_follows() {
         assert_eq!(src.per_read, vec![1, 1], "{n} B: buffers per read");
     }
 }
+
+/// A source that gives one outcome and then asserts it is not read again.
+struct Once(Option<Io>);
+
+impl ByteSource for Once {
+    unsafe fn read(&mut self, _iov: &[libc::iovec]) -> Io {
+        self.0.take().expect("read once only")
+    }
+}
+
+/// An idle stream's poll reads into the read-ahead buffer alone: nothing
+/// there costs that one read and no pump; a record that came is then
+/// handed over by the pump without another read (the poll's read was
+/// short); an end of stream or a failure the poll found is what the pump
+/// reports, without reading again.
+#[test]
+fn an_idle_stream_is_polled_with_one_read_and_what_it_finds_is_kept() {
+    let mut r = Reader::new();
+    let mut core = Core::new();
+    let mut scratch = [0u8; 64];
+    // Nothing arrived.
+    let mut s = Script::new(Vec::new(), &[1 << 20]);
+    let mut src = Buffers {
+        s: &mut s,
+        per_read: Vec::new(),
+    };
+    assert_eq!(r.poll(&mut src), None);
+    assert_eq!(src.per_read, vec![1]);
+    // A record arrived: the poll brings it, the pump reads nothing more.
+    let payload = pattern(100, 4);
+    let rec = msg(5, &payload);
+    let mut s = Script::new(rec.clone(), &[1 << 20]);
+    let mut src = Buffers {
+        s: &mut s,
+        per_read: Vec::new(),
+    };
+    assert_eq!(r.poll(&mut src), Some(rec.len()));
+    let o = r.pump(&mut src, &mut core, &PEER, &LIM, Stage::Established, &mut scratch, 8);
+    assert_eq!(o, Outcome::Drained);
+    assert_eq!(core.evs, vec![Ev::Buffered(5, payload)]);
+    assert_eq!(src.per_read, vec![1], "the pump read again");
+    // Mid-record the poll reads nothing and sends the caller to the pump.
+    let half = msg(6, &pattern(10, 1));
+    let mut s = Script::new(half[..20].to_vec(), &[1 << 20]);
+    assert_eq!(r.poll(&mut s), Some(20));
+    let o = r.pump(&mut s, &mut core, &PEER, &LIM, Stage::Established, &mut scratch, 8);
+    assert_eq!(o, Outcome::Drained);
+    assert_eq!(r.poll(&mut Once(None)), Some(0));
+    // The end of the stream and a failure are kept for the pump.
+    for (io, want) in [
+        (Io::Eof, Outcome::Eof),
+        (
+            Io::Failed(Error::CONNRESET),
+            Outcome::Broken(Broken::Io(Error::CONNRESET)),
+        ),
+    ] {
+        let mut r = Reader::new();
+        assert_eq!(r.poll(&mut Once(Some(io))), Some(0));
+        let o = r.pump(
+            &mut Once(None),
+            &mut core,
+            &PEER,
+            &LIM,
+            Stage::Established,
+            &mut scratch,
+            8,
+        );
+        assert_eq!(o, want);
+    }
+}
