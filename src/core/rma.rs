@@ -124,7 +124,10 @@ impl<L: Connection> Endpoint<L> {
             // Fence: do not start before every earlier operation completed
             // (one progress pass first, so a caller that only retries
             // still gets there).
-            g.progress(b);
+            match &self.shared {
+                None => g.progress(b),
+                Some(s) => s.run(&mut g, |g| g.progress(b)),
+            }
             if g.tx_outstanding() > 0 {
                 return Err(Error::AGAIN);
             }
@@ -132,7 +135,13 @@ impl<L: Connection> Endpoint<L> {
         if let Some(m) = &self.msg {
             m.check_send()?;
         }
-        start(&mut g, b, flags)
+        match &self.shared {
+            None => start(&mut g, b, flags),
+            Some(s) => {
+                s.tx_room(&mut g, |g| g.progress(b))?;
+                s.run(&mut g, |g| start(g, b, flags))
+            }
+        }
     }
 
     /// Every atomic call (`fi_atomic(3)`).

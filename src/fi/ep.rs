@@ -147,8 +147,13 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
     // SAFETY: arguments from fi_ep_bind().
     unsafe {
         with_ep("fi_ep_bind", f as *const c_void, |o| {
-            // `bfid` is looked up only after the enabled check.
-            o.core.bind(flags, || bind_target(bfid))?;
+            // Shared contexts (fi/shared_ctx.rs); for the others `bfid`
+            // is looked up only after the enabled check.
+            match fi::class_of(bfid) {
+                Ok(FI_CLASS_SRX_CTX) => o.core.bind_srx(flags, fi::shared_ctx::srx_of(bfid)?)?,
+                Ok(FI_CLASS_STX_CTX) => o.core.bind_stx(flags, fi::shared_ctx::stx_of(bfid)?)?,
+                _ => o.core.bind(flags, || bind_target(bfid))?,
+            }
             Ok(0)
         })
     }

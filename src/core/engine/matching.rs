@@ -289,6 +289,15 @@ impl Matching {
         None
     }
 
+    /// Exchanges this queue's posted receives with `other`'s (the
+    /// unexpected messages stay): a shared receive context's queue put in
+    /// an endpoint's engine for one call and taken back after it
+    /// (`srx.rs`).
+    pub(crate) fn swap_posted(&mut self, other: &mut Matching) {
+        std::mem::swap(&mut self.untagged, &mut other.untagged);
+        std::mem::swap(&mut self.tagged, &mut other.tagged);
+    }
+
     /// Removes every posted receive (endpoint close), in posting order.
     pub(crate) fn drain_posted(&mut self) -> Vec<PostedRecv> {
         let mut v: Vec<_> = self.untagged.drain(..).collect();
