@@ -6,7 +6,7 @@
 //! CM calls are refused (-FI_ENOSYS; RMA and atomic -FI_EINVAL: not an
 //! endpoint). Both are bound to endpoints by `fi_ep_bind` (`fi/ep.rs`).
 
-use super::ep_obj::{iov_from_c, iov_single};
+use super::ep_obj::{iov_from_c, iov_recv_single};
 use crate::abi::*;
 use crate::base::error::Result;
 use crate::core::domain::Domain;
@@ -260,7 +260,7 @@ unsafe extern "C" fn s_recv(e: *mut fid_ep, buf: V, len: usize, _: V, src: fi_ad
     // SAFETY: arguments from fi_recv().
     unsafe {
         srx_recv("fi_recv", e, || {
-            Ok(RecvOp::new(iov_single(buf, len)?, src, ctx as usize))
+            Ok(RecvOp::new(iov_recv_single(buf, len)?, src, ctx as usize))
         })
     }
 }
@@ -318,7 +318,7 @@ unsafe extern "C" fn s_trecv(
     // SAFETY: arguments from fi_trecv().
     unsafe {
         srx_recv("fi_trecv", e, || {
-            Ok(RecvOp::new(iov_single(buf, len)?, src, ctx as usize).tagged(tag, ign))
+            Ok(RecvOp::new(iov_recv_single(buf, len)?, src, ctx as usize).tagged(tag, ign))
         })
     }
 }
