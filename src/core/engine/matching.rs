@@ -403,6 +403,25 @@ mod tests {
         }
     }
 
+    /// A shared receive context's queue put in an engine's place: the
+    /// posted receives are exchanged both ways, the unexpected messages
+    /// stay where they were.
+    #[test]
+    fn swap_posted_moves_posted_receives_only() {
+        let (mut eng, mut shared) = (Matching::new(1 << 20), Matching::new(0));
+        eng.post(recv(1, false, 0, 0, None));
+        eng.push_unexpected(unex(a(1), true, 5, 8));
+        shared.post(recv(2, true, 5, 0, None));
+        shared.post(recv(3, false, 0, 0, None));
+        eng.swap_posted(&mut shared);
+        assert_eq!(eng.posted_count(), 2);
+        assert_eq!(eng.find_posted(true, &a(1), 5), Some(0));
+        assert!(eng.has_unexpected() && !shared.has_unexpected());
+        assert_eq!(shared.cancel(1).map(|r| r.context), Some(1));
+        eng.swap_posted(&mut shared);
+        assert_eq!((eng.posted_count(), shared.posted_count()), (0, 2));
+    }
+
     #[test]
     fn tag_rule_and_order() {
         let mut m = Matching::new(1 << 20);
