@@ -127,10 +127,13 @@ impl<L: Connection> Source for Endpoint<L> {
         if let Some(b) = self.bound.get() {
             if !self.closed.load(Ordering::Acquire) && !self.failed.load(Ordering::Acquire) {
                 let mut g = self.inner.lock();
-                let moved = match &self.shared {
-                    None => g.progress_in(b.view()),
-                    Some(s) => s.run(&mut g, |g| g.progress_in(b.view())),
-                };
+                // The shared contexts' part is out of line, around the one
+                // inlined pass.
+                let entered = self.shared.as_ref().map(|s| s.enter(&mut g));
+                let moved = g.progress_in(b.view());
+                if let Some(e) = entered {
+                    e.leave(&mut g);
+                }
                 if let Some(m) = &self.msg {
                     m.after_progress(&mut g, b);
                 }
@@ -346,6 +349,16 @@ impl<L: Connection> Endpoint<L> {
             BindTarget::Eq(eq) => b.eq = Some(Held::new(eq)),
         }
         Ok(())
+    }
+
+    /// Runs `f` on the engine `g` (this endpoint's, locked) as the
+    /// endpoint's own calls do: with its shared receive context's queue in
+    /// place, if it has one (`core/shared_ctx.rs`).
+    pub(crate) fn run_engine<R>(&self, g: &mut Inner, f: impl FnOnce(&mut Inner) -> R) -> R {
+        match &self.shared {
+            None => f(g),
+            Some(s) => s.run(g, f),
+        }
     }
 
     /// `fi_ep_bind` of a shared receive context (`flags` 0): only on an
@@ -571,33 +584,36 @@ impl<L: Connection> Endpoint<L> {
         if let Some(m) = &self.msg {
             m.check_send()?;
         }
+        // The one call of `send_in` (inlined here); a shared context's part
+        // out of line around it.
+        let entered = match &self.shared {
+            None => None,
+            Some(s) => Some(s.enter_send(&mut g, b)?),
+        };
         let cv;
-        let view = match ctx {
-            None => b.view(),
-            Some((side, lane)) => {
-                cv = b.view().for_ctx(side, lane, false);
-                &cv
-            }
-        };
-        let a = SendArgs {
-            dest: op.dest,
-            iov: &op.iov,
-            tagged: op.tag.is_some(),
-            tag: op.tag.unwrap_or(0),
-            data: op.data.unwrap_or(0),
-            flags,
-            context: op.context,
-            inject_call: op.mode == SendMode::Inject,
-        };
-        match &self.shared {
-            None => g.send_in(view, a),
-            Some(s) => {
-                s.tx_room(&mut g, |g| {
-                    g.progress_in(view);
-                })?;
-                s.run(&mut g, |g| g.send_in(view, a))
-            }
+        let r = g.send_in(
+            match ctx {
+                None => b.view(),
+                Some((side, lane)) => {
+                    cv = b.view().for_ctx(side, lane, false);
+                    &cv
+                }
+            },
+            SendArgs {
+                dest: op.dest,
+                iov: &op.iov,
+                tagged: op.tag.is_some(),
+                tag: op.tag.unwrap_or(0),
+                data: op.data.unwrap_or(0),
+                flags,
+                context: op.context,
+                inject_call: op.mode == SendMode::Inject,
+            },
+        );
+        if let Some(e) = entered {
+            e.leave(&mut g);
         }
+        r
     }
 
     /// Every receive call (one lock, flags checked first, as sends).

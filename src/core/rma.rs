@@ -135,13 +135,15 @@ impl<L: Connection> Endpoint<L> {
         if let Some(m) = &self.msg {
             m.check_send()?;
         }
-        match &self.shared {
-            None => start(&mut g, b, flags),
-            Some(s) => {
-                s.tx_room(&mut g, |g| g.progress(b))?;
-                s.run(&mut g, |g| start(g, b, flags))
-            }
+        let entered = match &self.shared {
+            None => None,
+            Some(s) => Some(s.enter_send(&mut g, b)?),
+        };
+        let r = start(&mut g, b, flags);
+        if let Some(e) = entered {
+            e.leave(&mut g);
         }
+        r
     }
 
     /// Every atomic call (`fi_atomic(3)`).

@@ -291,6 +291,33 @@ impl TxSlot {
     }
 }
 
+/// One call into a member's engine, entered ([`EpShared::enter`]).
+pub(crate) struct Entered<'a> {
+    s: &'a EpShared,
+    /// The receive context's queue, locked; its posted receives are in the
+    /// engine meanwhile.
+    q: Option<ModeGuard<'a, Matching>>,
+}
+
+impl Entered<'_> {
+    /// Takes the receive context's queue back from the engine `g` (the one
+    /// `enter` was given) and tells the transmit context the endpoint's
+    /// outstanding operations.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn leave(mut self, g: &mut Inner) {
+        if let Some(q) = self.q.as_mut() {
+            g.swap_posted(q);
+        }
+        if let Some(t) = self.s.stx.get() {
+            t.publish(g.tx_outstanding());
+        }
+    }
+}
+
+/// The counted references an endpoint holds on its contexts.
+type Holds = (Option<Held<SharedRx>>, Option<Held<SharedTx>>);
+
 /// What an endpoint opened with `FI_SHARED_CONTEXT` keeps of its shared
 /// contexts (`core/ep.rs` holds one only then: other endpoints' calls do
 /// not look here).
@@ -303,7 +330,7 @@ pub(crate) struct EpShared {
     pub(crate) stx: std::sync::OnceLock<TxSlot>,
     /// The bindings' counts (`-FI_EBUSY` on the contexts' close), given
     /// back when the endpoint closes.
-    held: Mutex<(Option<Held<SharedRx>>, Option<Held<SharedTx>>)>,
+    held: Mutex<Holds>,
 }
 
 impl EpShared {
@@ -361,31 +388,43 @@ impl EpShared {
     /// Runs `f` on the endpoint's engine `g` (locked): with the receive
     /// context's queue in place, and the transmit context told the
     /// endpoint's outstanding operations after it.
-    #[inline(never)]
     pub(crate) fn run<R>(&self, g: &mut Inner, f: impl FnOnce(&mut Inner) -> R) -> R {
-        let r = match self.srx.get() {
-            Some(s) => s.around(g, f),
-            None => f(g),
-        };
-        if let Some(t) = self.stx.get() {
-            t.publish(g.tx_outstanding());
-        }
+        let e = self.enter(g);
+        let r = f(g);
+        e.leave(g);
         r
     }
 
-    /// Whether a send may start: the transmit context has room (after one
-    /// pass `pass` when it had none at first), else `-FI_EAGAIN`.
-    pub(crate) fn tx_room(&self, g: &mut Inner, pass: impl FnOnce(&mut Inner)) -> Result<()> {
-        let Some(t) = self.stx.get() else { return Ok(()) };
-        if t.has_room(g.tx_outstanding()) {
-            return Ok(());
+    /// The first half of [`EpShared::run`], for a caller that keeps its
+    /// one call into the engine in line: the receive context's queue put
+    /// in the engine `g` (its lock held until [`Entered::leave`], which
+    /// must follow on every path).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn enter(&self, g: &mut Inner) -> Entered<'_> {
+        let q = self.srx.get().map(|s| {
+            let mut q = s.q.lock();
+            g.swap_posted(&mut q);
+            q
+        });
+        Entered { s: self, q }
+    }
+
+    /// [`EpShared::enter`] for a send, RMA or atomic call: `-FI_EAGAIN`
+    /// (nothing entered) when the transmit context has no room, after one
+    /// progress pass of the endpoint (`b`: its bindings).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn enter_send(&self, g: &mut Inner, b: &FrozenBinds) -> Result<Entered<'_>> {
+        if let Some(t) = self.stx.get() {
+            if !t.has_room(g.tx_outstanding()) {
+                self.run(g, |g| g.progress(b));
+                if !t.has_room(g.tx_outstanding()) {
+                    return Err(Error::AGAIN);
+                }
+            }
         }
-        self.run(g, pass);
-        if t.has_room(g.tx_outstanding()) {
-            Ok(())
-        } else {
-            Err(Error::AGAIN)
-        }
+        Ok(self.enter(g))
     }
 
     /// The endpoint closes: it leaves its contexts, which it no longer
