@@ -4,7 +4,8 @@
 //! `FI_CLASS_SRX_CTX` whose receive calls (message and tagged), `fi_cancel`
 //! and `fi_rx_size_left` act on the shared queue. Its send, RMA, atomic and
 //! CM calls are refused (-FI_ENOSYS; RMA and atomic -FI_EINVAL: not an
-//! endpoint). Both are bound to endpoints by `fi_ep_bind` (`fi/ep.rs`).
+//! endpoint). Both are bound to endpoints by `fi_ep_bind` (`fi/ep.rs`, which finds
+//! their cores by class through the `FiObject` impls here).
 
 use super::ep_obj::{iov_from_c, iov_recv_single};
 use crate::abi::*;
@@ -15,7 +16,6 @@ use crate::core::shared_ctx::{SharedRx, SharedTx};
 use crate::fi::attr::{rx_attr_from_c, tx_attr_from_c};
 use crate::fi::{self, noops, FiObject, Obj};
 use core::ffi::{c_int, c_void};
-use std::sync::Arc;
 
 impl FiObject for SharedTx {
     type Header = fid_stx;
@@ -71,16 +71,6 @@ pub(crate) unsafe fn open_srx(d: &Obj<Domain>, attr: *const fi_rx_attr, context:
         collective: &super::ep::stubs::COLLECTIVE_OPS,
     };
     Ok(Obj::create(hdr, core))
-}
-
-/// The shared transmit context behind a fid `fi_ep_bind` names.
-pub(crate) fn stx_of(bfid: *mut fid) -> Result<Arc<SharedTx>> {
-    fi::core_of(bfid)
-}
-
-/// The shared receive context behind a fid `fi_ep_bind` names.
-pub(crate) fn srx_of(bfid: *mut fid) -> Result<Arc<SharedRx>> {
-    fi::core_of(bfid)
 }
 
 static STX_FI_OPS: fi_ops = fi_ops {
