@@ -418,6 +418,31 @@ TEST(stx_depth_is_shared)
 	world_close();
 }
 
+/* A receive into a NULL buffer holds nothing whatever its length: a
+ * 0-byte message completes, a longer one is truncated (FI_ETRUNC), nothing
+ * written (fabtests' fi_shared_ctx -e msg posts such receives). */
+TEST(null_receive_buffer_holds_nothing)
+{
+	CHECK_OK(world_open(0));
+	CHECK_OK(fi_recv(srx, NULL, MSG_LEN, NULL, FI_ADDR_UNSPEC, (void *)1));
+	CHECK_EQ(RETRY(fi_send(S[0], NULL, 0, NULL, Raddr[0], NULL)), 0);
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err = {0};
+	CHECK_EQ(cq_wait_from(rxcq, &e, NULL, NULL), 1);
+	CHECK_EQ((uintptr_t)e.op_context, 1);
+	CHECK_EQ(e.len, 0);
+	CHECK_OK(fi_recv(R[1], NULL, MSG_LEN, NULL, FI_ADDR_UNSPEC, (void *)2));
+	make_msg(0, 1, 1);
+	CHECK_EQ(RETRY(fi_send(S[1], sbuf[0], 8, NULL, Raddr[1], NULL)), 0);
+	CHECK_EQ(cq_wait_from(rxcq, &e, NULL, &err), -FI_EAVAIL);
+	CHECK_EQ(err.err, FI_ETRUNC);
+	CHECK_EQ((uintptr_t)err.op_context, 2);
+	/* A send from NULL with a length is refused. */
+	CHECK_EQ(fi_send(S[0], NULL, 8, NULL, Raddr[0], NULL), -FI_EINVAL);
+	CHECK(sends_done(2));
+	world_close();
+}
+
 /* What fi_endpoint(3) restricts. */
 TEST(errors)
 {
@@ -466,6 +491,7 @@ int main(int argc, char **argv)
 	RUN(srx_tags_and_member_posts);
 	RUN(srx_cancel);
 	RUN(stx_depth_is_shared);
+	RUN(null_receive_buffer_holds_nothing);
 	RUN(errors);
 	return harness_done();
 }
