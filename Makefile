@@ -233,12 +233,13 @@ c-tests: lib $(C_TEST_BINS)
 c-tests-tcp: lib $(BUILD)/c-tests/test_shm $(BUILD)/c-tests/test_rdm $(BUILD)/c-tests/test_threads $(BUILD)/c-tests/test_buffered $(BUILD)/c-tests/test_rma \
              $(BUILD)/c-tests/test_atomic $(BUILD)/c-tests/test_msg $(BUILD)/c-tests/test_close_wait $(BUILD)/c-tests/test_restart \
              $(BUILD)/c-tests/test_prefix $(BUILD)/c-tests/test_trigger $(BUILD)/c-tests/test_shared_av $(BUILD)/c-tests/test_scalable \
-             $(BUILD)/c-tests/test_dgram
+             $(BUILD)/c-tests/test_dgram $(BUILD)/c-tests/test_shared_ctx
 	@mkdir -p $(BUILD)/c-tests-tcp
 	ln -sf ../c-tests/test_trigger $(BUILD)/c-tests-tcp/test_trigger
 	ln -sf ../c-tests/test_shared_av $(BUILD)/c-tests-tcp/test_shared_av
 	ln -sf ../c-tests/test_scalable $(BUILD)/c-tests-tcp/test_scalable
 	ln -sf ../c-tests/test_dgram $(BUILD)/c-tests-tcp/test_dgram
+	ln -sf ../c-tests/test_shared_ctx $(BUILD)/c-tests-tcp/test_shared_ctx
 	ln -sf ../c-tests/test_prefix $(BUILD)/c-tests-tcp/test_prefix
 	ln -sf ../c-tests/test_restart $(BUILD)/c-tests-tcp/test_restart
 	ln -sf ../c-tests/test_msg $(BUILD)/c-tests-tcp/test_msg

@@ -206,7 +206,8 @@ static void m_tx_order(struct fi_info *h) { h->tx_attr->msg_order = FI_ORDER_STR
 static void m_comp_order(struct fi_info *h) { h->rx_attr->comp_order = FI_ORDER_STRICT; }
 static void m_op_commit(struct fi_info *h) { h->tx_attr->op_flags = FI_COMMIT_COMPLETE; }
 static void m_tx_ctx(struct fi_info *h) { h->ep_attr->tx_ctx_cnt = 17; } /* 16 contexts at most */
-static void m_stx(struct fi_info *h) { h->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT; }
+/* One shared context of each kind per endpoint (test_shared_ctx.c). */
+static void m_stx(struct fi_info *h) { h->domain_attr->max_ep_stx_ctx = 2; }
 static void m_mr_basic_plus(struct fi_info *h) { h->domain_attr->mr_mode = FI_MR_BASIC | FI_MR_LOCAL; }
 static void m_threading(struct fi_info *h) { h->domain_attr->threading = (enum fi_threading)42; }
 /* Named AVs serve RDM endpoints only. */
@@ -250,7 +251,7 @@ TEST(nonmatching_hints_enodata)
 		{"rx comp_order", m_comp_order},
 		{"FI_COMMIT_COMPLETE", m_op_commit},
 		{"tx_ctx_cnt 17", m_tx_ctx},
-		{"shared tx context", m_stx},
+		{"two shared tx contexts", m_stx},
 		{"mr_mode BASIC|LOCAL", m_mr_basic_plus},
 		{"threading", m_threading},
 		{"FI_SHARED_AV on FI_EP_MSG", m_shared_av},

@@ -23,12 +23,13 @@ mod setup;
 
 use crate::abi::*;
 use crate::base::error::{Error, Result};
-use crate::base::serial::ModeMutex;
+use crate::base::serial::{ModeGuard, ModeMutex};
 use crate::core::attr::Info;
 use crate::core::domain::Domain;
 use crate::core::engine::lanes::Side;
 use crate::core::engine::{buffered, Binds, FrozenBinds, Inner, RecvArgs, SendArgs};
 use crate::core::progress::Source;
+use crate::core::shared_ctx::{EpShared, Member, SharedRx, SharedTx};
 use crate::core::users::{HasUsers, Held, Users};
 use crate::transport::addr::Addr;
 use ops::{rx_flags, tx_flags};
@@ -40,7 +41,7 @@ pub(crate) use setup::{config_from, rdm_engine, shm_port, INJECT_SIZE};
 use setup::{DEFAULT_RX_SIZE, DEFAULT_TX_SIZE};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 /// Opens an endpoint's port on a domain at an info's src_addr.
 pub(crate) type PortOpener = fn(&Domain, &Info) -> Result<Box<dyn crate::transport::Port>>;
@@ -82,6 +83,10 @@ pub(crate) struct Endpoint<L> {
     pub(crate) msg: Option<Arc<L>>,
     /// RMA operations this endpoint started, reported when it closes.
     pub(crate) rma_tally: RmaTally,
+    /// Its shared contexts (`core/shared_ctx.rs`): None unless its info
+    /// asked for one (`FI_SHARED_CONTEXT`), so that the calls of other
+    /// endpoints test only this word.
+    pub(crate) shared: Option<Box<EpShared>>,
 }
 
 /// The RMA operations an endpoint started (`fi_write*`, `fi_read*`
@@ -122,7 +127,13 @@ impl<L: Connection> Source for Endpoint<L> {
         if let Some(b) = self.bound.get() {
             if !self.closed.load(Ordering::Acquire) && !self.failed.load(Ordering::Acquire) {
                 let mut g = self.inner.lock();
+                // The shared contexts' part is out of line, around the one
+                // inlined pass.
+                let entered = self.shared.as_ref().map(|s| s.enter(&mut g));
                 let moved = g.progress_in(b.view());
+                if let Some(e) = entered {
+                    e.leave(&mut g);
+                }
                 if let Some(m) = &self.msg {
                     m.after_progress(&mut g, b);
                 }
@@ -184,6 +195,16 @@ impl<L: Connection> Endpoint<L> {
             wait_fd: core::sync::atomic::AtomicI32::new(wait_fd),
             msg,
             rma_tally: RmaTally::default(),
+            shared: info
+                .ep
+                .as_ref()
+                .filter(|e| e.tx_ctx_cnt == FI_SHARED_CONTEXT || e.rx_ctx_cnt == FI_SHARED_CONTEXT)
+                .map(|e| {
+                    Box::new(EpShared::new(
+                        e.tx_ctx_cnt == FI_SHARED_CONTEXT,
+                        e.rx_ctx_cnt == FI_SHARED_CONTEXT,
+                    ))
+                }),
         });
         engine.watch_fd(wait_fd, crate::sys::IN)?;
         engine.add_source(ep.clone());
@@ -330,6 +351,54 @@ impl<L: Connection> Endpoint<L> {
         Ok(())
     }
 
+    /// Runs `f` on the engine `g` (this endpoint's, locked) as the
+    /// endpoint's own calls do: with its shared receive context's queue in
+    /// place, if it has one (`core/shared_ctx.rs`).
+    pub(crate) fn run_engine<R>(&self, g: &mut Inner, f: impl FnOnce(&mut Inner) -> R) -> R {
+        match &self.shared {
+            None => f(g),
+            Some(s) => s.run(g, f),
+        }
+    }
+
+    /// `fi_ep_bind` of a shared receive context (`flags` 0): only on an
+    /// endpoint opened with `rx_ctx_cnt` = `FI_SHARED_CONTEXT`, once, before
+    /// `fi_enable`; its receives then queue in the context, whose `size` is
+    /// the endpoint's receive depth.
+    pub(crate) fn bind_srx(self: &Arc<Self>, flags: u64, srx: Arc<SharedRx>) -> Result<()> {
+        let _p = self.pending.lock();
+        if self.enabled.load(Ordering::Acquire) {
+            return Err(Error::OPBADSTATE);
+        }
+        if flags != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        let s = self.shared.as_ref().ok_or(Error::INVAL)?;
+        let size = srx.attr.size;
+        let me: Weak<dyn Member> = Arc::downgrade(self) as Weak<dyn Member>;
+        s.bind_rx(srx, &self.domain, me)?;
+        self.inner.lock().config_mut().rx_size = size;
+        Ok(())
+    }
+
+    /// `fi_ep_bind` of a shared transmit context (as [`Endpoint::bind_srx`],
+    /// `tx_ctx_cnt`): the context's `size` is the depth of all of its
+    /// endpoints together.
+    pub(crate) fn bind_stx(&self, flags: u64, stx: Arc<SharedTx>) -> Result<()> {
+        let _p = self.pending.lock();
+        if self.enabled.load(Ordering::Acquire) {
+            return Err(Error::OPBADSTATE);
+        }
+        if flags != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        let s = self.shared.as_ref().ok_or(Error::INVAL)?;
+        let size = stx.attr.size;
+        s.bind_tx(stx, &self.domain)?;
+        self.inner.lock().config_mut().tx_size = size;
+        Ok(())
+    }
+
     /// `fi_enable`: checks the bindings (an AV for RDM endpoints, what the
     /// connection needs for MSG ones, a receive CQ for buffered receives),
     /// reserves room in the bound CQs for every operation the endpoint may
@@ -362,6 +431,11 @@ impl<L: Connection> Endpoint<L> {
             None if b.av.is_none() => return Err(Error::NOAV),
             None => {}
         }
+        if let Some(s) = &self.shared {
+            let rx_cq = b.rx_cq.as_deref().map_or(0, |c| c as *const _ as usize);
+            let av = b.av.as_deref().map_or(0, |a| a as *const _ as usize);
+            s.check_enable(rx_cq, av)?;
+        }
         if b.rx_cq.is_none() && self.inner.lock().buffered_opts().is_some() {
             // Buffered messages are announced on the receive CQ.
             return Err(Error::NOCQ);
@@ -390,6 +464,9 @@ impl<L: Connection> Endpoint<L> {
     pub(crate) fn close(self: &Arc<Self>) -> Result<()> {
         self.users.check_idle()?;
         self.closed.store(true, Ordering::Release);
+        if let Some(s) = &self.shared {
+            s.leave(Arc::as_ptr(self) as *const ());
+        }
         if let Some(m) = &self.msg {
             m.on_close(self);
         }
@@ -462,7 +539,11 @@ impl<L: Connection> Endpoint<L> {
     /// `fi_cancel` of the operation posted with `context`.
     pub(crate) fn cancel(&self, context: usize) -> Result<()> {
         let b = self.bound()?;
-        self.inner.lock().cancel(b, context)
+        let mut g = self.inner.lock();
+        match &self.shared {
+            None => g.cancel(b, context),
+            Some(s) => s.run(&mut g, |g| g.cancel(b, context)),
+        }
     }
 
     /// `fi_rx_size_left`: receives that can still be posted.
@@ -503,8 +584,14 @@ impl<L: Connection> Endpoint<L> {
         if let Some(m) = &self.msg {
             m.check_send()?;
         }
+        // The one call of `send_in` (inlined here); a shared context's part
+        // out of line around it.
+        let entered = match &self.shared {
+            None => None,
+            Some(s) => Some(s.enter_send(&mut g, b)?),
+        };
         let cv;
-        g.send_in(
+        let r = g.send_in(
             match ctx {
                 None => b.view(),
                 Some((side, lane)) => {
@@ -522,7 +609,11 @@ impl<L: Connection> Endpoint<L> {
                 context: op.context,
                 inject_call: op.mode == SendMode::Inject,
             },
-        )
+        );
+        if let Some(e) = entered {
+            e.leave(&mut g);
+        }
+        r
     }
 
     /// Every receive call (one lock, flags checked first, as sends).
@@ -534,8 +625,21 @@ impl<L: Connection> Endpoint<L> {
     /// [`Endpoint::post_recv`] on a receive context (as `post_send_on`).
     #[inline(always)]
     pub(crate) fn post_recv_on(&self, op: RecvOp, ctx: Option<(&Side, u8)>) -> Result<()> {
+        if let Some(s) = &self.shared {
+            if let Some(srx) = s.srx.get() {
+                // Its receives are the shared context's.
+                return srx.post_recv(op);
+            }
+        }
         let mut g = self.inner.lock();
-        let flags = rx_flags(&mut g, &op)?;
+        self.recv_locked(&mut g, op, ctx)
+    }
+
+    /// [`Endpoint::post_recv_on`] with the engine locked (a shared receive
+    /// context's post, `Member::post_locked`, too).
+    #[inline(always)]
+    fn recv_locked(&self, g: &mut Inner, op: RecvOp, ctx: Option<(&Side, u8)>) -> Result<()> {
+        let flags = rx_flags(g, &op)?;
         let b = self.bound()?;
         if let Some(m) = &self.msg {
             m.check_recv()?;
@@ -565,6 +669,19 @@ impl<L: Connection> Endpoint<L> {
             g.leave_rx_lane(p);
         }
         r
+    }
+}
+
+impl<L: Connection> Member for Endpoint<L> {
+    fn engine(&self) -> Option<(ModeGuard<'_, Inner>, &FrozenBinds)> {
+        if self.closed.load(Ordering::Acquire) || self.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        let b = self.bound().ok()?;
+        Some((self.inner.lock(), b))
+    }
+    fn post_locked(&self, g: &mut Inner, op: RecvOp) -> Result<()> {
+        self.recv_locked(g, op, None)
     }
 }
 

@@ -30,6 +30,7 @@ pub(crate) mod progress;
 pub(crate) mod rma;
 pub(crate) mod scalable;
 pub(crate) mod settings;
+pub(crate) mod shared_ctx;
 pub(crate) mod trigger;
 pub(crate) mod users;
 pub(crate) mod wait;

@@ -124,7 +124,10 @@ impl<L: Connection> Endpoint<L> {
             // Fence: do not start before every earlier operation completed
             // (one progress pass first, so a caller that only retries
             // still gets there).
-            g.progress(b);
+            match &self.shared {
+                None => g.progress(b),
+                Some(s) => s.run(&mut g, |g| g.progress(b)),
+            }
             if g.tx_outstanding() > 0 {
                 return Err(Error::AGAIN);
             }
@@ -132,7 +135,15 @@ impl<L: Connection> Endpoint<L> {
         if let Some(m) = &self.msg {
             m.check_send()?;
         }
-        start(&mut g, b, flags)
+        let entered = match &self.shared {
+            None => None,
+            Some(s) => Some(s.enter_send(&mut g, b)?),
+        };
+        let r = start(&mut g, b, flags);
+        if let Some(e) = entered {
+            e.leave(&mut g);
+        }
+        r
     }
 
     /// Every atomic call (`fi_atomic(3)`).

@@ -42,28 +42,8 @@ impl Info {
         // SAFETY (for the blocks below): every attribute pointer of a valid
         // fi_info is NULL or points to its struct; strings and address buffers
         // are valid for their stated lengths.
-        let tx = unsafe { i.tx_attr.as_ref() }.map(|t| TxAttr {
-            caps: t.caps,
-            mode: t.mode,
-            op_flags: t.op_flags,
-            msg_order: t.msg_order,
-            comp_order: t.comp_order,
-            inject_size: t.inject_size,
-            size: t.size,
-            iov_limit: t.iov_limit,
-            rma_iov_limit: t.rma_iov_limit,
-            tclass: t.tclass,
-        });
-        let rx = unsafe { i.rx_attr.as_ref() }.map(|r| RxAttr {
-            caps: r.caps,
-            mode: r.mode,
-            op_flags: r.op_flags,
-            msg_order: r.msg_order,
-            comp_order: r.comp_order,
-            total_buffered_recv: r.total_buffered_recv,
-            size: r.size,
-            iov_limit: r.iov_limit,
-        });
+        let tx = unsafe { i.tx_attr.as_ref() }.map(tx_attr_from_c);
+        let rx = unsafe { i.rx_attr.as_ref() }.map(rx_attr_from_c);
         let ep = match unsafe { i.ep_attr.as_ref() } {
             None => None,
             Some(e) => Some(EpAttr {
@@ -287,6 +267,38 @@ impl CInfoBuilder {
 
 /// Builds the C list (libc allocations, linked through `next`); on failure
 /// frees what was built.
+/// A C transmit attribute block in Rust form (fi_getinfo's hints,
+/// `fi_stx_context`).
+pub(crate) fn tx_attr_from_c(t: &fi_tx_attr) -> TxAttr {
+    TxAttr {
+        caps: t.caps,
+        mode: t.mode,
+        op_flags: t.op_flags,
+        msg_order: t.msg_order,
+        comp_order: t.comp_order,
+        inject_size: t.inject_size,
+        size: t.size,
+        iov_limit: t.iov_limit,
+        rma_iov_limit: t.rma_iov_limit,
+        tclass: t.tclass,
+    }
+}
+
+/// A C receive attribute block in Rust form (fi_getinfo's hints,
+/// `fi_srx_context`).
+pub(crate) fn rx_attr_from_c(r: &fi_rx_attr) -> RxAttr {
+    RxAttr {
+        caps: r.caps,
+        mode: r.mode,
+        op_flags: r.op_flags,
+        msg_order: r.msg_order,
+        comp_order: r.comp_order,
+        total_buffered_recv: r.total_buffered_recv,
+        size: r.size,
+        iov_limit: r.iov_limit,
+    }
+}
+
 pub(crate) fn info_list_to_c(list: &[Info]) -> Result<*mut fi_info> {
     let mut head: *mut fi_info = core::ptr::null_mut();
     let mut tail: *mut fi_info = core::ptr::null_mut();

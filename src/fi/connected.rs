@@ -238,7 +238,7 @@ fn cm_step(o: &EpObj, l: &ConnectedLink, step: impl FnOnce(&ConnectedLink) -> Re
     let b = ensure_enabled(o)?;
     let mut g = o.core.inner.lock();
     step(l)?;
-    g.progress(b);
+    o.core.run_engine(&mut g, |g| g.progress(b));
     l.after_progress(&mut g, b);
     Ok(0)
 }

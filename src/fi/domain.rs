@@ -262,24 +262,44 @@ unsafe extern "C" fn domain_scalable_ep(
     }
 }
 
-/// Shared contexts: not offered (fi_getinfo reports `max_ep_stx_ctx =
-/// max_ep_srx_ctx = 0`).
+/// `fi_stx_context` (fi/shared_ctx.rs).
 unsafe extern "C" fn domain_stx_ctx(
-    _: *mut fid_domain,
-    _: *mut fi_tx_attr,
-    _: *mut *mut fid_stx,
-    _: *mut c_void,
+    d: *mut fid_domain,
+    attr: *mut fi_tx_attr,
+    stx: *mut *mut fid_stx,
+    ctx: *mut c_void,
 ) -> c_int {
-    -FI_ENOSYS
+    // SAFETY: arguments come from the application through fi_stx_context().
+    unsafe {
+        fi::call_obj::<Domain, c_int>("fi_stx_context", d as *const c_void, |o| {
+            if stx.is_null() {
+                return Err(Error::INVAL);
+            }
+            let p = fi::shared_ctx::open_stx(o, attr, ctx)?;
+            fi::write_out(stx, p)?;
+            Ok(0)
+        })
+    }
 }
 
+/// `fi_srx_context` (fi/shared_ctx.rs).
 unsafe extern "C" fn domain_srx_ctx(
-    _: *mut fid_domain,
-    _: *mut fi_rx_attr,
-    _: *mut *mut fid_ep,
-    _: *mut c_void,
+    d: *mut fid_domain,
+    attr: *mut fi_rx_attr,
+    srx: *mut *mut fid_ep,
+    ctx: *mut c_void,
 ) -> c_int {
-    -FI_ENOSYS
+    // SAFETY: arguments come from the application through fi_srx_context().
+    unsafe {
+        fi::call_obj::<Domain, c_int>("fi_srx_context", d as *const c_void, |o| {
+            if srx.is_null() {
+                return Err(Error::INVAL);
+            }
+            let p = fi::shared_ctx::open_srx(o, attr, ctx)?;
+            fi::write_out(srx, p)?;
+            Ok(0)
+        })
+    }
 }
 
 /// `fi_query_atomic`: the table of `core/atomic.rs` (flags 0,

@@ -21,6 +21,7 @@ use crate::core::connected::ConnectedLink;
 use crate::core::domain::Domain;
 use crate::core::engine::Inner;
 use crate::core::ep::{rdm_engine, BindTarget, Direction, EpOpt};
+use crate::core::shared_ctx::{SharedRx, SharedTx};
 use crate::fi::{self, noops, Obj};
 use crate::transport::addr::Addr;
 use core::ffi::{c_int, c_void};
@@ -147,8 +148,13 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
     // SAFETY: arguments from fi_ep_bind().
     unsafe {
         with_ep("fi_ep_bind", f as *const c_void, |o| {
-            // `bfid` is looked up only after the enabled check.
-            o.core.bind(flags, || bind_target(bfid))?;
+            // Shared contexts (fi/shared_ctx.rs); for the others `bfid`
+            // is looked up only after the enabled check.
+            match fi::class_of(bfid) {
+                Ok(FI_CLASS_SRX_CTX) => o.core.bind_srx(flags, fi::core_of::<SharedRx>(bfid)?)?,
+                Ok(FI_CLASS_STX_CTX) => o.core.bind_stx(flags, fi::core_of::<SharedTx>(bfid)?)?,
+                _ => o.core.bind(flags, || bind_target(bfid))?,
+            }
             Ok(0)
         })
     }

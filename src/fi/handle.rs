@@ -55,6 +55,7 @@ unsafe impl FidHeader for fid_wait {}
 unsafe impl FidHeader for fid_poll {}
 unsafe impl FidHeader for fid_ep {}
 unsafe impl FidHeader for fid_pep {}
+unsafe impl FidHeader for fid_stx {}
 unsafe impl FidHeader for fid {}
 
 /// A Rust core that C sees through a header of type `Header`.

@@ -32,6 +32,7 @@ pub(crate) mod poll;
 pub(crate) mod prefix;
 pub(crate) mod rma;
 pub(crate) mod scalable;
+pub(crate) mod shared_ctx;
 pub(crate) mod trigger;
 pub(crate) mod wait;
 

@@ -7,7 +7,7 @@
 //! contexts carry those of the other direction; RMA and atomic calls on a
 //! context are refused (-FI_EINVAL: not an endpoint).
 
-use super::ep_obj::{iov_from_c, iov_single};
+use super::ep_obj::{iov_from_c, iov_recv_single, iov_single};
 use crate::abi::*;
 use crate::base::error::{Error, Result};
 use crate::core::attr::Info;
@@ -15,6 +15,7 @@ use crate::core::connected::ConnectedLink;
 use crate::core::domain::Domain;
 use crate::core::ep::{RecvOp, SendMode, SendOp, TagMatch};
 use crate::core::scalable::{Context, Scalable};
+use crate::core::shared_ctx::SharedRx;
 use crate::fi::{self, noops, FiObject, Obj};
 use core::ffi::{c_int, c_void};
 use std::sync::Arc;
@@ -290,19 +291,19 @@ unsafe extern "C" fn sep_rx_ctx(
     unsafe { open_ctx::<RxCtx>(f, index, attr, out, context, RxCtx) }
 }
 
-unsafe extern "C" fn no_cancel(_: *mut fid, _: *mut c_void) -> isize {
+pub(crate) unsafe extern "C" fn no_cancel(_: *mut fid, _: *mut c_void) -> isize {
     -(FI_ENOSYS as isize)
 }
-unsafe extern "C" fn no_getopt(_: *mut fid, _: c_int, _: c_int, _: *mut c_void, _: *mut usize) -> c_int {
+pub(crate) unsafe extern "C" fn no_getopt(_: *mut fid, _: c_int, _: c_int, _: *mut c_void, _: *mut usize) -> c_int {
     -FI_ENOPROTOOPT
 }
-unsafe extern "C" fn no_setopt(_: *mut fid, _: c_int, _: c_int, _: *const c_void, _: usize) -> c_int {
+pub(crate) unsafe extern "C" fn no_setopt(_: *mut fid, _: c_int, _: c_int, _: *const c_void, _: usize) -> c_int {
     -FI_ENOPROTOOPT
 }
-unsafe extern "C" fn no_size_left(_: *mut fid_ep) -> isize {
+pub(crate) unsafe extern "C" fn no_size_left(_: *mut fid_ep) -> isize {
     -(FI_ENOSYS as isize)
 }
-unsafe extern "C" fn no_setname(_: *mut fid, _: *mut c_void, _: usize) -> c_int {
+pub(crate) unsafe extern "C" fn no_setname(_: *mut fid, _: *mut c_void, _: usize) -> c_int {
     -FI_ENOSYS
 }
 
@@ -365,7 +366,7 @@ static CTX_CM_OPS: fi_ops_cm = fi_ops_cm {
     join: Some(super::ep::ep_join),
 };
 
-unsafe extern "C" fn no_getname(_: *mut fid, _: *mut c_void, _: *mut usize) -> c_int {
+pub(crate) unsafe extern "C" fn no_getname(_: *mut fid, _: *mut c_void, _: *mut usize) -> c_int {
     -FI_ENOSYS
 }
 
@@ -422,7 +423,10 @@ unsafe extern "C" fn rx_cancel(f: *mut fid, context: *mut c_void) -> isize {
 unsafe fn ctx_send(what: &'static str, e: *mut fid_ep, op: impl FnOnce() -> Result<SendOp>) -> isize {
     // SAFETY: forwarded.
     unsafe {
-        if matches!(fi::class_of(e as *const fid), Ok(FI_CLASS_RX_CTX | FI_CLASS_SEP)) {
+        if matches!(
+            fi::class_of(e as *const fid),
+            Ok(FI_CLASS_RX_CTX | FI_CLASS_SEP | FI_CLASS_SRX_CTX)
+        ) {
             return -(FI_ENOSYS as isize);
         }
         with_ctx::<TxCtx, isize>(what, e as *const c_void, |c| {
@@ -439,8 +443,16 @@ unsafe fn ctx_send(what: &'static str, e: *mut fid_ep, op: impl FnOnce() -> Resu
 unsafe fn ctx_recv(what: &'static str, e: *mut fid_ep, op: impl FnOnce() -> Result<RecvOp>) -> isize {
     // SAFETY: forwarded.
     unsafe {
-        if matches!(fi::class_of(e as *const fid), Ok(FI_CLASS_TX_CTX | FI_CLASS_SEP)) {
-            return -(FI_ENOSYS as isize);
+        match fi::class_of(e as *const fid) {
+            Ok(FI_CLASS_TX_CTX | FI_CLASS_SEP) => return -(FI_ENOSYS as isize),
+            // A shared receive context (fi/shared_ctx.rs) has these tables too.
+            Ok(FI_CLASS_SRX_CTX) => {
+                return fi::call_obj::<SharedRx, isize>(what, e as *const c_void, |o| {
+                    o.core.post_recv(op()?)?;
+                    Ok(0)
+                })
+            }
+            _ => {}
         }
         with_ctx::<RxCtx, isize>(what, e as *const c_void, |c| {
             c.post_recv(op()?)?;
@@ -450,8 +462,9 @@ unsafe fn ctx_recv(what: &'static str, e: *mut fid_ep, op: impl FnOnce() -> Resu
 }
 
 /// The message calls of both context classes (each refuses the other
-/// direction's) and of the scalable endpoint (which refuses both).
-static CTX_MSG_OPS: fi_ops_msg = fi_ops_msg {
+/// direction's), of the scalable endpoint (which refuses both) and of a
+/// shared receive context (receives only).
+pub(crate) static CTX_MSG_OPS: fi_ops_msg = fi_ops_msg {
     size: core::mem::size_of::<fi_ops_msg>(),
     recv: Some(c_recv),
     recvv: Some(c_recvv),
@@ -464,7 +477,7 @@ static CTX_MSG_OPS: fi_ops_msg = fi_ops_msg {
     injectdata: Some(c_injectdata),
 };
 
-static CTX_TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
+pub(crate) static CTX_TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
     size: core::mem::size_of::<fi_ops_tagged>(),
     recv: Some(c_trecv),
     recvv: Some(c_trecvv),
@@ -484,7 +497,7 @@ unsafe extern "C" fn c_recv(e: *mut fid_ep, buf: V, len: usize, _: V, src: fi_ad
     // SAFETY: arguments from fi_recv().
     unsafe {
         ctx_recv("fi_recv", e, || {
-            Ok(RecvOp::new(iov_single(buf, len)?, src, ctx as usize))
+            Ok(RecvOp::new(iov_recv_single(buf, len)?, src, ctx as usize))
         })
     }
 }
@@ -502,7 +515,14 @@ unsafe extern "C" fn c_recvv(e: *mut fid_ep, iov: Iov, _: *mut V, n: usize, src:
 ///
 /// # Safety
 /// `iov` as [`iov_from_c`] unless `flags` has FI_DISCARD.
-unsafe fn recv_of(iov: Iov, n: usize, src: fi_addr_t, tag: Option<TagMatch>, flags: u64, ctx: V) -> Result<RecvOp> {
+pub(crate) unsafe fn recv_of(
+    iov: Iov,
+    n: usize,
+    src: fi_addr_t,
+    tag: Option<TagMatch>,
+    flags: u64,
+    ctx: V,
+) -> Result<RecvOp> {
     Ok(RecvOp {
         iov: if flags & FI_DISCARD != 0 {
             crate::core::engine::matching::IovList::new()
@@ -617,7 +637,7 @@ unsafe extern "C" fn c_trecv(
     // SAFETY: arguments from fi_trecv().
     unsafe {
         ctx_recv("fi_trecv", e, || {
-            Ok(RecvOp::new(iov_single(buf, len)?, src, ctx as usize).tagged(tag, ign))
+            Ok(RecvOp::new(iov_recv_single(buf, len)?, src, ctx as usize).tagged(tag, ign))
         })
     }
 }

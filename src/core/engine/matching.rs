@@ -289,6 +289,15 @@ impl Matching {
         None
     }
 
+    /// Exchanges this queue's posted receives with `other`'s (the
+    /// unexpected messages stay): a shared receive context's queue put in
+    /// an endpoint's engine for one call and taken back after it
+    /// (`srx.rs`).
+    pub(crate) fn swap_posted(&mut self, other: &mut Matching) {
+        std::mem::swap(&mut self.untagged, &mut other.untagged);
+        std::mem::swap(&mut self.tagged, &mut other.tagged);
+    }
+
     /// Removes every posted receive (endpoint close), in posting order.
     pub(crate) fn drain_posted(&mut self) -> Vec<PostedRecv> {
         let mut v: Vec<_> = self.untagged.drain(..).collect();
@@ -392,6 +401,25 @@ mod tests {
             claimed_by: None,
             sender_failed: None,
         }
+    }
+
+    /// A shared receive context's queue put in an engine's place: the
+    /// posted receives are exchanged both ways, the unexpected messages
+    /// stay where they were.
+    #[test]
+    fn swap_posted_moves_posted_receives_only() {
+        let (mut eng, mut shared) = (Matching::new(1 << 20), Matching::new(0));
+        eng.post(recv(1, false, 0, 0, None));
+        eng.push_unexpected(unex(a(1), true, 5, 8));
+        shared.post(recv(2, true, 5, 0, None));
+        shared.post(recv(3, false, 0, 0, None));
+        eng.swap_posted(&mut shared);
+        assert_eq!(eng.posted_count(), 2);
+        assert_eq!(eng.find_posted(true, &a(1), 5), Some(0));
+        assert!(eng.has_unexpected() && !shared.has_unexpected());
+        assert_eq!(shared.cancel(1).map(|r| r.context), Some(1));
+        eng.swap_posted(&mut shared);
+        assert_eq!((eng.posted_count(), shared.posted_count()), (0, 2));
     }
 
     #[test]

@@ -67,6 +67,7 @@ mod rma_target;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use rendezvous::parse_rts;
 mod send;
+pub(crate) mod srx;
 mod stall;
 mod state;
 mod types;

@@ -604,3 +604,130 @@ fn rma_tally_counts_accepted_operations() {
     }
     e.close().unwrap();
 }
+
+/// An info asking for a shared receive (`rx`) and/or transmit context.
+fn shared_info(tx: bool, rx: bool) -> Info {
+    Info {
+        ep: Some(crate::core::attr::EpAttr {
+            tx_ctx_cnt: if tx { FI_SHARED_CONTEXT } else { 0 },
+            rx_ctx_cnt: if rx { FI_SHARED_CONTEXT } else { 0 },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Two receivers sharing a receive context, one sender: receives posted on
+/// the context are taken in posting order whichever receiver a message
+/// reaches, completing on the receivers' CQ; a message that came before
+/// any receive waits in its receiver and is taken by the next receive
+/// posted on the context.
+#[test]
+fn shared_rx_context_one_queue_for_its_endpoints() {
+    use crate::core::shared_ctx::SharedRx;
+    let d = domain();
+    let a = av(&d);
+    let srx = SharedRx::open(&d, None).unwrap();
+    let (rq, tq) = (cq(&d, 64), cq(&d, 64));
+    let info = shared_info(false, true);
+    let r: Vec<Arc<Ep>> = (0..2).map(|_| ep_with(&d, &info)).collect();
+    for e in &r {
+        bind_av(e, &a).unwrap();
+        bind_cq(e, &rq, FI_RECV).unwrap();
+        bind_cq(e, &tq, FI_TRANSMIT).unwrap();
+        e.bind_srx(0, srx.clone()).unwrap();
+        e.enable().unwrap();
+    }
+    let tx = ep(&d);
+    bind_av(&tx, &a).unwrap();
+    bind_cq(&tx, &tq, FI_TRANSMIT | FI_RECV).unwrap();
+    tx.enable().unwrap();
+    let dest: Vec<u64> = r
+        .iter()
+        .map(|e| a.insert(vec![Ok(e.addr())], None).unwrap()[0].unwrap())
+        .collect();
+    let mut bufs = [[0u8; 8]; 3];
+    let iov = |b: &mut [u8; 8]| IovList::single(b.as_mut_ptr() as usize, 8);
+    srx.post_recv(RecvOp::new(iov(&mut bufs[0]), FI_ADDR_UNSPEC, 1))
+        .unwrap();
+    // Posted on a member: the context's too.
+    r[0].post_recv(RecvOp::new(iov(&mut bufs[1]), FI_ADDR_UNSPEC, 2))
+        .unwrap();
+    assert_eq!(srx.size_left(), srx.attr.size - 2);
+    // One message at a time (messages to two endpoints have no order
+    // between them): the first takes the first receive posted.
+    for (i, m) in [b"to r1 #1", b"to r0 #2"].iter().enumerate() {
+        let src = IovList::single(m.as_ptr() as usize, 8);
+        tx.post_send(SendOp::inject(src, dest[1 - i])).unwrap();
+        assert_eq!(next(&rq).op_context as usize, i + 1);
+    }
+    assert_eq!((&bufs[0], &bufs[1]), (b"to r1 #1", b"to r0 #2"));
+    // Unexpected at r1, then a receive on the context.
+    let m = b"early r1";
+    tx.post_send(SendOp::inject(IovList::single(m.as_ptr() as usize, 8), dest[1]))
+        .unwrap();
+    for _ in 0..200 {
+        assert_eq!(rq.read(1, |_, _| ()), Err(Error::AGAIN));
+    }
+    srx.post_recv(RecvOp::new(iov(&mut bufs[2]), FI_ADDR_UNSPEC, 3))
+        .unwrap();
+    assert_eq!(next(&rq).op_context as usize, 3);
+    assert_eq!(&bufs[2], m);
+    // Closing: the context is busy while bound.
+    assert_eq!(srx.close(), Err(Error::BUSY));
+    for e in &r {
+        e.close().unwrap();
+    }
+    srx.close().unwrap();
+    tx.close().unwrap();
+}
+
+/// Shared-context binds: only on endpoints that asked, one of each kind,
+/// before enable, flags 0; an endpoint that asked cannot be enabled
+/// without one.
+#[test]
+fn shared_context_bind_rules() {
+    use crate::core::shared_ctx::{SharedRx, SharedTx};
+    let d = domain();
+    let a = av(&d);
+    let (srx, stx) = (SharedRx::open(&d, None).unwrap(), SharedTx::open(&d, None).unwrap());
+    let plain = ep(&d);
+    assert_eq!(plain.bind_srx(0, srx.clone()), Err(Error::INVAL));
+    assert_eq!(plain.bind_stx(0, stx.clone()), Err(Error::INVAL));
+    let e = ep_with(&d, &shared_info(true, false));
+    assert_eq!(e.bind_srx(0, srx.clone()), Err(Error::INVAL));
+    assert_eq!(e.bind_stx(FI_SEND, stx.clone()), Err(Error::BADFLAGS));
+    bind_av(&e, &a).unwrap();
+    assert_eq!(e.enable(), Err(Error::INVAL));
+    e.bind_stx(0, stx.clone()).unwrap();
+    assert_eq!(e.bind_stx(0, stx.clone()), Err(Error::INVAL));
+    e.enable().unwrap();
+    assert_eq!(stx.close(), Err(Error::BUSY));
+    e.close().unwrap();
+    stx.close().unwrap();
+    plain.close().unwrap();
+}
+
+/// A shared transmit context's depth is its endpoints' together, as they
+/// last published their outstanding operations.
+#[test]
+fn shared_tx_depth_counts_every_endpoint() {
+    use crate::core::attr::TxAttr;
+    use crate::core::shared_ctx::SharedTx;
+    let d = domain();
+    let stx = SharedTx::open(
+        &d,
+        Some(&TxAttr {
+            size: 3,
+            ..Default::default()
+        }),
+    )
+    .unwrap();
+    let (s0, s1) = (stx.join(), stx.join());
+    assert!(s0.has_room(2));
+    s1.publish(1);
+    assert!(!s0.has_room(2));
+    assert!(s0.has_room(1));
+    s1.leave();
+    assert!(s0.has_room(2));
+}

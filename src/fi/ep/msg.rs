@@ -10,7 +10,7 @@ use crate::base::error::Result;
 use crate::core::engine::matching::IovList;
 use crate::core::ep::{RecvOp, SendMode, SendOp, TagMatch};
 use crate::fi;
-use crate::fi::ep_obj::{iov_from_c, iov_single, with_ep, EpObj};
+use crate::fi::ep_obj::{iov_from_c, iov_recv_single, iov_single, with_ep, EpObj};
 use core::ffi::c_void;
 
 pub(crate) static EP_MSG_OPS: fi_ops_msg = fi_ops_msg {
@@ -80,7 +80,7 @@ unsafe extern "C" fn msg_recv(
     // SAFETY: arguments from fi_recv().
     unsafe {
         with_ep("fi_recv", e as *const c_void, |o| {
-            recv(o, RecvOp::new(iov_single(buf, len)?, src, ctx as usize))
+            recv(o, RecvOp::new(iov_recv_single(buf, len)?, src, ctx as usize))
         })
     }
 }
@@ -241,7 +241,7 @@ unsafe extern "C" fn tag_recv(
         with_ep("fi_trecv", e as *const c_void, |o| {
             recv(
                 o,
-                RecvOp::new(iov_single(buf, len)?, src, ctx as usize).tagged(tag, ignore),
+                RecvOp::new(iov_recv_single(buf, len)?, src, ctx as usize).tagged(tag, ignore),
             )
         })
     }

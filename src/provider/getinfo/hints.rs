@@ -195,11 +195,14 @@ pub(super) fn check_ep(ours: &EpAttr, e: &EpAttr, caps: u64, keys: bool, max_ctx
         return Err(skip("protocol version not supported"));
     }
     at_most(e.max_msg_size, ours.max_msg_size, "max message size too large")?;
-    // Up to the domain's most contexts per (scalable) endpoint, no shared
-    // contexts (a FI_SHARED_CONTEXT request is SIZE_MAX and fails here
-    // too).
-    at_most(e.tx_ctx_cnt, ours.tx_ctx_cnt.max(max_ctx.0), "tx_ctx_cnt too large")?;
-    at_most(e.rx_ctx_cnt, ours.rx_ctx_cnt.max(max_ctx.1), "rx_ctx_cnt too large")?;
+    // Up to the domain's most contexts per (scalable) endpoint, or a shared
+    // context (FI_SHARED_CONTEXT, core/shared_ctx.rs).
+    if e.tx_ctx_cnt != FI_SHARED_CONTEXT {
+        at_most(e.tx_ctx_cnt, ours.tx_ctx_cnt.max(max_ctx.0), "tx_ctx_cnt too large")?;
+    }
+    if e.rx_ctx_cnt != FI_SHARED_CONTEXT {
+        at_most(e.rx_ctx_cnt, ours.rx_ctx_cnt.max(max_ctx.1), "rx_ctx_cnt too large")?;
+    }
     if caps & (FI_RMA | FI_ATOMIC) != 0 {
         at_most(
             e.max_order_raw_size,
@@ -383,12 +386,23 @@ pub(super) fn alter(t: &Template, mut info: Info, hints: Option<&Info>, version:
     // endpoint whenever `max_ep_tx_ctx` > 1 and issue RMA on its contexts,
     // which carry messages only (docs/protocol.md, "Receive contexts").
     let he = hints.and_then(|h| h.ep.as_ref());
+    let many = |n: usize| n > 1 && n != FI_SHARED_CONTEXT;
     let asks_contexts = requested & FI_NAMED_RX_CTX != 0
-        || he.is_some_and(|e| e.tx_ctx_cnt > 1 || e.rx_ctx_cnt > 1)
+        || he.is_some_and(|e| many(e.tx_ctx_cnt) || many(e.rx_ctx_cnt))
         || hd.is_some_and(|d| d.max_ep_tx_ctx > 1 || d.max_ep_rx_ctx > 1);
     if let (Some(d), false) = (info.domain.as_mut(), asks_contexts) {
         d.max_ep_tx_ctx = d.max_ep_tx_ctx.min(1);
         d.max_ep_rx_ctx = d.max_ep_rx_ctx.min(1);
+    }
+    // Shared contexts likewise, to hints that ask for them
+    // (FI_SHARED_CONTEXT in ep_attr, or max_ep_stx_ctx/max_ep_srx_ctx):
+    // applications that do not ask see none (MPI libraries choose their
+    // endpoint layout by these numbers).
+    let asks_shared = he.is_some_and(|e| e.tx_ctx_cnt == FI_SHARED_CONTEXT || e.rx_ctx_cnt == FI_SHARED_CONTEXT)
+        || hd.is_some_and(|d| d.max_ep_stx_ctx > 0 || d.max_ep_srx_ctx > 0);
+    if let (Some(d), false) = (info.domain.as_mut(), asks_shared) {
+        d.max_ep_stx_ctx = 0;
+        d.max_ep_srx_ctx = 0;
     }
 
     if let (Some(e), Some(h)) = (info.ep.as_mut(), hints.and_then(|h| h.ep.as_ref())) {

@@ -392,8 +392,10 @@ pub(crate) fn template_info(t: &Template, version: u32) -> Info {
             } else {
                 1
             },
-            max_ep_stx_ctx: 0,
-            max_ep_srx_ctx: 0,
+            // Shared contexts (core/shared_ctx.rs): one of each per
+            // endpoint, reported only to hints that ask (hints.rs, alter).
+            max_ep_stx_ctx: 1,
+            max_ep_srx_ctx: 1,
             cntr_cnt: CNTR_CNT,
             mr_iov_limit: MR_IOV_LIMIT,
             caps: t.caps & DOMAIN_LEVEL_CAPS,

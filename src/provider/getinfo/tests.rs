@@ -246,6 +246,37 @@ fn shared_av_offered_on_rdm_entries() {
 
 /// Contexts only when asked for: MPI libraries open a scalable endpoint
 /// whenever `max_ep_tx_ctx` > 1 and issue RMA on its contexts.
+/// Shared contexts only when asked for (FI_SHARED_CONTEXT in ep_attr, or
+/// the domain's maxima): applications that do not ask see 0, and asking
+/// for them is not asking for a scalable endpoint's contexts.
+#[test]
+fn shared_contexts_offered_only_when_asked() {
+    let h = alloc_hints();
+    for i in run(&h).unwrap() {
+        let d = i.domain.as_ref().unwrap();
+        assert_eq!((d.max_ep_stx_ctx, d.max_ep_srx_ctx), (0, 0), "not asked");
+    }
+    for t in [FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM] {
+        let mut h = alloc_hints();
+        let e = h.ep.as_mut().unwrap();
+        (e.ep_type, e.tx_ctx_cnt, e.rx_ctx_cnt) = (t, FI_SHARED_CONTEXT, FI_SHARED_CONTEXT);
+        // Every entry of this type (not the RDM-only `getinfo` above).
+        let l = super::getinfo(&query(Some(&h))).unwrap_or_else(|e| panic!("type {t}: {e:?}"));
+        assert!(!l.is_empty(), "type {t}");
+        for i in &l {
+            let (d, e) = (i.domain.as_ref().unwrap(), i.ep.as_ref().unwrap());
+            assert_eq!((d.max_ep_stx_ctx, d.max_ep_srx_ctx), (1, 1));
+            assert_eq!((d.max_ep_tx_ctx, d.max_ep_rx_ctx), (1, 1));
+            assert_eq!((e.tx_ctx_cnt, e.rx_ctx_cnt), (FI_SHARED_CONTEXT, FI_SHARED_CONTEXT));
+        }
+    }
+    let mut h = alloc_hints();
+    h.domain.as_mut().unwrap().max_ep_srx_ctx = 1;
+    for i in run(&h).unwrap() {
+        assert_eq!(i.domain.as_ref().unwrap().max_ep_srx_ctx, 1);
+    }
+}
+
 #[test]
 fn contexts_offered_only_when_asked() {
     let mut h = alloc_hints();
@@ -602,7 +633,6 @@ fn every_limit_is_enforced() {
         ("proto ver", |h| h.ep.as_mut().unwrap().protocol_version = 2),
         ("tx ctx", |h| h.ep.as_mut().unwrap().tx_ctx_cnt = MAX_CTX + 1),
         ("rx ctx", |h| h.ep.as_mut().unwrap().rx_ctx_cnt = MAX_CTX + 1),
-        ("shared tx", |h| h.ep.as_mut().unwrap().tx_ctx_cnt = FI_SHARED_CONTEXT),
         ("cq data", |h| h.domain.as_mut().unwrap().cq_data_size = 9),
         ("key size", |h| h.domain.as_mut().unwrap().mr_key_size = 9),
         ("cq cnt", |h| h.domain.as_mut().unwrap().cq_cnt = CQ_CNT + 1),
@@ -615,8 +645,8 @@ fn every_limit_is_enforced() {
         }),
         ("max ep tx", |h| h.domain.as_mut().unwrap().max_ep_tx_ctx = MAX_CTX + 1),
         ("max ep rx", |h| h.domain.as_mut().unwrap().max_ep_rx_ctx = MAX_CTX + 1),
-        ("stx", |h| h.domain.as_mut().unwrap().max_ep_stx_ctx = 1),
-        ("srx", |h| h.domain.as_mut().unwrap().max_ep_srx_ctx = 1),
+        ("stx", |h| h.domain.as_mut().unwrap().max_ep_stx_ctx = 2),
+        ("srx", |h| h.domain.as_mut().unwrap().max_ep_srx_ctx = 2),
         ("cntr", |h| h.domain.as_mut().unwrap().cntr_cnt = CNTR_CNT + 1),
         ("mr iov", |h| h.domain.as_mut().unwrap().mr_iov_limit = MR_IOV_LIMIT + 1),
         ("mr cnt", |h| h.domain.as_mut().unwrap().mr_cnt = MR_CNT + 1),
