@@ -9,8 +9,9 @@
  *   links_pair server|client <fifo to peer> <fifo from peer> <link0 if> <link1 if>
  *
  * Scenarios (each prints "ok <name>" or "FAIL <name>"):
- *   striping      64 x 1 MiB in a window of 16: both links carry at least
- *                 a quarter of the bytes;
+ *   striping      64 x 1 MiB (one chunk each), then 16 x 4 MiB (four
+ *                 chunks each) in a window of 16: both links carry at
+ *                 least a quarter of the bytes;
  *   link_loss     256 x 1 MiB; after the first 32 complete, link 1 goes
  *                 down (ip link set IF down): every message still arrives
  *                 intact, no error completion on either side;
@@ -27,6 +28,7 @@ static struct end me;
 static const char *if0, *if1;
 
 #define MSG (1 << 20)
+#define BIGMSG (4 << 20)
 #define WINDOW 16
 
 static unsigned char *bufs[WINDOW];
@@ -82,7 +84,7 @@ static void idle(double sec)
  * once it completed. After `at` messages completed (at the client), `hook`
  * runs once. Returns 0, or -1 after reporting the failure.
  */
-static int transfer(int n, unsigned seed0, int at, void (*hook)(void))
+static int transfer(int n, size_t size, unsigned seed0, int at, void (*hook)(void))
 {
 	struct fi_cq_tagged_entry c;
 	struct fi_cq_err_entry err;
@@ -96,11 +98,11 @@ static int transfer(int n, unsigned seed0, int at, void (*hook)(void))
 			unsigned char *b = bufs[posted % WINDOW];
 			ssize_t r;
 			if (server) {
-				r = POST(fi_recv(me.ep, b, MSG, NULL, FI_ADDR_UNSPEC, (void *)(uintptr_t)(posted + 1)),
+				r = POST(fi_recv(me.ep, b, size, NULL, FI_ADDR_UNSPEC, (void *)(uintptr_t)(posted + 1)),
 					 &me, NULL);
 			} else {
-				fill(b, MSG, seed0 + (unsigned)posted);
-				r = POST(fi_send(me.ep, b, MSG, NULL, me.peer, (void *)(uintptr_t)(posted + 1)), &me,
+				fill(b, size, seed0 + (unsigned)posted);
+				r = POST(fi_send(me.ep, b, size, NULL, me.peer, (void *)(uintptr_t)(posted + 1)), &me,
 					 NULL);
 			}
 			if (r) {
@@ -124,7 +126,7 @@ static int transfer(int n, unsigned seed0, int at, void (*hook)(void))
 		}
 		int i = (int)id - 1;
 		if (server) {
-			if (c.len != MSG || !check_fill(bufs[i % WINDOW], MSG, seed0 + (unsigned)i)) {
+			if (c.len != size || !check_fill(bufs[i % WINDOW], size, seed0 + (unsigned)i)) {
 				printf("  message %d: wrong data or length (%zu)\n", i, c.len);
 				return -1;
 			}
@@ -178,14 +180,15 @@ TEST(striping)
 		a0 = tx_bytes(if0);
 		a1 = tx_bytes(if1);
 	}
-	CHECK_OK(transfer(64, 1, 0, NULL));
+	CHECK_OK(transfer(64, MSG, 1, 0, NULL));
+	CHECK_OK(transfer(16, BIGMSG, 50, 0, NULL));
 	sync_peer();
 	if (!server) {
 		uint64_t d0 = tx_bytes(if0) - a0, d1 = tx_bytes(if1) - a1;
 		printf("  %s +%llu bytes, %s +%llu bytes\n", if0, (unsigned long long)d0, if1,
 		       (unsigned long long)d1);
-		CHECK(d0 >= 16ull * MSG);
-		CHECK(d1 >= 16ull * MSG);
+		CHECK(d0 >= 32ull * MSG);
+		CHECK(d1 >= 32ull * MSG);
 	}
 }
 
@@ -199,7 +202,7 @@ static void link1_down(void)
 TEST(link_loss)
 {
 	double t0 = now_sec();
-	CHECK_OK(transfer(256, 100, 32, link1_down));
+	CHECK_OK(transfer(256, MSG, 100, 32, link1_down));
 	sync_peer();
 	printf("  256 MiB in %.1f s\n", now_sec() - t0);
 }
@@ -212,7 +215,7 @@ TEST(link_back)
 	int moved = 0;
 	for (int round = 0; round < 30 && !moved; round++) {
 		uint64_t a1 = server ? 0 : tx_bytes(if1);
-		CHECK_OK(transfer(16, 1000 + (unsigned)round * 16, 0, NULL));
+		CHECK_OK(transfer(16, MSG, 1000 + (unsigned)round * 16, 0, NULL));
 		if (!server) {
 			uint64_t d1 = tx_bytes(if1) - a1;
 			moved = d1 >= 4ull * MSG;
@@ -248,7 +251,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (int i = 0; i < WINDOW; i++) {
-		bufs[i] = malloc(MSG);
+		bufs[i] = malloc(BIGMSG);
 		if (!bufs[i])
 			return 1;
 	}

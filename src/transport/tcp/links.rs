@@ -43,7 +43,7 @@ use super::{plain_ip, sync_interest, IfQueued, PortConn, TcpPort, QUEUE_HIGH_WAT
 use crate::base::collections::FastMap;
 use crate::base::error::{Error, Result};
 use crate::sys::net::{self, IfAddr, Tuning};
-use crate::transport::proto::{flag, op, WireHdr, HDR_LEN};
+use crate::transport::proto::{op, WireHdr, HDR_LEN};
 use crate::transport::Delivery;
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -332,7 +332,11 @@ impl TcpPort {
         let Some(links) = p.links.as_mut() else {
             return Striped::Primary(body);
         };
-        let last = h.flags & flag::LAST != 0;
+        // The message's last chunk (`LAST` only ends the range a CTS asked
+        // for: a receiver may ask for a message in several).
+        let last = h.offset.saturating_add(u64::from(h.payload)) >= h.len;
+        // Every chunk of a message goes the way its first went (link 0
+        // included): the receiver takes a message's chunks in order only.
         let k = match links.msgs.get(&h.msg_id) {
             Some(&k) => k,
             None => {
@@ -344,16 +348,19 @@ impl TcpPort {
                 }
                 let n = links.next % (up.len() + 1);
                 links.next = links.next.wrapping_add(1);
-                if n == 0 {
-                    return Striped::Primary(body);
-                }
-                let k = up[n - 1];
+                let k = if n == 0 { 0 } else { up[n - 1] };
                 if !last {
                     links.msgs.insert(h.msg_id, k);
                 }
                 k
             }
         };
+        if k == 0 {
+            if last {
+                links.msgs.remove(&h.msg_id);
+            }
+            return Striped::Primary(body);
+        }
         let l = &mut links.link[k];
         let hdr = h.to_bytes();
         match l.state {
@@ -419,7 +426,11 @@ impl TcpPort {
                 Striped::Taken(Ok(false))
             }
             State::Free | State::Dialing(_) => {
-                links.msgs.remove(&h.msg_id);
+                if last {
+                    links.msgs.remove(&h.msg_id);
+                } else {
+                    links.msgs.insert(h.msg_id, 0);
+                }
                 Striped::Primary(body)
             }
         }
@@ -657,7 +668,12 @@ impl TcpPort {
             l.retry_at = Some(now + RETRY);
             self.link_retry = Some(self.link_retry.map_or(now + RETRY, |t| t.min(now + RETRY)));
         }
-        links.msgs.retain(|_, m| *m != k);
+        // Their chunks follow the ones sent again, over link 0.
+        for m in links.msgs.values_mut() {
+            if *m == k {
+                *m = 0;
+            }
+        }
         if !again.is_empty() {
             crate::base::log::log_info!(
                 crate::abi::FI_LOG_EP_DATA,
