@@ -6,9 +6,12 @@
 //! * **Addresses.** Each process lists the addresses of its link interfaces
 //!   (in the order `FI_RUSTFAB_TCP_LINKS` names them; link `k` is the k-th)
 //!   to the peer over link 0 once it is established (`LINK_ADDR` records,
-//!   below). The process with the lower advertised address (the
-//!   simultaneous-connect tie-break's order) dials link `k` from its k-th
-//!   address to the peer's k-th; the other one accepts.
+//!   below), with its listening port when its listener takes links (it is
+//!   bound to a wildcard address), else none. When both take links, the
+//!   process with the lower advertised address (the simultaneous-connect
+//!   tie-break's order) dials link `k` from its k-th address to the peer's
+//!   k-th; when one does, the other dials; when neither does, there are no
+//!   extra links.
 //! * **Authentication.** A link's dial says the same REQUEST as link 0 — the
 //!   dialer's advertised address, its incarnation nonce, with a key the
 //!   same challenge-response — with the link's index and generation in the
@@ -69,7 +72,8 @@ pub(crate) const LINK_TUNING: Tuning = Tuning {
 /// `aux` of a BYE record that is not an orderly close but a link's
 /// control record (header only, docs/protocol.md "Several links"):
 /// * `LINK_ADDR` (on link 0): `msg_id` = link index, `tag`:`data` = the
-///   sender's address for it (16 bytes, IPv4 mapped), `offset` = its port;
+///   sender's address for it (16 bytes, IPv4 mapped), `offset` = its
+///   listener's port (0: it does not take links, only dials them);
 /// * `LINK_DOWN` (on link 0): `msg_id` = the link's word (index |
 ///   generation << 8), `offset` = DATA records the sender read from it;
 /// * `LINK_ACK` (on the link): `offset` = DATA records read from it so far.
@@ -157,6 +161,8 @@ pub(super) struct Links {
     msgs: FastMap<u64, usize>,
     /// The link the next message takes (in turn).
     next: usize,
+    /// The peer's listener takes links (its `LINK_ADDR`s carry a port).
+    peer_accepts: bool,
 }
 
 /// How a DATA record is sent ([`TcpPort::stripe`]).
@@ -245,9 +251,19 @@ fn bye(aux: u32) -> WireHdr {
 }
 
 impl TcpPort {
-    /// Whether this side dials the extra links to `peer`.
+    /// Whether this side dials the extra links to `peer` (the other side
+    /// accepts them).
     fn dials_links(&self, peer: &SocketAddr) -> bool {
-        hello::keep_own_dial(&self.me, peer)
+        let theirs = self
+            .peers
+            .get(peer)
+            .and_then(|p| p.links.as_ref())
+            .is_some_and(|ls| ls.peer_accepts);
+        match (self.accepts_links, theirs) {
+            (_, false) => false,
+            (false, true) => true,
+            (true, true) => hello::keep_own_dial(&self.me, peer),
+        }
     }
 
     /// Link 0 to `peer` is established: tell it our link addresses (a
@@ -257,7 +273,7 @@ impl TcpPort {
             return;
         }
         self.drop_links(peer);
-        let port = self.me.port();
+        let port = if self.accepts_links { self.me.port() } else { 0 };
         let recs: Vec<OutRecord> = self
             .link_ips
             .iter()
@@ -489,10 +505,16 @@ impl TcpPort {
                 let port = h.offset as u16;
                 let usable = (1..MAX_LINKS).contains(&k)
                     && u64::from(port) == h.offset
-                    && port != 0
                     && ip.is_ipv6() == self.me.is_ipv6()
                     && !ip.is_unspecified()
                     && !ip.is_multicast();
+                if let Some(ls) = usable
+                    .then(|| self.peers.get_mut(&peer))
+                    .flatten()
+                    .and_then(|p| p.links.as_mut())
+                {
+                    ls.peer_accepts = port != 0;
+                }
                 let dials = self.dials_links(&peer);
                 let now = self.now;
                 if let Some(l) = usable
@@ -761,7 +783,11 @@ impl TcpPort {
     /// generation, the peer being the side that dials.
     pub(super) fn join_check(&self, conn: &Conn, req: &Hello) -> std::result::Result<(), Refusal> {
         let (k, gen) = split(req.link);
-        if self.link_ips.is_empty() || !(1..MAX_LINKS).contains(&k) || self.dials_links(&req.addr) {
+        if self.link_ips.is_empty()
+            || !self.accepts_links
+            || !(1..MAX_LINKS).contains(&k)
+            || self.dials_links(&req.addr)
+        {
             return Err(Refusal::InUse);
         }
         let Some(p) = self.peers.get(&req.addr) else {

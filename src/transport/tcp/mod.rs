@@ -513,6 +513,8 @@ pub(crate) struct TcpPort {
     /// This side's extra link addresses (link k: `link_ips[k - 1]`), and
     /// when a link dial is due next (`links.rs`).
     link_ips: Vec<IpAddr>,
+    /// The listener takes extra links (it is bound to a wildcard).
+    accepts_links: bool,
     link_retry: Option<Instant>,
 }
 

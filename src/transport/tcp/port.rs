@@ -42,11 +42,10 @@ impl TcpPort {
             &net::interfaces(),
             net::route_source,
         );
-        // Extra links need a listener on every address (a wildcard).
-        let link_ips = match bound.ip().is_unspecified() {
-            true => super::links::link_addresses(&settings.links, me, &net::interfaces()),
-            false => Vec::new(),
-        };
+        // Extra links are accepted by a listener on every address (a
+        // wildcard); one bound to one address only dials them.
+        let link_ips = super::links::link_addresses(&settings.links, me, &net::interfaces());
+        let accepts_links = bound.ip().is_unspecified();
         let epoll = Epoll::new()?;
         let alarm = Alarm::new()?;
         listener.watch(&epoll)?;
@@ -95,6 +94,7 @@ impl TcpPort {
             timed: Vec::new(),
             waiting: Vec::new(),
             link_ips,
+            accepts_links,
             link_retry: None,
         })
     }
