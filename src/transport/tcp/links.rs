@@ -200,8 +200,8 @@ pub(crate) fn link_addresses(names: &[String], me: SocketAddr, ifs: &[IfAddr]) -
     out
 }
 
-/// The DATA records a connection's reader took whole (placed, or dropped
-/// as not wanted), for a link's count.
+/// The DATA records a connection's reader took whole (placed, buffered, or
+/// dropped as not wanted), for a link's count.
 pub(super) struct Counted<'a> {
     pub(super) d: Option<&'a mut dyn Delivery>,
     pub(super) done: u64,
@@ -228,6 +228,9 @@ impl Delivery for Counted<'_> {
         self.d().placed(handle, result)
     }
     fn buffered(&mut self, src: &crate::transport::addr::Addr, src_pid: i32, hdr: &WireHdr, data: Vec<u8>) {
+        if hdr.op == op::DATA {
+            self.done += 1;
+        }
         self.d().buffered(src, src_pid, hdr, data)
     }
     fn control(
@@ -921,3 +924,23 @@ impl TcpPort {
         self.conns.get(&id).map_or(0, |c| c.link)
     }
 }
+
+#[cfg(test)]
+impl TcpPort {
+    /// For tests: the extra links' ids (Up or not), and each link's DATA
+    /// records sent and read so far (index 1..).
+    pub(super) fn link_census(&self, peer: SocketAddr) -> Vec<(bool, u64, u64)> {
+        self.peers
+            .get(&peer)
+            .and_then(|p| p.links.as_ref())
+            .map_or_else(Vec::new, |ls| {
+                ls.link[1..]
+                    .iter()
+                    .map(|l| (matches!(l.state, State::Up(_)), l.sent, l.read))
+                    .collect()
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests;
