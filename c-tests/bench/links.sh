@@ -4,13 +4,14 @@
 # ends: rustfab over one link (the first pair) against two links
 # (FI_RUSTFAB_TCP_LINKS naming the second pair's interface on each side).
 # fi_rdm_tagged_bw (fabtests, FABTESTS_PREFIX or /opt/fabtests) -W 64 at
-# LINKS_SIZES (1 MiB and 4 MiB), ROUNDS (3) interleaved rounds; prints each
+# LINKS_SIZES (1 MiB and 4 MiB), LINKS_MIB (1024) MiB per run, ROUNDS (3)
+# interleaved rounds; prints each
 # run and the medians with the two-link / one-link ratio. Needs root; the
 # namespaces are its own and are deleted on exit.
 set -u
 build=${1:-build}
 : "${FI_PROVIDER_PATH:?FI_PROVIDER_PATH must point at the directory holding librustfab-fi.so}"
-RATE=${LINKS_RATE:-1gbit}
+RATE=${LINKS_RATE-1gbit}
 SIZES=${LINKS_SIZES:-1048576 4194304}
 ROUNDS=${ROUNDS:-3}
 T=${LINKS_TIMEOUT:-120}
@@ -34,8 +35,8 @@ for k in 0 1; do
 	ip -n "$ns_b" addr add 10.125.$k.2/24 dev rbb$k
 	ip -n "$ns_a" link set rba$k up
 	ip -n "$ns_b" link set rbb$k up
-	ip netns exec "$ns_a" tc qdisc add dev rba$k root tbf rate "$RATE" burst 256kb latency 50ms || exit 1
-	ip netns exec "$ns_b" tc qdisc add dev rbb$k root tbf rate "$RATE" burst 256kb latency 50ms || exit 1
+	[ -z "$RATE" ] || ip netns exec "$ns_a" tc qdisc add dev rba$k root tbf rate "$RATE" burst 256kb latency 50ms || exit 1
+	[ -z "$RATE" ] || ip netns exec "$ns_b" tc qdisc add dev rbb$k root tbf rate "$RATE" burst 256kb latency 50ms || exit 1
 done
 for n in "$ns_a" "$ns_b"; do ip -n "$n" link set lo up; done
 for k in 0 1; do
@@ -48,19 +49,24 @@ done
 run() { # links size -> MB/s
 	local links=$1 size=$2 la= lb= iters
 	[ "$links" = 2 ] && { la=FI_RUSTFAB_TCP_LINKS=rba1; lb=FI_RUSTFAB_TCP_LINKS=rbb1; }
-	iters=$((256 * 1048576 / size))
+	iters=$((${LINKS_MIB:-1024} * 1048576 / size))
 	# shellcheck disable=SC2086
 	ip netns exec "$ns_a" env FI_PROVIDER=rustfab FI_RUSTFAB_TRANSPORT=tcp FI_RUSTFAB_IFACE=rba0 $la \
-		timeout -k 5 "$T" "$ft/fi_rdm_tagged_bw" -p rustfab -W 64 -S "$size" -I "$iters" >"$tmp/srv" 2>&1 &
+		timeout -k 5 "$T" "$ft/fi_rdm_tagged_bw" -p rustfab -W ${LINKS_WINDOW:-64} -S "$size" -I "$iters" >"$tmp/srv" 2>&1 &
 	local spid=$!
 	sleep 0.5
 	# shellcheck disable=SC2086
 	ip netns exec "$ns_b" env FI_PROVIDER=rustfab FI_RUSTFAB_TRANSPORT=tcp FI_RUSTFAB_IFACE=rbb0 $lb \
-		timeout -k 5 "$T" "$ft/fi_rdm_tagged_bw" -p rustfab -W 64 -S "$size" -I "$iters" 10.125.0.1 >"$tmp/cli" 2>&1
+		timeout -k 5 "$T" "$ft/fi_rdm_tagged_bw" -p rustfab -W ${LINKS_WINDOW:-64} -S "$size" -I "$iters" 10.125.0.1 >"$tmp/cli" 2>&1
 	local rc=$?
 	[ -z "${LINKS_DEBUG:-}" ] || grep -ih "link\|advertis" "$tmp/srv" "$tmp/cli" | grep -v "settings\|core:core" | head -20 >&2
 	wait $spid
-	[ $rc -eq 0 ] && [ $? -eq 0 ] || { echo "failed"; return; }
+	local src=$?
+	if [ $rc -ne 0 ] || [ $src -ne 0 ]; then
+		{ echo "run failed (client rc=$rc, server rc=$src):"; grep -v "core:core" "$tmp/srv" "$tmp/cli" | tail -n 30; [ -z "${LINKS_KEEP:-}" ] || cp "$tmp/srv" "$tmp/cli" "$LINKS_KEEP"; } >&2
+		echo "failed"
+		return
+	fi
 	awk '$1 != "bytes" && NF == 7 {v = $5} END {if (v != "") print v; else print "failed"}' "$tmp/cli"
 }
 

@@ -345,6 +345,9 @@ impl TcpPort {
     /// message's link, or (its first chunk) the next link up in turn.
     pub(super) fn stripe(&mut self, to: SocketAddr, h: &WireHdr, body: Body, iq: IfQueued) -> Striped {
         let now = self.now;
+        // Link 0 refuses a record now (`queue_record`): a message's way is
+        // forgotten only once its last chunk is taken.
+        let zero_full = self.queue_of(to).is_some_and(|q| q.unsent() >= QUEUE_HIGH_WATER);
         let Some(p) = self.peers.get_mut(&to) else {
             return Striped::Primary(body);
         };
@@ -362,12 +365,17 @@ impl TcpPort {
                 let up: Vec<usize> = (1..MAX_LINKS)
                     .filter(|&k| matches!(links.link[k].state, State::Up(_)))
                     .collect();
-                if up.is_empty() {
-                    return Striped::Primary(body);
-                }
-                let n = links.next % (up.len() + 1);
-                links.next = links.next.wrapping_add(1);
-                let k = if n == 0 { 0 } else { up[n - 1] };
+                let k = if up.is_empty() {
+                    0
+                } else {
+                    let n = links.next % (up.len() + 1);
+                    links.next = links.next.wrapping_add(1);
+                    if n == 0 {
+                        0
+                    } else {
+                        up[n - 1]
+                    }
+                };
                 if !last {
                     links.msgs.insert(h.msg_id, k);
                 }
@@ -375,6 +383,9 @@ impl TcpPort {
             }
         };
         if k == 0 {
+            if zero_full {
+                return Striped::Taken(Err(Error::AGAIN));
+            }
             if last {
                 links.msgs.remove(&h.msg_id);
             }
@@ -445,6 +456,10 @@ impl TcpPort {
                 Striped::Taken(Ok(false))
             }
             State::Free | State::Dialing(_) => {
+                if zero_full {
+                    links.msgs.insert(h.msg_id, k);
+                    return Striped::Taken(Err(Error::AGAIN));
+                }
                 if last {
                     links.msgs.remove(&h.msg_id);
                 } else {
