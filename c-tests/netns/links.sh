@@ -6,7 +6,8 @@
 # (FI_RUSTFAB_TCP_LINKS). links_pair (c-tests/netns/links_pair.c) checks
 # that large messages go over both links (the client's byte counters), that
 # link 1 going down mid-transfer loses no message and gives no error
-# completion, and that the link is used again once it is back up.
+# completion, and that the link is used again once it is back up; then
+# fi_rdm_tagged_bw (fabtests) over both links at 2 and 4 MiB must finish.
 # Needs root: without the permission to create namespaces it prints "SKIP"
 # and exits 0. Only the namespaces this script creates are touched; they are
 # deleted on exit.
@@ -71,9 +72,38 @@ wait $sp
 src=$?
 sed "s/^/  [A] /" "$tmp/s.log"
 sed "s/^/  [B] /" "$tmp/c.log"
+rc=0
 if [ $crc -eq 0 ] && [ $src -eq 0 ]; then
 	echo "ok   netns links (server rc=$src, client rc=$crc)"
-	exit 0
+else
+	echo "FAIL netns links (server rc=$src, client rc=$crc)"
+	rc=1
 fi
-echo "FAIL netns links (server rc=$src, client rc=$crc)"
-exit 1
+
+# fi_rdm_tagged_bw (fabtests, when installed) streams multi-chunk messages
+# from the first moment, before link 1 is up and with link 0's queue full:
+# it must finish (a message whose chunks took two links hung it).
+ft=${FABTESTS_PREFIX:-/opt/fabtests}/bin
+if [ -x "$ft/fi_rdm_tagged_bw" ]; then
+	for size in 2097152 4194304; do
+		ip netns exec "$ns_a" env FI_RUSTFAB_IFACE=rla0 FI_RUSTFAB_TCP_LINKS=rla1 FI_RUSTFAB_TRANSPORT=tcp \
+			timeout -k 5 60 "$ft/fi_rdm_tagged_bw" -p rustfab -W 16 -S $size -I 64 >"$tmp/s.log" 2>&1 &
+		sp=$!
+		sleep 0.5
+		ip netns exec "$ns_b" env FI_RUSTFAB_IFACE=rlb0 FI_RUSTFAB_TCP_LINKS=rlb1 FI_RUSTFAB_TRANSPORT=tcp \
+			timeout -k 5 60 "$ft/fi_rdm_tagged_bw" -p rustfab -W 16 -S $size -I 64 10.124.0.1 >"$tmp/c.log" 2>&1
+		crc=$?
+		wait $sp
+		src=$?
+		if [ $crc -eq 0 ] && [ $src -eq 0 ]; then
+			echo "ok   netns links fi_rdm_tagged_bw -S $size over two links"
+		else
+			tail -n 3 "$tmp/s.log" "$tmp/c.log" | sed 's/^/  /'
+			echo "FAIL netns links fi_rdm_tagged_bw -S $size over two links (server rc=$src, client rc=$crc)"
+			rc=1
+		fi
+	done
+else
+	echo "note: fabtests not found ($ft); fi_rdm_tagged_bw over two links skipped"
+fi
+exit $rc
