@@ -33,18 +33,6 @@ static const char *if0, *if1;
 
 static unsigned char *bufs[WINDOW];
 
-static void send_u64(uint64_t v)
-{
-	oob_write(&v, sizeof v);
-}
-
-static uint64_t recv_u64(void)
-{
-	uint64_t v;
-	oob_read(&v, sizeof v);
-	return v;
-}
-
 static uint64_t tx_bytes(const char *ifname)
 {
 	char path[256];

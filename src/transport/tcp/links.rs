@@ -247,6 +247,11 @@ impl Delivery for Counted<'_> {
     }
 }
 
+/// Link `k` of `peer`, if it has extra links.
+fn link_of<'a>(peers: &'a mut FastMap<SocketAddr, super::Peer>, peer: &SocketAddr, k: usize) -> Option<&'a mut Link> {
+    peers.get_mut(peer)?.links.as_mut().map(|ls| &mut ls.link[k])
+}
+
 fn bye(aux: u32) -> WireHdr {
     let mut h = WireHdr::new(op::BYE);
     h.aux = aux;
@@ -477,9 +482,7 @@ impl TcpPort {
         let (k, gen) = split(c.link);
         let Some(l) = c
             .peer
-            .and_then(|a| self.peers.get_mut(&a))
-            .and_then(|p| p.links.as_mut())
-            .map(|ls| &mut ls.link[k])
+            .and_then(|a| link_of(&mut self.peers, &a, k))
             .filter(|l| l.gen == gen && l.state == State::Up(id))
         else {
             return;
@@ -535,12 +538,7 @@ impl TcpPort {
                 }
                 let dials = self.dials_links(&peer);
                 let now = self.now;
-                if let Some(l) = usable
-                    .then(|| self.peers.get_mut(&peer))
-                    .flatten()
-                    .and_then(|p| p.links.as_mut())
-                    .map(|ls| &mut ls.link[k])
-                {
+                if let Some(l) = usable.then(|| link_of(&mut self.peers, &peer, k)).flatten() {
                     l.remote = Some(SocketAddr::new(ip, port));
                     if dials && k <= self.link_ips.len() && l.state == State::Free {
                         l.retry_at = Some(now);
@@ -559,13 +557,7 @@ impl TcpPort {
             }
             LINK_ACK if link != 0 => {
                 let (k, _) = split(link);
-                if let Some(l) = self
-                    .peers
-                    .get_mut(&peer)
-                    .and_then(|p| p.links.as_mut())
-                    .map(|ls| &mut ls.link[k])
-                    .filter(|l| l.state == State::Up(id))
-                {
+                if let Some(l) = link_of(&mut self.peers, &peer, k).filter(|l| l.state == State::Up(id)) {
                     let upto = h.offset.min(l.sent);
                     while l.acked < upto {
                         l.kept.pop_front();
@@ -598,13 +590,7 @@ impl TcpPort {
         let Some(peer) = c.peer else { return };
         let dials = self.dials_links(&peer);
         let now = self.now;
-        let Some(l) = self
-            .peers
-            .get_mut(&peer)
-            .and_then(|p| p.links.as_mut())
-            .map(|ls| &mut ls.link[k])
-            .filter(|l| l.gen == gen)
-        else {
+        let Some(l) = link_of(&mut self.peers, &peer, k).filter(|l| l.gen == gen) else {
             return;
         };
         match l.state {
@@ -644,12 +630,7 @@ impl TcpPort {
     /// The peer closed link `k` (generation `gen`) and read `n` DATA
     /// records from it.
     fn on_link_down(&mut self, peer: SocketAddr, k: usize, gen: u64, n: u64, d: &mut dyn Delivery) {
-        let Some(l) = self
-            .peers
-            .get_mut(&peer)
-            .and_then(|p| p.links.as_mut())
-            .map(|ls| &mut ls.link[k])
-        else {
+        let Some(l) = link_of(&mut self.peers, &peer, k) else {
             return;
         };
         if l.gen != gen {
@@ -759,12 +740,7 @@ impl TcpPort {
 
     fn dial_link(&mut self, peer: SocketAddr, k: usize, now: Instant) {
         let Some(&ip) = self.link_ips.get(k - 1) else { return };
-        let Some(l) = self
-            .peers
-            .get_mut(&peer)
-            .and_then(|p| p.links.as_mut())
-            .map(|ls| &mut ls.link[k])
-        else {
+        let Some(l) = link_of(&mut self.peers, &peer, k) else {
             return;
         };
         l.retry_at = None;
@@ -785,12 +761,7 @@ impl TcpPort {
         c.dialed = true;
         c.link = word(k, gen);
         let Ok(id) = self.add_conn(c) else { return };
-        if let Some(l) = self
-            .peers
-            .get_mut(&peer)
-            .and_then(|p| p.links.as_mut())
-            .map(|ls| &mut ls.link[k])
-        {
+        if let Some(l) = link_of(&mut self.peers, &peer, k) {
             l.state = State::Dialing(id);
         }
     }
@@ -854,12 +825,7 @@ impl TcpPort {
         c.link = req.link;
         let Ok(id) = self.add_conn(c) else { return };
         let (k, gen) = split(req.link);
-        if let Some(l) = self
-            .peers
-            .get_mut(&req.addr)
-            .and_then(|p| p.links.as_mut())
-            .map(|ls| &mut ls.link[k])
-        {
+        if let Some(l) = link_of(&mut self.peers, &req.addr, k) {
             l.state = State::Up(id);
             l.gen = gen;
         }
@@ -907,13 +873,7 @@ impl TcpPort {
         c.conn.set_phase(Phase::Up);
         c.conn.set_deadline(None);
         c.nonce = acc.nonce;
-        let Some(l) = self
-            .peers
-            .get_mut(&peer)
-            .and_then(|p| p.links.as_mut())
-            .map(|ls| &mut ls.link[k])
-            .filter(|l| l.state == State::Dialing(id))
-        else {
+        let Some(l) = link_of(&mut self.peers, &peer, k).filter(|l| l.state == State::Dialing(id)) else {
             self.drop_conn(id);
             return false;
         };
