@@ -42,18 +42,17 @@ use super::conn::{Conn, Phase};
 use super::framing::{Body, OutRecord};
 use super::hello::{self, Hello, Kind, Refusal};
 use super::limits::TUNING;
+use super::link_state::{copy_body, Kept, Link, State};
 use super::{plain_ip, sync_interest, IfQueued, PortConn, TcpPort, QUEUE_HIGH_WATER};
 use crate::base::collections::FastMap;
 use crate::base::error::{Error, Result};
 use crate::sys::net::{self, IfAddr, Tuning};
-use crate::transport::proto::{op, WireHdr, HDR_LEN};
+use crate::transport::proto::{op, WireHdr};
 use crate::transport::Delivery;
-use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-/// Links per peer at most, link 0 included.
-pub(crate) const MAX_LINKS: usize = 4;
+pub(crate) use super::link_state::MAX_LINKS;
 /// A link's dial that is not answered by then is given up (tried again
 /// after [`RETRY`]).
 const LINK_DIAL_TIMEOUT: Duration = Duration::from_secs(3);
@@ -88,81 +87,6 @@ fn word(k: usize, gen: u64) -> u64 {
 
 fn split(w: u64) -> (usize, u64) {
     ((w & 0xff) as usize, w >> 8)
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum State {
-    #[default]
-    Free,
-    Dialing(u64),
-    Up(u64),
-    /// Closed here; the peer's count of what it read is awaited.
-    Down,
-}
-
-/// A DATA record kept until the receiver's count covers it.
-struct Kept {
-    hdr: [u8; HDR_LEN],
-    body: Body,
-    msg: u64,
-    /// Its send was told "queued": reported through `Delivery::sent`
-    /// once written, wherever that ends up being.
-    notify: bool,
-}
-
-impl Kept {
-    fn record(self) -> OutRecord {
-        let mut r = OutRecord::new(self.hdr, self.body);
-        if self.notify {
-            r.notify = Some(self.msg);
-        }
-        r
-    }
-}
-
-fn copy_body(b: &Body) -> Body {
-    match b {
-        Body::None => Body::None,
-        Body::Owned(v) => Body::Owned(v.clone()),
-        Body::Iov(l) => Body::Iov(*l),
-    }
-}
-
-#[derive(Default)]
-struct Link {
-    /// The peer's address for this link (its `LINK_ADDR`).
-    remote: Option<SocketAddr>,
-    state: State,
-    /// The generation of the link's current (or last) connection.
-    gen: u64,
-    /// DATA records sent over the current connection, the first of
-    /// `kept` being number `acked`.
-    sent: u64,
-    acked: u64,
-    kept: VecDeque<Kept>,
-    /// Chunks of this link's messages sent while it is down: they follow
-    /// the chunks sent again.
-    limbo: Vec<Kept>,
-    limbo_bytes: usize,
-    /// DATA records read from the current connection, and the count the
-    /// last `LINK_ACK` carried.
-    read: u64,
-    read_acked: u64,
-    /// The peer's `LINK_DOWN` count, when it came before ours was sent.
-    theirs: Option<u64>,
-    retry_at: Option<Instant>,
-}
-
-/// A peer's extra links (index 1..MAX_LINKS; 0 is the peer's connection).
-#[derive(Default)]
-pub(super) struct Links {
-    link: [Link; MAX_LINKS],
-    /// Messages whose chunks go over an extra link, until their last.
-    msgs: FastMap<u64, usize>,
-    /// The link the next message takes (in turn).
-    next: usize,
-    /// The peer's listener takes links (its `LINK_ADDR`s carry a port).
-    peer_accepts: bool,
 }
 
 /// How a DATA record is sent ([`TcpPort::stripe`]).

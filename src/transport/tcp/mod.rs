@@ -54,6 +54,7 @@ pub(crate) mod framing;
 mod handshake;
 pub(crate) mod hello;
 mod limits;
+mod link_state;
 mod links;
 pub(crate) mod listener;
 mod moved;
@@ -204,7 +205,7 @@ struct Peer {
     /// A failure found outside `poll`, reported by the next pass.
     doomed: Option<Error>,
     /// Its extra links, when both sides have some (`links.rs`).
-    links: Option<Box<links::Links>>,
+    links: Option<Box<link_state::Links>>,
 }
 
 /// How [`TcpPort::queue_record`] treats a record.
