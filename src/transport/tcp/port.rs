@@ -44,7 +44,10 @@ impl TcpPort {
         );
         // Extra links are accepted by a listener on every address (a
         // wildcard); one bound to one address only dials them.
-        let link_ips = super::links::link_addresses(&settings.links, me, &net::interfaces());
+        let link_ips = match settings.links.is_empty() {
+            true => Vec::new(),
+            false => super::links::link_addresses(&settings.links, me, &net::interfaces()),
+        };
         let accepts_links = bound.ip().is_unspecified();
         let epoll = Epoll::new()?;
         let alarm = Alarm::new()?;
