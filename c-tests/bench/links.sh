@@ -29,22 +29,8 @@ trap 'exit 130' INT TERM
 [ "$(id -u)" = 0 ] || { echo "bench-links: needs root"; exit 1; }
 [ -x "$ft/fi_rdm_tagged_bw" ] || { echo "bench-links: no $ft/fi_rdm_tagged_bw (set FABTESTS_PREFIX)"; exit 1; }
 ip netns add "$ns_a" && ip netns add "$ns_b" || exit 1
-for k in 0 1; do
-	ip link add rba$k netns "$ns_a" type veth peer name rbb$k netns "$ns_b" || exit 1
-	ip -n "$ns_a" addr add 10.125.$k.1/24 dev rba$k
-	ip -n "$ns_b" addr add 10.125.$k.2/24 dev rbb$k
-	ip -n "$ns_a" link set rba$k up
-	ip -n "$ns_b" link set rbb$k up
-	[ -z "$RATE" ] || ip netns exec "$ns_a" tc qdisc add dev rba$k root tbf rate "$RATE" burst 256kb latency 50ms || exit 1
-	[ -z "$RATE" ] || ip netns exec "$ns_b" tc qdisc add dev rbb$k root tbf rate "$RATE" burst 256kb latency 50ms || exit 1
-done
-for n in "$ns_a" "$ns_b"; do ip -n "$n" link set lo up; done
-for k in 0 1; do
-	for _ in $(seq 50); do
-		ip netns exec "$ns_a" ping -c1 -W1 10.125.$k.2 >/dev/null 2>&1 && break
-		sleep 0.1
-	done
-done
+. "$(dirname "$0")/../netns/two-links.sh"
+why=$(two_links "$ns_a" "$ns_b" rba rbb 10.125 "$RATE") || { echo "bench-links: $why"; exit 1; }
 
 run() { # links size -> MB/s
 	local links=$1 size=$2 la= lb= iters

@@ -36,24 +36,8 @@ trap 'exit 130' INT TERM
 command -v ip >/dev/null || skip "netns links: iproute2 (ip) not installed"
 ip netns add "$ns_a" 2>"$tmp/err" || skip "netns links: ip netns add failed: $(cat "$tmp/err")"
 ip netns add "$ns_b" 2>"$tmp/err" || skip "netns links: ip netns add failed: $(cat "$tmp/err")"
-for k in 0 1; do
-	if ! ip link add rla$k netns "$ns_a" type veth peer name rlb$k netns "$ns_b" 2>"$tmp/err"; then
-		skip "netns links: cannot create a veth pair: $(cat "$tmp/err")"
-	fi
-	ip -n "$ns_a" addr add 10.124.$k.1/24 dev rla$k
-	ip -n "$ns_b" addr add 10.124.$k.2/24 dev rlb$k
-	ip -n "$ns_a" link set rla$k up
-	ip -n "$ns_b" link set rlb$k up
-done
-for n in "$ns_a" "$ns_b"; do
-	ip -n "$n" link set lo up
-done
-for k in 0 1; do
-	for _ in $(seq 50); do
-		ip netns exec "$ns_a" ping -c1 -W1 10.124.$k.2 >/dev/null 2>&1 && break
-		sleep 0.1
-	done
-done
+. "$(dirname "$0")/two-links.sh"
+why=$(two_links "$ns_a" "$ns_b" rla rlb 10.124) || skip "netns links: $why"
 
 export FI_PROVIDER=${FI_PROVIDER:-rustfab}
 echo "== netns links: $ns_a (rla0 10.124.0.1, rla1 10.124.1.1) <-> $ns_b (rlb0 10.124.0.2, rlb1 10.124.1.2)"
