@@ -124,8 +124,9 @@ pub(crate) fn link_addresses(names: &[String], me: SocketAddr, ifs: &[IfAddr]) -
     out
 }
 
-/// The DATA records a connection's reader took whole (placed, buffered, or
-/// dropped as not wanted), for a link's count.
+/// The reader's sink on an extra link: it takes DATA records only (others
+/// are dropped) and counts those it took whole (placed, buffered, or
+/// dropped as not wanted), for the link's count.
 pub(super) struct Counted<'a> {
     pub(super) d: Option<&'a mut dyn Delivery>,
     pub(super) done: u64,
@@ -139,8 +140,13 @@ impl Counted<'_> {
 
 impl Delivery for Counted<'_> {
     fn place(&mut self, src: &crate::transport::addr::Addr, src_pid: i32, hdr: &WireHdr) -> crate::transport::Place {
+        // An extra link carries DATA chunks only: anything else on it (a
+        // peer's own doing) is dropped unread by the core.
+        if hdr.op != op::DATA {
+            return crate::transport::Place::Discard;
+        }
         let p = self.d().place(src, src_pid, hdr);
-        if hdr.op == op::DATA && p == crate::transport::Place::Discard {
+        if p == crate::transport::Place::Discard {
             self.done += 1;
         }
         p
@@ -164,7 +170,10 @@ impl Delivery for Counted<'_> {
         hdr: &WireHdr,
         payload: &dyn crate::transport::PayloadIn,
     ) -> crate::transport::Disposition {
-        self.d().control(src, src_pid, hdr, payload)
+        // No control record travels on an extra link (link 0 carries them,
+        // in order): dropped.
+        let _ = (src, src_pid, hdr, payload);
+        crate::transport::Disposition::Consumed
     }
     fn sent(&mut self, msg_id: u64, result: Result<()>) {
         self.d().sent(msg_id, result)
