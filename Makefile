@@ -19,7 +19,7 @@ MANDIR   ?= $(PREFIX)/share/man
 export FI_PROVIDER_PATH := $(CURDIR)/$(BUILD)
 
 .PHONY: all lib install uninstall deb deb-changelog deb-changelog-check deb-check demo test unit abi-check exports-check header header-check man man-check params-check \
-        c-tests c-tests-tcp examples netns shmfull fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-hosts bench-insns readme-check bench-idle bench-mpi fmt lint clean panic-test \
+        c-tests c-tests-tcp examples netns netns-links bench-links shmfull fabtests mpi mpi5 mpi-hosts scale scale-mpi bench bench-hosts bench-insns readme-check bench-idle bench-mpi fmt lint clean panic-test \
         memcheck asan stress soak soak-short fuzz fuzz-corpus loom miri
 
 all: lib
@@ -389,8 +389,23 @@ $(BUILD)/netns/msg_pair: c-tests/netns/msg_pair.c c-tests/netns/oob.h c-tests/ha
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< -lfabric
 
-netns: lib $(BUILD)/netns/rdm_pair $(BUILD)/netns/msg_pair
+$(BUILD)/netns/links_pair: c-tests/netns/links_pair.c c-tests/netns/oob.h c-tests/harness.h c-tests/rdm_common.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lfabric
+
+netns: lib $(BUILD)/netns/rdm_pair $(BUILD)/netns/msg_pair $(BUILD)/netns/links_pair
 	c-tests/netns/run.sh $(BUILD)
+	c-tests/netns/links.sh $(BUILD)
+
+# Two links between two namespaces (FI_RUSTFAB_TCP_LINKS): striping, a link
+# lost mid-transfer, a link back.
+netns-links: lib $(BUILD)/netns/links_pair
+	c-tests/netns/links.sh $(BUILD)
+
+# Streaming bandwidth over one link against two, each shaped with tc tbf
+# (LINKS_RATE, default 1gbit; needs root and fabtests).
+bench-links: lib
+	c-tests/bench/links.sh $(BUILD)
 
 # ---- a full /dev/shm: rf_stress over shm in a mount namespace whose /dev/shm
 # is a small tmpfs (needs root; prints SKIP and succeeds without it): the

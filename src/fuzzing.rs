@@ -561,6 +561,7 @@ pub fn records(data: &[u8]) {
                 challenge: x.challenge,
                 mac: x.mac,
                 word: x.word,
+                link: x.link,
             };
             let kind_code = h.aux;
             let (eh, ep) = hello::encode_with(x.kind, &x.addr, x.nonce, &extra);
@@ -1326,6 +1327,7 @@ impl Hostile {
             challenge: self.challenge,
             mac,
             word,
+            link: 0,
         };
         let (h, p) = hello::encode_with(kind, &self.me, self.nonce, &x);
         let mut v = h.to_vec();
@@ -1645,6 +1647,7 @@ fn hello_rec(kind: hello::Kind, addr: &str, keyed: bool) -> Vec<u8> {
         challenge: [7; hello::CHALLENGE_LEN],
         mac: [9; hello::MAC_LEN],
         word: 4096,
+        link: 0,
     };
     let (h, p) = hello::encode_with(kind, &addr.parse().expect("an address"), 0x1234_5678, &x);
     let mut v = h.to_vec();

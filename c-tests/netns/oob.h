@@ -7,6 +7,7 @@
 #define RUSTFAB_NETNS_OOB_H
 
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -49,6 +50,18 @@ static void oob_read(void *p, size_t n)
 		}
 		got += (size_t)r;
 	}
+}
+
+static inline void send_u64(uint64_t v)
+{
+	oob_write(&v, sizeof v);
+}
+
+static inline uint64_t recv_u64(void)
+{
+	uint64_t v;
+	oob_read(&v, sizeof v);
+	return v;
 }
 
 /* Both processes reach this point. */

@@ -23,18 +23,6 @@
 static int server;
 static struct end me;
 
-static void send_u64(uint64_t v)
-{
-	oob_write(&v, sizeof v);
-}
-
-static uint64_t recv_u64(void)
-{
-	uint64_t v;
-	oob_read(&v, sizeof v);
-	return v;
-}
-
 /* Exchanges endpoint names; returns the peer's fi_addr in `e`'s AV. */
 static int exchange_names(struct end *e, fi_addr_t *peer, char *peer_name, size_t *peer_len)
 {

@@ -45,6 +45,11 @@ pub(crate) const PARAMS: &[Param] = &[
         help: "tcp: established connections an endpoint keeps at most; beyond it a newcomer closes the connection idle for longest (none idle: the newcomer is refused), never one that carried traffic in the last second (default: 1024, at least 4)",
     },
     Param {
+        name: "tcp_links",
+        ty: FI_PARAM_STRING,
+        help: "tcp: a comma-separated list of network interfaces whose addresses are extra links to peers that name some too (both sides list theirs in the same order; the k-th of one process joins the k-th of the other): the chunks of large (rendezvous) messages are spread over every link up, message by message; a link that fails costs throughput only, its chunks going again over the first link, and is dialed again every second; needs an endpoint bound to a wildcard address, at most 3 extra links (default: none, one link per peer)",
+    },
+    Param {
         name: "peer_budget",
         ty: FI_PARAM_SIZE_T,
         help: "tcp and shm: bytes of answers (acknowledgements, RMA answers, clear-to-send) one peer's requests may make an endpoint keep queued for it; beyond it the peer's records are left unread (its socket is not read, its ring not consumed) until it takes its answers (default: 4M, at least 16K; see docs/security.md)",
@@ -149,6 +154,13 @@ pub(crate) fn settings() -> crate::core::settings::Settings {
             max_conns: at_least("tcp_max_conns", crate::transport::tcp::MAX_CONNS_MIN, d.tcp.max_conns),
             auth_key: get_str("auth_key").map(|k| crate::transport::tcp::AuthKey(k.into_bytes())),
             route_hints: launcher_addresses(|v| std::env::var(v).ok()),
+            links: get_str("tcp_links").map_or_else(Vec::new, |v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(String::from)
+                    .collect()
+            }),
             budget: crate::transport::tcp::PeerBudget {
                 per_peer: at_least(
                     "peer_budget",
@@ -261,6 +273,14 @@ fn in_effect(s: &crate::core::settings::Settings, shm_free: u64) -> String {
     add("unexp_budget", &s.unexp_budget);
     add("tcp_coalesce", &u8::from(s.tcp.coalesce));
     add("tcp_max_conns", &s.tcp.max_conns);
+    add(
+        "tcp_links",
+        &if s.tcp.links.is_empty() {
+            "(none)".to_string()
+        } else {
+            s.tcp.links.join(",")
+        },
+    );
     add("auth_key", &if s.tcp.auth_key.is_some() { "(set)" } else { "(none)" });
     add("shm_cma", &u8::from(s.shm_cma));
     add("shm_pull_batch", &s.shm_pull_batch);

@@ -175,7 +175,8 @@ pub(crate) trait Delivery {
     /// An EAGER header arrived from `src`: where does its payload go?
     fn place(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr) -> Place;
     /// The payload of an `Into` placement is in place (Err: the peer was
-    /// lost before all of it arrived).
+    /// lost before all of it arrived; `Error::AGAIN`, for a DATA chunk
+    /// only: withdrawn, the chunk comes again).
     fn placed(&mut self, handle: u32, result: Result<()>);
     /// The whole payload of a `Buffer` placement.
     fn buffered(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, data: Vec<u8>);

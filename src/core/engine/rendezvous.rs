@@ -336,6 +336,12 @@ impl State {
 
     pub(super) fn stream_placed(&mut self, b: &Bound<'_>, handle: u32, result: Result<()>) {
         let Some(s) = self.rx.get_mut(handle) else { return };
+        if result == Err(Error::AGAIN) {
+            // Withdrawn: the link it came over closed, and the sender sends
+            // the chunk again (tcp's extra links, docs/protocol.md).
+            s.chunk = 0;
+            return;
+        }
         if let Err(e) = result {
             let s = self.rx.remove(handle).expect("stream just found");
             self.complete_rx_err(b, &s.recv, RxFailure::of(e, s.src, &s.hdr, s.extra_flags));

@@ -321,6 +321,11 @@ impl Conn {
         self.phase
     }
 
+    /// Sets the socket options again, to `t`.
+    pub(crate) fn tune(&self, t: &net::Tuning) {
+        net::tune_connection(self.sock.as_fd(), t);
+    }
+
     pub(crate) fn set_phase(&mut self, p: Phase) {
         self.phase = p;
     }

@@ -53,6 +53,7 @@ impl TcpPort {
         for a in late {
             self.fail_peer(a, Error::TIMEDOUT, d);
         }
+        self.dial_links(now);
     }
 
     fn next_deadline(&mut self) -> Option<Instant> {
@@ -73,6 +74,7 @@ impl TcpPort {
             .chain(peers)
             .chain(parked)
             .chain(self.listener.next_deadline())
+            .chain(self.next_link_dial())
             .min()
     }
 
@@ -127,6 +129,7 @@ impl TcpPort {
             .iter()
             .filter(|(_, c)| {
                 c.conn.phase() == Phase::Up
+                    && c.link == 0
                     && !c.self_reader
                     && c.conn.queue().is_empty()
                     && !c.conn.stalled()
@@ -153,6 +156,7 @@ impl TcpPort {
             if let Some(c) = self.conns.get(&id) {
                 c.conn.discard_input();
             }
+            self.drop_links(a);
             self.peers.remove(&a);
         }
         self.drop_conn(id);
@@ -174,6 +178,10 @@ impl TcpPort {
     /// a peer's records wait on) the peer fails with it.
     pub(super) fn fail_conn(&mut self, id: u64, e: Error, d: &mut dyn Delivery) {
         let Some(c) = self.conns.get(&id) else { return };
+        if c.link != 0 {
+            // An extra link: the peer keeps its others (`links.rs`).
+            return self.link_lost(id, e, d);
+        }
         let phase = c.conn.phase();
         trace::conn_event(format_args!(
             "tcp: connection to {} closed in {phase:?}: {e}",

@@ -22,6 +22,10 @@ impl TcpPort {
     /// The answer to our HELLO, a keyed dialer's PROOF, or BYE. Returns
     /// whether the connection may be read on.
     pub(super) fn on_link(&mut self, id: u64, h: &WireHdr, payload: &[u8], d: &mut dyn Delivery) -> bool {
+        if h.op == proto::op::BYE && h.aux != 0 {
+            // Not a close: an extra link's control record (`links.rs`).
+            return self.on_link_record(id, h, d);
+        }
         if h.op == proto::op::BYE {
             // The peer closed its endpoint: everything still expected from
             // or sent to it ends now.
@@ -48,6 +52,7 @@ impl TcpPort {
             return false;
         }
         match (phase, hello.kind) {
+            (Phase::AwaitAnswer, Kind::Accept) if self.link_word(id) != 0 => self.link_accepted(id, &hello, d),
             (Phase::AwaitAnswer, Kind::Accept) => {
                 let Some(key) = self.conns.get(&id).and_then(|c| c.peer) else {
                     return false;
@@ -112,7 +117,7 @@ impl TcpPort {
 
     /// Checks an ACCEPT to our dial `id` against our key (none: it must be
     /// unkeyed too); keyed, queues our PROOF ahead of every record.
-    fn check_accept(&mut self, id: u64, acc: &Hello) -> Result<()> {
+    pub(super) fn check_accept(&mut self, id: u64, acc: &Hello) -> Result<()> {
         let Some(c) = self.conns.get_mut(&id) else {
             return Err(Error::CONNRESET);
         };
@@ -227,7 +232,7 @@ impl TcpPort {
 
     /// Refuses a connection claiming `claimed` (logged: the dialer's sends
     /// fail, and this side says why).
-    fn refuse(&mut self, conn: Conn, claimed: SocketAddr, why: Refusal) {
+    pub(super) fn refuse(&mut self, conn: Conn, claimed: SocketAddr, why: Refusal) {
         crate::base::log::log_warn!(
             crate::abi::FI_LOG_EP_CTRL,
             "tcp: refused a connection claiming {claimed}: {}",
@@ -259,9 +264,12 @@ impl TcpPort {
         };
         // What is provable about who dialed: the source IP of the
         // connection (its port is the dialer's ephemeral one).
-        let src_ok = conn
-            .peer_addr()
-            .is_ok_and(|a| plain_ip(a.ip()) == plain_ip(req.addr.ip()));
+        // An extra link comes from the address the peer listed for it
+        // (checked with the rest in `join_check`).
+        let src_ok = req.link != 0
+            || conn
+                .peer_addr()
+                .is_ok_and(|a| plain_ip(a.ip()) == plain_ip(req.addr.ip()));
         if !src_ok {
             return self.refuse(conn, req.addr, Refusal::Address);
         }
@@ -273,7 +281,14 @@ impl TcpPort {
             (false, true) => return self.refuse(conn, req.addr, Refusal::NoKeyHere),
             _ => {}
         }
-        let decision = hello::decide(&self.me, self.nonce, &req, self.existing(&req.addr));
+        let decision = if req.link != 0 {
+            match self.join_check(&conn, &req) {
+                Ok(()) => Decision::Adopt,
+                Err(why) => return self.refuse(conn, req.addr, why),
+            }
+        } else {
+            hello::decide(&self.me, self.nonce, &req, self.existing(&req.addr))
+        };
         match decision {
             Decision::Reject => {
                 let x = self.plain();
@@ -300,6 +315,7 @@ impl TcpPort {
                     challenge: mine,
                     mac: hello::sign(&key.0, Side::Acceptor, &t),
                     word: self.rts_prefix as u64,
+                    link: req.link,
                 };
                 self.answer(&mut conn, Kind::Accept, x);
                 conn.set_phase(Phase::AwaitAnswer);
@@ -323,6 +339,9 @@ impl TcpPort {
     /// passed its checks (keyed: whose PROOF did; `answered`: our ACCEPT
     /// went out already), by the decision of the moment.
     fn settle(&mut self, conn: Conn, req: Hello, answered: bool, d: &mut dyn Delivery) {
+        if req.link != 0 {
+            return self.adopt_link(conn, req, answered, d);
+        }
         let mut decision = hello::decide(&self.me, self.nonce, &req, self.existing(&req.addr));
         if decision == Decision::Park {
             // The old connection may have ended already (a restarted peer's

@@ -17,7 +17,10 @@
 //!          offset = 1 when the sender has an authentication key, else 0,
 //!          len = payload = size of the address + 48,
 //!          msg_id = the RTS prefix the sender wants pushed to it
-//!          (`Hints::rts_prefix`; 0: none); a REFUSE: its reason
+//!          (`Hints::rts_prefix`; 0: none); a REFUSE: its reason,
+//!          reserved = 0, or on a REQUEST (and its answers) for an extra
+//!          link of an established pair: link index | generation << 8
+//!          (`links.rs`)
 //! payload: the sender's listening address as fi_getname returns it
 //!          (struct sockaddr_in or sockaddr_in6, 16 or 28 bytes),
 //!          then a 16-byte challenge, then a 32-byte MAC (zeros where
@@ -137,6 +140,9 @@ pub(crate) struct Hello {
     pub(crate) mac: [u8; MAC_LEN],
     /// `msg_id`: the RTS prefix asked for, or a REFUSE's reason.
     pub(crate) word: u64,
+    /// `reserved`: 0, or the extra link this connection is to be
+    /// (index | generation << 8, `links.rs`).
+    pub(crate) link: u64,
 }
 
 /// Why a HELLO was refused.
@@ -157,6 +163,8 @@ pub(crate) struct Extra {
     pub(crate) mac: [u8; MAC_LEN],
     /// `msg_id` (RTS prefix, or REFUSE reason).
     pub(crate) word: u64,
+    /// `reserved`: the extra link (see [`Hello::link`]).
+    pub(crate) link: u64,
 }
 
 #[cfg(test)]
@@ -183,6 +191,7 @@ pub(crate) fn encode_with(
     h.len = payload.len() as u64;
     h.payload = payload.len() as u32;
     h.msg_id = x.word;
+    h.reserved = x.link;
     (h.to_bytes(), payload)
 }
 
@@ -224,7 +233,7 @@ pub(crate) fn parse(h: &WireHdr, payload: &[u8], family: Family) -> Result<Hello
         4 => Kind::Proof,
         _ => return Err(BadHello::Kind),
     };
-    if h.flags != 0 || h.offset > 1 || h.reserved != 0 {
+    if h.flags != 0 || h.offset > 1 {
         return Err(BadHello::Flags);
     }
     let alen = if v6 { SIN6_LEN } else { SIN_LEN };
@@ -256,6 +265,7 @@ pub(crate) fn parse(h: &WireHdr, payload: &[u8], family: Family) -> Result<Hello
         challenge,
         mac,
         word: h.msg_id,
+        link: h.reserved,
     })
 }
 
@@ -405,6 +415,7 @@ mod tests {
             challenge: [0; CHALLENGE_LEN],
             mac: [0; MAC_LEN],
             word: 0,
+            link: 0,
         }
     }
 
@@ -427,6 +438,7 @@ mod tests {
             challenge: [3; CHALLENGE_LEN],
             mac: [4; MAC_LEN],
             word: 99,
+            link: 0,
         };
         let (h, p) = encode_with(Kind::Accept, &sa("[::1]:7"), 5, &x);
         let got = parse(&WireHdr::from_bytes(&h), &p, Family::V6).unwrap();

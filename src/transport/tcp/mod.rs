@@ -54,6 +54,8 @@ pub(crate) mod framing;
 mod handshake;
 pub(crate) mod hello;
 mod limits;
+mod link_state;
+mod links;
 pub(crate) mod listener;
 mod moved;
 mod pass;
@@ -134,6 +136,9 @@ struct PortConn {
     /// Its answers, counted into the port's `replies` total, and its
     /// budget's state.
     acct: Account,
+    /// 0: the peer's connection (link 0); else an extra link's index and
+    /// generation (`links.rs`).
+    link: u64,
 }
 
 /// What an acceptor keeps of a keyed REQUEST until its PROOF.
@@ -178,6 +183,7 @@ impl PortConn {
             carried: false,
             last_active: None,
             acct: Account::default(),
+            link: 0,
         }
     }
 }
@@ -198,6 +204,8 @@ struct Peer {
     corked: bool,
     /// A failure found outside `poll`, reported by the next pass.
     doomed: Option<Error>,
+    /// Its extra links, when both sides have some (`links.rs`).
+    links: Option<Box<link_state::Links>>,
 }
 
 /// How [`TcpPort::queue_record`] treats a record.
@@ -390,6 +398,9 @@ pub(crate) struct TcpSettings {
     /// Answers one peer's requests may keep queued (`FI_RUSTFAB_PEER_BUDGET`,
     /// `_TOTAL`, `_TIMEOUT`; docs/security.md "Peer budgets").
     pub(crate) budget: PeerBudget,
+    /// Interfaces whose addresses are extra links to every peer that has
+    /// some too (`FI_RUSTFAB_TCP_LINKS`; `links.rs`); none: one link.
+    pub(crate) links: Vec<String>,
 }
 
 /// [`TcpSettings::max_conns`] by default, and at least.
@@ -405,6 +416,7 @@ impl Default for TcpSettings {
             max_conns: MAX_CONNS_DEFAULT,
             route_hints: Vec::new(),
             budget: PeerBudget::default(),
+            links: Vec::new(),
         }
     }
 }
@@ -499,6 +511,12 @@ pub(crate) struct TcpPort {
     /// in (established connections have none). Pruned as they lose them.
     timed: Vec<u64>,
     waiting: Vec<SocketAddr>,
+    /// This side's extra link addresses (link k: `link_ips[k - 1]`), and
+    /// when a link dial is due next (`links.rs`).
+    link_ips: Vec<IpAddr>,
+    /// The listener takes extra links (it is bound to a wildcard).
+    accepts_links: bool,
+    link_retry: Option<Instant>,
 }
 
 /// Busy polling: passes that read the hot connection straight from its

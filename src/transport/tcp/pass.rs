@@ -5,6 +5,7 @@
 use super::conn::{CoreSink, Phase, Read, Ready};
 use super::framing::{Body, OutRecord};
 use super::hello::{Extra, Kind, CHALLENGE_LEN};
+use super::links::Counted;
 use super::listener::Listener;
 use super::{
     budget, hello, random_challenge, recount, sync_interest, TcpPort, EPOLL_EVERY_MAX, EPOLL_EVERY_MIN,
@@ -186,6 +187,7 @@ impl TcpPort {
             keyed,
             challenge: if keyed { random_challenge() } else { [0; CHALLENGE_LEN] },
             word: self.rts_prefix as u64,
+            link: self.link_word(id),
             ..Extra::default()
         };
         let Some(c) = self.conns.get_mut(&id) else { return };
@@ -231,8 +233,17 @@ impl TcpPort {
             let staged_elsewhere = self.staged.saturating_sub(mine);
             recount(&mut self.replies, c);
             let src = Addr::Inet(c.peer.unwrap_or(self.me));
+            // An extra link counts the DATA records it reads (`links.rs`).
+            let link = c.link != 0;
+            let mut counted = Counted { d: None, done: 0 };
+            let dd: &mut dyn Delivery = if link {
+                counted.d = Some(&mut *d);
+                &mut counted
+            } else {
+                &mut *d
+            };
             let sink = CoreSink {
-                d: &mut *d,
+                d: dd,
                 staged_elsewhere,
                 staging_max: STAGING_MAX,
                 reply_room: 0,
@@ -244,10 +255,14 @@ impl TcpPort {
                 conn.read(s, &src, &lim, scratch)
             });
             let r = got.read;
+            let done = counted.done;
             self.charged += got.spent;
             self.staged = staged_elsewhere + c.conn.reader().staged_bytes();
             if let Some(over) = got.changed {
                 self.budget_state(id, over);
+            }
+            if done > 0 {
+                self.link_read(id, done);
             }
             let Some(c) = self.conns.get_mut(&id) else { return };
             if c.conn.last_got() > 0 {

@@ -3,6 +3,7 @@
 
 use super::conn::{Alarm, Phase};
 use super::framing::{Body, Cork, OutRecord};
+use super::links::Striped;
 use super::listener::{Listener, ListenerOptions};
 #[cfg(any(test, feature = "fuzzing"))]
 use super::Census;
@@ -41,6 +42,13 @@ impl TcpPort {
             &net::interfaces(),
             net::route_source,
         );
+        // Extra links are accepted by a listener on every address (a
+        // wildcard); one bound to one address only dials them.
+        let link_ips = match settings.links.is_empty() {
+            true => Vec::new(),
+            false => super::links::link_addresses(&settings.links, me, &net::interfaces()),
+        };
+        let accepts_links = bound.ip().is_unspecified();
         let epoll = Epoll::new()?;
         let alarm = Alarm::new()?;
         listener.watch(&epoll)?;
@@ -88,6 +96,9 @@ impl TcpPort {
             epoll_waits: 0,
             timed: Vec::new(),
             waiting: Vec::new(),
+            link_ips,
+            accepts_links,
+            link_retry: None,
         })
     }
 
@@ -203,13 +214,22 @@ impl Port for TcpPort {
             Payload::Bytes(b) => Body::Owned(framing::outgoing_payload(&mut h, b)),
             Payload::Iov(iov, off, len) => Body::Iov(iov.sub(off, len)),
         };
-        // Eager messages may wait for the pass that follows a burst;
-        // rendezvous records (RTS, DATA) go at once.
-        let may_wait = (h.op == proto::op::EAGER).then_some(n);
         let if_queued = IfQueued {
             msg_id: h.msg_id,
             copy: copy || n <= COPY_MAX,
         };
+        // With extra links, a streamed message's chunks may take another.
+        let body = if !self.link_ips.is_empty() && h.op == proto::op::DATA && h.flags & proto::flag::PUSH == 0 {
+            match self.stripe(to, &h, body, if_queued) {
+                Striped::Primary(b) => b,
+                Striped::Taken(r) => return r.map(|done| if done { Sent::Done } else { Sent::Queued }),
+            }
+        } else {
+            body
+        };
+        // Eager messages may wait for the pass that follows a burst;
+        // rendezvous records (RTS, DATA) go at once.
+        let may_wait = (h.op == proto::op::EAGER).then_some(n);
         let rec = OutRecord::new(h.to_bytes(), body);
         match self.queue_record(
             to,
@@ -239,6 +259,11 @@ impl Port for TcpPort {
 
     fn room(&mut self, peer: &Addr) -> usize {
         let Ok(to) = self.inet(peer) else { return 0 };
+        if !self.link_ips.is_empty() {
+            if let Some(r) = self.striped_room(to) {
+                return r;
+            }
+        }
         room_after(self.queue_of(to).map_or(0, |q| q.unsent()))
     }
 

@@ -71,6 +71,7 @@ impl TcpPort {
         if let (Some(p), Some(c)) = (self.peers.get_mut(&addr), self.conns.get_mut(&id)) {
             c.conn.queue_mut().append(&mut p.pending);
         }
+        self.links_up(addr);
     }
 
     /// Writes what a peer's connection holds, if it is established. Errors

@@ -31,13 +31,13 @@ fn port() -> TcpPort {
 /// A core: posted receives (owned buffers), else buffer everything unless
 /// told to stall.
 #[derive(Default)]
-struct Core {
+pub(super) struct Core {
     recvs: VecDeque<Vec<u8>>,
     inflight: HashMap<u32, (Addr, u64, Vec<u8>)>,
     next: u32,
     /// (source, tag, data) in arrival order.
-    got: Vec<(Addr, u64, Vec<u8>)>,
-    failed_recvs: Vec<u32>,
+    pub(super) got: Vec<(Addr, u64, Vec<u8>)>,
+    pub(super) failed_recvs: Vec<u32>,
     acks: Vec<u64>,
     sent: Vec<(u64, Result<()>)>,
     stall: bool,
@@ -118,7 +118,10 @@ fn core_take(p: &mut TcpPort) -> Vec<PeerEvent> {
 }
 
 /// Polls the ports until `done` or 5 s.
-fn pump(ports: &mut [(&mut TcpPort, &mut Core)], mut done: impl FnMut(&[(&mut TcpPort, &mut Core)]) -> bool) {
+pub(super) fn pump(
+    ports: &mut [(&mut TcpPort, &mut Core)],
+    mut done: impl FnMut(&[(&mut TcpPort, &mut Core)]) -> bool,
+) {
     let t = Instant::now();
     while !done(ports) {
         assert!(t.elapsed() < Duration::from_secs(5), "timed out");
@@ -129,7 +132,7 @@ fn pump(ports: &mut [(&mut TcpPort, &mut Core)], mut done: impl FnMut(&[(&mut Tc
     }
 }
 
-fn pattern(n: usize, seed: u8) -> Vec<u8> {
+pub(super) fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed)).collect()
 }
 
