@@ -398,6 +398,15 @@ impl Hints for AutoPort {
             Hints::rts_prefix(self.tcp.get_mut(), &p)
         }
     }
+
+    fn push_whole(&mut self, peer: &Addr) -> usize {
+        let p = self.canonical(peer);
+        if Self::via_shm(&p) {
+            Hints::push_whole(&mut self.shm, &p)
+        } else {
+            Hints::push_whole(self.tcp.get_mut(), &p)
+        }
+    }
 }
 
 #[cfg(test)]

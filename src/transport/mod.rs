@@ -438,4 +438,11 @@ pub(crate) trait Hints {
     fn rts_prefix(&mut self, _peer: &Addr) -> usize {
         0
     }
+    /// Largest rendezvous message this transport would rather have pushed
+    /// whole behind its RTS to `peer` (DATA records through a ring large
+    /// enough that writing it costs the sender little), so that a receive
+    /// already posted takes it without a CTS round trip. 0: never.
+    fn push_whole(&mut self, _peer: &Addr) -> usize {
+        0
+    }
 }

@@ -88,6 +88,9 @@ pub(super) struct SimOpts {
     pub(super) writes: Writes,
     pub(super) cma: Cma,
     pub(super) payloads: Payloads,
+    /// `Hints::push_whole`: rendezvous messages up to this size are pushed
+    /// whole behind their RTS (shm with large rings); 0: never.
+    pub(super) push_whole: usize,
 }
 
 impl SimOpts {
@@ -100,6 +103,7 @@ impl SimOpts {
             writes: Writes::Ring,
             cma: Cma::Pull,
             payloads: Payloads::Whole,
+            push_whole: 0,
         }
     }
 
@@ -113,6 +117,7 @@ impl SimOpts {
             writes: Writes::Queue,
             cma: Cma::Refused,
             payloads: Payloads::Trickle,
+            push_whole: 0,
         }
     }
 }
@@ -903,5 +908,9 @@ impl Hints for SimPort {
     fn rts_prefix(&mut self, peer: &Addr) -> usize {
         let w = self.net.0.lock();
         w.index(peer).map_or(0, |i| w.nodes[i].rts_prefix)
+    }
+
+    fn push_whole(&mut self, _peer: &Addr) -> usize {
+        self.net.0.lock().nodes[self.me].opts.push_whole
     }
 }

@@ -683,3 +683,18 @@ fn corrupt_record_breaks_only_that_peer() {
     assert_eq!(from, vec![c.addr()]);
     assert_eq!(b.take_events(), vec![PeerEvent::Failed(a.addr())]);
 }
+
+/// A sender pushes rendezvous messages whole (`Hints::push_whole`) only into
+/// a receiver's large ring: 64 KiB into a 1 MiB ring, nothing into the
+/// default 128 KiB one, nothing towards an address that is not shm.
+#[test]
+fn messages_are_pushed_whole_only_into_large_rings() {
+    use crate::transport::Hints;
+    let mut a = port();
+    let small = port();
+    let large = ShmPort::with_ring_cells(crate::transport::addr::shm_token_random(), LIM, 16384).unwrap();
+    assert_eq!(Hints::push_whole(&mut a, &large.addr()), 64 << 10);
+    assert_eq!(Hints::push_whole(&mut a, &small.addr()), 0);
+    let tcp = Addr::Inet("127.0.0.1:1".parse().unwrap());
+    assert_eq!(Hints::push_whole(&mut a, &tcp), 0);
+}

@@ -1,0 +1,153 @@
+//! Rendezvous messages pushed whole behind their RTS (`Hints::push_whole`,
+//! docs/protocol.md): a lone message to a peer whose transport prefers it
+//! goes in `DATA|PUSH` records right behind the RTS; a receive posted in
+//! time takes them with no CTS; an unexpected one drops them and the
+//! message moves once a receive matches; a window of sends is pulled in
+//! batches as before.
+
+use super::*;
+use crate::transport::proto::{flag, op};
+
+use super::rendezvous::ops;
+
+/// Both endpoints like shm with large rings: lone messages stream up to
+/// 256 KiB, and the transport takes messages up to 64 KiB whole.
+fn spec() -> Spec {
+    let mut s = Spec::new(SimOpts::shm());
+    s.sim.push_whole = 64 << 10;
+    s.cfg.stream_lone_max = 256 << 10;
+    s
+}
+
+/// DATA records that carried `flag::PUSH`, and their payload bytes.
+fn pushed(net: &Net) -> (usize, usize) {
+    let log = net.log();
+    let recs = log
+        .iter()
+        .filter(|r| r.hdr.op == op::DATA && r.hdr.flags & flag::PUSH != 0);
+    recs.fold((0, 0), |(n, b), r| (n + 1, b + r.hdr.payload as usize))
+}
+
+#[test]
+fn a_lone_message_goes_whole_behind_its_rts_and_a_posted_receive_takes_it_without_cts() {
+    let (net, mut a, mut b) = pair_of(spec(), spec());
+    let len = 64 << 10;
+    let msg = pattern(len, 7);
+    let mut buf = vec![0u8; len];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    a.send(sargs(B, &msg, 1)).unwrap();
+    // The RTS and every chunk are out in the send call itself.
+    assert_eq!(pushed(&net), (4, len));
+    b.progress();
+    assert_eq!(buf, msg);
+    assert_eq!(b.rx_ok(), vec![Comp::recv(2, MRECV, len, buf.as_ptr() as usize)]);
+    a.progress();
+    assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)]);
+    let mut o = ops(&net);
+    o.dedup();
+    assert_eq!(o, vec![op::RTS, op::DATA, op::ACK]);
+    assert_eq!(net.pulls(&b.addr), 0);
+}
+
+#[test]
+fn a_pushed_message_into_a_shorter_receive_is_truncated_and_the_send_completes() {
+    let (net, mut a, mut b) = pair_of(spec(), spec());
+    let len = 40_000;
+    let msg = pattern(len, 9);
+    let mut buf = vec![0u8; 30_000];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    a.send(sargs(B, &msg, 1)).unwrap();
+    run(&mut [&mut b, &mut a], 3);
+    assert_eq!(buf[..], msg[..30_000]);
+    let (ok, err) = b.rx();
+    assert!(ok.is_empty());
+    assert_eq!(
+        err,
+        vec![ErrComp {
+            len: 30_000,
+            buf: buf.as_ptr() as usize,
+            olen: 10_000,
+            ..ErrComp::new(2, MRECV, FI_ETRUNC)
+        }]
+    );
+    assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)]);
+    assert!(!ops(&net).contains(&op::CTS));
+}
+
+#[test]
+fn an_unexpected_pushed_message_drops_the_records_and_moves_once_a_receive_matches() {
+    let (net, mut a, mut b) = pair_of(spec(), spec());
+    let len = 50_000;
+    let msg = pattern(len, 11);
+    a.send(sargs(B, &msg, 1)).unwrap();
+    b.progress(); // RTS unexpected, the pushed records dropped
+    assert_eq!(b.rx_ok(), vec![]);
+    let mut buf = vec![0u8; len];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    run(&mut [&mut b, &mut a], 4);
+    assert_eq!(buf, msg);
+    assert_eq!(b.rx_ok(), vec![Comp::recv(2, MRECV, len, buf.as_ptr() as usize)]);
+    assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)]);
+    // Matched late and alone: streamed on the receiver's CTS.
+    assert!(ops(&net).contains(&op::CTS));
+}
+
+/// A ring with room for only part of the message: the push goes on as room
+/// frees; a receiver that found the RTS unexpected asks with a CTS while
+/// the sender is still pushing, and the sender streams from the start.
+#[test]
+fn a_cts_while_the_sender_still_pushes_restarts_the_stream_for_the_receiver() {
+    let mut s = spec();
+    s.sim.window = 24 << 10;
+    let (net, mut a, mut b) = pair_of(s.clone(), s);
+    let len = 64 << 10;
+    let msg = pattern(len, 15);
+    a.send(sargs(B, &msg, 1)).unwrap();
+    assert!(pushed(&net).1 < len, "the ring holds only part of it");
+    b.progress(); // RTS unexpected, what was pushed dropped
+    let mut buf = vec![0u8; len];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    run(&mut [&mut b, &mut a], 12);
+    assert_eq!(buf, msg);
+    assert_eq!(b.rx_ok(), vec![Comp::recv(2, MRECV, len, buf.as_ptr() as usize)]);
+    assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)]);
+    assert!(ops(&net).contains(&op::CTS));
+}
+
+#[test]
+fn only_a_lone_send_is_pushed_whole_a_window_is_pulled() {
+    let (net, mut a, mut b) = pair_of(spec(), spec());
+    let len = 64 << 10;
+    let msgs: Vec<Vec<u8>> = (0..3).map(|i| pattern(len, 20 + i as u8)).collect();
+    let mut bufs: Vec<Vec<u8>> = (0..3).map(|_| vec![0u8; len]).collect();
+    for (i, buf) in bufs.iter_mut().enumerate() {
+        b.recv(rargs(buf, 10 + i)).unwrap();
+    }
+    for (i, m) in msgs.iter().enumerate() {
+        a.send(sargs(B, m, i)).unwrap();
+    }
+    run(&mut [&mut b, &mut a], 4);
+    assert_eq!(bufs, msgs);
+    assert_eq!(b.rx_ok().len(), 3);
+    assert_eq!(a.tx_ok().len(), 3);
+    // The first went whole; the two behind it waited on the same peer.
+    assert_eq!(pushed(&net), (4, len));
+    assert_eq!(net.pulls(&b.addr), 2);
+}
+
+#[test]
+fn above_push_whole_or_without_lone_streaming_nothing_is_pushed() {
+    for (len, lone_max) in [((64 << 10) + 1, 256 << 10), (64 << 10, 0)] {
+        let mut s = spec();
+        s.cfg.stream_lone_max = lone_max;
+        let (net, mut a, mut b) = pair_of(s.clone(), s);
+        let msg = pattern(len, 5);
+        let mut buf = vec![0u8; len];
+        b.recv(rargs(&mut buf, 2)).unwrap();
+        a.send(sargs(B, &msg, 1)).unwrap();
+        run(&mut [&mut b, &mut a], 4);
+        assert_eq!(buf, msg);
+        assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)]);
+        assert_eq!(pushed(&net), (0, 0), "len {len}, stream_lone_max {lone_max}");
+    }
+}
