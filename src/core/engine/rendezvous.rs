@@ -248,9 +248,10 @@ impl State {
 
     /// `src` closed its endpoint (`BYE`): our split receives from it that
     /// it did not answer fail (it no longer pushes; its buffer may be
-    /// gone, so the missing part is not pulled either).
+    /// gone, so the missing part is not pulled either), and so do messages
+    /// it was pushing whole (their records would have come before the BYE).
     pub(super) fn split_sender_gone(&mut self, b: &Bound<'_>, src: &Addr) {
-        self.fail_rx_where(b, PEER_FAILED, |s| s.src == *src && s.split.is_some());
+        self.fail_rx_where(b, PEER_FAILED, |s| s.src == *src && (s.split.is_some() || s.pushed));
     }
 
     pub(super) fn on_rts(

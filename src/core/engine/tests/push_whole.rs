@@ -151,3 +151,31 @@ fn above_push_whole_or_without_lone_streaming_nothing_is_pushed() {
         assert_eq!(pushed(&net), (0, 0), "len {len}, stream_lone_max {lone_max}");
     }
 }
+
+/// A sender that closes its endpoint while its message is half pushed (the
+/// ring had room for part of it): its BYE fails the receive
+/// (`FI_ECONNRESET`), which would otherwise wait on a process that lives on.
+#[test]
+fn a_senders_close_fails_a_receive_it_was_pushing_into() {
+    let mut s = spec();
+    s.sim.window = 24 << 10;
+    let (net, mut a, mut b) = pair_of(s.clone(), s);
+    let len = 64 << 10;
+    let msg = pattern(len, 17);
+    let mut buf = vec![0u8; len];
+    b.recv(rargs(&mut buf, 2)).unwrap();
+    a.send(sargs(B, &msg, 1)).unwrap();
+    b.progress(); // matched: the pushed part in, the rest to come
+    assert!(b.inner.waits_on_peers());
+    a.inner.close();
+    b.progress();
+    assert_eq!(
+        b.rx().1,
+        vec![ErrComp {
+            olen: len,
+            ..ErrComp::new(2, MRECV, FI_ECONNRESET)
+        }]
+    );
+    assert!(!b.inner.waits_on_peers());
+    assert!(ops(&net).contains(&op::BYE));
+}
