@@ -407,6 +407,13 @@ impl Hints for AutoPort {
             Hints::push_whole(self.tcp.get_mut(), &p)
         }
     }
+
+    fn watch_consumer(&mut self, peer: &Addr) {
+        let p = self.canonical(peer);
+        if Self::via_shm(&p) {
+            Hints::watch_consumer(&mut self.shm, &p)
+        }
+    }
 }
 
 #[cfg(test)]

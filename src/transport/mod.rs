@@ -445,4 +445,9 @@ pub(crate) trait Hints {
     fn push_whole(&mut self, _peer: &Addr) -> usize {
         0
     }
+    /// We wrote `peer` records it has still to consume and now wait for its
+    /// answer (a message pushed whole): its progress through them counts
+    /// as a peer moving (`Port::poll`'s answer), so a waiting CQ does not
+    /// yield while the peer copies.
+    fn watch_consumer(&mut self, _peer: &Addr) {}
 }

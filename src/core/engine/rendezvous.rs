@@ -520,9 +520,15 @@ impl State {
                     }
                 }
             }
-            if let TxState::Streaming { off, end, .. } = t.state {
+            if let TxState::Streaming { off, end, handle } = t.state {
                 if off >= end {
                     t.state = TxState::WaitAck;
+                    if handle == PUSH_WHOLE {
+                        // Waiting now for the receiver to copy it all.
+                        if let Some(h) = port.hints() {
+                            h.watch_consumer(&t.peer);
+                        }
+                    }
                 }
             }
         }

@@ -192,6 +192,8 @@ struct Node {
     /// Successful `push`es (CMA writes into a peer).
     pushes: usize,
     push_batches: usize,
+    /// `Hints::watch_consumer` calls.
+    watches: usize,
     more_calls: usize,
     sleepers: usize,
     /// Peers this node has sent to (BYE goes to them on close).
@@ -335,6 +337,7 @@ impl Net {
             pull_batches: 0,
             pushes: 0,
             push_batches: 0,
+            watches: 0,
             more_calls: 0,
             sleepers: 0,
             contacted: Vec::new(),
@@ -465,6 +468,11 @@ impl Net {
     /// Successful pushes by `a` so far.
     pub(super) fn pushes(&self, a: &Addr) -> usize {
         self.with(a, |n| n.pushes)
+    }
+
+    /// `Hints::watch_consumer` calls by `a` so far.
+    pub(super) fn watches(&self, a: &Addr) -> usize {
+        self.with(a, |n| n.watches)
     }
 
     /// Successful batched pushes (`SingleCopy::push_batch` calls) by `a` so far.
@@ -912,5 +920,9 @@ impl Hints for SimPort {
 
     fn push_whole(&mut self, _peer: &Addr) -> usize {
         self.net.0.lock().nodes[self.me].opts.push_whole
+    }
+
+    fn watch_consumer(&mut self, _peer: &Addr) {
+        self.net.0.lock().nodes[self.me].watches += 1;
     }
 }

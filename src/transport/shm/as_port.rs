@@ -135,6 +135,10 @@ impl Hints for ShmPort {
             _ => 0,
         }
     }
+    fn watch_consumer(&mut self, peer: &Addr) {
+        let Addr::Shm(token) = *peer else { return };
+        self.watch_head(token);
+    }
 }
 
 /// Largest rendezvous message pushed whole behind its RTS

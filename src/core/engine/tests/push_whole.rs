@@ -36,8 +36,10 @@ fn a_lone_message_goes_whole_behind_its_rts_and_a_posted_receive_takes_it_withou
     let mut buf = vec![0u8; len];
     b.recv(rargs(&mut buf, 2)).unwrap();
     a.send(sargs(B, &msg, 1)).unwrap();
-    // The RTS and every chunk are out in the send call itself.
+    // The RTS and every chunk are out in the send call itself, and the
+    // sender watches the receiver take them (no idle yield meanwhile).
     assert_eq!(pushed(&net), (4, len));
+    assert_eq!(net.watches(&a.addr), 1);
     b.progress();
     assert_eq!(buf, msg);
     assert_eq!(b.rx_ok(), vec![Comp::recv(2, MRECV, len, buf.as_ptr() as usize)]);
