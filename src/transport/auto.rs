@@ -398,6 +398,22 @@ impl Hints for AutoPort {
             Hints::rts_prefix(self.tcp.get_mut(), &p)
         }
     }
+
+    fn push_whole(&mut self, peer: &Addr) -> usize {
+        let p = self.canonical(peer);
+        if Self::via_shm(&p) {
+            Hints::push_whole(&mut self.shm, &p)
+        } else {
+            Hints::push_whole(self.tcp.get_mut(), &p)
+        }
+    }
+
+    fn watch_consumer(&mut self, peer: &Addr) {
+        let p = self.canonical(peer);
+        if Self::via_shm(&p) {
+            Hints::watch_consumer(&mut self.shm, &p)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -439,4 +439,16 @@ pub(crate) trait Hints {
     fn rts_prefix(&mut self, _peer: &Addr) -> usize {
         0
     }
+    /// Largest rendezvous message this transport would rather have pushed
+    /// whole behind its RTS to `peer` (DATA records through a ring large
+    /// enough that writing it costs the sender little), so that a receive
+    /// already posted takes it without a CTS round trip. 0: never.
+    fn push_whole(&mut self, _peer: &Addr) -> usize {
+        0
+    }
+    /// We wrote `peer` records it has still to consume and now wait for its
+    /// answer (a message pushed whole): its progress through them counts
+    /// as a peer moving (`Port::poll`'s answer), so a waiting CQ does not
+    /// yield while the peer copies.
+    fn watch_consumer(&mut self, _peer: &Addr) {}
 }

@@ -22,8 +22,17 @@ impl Inner {
     /// (and the op waits for the ACK). A receiver with buffered receives
     /// asked for the message's start right behind the RTS
     /// (`Hints::rts_prefix`): both records go out back to back, or neither.
+    ///
+    /// A message the transport would rather carry whole (`push_whole`:
+    /// shm's large rings), the only one waiting for an answer from its
+    /// peer, goes whole behind its RTS in `DATA|PUSH` records (as the ring
+    /// has room, in this call and the next passes): a receive posted in
+    /// time takes them as they come, with no CTS round trip before the
+    /// data moves; one that arrives unexpected drops them and is pulled or
+    /// streamed later as any other (the send still waits for the ACK, so
+    /// its buffer stays).
     #[inline(never)]
-    pub(super) fn send_rts(&mut self, b: &Bound<'_>, mut h: WireHdr, op: TxOp) -> Result<()> {
+    pub(super) fn send_rts(&mut self, b: &Bound<'_>, mut h: WireHdr, mut op: TxOp) -> Result<()> {
         let (peer, len, id) = (op.peer, op.len, h.msg_id);
         h.op = op::RTS;
         if self.st.cfg.cma {
@@ -42,6 +51,11 @@ impl Inner {
             .map_or(0, |h| h.rts_prefix(&peer))
             .min(len)
             .min(op.eager_limit);
+        let whole = push == 0 && self.push_whole(&peer, len);
+        if whole {
+            h.flags |= flag::PUSH;
+            h.offset = len as u64;
+        }
         if push > 0 {
             h.flags |= flag::PUSH;
             h.offset = push as u64;
@@ -63,14 +77,45 @@ impl Inner {
             // the send through its failure event.
             let _ = self.port.send(&peer, &d, Payload::Iov(&op.iov, 0, push), false);
         }
+        if whole {
+            op.state = TxState::Streaming {
+                handle: PUSH_WHOLE,
+                off: 0,
+                end: len,
+            };
+        }
         self.st.next_id += 1;
         self.st.tx.insert(id, op);
         crate::base::log::log_debug_limited!(
             FI_LOG_EP_DATA,
             "rendezvous to {peer:?}: msg {id}, {len} bytes, RTS sent{}",
-            if push > 0 { " with the first bytes pushed" } else { "" }
+            if push > 0 {
+                " with the first bytes pushed"
+            } else if whole {
+                ", the message pushed behind it"
+            } else {
+                ""
+            }
         );
+        if whole {
+            // The first chunks right behind the RTS, not a pass later.
+            self.st.pump(&mut *self.port, b);
+        }
         Ok(())
+    }
+
+    /// Whether a `len`-byte rendezvous message to `peer` goes whole behind
+    /// its RTS: the transport prefers it (`Hints::push_whole`), lone
+    /// messages stream (`stream_lone_max`, 0 on connected endpoints and
+    /// small rings), and nothing else of ours waits on that peer (a window
+    /// of sends is pulled in batches instead: one copy, not two).
+    fn push_whole(&mut self, peer: &Addr, len: usize) -> bool {
+        let max = self.st.cfg.stream_lone_max;
+        if max == 0 || len > max {
+            return false;
+        }
+        let Some(h) = self.port.hints() else { return false };
+        len <= h.push_whole(peer) && !self.st.tx.values().any(|t| t.peer == *peer)
     }
 }
 
@@ -83,7 +128,7 @@ impl State {
             return self.on_split_cts(src, src_pid, h, p);
         }
         if let Some(t) = self.tx.get_mut(&h.msg_id) {
-            if t.peer == *src && matches!(t.state, TxState::WaitAck) && t.len > t.eager_limit {
+            if t.peer == *src && waits_for_cts(&t.state) && t.len > t.eager_limit {
                 // RANGE: only bytes `offset .. len` (a buffered
                 // receiver fetching a message's prefix).
                 let (off, end) = if h.flags & flag::RANGE != 0 {
@@ -112,7 +157,7 @@ impl State {
     fn on_split_cts(&mut self, src: &Addr, src_pid: i32, h: &WireHdr, p: &dyn PayloadIn) {
         let cma = self.cfg.cma;
         let Some(t) = self.tx.get_mut(&h.msg_id) else { return };
-        if t.peer != *src || !matches!(t.state, TxState::WaitAck) || t.len <= t.eager_limit {
+        if t.peer != *src || !waits_for_cts(&t.state) || t.len <= t.eager_limit {
             return;
         }
         // `check`: offset < len, a table of 1 ..= SPLIT_IOV_MAX entries.
@@ -203,9 +248,10 @@ impl State {
 
     /// `src` closed its endpoint (`BYE`): our split receives from it that
     /// it did not answer fail (it no longer pushes; its buffer may be
-    /// gone, so the missing part is not pulled either).
+    /// gone, so the missing part is not pulled either), and so do messages
+    /// it was pushing whole (their records would have come before the BYE).
     pub(super) fn split_sender_gone(&mut self, b: &Bound<'_>, src: &Addr) {
-        self.fail_rx_where(b, PEER_FAILED, |s| s.src == *src && s.split.is_some());
+        self.fail_rx_where(b, PEER_FAILED, |s| s.src == *src && (s.split.is_some() || s.pushed));
     }
 
     pub(super) fn on_rts(
@@ -237,7 +283,7 @@ impl State {
             if !multi {
                 let r = self.m.take_posted(tagged, idx).expect("index just found");
                 let dst = r.iov;
-                self.pulls.push(PendingPull {
+                self.matched_rts(PendingPull {
                     recv: r,
                     dst,
                     src: *src,
@@ -265,7 +311,7 @@ impl State {
                 self.m.take_posted(tagged, idx);
             }
             let extra_flags = if done { FI_MULTI_RECV } else { 0 };
-            self.pulls.push(PendingPull {
+            self.matched_rts(PendingPull {
                 recv: snapshot,
                 dst,
                 src: *src,
@@ -300,12 +346,55 @@ impl State {
         Disposition::Consumed
     }
 
+    /// An RTS that met a posted receive: pulled after this pass, or, when
+    /// its sender pushes the whole message behind it (`PUSH`, `offset` =
+    /// `len`), filled by those records as they are read (this endpoint
+    /// without buffered receives: those take pushed prefixes their way).
+    fn matched_rts(&mut self, p: PendingPull) {
+        let h = &p.hdr;
+        if h.flags & flag::PUSH == 0 || h.offset != h.len || self.buf.is_some() {
+            self.pulls.push(p);
+            return;
+        }
+        let take = (h.len as usize).min(p.dst.total());
+        let buf = p.dst.addr_at(0);
+        let mut s = RxStream::of(p, buf, take, None);
+        s.pushed = true;
+        self.rx.insert(s);
+    }
+
+    /// Where a `DATA|PUSH` record of a message pushed whole goes: into the
+    /// receive its RTS met ([`Self::matched_rts`]), in order; `None`: no such
+    /// receive (the RTS found none: the records are dropped, the message
+    /// moves once a receive matches) — or a buffered receiver's prefix.
+    fn place_pushed_whole(&mut self, src: &Addr, h: &WireHdr) -> Option<Place> {
+        let (handle, s) = self
+            .rx
+            .iter_mut()
+            .find(|(_, s)| s.pushed && s.src == *src && s.hdr.msg_id == h.msg_id)?;
+        if h.len != s.hdr.len || h.offset as usize != s.got || s.chunk != 0 {
+            return Some(Place::Discard);
+        }
+        let off = h.offset as usize;
+        let n = h.payload as usize;
+        let take = if off < s.take { n.min(s.take - off) } else { 0 };
+        s.chunk = n;
+        Some(Place::Into {
+            handle: STREAM_HANDLE | handle,
+            dst: s.dst.sub(off, take),
+            take,
+        })
+    }
+
     /// Where a DATA chunk of a streamed rendezvous message goes: straight
     /// into the matched receive at the chunk's offset (the part beyond a
     /// truncated receive is discarded). Stray or out-of-order chunks are
     /// dropped whole.
     pub(super) fn place_data(&mut self, src: &Addr, h: &WireHdr) -> Place {
         if h.flags & flag::PUSH != 0 {
+            if let Some(place) = self.place_pushed_whole(src, h) {
+                return place;
+            }
             return self.buf_place_pushed(src, h);
         }
         if h.aux & PREFIX_AUX != 0 {
@@ -417,7 +506,11 @@ impl State {
                 h.msg_id = *id;
                 h.len = t.len as u64;
                 h.offset = *off as u64;
-                h.aux = *handle;
+                if *handle == PUSH_WHOLE {
+                    h.flags |= flag::PUSH;
+                } else {
+                    h.aux = *handle;
+                }
                 if *off + n == *end {
                     h.flags |= flag::LAST;
                 }
@@ -433,9 +526,15 @@ impl State {
                     }
                 }
             }
-            if let TxState::Streaming { off, end, .. } = t.state {
+            if let TxState::Streaming { off, end, handle } = t.state {
                 if off >= end {
                     t.state = TxState::WaitAck;
+                    if handle == PUSH_WHOLE {
+                        // Waiting now for the receiver to copy it all.
+                        if let Some(h) = port.hints() {
+                            h.watch_consumer(&t.peer);
+                        }
+                    }
                 }
             }
         }
@@ -593,4 +692,11 @@ pub(crate) fn parse_rts(h: &WireHdr, p: &dyn PayloadIn) -> Option<RtsInfo> {
         remote,
         cma_ok: h.flags & flag::CMA_OK != 0,
     })
+}
+
+/// A rendezvous send a CTS may start or redirect: waiting for the receiver,
+/// or pushing the message whole (a receiver that found it unexpected drops
+/// the pushed records, and asks again once a receive matches).
+fn waits_for_cts(s: &TxState) -> bool {
+    matches!(s, TxState::WaitAck | TxState::Streaming { handle: PUSH_WHOLE, .. })
 }

@@ -88,6 +88,9 @@ pub(super) struct SimOpts {
     pub(super) writes: Writes,
     pub(super) cma: Cma,
     pub(super) payloads: Payloads,
+    /// `Hints::push_whole`: rendezvous messages up to this size are pushed
+    /// whole behind their RTS (shm with large rings); 0: never.
+    pub(super) push_whole: usize,
 }
 
 impl SimOpts {
@@ -100,6 +103,7 @@ impl SimOpts {
             writes: Writes::Ring,
             cma: Cma::Pull,
             payloads: Payloads::Whole,
+            push_whole: 0,
         }
     }
 
@@ -113,6 +117,7 @@ impl SimOpts {
             writes: Writes::Queue,
             cma: Cma::Refused,
             payloads: Payloads::Trickle,
+            push_whole: 0,
         }
     }
 }
@@ -187,6 +192,8 @@ struct Node {
     /// Successful `push`es (CMA writes into a peer).
     pushes: usize,
     push_batches: usize,
+    /// `Hints::watch_consumer` calls.
+    watches: usize,
     more_calls: usize,
     sleepers: usize,
     /// Peers this node has sent to (BYE goes to them on close).
@@ -330,6 +337,7 @@ impl Net {
             pull_batches: 0,
             pushes: 0,
             push_batches: 0,
+            watches: 0,
             more_calls: 0,
             sleepers: 0,
             contacted: Vec::new(),
@@ -460,6 +468,11 @@ impl Net {
     /// Successful pushes by `a` so far.
     pub(super) fn pushes(&self, a: &Addr) -> usize {
         self.with(a, |n| n.pushes)
+    }
+
+    /// `Hints::watch_consumer` calls by `a` so far.
+    pub(super) fn watches(&self, a: &Addr) -> usize {
+        self.with(a, |n| n.watches)
     }
 
     /// Successful batched pushes (`SingleCopy::push_batch` calls) by `a` so far.
@@ -903,5 +916,13 @@ impl Hints for SimPort {
     fn rts_prefix(&mut self, peer: &Addr) -> usize {
         let w = self.net.0.lock();
         w.index(peer).map_or(0, |i| w.nodes[i].rts_prefix)
+    }
+
+    fn push_whole(&mut self, _peer: &Addr) -> usize {
+        self.net.0.lock().nodes[self.me].opts.push_whole
+    }
+
+    fn watch_consumer(&mut self, _peer: &Addr) {
+        self.net.0.lock().nodes[self.me].watches += 1;
     }
 }

@@ -100,6 +100,9 @@ pub(super) struct RxStream {
     /// A split receive (no DATA: the receiver pulled its part, the sender
     /// pushes the rest and answers `PUSHED`).
     pub(super) split: Option<Box<Split>>,
+    /// Filled by the DATA|PUSH records the sender wrote right behind its
+    /// RTS (a message pushed whole), found by message id, not by handle.
+    pub(super) pushed: bool,
 }
 
 impl RxStream {
@@ -129,6 +132,7 @@ impl RxStream {
             last_check: Instant::now(),
             chunk: 0,
             split: split_at.map(|at| Box::new(Split { rts, at, first: Ok(()) })),
+            pushed: false,
         }
     }
 
@@ -182,6 +186,11 @@ pub(super) fn lone_pulls(pulls: &[PendingPull]) -> Vec<bool> {
 /// Placement handles of streamed receives have this bit set (in-flight
 /// eager placements use slab handles below it).
 pub(super) const STREAM_HANDLE: u32 = 1 << 31;
+
+/// `TxState::Streaming`'s handle while a sender pushes a message whole
+/// behind its RTS: its DATA records carry `flag::PUSH` and no receiver
+/// handle (the receiver finds the receive by message id). A CTS replaces it.
+pub(super) const PUSH_WHOLE: u32 = u32::MAX;
 
 /// Most pulls one `SingleCopy::pull_batch` takes (each job's ranges are at most
 /// `IOV_MAX` per side: 64 jobs stay below the kernel's 1024).

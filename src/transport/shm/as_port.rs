@@ -128,4 +128,25 @@ impl Hints for ShmPort {
             Err(_) => 0,
         }
     }
+    fn push_whole(&mut self, peer: &Addr) -> usize {
+        let Addr::Shm(token) = *peer else { return 0 };
+        match self.peer(token) {
+            Ok(p) if p.ring.ncells() >= PUSH_WHOLE_RING_MIN => PUSH_WHOLE_MAX,
+            _ => 0,
+        }
+    }
+    fn watch_consumer(&mut self, peer: &Addr) {
+        let Addr::Shm(token) = *peer else { return };
+        self.watch_head(token);
+    }
 }
+
+/// Largest rendezvous message pushed whole behind its RTS
+/// ([`Hints::push_whole`]): up to it the sender's copy into a large ring is
+/// cheaper than the CTS round trip it saves (docs/shm.md, Large messages).
+pub(crate) const PUSH_WHOLE_MAX: usize = 64 << 10;
+
+/// Rings of fewer cells than this (1 MiB) take no whole pushes: in a 128 KiB
+/// ring a 64 KiB message would hold half of it, and its cells would be
+/// written again while the receiver's cache still holds them.
+const PUSH_WHOLE_RING_MIN: u64 = 16384;

@@ -172,6 +172,16 @@ impl ShmPort {
         }
     }
 
+    /// Watches the head of our ring in `token`'s segment from the next pass
+    /// on, as after a refused record ([`Self::outbound_moved`]), unless
+    /// another ring is watched already (that watch is kept).
+    pub(super) fn watch_head(&mut self, token: u64) {
+        let Some(i) = self.peers.index(token) else { return };
+        if self.rare.waiting().is_none() {
+            self.rare.set_waiting(Some((i, self.peers.v[i].ring.head_now())));
+        }
+    }
+
     /// Whether the consumer of the ring we wait on ([`rare::Rare::waiting`])
     /// moved its head since the last look (`seen`). Stops watching once it
     /// has taken everything we wrote (nothing left to wait on) or failed.

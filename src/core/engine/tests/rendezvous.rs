@@ -197,10 +197,12 @@ fn tcp_rendezvous_streams_with_queued_writes() {
 
 #[test]
 fn rendezvous_truncation_pulls_what_fits_and_acks_the_whole() {
-    for cma in [super::super::sim::Cma::Pull, super::super::sim::Cma::Refused] {
-        let mut sim = SimOpts::shm();
-        sim.cma = cma;
-        let (net, mut a, mut b) = pair(sim);
+    use super::super::sim::Cma::{Pull, Refused};
+    // Pulled, streamed, and pushed whole behind the RTS (`push_whole`).
+    for (cma, push) in [(Pull, 0), (Refused, 0), (Pull, 128 << 10)] {
+        let mut s = Spec::new(SimOpts::shm());
+        (s.sim.cma, s.sim.push_whole, s.cfg.stream_lone_max) = (cma, push, push);
+        let (net, mut a, mut b) = pair_of(s.clone(), s);
         let msg = pattern(100_000, 7);
         let mut buf = vec![0u8; 30_000];
         b.recv(rargs(&mut buf, 2)).unwrap();
@@ -228,6 +230,11 @@ fn rendezvous_truncation_pulls_what_fits_and_acks_the_whole() {
         assert_eq!(a.tx_ok(), vec![Comp::send(1, MSEND)], "{cma:?}");
         let ack = net.log().into_iter().find(|r| r.hdr.op == op::ACK).unwrap();
         assert_eq!((ack.hdr.len, ack.hdr.aux), (30_000, 0));
+        let pushed = net
+            .log()
+            .iter()
+            .any(|r| r.hdr.op == op::DATA && r.hdr.flags & flag::PUSH != 0);
+        assert_eq!(pushed, push != 0, "{cma:?}");
     }
 }
 

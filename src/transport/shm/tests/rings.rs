@@ -683,3 +683,50 @@ fn corrupt_record_breaks_only_that_peer() {
     assert_eq!(from, vec![c.addr()]);
     assert_eq!(b.take_events(), vec![PeerEvent::Failed(a.addr())]);
 }
+
+/// A sender pushes rendezvous messages whole (`Hints::push_whole`) only into
+/// a receiver's large ring: 64 KiB into a 1 MiB ring, nothing into the
+/// default 128 KiB one, nothing towards an address that is not shm.
+#[test]
+fn messages_are_pushed_whole_only_into_large_rings() {
+    use crate::transport::Hints;
+    let mut a = port();
+    let small = port();
+    let large = ShmPort::with_ring_cells(crate::transport::addr::shm_token_random(), LIM, 16384).unwrap();
+    assert_eq!(Hints::push_whole(&mut a, &large.addr()), 64 << 10);
+    assert_eq!(Hints::push_whole(&mut a, &small.addr()), 0);
+    let tcp = Addr::Inet("127.0.0.1:1".parse().unwrap());
+    assert_eq!(Hints::push_whole(&mut a, &tcp), 0);
+}
+
+/// A sender that pushed a message whole and waits for the answer
+/// (`Hints::watch_consumer`) sees the receiver's progress through its
+/// records as movement, until the receiver has taken them all.
+#[test]
+fn a_watched_consumer_taking_our_records_counts_as_movement() {
+    use crate::transport::Hints;
+    let mut a = port();
+    let mut b = port();
+    let none = |_: InRecord<'_>| -> Disposition { panic!("nothing was sent to a") };
+    let msg = vec![5u8; 3000];
+    for _ in 0..2 {
+        a.send_record(&b.addr(), &eager(&msg), Payload::Bytes(&msg)).unwrap();
+    }
+    assert!(!a.poll_records(&mut none.clone()), "nothing watched");
+    Hints::watch_consumer(&mut a, &b.addr());
+    assert!(!a.poll_records(&mut none.clone()), "b has consumed nothing");
+    let mut n = 0;
+    b.poll_records(&mut |_| {
+        n += 1;
+        if n == 1 {
+            Disposition::Consumed
+        } else {
+            Disposition::Stall
+        }
+    });
+    assert!(a.poll_records(&mut none.clone()), "b took one record");
+    assert!(!a.poll_records(&mut none.clone()), "b did not move again");
+    b.poll_records(&mut |_| Disposition::Consumed);
+    assert!(a.poll_records(&mut none.clone()), "b took the rest");
+    assert!(a.rare.waiting().is_none(), "nothing of a's left in b's ring");
+}
