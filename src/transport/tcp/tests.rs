@@ -949,7 +949,7 @@ fn backed_off(a: &mut TcpPort, ca: &mut Core, b: &mut TcpPort, cb: &mut Core) {
 
 /// Busy polling with one busy peer (a ping-pong): while `epoll_wait` shows
 /// nothing but the hot connection, it is asked less and less often (every
-/// EPOLL_EVERY_MAX passes at most), so an idle stretch costs one `readv`
+/// EPOLL_EVERY_MAX passes at most), so an idle stretch costs one `recv`
 /// per pass and hardly any `epoll_wait`.
 #[test]
 fn busy_polling_one_peer_backs_off_epoll() {
