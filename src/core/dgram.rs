@@ -217,30 +217,38 @@ mod tests {
     use crate::transport::addr::shm_token_random;
     use crate::transport::proto::{op, Limits};
 
-    const LIM: Limits = Limits {
-        max_payload: 16384,
-        max_chunk: 16384,
-        max_iov: 8,
-    };
+    /// An shm port at a fresh address, with a datagram endpoint's limits.
+    fn shm() -> ShmPort {
+        let one_record = crate::transport::shm::EAGER_MAX;
+        ShmPort::new(
+            shm_token_random(),
+            Limits {
+                max_payload: one_record,
+                max_chunk: one_record,
+                max_iov: 8,
+            },
+        )
+        .unwrap()
+    }
 
     #[test]
     fn a_send_to_an_address_nobody_holds_is_lost_not_refused() {
         let nobody = Addr::Shm(shm_token_random());
         let h = WireHdr::new(op::EAGER);
         // An RDM endpoint's port refuses it...
-        let mut rdm = ShmPort::new(shm_token_random(), LIM).unwrap();
+        let mut rdm = shm();
         assert_eq!(
             Port::send(&mut rdm, &nobody, &h, Payload::None, false),
             Err(Error::ADDRNOTAVAIL)
         );
         // ...a datagram endpoint's sends it into the void, counted.
-        let mut a = ShmDgram::new(ShmPort::new(shm_token_random(), LIM).unwrap());
+        let mut a = ShmDgram::new(shm());
         for n in 1..=3 {
             assert!(matches!(a.send(&nobody, &h, Payload::None, false), Ok(Sent::Done)));
             assert_eq!(a.lost, n);
         }
         // A peer that is there is reached, and nothing counted.
-        let b = ShmPort::new(shm_token_random(), LIM).unwrap();
+        let b = shm();
         assert!(matches!(a.send(&b.addr(), &h, Payload::None, false), Ok(Sent::Done)));
         assert_eq!(a.lost, 3);
         // Once it is gone, it is nobody's again: its failure is reported
