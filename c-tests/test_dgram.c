@@ -6,13 +6,16 @@
  * every size up to max_msg_size with their bytes checked, remote CQ data,
  * FI_SOURCE, inject, a message over max_msg_size refused with
  * -FI_EMSGSIZE, a too-small receive buffer (FI_ETRUNC), a blocking read on
- * a CQ with an FD wait object, and on tcp a hostile UDP sender whose
- * datagrams reach no receive.
+ * a CQ with an FD wait object, on tcp a hostile UDP sender whose
+ * datagrams reach no receive, and sends to addresses nobody holds (an
+ * endpoint closed, a process dead before or after contact) completing
+ * while the datagrams are lost.
  */
 #include "rdm_common.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 static int is_tcp(void)
@@ -269,6 +272,133 @@ TEST(hostile_udp_datagrams_reach_no_receive)
 	end_close(&b);
 }
 
+/* Sends `n` datagrams of `len` bytes from `a` to `to`, each posted and its
+ * completion read: 0 when every one completed without error. */
+static int send_n(struct end *a, struct end *b, fi_addr_t to, unsigned char *buf, size_t len, int n)
+{
+	for (int k = 0; k < n; k++) {
+		struct fi_cq_tagged_entry c;
+		struct fi_cq_err_entry err;
+		ssize_t r = POST(fi_send(a->ep, buf, len, NULL, to, buf + k % 8), a, b);
+		if (r) {
+			fprintf(stderr, "  send %d of %d: %zd (%s)\n", k, n, r, fi_strerror((int)-r));
+			return (int)r;
+		}
+		memset(&err, 0, sizeof(err));
+		int w = wait_comp(a, b, &c, &err, NULL, 10);
+		if (w != 1 || c.op_context != buf + k % 8) {
+			fprintf(stderr, "  send %d of %d: completion %d (err %d)\n", k, n, w, err.err);
+			return -FI_EOTHER;
+		}
+	}
+	return 0;
+}
+
+/* A child opens a datagram endpoint and writes its address (length, bytes)
+ * to `fd`; with `wait_one`, it then receives one datagram, writes 'r' once
+ * its 64 bytes are right, and waits to be killed; without, it is killed by
+ * its own hand at once (its endpoint never closed). */
+static pid_t absent_child(int fd, int wait_one)
+{
+	pid_t pid = rf_fork();
+	if (pid != 0)
+		return pid;
+	struct end d;
+	if (dgram_open(&d, FI_WAIT_NONE))
+		_exit(2);
+	if (write(fd, &d.addrlen, sizeof(d.addrlen)) != sizeof(d.addrlen) ||
+	    write(fd, d.addr, d.addrlen) != (ssize_t)d.addrlen)
+		_exit(3);
+	if (!wait_one)
+		raise(SIGKILL);
+	unsigned char rbuf[64];
+	struct fi_cq_tagged_entry c;
+	if (fi_recv(d.ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, rbuf) ||
+	    wait_comp(&d, NULL, &c, NULL, NULL, 10) != 1 || c.len != 64 || !check_fill(rbuf, 64, 21))
+		_exit(4);
+	if (write(fd, "r", 1) != 1)
+		_exit(5);
+	for (;;)
+		pause();
+}
+
+static int read_addr(int fd, struct end *a, fi_addr_t *out)
+{
+	size_t len = 0;
+	char addr[128];
+	if (read(fd, &len, sizeof(len)) != sizeof(len) || len > sizeof(addr) || read(fd, addr, len) != (ssize_t)len)
+		return -FI_EIO;
+	return fi_av_insert(a->av, addr, 1, out, 0, NULL) == 1 ? 0 : -FI_EINVAL;
+}
+
+/*
+ * fi_endpoint(3): datagrams are unreliable. A send to an address nobody
+ * holds completes as sent and the datagram is lost, whether the endpoint
+ * there was never opened (or closed), its process died before we reached
+ * it, or died after (its ring fills, then the failure is found); sends to
+ * a live peer arrive meanwhile and after.
+ */
+TEST(a_send_to_an_absent_peer_completes_and_is_lost)
+{
+	struct end a, b, c;
+	CHECK_OK(dgram_pair(&a, &b));
+	fi_addr_t closed, died_early, died_late;
+	/* An endpoint opened and closed: nobody holds its address now. */
+	CHECK_OK(dgram_open(&c, FI_WAIT_NONE));
+	CHECK_EQ(fi_av_insert(a.av, c.addr, 1, &closed, 0, NULL), 1);
+	end_close(&c);
+	/* A process that died holding its endpoint, before any contact. */
+	int p1[2], p2[2];
+	CHECK_OK(pipe(p1));
+	CHECK_OK(pipe(p2));
+	pid_t early = absent_child(p1[1], 0);
+	CHECK(early > 0);
+	CHECK_OK(read_addr(p1[0], &a, &died_early));
+	CHECK_EQ(waitpid(early, NULL, 0), early);
+	/* One alive when reached, killed after. */
+	pid_t late = absent_child(p2[1], 1);
+	CHECK(late > 0);
+	CHECK_OK(read_addr(p2[0], &a, &died_late));
+	size_t big = 16384;
+	unsigned char *sbuf = malloc(big), rbuf[256];
+	CHECK(sbuf != NULL);
+	fill(sbuf, 64, 21);
+	CHECK_OK(send_n(&a, &b, died_late, sbuf, 64, 1));
+	char r = 0;
+	CHECK_EQ(read(p2[0], &r, 1), 1);
+	CHECK_EQ(r, 'r');
+	kill(late, SIGKILL);
+	CHECK_EQ(waitpid(late, NULL, 0), late);
+
+	CHECK_OK(send_n(&a, &b, closed, sbuf, 64, 3));
+	CHECK_OK(send_n(&a, &b, died_early, sbuf, 64, 3));
+	/* More than its ring holds (1 MiB on shm by default). */
+	CHECK_OK(send_n(&a, &b, died_late, sbuf, big, 150));
+	fill(sbuf, 200, 22);
+	CHECK_OK(POST(fi_recv(b.ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, rbuf), &a, &b));
+	CHECK_OK(send_n(&a, &b, a.peer, sbuf, 200, 1));
+	struct fi_cq_tagged_entry e;
+	CHECK_EQ(wait_comp(&b, &a, &e, NULL, NULL, 10), 1);
+	CHECK_EQ(e.len, 200);
+	CHECK(check_fill(rbuf, 200, 22));
+	/* And again, after more sends to the absent ones. */
+	CHECK_OK(send_n(&a, &b, closed, sbuf, 64, 2));
+	CHECK_OK(send_n(&a, &b, died_late, sbuf, 64, 2));
+	fill(sbuf, 100, 23);
+	CHECK_OK(POST(fi_recv(b.ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, rbuf), &a, &b));
+	CHECK_OK(send_n(&a, &b, a.peer, sbuf, 100, 1));
+	CHECK_EQ(wait_comp(&b, &a, &e, NULL, NULL, 10), 1);
+	CHECK_EQ(e.len, 100);
+	CHECK(check_fill(rbuf, 100, 23));
+	free(sbuf);
+	close(p1[0]);
+	close(p1[1]);
+	close(p2[0]);
+	close(p2[1]);
+	end_close(&a);
+	end_close(&b);
+}
+
 int main(int argc, char **argv)
 {
 	harness_init(argc, argv);
@@ -279,5 +409,6 @@ int main(int argc, char **argv)
 	RUN(a_short_receive_buffer_truncates);
 	RUN(a_blocking_read_wakes_on_an_arrival);
 	RUN(hostile_udp_datagrams_reach_no_receive);
+	RUN(a_send_to_an_absent_peer_completes_and_is_lost);
 	return harness_done();
 }

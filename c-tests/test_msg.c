@@ -198,6 +198,28 @@ static int get_comp(struct fid_cq *cq, struct fid_eq *other, struct fi_cq_tagged
 	return 0;
 }
 
+/* A receive posted after the connection ended is accepted and stays
+ * posted: nothing completes it (no data will come, and no error either),
+ * until fi_cancel ends it with FI_ECANCELED. 0, or the line that failed. */
+static int recv_after_end(struct side *x, void *buf, size_t len)
+{
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry ce;
+	if (fi_recv(x->ep, buf, len, NULL, 0, buf) != 0)
+		return __LINE__;
+	if (get_comp(x->cq, NULL, &e, &ce, 0.2) != 0)
+		return __LINE__;
+	if (fi_cancel(&x->ep->fid, buf) != 0)
+		return __LINE__;
+	if (get_comp(x->cq, NULL, &e, &ce, 5) != -FI_EAVAIL)
+		return __LINE__;
+	if (ce.err != FI_ECANCELED || ce.op_context != buf || !(ce.flags & FI_RECV))
+		return __LINE__;
+	if (fi_cq_read(x->cq, &e, 1) != -FI_EAGAIN)
+		return __LINE__;
+	return 0;
+}
+
 /* Connects c to s with connection data of n bytes each way; s gets its
  * endpoint. Checks every event on the way. Returns 0 or a failed line. */
 static int pair_connect(struct side *s, struct side *c, size_t n)
@@ -463,8 +485,10 @@ TEST(reject_with_data)
 	CHECK(err.fid == &c.ep->fid);
 	CHECK_EQ(err.err_data_size, 77);
 	CHECK(check_fill(errbuf, 77, 5));
-	/* The endpoint is done: posts fail at once, no FI_SHUTDOWN follows. */
-	CHECK_EQ(fi_recv(c.ep, buf, 8, NULL, 0, NULL), -FI_ENOTCONN);
+	/* The endpoint is done: sends fail at once, a receive stays posted
+	 * until cancelled, no FI_SHUTDOWN follows. */
+	CHECK_EQ(fi_send(c.ep, buf, 8, NULL, 0, NULL), -FI_ENOTCONN);
+	CHECK_EQ(recv_after_end(&c, buf, 8), 0);
 	CHECK_EQ(get_event(c.eq, s.eq, &ev, buf, sizeof(buf), NULL, 0.2), -FI_ETIMEDOUT);
 	side_close(&c);
 	/* The pep goes on: the next client is accepted. */
@@ -900,7 +924,8 @@ TEST(prefix_on_a_connected_pair)
 }
 
 /* fi_shutdown cancels outstanding operations before it returns; the peer's
- * ones end with FI_ECONNRESET; later posts fail at once on both sides. */
+ * ones end with FI_ECONNRESET; later sends fail at once on both sides, and
+ * later receives stay posted until cancelled. */
 TEST(shutdown_cancels_outstanding)
 {
 	struct side s, c;
@@ -940,9 +965,9 @@ TEST(shutdown_cancels_outstanding)
 	if (line)
 		FAIL_AT("shutdown events failed at line %d", line);
 	CHECK_EQ(fi_send(c.ep, big, 8, NULL, 0, NULL), -FI_ENOTCONN);
-	CHECK_EQ(fi_recv(c.ep, big, 8, NULL, 0, NULL), -FI_ENOTCONN);
+	CHECK_EQ(recv_after_end(&c, big, 8), 0);
 	CHECK_EQ(fi_tsend(s.ep, big, 8, NULL, 0, 1, NULL), -FI_ENOTCONN);
-	CHECK_EQ(fi_recv(s.ep, big, 8, NULL, 0, NULL), -FI_ENOTCONN);
+	CHECK_EQ(recv_after_end(&s, big, 8), 0);
 	side_close(&c);
 	side_close(&s);
 }
@@ -1276,7 +1301,7 @@ TEST(sread_wakes_across_processes)
 /*
  * docs/reliability.md F3: 32 sends and 32 receives outstanding, then the peer is
  * killed with SIGKILL: FI_SHUTDOWN within 5 s, all 64 operations end in
- * error, new posts fail at once.
+ * error, new sends fail at once and new receives stay posted until cancelled.
  */
 TEST(peer_killed)
 {
@@ -1337,8 +1362,8 @@ TEST(peer_killed)
 	CHECK_EQ(fi_cq_read(s.cq, &e, 1), -FI_EAGAIN);
 	t0 = now_sec();
 	CHECK_EQ(fi_send(s.ep, big[0], 8, NULL, 0, NULL), -FI_ENOTCONN);
-	CHECK_EQ(fi_recv(s.ep, rb[0], 8, NULL, 0, NULL), -FI_ENOTCONN);
 	CHECK(now_sec() - t0 < 0.05);
+	CHECK_EQ(recv_after_end(&s, rb[0], 8), 0);
 	close(ready[0]);
 	close(ready[1]);
 	side_close(&s);

@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# Runs an *installed* upstream fabtests (libfabric v1.17.0's fabtests/) against
-# rustfab. It never builds fabtests. Point it at the install:
+# Runs an *installed* upstream fabtests (libfabric v1.17.0's fabtests/, or a
+# 2.x one) against rustfab. It never builds fabtests. Point it at the install:
 #
-#   FABTESTS_PREFIX=/opt/fabtests fabtests-integration/run.sh [shm|tcp] [set|test...]
+#   FABTESTS_PREFIX=/opt/fabtests fabtests-integration/run.sh [shm|tcp|auto] [set|test...]
+#
+# A fabtests of libfabric 2.x runs on the 2.x core it was built with: its
+# binaries find it through their RUNPATH, or through LIBFABRIC_PREFIX (its
+# lib/ goes first on LD_LIBRARY_PATH), e.g.
+#
+#   FABTESTS_PREFIX=/opt/fabtests-2.6 LIBFABRIC_PREFIX=/opt/libfabric-2.6 \
+#       fabtests-integration/run.sh tcp unit functional short standard
+#
+# The core the binaries load is printed first.
 #
 # Sets: "foundation" (issue 2 unit tests), "cq" (issue 3 unit tests), or the
-# runfabtests.sh sets "unit", "functional", "short" (run through the upstream
+# runfabtests.sh sets "unit", "functional", "short", "standard", "complex" (run through the upstream
 # runfabtests.sh with this directory's exclude file). Without FABTESTS_PREFIX
 # (or with no binaries there) it says "fabtests not found" and exits 77:
 # that is a skip, never a pass.
@@ -15,9 +24,13 @@ root=$(cd "$here/.." && pwd)
 prefix=${FABTESTS_PREFIX:-}
 bin="$prefix/bin"
 if [ -z "$prefix" ] || [ ! -x "$bin/fi_getinfo_test" ]; then
-	echo "fabtests not found (set FABTESTS_PREFIX to an installed fabtests v1.17.0 prefix); nothing was run"
+	echo "fabtests not found (set FABTESTS_PREFIX to an installed fabtests prefix, v1.17.0 or 2.x); nothing was run"
 	exit 77
 fi
+if [ -n "${LIBFABRIC_PREFIX:-}" ]; then
+	export LD_LIBRARY_PATH="$LIBFABRIC_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+echo "libfabric core: $(ldd "$bin/fi_getinfo_test" 2>/dev/null | awk '/libfabric\.so/ {print $3; exit}')"
 transport=${1:-shm}
 shift || true
 [ $# -gt 0 ] || set -- foundation

@@ -13,9 +13,11 @@
 //!   connected endpoints); no AV is needed. Sends before `FI_CONNECTED`
 //!   ("Outbound data transfers cannot be initiated on a connection-oriented
 //!   endpoint until an FI_CONNECTED event has been generated") and every
-//!   post after the connection ended return `-FI_ENOTCONN` at once.
+//!   send after the connection ended return `-FI_ENOTCONN` at once.
 //!   Receives may be posted from `fi_enable` on ("receive buffers may be
-//!   associated with an endpoint anytime").
+//!   associated with an endpoint anytime"), also after the end, when they
+//!   stay posted until cancelled or the endpoint closes
+//!   (core/connected.rs, "Posts").
 //! * Connection data: at most [`CM_DATA_MAX`] (256) bytes
 //!   (`FI_OPT_CM_DATA_SIZE`); more is `-FI_EINVAL` from `fi_connect`,
 //!   `fi_accept` and `fi_reject`, as libfabric's tcp provider answers

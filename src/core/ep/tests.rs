@@ -22,9 +22,6 @@ impl Connection for Unconnected {
     fn check_send(&self) -> Result<()> {
         unreachable!()
     }
-    fn check_recv(&self) -> Result<()> {
-        unreachable!()
-    }
     fn on_enable(&self, _: &Arc<Endpoint<Self>>, _: &Binds) -> Result<()> {
         unreachable!()
     }
