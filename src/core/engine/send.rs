@@ -276,24 +276,34 @@ impl State {
         status: Result<()>,
     ) {
         if self.has_lanes() {
-            return self.complete_tx_lane(b, context, tagged, len, report, status);
+            let end = TxEnd {
+                context,
+                tagged,
+                len,
+                report,
+                status,
+            };
+            return self.complete_tx_lane(b, end);
         }
         tx_done(Sink::tx_of(b), context, tagged, len, report, status);
     }
 
     #[cold]
     #[inline(never)]
-    fn complete_tx_lane(
-        &self,
-        b: &Bound<'_>,
-        context: usize,
-        tagged: bool,
-        len: usize,
-        report: Report,
-        status: Result<()>,
-    ) {
-        tx_done(self.tx_sink(b, report.lane), context, tagged, len, report, status);
+    fn complete_tx_lane(&self, b: &Bound<'_>, e: TxEnd) {
+        let to = self.tx_sink(b, e.report.lane);
+        tx_done(to, e.context, e.tagged, e.len, e.report, e.status);
     }
+}
+
+/// What a send's completion says, as `complete_tx` hands it to the
+/// transmit context's path.
+struct TxEnd {
+    context: usize,
+    tagged: bool,
+    len: usize,
+    report: Report,
+    status: Result<()>,
 }
 
 /// A send's CQ entry (or error entry) and counter, written to `to`.
