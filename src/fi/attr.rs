@@ -13,6 +13,41 @@ use crate::core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use crate::fi::cmem;
 use core::ffi::c_char;
 
+/// `$ty` (`TxAttr` or the C `fi_tx_attr`: the same fields) with the fields
+/// of `$t` (the other one): the one list of them for both directions.
+macro_rules! tx_attr_as {
+    ($ty:ident, $t:expr) => {
+        $ty {
+            caps: $t.caps,
+            mode: $t.mode,
+            op_flags: $t.op_flags,
+            msg_order: $t.msg_order,
+            comp_order: $t.comp_order,
+            inject_size: $t.inject_size,
+            size: $t.size,
+            iov_limit: $t.iov_limit,
+            rma_iov_limit: $t.rma_iov_limit,
+            tclass: $t.tclass,
+        }
+    };
+}
+
+/// As `tx_attr_as`, for `RxAttr` and `fi_rx_attr`.
+macro_rules! rx_attr_as {
+    ($ty:ident, $r:expr) => {
+        $ty {
+            caps: $r.caps,
+            mode: $r.mode,
+            op_flags: $r.op_flags,
+            msg_order: $r.msg_order,
+            comp_order: $r.comp_order,
+            total_buffered_recv: $r.total_buffered_recv,
+            size: $r.size,
+            iov_limit: $r.iov_limit,
+        }
+    };
+}
+
 /// # Safety
 /// `p` must be NULL or a NUL-terminated string.
 unsafe fn str_of(p: *const c_char) -> Option<String> {
@@ -162,35 +197,13 @@ impl CInfoBuilder {
         // struct of abi::v2, whose prefix is the 1.17 one: allocate that.
         i.domain_attr = cmem::calloc_one::<crate::abi::v2::fi_domain_attr>()? as *mut fi_domain_attr;
         i.fabric_attr = cmem::calloc_one()?;
-        let t = s.tx.clone().unwrap_or_default();
         // SAFETY: the attribute structs were just allocated and zeroed.
         unsafe {
-            *i.tx_attr = fi_tx_attr {
-                caps: t.caps,
-                mode: t.mode,
-                op_flags: t.op_flags,
-                msg_order: t.msg_order,
-                comp_order: t.comp_order,
-                inject_size: t.inject_size,
-                size: t.size,
-                iov_limit: t.iov_limit,
-                rma_iov_limit: t.rma_iov_limit,
-                tclass: t.tclass,
-            };
+            *i.tx_attr = tx_attr_c(&s.tx.clone().unwrap_or_default());
         }
-        let r = s.rx.clone().unwrap_or_default();
         // SAFETY: as above.
         unsafe {
-            *i.rx_attr = fi_rx_attr {
-                caps: r.caps,
-                mode: r.mode,
-                op_flags: r.op_flags,
-                msg_order: r.msg_order,
-                comp_order: r.comp_order,
-                total_buffered_recv: r.total_buffered_recv,
-                size: r.size,
-                iov_limit: r.iov_limit,
-            };
+            *i.rx_attr = rx_attr_c(&s.rx.clone().unwrap_or_default());
         }
         let e = s.ep.clone().unwrap_or_default();
         // SAFETY: as above.
@@ -265,40 +278,20 @@ impl CInfoBuilder {
     }
 }
 
-/// Builds the C list (libc allocations, linked through `next`); on failure
-/// frees what was built.
 /// A C transmit attribute block in Rust form (fi_getinfo's hints,
 /// `fi_stx_context`).
 pub(crate) fn tx_attr_from_c(t: &fi_tx_attr) -> TxAttr {
-    TxAttr {
-        caps: t.caps,
-        mode: t.mode,
-        op_flags: t.op_flags,
-        msg_order: t.msg_order,
-        comp_order: t.comp_order,
-        inject_size: t.inject_size,
-        size: t.size,
-        iov_limit: t.iov_limit,
-        rma_iov_limit: t.rma_iov_limit,
-        tclass: t.tclass,
-    }
+    tx_attr_as!(TxAttr, t)
 }
 
 /// A C receive attribute block in Rust form (fi_getinfo's hints,
 /// `fi_srx_context`).
 pub(crate) fn rx_attr_from_c(r: &fi_rx_attr) -> RxAttr {
-    RxAttr {
-        caps: r.caps,
-        mode: r.mode,
-        op_flags: r.op_flags,
-        msg_order: r.msg_order,
-        comp_order: r.comp_order,
-        total_buffered_recv: r.total_buffered_recv,
-        size: r.size,
-        iov_limit: r.iov_limit,
-    }
+    rx_attr_as!(RxAttr, r)
 }
 
+/// Builds the C list (libc allocations, linked through `next`); on failure
+/// frees what was built.
 pub(crate) fn info_list_to_c(list: &[Info]) -> Result<*mut fi_info> {
     let mut head: *mut fi_info = core::ptr::null_mut();
     let mut tail: *mut fi_info = core::ptr::null_mut();
@@ -356,6 +349,17 @@ pub(crate) unsafe fn free_c_info(mut p: *mut fi_info) {
             p = next;
         }
     }
+}
+
+/// The C `fi_tx_attr` of transmit attributes (fi_getinfo's answers, a
+/// scalable endpoint's transmit contexts).
+pub(crate) fn tx_attr_c(t: &TxAttr) -> fi_tx_attr {
+    tx_attr_as!(fi_tx_attr, t)
+}
+
+/// The C `fi_rx_attr` of receive attributes (as [`tx_attr_c`]).
+pub(crate) fn rx_attr_c(r: &RxAttr) -> fi_rx_attr {
+    rx_attr_as!(fi_rx_attr, r)
 }
 
 #[cfg(test)]

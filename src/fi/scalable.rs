@@ -55,19 +55,7 @@ impl CtxObj for TxCtx {
         &self.0
     }
     fn attr(sep: &Sep) -> fi_tx_attr {
-        let t = &sep.tx_attr;
-        fi_tx_attr {
-            caps: t.caps,
-            mode: t.mode,
-            op_flags: t.op_flags,
-            msg_order: t.msg_order,
-            comp_order: t.comp_order,
-            inject_size: t.inject_size,
-            size: t.size,
-            iov_limit: t.iov_limit,
-            rma_iov_limit: t.rma_iov_limit,
-            tclass: t.tclass,
-        }
+        super::attr::tx_attr_c(&sep.tx_attr)
     }
 }
 impl CtxObj for RxCtx {
@@ -76,17 +64,7 @@ impl CtxObj for RxCtx {
         &self.0
     }
     fn attr(sep: &Sep) -> fi_rx_attr {
-        let r = &sep.rx_attr;
-        fi_rx_attr {
-            caps: r.caps,
-            mode: r.mode,
-            op_flags: r.op_flags,
-            msg_order: r.msg_order,
-            comp_order: r.comp_order,
-            total_buffered_recv: r.total_buffered_recv,
-            size: r.size,
-            iov_limit: r.iov_limit,
-        }
+        super::attr::rx_attr_c(&sep.rx_attr)
     }
 }
 

@@ -3,6 +3,7 @@
 //! admission) or none; selective completion; FI_SOURCE / FI_SOURCE_ERR;
 //! truncation (`FI_ETRUNC` with `olen`).
 
+use super::lanes::Sink;
 use super::matching::PostedRecv;
 use super::state::*;
 use super::types::*;
@@ -105,9 +106,27 @@ impl State {
     }
 
     /// A receive completed (successfully, truncated, or from a source
-    /// FI_SOURCE_ERR must report).
+    /// FI_SOURCE_ERR must report): its entry and counter in the endpoint's
+    /// bindings or, on a scalable endpoint, in those of the receive context
+    /// it was posted on.
     pub(super) fn complete_rx(&mut self, b: &Bound<'_>, r: &impl RxIdent, got: Received<'_>) {
         let r = r.who();
+        self.rx_done(b, self.rx_sink(b, r.lane), r, got);
+    }
+
+    /// [`State::complete_rx`] inlined into the small-message path
+    /// (`deliver_matched`), whose pass knows whether the endpoint has
+    /// contexts (`LANES`): without, no context work at all.
+    #[inline(always)]
+    pub(super) fn complete_rx_in<const LANES: bool>(&mut self, b: &Bound<'_>, r: &impl RxIdent, got: Received<'_>) {
+        let r = r.who();
+        let to = if LANES { self.rx_sink(b, r.lane) } else { Sink::rx_of(b) };
+        self.rx_done(b, to, r, got);
+    }
+
+    /// [`State::complete_rx`] with its CQ and counter chosen (`to`).
+    #[inline(always)]
+    fn rx_done(&self, b: &Bound<'_>, to: Sink<'_>, r: RxWho, got: Received<'_>) {
         let Received {
             src,
             hdr: h,
@@ -141,7 +160,6 @@ impl State {
         } else {
             None
         };
-        let to = self.rx_sink(b, r.lane);
         match err {
             None => {
                 if let Some(c) = to.cntr {
@@ -193,12 +211,13 @@ impl State {
     /// first unused byte, written even under selective completion. No
     /// message: the receive counter does not count it.
     pub(super) fn complete_release(&mut self, b: &Bound<'_>, r: &PostedRecv) {
+        let to = self.rx_sink(b, r.lane);
         let entry = CqEntry {
             buf: r.iov.addr_at(r.used) as *mut c_void,
             ..CqEntry::new(r.context as *mut c_void, FI_MULTI_RECV)
         };
         cq_success(
-            self.rx_sink(b, r.lane).cq,
+            to.cq,
             Report {
                 on_success: true,
                 slot: r.claimed,

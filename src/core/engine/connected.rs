@@ -13,9 +13,21 @@ impl Inner {
     /// Where a send goes: a connected endpoint's one peer whatever the
     /// destination address, else the AV's entry for it (in the port's
     /// canonical form).
+    #[inline(always)]
     pub(super) fn destination(&mut self, b: &Bound<'_>, dest: fi_addr_t) -> Result<Addr> {
+        self.destination_lane(b, dest).map(|(a, _)| a)
+    }
+
+    /// [`Inner::destination`] and the receive context `dest` names there
+    /// (`fi_rx_addr`, as the header's `flag::LANE` bits: `AvView::lane_flags`;
+    /// 0 for a connected endpoint), which a message must carry; the
+    /// context's error (`-FI_EINVAL`) is the message's only. Kept with
+    /// the address in the destination cache: no test of the AV's
+    /// `rx_ctx_bits` per send.
+    #[inline(always)]
+    pub(super) fn destination_lane(&mut self, b: &Bound<'_>, dest: fi_addr_t) -> Result<(Addr, Result<u32>)> {
         match self.st.cfg.fixed_peer {
-            Some(p) => Ok(p),
+            Some(p) => Ok((p, Ok(0))),
             None => {
                 let av = b.av.as_ref().ok_or(Error::NOAV)?;
                 // The last destination again, while the AV removed nothing
@@ -25,17 +37,19 @@ impl Inner {
                 let gen = av.generation();
                 if let Some(c) = &self.st.dest {
                     if c.fi_addr == dest && c.gen == gen && c.av == id {
-                        return Ok(c.addr);
+                        return Ok((c.addr, c.lane));
                     }
                 }
                 let addr = self.port.canonical(&av.lookup_addr(dest).ok_or(Error::INVAL)?);
+                let lane = av.lane_flags(dest);
                 self.st.dest = Some(DestCache {
                     av: id,
                     fi_addr: dest,
                     gen,
                     addr,
+                    lane,
                 });
-                Ok(addr)
+                Ok((addr, lane))
             }
         }
     }

@@ -12,14 +12,13 @@ use crate::transport::proto::flag;
 impl State {
     /// Where a send's completion goes: the endpoint's bindings, or those of
     /// transmit context `lane` of a scalable endpoint.
+    /// The completion paths test [`State::has_lanes`] once and, on
+    /// endpoints without contexts, use `b`'s bindings directly
+    /// ([`Sink::tx_of`]); this is the general answer.
     #[inline(always)]
     pub(super) fn tx_sink<'a>(&'a self, b: &Bound<'a>, lane: u8) -> Sink<'a> {
         match &self.lanes {
-            None => Sink {
-                cq: b.tx_cq,
-                selective: b.tx_selective,
-                cntr: b.send_cntr,
-            },
+            None => Sink::tx_of(b),
             Some(l) => l.tx_sink(lane),
         }
     }
@@ -28,13 +27,18 @@ impl State {
     #[inline(always)]
     pub(super) fn rx_sink<'a>(&'a self, b: &Bound<'a>, lane: u8) -> Sink<'a> {
         match &self.lanes {
-            None => Sink {
-                cq: b.rx_cq,
-                selective: b.rx_selective,
-                cntr: b.recv_cntr,
-            },
+            None => Sink::rx_of(b),
             Some(l) => l.rx_sink(lane),
         }
+    }
+
+    /// Whether this is a scalable endpoint (it has contexts): the one
+    /// test a completion or a progress pass makes before it takes the
+    /// path that knows about contexts; endpoints without them stay on a
+    /// path with no context work at all.
+    #[inline(always)]
+    pub(super) fn has_lanes(&self) -> bool {
+        self.lanes.is_some()
     }
 
     /// The receive context whose queue is in `m` (0 on other endpoints).
@@ -66,6 +70,28 @@ impl State {
         std::mem::swap(&mut self.m, &mut l.parked[from]);
         std::mem::swap(&mut self.m, &mut l.parked[to]);
         l.cur = to;
+    }
+}
+
+impl<'a> Sink<'a> {
+    /// The endpoint's own transmit bindings in `b`.
+    #[inline(always)]
+    pub(super) fn tx_of(b: &Bound<'a>) -> Sink<'a> {
+        Sink {
+            cq: b.tx_cq,
+            selective: b.tx_selective,
+            cntr: b.send_cntr,
+        }
+    }
+
+    /// The endpoint's own receive bindings in `b`.
+    #[inline(always)]
+    pub(super) fn rx_of(b: &Bound<'a>) -> Sink<'a> {
+        Sink {
+            cq: b.rx_cq,
+            selective: b.rx_selective,
+            cntr: b.recv_cntr,
+        }
     }
 }
 

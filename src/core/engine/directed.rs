@@ -26,6 +26,9 @@ pub(crate) struct RecvMatching {
     tagged_exact: bool,
     msg_multi: bool,
     tagged_multi: bool,
+    /// `msg_exact || tagged_exact`, kept: one load on the path of every
+    /// any-source receive.
+    any_exact: bool,
 }
 
 impl RecvMatching {
@@ -55,6 +58,7 @@ impl RecvMatching {
             tagged_exact: exact && tagged_directed,
             msg_multi,
             tagged_multi: caps & FI_TAGGED_MULTI_RECV != 0,
+            any_exact: exact && (msg_directed || tagged_directed),
         }
     }
 
@@ -66,6 +70,7 @@ impl RecvMatching {
             tagged_directed: false,
             msg_exact: false,
             tagged_exact: false,
+            any_exact: false,
             ..self
         }
     }
@@ -86,7 +91,7 @@ impl RecvMatching {
     /// every any-source receive).
     #[inline(always)]
     pub(crate) fn any_exact(&self) -> bool {
-        self.msg_exact | self.tagged_exact
+        self.any_exact
     }
 
     /// Whether a receive of this kind may be posted with `FI_MULTI_RECV`.

@@ -104,7 +104,13 @@ impl Inner {
     #[inline(always)]
     pub(crate) fn progress_in(&mut self, b: &Bound<'_>) -> bool {
         let (port, st) = (&mut self.port, &mut self.st);
-        let moved = port.poll(&mut EngineDelivery { st, b });
+        // One test per pass: endpoints without contexts get the delivery
+        // that does no context work.
+        let moved = if st.has_lanes() {
+            port.poll(&mut EngineDelivery::<true> { st, b })
+        } else {
+            port.poll(&mut EngineDelivery::<false> { st, b })
+        };
         st.after_poll(port.as_mut(), b);
         moved
     }
@@ -166,13 +172,14 @@ impl Inner {
 
 /// The engine's [`Delivery`], the one the transports call during `poll`:
 /// the state and the bindings of this pass (records routed to RMA or to
-/// messages).
-struct EngineDelivery<'a> {
+/// messages). `LANES`: the endpoint has receive contexts (`lanes.rs`),
+/// chosen once per pass.
+struct EngineDelivery<'a, const LANES: bool> {
     st: &'a mut State,
     b: &'a Bound<'a>,
 }
 
-impl EngineDelivery<'_> {
+impl<const LANES: bool> EngineDelivery<'_, LANES> {
     /// A message for another receive context than the one whose queue is
     /// in place (`contexts.rs`): `f` runs with that context's queue, or,
     /// when the endpoint has no such context, the message is refused:
@@ -200,12 +207,12 @@ impl EngineDelivery<'_> {
     }
 
     /// Whether message record `hdr` is for another receive context than
-    /// the one in place (EAGER and RTS records name one; 0 on every
-    /// endpoint that is not scalable). The common case, no context named
-    /// and none here, costs a flag test and a load.
+    /// the one in place (EAGER and RTS records name one). On an endpoint
+    /// without contexts (the one in place is 0) a flag test: a record
+    /// naming a context there is refused (`in_lane`).
     #[inline(always)]
     fn other_lane(&self, hdr: &WireHdr) -> bool {
-        (hdr.flags & flag::LANE != 0 || self.st.lanes.is_some()) && self.other_lane_slow(hdr)
+        (LANES || hdr.flags & flag::LANE != 0) && self.other_lane_slow(hdr)
     }
 
     #[cold]
@@ -215,7 +222,7 @@ impl EngineDelivery<'_> {
     }
 }
 
-impl Delivery for EngineDelivery<'_> {
+impl<const LANES: bool> Delivery for EngineDelivery<'_, LANES> {
     fn place(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr) -> Place {
         if op::is_rma(hdr.op) {
             return self.st.rma_place(self.b, src, hdr);
@@ -243,12 +250,14 @@ impl Delivery for EngineDelivery<'_> {
         self.st.buffered(src, src_pid, hdr, data)
     }
     fn deliver(&mut self, src: &Addr, src_pid: i32, hdr: &WireHdr, payload: &dyn PayloadIn) -> Disposition {
-        if self.other_lane(hdr) {
+        // Without contexts, `deliver_matched` leaves a record naming one
+        // to `place` (through `place_and_copy`), which refuses it.
+        if LANES && self.other_lane(hdr) {
             return self.in_lane(src, hdr, Disposition::Consumed, |d| {
                 d.deliver(src, src_pid, hdr, payload)
             });
         }
-        if self.st.deliver_matched(self.b, src, hdr, payload) {
+        if self.st.deliver_matched::<LANES>(self.b, src, hdr, payload) {
             return Disposition::Consumed;
         }
         crate::transport::place_and_copy(self, src, src_pid, hdr, payload)

@@ -50,9 +50,12 @@ impl Inner {
         // FI_EXACT_DIRECTED_RECV forbids it ("FI_ADDR_UNSPEC is not
         // allowed"; a claim names its message by context, not by source),
         // which no AV entry is: -FI_EINVAL.
+        // The common receive, any source and no rule against it, costs one
+        // test more than that.
         let rules = &self.st.cfg.matching;
-        let src = if (a.src != FI_ADDR_UNSPEC
-            || rules.any_exact() && rules.exact(a.tagged) && a.flags & (FI_CLAIM | FI_PEEK) != FI_CLAIM)
+        let src = if a.src == FI_ADDR_UNSPEC && !rules.any_exact() {
+            None
+        } else if (a.src != FI_ADDR_UNSPEC || rules.exact(a.tagged) && a.flags & (FI_CLAIM | FI_PEEK) != FI_CLAIM)
             && rules.directed(a.tagged)
         {
             let av = b.av.as_ref().ok_or(Error::NOAV)?;
@@ -209,9 +212,18 @@ impl State {
     /// the first posted receive it matches when that is a plain one: copied
     /// into it and completed at once, as `place` + `placed` would, without
     /// parking the receive as an in-flight placement. false: not that case
-    /// (nothing was done; the caller places it in two steps).
-    pub(super) fn deliver_matched(&mut self, b: &Bound<'_>, src: &Addr, h: &WireHdr, p: &dyn PayloadIn) -> bool {
-        if h.op != op::EAGER || self.buf.is_some() {
+    /// (nothing was done; the caller places it in two steps). `LANES`: the
+    /// endpoint has receive contexts (`progress.rs`'s delivery knows, per
+    /// pass). Inlined into that delivery, once per kind.
+    #[inline(always)]
+    pub(super) fn deliver_matched<const LANES: bool>(
+        &mut self,
+        b: &Bound<'_>,
+        src: &Addr,
+        h: &WireHdr,
+        p: &dyn PayloadIn,
+    ) -> bool {
+        if h.op != op::EAGER || !LANES && h.flags & flag::LANE != 0 || self.buf.is_some() {
             return false;
         }
         let tagged = h.flags & flag::TAGGED != 0;
@@ -229,7 +241,7 @@ impl State {
         let (who, buf) = (r.who(), r.iov.addr_at(0));
         // Completed from `who`: the receive leaves its queue unread.
         self.m.drop_posted(tagged, idx);
-        self.complete_rx(
+        self.complete_rx_in::<LANES>(
             b,
             &who,
             Received {

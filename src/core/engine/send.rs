@@ -5,6 +5,7 @@
 //! completion. Larger messages leave through `rendezvous.rs`.
 
 use super::completion::{cq_success, tx_error};
+use super::lanes::Sink;
 use super::matching::IovList;
 use super::state::*;
 use super::types::*;
@@ -26,11 +27,8 @@ impl Inner {
     /// [`Inner::send`] with the view borrowed (the C face's post, which
     /// holds the endpoint's built view: no copy of it per send).
     pub(crate) fn send_in<I: Borrow<IovList>>(&mut self, b: &Bound<'_>, a: SendArgs<I>) -> Result<()> {
-        let peer = self.destination(b, a.dest)?;
-        let lane = match &b.av {
-            Some(av) if av.rx_bits != 0 => av.lane_flags(a.dest)?,
-            _ => 0,
-        };
+        let (peer, lane) = self.destination_lane(b, a.dest)?;
+        let lane = lane?;
         let len = a.iov.borrow().total();
         let cfg = &self.st.cfg;
         if len > cfg.max_msg_size {
@@ -130,7 +128,6 @@ impl Inner {
         // levels): one test on the common path, the rest out of line.
         let wait = a.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE | FI_TRANSMIT_COMPLETE) != 0
             && !a.inject_call
-            && !self.st.cfg.dgram
             && self.ack_flag(&peer, a.flags, &mut h);
         // `send_retry` written out: the payload is built once, in the
         // call's argument (one kept in a variable for a second try would be
@@ -162,11 +159,15 @@ impl Inner {
     /// took the data); transmit complete on a transport whose written
     /// records are not yet the peer's (tcp), `ACK_ARRIVE` (answered when
     /// the record is off its socket, matched or not). false: none (transmit
-    /// complete on shm: the record in the peer's ring is that).
+    /// complete on shm: the record in the peer's ring is that; any level on
+    /// a datagram endpoint, which is unreliable).
     #[cold]
     #[inline(never)]
     fn ack_flag(&self, peer: &Addr, flags: u64, h: &mut WireHdr) -> bool {
-        if flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 {
+        if self.st.cfg.dgram {
+            // No completion level of a datagram waits for its peer.
+            false
+        } else if flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0 {
             h.flags |= flag::ACK_REQ;
             true
         } else if !self.port.queued_at_peer(peer) {
@@ -261,9 +262,9 @@ impl State {
         self.complete_tx(b, t.context, t.tagged, t.len, t.report, status);
     }
 
-    /// A send's completion: its CQ entry (or error entry) and counter.
-    /// Inlined into each caller, as it was before the sink test
-    /// (`tx_sink`) made it one call too large for the compiler's taste.
+    /// A send's completion: its CQ entry (or error entry) and counter, in
+    /// the endpoint's bindings or, on a scalable endpoint, in those of the
+    /// transmit context it was posted on (`complete_tx_lane`).
     #[inline(always)]
     pub(super) fn complete_tx(
         &mut self,
@@ -274,26 +275,58 @@ impl State {
         report: Report,
         status: Result<()>,
     ) {
-        let flags = FI_SEND | if tagged { FI_TAGGED } else { FI_MSG };
-        let entry = CqEntry {
-            len: 0,
-            ..CqEntry::new(context as *mut c_void, flags)
-        };
-        let to = self.tx_sink(b, report.lane);
-        match status {
-            Ok(()) => {
-                if let Some(c) = to.cntr {
-                    c.inc();
-                }
-                cq_success(to.cq, report, entry);
+        if self.has_lanes() {
+            let end = TxEnd {
+                context,
+                tagged,
+                len,
+                report,
+                status,
+            };
+            return self.complete_tx_lane(b, end);
+        }
+        tx_done(Sink::tx_of(b), context, tagged, len, report, status);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn complete_tx_lane(&self, b: &Bound<'_>, e: TxEnd) {
+        let to = self.tx_sink(b, e.report.lane);
+        tx_done(to, e.context, e.tagged, e.len, e.report, e.status);
+    }
+}
+
+/// What a send's completion says, as `complete_tx` hands it to the
+/// transmit context's path.
+struct TxEnd {
+    context: usize,
+    tagged: bool,
+    len: usize,
+    report: Report,
+    status: Result<()>,
+}
+
+/// A send's CQ entry (or error entry) and counter, written to `to`.
+#[inline(always)]
+fn tx_done(to: Sink<'_>, context: usize, tagged: bool, len: usize, report: Report, status: Result<()>) {
+    let flags = FI_SEND | if tagged { FI_TAGGED } else { FI_MSG };
+    let entry = CqEntry {
+        len: 0,
+        ..CqEntry::new(context as *mut c_void, flags)
+    };
+    match status {
+        Ok(()) => {
+            if let Some(c) = to.cntr {
+                c.inc();
             }
-            Err(e) => {
-                if let Some(c) = to.cntr {
-                    c.inc_err();
-                }
-                let entry = CqEntry { len, ..entry };
-                tx_error(to.cq, report, CqErrEntry::new(entry, e.0));
+            cq_success(to.cq, report, entry);
+        }
+        Err(e) => {
+            if let Some(c) = to.cntr {
+                c.inc_err();
             }
+            let entry = CqEntry { len, ..entry };
+            tx_error(to.cq, report, CqErrEntry::new(entry, e.0));
         }
     }
 }

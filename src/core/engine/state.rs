@@ -361,13 +361,15 @@ pub(super) struct State {
 
 /// A resolved destination: `fi_addr` in the AV at address `av` gave
 /// `addr` (canonical for the port) when the AV's generation was `gen`
-/// (read before the lookup; core/av.rs, "Thread safety").
+/// (read before the lookup; core/av.rs, "Thread safety"), and the
+/// receive context `fi_addr` names (`AvView::lane_flags`).
 #[derive(Clone, Copy)]
 pub(super) struct DestCache {
     pub(super) av: usize,
     pub(super) fi_addr: fi_addr_t,
     pub(super) gen: u64,
     pub(super) addr: Addr,
+    pub(super) lane: Result<u32, crate::base::error::Error>,
 }
 
 pub(crate) struct Inner {

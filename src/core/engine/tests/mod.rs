@@ -10,6 +10,7 @@ mod dgram;
 mod directed;
 mod eager;
 mod failure;
+mod lanes;
 mod push_whole;
 mod rendezvous;
 mod rma;
