@@ -360,7 +360,7 @@ TEST(a_send_to_an_absent_peer_completes_and_is_lost)
 	CHECK(late > 0);
 	CHECK_OK(read_addr(p2[0], &a, &died_late));
 	size_t big = 16384;
-	unsigned char *sbuf = malloc(big), rbuf[256];
+	unsigned char *sbuf = calloc(1, big), rbuf[256];
 	CHECK(sbuf != NULL);
 	fill(sbuf, 64, 21);
 	CHECK_OK(send_n(&a, &b, died_late, sbuf, 64, 1));
