@@ -307,7 +307,9 @@ static RX_FI_OPS: fi_ops = fi_ops {
     ops_set: Some(noops::no_ops_set),
 };
 
-static TX_OPS: fi_ops_ep = fi_ops_ep {
+/// The endpoint calls of a transmit context (a scalable endpoint's, and a
+/// shared one, `fi/shared_ctx.rs`): none.
+pub(crate) static TX_OPS: fi_ops_ep = fi_ops_ep {
     size: core::mem::size_of::<fi_ops_ep>(),
     cancel: Some(no_cancel),
     getopt: Some(no_getopt),
@@ -329,9 +331,9 @@ static RX_OPS: fi_ops_ep = fi_ops_ep {
     tx_size_left: Some(no_size_left),
 };
 
-/// Connection management: none on contexts (-FI_ENOSYS, as on RDM
-/// endpoints).
-static CTX_CM_OPS: fi_ops_cm = fi_ops_cm {
+/// Connection management: none on contexts, scalable or shared (-FI_ENOSYS,
+/// as on RDM endpoints).
+pub(crate) static CTX_CM_OPS: fi_ops_cm = fi_ops_cm {
     size: core::mem::size_of::<fi_ops_cm>(),
     setname: Some(no_setname),
     getname: Some(no_getname),

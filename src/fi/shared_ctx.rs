@@ -13,9 +13,7 @@ use crate::base::error::Result;
 use crate::core::domain::Domain;
 use crate::core::shared_ctx::{SharedRx, SharedTx};
 use crate::fi::attr::{rx_attr_from_c, tx_attr_from_c};
-use crate::fi::scalable::{
-    no_cancel, no_getname, no_getopt, no_setname, no_setopt, no_size_left, CTX_MSG_OPS, CTX_TAGGED_OPS,
-};
+use crate::fi::scalable::{no_getopt, no_setopt, no_size_left, CTX_CM_OPS, CTX_MSG_OPS, CTX_TAGGED_OPS, TX_OPS};
 use crate::fi::{self, noops, FiObject, Obj};
 use core::ffi::{c_int, c_void};
 
@@ -44,7 +42,7 @@ pub(crate) unsafe fn open_stx(d: &Obj<Domain>, attr: *const fi_tx_attr, context:
             context,
             ops: &STX_FI_OPS,
         },
-        ops: &CTX_EP_OPS,
+        ops: &TX_OPS,
     };
     Ok(Obj::create(hdr, core))
 }
@@ -65,7 +63,7 @@ pub(crate) unsafe fn open_srx(d: &Obj<Domain>, attr: *const fi_rx_attr, context:
             ops: &SRX_FI_OPS,
         },
         ops: &SRX_EP_OPS,
-        cm: &SRX_CM_OPS,
+        cm: &CTX_CM_OPS,
         msg: &CTX_MSG_OPS,
         rma: &super::rma::RMA_OPS,
         tagged: &CTX_TAGGED_OPS,
@@ -95,18 +93,6 @@ static SRX_FI_OPS: fi_ops = fi_ops {
     ops_set: Some(noops::no_ops_set),
 };
 
-/// The endpoint calls of a transmit context: none.
-static CTX_EP_OPS: fi_ops_ep = fi_ops_ep {
-    size: core::mem::size_of::<fi_ops_ep>(),
-    cancel: Some(no_cancel),
-    getopt: Some(no_getopt),
-    setopt: Some(no_setopt),
-    tx_ctx: Some(super::ep::ep_tx_ctx),
-    rx_ctx: Some(super::ep::ep_rx_ctx),
-    rx_size_left: Some(no_size_left),
-    tx_size_left: Some(no_size_left),
-};
-
 static SRX_EP_OPS: fi_ops_ep = fi_ops_ep {
     size: core::mem::size_of::<fi_ops_ep>(),
     cancel: Some(srx_cancel),
@@ -116,19 +102,6 @@ static SRX_EP_OPS: fi_ops_ep = fi_ops_ep {
     rx_ctx: Some(super::ep::ep_rx_ctx),
     rx_size_left: Some(srx_size_left),
     tx_size_left: Some(no_size_left),
-};
-
-static SRX_CM_OPS: fi_ops_cm = fi_ops_cm {
-    size: core::mem::size_of::<fi_ops_cm>(),
-    setname: Some(no_setname),
-    getname: Some(no_getname),
-    getpeer: Some(super::ep::ep_getpeer),
-    connect: Some(super::ep::ep_connect),
-    listen: Some(super::ep::ep_listen),
-    accept: Some(super::ep::ep_accept),
-    reject: Some(super::ep::ep_reject),
-    shutdown: Some(super::ep::ep_shutdown),
-    join: Some(super::ep::ep_join),
 };
 
 unsafe extern "C" fn stx_close(f: *mut fid) -> c_int {
